@@ -50,7 +50,7 @@ def parse_quantity(text: str, dimension: str) -> float:
     """
     if dimension not in DIMENSIONS:
         raise ValueError(f"unknown dimension {dimension!r}")
-    expected = _example(dimension)
+    expected = example_quantity(dimension)
     if not isinstance(text, str):
         raise ValueError(f"expected a quantity with a unit such as {expected!r}, got {text!r}")
     match = _QUANTITY.match(text)
@@ -75,7 +75,8 @@ def _unit_scale(unit: str, dimension: str) -> float | None:
     return _PREFIX.get(prefix)
 
 
-def _example(dimension: str) -> str:
+def example_quantity(dimension: str) -> str:
+    """A well-formed example of a quantity of this dimension, for error messages."""
     return {
         "bytes": "64 GiB",
         "bytes_per_s": "1.6 TB/s",

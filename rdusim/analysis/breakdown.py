@@ -1,0 +1,72 @@
+"""Trace -> tidy per-kernel breakdown: latency, share, compute/memory/comm time, bound.
+
+Owns: ``kernel_breakdown``, ``roofline_s``. Imports: sim.trace, mapping.plan, pandas.
+
+Definitions (per socket, per call, then times the calls of the phase):
+- ``latency_s``: launch to barrier, i.e. what the kernel adds to the phase;
+- ``compute_s``: busy time of the kernel's busiest stage (its PCUs are its own);
+- ``memory_s`` / ``comm_s``: time the HBM+DDR / P2P ports had at least one transfer;
+- ``bound``: the largest of the three, or ``latency`` when none covers half the kernel
+  (fill, drain, launch and synchronisation dominate);
+- utilisations are against peak: PCU-seconds used / available, bytes / (peak x time).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from rdusim.mapping.plan import KernelPlan, Plan
+from rdusim.sim.trace import KernelRecord, Trace
+
+COLUMNS = ["kernel", "layer_type", "calls", "latency_s", "share", "compute_s", "memory_s", "comm_s",
+           "bound", "pcu_util", "hbm_util", "roofline_s", "hbm_bytes", "p2p_bytes", "sram_bytes"]
+
+
+def roofline_s(kernel: KernelPlan, plan: Plan) -> float:
+    """Lower bound on one call: max of compute at peak, bytes per tier, link bytes."""
+    socket = plan.system.socket
+    compute = sum(s.work / socket.peak_ops_per_s(s.op_class) for s in kernel.stages if s.pcus)
+    tiers = [(sum(s.load_bytes(t) + s.store_bytes(t) for s in kernel.stages)) / socket.tier_peak_bytes_per_s(t)
+             for t in ("hbm", "ddr")]
+    link = sum(s.p2p_bytes for s in kernel.stages) / socket.spec.p2p.bandwidth_bytes_per_s
+    return max(compute, *tiers, link)
+
+
+def kernel_breakdown(plan: Plan, trace: Trace) -> pd.DataFrame:
+    """One row per (layer type, kernel), in execution order."""
+    rows = []
+    plans = {(k.layer_type, k.name): k for kernels in plan.kernels.values() for k in kernels}
+    for record in trace.kernels:
+        kernel = plans[(record.layer_type, record.kernel)]
+        calls = plan.layer_counts[record.layer_type] if trace.layer_multiplier.get(record.layer, 1) > 1 else 1
+        rows.append(_row(record, kernel, plan, calls))
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame = frame.groupby(["layer_type", "kernel"], sort=False, as_index=False).agg(_AGGREGATE)[COLUMNS]
+    totals = frame.groupby("layer_type")["latency_s"].transform("sum")
+    frame["share"] = frame["latency_s"] / totals
+    return frame
+
+
+def _row(record: KernelRecord, kernel: KernelPlan, plan: Plan, calls: int) -> dict:
+    socket = plan.system.socket
+    latency = record.end_s - record.start_s
+    compute = max(record.stage_busy_s.values(), default=0.0)
+    memory = record.pool_busy_s.get("hbm", 0.0) + record.pool_busy_s.get("ddr", 0.0)
+    comm = record.pool_busy_s.get("p2p", 0.0)
+    parts = {"compute": compute, "memory": memory, "comm": comm}
+    top = max(parts, key=lambda k: parts[k])
+    bound = top if parts[top] >= 0.5 * latency else "latency"
+    pcu_s = sum(record.stage_busy_s[n] * record.stage_pcus[n] for n in record.stage_busy_s)
+    return {
+        "kernel": record.kernel, "layer_type": record.layer_type, "calls": calls,
+        "latency_s": latency * calls, "share": 0.0, "compute_s": compute * calls, "memory_s": memory * calls,
+        "comm_s": comm * calls, "bound": bound, "pcu_util": pcu_s / (socket.pcus * latency),
+        "hbm_util": record.pool_bytes.get("hbm", 0.0) / (socket.tier_peak_bytes_per_s("hbm") * latency),
+        "roofline_s": roofline_s(kernel, plan) * calls, "hbm_bytes": record.pool_bytes.get("hbm", 0.0) * calls,
+        "p2p_bytes": record.pool_bytes.get("p2p", 0.0) * calls, "sram_bytes": kernel.sram_bytes,
+    }
+
+
+_AGGREGATE = {c: "sum" for c in ("calls", "latency_s", "compute_s", "memory_s", "comm_s", "roofline_s",
+                                 "hbm_bytes", "p2p_bytes")} | {
+    "share": "first", "bound": "first", "pcu_util": "mean", "hbm_util": "mean", "sram_bytes": "max"}

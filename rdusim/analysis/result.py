@@ -1,0 +1,66 @@
+"""``simulate()``: the one-call Python API, and the result it returns.
+
+Owns: ``SimulationResult``, ``simulate``. Imports: mapping, sim, breakdown, pandas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from rdusim.analysis.breakdown import kernel_breakdown
+from rdusim.mapping.build import build_plan
+from rdusim.mapping.bundle import LoadedMapping, load_mapping
+from rdusim.mapping.memory import memory_report
+from rdusim.mapping.plan import Plan
+from rdusim.sim.engine import simulate_plan
+from rdusim.sim.trace import Trace
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """What one simulation produced. ``kernels`` is the per-kernel breakdown (pandas)."""
+
+    plan: Plan
+    trace: Trace
+    kernels: pd.DataFrame
+    memory: dict[str, dict[str, float]]
+
+    @property
+    def phase(self) -> str:
+        return self.plan.phase
+
+    @property
+    def total_s(self) -> float:
+        """Prefill: time to first token. Decode: time of one step."""
+        return float(self.kernels["latency_s"].sum())
+
+    def to_dict(self) -> dict:
+        """The JSON output contract (``rdusim simulate --format json``)."""
+        spec = self.plan.mapping
+        return {
+            "mapping": spec.name, "model": self.plan.model.name, "hardware": self.plan.system.name,
+            "phase": self.phase, "seq_len": self.plan.seq_len, "batch": self.plan.batch,
+            "kv_policy": spec.kv_policy.name, "kv_len": self.plan.kv_len, "total_s": self.total_s,
+            "kernels": self.kernels.to_dict(orient="records"),
+            "memory": {f"socket{s}": self.memory for s in range(1)} | {"per_socket": self.memory},
+            "simulation": {"events": self.trace.event_count, "sockets_simulated": self.trace.sockets_simulated,
+                           "layers_simulated": self.trace.layers_simulated},
+        }
+
+
+def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None, batch: int | None = None,
+             hw: str | Path | None = None, overrides: list[str] | None = None, fast: bool = True,
+             record_events: bool = True) -> SimulationResult:
+    """Simulate a mapping (a YAML path or a loaded mapping) and return the breakdown."""
+    if isinstance(mapping, LoadedMapping):
+        if seq_len is not None or batch is not None or hw is not None or overrides:
+            mapping = load_mapping(mapping.document.path, overrides=overrides, seq_len=seq_len, batch=batch, hw=hw)
+        loaded = mapping
+    else:
+        loaded = load_mapping(mapping, overrides=overrides, seq_len=seq_len, batch=batch, hw=hw)
+    plan = build_plan(loaded)
+    trace = simulate_plan(plan, fast=fast, record_events=record_events)
+    return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory_report(plan))

@@ -1,0 +1,46 @@
+"""``rdusim simulate MAPPING``: simulate a mapping and print or write its breakdown."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rdusim.analysis.chrome_trace import chrome_trace
+from rdusim.analysis.result import simulate
+from rdusim.cli.output import format_table, write_atomic
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("simulate", help="simulate a YAML mapping, print the per-kernel breakdown")
+    parser.add_argument("mapping", help="mapping YAML, e.g. mappings/deepseek-r1/prefill-snapstream.yaml")
+    parser.add_argument("--seq-len", type=int, help="prompt length in tokens (overrides workload.seq_len)")
+    parser.add_argument("--batch", type=int, help="batch size (overrides workload.batch)")
+    parser.add_argument("--hw", help="node YAML to run on instead of the mapping's hardware")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any mapping key, e.g. --set defaults.chunk_tokens=2048 (repeatable)")
+    parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    parser.add_argument("--out", help="write the result here instead of standard output")
+    parser.add_argument("--trace", help="write a Chrome trace-event JSON (open it in Perfetto)")
+    parser.add_argument("--full", action="store_true",
+                        help="simulate every layer on every socket (slow; same result as the default)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = simulate(args.mapping, seq_len=args.seq_len, batch=args.batch, hw=args.hw,
+                      overrides=args.overrides, fast=not args.full, record_events=bool(args.trace))
+    if args.format == "json":
+        text = json.dumps(result.to_dict(), indent=2) + "\n"
+    elif args.format == "csv":
+        text = result.kernels.to_csv(index=False)
+    else:
+        text = format_table(result)
+    outputs = [(args.out, text)] if args.out else []
+    if args.trace:
+        outputs.append((args.trace, json.dumps(chrome_trace(result.trace))))
+    for path, content in outputs:  # everything is computed before anything is written
+        write_atomic(path, content)
+    if not args.out:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,239 @@
+"""Frozen pydantic models, one per YAML document kind: socket, node, model, mapping.
+
+Owns: the shape and single-field rules of every YAML document. Imports: quantity, errors.
+Rules that span documents (a degree divides a model dimension, a kernel fits in SRAM)
+live in ``rdusim.mapping.build``. Field names carry their SI unit; the YAML keys (aliases)
+are short and carry the unit in the value instead (``bandwidth: "1.6 TB/s"``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rdusim.config.quantity import Bytes, BytesPerS, FlopPerS, Hertz, Seconds
+from rdusim.kv_policy import POLICY_NAMES
+
+OP_CLASSES = ("gemm", "attention", "elementwise", "sort", "collective")
+OpClass = Literal["gemm", "attention", "elementwise", "sort", "collective"]
+Tier = Literal["sram", "hbm", "ddr"]
+Phase = Literal["prefill", "decode"]
+
+
+class Spec(BaseModel):
+    """Base of every document: frozen, unknown keys rejected, YAML keys by alias."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+Fraction = Field(gt=0.0, le=1.0)
+
+
+# --------------------------------------------------------------------------- hardware
+class ComputeSpec(Spec):
+    peak_flops_per_s: FlopPerS = Field(alias="peak", description="dense BF16 matrix peak")
+    simd_ops_per_s: FlopPerS = Field(
+        alias="simd_peak", description="element operations per second on the PCU SIMD lanes"
+    )
+    pcus: int = Field(gt=0)
+    pmus: int = Field(gt=0)
+    tiles: int = Field(gt=0)
+    clock_hz: Hertz = Field(alias="clock")
+
+
+class MemoryTierSpec(Spec):
+    capacity_bytes: Bytes = Field(alias="capacity")
+    bandwidth_bytes_per_s: BytesPerS = Field(alias="bandwidth")
+    efficiency: float = Field(default=1.0, gt=0.0, le=1.0)
+
+
+class MemorySpec(Spec):
+    sram: MemoryTierSpec
+    hbm: MemoryTierSpec
+    ddr: MemoryTierSpec
+
+
+class LinkSpec(Spec):
+    bandwidth_bytes_per_s: BytesPerS = Field(alias="bandwidth", description="per direction")
+    latency_s: Seconds = Field(alias="latency")
+
+
+class EfficiencySpec(Spec):
+    """Achieved fraction of peak per operation class, each in (0, 1] (see calibration)."""
+
+    gemm: float = Fraction
+    attention: float = Fraction
+    elementwise: float = Fraction
+    sort: float = Fraction
+    collective: float = Fraction
+
+
+class SocketSpec(Spec):
+    kind: Literal["socket"]
+    name: str
+    compute: ComputeSpec
+    memory: MemorySpec
+    p2p: LinkSpec
+    kernel_launch_s: Seconds = Field(alias="kernel_launch")
+    efficiency: EfficiencySpec
+
+
+class NodeSpec(Spec):
+    kind: Literal["node"]
+    name: str
+    socket: str = Field(description="path of the socket YAML, relative to this file")
+    sockets: int = Field(gt=0)
+    sockets_per_module: int = Field(default=1, gt=0)
+    topology: Literal["all_to_all", "ring"] = "all_to_all"
+
+    @model_validator(mode="after")
+    def _modules_divide(self) -> NodeSpec:
+        if self.sockets % self.sockets_per_module:
+            raise ValueError(
+                f"sockets_per_module={self.sockets_per_module} does not divide "
+                f"sockets={self.sockets}"
+            )
+        return self
+
+
+# ------------------------------------------------------------------------------ model
+class MlaSpec(Spec):
+    kind: Literal["mla"]
+    heads: int = Field(gt=0)
+    q_lora_rank: int = Field(gt=0)
+    kv_lora_rank: int = Field(gt=0)
+    qk_nope_head_dim: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(gt=0)
+    v_head_dim: int = Field(gt=0)
+
+
+class GqaSpec(Spec):
+    kind: Literal["gqa"]
+    heads: int = Field(gt=0)
+    kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _group_divides(self) -> GqaSpec:
+        if self.heads % self.kv_heads:
+            raise ValueError(f"kv_heads={self.kv_heads} does not divide heads={self.heads}")
+        return self
+
+
+class MoeSpec(Spec):
+    experts: int = Field(gt=0)
+    experts_per_token: int = Field(gt=0)
+    shared_experts: int = Field(ge=0)
+    intermediate: int = Field(gt=0)
+
+
+class FfnSpec(Spec):
+    intermediate: int = Field(gt=0, description="dense SwiGLU width")
+    first_dense_layers: int = Field(ge=0)
+    moe: MoeSpec | None = None
+
+
+DtypeName = Literal["fp8", "bf16", "fp16", "fp32"]
+DTYPE_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
+
+
+class DtypeSpec(Spec):
+    weights: DtypeName = "bf16"
+    activations: DtypeName = "bf16"
+    kv: DtypeName = "bf16"
+
+
+class ModelSpec(Spec):
+    kind: Literal["model"]
+    name: str
+    layers: int = Field(gt=0)
+    hidden: int = Field(gt=0)
+    vocab: int = Field(gt=0)
+    attention: MlaSpec | GqaSpec = Field(discriminator="kind")
+    ffn: FfnSpec
+    dtypes: DtypeSpec = DtypeSpec()
+    mtp_layers: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _dense_layers_fit(self) -> ModelSpec:
+        if self.ffn.first_dense_layers > self.layers:
+            raise ValueError(
+                f"ffn.first_dense_layers={self.ffn.first_dense_layers} exceeds layers={self.layers}"
+            )
+        if self.ffn.moe is None and self.ffn.first_dense_layers != self.layers:
+            raise ValueError("a model without ffn.moe must have first_dense_layers == layers")
+        return self
+
+
+# ---------------------------------------------------------------------------- mapping
+class WorkloadSpec(Spec):
+    seq_len: int = Field(gt=0, description="prompt length in tokens")
+    batch: int = Field(default=1, gt=0)
+    routing: Literal["expected", "sampled"] = "expected"
+    seed: int = 0
+    accepted_tokens_per_step: float = Field(
+        default=1.0, ge=1.0, description="multi-token prediction: tokens accepted per decode step"
+    )
+
+
+class KvPolicySpec(Spec):
+    name: str = "full"
+    compression: float = Field(default=1.0, ge=1.0, description="prompt tokens per kept slot")
+    sink: int = Field(default=64, ge=0)
+    window: int = Field(default=64, ge=1, description="SnapKV observation window")
+    pool: int = Field(default=7, ge=1)
+    recent_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    @field_validator("name")
+    @classmethod
+    def _known_policy(cls, name: str) -> str:
+        if name not in POLICY_NAMES:
+            raise ValueError(f"unknown KV policy {name!r}; known: {', '.join(POLICY_NAMES)}")
+        return name
+
+    @field_validator("pool")
+    @classmethod
+    def _odd_pool(cls, pool: int) -> int:
+        if pool % 2 == 0:
+            raise ValueError(f"pool must be odd (average pooling keeps the length), got {pool}")
+        return pool
+
+
+class ShardSpec(Spec):
+    """Degree per dimension for one op, e.g. ``{heads: 16}`` or ``{batch: 16}``."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class KernelSpec(Spec):
+    kernel: str = Field(description="fused kernel name, e.g. 'MHA'")
+    ops: list[str] = Field(min_length=1)
+    tp: int | None = Field(default=None, gt=0)
+    dp: int | None = Field(default=None, gt=0)
+    chunk_tokens: int | None = Field(default=None, gt=0)
+    kv_block_tokens: int | None = Field(default=None, gt=0)
+    buffer_depth: int | None = Field(default=None, gt=0)
+    weights: Literal["hbm", "ddr"] | None = None
+    shard: dict[str, dict[str, int]] = Field(default_factory=dict)
+
+
+class MappingDefaultsSpec(Spec):
+    tp: int = Field(default=1, gt=0)
+    dp: int = Field(default=1, gt=0)
+    chunk_tokens: int = Field(default=4096, gt=0)
+    kv_block_tokens: int = Field(default=8192, gt=0)
+    buffer_depth: int = Field(default=2, gt=0)
+    weights: Literal["hbm", "ddr"] = "hbm"
+
+
+class MappingSpec(Spec):
+    kind: Literal["mapping"]
+    name: str
+    model: str
+    hardware: str = Field(description="node YAML path, relative to this file")
+    phase: Phase
+    workload: WorkloadSpec
+    kv_policy: KvPolicySpec = KvPolicySpec()
+    defaults: MappingDefaultsSpec = MappingDefaultsSpec()
+    layers: dict[str, list[KernelSpec]] = Field(min_length=1)

@@ -1,0 +1,150 @@
+"""Validate a loaded mapping against its model and hardware and build the per-socket plan.
+
+Owns: ``build_plan`` and every cross-document rule (ops covered once, kernel order,
+degrees divide dimensions and fit the node, working sets fit SRAM). Imports: bundle,
+sharding, stages, model, hw. Raises ``MappingError`` listing every problem with numbers.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+
+import networkx as nx
+
+from rdusim.config.schema import KernelSpec
+from rdusim.errors import MappingError
+from rdusim.mapping.bundle import LoadedMapping
+from rdusim.mapping.plan import KernelPlan, Plan
+from rdusim.mapping.sharding import Layout, collectives, op_shard
+from rdusim.mapping.stages import KernelContext, build_kernel
+from rdusim.model.transformer import Shape, layer_counts, layer_graph
+from rdusim.units import format_bytes
+
+
+def kv_length(loaded: LoadedMapping) -> int:
+    """Tokens of KV each sequence keeps after prefill (the policy's compression)."""
+    seq = loaded.spec.workload.seq_len
+    return max(1, math.ceil(seq / loaded.spec.kv_policy.compression))
+
+
+def layer_shape(loaded: LoadedMapping) -> Shape:
+    w = loaded.spec.workload
+    if loaded.spec.phase == "prefill":
+        return Shape("prefill", w.batch, w.seq_len, w.seq_len)
+    return Shape("decode", w.batch, 1, kv_length(loaded))
+
+
+def build_plan(loaded: LoadedMapping) -> Plan:
+    """The per-socket plan of every layer type; raises MappingError with all problems."""
+    spec, model = loaded.spec, loaded.model
+    counts = layer_counts(model)
+    issues = _check_layer_types(loaded, counts)
+    if issues:
+        raise MappingError(issues)
+    shape = layer_shape(loaded)
+    kernels: dict[str, tuple[KernelPlan, ...]] = {}
+    for layer_type in counts:
+        graph = layer_graph(model, layer_type, shape, spec.kv_policy)
+        kernel_specs = spec.layers[layer_type]
+        layer_issues = _check_coverage(loaded, layer_type, graph, kernel_specs)
+        if layer_issues:
+            issues += layer_issues
+            continue
+        shards = {n: op_shard(graph.nodes[n]["op"], _kernel_of(kernel_specs, n), spec.defaults) for n in graph.nodes}
+        issues += _check_degrees(loaded, layer_type, graph, kernel_specs, shards)
+        if issues:
+            continue
+        found = collectives(graph, shards, loaded.system.collective_steps)
+        context = KernelContext(loaded, layer_type, graph, shards, found, kernel_specs)
+        plans = tuple(build_kernel(context, index) for index in range(len(kernel_specs)))
+        issues += _check_sram(loaded, layer_type, plans)
+        kernels[layer_type] = plans
+    if issues:
+        raise MappingError(issues)
+    return Plan(spec, model, loaded.system, counts, kernels, spec.workload.seq_len,
+                spec.workload.batch, kv_length(loaded))
+
+
+def _kernel_of(kernel_specs: list[KernelSpec], op_name: str) -> KernelSpec:
+    return next(k for k in kernel_specs if op_name in k.ops)
+
+
+def _check_layer_types(loaded: LoadedMapping, counts: dict[str, int]) -> list[str]:
+    issues = []
+    for layer_type in counts:
+        if layer_type not in loaded.spec.layers:
+            issues.append(f"{loaded.where('layers')}: no kernels for the model's {layer_type!r} layers "
+                          f"({counts[layer_type]} of {loaded.model.layers})")
+    for layer_type in loaded.spec.layers:
+        if layer_type not in counts:
+            close = difflib.get_close_matches(layer_type, list(counts), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; the model has {', '.join(counts)}"
+            issues.append(f"{loaded.where('layers', layer_type)}: {loaded.model.name} has no "
+                          f"{layer_type!r} layers{hint}")
+    return issues
+
+
+def _check_coverage(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
+                    kernel_specs: list[KernelSpec]) -> list[str]:
+    """Every op in exactly one kernel, no unknown ops, kernels in dependency order."""
+    issues: list[str] = []
+    placed: dict[str, int] = {}
+    for k, kernel in enumerate(kernel_specs):
+        for j, name in enumerate(kernel.ops):
+            where = loaded.where("layers", layer_type, k, "ops", j)
+            if name not in graph.nodes:
+                close = difflib.get_close_matches(name, list(graph.nodes), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                issues.append(f"{where}: unknown op {name!r} for {layer_type} layers{hint}")
+            elif name in placed:
+                issues.append(f"{where}: op {name!r} is already in kernel "
+                              f"{kernel_specs[placed[name]].kernel!r}")
+            else:
+                placed[name] = k
+    missing = [n for n in graph.nodes if n not in placed]
+    if missing:
+        issues.append(f"{loaded.where('layers', layer_type)}: ops in no kernel: {', '.join(missing)}")
+    for producer, consumer in graph.edges:
+        if producer in placed and consumer in placed and placed[producer] > placed[consumer]:
+            issues.append(
+                f"{loaded.where('layers', layer_type, placed[consumer], 'ops')}: kernel "
+                f"{kernel_specs[placed[consumer]].kernel!r} runs {consumer!r} before kernel "
+                f"{kernel_specs[placed[producer]].kernel!r} produces its input ({producer!r})")
+    return issues
+
+
+def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
+                   kernel_specs: list[KernelSpec], shards: dict[str, Layout]) -> list[str]:
+    issues: list[str] = []
+    sockets = loaded.system.sockets
+    for k, kernel in enumerate(kernel_specs):
+        for name in kernel.ops:
+            op, shard = graph.nodes[name]["op"], shards[name]
+            key = ("shard", name) if name in kernel.shard else ("tp",)
+            where = loaded.where("layers", layer_type, k, *key)
+            for dim, degree in shard.items():
+                if dim not in op.sizes:
+                    issues.append(f"{where}: op {name!r} has no dimension {dim!r} to shard "
+                                  f"(it has {', '.join(d for d in op.sizes if d in op.loop)})")
+                elif op.sizes[dim] % degree:
+                    issues.append(f"{where}: degree {degree} does not divide {dim}={op.sizes[dim]} "
+                                  f"of op {name!r}")
+            used = math.prod(shard.values())
+            if used > sockets or sockets % used:
+                issues.append(f"{where}: op {name!r} is split {used} ways ({shard}), which does not "
+                              f"fit or divide the {sockets} sockets of {loaded.system.name}")
+    return sorted(set(issues), key=issues.index)
+
+
+def _check_sram(loaded: LoadedMapping, layer_type: str, plans: tuple[KernelPlan, ...]) -> list[str]:
+    sram = loaded.system.socket.capacity_bytes("sram")
+    issues = []
+    for k, plan in enumerate(plans):
+        if plan.sram_bytes > sram:
+            fit = max(1, int(plan.chunk_tokens * sram / plan.sram_bytes) // 256 * 256)
+            issues.append(
+                f"{loaded.where('layers', layer_type, k)}: kernel {plan.name!r} needs "
+                f"{format_bytes(plan.sram_bytes)} of SRAM per socket but a socket has "
+                f"{format_bytes(sram)}; try chunk_tokens <= {fit} (now {plan.chunk_tokens})")
+    return issues

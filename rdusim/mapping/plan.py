@@ -1,0 +1,94 @@
+"""What one socket does for one fused kernel: the contract between mapping and simulator.
+
+Owns: ``Item``, ``Chunk``, ``Stage``, ``KernelPlan``, ``Plan``. Imports: model, hw, config.
+
+A fused kernel is a spatial pipeline of stages (one per op or inserted collective). Each
+stage processes the kernel's chunks in order; a chunk is a list of items (an attention
+K/V block, one expert's weights, or the whole chunk), each with bytes to load from a
+memory tier and work to compute. Loads run ahead of compute (bounded by the buffer
+depth), so overlap, fill and drain come out of the simulation, not out of this plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rdusim.config.schema import MappingSpec, ModelSpec
+from rdusim.hw.system import System
+from rdusim.model.ops import Op
+
+
+@dataclass(frozen=True)
+class Item:
+    work: float                              # FLOPs (matrix classes) or element ops
+    loads: tuple[tuple[str, float], ...] = ()  # (tier, bytes) read before computing
+
+
+@dataclass(frozen=True)
+class Chunk:
+    items: tuple[Item, ...]
+    p2p_bytes: float = 0.0                   # egress bytes sent after the items
+    p2p_steps: int = 0                       # latency steps of that send
+    stores: tuple[tuple[str, float], ...] = ()  # (tier, bytes) written after the items
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    op_class: str
+    pcus: int                                # PCUs allocated (0 for collectives)
+    rate_ops_per_s: float                    # achievable rate of this stage's allocation
+    inputs: tuple[str, ...]                  # upstream stages of the same kernel
+    chunks: tuple[Chunk, ...]
+    op: Op | None = None                     # None for an inserted collective
+    shard: dict[str, int] = field(default_factory=dict)
+    is_barrier: bool = False                 # waits for every input chunk before computing
+
+    @property
+    def work(self) -> float:
+        return sum(item.work for chunk in self.chunks for item in chunk.items)
+
+    def load_bytes(self, tier: str) -> float:
+        return sum(b for c in self.chunks for i in c.items for t, b in i.loads if t == tier)
+
+    def store_bytes(self, tier: str) -> float:
+        return sum(b for c in self.chunks for t, b in c.stores if t == tier)
+
+    @property
+    def p2p_bytes(self) -> float:
+        return sum(c.p2p_bytes for c in self.chunks)
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    name: str
+    layer_type: str
+    stages: tuple[Stage, ...]
+    sram_bytes: float                        # working set per socket
+    chunk_tokens: int
+    tp: int
+    dp: int
+    buffer_depth: int = 2
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.stages[0].chunks)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated mapping, ready to simulate: per layer type, its kernels for one socket."""
+
+    mapping: MappingSpec
+    model: ModelSpec
+    system: System
+    layer_counts: dict[str, int]
+    kernels: dict[str, tuple[KernelPlan, ...]]
+    seq_len: int
+    batch: int
+    kv_len: int
+    is_symmetric: bool = True                 # every socket runs the same plan
+
+    @property
+    def phase(self) -> str:
+        return self.mapping.phase

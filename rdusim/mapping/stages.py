@@ -1,0 +1,257 @@
+"""Turn the ops of one fused kernel into pipeline stages with chunked loads, work and stores.
+
+Owns: ``KernelContext``, ``build_kernel``: chunking along tokens, flash-style K/V blocks
+(causal pairs counted exactly), per-expert weight streaming for routed MoE ops, where
+each tensor is loaded from or stored to, inserted collective stages, PCU allocation and
+the SRAM working set. Imports: plan, sharding, routing, model, config.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from rdusim.config.schema import KernelSpec
+from rdusim.mapping.bundle import LoadedMapping
+from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
+from rdusim.mapping.routing import chunk_expert_tokens
+from rdusim.mapping.sharding import Collective, Layout, tensor_layout
+from rdusim.model.ops import Op, TensorUse
+from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT
+
+TOKEN_DIMS = ("batch", "seq", "kv_seq", "window", "ring", "capacity", "topk_slots")
+
+
+@dataclass
+class KernelContext:
+    loaded: LoadedMapping
+    layer_type: str
+    graph: nx.DiGraph
+    shards: dict[str, Layout]
+    collectives: list[Collective]
+    kernel_specs: list[KernelSpec]
+    kernel_of: dict[str, int] = field(init=False)
+    readers: dict[str, list[str]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.kernel_of = {op: k for k, spec in enumerate(self.kernel_specs) for op in spec.ops}
+        self.readers = {}
+        for name in self.graph.nodes:
+            for tensor in self.graph.nodes[name]["op"].reads:
+                key = LAYER_OUTPUT if tensor.name == LAYER_INPUT else tensor.name
+                self.readers.setdefault(key, []).append(name)
+
+    def needed_outside(self, tensor: TensorUse, kernel: int) -> bool:
+        """Whether a written tensor must go to HBM (read by another kernel, kept, or final)."""
+        readers = self.readers.get(tensor.name, [])
+        if tensor.role == "kv" or not readers or tensor.name == LAYER_OUTPUT:
+            return True
+        return any(self.kernel_of[r] != kernel for r in readers)
+
+
+@dataclass
+class _Draft:
+    """A stage under construction (mutable until PCUs are allocated)."""
+
+    name: str
+    op_class: str
+    inputs: list[str]
+    chunks: list[Chunk]
+    op: Op | None = None
+    shard: Layout = field(default_factory=dict)
+    resident_bytes: float = 0.0
+    out_bytes_per_chunk: float = 0.0
+
+
+def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
+    spec = ctx.kernel_specs[index]
+    d = ctx.loaded.spec.defaults
+    chunk_tokens = spec.chunk_tokens or d.chunk_tokens
+    ops = [n for n in ctx.graph.nodes if ctx.kernel_of[n] == index]
+    rows = max(_rows(ctx.graph.nodes[n]["op"], ctx.shards[n]) for n in ops)
+    n_chunks = max(1, math.ceil(rows / chunk_tokens))
+    drafts: list[_Draft] = []
+    provider: dict[str, str] = {}
+    for name in ops:
+        for coll in ctx.collectives:
+            if coll.consumer == name and not coll.in_producer_kernel:
+                drafts.append(_gather_stage(ctx, coll, n_chunks, provider, index))
+        drafts.append(_op_stage(ctx, name, index, n_chunks, provider))
+        for coll in ctx.collectives:
+            if coll.producer == name and coll.in_producer_kernel:
+                drafts.append(_reduce_stage(ctx, coll, n_chunks, provider, index))
+    stages = _allocate(ctx, drafts)
+    depth = spec.buffer_depth or d.buffer_depth
+    sram = sum(x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk) for x in drafts)
+    return KernelPlan(spec.kernel, ctx.layer_type, stages, sram, chunk_tokens,
+                      spec.tp or d.tp, spec.dp or d.dp, depth)
+
+
+#: the dimension an op streams its chunks along: query tokens, else keys or cache slots
+STREAM_DIMS = ("seq", "kv_seq", "capacity", "ring", "topk_slots")
+
+
+def _rows(op: Op, shard: Layout) -> int:
+    """Rows this op streams per socket: batch x its stream dimension."""
+    rows = op.sizes["batch"] // shard.get("batch", 1) if "batch" in op.loop else 1
+    stream = next((d for d in STREAM_DIMS if d in op.loop), None)
+    if stream is not None:
+        rows *= op.sizes[stream] // shard.get(stream, 1)
+    return rows
+
+
+# ---------------------------------------------------------------------------- op stage
+def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider: dict[str, str]) -> _Draft:
+    op: Op = ctx.graph.nodes[name]["op"]
+    shard = ctx.shards[name]
+    spec = ctx.kernel_specs[index]
+    weights_tier = spec.weights or ctx.loaded.spec.defaults.weights
+    inputs = sorted({provider[t.name] for t in op.reads if t.name in provider and provider[t.name] != name})
+    streamed, blocked, resident = _classify_reads(op, shard, provider, weights_tier)
+    if op.op_class == "attention" and blocked:
+        block = spec.kv_block_tokens or ctx.loaded.spec.defaults.kv_block_tokens
+        chunks_items = _attention_items(op, shard, n_chunks, block, blocked)
+    elif op.routed:
+        chunks_items = _expert_items(ctx, op, shard, n_chunks, resident)
+        resident = []
+    elif op.is_barrier:
+        chunks_items = [[Item(op.work(shard))]] + [[Item(0.0)] for _ in range(n_chunks - 1)]
+    else:
+        chunks_items = [[Item(op.work(shard) / n_chunks)] for _ in range(n_chunks)]
+    reduced = {c.tensor for c in ctx.collectives if c.producer == name and c.in_producer_kernel}
+    stores = [("hbm", t.nbytes(op.sizes, tensor_layout(t, shard)) / n_chunks) for t in op.writes
+              if t.name not in reduced and ctx.needed_outside(t, index)]
+    chunks = []
+    for i, items in enumerate(chunks_items):
+        extra = [(tier, b / n_chunks) for tier, b in streamed] + (resident if i == 0 else [])
+        first = Item(items[0].work, tuple(extra) + items[0].loads)
+        chunks.append(Chunk((first, *items[1:]), stores=tuple((t, b) for t, b in stores if b > 0)))
+    for tensor in op.writes:
+        provider[tensor.name] = name
+    out = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in op.writes) / n_chunks
+    return _Draft(name, op.op_class, inputs, chunks, op, shard,
+                  resident_bytes=sum(b for _, b in resident), out_bytes_per_chunk=out)
+
+
+def _classify_reads(op: Op, shard: Layout, provider: dict[str, str], weights_tier: str
+                    ) -> tuple[list[tuple[str, float]], list[TensorUse], list[tuple[str, float]]]:
+    """Split external reads into token-streamed (tier, bytes), K/V-blocked tensors and resident weights."""
+    streamed, blocked, resident = [], [], []
+    for tensor in op.reads:
+        if tensor.name in provider:
+            continue
+        nbytes = tensor.nbytes(op.sizes, tensor_layout(tensor, shard))
+        if op.op_class == "attention" and "kv_seq" in tensor.dims:
+            blocked.append(tensor)
+        elif not any(d in tensor.dims for d in TOKEN_DIMS):
+            resident.append((weights_tier if tensor.role == "weight" else "hbm", nbytes))
+        else:
+            streamed.append(("hbm", nbytes))
+    return streamed, blocked, resident
+
+
+def _attention_items(op: Op, shard: Layout, n_chunks: int, block: int, kv: list[TensorUse]) -> list[list[Item]]:
+    """Flash-style: each query chunk streams the K/V blocks it can see (causal pairs exact)."""
+    seq, kv_seq = op.sizes["seq"], op.sizes["kv_seq"]
+    per_pair = op.work(shard) / _pairs(0, seq, 0, kv_seq, op.causal)
+    kv_bytes_per_key = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in kv) / kv_seq
+    rows = math.ceil(seq / n_chunks)
+    chunks = []
+    for i in range(n_chunks):
+        q0, q1 = i * rows, min(seq, (i + 1) * rows)
+        last_key = q1 if op.causal else kv_seq
+        items = []
+        for k0 in range(0, last_key, block):
+            k1 = min(k0 + block, last_key)
+            items.append(Item(per_pair * _pairs(q0, q1, k0, k1, op.causal),
+                              (("hbm", kv_bytes_per_key * (k1 - k0)),)))
+        chunks.append(items or [Item(0.0)])
+    return chunks
+
+
+def _pairs(q0: int, q1: int, k0: int, k1: int, causal: bool) -> float:
+    """(query, key) pairs with query in [q0,q1), key in [k0,k1), key <= query if causal."""
+    if not causal:
+        return float((q1 - q0) * (k1 - k0))
+    q = np.arange(q0, q1, dtype=np.int64)
+    return float(np.clip(q + 1 - k0, 0, k1 - k0).sum())
+
+
+def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
+                  resident: list[tuple[str, float]]) -> list[list[Item]]:
+    """One item per expert a chunk touches: its weights streamed, then its tokens computed."""
+    tier = resident[0][0] if resident else "hbm"
+    weight_bytes = sum(b for _, b in resident) / op.sizes["experts"]
+    rows = _rows(op, shard)
+    per_token_slot = op.work(shard) / (rows * op.sizes["slots"])
+    shared = op.sizes["experts"] - op.sizes["routed"]
+    workload = ctx.loaded.spec.workload
+    chunks = []
+    for tokens in chunk_expert_tokens(rows, n_chunks, op.sizes["routed"], op.sizes["topk"], shared,
+                                      workload.routing, workload.seed):
+        chunks.append([Item(per_token_slot * t, ((tier, weight_bytes),)) for t in tokens])
+    return chunks
+
+
+# ---------------------------------------------------------------------- collectives
+def _collective_chunks(coll: Collective, n_chunks: int, loads: float, stores: float) -> list[Chunk]:
+    return [Chunk((Item(0.0, (("hbm", loads / n_chunks),) if loads else ()),),
+                  p2p_bytes=coll.egress_bytes / n_chunks, p2p_steps=coll.phases,
+                  stores=(("hbm", stores / n_chunks),) if stores else ())
+            for _ in range(n_chunks)]
+
+
+def _gather_stage(ctx: KernelContext, coll: Collective, n_chunks: int, provider: dict[str, str],
+                  index: int) -> _Draft:
+    name = f"{coll.kind}({coll.tensor})"
+    producer_op: Op = ctx.graph.nodes[coll.producer]["op"]
+    tensor = producer_op.tensor(coll.tensor)
+    local = tensor.nbytes(producer_op.sizes, tensor_layout(tensor, ctx.shards[coll.producer]))
+    source = coll.tensor if coll.tensor in provider else None
+    inputs = [provider[source]] if source else []
+    draft = _Draft(name, "collective", inputs, _collective_chunks(coll, n_chunks, 0.0 if source else local, 0.0),
+                   out_bytes_per_chunk=(local + coll.egress_bytes) / n_chunks)
+    provider[LAYER_INPUT if coll.tensor == LAYER_OUTPUT else coll.tensor] = name
+    return draft
+
+
+def _reduce_stage(ctx: KernelContext, coll: Collective, n_chunks: int, provider: dict[str, str],
+                  index: int) -> _Draft:
+    name = f"{coll.kind}({coll.tensor})"
+    op: Op = ctx.graph.nodes[coll.producer]["op"]
+    tensor = op.tensor(coll.tensor)
+    local = tensor.nbytes(op.sizes, tensor_layout(tensor, ctx.shards[coll.producer]))
+    result = local / coll.group if coll.kind == "reduce_scatter" else local
+    stores = result if ctx.needed_outside(tensor, index) else 0.0
+    draft = _Draft(name, "collective", [provider[coll.tensor]], _collective_chunks(coll, n_chunks, 0.0, stores),
+                   out_bytes_per_chunk=local / n_chunks)
+    provider[coll.tensor] = name
+    return draft
+
+
+# ---------------------------------------------------------------------- allocation
+def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
+    """PCUs per stage in proportion to its ideal time, so the spatial pipeline is balanced."""
+    socket = ctx.loaded.system.socket
+    compute = [x for x in drafts if x.op_class != "collective"]
+    ideal = {x.name: sum(i.work for c in x.chunks for i in c.items) / socket.achievable_ops_per_s(x.op_class)
+             for x in compute}
+    total = sum(ideal.values()) or 1.0
+    pcus = {name: max(1, math.floor(socket.pcus * t / total)) for name, t in ideal.items()}
+    spare = socket.pcus - sum(pcus.values())
+    if compute and spare > 0:
+        pcus[max(ideal, key=lambda n: ideal[n])] += spare
+    stages = []
+    for x in drafts:
+        n = pcus.get(x.name, 0)
+        rate = socket.achievable_ops_per_s(x.op_class) * n / socket.pcus if n else 0.0
+        barrier = x.op is not None and x.op.is_barrier
+        stages.append(Stage(x.name, x.op_class, n, rate, tuple(x.inputs), tuple(x.chunks), x.op, dict(x.shard), barrier))
+    return tuple(stages)
+
+
+def _max_item_load(draft: _Draft) -> float:
+    return max((sum(b for _, b in item.loads) for c in draft.chunks for item in c.items[1:] or c.items), default=0.0)

@@ -1,0 +1,324 @@
+"""Model spec -> per-layer operator graphs for prefill and decode.
+
+Owns: which ops a transformer layer has, with their loop dimensions and tensors, for MLA
+(DeepSeek: decompressed at prefill, absorbed over the latent cache at decode) and GQA
+(Llama, Qwen) attention, dense and MoE FFNs, and the SnapStream prefill ops.
+Imports: ops, config. Knows nothing of hardware or mappings.
+
+Conventions: ``batch`` sequences of ``seq`` query tokens attend to ``kv_seq`` keys
+(prefill: kv_seq == seq; decode: seq == 1 and kv_seq is the length the KV policy keeps).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+
+from rdusim.config.schema import DTYPE_BYTES, GqaSpec, KvPolicySpec, MlaSpec, ModelSpec
+from rdusim.model.ops import Op, TensorUse
+
+FP32 = 4
+ROUTE_BYTES = 8  # expert index (int32) + gate weight (fp32) per routed slot
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The workload a layer graph is built for."""
+
+    phase: str
+    batch: int
+    seq: int
+    kv_seq: int
+
+
+@dataclass(frozen=True)
+class _Dt:
+    weight: int
+    act: int
+    kv: int
+
+
+class _Builder:
+    """Accumulates ops of one layer; ``sizes`` is shared by every op of the layer."""
+
+    def __init__(self, sizes: dict[str, int], dt: _Dt) -> None:
+        self.sizes = sizes
+        self.dt = dt
+        self.ops: list[Op] = []
+
+    def act(self, name: str, *dims: str, nbytes: int | None = None) -> TensorUse:
+        return TensorUse(name, dims, "activation", nbytes or self.dt.act)
+
+    def weight(self, name: str, *dims: str, factor: float = 1.0, nbytes: int | None = None) -> TensorUse:
+        return TensorUse(name, dims, "weight", nbytes or self.dt.weight, factor)
+
+    def kv(self, name: str, *dims: str) -> TensorUse:
+        return TensorUse(name, dims, "kv", self.dt.kv)
+
+    def add(self, name: str, op_class: str, loop: tuple[str, ...], wpp: float,
+            reads: tuple[TensorUse, ...], writes: tuple[TensorUse, ...], **kw: object) -> None:
+        self.ops.append(Op(name, op_class, self.sizes, loop, wpp, reads, writes, **kw))  # type: ignore[arg-type]
+
+    def gemm(self, name: str, x: TensorUse, w: TensorUse, y: TensorUse, k: tuple[str, ...],
+             wpp: float = 2.0, **kw: object) -> None:
+        # the loop nest is the output's dimensions plus the contracted ones (weight-only
+        # dimensions such as ``experts`` select a matrix, they are not looped over)
+        loop = tuple(dict.fromkeys(y.dims + k))
+        self.add(name, "gemm", loop, wpp, (x, w), (y,), reduce=k, **kw)
+
+    def norm(self, name: str, x: TensorUse, y: TensorUse, width: str) -> None:
+        # RMSNorm: square, sum, rsqrt, scale (4 element ops), plus the weight vector
+        self.add(name, "elementwise", y.dims, 4.0, (x, self.weight(f"w_{name}", width)), (y,))
+
+
+def dtypes(model: ModelSpec) -> _Dt:
+    return _Dt(
+        DTYPE_BYTES[model.dtypes.weights],
+        DTYPE_BYTES[model.dtypes.activations],
+        DTYPE_BYTES[model.dtypes.kv],
+    )
+
+
+def layer_counts(model: ModelSpec) -> dict[str, int]:
+    """How many layers of each type the model has, in order of appearance."""
+    dense = model.ffn.first_dense_layers
+    counts = {"dense": dense}
+    if model.layers - dense:
+        counts["moe"] = model.layers - dense
+    return {kind: n for kind, n in counts.items() if n}
+
+
+def layer_graph(model: ModelSpec, layer_type: str, shape: Shape, policy: KvPolicySpec) -> nx.DiGraph:
+    """The operator graph of one layer: nodes are op names (attribute ``op``), edges tensors."""
+    sizes = _sizes(model, shape, policy)
+    b = _Builder(sizes, dtypes(model))
+    attention = model.attention
+    if isinstance(attention, MlaSpec):
+        (_mla_prefill if shape.phase == "prefill" else _mla_decode)(b)
+    else:
+        _gqa(b, decode=shape.phase == "decode")
+    if shape.phase == "prefill" and policy.name in ("snapstream", "snapkv", "streamingllm"):
+        _snapstream_prefill(b, latent=isinstance(attention, MlaSpec), policy=policy.name)
+    _ffn(b, moe=layer_type == "moe", routed_experts=model.ffn.moe is not None)
+    return _connect(b.ops)
+
+
+def _sizes(model: ModelSpec, shape: Shape, policy: KvPolicySpec) -> dict[str, int]:
+    sizes = {"batch": shape.batch, "seq": shape.seq, "kv_seq": shape.kv_seq,
+             "hidden": model.hidden, "one": 1}
+    a = model.attention
+    if isinstance(a, MlaSpec):
+        sizes |= {"heads": a.heads, "q_rank": a.q_lora_rank, "kv_rank": a.kv_lora_rank,
+                  "kv_dim": a.kv_lora_rank + a.qk_rope_head_dim,
+                  "qk_dim": a.qk_nope_head_dim + a.qk_rope_head_dim, "nope": a.qk_nope_head_dim,
+                  "v_dim": a.v_head_dim, "kv_b_dim": a.qk_nope_head_dim + a.v_head_dim,
+                  "kv_heads": 1}
+    else:
+        assert isinstance(a, GqaSpec)
+        sizes |= {"heads": a.heads, "kv_heads": a.kv_heads, "head_dim": a.head_dim}
+    sizes["ffn"] = model.ffn.intermediate
+    if model.ffn.moe is not None:
+        moe = model.ffn.moe
+        sizes |= {"experts": moe.experts + moe.shared_experts, "routed": moe.experts,
+                  "slots": moe.experts_per_token + moe.shared_experts,
+                  "topk": moe.experts_per_token, "ffn_moe": moe.intermediate}
+    sizes |= _policy_sizes(shape, policy)
+    return sizes
+
+
+def _policy_sizes(shape: Shape, policy: KvPolicySpec) -> dict[str, int]:
+    """Slots of the compressed cache: sink + recent ring + top-K (methods.md section 1)."""
+    capacity = max(1, min(shape.seq, math.ceil(shape.seq / policy.compression)))
+    sink = min(policy.sink, capacity)
+    recent = max(1, round((capacity - sink) * policy.recent_fraction)) if capacity > sink else 0
+    topk = max(0, capacity - sink - recent)
+    return {"window": min(policy.window, shape.seq), "capacity": capacity,
+            "ring": sink + recent, "topk_slots": max(topk, 1)}
+
+
+# ------------------------------------------------------------------------ attention
+def _mla_common(b: _Builder) -> None:
+    b.norm("attn_norm", b.act("x", "batch", "seq", "hidden"), b.act("xn", "batch", "seq", "hidden"), "hidden")
+    # q_a and kv_a are replicated under TP (no head dimension), as in vLLM/SGLang
+    b.gemm("q_a_proj", b.act("xn", "batch", "seq", "hidden"), b.weight("w_q_a", "hidden", "q_rank"),
+           b.act("q_lat", "batch", "seq", "q_rank"), ("hidden",))
+    b.norm("q_a_norm", b.act("q_lat", "batch", "seq", "q_rank"), b.act("q_latn", "batch", "seq", "q_rank"), "q_rank")
+    b.gemm("q_b_proj", b.act("q_latn", "batch", "seq", "q_rank"), b.weight("w_q_b", "q_rank", "heads", "qk_dim"),
+           b.act("q", "batch", "seq", "heads", "qk_dim"), ("q_rank",), tp_dim="heads")
+    b.gemm("kv_a_proj", b.act("xn", "batch", "seq", "hidden"), b.weight("w_kv_a", "hidden", "kv_dim"),
+           b.act("kv_lat", "batch", "seq", "kv_dim"), ("hidden",))
+    # the normalised latent (+ rotated rope key) is the KV cache entry: written to HBM
+    b.add("kv_a_norm", "elementwise", ("batch", "seq", "kv_dim"), 4.0,
+          (b.act("kv_lat", "batch", "seq", "kv_dim"), b.weight("w_kv_a_norm", "kv_rank")),
+          (b.kv("kv_cache", "batch", "seq", "kv_dim"), b.act("c_kv", "batch", "seq", "kv_rank")))
+    b.add("rope", "elementwise", ("batch", "seq", "heads", "qk_dim"), 3.0,
+          (b.act("q", "batch", "seq", "heads", "qk_dim"),), (b.act("q_rot", "batch", "seq", "heads", "qk_dim"),),
+          tp_dim="heads")
+
+
+def _mla_prefill(b: _Builder) -> None:
+    _mla_common(b)
+    b.gemm("kv_b_proj", b.act("c_kv", "batch", "seq", "kv_rank"), b.weight("w_kv_b", "kv_rank", "heads", "kv_b_dim"),
+           b.act("kv_full", "batch", "seq", "heads", "kv_b_dim"), ("kv_rank",), tp_dim="heads")
+    # flash-style: QK^T (qk_dim) and PV (v_dim), 2 FLOP per MAC, causal
+    wpp = 2.0 * (b.sizes["qk_dim"] + b.sizes["v_dim"])
+    b.add("attention", "attention", ("batch", "heads", "seq", "kv_seq"), wpp,
+          (b.act("q_rot", "batch", "seq", "heads", "qk_dim"), b.act("kv_full", "batch", "kv_seq", "heads", "kv_b_dim")),
+          (b.act("attn_out", "batch", "seq", "heads", "v_dim"),), reduce=("kv_seq",), tp_dim="heads", causal=True)
+    _o_proj(b, ("heads", "v_dim"))
+
+
+def _mla_decode(b: _Builder) -> None:
+    _mla_common(b)
+    b.gemm("q_absorb", b.act("q_rot", "batch", "seq", "heads", "nope"), b.weight("w_uk", "heads", "nope", "kv_rank"),
+           b.act("q_abs", "batch", "seq", "heads", "kv_dim"), ("nope",), tp_dim="heads")
+    # absorbed MLA: scores over the 576-wide latent, output in the 512-wide latent
+    wpp = 2.0 * (b.sizes["kv_dim"] + b.sizes["kv_rank"])
+    b.add("attention", "attention", ("batch", "heads", "seq", "kv_seq"), wpp,
+          (b.act("q_abs", "batch", "seq", "heads", "kv_dim"), b.kv("kv_cache", "batch", "kv_seq", "kv_dim"),
+           b.act("c_kv", "batch", "seq", "kv_rank")),
+          (b.act("o_lat", "batch", "seq", "heads", "kv_rank"),), reduce=("kv_seq",), tp_dim="heads")
+    b.gemm("v_absorb", b.act("o_lat", "batch", "seq", "heads", "kv_rank"), b.weight("w_uv", "heads", "kv_rank", "v_dim"),
+           b.act("attn_out", "batch", "seq", "heads", "v_dim"), ("kv_rank",), tp_dim="heads")
+    _o_proj(b, ("heads", "v_dim"))
+
+
+def _gqa(b: _Builder, decode: bool) -> None:
+    b.norm("attn_norm", b.act("x", "batch", "seq", "hidden"), b.act("xn", "batch", "seq", "hidden"), "hidden")
+    xn = b.act("xn", "batch", "seq", "hidden")
+    b.gemm("q_proj", xn, b.weight("w_q", "hidden", "heads", "head_dim"),
+           b.act("q", "batch", "seq", "heads", "head_dim"), ("hidden",), tp_dim="heads")
+    b.gemm("kv_proj", xn, b.weight("w_kv", "hidden", "kv_heads", "head_dim", factor=2),
+           TensorUse("kv_new", ("batch", "seq", "kv_heads", "head_dim"), "activation", b.dt.act, 2.0),
+           ("hidden",), wpp=4.0, tp_dim="kv_heads")
+    b.add("rope", "elementwise", ("batch", "seq", "heads", "head_dim"), 3.0,
+          (b.act("q", "batch", "seq", "heads", "head_dim"),
+           TensorUse("kv_new", ("batch", "seq", "kv_heads", "head_dim"), "activation", b.dt.act, 2.0)),
+          (b.act("q_rot", "batch", "seq", "heads", "head_dim"),
+           TensorUse("kv_cache", ("batch", "seq", "kv_heads", "head_dim"), "kv", b.dt.kv, 2.0)),
+          tp_dim="heads")
+    kv = TensorUse("kv_cache", ("batch", "kv_seq", "kv_heads", "head_dim"), "kv" if decode else "activation",
+                   b.dt.kv, 2.0)
+    b.add("attention", "attention", ("batch", "heads", "seq", "kv_seq"), 4.0 * b.sizes["head_dim"],
+          (b.act("q_rot", "batch", "seq", "heads", "head_dim"), kv),
+          (b.act("attn_out", "batch", "seq", "heads", "head_dim"),), reduce=("kv_seq",),
+          tp_dim="heads", causal=not decode)
+    _o_proj(b, ("heads", "head_dim"))
+
+
+def _o_proj(b: _Builder, head_dims: tuple[str, str]) -> None:
+    b.gemm("o_proj", b.act("attn_out", "batch", "seq", *head_dims), b.weight("w_o", *head_dims, "hidden"),
+           b.act("o", "batch", "seq", "hidden"), head_dims, tp_dim="heads")
+    # residual add + RMSNorm before the FFN
+    b.add("ffn_norm", "elementwise", ("batch", "seq", "hidden"), 5.0,
+          (b.act("o", "batch", "seq", "hidden"), b.act("x", "batch", "seq", "hidden"), b.weight("w_ffn_norm", "hidden")),
+          (b.act("hn", "batch", "seq", "hidden"), b.act("h", "batch", "seq", "hidden")))
+
+
+# ------------------------------------------------------------------------------ FFN
+def _ffn(b: _Builder, moe: bool, routed_experts: bool) -> None:
+    if moe:
+        _moe(b)
+        return
+    hn = b.act("hn", "batch", "seq", "hidden")
+    b.gemm("ffn_up", hn, b.weight("w_up", "hidden", "ffn", factor=2), b.act("ffn_h", "batch", "seq", "ffn", nbytes=2 * b.dt.act),
+           ("hidden",), wpp=4.0, tp_dim="ffn")
+    b.add("ffn_act", "elementwise", ("batch", "seq", "ffn"), 4.0,
+          (b.act("ffn_h", "batch", "seq", "ffn", nbytes=2 * b.dt.act),), (b.act("ffn_a", "batch", "seq", "ffn"),), tp_dim="ffn")
+    b.gemm("ffn_down", b.act("ffn_a", "batch", "seq", "ffn"), b.weight("w_down", "ffn", "hidden"),
+           b.act("ffn_y", "batch", "seq", "hidden"), ("ffn",), tp_dim="ffn")
+    b.add("residual_add", "elementwise", ("batch", "seq", "hidden"), 1.0,
+          (b.act("ffn_y", "batch", "seq", "hidden"), b.act("h", "batch", "seq", "hidden")),
+          (b.act("x_out", "batch", "seq", "hidden"),))
+
+
+def _moe(b: _Builder) -> None:
+    hn = b.act("hn", "batch", "seq", "hidden")
+    # the router and its BF16 gate stay replicated (one 7168 x 256 GEMM)
+    b.gemm("router_gemm", hn, b.weight("w_router", "hidden", "routed", nbytes=2),
+           b.act("logits", "batch", "seq", "routed", nbytes=FP32), ("hidden",))
+    # top-8 of 256 per token with a bitonic network: log2(E)(log2(E)+1)/2 passes per element
+    passes = math.log2(b.sizes["routed"]) * (math.log2(b.sizes["routed"]) + 1) / 2
+    b.add("router_topk", "sort", ("batch", "seq", "routed"), passes,
+          (b.act("logits", "batch", "seq", "routed", nbytes=FP32),),
+          (b.act("routes", "batch", "seq", "topk", nbytes=ROUTE_BYTES),))
+    # the token selection is an address-generated gather of hn (no copy in HBM): each token
+    # row streams through the experts its routes name
+    b.add("moe_up", "gemm", ("batch", "seq", "slots", "hidden", "ffn_moe"), 4.0,
+          (hn, b.act("routes", "batch", "seq", "topk", nbytes=ROUTE_BYTES),
+           b.weight("w_moe_up", "experts", "hidden", "ffn_moe", factor=2)),
+          (b.act("moe_h", "batch", "seq", "slots", "ffn_moe", nbytes=2 * b.dt.act),),
+          reduce=("hidden",), tp_dim="ffn_moe", routed=True)
+    b.add("moe_act", "elementwise", ("batch", "seq", "slots", "ffn_moe"), 4.0,
+          (b.act("moe_h", "batch", "seq", "slots", "ffn_moe", nbytes=2 * b.dt.act),),
+          (b.act("moe_a", "batch", "seq", "slots", "ffn_moe"),), tp_dim="ffn_moe")
+    # down projection scaled by the gate weight and accumulated over the token's slots in
+    # SRAM (the weighted expert sum is fused into the accumulation), then the residual add
+    b.add("moe_down", "gemm", ("batch", "seq", "slots", "ffn_moe", "hidden"), 2.0,
+          (b.act("moe_a", "batch", "seq", "slots", "ffn_moe"), b.weight("w_moe_down", "experts", "ffn_moe", "hidden")),
+          (b.act("moe_y", "batch", "seq", "hidden"),), reduce=("ffn_moe", "slots"), tp_dim="ffn_moe", routed=True)
+    b.add("moe_combine", "elementwise", ("batch", "seq", "hidden"), 1.0,
+          (b.act("moe_y", "batch", "seq", "hidden"), b.act("h", "batch", "seq", "hidden")),
+          (b.act("x_out", "batch", "seq", "hidden"),))
+
+
+# ------------------------------------------------------------------------ SnapStream
+def _snapstream_prefill(b: _Builder, latent: bool, policy: str) -> None:
+    """The two SnapStream kernels' ops (methods.md section 1; StreamingLLM keeps only the ring)."""
+    kv_row = ("kv_dim",) if latent else ("kv_heads", "head_dim")
+    factor = 1.0 if latent else 2.0
+
+    def kv(name: str, rows: str) -> TensorUse:
+        return TensorUse(name, ("batch", rows, *kv_row), "kv", b.dt.kv, factor)
+
+    # four gathers (two index ranges of K and V) + the sink slice
+    b.add("ring_gather", "elementwise", ("batch", "ring", *kv_row), factor, (kv("kv_cache", "ring"),),
+          (kv("kv_ring", "ring"),))
+    if policy == "streamingllm":
+        return
+    qk = "qk_dim" if latent else "head_dim"
+    kv_heads = "heads" if latent else "kv_heads"
+    b.gemm("snapkv_score", b.act("q_obs", "batch", "window", "heads", qk),
+           b.act("k_obs", "batch", "kv_seq", kv_heads, qk), b.act("obs_logits", "batch", "heads", "window", "kv_seq", nbytes=FP32),
+           (qk,), tp_dim="heads")
+    # softmax over candidates, sum over window rows (and heads), average pool
+    b.add("snapkv_vote", "elementwise", ("batch", "heads", "window", "kv_seq"), 5.0,
+          (b.act("obs_logits", "batch", "heads", "window", "kv_seq", nbytes=FP32),),
+          (b.act("votes", "batch", "kv_seq", nbytes=FP32),), reduce=("heads", "window"), tp_dim="heads")
+    passes = math.log2(b.sizes["kv_seq"]) * (math.log2(b.sizes["kv_seq"]) + 1) / 2
+    # a global selection: it needs every candidate's vote, so it is a pipeline barrier
+    b.add("snapkv_topk", "sort", ("batch", "kv_seq"), passes,
+          (b.act("votes", "batch", "kv_seq", nbytes=FP32),), (b.act("keep_idx", "batch", "topk_slots", nbytes=4),),
+          is_barrier=True)
+    b.add("snapkv_gather", "elementwise", ("batch", "topk_slots", *kv_row), factor,
+          (kv("kv_cache", "topk_slots"), b.act("keep_idx", "batch", "topk_slots", nbytes=4)),
+          (kv("kv_topk", "topk_slots"),))
+    b.add("snapkv_concat", "elementwise", ("batch", "capacity", *kv_row), factor,
+          (kv("kv_topk", "topk_slots"), kv("kv_ring", "ring")), (kv("kv_compressed", "capacity"),))
+
+
+# ------------------------------------------------------------------------------ graph
+LAYER_INPUT, LAYER_OUTPUT = "x", "x_out"
+
+
+def _connect(ops: list[Op]) -> nx.DiGraph:
+    """Edges from each tensor's last writer to its readers, in op order.
+
+    Edge attribute ``tensors`` lists the tensor names that flow along it. The layer input
+    ``x`` has no writer inside the layer: it is the previous layer's ``x_out``.
+    """
+    graph = nx.DiGraph()
+    writer: dict[str, str] = {}
+    for op in ops:
+        graph.add_node(op.name, op=op)
+        for tensor in op.reads:
+            source = writer.get(tensor.name)
+            if source is not None and source != op.name:
+                if not graph.has_edge(source, op.name):
+                    graph.add_edge(source, op.name, tensors=[])
+                graph.edges[source, op.name]["tensors"].append(tensor.name)
+        for tensor in op.writes:
+            writer[tensor.name] = op.name
+    return graph

@@ -1,0 +1,79 @@
+"""Shared bandwidth as a SimPy resource: concurrent transfers split it fairly.
+
+Owns: ``BandwidthPool``. Imports: simpy.
+
+A pool serves its active transfers by processor sharing: with n transfers in flight each
+progresses at rate/n, and every arrival or completion re-divides the rate. A lone stream
+gets the whole bandwidth; two streams on one HBM each get half. This is how contention
+between a kernel's weight stream, its activation stream and its write-back comes out of
+the simulation instead of being assumed.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import simpy
+
+#: bytes below which a transfer counts as complete (guards float rounding)
+_EPSILON_BYTES = 1e-3
+
+
+class BandwidthPool:
+    """A link or memory port of ``rate_bytes_per_s`` shared by processor sharing."""
+
+    def __init__(self, env: simpy.Environment, name: str, rate_bytes_per_s: float) -> None:
+        if rate_bytes_per_s <= 0:
+            raise ValueError(f"{name}: rate_bytes_per_s must be > 0, got {rate_bytes_per_s}")
+        self.env = env
+        self.name = name
+        self.rate_bytes_per_s = rate_bytes_per_s
+        self.bytes_total = 0.0
+        self.busy_s = 0.0
+        self._flows: dict[int, list] = {}
+        self._ids = itertools.count()
+        self._updated_s = env.now
+        self._generation = 0
+
+    @property
+    def active(self) -> int:
+        return len(self._flows)
+
+    def transfer(self, nbytes: float) -> simpy.Event:
+        """An event that fires once ``nbytes`` have crossed the pool."""
+        done = self.env.event()
+        if nbytes <= _EPSILON_BYTES:
+            done.succeed()
+            return done
+        self._advance()
+        self._flows[next(self._ids)] = [float(nbytes), done]
+        self.bytes_total += nbytes
+        self._reschedule()
+        return done
+
+    def _advance(self) -> None:
+        elapsed = self.env.now - self._updated_s
+        if elapsed > 0 and self._flows:
+            served = self.rate_bytes_per_s / len(self._flows) * elapsed
+            for flow in self._flows.values():
+                flow[0] -= served
+            self.busy_s += elapsed
+        self._updated_s = self.env.now
+
+    def _reschedule(self) -> None:
+        self._generation += 1
+        for key in [k for k, f in self._flows.items() if f[0] <= _EPSILON_BYTES]:
+            self._flows.pop(key)[1].succeed()
+        if not self._flows:
+            return
+        share = self.rate_bytes_per_s / len(self._flows)
+        delay = min(f[0] for f in self._flows.values()) / share
+        generation = self._generation
+        timer = self.env.timeout(delay)
+        timer.callbacks.append(lambda _event: self._on_timer(generation))
+
+    def _on_timer(self, generation: int) -> None:
+        if generation != self._generation:
+            return  # a newer arrival or completion re-planned the pool
+        self._advance()
+        self._reschedule()
