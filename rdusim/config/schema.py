@@ -215,7 +215,10 @@ class KernelSpec(Spec):
     kv_block_tokens: int | None = Field(default=None, gt=0)
     buffer_depth: int | None = Field(default=None, gt=0)
     weights: Literal["hbm", "ddr"] | None = None
-    shard: dict[str, dict[str, int]] = Field(default_factory=dict)
+    shard: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="per-op degrees by dimension, e.g. {attention: {batch: 16}}; replaces tp/dp for that op",
+    )
 
 
 class MappingDefaultsSpec(Spec):

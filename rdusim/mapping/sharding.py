@@ -44,7 +44,10 @@ class Collective:
 
 
 def op_shard(op: Op, kernel: KernelSpec, defaults: MappingDefaultsSpec) -> Layout:
-    """Shard degrees of one op: kernel TP on the op's TP dimension, DP on batch, overrides."""
+    """Shard degrees of one op: its explicit ``shard`` entry if the kernel has one (which
+    replaces TP/DP for that op), else kernel TP on the op's TP dimension and DP on batch."""
+    if op.name in kernel.shard:
+        return {d: k for d, k in kernel.shard[op.name].items() if k > 1}
     tp = kernel.tp or defaults.tp
     dp = kernel.dp or defaults.dp
     shard: Layout = {}
@@ -58,7 +61,6 @@ def op_shard(op: Op, kernel: KernelSpec, defaults: MappingDefaultsSpec) -> Layou
             shard["kv_heads"] = math.gcd(tp, op.sizes["kv_heads"])
     if dp > 1:
         shard["batch"] = dp
-    shard.update(kernel.shard.get(op.name, {}))
     return {d: k for d, k in shard.items() if k > 1}
 
 

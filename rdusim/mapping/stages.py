@@ -241,11 +241,16 @@ def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
     compute = [x for x in drafts if x.op_class != "collective"]
     ideal = {x.name: sum(i.work for c in x.chunks for i in c.items) / socket.achievable_ops_per_s(x.op_class)
              for x in compute}
-    total = sum(ideal.values()) or 1.0
-    pcus = {name: max(1, math.floor(socket.pcus * t / total)) for name, t in ideal.items()}
+    cap = {x.name: (x.op.max_pcus(x.shard) if x.op is not None else None) or socket.pcus for x in compute}
+    # a capped stage takes what it can use; the rest is shared in proportion to ideal time
+    capped = {n: min(cap[n], socket.pcus) for n in ideal if cap[n] < socket.pcus}
+    free = socket.pcus - sum(capped.values())
+    rest = {n: t for n, t in ideal.items() if n not in capped}
+    total = sum(rest.values()) or 1.0
+    pcus = capped | {n: max(1, math.floor(free * t / total)) for n, t in rest.items()}
     spare = socket.pcus - sum(pcus.values())
-    if compute and spare > 0:
-        pcus[max(ideal, key=lambda n: ideal[n])] += spare
+    if rest and spare > 0:
+        pcus[max(rest, key=lambda n: rest[n])] += spare
     stages = []
     for x in drafts:
         n = pcus.get(x.name, 0)

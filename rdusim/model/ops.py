@@ -57,6 +57,10 @@ class Op:
     is_barrier
         A global op (e.g. top-K over all candidates): it starts only once every chunk of
         its inputs has arrived, and releases all its chunks at once.
+    parallel_dims
+        For an op that is one indivisible problem per instance (a sort network over a
+        whole vector), the dimensions that index independent instances: it can use at
+        most one PCU per instance. ``None``: every loop point is independent.
     """
 
     name: str
@@ -71,6 +75,7 @@ class Op:
     causal: bool = False
     routed: bool = False
     is_barrier: bool = False
+    parallel_dims: tuple[str, ...] | None = None
     notes: str = field(default="", compare=False)
 
     def work(self, shard: dict[str, int] | None = None) -> float:
@@ -78,6 +83,13 @@ class Op:
         shard = shard or {}
         points = math.prod(self.sizes[d] / shard.get(d, 1) for d in self.loop)
         return self.work_per_point * points * self.causal_fraction()
+
+    def max_pcus(self, shard: dict[str, int] | None = None) -> int | None:
+        """PCUs the op can use at most (independent instances per socket), or None."""
+        if self.parallel_dims is None:
+            return None
+        shard = shard or {}
+        return max(1, math.prod(self.sizes[d] // shard.get(d, 1) for d in self.parallel_dims))
 
     def causal_fraction(self) -> float:
         if not self.causal:

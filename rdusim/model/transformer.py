@@ -177,7 +177,7 @@ def _mla_decode(b: _Builder) -> None:
     # absorbed MLA: scores over the 576-wide latent, output in the 512-wide latent
     wpp = 2.0 * (b.sizes["kv_dim"] + b.sizes["kv_rank"])
     b.add("attention", "attention", ("batch", "heads", "seq", "kv_seq"), wpp,
-          (b.act("q_abs", "batch", "seq", "heads", "kv_dim"), b.kv("kv_cache", "batch", "kv_seq", "kv_dim"),
+          (b.act("q_abs", "batch", "seq", "heads", "kv_dim"), b.kv("kv_past", "batch", "kv_seq", "kv_dim"),
            b.act("c_kv", "batch", "seq", "kv_rank")),
           (b.act("o_lat", "batch", "seq", "heads", "kv_rank"),), reduce=("kv_seq",), tp_dim="heads")
     b.gemm("v_absorb", b.act("o_lat", "batch", "seq", "heads", "kv_rank"), b.weight("w_uv", "heads", "kv_rank", "v_dim"),
@@ -199,8 +199,9 @@ def _gqa(b: _Builder, decode: bool) -> None:
           (b.act("q_rot", "batch", "seq", "heads", "head_dim"),
            TensorUse("kv_cache", ("batch", "seq", "kv_heads", "head_dim"), "kv", b.dt.kv, 2.0)),
           tp_dim="heads")
-    kv = TensorUse("kv_cache", ("batch", "kv_seq", "kv_heads", "head_dim"), "kv" if decode else "activation",
-                   b.dt.kv, 2.0)
+    # decode reads the cache of earlier tokens from HBM; prefill attends to this prompt's K/V
+    kv = TensorUse("kv_past" if decode else "kv_cache", ("batch", "kv_seq", "kv_heads", "head_dim"),
+                   "kv" if decode else "activation", b.dt.kv, 2.0)
     b.add("attention", "attention", ("batch", "heads", "seq", "kv_seq"), 4.0 * b.sizes["head_dim"],
           (b.act("q_rot", "batch", "seq", "heads", "head_dim"), kv),
           (b.act("attn_out", "batch", "seq", "heads", "head_dim"),), reduce=("kv_seq",),
@@ -288,10 +289,11 @@ def _snapstream_prefill(b: _Builder, latent: bool, policy: str) -> None:
           (b.act("obs_logits", "batch", "heads", "window", "kv_seq", nbytes=FP32),),
           (b.act("votes", "batch", "kv_seq", nbytes=FP32),), reduce=("heads", "window"), tp_dim="heads")
     passes = math.log2(b.sizes["kv_seq"]) * (math.log2(b.sizes["kv_seq"]) + 1) / 2
-    # a global selection: it needs every candidate's vote, so it is a pipeline barrier
+    # a global selection over one vector per sequence: it needs every candidate's vote (a
+    # pipeline barrier) and, as one sort network, runs on one PCU per sequence
     b.add("snapkv_topk", "sort", ("batch", "kv_seq"), passes,
           (b.act("votes", "batch", "kv_seq", nbytes=FP32),), (b.act("keep_idx", "batch", "topk_slots", nbytes=4),),
-          is_barrier=True)
+          is_barrier=True, parallel_dims=("batch",))
     b.add("snapkv_gather", "elementwise", ("batch", "topk_slots", *kv_row), factor,
           (kv("kv_cache", "topk_slots"), b.act("keep_idx", "batch", "topk_slots", nbytes=4)),
           (kv("kv_topk", "topk_slots"),))
