@@ -130,7 +130,8 @@ def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
                 elif op.sizes[dim] % degree:
                     issues.append(f"{where}: degree {degree} does not divide {dim}={op.sizes[dim]} "
                                   f"of op {name!r}")
-            used = math.prod(shard.values())
+            # a socket holding a group of query heads holds their KV head: aligned, not extra
+            used = math.prod(k for d, k in shard.items() if not (d == "kv_heads" and "heads" in shard))
             if used > sockets or sockets % used:
                 issues.append(f"{where}: op {name!r} is split {used} ways ({shard}), which does not "
                               f"fit or divide the {sockets} sockets of {loaded.system.name}")

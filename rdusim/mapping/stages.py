@@ -77,12 +77,14 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     provider: dict[str, str] = {}
     for name in ops:
         for coll in ctx.collectives:
-            if coll.consumer == name and not coll.in_producer_kernel:
+            # one gather per tensor serves every reader in this kernel
+            if coll.consumer == name and not coll.in_producer_kernel and all(d.name != coll.name for d in drafts):
                 drafts.append(_gather_stage(ctx, coll, n_chunks, provider, index))
         drafts.append(_op_stage(ctx, name, index, n_chunks, provider))
         for coll in ctx.collectives:
             if coll.producer == name and coll.in_producer_kernel:
                 drafts.append(_reduce_stage(ctx, coll, n_chunks, provider, index))
+    assert len({d.name for d in drafts}) == len(drafts), "stage names must be unique within a kernel"
     stages = _allocate(ctx, drafts)
     depth = spec.buffer_depth or d.buffer_depth
     sram = sum(x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk) for x in drafts)

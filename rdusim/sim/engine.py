@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import simpy
 
+from rdusim.errors import SimulationError
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
 from rdusim.sim.resources import BandwidthPool
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
@@ -67,8 +68,13 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     recorder = _Recorder(record_events)
     records: list[KernelRecord] = []
     layers = [x for x in _layer_sequence(plan, fast) if layer_types is None or x[1] in layer_types]
-    env.process(_run_layers(env, plan, layers, sockets, recorder, records))
+    main = env.process(_run_layers(env, plan, layers, sockets, recorder, records))
     env.run()
+    if not main.triggered:
+        done = records[-1].kernel if records else "nothing"
+        raise SimulationError(f"{plan.mapping.name}: the simulation deadlocked at t={env.now:.6g} s "
+                              f"after {len(records)} kernel(s) (last completed: {done}); "
+                              "a stage waits for a chunk no stage sends")
     return Trace(
         kernels=tuple(records), events=tuple(recorder.events), sockets_simulated=n_sockets,
         layers_simulated=len(layers), event_count=next(env._eid),  # SimPy's own event counter

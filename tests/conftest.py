@@ -1,0 +1,24 @@
+"""Shared fixtures: repository paths and a loaded DeepSeek prefill plan (built once)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MAPPINGS = sorted((ROOT / "mappings").rglob("*.yaml"))
+SNAPSTREAM = ROOT / "mappings" / "deepseek-r1" / "prefill-snapstream.yaml"
+LLAMA = ROOT / "mappings" / "llama-3.1-8b" / "prefill.yaml"
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def snapstream_result():
+    from rdusim.analysis.result import simulate
+
+    return simulate(SNAPSTREAM, seq_len=16384)

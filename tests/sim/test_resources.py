@@ -1,0 +1,47 @@
+"""Processor-sharing bandwidth: exact completion times on tiny cases."""
+
+import pytest
+import simpy
+
+from rdusim.sim.resources import BandwidthPool
+
+
+def _times(arrivals):
+    env = simpy.Environment()
+    pool = BandwidthPool(env, "hbm", 100.0)  # 100 B/s
+    done = {}
+
+    def flow(name, at, nbytes):
+        yield env.timeout(at)
+        yield pool.transfer(nbytes)
+        done[name] = env.now
+
+    for name, at, nbytes in arrivals:
+        env.process(flow(name, at, nbytes))
+    env.run()
+    return done, pool
+
+
+def test_lone_transfer_gets_the_whole_bandwidth():
+    done, pool = _times([("a", 0.0, 100.0)])
+    assert done == {"a": pytest.approx(1.0)}
+    assert pool.busy_s == pytest.approx(1.0) and pool.bytes_total == 100.0
+
+
+def test_two_transfers_share_then_the_survivor_speeds_up():
+    # a: 100 B from t=0; b: 50 B from t=0.5. Until 0.5 a moves 50 B alone; then both at 50 B/s:
+    # b finishes at 1.5 (50 B), a has 0 left at 1.5 too.
+    done, _ = _times([("a", 0.0, 100.0), ("b", 0.5, 50.0)])
+    assert done["a"] == pytest.approx(1.5) and done["b"] == pytest.approx(1.5)
+
+
+def test_three_way_sharing():
+    done, pool = _times([("a", 0.0, 30.0), ("b", 0.0, 60.0), ("c", 0.0, 90.0)])
+    # 3 flows at 33.3 B/s: a done at 0.9; then 2 at 50 B/s: b (30 left) at 1.5; c (30 left) alone at 1.8
+    assert (done["a"], done["b"], done["c"]) == (pytest.approx(0.9), pytest.approx(1.5), pytest.approx(1.8))
+    assert pool.busy_s == pytest.approx(1.8)
+
+
+def test_rejects_non_positive_rate():
+    with pytest.raises(ValueError, match="rate_bytes_per_s must be > 0"):
+        BandwidthPool(simpy.Environment(), "x", 0.0)
