@@ -1,0 +1,115 @@
+"""Figures of simulation results: the only module that imports matplotlib.
+
+Owns: ``plot_breakdown``, ``plot_shares``, ``kernel_color``. Imports: matplotlib, pandas.
+
+Every function takes tidy frames (``SimulationResult.kernels`` rows), draws on ``ax`` (or on
+a new ``Figure`` when ``ax`` is None) and returns the Axes. No simulation, no file writes, no
+pyplot and no change to matplotlib's global state: callers save or show the figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+#: fixed colours for the kernels of the shipped mappings, so a kernel looks the same in
+#: every figure; other kernels take the remaining colours of the palette in order of appearance
+_PALETTE = [to_hex(c) for c in (
+    "#4e79a7", "#e15759", "#f28e2b", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f", "#bab0ac", "#86bcb6", "#d37295")]
+KERNEL_COLORS: dict[str, str] = {
+    "QKV": _PALETTE[0], "MHA": _PALETTE[3], "Output Proj": _PALETTE[2], "Output Proj + FFN": _PALETTE[8],
+    "Router": _PALETTE[5], "MoE FFN": _PALETTE[4], "SnapKV Compression": _PALETTE[1],
+    "Streaming Ring Buffer": _PALETTE[6],
+}
+
+
+def kernel_color(kernel: str, kernels: list[str] | None = None) -> str:
+    """The colour of ``kernel``: fixed for known kernels, else by its index in ``kernels``."""
+    if kernel in KERNEL_COLORS:
+        return KERNEL_COLORS[kernel]
+    spare = [c for c in _PALETTE if c not in KERNEL_COLORS.values()] or _PALETTE
+    index = (kernels or [kernel]).index(kernel) if kernels and kernel in kernels else 0
+    return spare[index % len(spare)]
+
+
+def _new_axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
+    if ax is not None:
+        return ax
+    return Figure(figsize=size, layout="constrained").add_subplot()
+
+
+def _per_kernel_ms(frame: pd.DataFrame, layer_type: str | None) -> pd.Series:
+    rows = frame if layer_type is None else frame[frame["layer_type"] == layer_type]
+    return rows.groupby("kernel", sort=False)["latency_s"].sum() * 1e3
+
+
+def plot_breakdown(frames: Mapping[str, pd.DataFrame], ax: Axes | None = None,
+                   layer_type: str | None = "moe") -> Axes:
+    """Stacked horizontal bars: one bar per label, one segment per kernel (latency, ms).
+
+    ``frames`` maps a label (e.g. 'SnapStream 32K') to ``SimulationResult.kernels`` rows.
+    ``layer_type`` keeps one layer type (all its layers together); None sums every layer.
+    The first label is drawn at the top.
+    """
+    ax = _new_axes(ax, (9.0, 0.55 * len(frames) + 1.8))
+    series = {label: _per_kernel_ms(frame, layer_type) for label, frame in frames.items()}
+    kernels = list(dict.fromkeys(k for s in series.values() for k in s.index))
+    labels = list(series)
+    y = np.arange(len(labels))[::-1]
+    left = np.zeros(len(labels))
+    for kernel in kernels:
+        widths = np.array([series[label].get(kernel, 0.0) for label in labels])
+        ax.barh(y, widths, left=left, height=0.7, label=kernel, color=kernel_color(kernel, kernels),
+                edgecolor="white", linewidth=0.5)
+        left += widths
+    for yi, total in zip(y, left, strict=True):
+        ax.text(total, yi, f" {total:,.0f}", va="center", fontsize=8)
+    ax.set_yticks(y, labels)
+    ax.set_xlim(0, left.max() * 1.12 if len(left) else 1)
+    scope = "all layers" if layer_type is None else f"{layer_type} layers"
+    ax.set_xlabel(f"prefill latency, {scope} (ms)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(labels) < 4 else -0.12),
+              ncols=min(4, len(kernels)), fontsize=8, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    return ax
+
+
+def plot_shares(frame: pd.DataFrame, published: Mapping[str, float] | None = None,
+                ax: Axes | None = None, layer_type: str | None = "moe") -> Axes:
+    """Grouped bars per kernel: simulated share of the layer's time, and published share.
+
+    ``frame`` is one run's ``SimulationResult.kernels``; shares are recomputed within
+    ``layer_type`` (None: all layers). Kernels only in ``published`` show simulated 0.
+    """
+    ax = _new_axes(ax, (9.0, 4.0))
+    simulated = _per_kernel_ms(frame, layer_type)
+    simulated = simulated / simulated.sum()
+    kernels = list(dict.fromkeys([*simulated.index, *(published or {})]))
+    x = np.arange(len(kernels))
+    width = 0.4 if published else 0.7
+    sim_values = [100 * simulated.get(k, 0.0) for k in kernels]
+    ax.bar(x - (width / 2 if published else 0), sim_values, width, label="simulated",
+           color=[kernel_color(k, kernels) for k in kernels])
+    if published:
+        ax.bar(x + width / 2, [100 * published.get(k, 0.0) for k in kernels], width, label="published",
+               color="white", edgecolor=[kernel_color(k, kernels) for k in kernels], hatch="//")
+    for xi, value in zip(x, sim_values, strict=True):
+        ax.text(xi - (width / 2 if published else 0), value, f"{value:.1f}", ha="center", va="bottom",
+                fontsize=7)
+    ax.set_xticks(x, kernels, rotation=20, ha="right")
+    ax.set_ylabel("share of layer time (%)")
+    handles = [Patch(facecolor="0.45", label="simulated")]  # neutral: bar colours are per kernel
+    if published:
+        handles.append(Patch(facecolor="white", edgecolor="0.45", hatch="//", label="published"))
+    ax.legend(handles=handles, frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    return ax
