@@ -113,12 +113,13 @@ def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, *, step: float
     return simplex[int(np.argmin(values))]
 
 
-def snapstream_overhead(mapping: str | Path, seq_len: int) -> float:
-    """Prefill time the SnapStream kernels add, as a fraction of prefill without them."""
-    from rdusim.analysis.result import simulate  # noqa: PLC0415 (avoid a cycle at import)
-
-    result = simulate(mapping, seq_len=seq_len, record_events=False)
-    frame = result.kernels
+def snapstream_overhead(loaded: LoadedMapping, seq_len: int, efficiency: dict[str, float]) -> float:
+    """Prefill time the SnapStream kernels add, as a fraction of prefill without them,
+    simulated with the given efficiencies (the fitted ones, whatever is on disk)."""
+    resized = load_mapping(loaded.document.path, seq_len=seq_len)
+    system = resized.system.with_efficiency(**efficiency)
+    plan = build_plan(dataclasses.replace(resized, system=system))
+    frame = kernel_breakdown(plan, simulate_plan(plan, record_events=False))
     extra = frame[frame["kernel"].isin(["SnapKV Compression", "Streaming Ring Buffer"])]["latency_s"].sum()
     return float(extra / (frame["latency_s"].sum() - extra))
 
@@ -133,6 +134,3 @@ def write_efficiencies(socket_yaml: Path, efficiency: dict[str, float], note: st
         raise ValueError(f"{socket_yaml}: no 'efficiency:' block to replace")
     socket_yaml.write_text(pattern.sub(lambda _m: header + block, text, count=1), encoding="utf-8")
 
-
-def load_default(mapping: str | Path) -> LoadedMapping:
-    return load_mapping(mapping)

@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return int(args.handler(args))
+    except BrokenPipeError:  # e.g. `rdusim schema mapping | head`: the reader went away
+        sys.stderr.close()
+        return 0
     except RdusimError as error:
         if args.debug:
             raise

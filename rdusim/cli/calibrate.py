@@ -54,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {socket_yaml}")
     low, high = SNAPSTREAM_PREFILL_OVERHEAD_RANGE
     print(f"\npredictions (not fitted): SnapStream prefill overhead, published {low:.0%}-{high:.0%}")
-    efficiency_overrides = [] if not args.dry_run else None
-    del efficiency_overrides
     for seq_len in (int(s) for s in args.predict.split(",")):
-        print(f"  {seq_len:>7} tokens: {snapstream_overhead(args.mapping, seq_len) * 100:5.2f}%")
+        overhead = snapstream_overhead(loaded, seq_len, result.efficiency)
+        print(f"  {seq_len:>7} tokens: {overhead * 100:5.2f}%")
     return 0

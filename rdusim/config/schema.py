@@ -184,6 +184,9 @@ class KvPolicySpec(Spec):
     window: int = Field(default=64, ge=1, description="SnapKV observation window")
     pool: int = Field(default=7, ge=1)
     recent_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
+    anchors: int | None = Field(default=None, gt=0, description="Kascade anchor layers (default: 5 per 32 layers)")
+    topk_fraction: float = Field(default=0.1, gt=0.0, le=1.0, description="Kascade top-k fraction of the keys")
+    topk_min: int = Field(default=128, gt=0, description="Kascade minimum top-k")
 
     @field_validator("name")
     @classmethod

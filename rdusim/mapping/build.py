@@ -18,14 +18,14 @@ from rdusim.mapping.bundle import LoadedMapping
 from rdusim.mapping.plan import KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, collectives, op_shard
 from rdusim.mapping.stages import KernelContext, build_kernel
-from rdusim.model.transformer import Shape, layer_counts, layer_graph
+from rdusim.model.policy import kv_length as policy_kv_length
+from rdusim.model.transformer import Shape, base_layer_type, layer_counts, layer_graph
 from rdusim.units import format_bytes
 
 
 def kv_length(loaded: LoadedMapping) -> int:
     """Tokens of KV each sequence keeps after prefill (the policy's compression)."""
-    seq = loaded.spec.workload.seq_len
-    return max(1, math.ceil(seq / loaded.spec.kv_policy.compression))
+    return policy_kv_length(loaded.spec.workload.seq_len, loaded.spec.kv_policy)
 
 
 def layer_shape(loaded: LoadedMapping) -> Shape:
@@ -38,32 +38,46 @@ def layer_shape(loaded: LoadedMapping) -> Shape:
 def build_plan(loaded: LoadedMapping) -> Plan:
     """The per-socket plan of every layer type; raises MappingError with all problems."""
     spec, model = loaded.spec, loaded.model
-    counts = layer_counts(model)
-    issues = _check_layer_types(loaded, counts)
+    counts = layer_counts(model, spec.kv_policy, spec.phase)
+    issues = _check_layer_types(loaded, {base_layer_type(t): n for t, n in counts.items()})
     if issues:
         raise MappingError(issues)
     shape = layer_shape(loaded)
     kernels: dict[str, tuple[KernelPlan, ...]] = {}
     for layer_type in counts:
         graph = layer_graph(model, layer_type, shape, spec.kv_policy)
-        kernel_specs = spec.layers[layer_type]
-        layer_issues = _check_coverage(loaded, layer_type, graph, kernel_specs)
+        base = base_layer_type(layer_type)
+        kernel_specs = _attach_policy_ops(spec.layers[base], graph)
+        layer_issues = _check_coverage(loaded, base, graph, kernel_specs)
         if layer_issues:
             issues += layer_issues
             continue
         shards = {n: op_shard(graph.nodes[n]["op"], _kernel_of(kernel_specs, n), spec.defaults) for n in graph.nodes}
-        issues += _check_degrees(loaded, layer_type, graph, kernel_specs, shards)
+        issues += _check_degrees(loaded, base, graph, kernel_specs, shards)
         if issues:
             continue
         found = collectives(graph, shards, loaded.system.collective_steps)
         context = KernelContext(loaded, layer_type, graph, shards, found, kernel_specs)
         plans = tuple(build_kernel(context, index) for index in range(len(kernel_specs)))
-        issues += _check_sram(loaded, layer_type, plans)
+        issues += _check_sram(loaded, base, plans)
         kernels[layer_type] = plans
     if issues:
         raise MappingError(issues)
     return Plan(spec, model, loaded.system, counts, kernels, spec.workload.seq_len,
                 spec.workload.batch, kv_length(loaded))
+
+
+def _attach_policy_ops(kernel_specs: list[KernelSpec], graph: nx.DiGraph) -> list[KernelSpec]:
+    """Ops a KV policy adds join the kernel of the op they attach to, unless placed."""
+    placed = {name for k in kernel_specs for name in k.ops}
+    extra: dict[int, list[str]] = {}
+    for name in graph.nodes:
+        target = graph.nodes[name]["op"].attach_to
+        if name not in placed and target is not None:
+            index = next((i for i, k in enumerate(kernel_specs) if target in k.ops), None)
+            if index is not None:
+                extra.setdefault(index, []).append(name)
+    return [k.model_copy(update={"ops": k.ops + extra[i]}) if i in extra else k for i, k in enumerate(kernel_specs)]
 
 
 def _kernel_of(kernel_specs: list[KernelSpec], op_name: str) -> KernelSpec:

@@ -14,6 +14,7 @@ from rdusim.config.schema import DTYPE_BYTES
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
 from rdusim.mapping.sharding import tensor_layout
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
+from rdusim.model.transformer import base_layer_type
 
 USES = ("weights", "kv_cache", "activations", "working_set")
 TIERS = ("sram", "hbm", "ddr")
@@ -49,7 +50,7 @@ def _stages(plan: Plan) -> list[Stage]:
 
 
 def _weights_tier(plan: Plan, layer_type: str, kernel: KernelPlan) -> str:
-    spec = next(k for k in plan.mapping.layers[layer_type] if k.kernel == kernel.name)
+    spec = next(k for k in plan.mapping.layers[base_layer_type(layer_type)] if k.kernel == kernel.name)
     return spec.weights or plan.mapping.defaults.weights
 
 

@@ -156,20 +156,28 @@ def _classify_reads(op: Op, shard: Layout, provider: dict[str, str], weights_tie
 
 
 def _attention_items(op: Op, shard: Layout, n_chunks: int, block: int, kv: list[TensorUse]) -> list[list[Item]]:
-    """Flash-style: each query chunk streams the K/V blocks it can see (causal pairs exact)."""
+    """Flash-style K/V streaming: each chunk reads, block by block, the keys its queries see.
+
+    Rows are (sequence, query) pairs. Causal (prefill): a chunk is a range of query
+    positions and reads every key up to its last query (re-reading earlier blocks, as flash
+    attention does); pairs are counted exactly. Decode: a chunk is a range of sequences and
+    reads each of their caches once.
+    """
     seq, kv_seq = op.sizes["seq"], op.sizes["kv_seq"]
-    per_pair = op.work(shard) / _pairs(0, seq, 0, kv_seq, op.causal)
-    kv_bytes_per_key = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in kv) / kv_seq
-    rows = math.ceil(seq / n_chunks)
+    sequences = op.sizes["batch"] // shard.get("batch", 1)
+    per_pair = op.work(shard) / (sequences * _pairs(0, seq, 0, kv_seq, op.causal))
+    key_bytes = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in kv) / (sequences * kv_seq)
+    rows = sequences * seq
+    bounds = [(i * rows // n_chunks, (i + 1) * rows // n_chunks) for i in range(n_chunks)]
     chunks = []
-    for i in range(n_chunks):
-        q0, q1 = i * rows, min(seq, (i + 1) * rows)
-        last_key = q1 if op.causal else kv_seq
+    for r0, r1 in bounds:
         items = []
-        for k0 in range(0, last_key, block):
-            k1 = min(k0 + block, last_key)
-            items.append(Item(per_pair * _pairs(q0, q1, k0, k1, op.causal),
-                              (("hbm", kv_bytes_per_key * (k1 - k0)),)))
+        for s0 in range(r0 // seq, -(-r1 // seq)):  # sequences this chunk touches
+            q0, q1 = max(r0, s0 * seq) - s0 * seq, min(r1, (s0 + 1) * seq) - s0 * seq
+            last_key = q1 if op.causal else kv_seq
+            for k0 in range(0, last_key, block):
+                k1 = min(k0 + block, last_key)
+                items.append(Item(per_pair * _pairs(q0, q1, k0, k1, op.causal), (("hbm", key_bytes * (k1 - k0)),)))
         chunks.append(items or [Item(0.0)])
     return chunks
 

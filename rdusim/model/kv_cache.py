@@ -1,13 +1,11 @@
-"""KV-cache size per token (analytic, no torch) and the length each policy keeps.
+"""KV-cache size per token (analytic, no torch); the length each policy keeps is in policy.py.
 
-Owns: ``kv_bytes_per_token_layer``, ``kept_tokens``. Imports: config.
+Owns: ``kv_bytes_per_token_layer``. Imports: config.
 """
 
 from __future__ import annotations
 
-import math
-
-from rdusim.config.schema import DTYPE_BYTES, KvPolicySpec, MlaSpec, ModelSpec
+from rdusim.config.schema import DTYPE_BYTES, MlaSpec, ModelSpec
 
 
 def kv_bytes_per_token_layer(model: ModelSpec) -> int:
@@ -19,8 +17,3 @@ def kv_bytes_per_token_layer(model: ModelSpec) -> int:
     a = model.attention
     elements = a.kv_lora_rank + a.qk_rope_head_dim if isinstance(a, MlaSpec) else 2 * a.kv_heads * a.head_dim
     return elements * DTYPE_BYTES[model.dtypes.kv]
-
-
-def kept_tokens(seq_len: int, policy: KvPolicySpec) -> int:
-    """Tokens per sequence the policy keeps after prefill (capacity of the compressed cache)."""
-    return max(1, min(seq_len, math.ceil(seq_len / policy.compression)))

@@ -61,6 +61,9 @@ class Op:
         For an op that is one indivisible problem per instance (a sort network over a
         whole vector), the dimensions that index independent instances: it can use at
         most one PCU per instance. ``None``: every loop point is independent.
+    attach_to
+        An op a KV policy adds: unless the mapping places it, it joins the kernel of the
+        op named here (e.g. ``attention``).
     """
 
     name: str
@@ -76,6 +79,7 @@ class Op:
     routed: bool = False
     is_barrier: bool = False
     parallel_dims: tuple[str, ...] | None = None
+    attach_to: str | None = None
     notes: str = field(default="", compare=False)
 
     def work(self, shard: dict[str, int] | None = None) -> float:

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from rdusim.config.schema import DTYPE_BYTES, GqaSpec, KvPolicySpec, MlaSpec, ModelSpec
+from rdusim.config.schema import GqaSpec, KvPolicySpec, MlaSpec, ModelSpec
+from rdusim.model.builder import LayerBuilder, dtypes
 from rdusim.model.ops import Op, TensorUse
+from rdusim.model.policy import add_policy_ops, kascade_anchor_layers, kascade_topk, policy_sizes
 
 FP32 = 4
 ROUTE_BYTES = 8  # expert index (int32) + gate weight (fp32) per routed slot
@@ -33,75 +35,45 @@ class Shape:
     kv_seq: int
 
 
-@dataclass(frozen=True)
-class _Dt:
-    weight: int
-    act: int
-    kv: int
+def layer_counts(model: ModelSpec, policy: KvPolicySpec | None = None, phase: str = "prefill") -> dict[str, int]:
+    """How many layers of each type the model has, in order of appearance.
 
-
-class _Builder:
-    """Accumulates ops of one layer; ``sizes`` is shared by every op of the layer."""
-
-    def __init__(self, sizes: dict[str, int], dt: _Dt) -> None:
-        self.sizes = sizes
-        self.dt = dt
-        self.ops: list[Op] = []
-
-    def act(self, name: str, *dims: str, nbytes: int | None = None) -> TensorUse:
-        return TensorUse(name, dims, "activation", nbytes or self.dt.act)
-
-    def weight(self, name: str, *dims: str, factor: float = 1.0, nbytes: int | None = None) -> TensorUse:
-        return TensorUse(name, dims, "weight", nbytes or self.dt.weight, factor)
-
-    def kv(self, name: str, *dims: str) -> TensorUse:
-        return TensorUse(name, dims, "kv", self.dt.kv)
-
-    def add(self, name: str, op_class: str, loop: tuple[str, ...], wpp: float,
-            reads: tuple[TensorUse, ...], writes: tuple[TensorUse, ...], **kw: object) -> None:
-        self.ops.append(Op(name, op_class, self.sizes, loop, wpp, reads, writes, **kw))  # type: ignore[arg-type]
-
-    def gemm(self, name: str, x: TensorUse, w: TensorUse, y: TensorUse, k: tuple[str, ...],
-             wpp: float = 2.0, **kw: object) -> None:
-        # the loop nest is the output's dimensions plus the contracted ones (weight-only
-        # dimensions such as ``experts`` select a matrix, they are not looped over)
-        loop = tuple(dict.fromkeys(y.dims + k))
-        self.add(name, "gemm", loop, wpp, (x, w), (y,), reduce=k, **kw)
-
-    def norm(self, name: str, x: TensorUse, y: TensorUse, width: str) -> None:
-        # RMSNorm: square, sum, rsqrt, scale (4 element ops), plus the weight vector
-        self.add(name, "elementwise", y.dims, 4.0, (x, self.weight(f"w_{name}", width)), (y,))
-
-
-def dtypes(model: ModelSpec) -> _Dt:
-    return _Dt(
-        DTYPE_BYTES[model.dtypes.weights],
-        DTYPE_BYTES[model.dtypes.activations],
-        DTYPE_BYTES[model.dtypes.kv],
-    )
-
-
-def layer_counts(model: ModelSpec) -> dict[str, int]:
-    """How many layers of each type the model has, in order of appearance."""
+    Kascade at decode splits each type into anchor and reuse layers (``moe@anchor``...).
+    """
     dense = model.ffn.first_dense_layers
-    counts = {"dense": dense}
-    if model.layers - dense:
-        counts["moe"] = model.layers - dense
-    return {kind: n for kind, n in counts.items() if n}
+    kinds = ["dense"] * dense + ["moe"] * (model.layers - dense)
+    if policy is not None and policy.name == "kascade" and phase == "decode":
+        anchors = set(kascade_anchor_layers(model.layers, policy))
+        kinds = [f"{k}@anchor" if i in anchors else f"{k}@reuse" for i, k in enumerate(kinds)]
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+def base_layer_type(layer_type: str) -> str:
+    """``moe@anchor`` -> ``moe``: the mapping's kernels are per base layer type."""
+    return layer_type.partition("@")[0]
 
 
 def layer_graph(model: ModelSpec, layer_type: str, shape: Shape, policy: KvPolicySpec) -> nx.DiGraph:
-    """The operator graph of one layer: nodes are op names (attribute ``op``), edges tensors."""
+    """The operator graph of one layer: nodes are op names (attribute ``op``), edges tensors.
+
+    ``layer_type`` is ``dense`` or ``moe``, optionally with a KV-policy variant after ``@``
+    (Kascade decode: ``moe@anchor``, ``moe@reuse``; see ``rdusim.model.policy``).
+    """
+    base, _, variant = layer_type.partition("@")
+    if variant == "reuse":
+        shape = Shape(shape.phase, shape.batch, shape.seq, kascade_topk(shape.kv_seq, policy))
     sizes = _sizes(model, shape, policy)
-    b = _Builder(sizes, dtypes(model))
-    attention = model.attention
-    if isinstance(attention, MlaSpec):
+    b = LayerBuilder(sizes, dtypes(model))
+    latent = isinstance(model.attention, MlaSpec)
+    if latent:
         (_mla_prefill if shape.phase == "prefill" else _mla_decode)(b)
     else:
         _gqa(b, decode=shape.phase == "decode")
-    if shape.phase == "prefill" and policy.name in ("snapstream", "snapkv", "streamingllm"):
-        _snapstream_prefill(b, latent=isinstance(attention, MlaSpec), policy=policy.name)
-    _ffn(b, moe=layer_type == "moe", routed_experts=model.ffn.moe is not None)
+    add_policy_ops(b, policy, shape.phase, latent, variant)
+    _ffn(b, moe=base == "moe", routed_experts=model.ffn.moe is not None)
     return _connect(b.ops)
 
 
@@ -124,22 +96,12 @@ def _sizes(model: ModelSpec, shape: Shape, policy: KvPolicySpec) -> dict[str, in
         sizes |= {"experts": moe.experts + moe.shared_experts, "routed": moe.experts,
                   "slots": moe.experts_per_token + moe.shared_experts,
                   "topk": moe.experts_per_token, "ffn_moe": moe.intermediate}
-    sizes |= _policy_sizes(shape, policy)
+    sizes |= policy_sizes(shape.seq, shape.kv_seq, policy)
     return sizes
 
 
-def _policy_sizes(shape: Shape, policy: KvPolicySpec) -> dict[str, int]:
-    """Slots of the compressed cache: sink + recent ring + top-K (methods.md section 1)."""
-    capacity = max(1, min(shape.seq, math.ceil(shape.seq / policy.compression)))
-    sink = min(policy.sink, capacity)
-    recent = max(1, round((capacity - sink) * policy.recent_fraction)) if capacity > sink else 0
-    topk = max(0, capacity - sink - recent)
-    return {"window": min(policy.window, shape.seq), "capacity": capacity,
-            "ring": sink + recent, "topk_slots": max(topk, 1)}
-
-
 # ------------------------------------------------------------------------ attention
-def _mla_common(b: _Builder) -> None:
+def _mla_common(b: LayerBuilder) -> None:
     b.norm("attn_norm", b.act("x", "batch", "seq", "hidden"), b.act("xn", "batch", "seq", "hidden"), "hidden")
     # q_a and kv_a are replicated under TP (no head dimension), as in vLLM/SGLang
     b.gemm("q_a_proj", b.act("xn", "batch", "seq", "hidden"), b.weight("w_q_a", "hidden", "q_rank"),
@@ -158,7 +120,7 @@ def _mla_common(b: _Builder) -> None:
           tp_dim="heads")
 
 
-def _mla_prefill(b: _Builder) -> None:
+def _mla_prefill(b: LayerBuilder) -> None:
     _mla_common(b)
     b.gemm("kv_b_proj", b.act("c_kv", "batch", "seq", "kv_rank"), b.weight("w_kv_b", "kv_rank", "heads", "kv_b_dim"),
            b.act("kv_full", "batch", "seq", "heads", "kv_b_dim"), ("kv_rank",), tp_dim="heads")
@@ -170,7 +132,7 @@ def _mla_prefill(b: _Builder) -> None:
     _o_proj(b, ("heads", "v_dim"))
 
 
-def _mla_decode(b: _Builder) -> None:
+def _mla_decode(b: LayerBuilder) -> None:
     _mla_common(b)
     b.gemm("q_absorb", b.act("q_rot", "batch", "seq", "heads", "nope"), b.weight("w_uk", "heads", "nope", "kv_rank"),
            b.act("q_abs", "batch", "seq", "heads", "kv_dim"), ("nope",), tp_dim="heads")
@@ -185,7 +147,7 @@ def _mla_decode(b: _Builder) -> None:
     _o_proj(b, ("heads", "v_dim"))
 
 
-def _gqa(b: _Builder, decode: bool) -> None:
+def _gqa(b: LayerBuilder, decode: bool) -> None:
     b.norm("attn_norm", b.act("x", "batch", "seq", "hidden"), b.act("xn", "batch", "seq", "hidden"), "hidden")
     xn = b.act("xn", "batch", "seq", "hidden")
     b.gemm("q_proj", xn, b.weight("w_q", "hidden", "heads", "head_dim"),
@@ -209,7 +171,7 @@ def _gqa(b: _Builder, decode: bool) -> None:
     _o_proj(b, ("heads", "head_dim"))
 
 
-def _o_proj(b: _Builder, head_dims: tuple[str, str]) -> None:
+def _o_proj(b: LayerBuilder, head_dims: tuple[str, str]) -> None:
     b.gemm("o_proj", b.act("attn_out", "batch", "seq", *head_dims), b.weight("w_o", *head_dims, "hidden"),
            b.act("o", "batch", "seq", "hidden"), head_dims, tp_dim="heads")
     # residual add + RMSNorm before the FFN
@@ -219,7 +181,7 @@ def _o_proj(b: _Builder, head_dims: tuple[str, str]) -> None:
 
 
 # ------------------------------------------------------------------------------ FFN
-def _ffn(b: _Builder, moe: bool, routed_experts: bool) -> None:
+def _ffn(b: LayerBuilder, moe: bool, routed_experts: bool) -> None:
     if moe:
         _moe(b)
         return
@@ -235,7 +197,7 @@ def _ffn(b: _Builder, moe: bool, routed_experts: bool) -> None:
           (b.act("x_out", "batch", "seq", "hidden"),))
 
 
-def _moe(b: _Builder) -> None:
+def _moe(b: LayerBuilder) -> None:
     hn = b.act("hn", "batch", "seq", "hidden")
     # the router and its BF16 gate stay replicated (one 7168 x 256 GEMM)
     b.gemm("router_gemm", hn, b.weight("w_router", "hidden", "routed", nbytes=2),
@@ -263,42 +225,6 @@ def _moe(b: _Builder) -> None:
     b.add("moe_combine", "elementwise", ("batch", "seq", "hidden"), 1.0,
           (b.act("moe_y", "batch", "seq", "hidden"), b.act("h", "batch", "seq", "hidden")),
           (b.act("x_out", "batch", "seq", "hidden"),))
-
-
-# ------------------------------------------------------------------------ SnapStream
-def _snapstream_prefill(b: _Builder, latent: bool, policy: str) -> None:
-    """The two SnapStream kernels' ops (methods.md section 1; StreamingLLM keeps only the ring)."""
-    kv_row = ("kv_dim",) if latent else ("kv_heads", "head_dim")
-    factor = 1.0 if latent else 2.0
-
-    def kv(name: str, rows: str) -> TensorUse:
-        return TensorUse(name, ("batch", rows, *kv_row), "kv", b.dt.kv, factor)
-
-    # four gathers (two index ranges of K and V) + the sink slice
-    b.add("ring_gather", "elementwise", ("batch", "ring", *kv_row), factor, (kv("kv_cache", "ring"),),
-          (kv("kv_ring", "ring"),))
-    if policy == "streamingllm":
-        return
-    qk = "qk_dim" if latent else "head_dim"
-    kv_heads = "heads" if latent else "kv_heads"
-    b.gemm("snapkv_score", b.act("q_obs", "batch", "window", "heads", qk),
-           b.act("k_obs", "batch", "kv_seq", kv_heads, qk), b.act("obs_logits", "batch", "heads", "window", "kv_seq", nbytes=FP32),
-           (qk,), tp_dim="heads")
-    # softmax over candidates, sum over window rows (and heads), average pool
-    b.add("snapkv_vote", "elementwise", ("batch", "heads", "window", "kv_seq"), 5.0,
-          (b.act("obs_logits", "batch", "heads", "window", "kv_seq", nbytes=FP32),),
-          (b.act("votes", "batch", "kv_seq", nbytes=FP32),), reduce=("heads", "window"), tp_dim="heads")
-    passes = math.log2(b.sizes["kv_seq"]) * (math.log2(b.sizes["kv_seq"]) + 1) / 2
-    # a global selection over one vector per sequence: it needs every candidate's vote (a
-    # pipeline barrier) and, as one sort network, runs on one PCU per sequence
-    b.add("snapkv_topk", "sort", ("batch", "kv_seq"), passes,
-          (b.act("votes", "batch", "kv_seq", nbytes=FP32),), (b.act("keep_idx", "batch", "topk_slots", nbytes=4),),
-          is_barrier=True, parallel_dims=("batch",))
-    b.add("snapkv_gather", "elementwise", ("batch", "topk_slots", *kv_row), factor,
-          (kv("kv_cache", "topk_slots"), b.act("keep_idx", "batch", "topk_slots", nbytes=4)),
-          (kv("kv_topk", "topk_slots"),))
-    b.add("snapkv_concat", "elementwise", ("batch", "capacity", *kv_row), factor,
-          (kv("kv_topk", "topk_slots"), kv("kv_ring", "ring")), (kv("kv_compressed", "capacity"),))
 
 
 # ------------------------------------------------------------------------------ graph
