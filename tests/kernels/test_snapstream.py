@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_inputs import KERNEL_SETTINGS, canonical, make_prompt, make_token
 
@@ -61,7 +61,7 @@ def ring_configs(draw):
     }
 
 
-@KERNEL_SETTINGS
+@settings(KERNEL_SETTINGS, max_examples=200)
 @given(cfg=ring_configs())
 def test_ring_and_naive_hold_the_same_tokens_and_agree(cfg, device):
     prompt = make_prompt(
