@@ -43,18 +43,18 @@ def grouped_logits(q: Tensor, k: Tensor, scale: float) -> Tensor:
     q_grouped = q.reshape(b, hkv, group * tq, dk)  # (B, Hkv, G*Tq, Dk): head i -> KV head i // G
     logits = torch.matmul(q_grouped, k.transpose(-1, -2))  # (B, Hkv, G*Tq, Tk)
     logits = logits.view(b, hkv, group, tq, tk)  # (B, Hkv, G, Tq, Tk)
-    return logits.to(score_dtype(q.dtype)) * scale
+    return logits.to(score_dtype(q.dtype)).mul_(scale)  # in place: the matmul output is fresh
 
 
 def masked_softmax(logits: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the last axis restricted to ``mask``; masked entries are exactly 0.
 
-    A row whose mask is all False yields zeros (softmax of all -inf is NaN; ``where`` clears
-    it). NaN logits at masked entries never leak, because ``where`` selects, it does not multiply.
+    A row whose mask is all False yields zeros (softmax of all -inf is NaN; the fill clears it).
+    NaN logits at masked entries never leak: ``where`` and the fill select, they do not multiply.
     ``mask`` broadcasts against ``logits``.
     """
     probs = torch.softmax(torch.where(mask, logits, float("-inf")), dim=-1)
-    return torch.where(mask, probs, 0.0)
+    return probs.masked_fill_(~mask, 0.0)  # in place on the fresh softmax output
 
 
 def weighted_values(weights: Tensor, v: Tensor) -> Tensor:

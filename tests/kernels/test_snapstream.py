@@ -61,7 +61,7 @@ def ring_configs(draw):
     }
 
 
-@settings(KERNEL_SETTINGS, max_examples=200)
+@settings(KERNEL_SETTINGS, max_examples=120)
 @given(cfg=ring_configs())
 def test_ring_and_naive_hold_the_same_tokens_and_agree(cfg, device):
     prompt = make_prompt(
