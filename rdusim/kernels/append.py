@@ -46,12 +46,7 @@ class AppendCache(SlotCache):
                 f"{type(self).__name__} is full: all {self.capacity} slots of the longest "
                 f"sequence are used; build it with a larger capacity (or max_new_tokens)"
             )
-        b, hkv = self.positions.shape[:2]
-        slot = self._fill[..., None]  # (B, Hkv, 1)
-        self.keys.scatter_(2, slot[..., None].expand(b, hkv, 1, self.keys.shape[3]), k_new)
-        self.values.scatter_(2, slot[..., None].expand(b, hkv, 1, self.values.shape[3]), v_new)
-        token = self.lengths.view(b, 1, 1).expand(b, hkv, 1)  # (B, Hkv, 1)
-        self.positions.scatter_(2, slot, token)
+        self._write(self._fill[..., None], k_new, v_new)  # slot (B, Hkv, 1)
         self._fill.add_(self._one)
         self.lengths.add_(self._one)
         self._used += 1

@@ -106,7 +106,7 @@ def attention(
     logits = grouped_logits(q, k, default_scale(q.shape[3], scale))  # (B, Hkv, G, Tq, Tk)
     if mask is None:
         mask = torch.ones(1, 1, 1, tk, dtype=torch.bool, device=q.device)
-    mask = mask.expand(b, hkv, tq, tk)
+    mask = mask.expand(b, hkv, tq, tk)  # (B, Hkv, Tq, Tk)
     weights = masked_softmax(logits, mask[:, :, None])  # (B, Hkv, G, Tq, Tk)
     seen = mask.any(dim=2)[..., None]  # (B, Hkv, Tk, 1): keys some query may see
     out = weighted_values(weights, torch.where(seen, v, 0.0))

@@ -100,6 +100,24 @@ class SlotCache(ABC):
         """The policy's attention; returns (out, weights). Overridden by stateful policies."""
         return attend_slots(q_new, self.keys, self.values, self.positions >= 0, scale)
 
+    def _write(self, slot: Tensor, k_new: Tensor, v_new: Tensor) -> None:
+        """Scatter the new token (index ``lengths``) into ``slot`` of every row, in place.
+
+        ``lengths`` is not advanced here: the caller does it after any bookkeeping of its own.
+
+        Shapes
+        ------
+        slot (B, Hkv, 1) or (B, 1, 1) int64, k_new (B, Hkv, 1, Dk), v_new (B, Hkv, 1, Dv).
+        """
+        b, hkv = self.positions.shape[:2]
+        slot = slot.expand(b, hkv, 1)  # (B, Hkv, 1), a stride-0 view when shared by heads
+        key_index = slot[..., None].expand(b, hkv, 1, self.keys.shape[3])  # (B, Hkv, 1, Dk)
+        value_index = slot[..., None].expand(b, hkv, 1, self.values.shape[3])  # (B, Hkv, 1, Dv)
+        self.keys.scatter_(2, key_index, k_new)
+        self.values.scatter_(2, value_index, v_new)
+        token = self.lengths.view(b, 1, 1).expand(b, hkv, 1)  # (B, Hkv, 1)
+        self.positions.scatter_(2, slot, token)
+
 
 def gather_tokens(tokens: Tensor, positions: Tensor) -> Tensor:
     """Copy the tokens named by ``positions`` into slots; slots with position ``-1`` get zeros.
@@ -109,7 +127,7 @@ def gather_tokens(tokens: Tensor, positions: Tensor) -> Tensor:
     tokens (B, Hkv, T, D), positions (B, Hkv, C) int64 in [-1, T) -> (B, Hkv, C, D).
     """
     b, hkv, slots = positions.shape
-    index = positions.clamp(min=0)[..., None].expand(b, hkv, slots, tokens.shape[3])
+    index = positions.clamp(min=0)[..., None].expand(b, hkv, slots, tokens.shape[3])  # (B,Hkv,C,D)
     gathered = tokens.gather(2, index)  # (B, Hkv, C, D)
     return torch.where(positions[..., None] >= 0, gathered, 0.0)
 

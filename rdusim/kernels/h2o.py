@@ -66,7 +66,7 @@ def h2o_positions(scores: Tensor, lengths: Tensor, *, heavy: int, recent: int) -
     older = token[None, :] < (lengths - recent)[:, None]  # (B, T): not among the recent
     top = select_top(scores, older[:, None, :], heavy)  # (B, Hkv, heavy)
     latest = lengths[:, None] - recent + torch.arange(recent, device=scores.device)  # (B, R)
-    latest = torch.where(latest >= 0, latest, -1)[:, None, :].expand(b, hkv, recent)
+    latest = torch.where(latest >= 0, latest, -1)[:, None, :].expand(b, hkv, recent)  # (B,Hkv,R)
     return compact_positions(torch.cat([top, latest], dim=2), heavy + recent)
 
 
@@ -142,11 +142,8 @@ class H2OCache(SlotCache):
         k_new (B, Hkv, 1, Dk), v_new (B, Hkv, 1, Dv).
         """
         check_step(self.keys, self.values, k_new, v_new)
-        b, hkv = self.positions.shape[:2]
         slot = self.victim()[..., None]  # (B, Hkv, 1)
-        self.keys.scatter_(2, slot[..., None].expand(b, hkv, 1, self.keys.shape[3]), k_new)
-        self.values.scatter_(2, slot[..., None].expand(b, hkv, 1, self.values.shape[3]), v_new)
-        self.positions.scatter_(2, slot, self.lengths.view(b, 1, 1).expand(b, hkv, 1))
+        self._write(slot, k_new, v_new)
         self.scores.scatter_(2, slot, 0.0)
         self.lengths.add_(self._one)
 

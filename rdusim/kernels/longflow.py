@@ -93,11 +93,8 @@ class LongFlowCache(SlotCache):
         k_new (B, Hkv, 1, Dk), v_new (B, Hkv, 1, Dv).
         """
         check_step(self.keys, self.values, k_new, v_new)
-        b, hkv = self.positions.shape[:2]
         slot = self.next_slot[..., None]  # (B, Hkv, 1)
-        self.keys.scatter_(2, slot[..., None].expand(b, hkv, 1, self.keys.shape[3]), k_new)
-        self.values.scatter_(2, slot[..., None].expand(b, hkv, 1, self.values.shape[3]), v_new)
-        self.positions.scatter_(2, slot, self.lengths.view(b, 1, 1).expand(b, hkv, 1))
+        self._write(slot, k_new, v_new)
         norm = v_new.to(self.value_norms.dtype).abs().sum(dim=-1)  # (B, Hkv, 1)
         self.value_norms.scatter_(2, slot, norm)
         self.lengths.add_(self._one)

@@ -20,7 +20,7 @@ kascade        k_budget = budget, or min(max(T // 10, 128), T) if None; capacity
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from torch import Tensor
 
@@ -110,7 +110,11 @@ def make_cache(
     params: dict[str, object] = dict(budget_split(name, request))
     if name in _SCORED:
         params["scale"] = scale
-    return POLICIES[name].from_prefill(keys, values, queries, lengths, **params)  # type: ignore[attr-defined]
+    # Each cache class has its own keyword-only from_prefill; SlotCache cannot declare one
+    # signature for all of them, so the type checker cannot see it here.
+    cls: Any = POLICIES[name]
+    cache: SlotCache = cls.from_prefill(keys, values, queries, lengths, **params)
+    return cache
 
 
 def _needs(request: BudgetRequest, name: str, minimum: int, rule: str) -> int:

@@ -94,7 +94,7 @@ def select_top(scores: Tensor, candidates: Tensor, k: int) -> Tensor:
     ------
     scores (..., T), candidates broadcastable to (..., T) bool -> (..., k) int64.
     """
-    is_candidate = candidates.expand(scores.shape)
+    is_candidate = candidates.expand(scores.shape)  # (..., T)
     by_score = torch.sort(scores, dim=-1, descending=True, stable=True).indices  # (..., T)
     flag = is_candidate.gather(-1, by_score).to(torch.uint8)  # (..., T)
     by_flag = torch.sort(flag, dim=-1, descending=True, stable=True).indices  # (..., T)

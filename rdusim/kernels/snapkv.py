@@ -55,7 +55,7 @@ def snapkv_positions(
     )  # (B, Hkv, T)
     top = select_top(pool_votes(votes, prefix, pool), prefix[:, None, :], budget - window)
     rows, row_valid = observation_rows(lengths, window)  # (B, W)
-    kept_window = torch.where(row_valid, rows, -1)[:, None, :].expand(b, hkv, window)
+    kept_window = torch.where(row_valid, rows, -1)[:, None, :].expand(b, hkv, window)  # (B,Hkv,W)
     return compact_positions(torch.cat([top, kept_window], dim=2), min(budget, tokens))
 
 

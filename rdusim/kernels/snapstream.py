@@ -1,6 +1,7 @@
 """SnapStream: SnapKV top-K at prefill plus a StreamingLLM ring buffer at decode, fixed size.
 
-Owns: ``SnapStreamCache``, ``ring_positions``, ``topk_positions``, ``snapstream_positions``.
+Owns: ``SnapStreamCache``, ``check_snapstream``, ``ring_positions``, ``topk_positions``,
+``snapstream_positions``.
 Imports: torch, ``cache``, ``selection``, ``validation``.
 
 Slots per (sequence, KV head): ``[0, S)`` sinks, ``[S, S+R)`` the ring of recent tokens,
@@ -20,6 +21,15 @@ from torch import Tensor
 from rdusim.kernels.cache import SlotCache, gather_tokens
 from rdusim.kernels.selection import pool_votes, select_top, window_votes
 from rdusim.kernels.validation import check_int, check_pool, check_prefill, check_step
+
+
+def check_snapstream(*, sink: int, recent: int, topk: int, window: int, pool: int) -> None:
+    """Validate SnapStream's parameters: S >= 0, R >= 1, K >= 0, W >= 1, P odd."""
+    check_int("sink", sink, 0)
+    check_int("recent", recent, 1)
+    check_int("topk", topk, 0)
+    check_int("window", window, 1)
+    check_pool(pool)
 
 
 def ring_positions(lengths: Tensor, sink: int, recent: int) -> Tensor:
@@ -165,11 +175,7 @@ class SnapStreamCache(SlotCache):
             Logit scale of the voting softmax, ``1 / sqrt(Dk)`` by default.
         """
         check_prefill(keys, values, queries, lengths)
-        check_int("sink", sink, 0)
-        check_int("recent", recent, 1)
-        check_int("topk", topk, 0)
-        check_int("window", window, 1)
-        check_pool(pool)
+        check_snapstream(sink=sink, recent=recent, topk=topk, window=window, pool=pool)
         positions = snapstream_positions(
             keys,
             queries,
@@ -203,14 +209,8 @@ class SnapStreamCache(SlotCache):
         k_new (B, Hkv, 1, Dk), v_new (B, Hkv, 1, Dv).
         """
         check_step(self.keys, self.values, k_new, v_new)
-        b, hkv = self.positions.shape[:2]
-        slot = self._write_slot().view(b, 1, 1)  # (B, 1, 1)
-        key_index = slot[..., None].expand(b, hkv, 1, self.keys.shape[3])  # (B, Hkv, 1, Dk)
-        value_index = slot[..., None].expand(b, hkv, 1, self.values.shape[3])  # (B, Hkv, 1, Dv)
-        self.keys.scatter_(2, key_index, k_new)
-        self.values.scatter_(2, value_index, v_new)
-        token = self.lengths.view(b, 1, 1).expand(b, hkv, 1)  # (B, Hkv, 1)
-        self.positions.scatter_(2, slot.expand(b, hkv, 1), token)
+        slot = self._write_slot().view(-1, 1, 1)  # (B, 1, 1): one slot for all heads
+        self._write(slot, k_new, v_new)
         self.lengths.add_(self._one)
 
     def _write_slot(self) -> Tensor:

@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from rdusim.kernels.cache import SlotCache, gather_tokens
-from rdusim.kernels.snapstream import topk_positions
-from rdusim.kernels.validation import check_int, check_pool, check_prefill, check_step
+from rdusim.kernels.snapstream import check_snapstream, topk_positions
+from rdusim.kernels.validation import check_prefill, check_step
 
 
 class Segment(NamedTuple):
@@ -64,11 +64,7 @@ class NaiveSnapStreamCache(SlotCache):
     ) -> Self:
         """Same parameters and semantics as ``SnapStreamCache.from_prefill``."""
         check_prefill(keys, values, queries, lengths)
-        check_int("sink", sink, 0)
-        check_int("recent", recent, 1)
-        check_int("topk", topk, 0)
-        check_int("window", window, 1)
-        check_pool(pool)
+        check_snapstream(sink=sink, recent=recent, topk=topk, window=window, pool=pool)
         b, hkv = keys.shape[:2]
         first = torch.arange(sink, device=keys.device)
         sinks = torch.where(first < lengths[:, None], first, -1)  # (B, S)
@@ -86,8 +82,8 @@ class NaiveSnapStreamCache(SlotCache):
             scale=scale,
         )  # (B, Hkv, K)
         return cls(
-            _segment(keys, values, sinks[:, None, :].expand(b, hkv, sink).contiguous()),
-            _segment(keys, values, latest[:, None, :].expand(b, hkv, recent).contiguous()),
+            _segment(keys, values, sinks[:, None, :].expand(b, hkv, sink).contiguous()),  # S
+            _segment(keys, values, latest[:, None, :].expand(b, hkv, recent).contiguous()),  # R
             _segment(keys, values, top),
             lengths.clone(),
         )

@@ -99,7 +99,7 @@ class KascadeCache(AppendCache):
         head_map = _check_role(anchor, head_map, dense, shape.batch, shape.kv_heads, keys.device)
         token = torch.arange(shape.tokens, device=keys.device)
         kept = torch.where(token[None, :] < lengths[:, None], token[None, :], -1)  # (B, T)
-        kept = kept[:, None, :].expand(shape.batch, shape.kv_heads, shape.tokens)
+        kept = kept[:, None, :].expand(shape.batch, shape.kv_heads, shape.tokens)  # (B, Hkv, T)
         positions = pad_slots(kept, capacity)  # (B, Hkv, C)
         return cls(
             gather_tokens(keys, positions),

@@ -103,7 +103,7 @@ def _defaults(
     if lengths is None:
         lengths = torch.full((b,), tk, dtype=torch.int64, device=k.device)
     if q_positions is None:
-        q_positions = torch.arange(tq, device=k.device).expand(b, tq)
+        q_positions = torch.arange(tq, device=k.device).expand(b, tq)  # (B, Tq)
     if tuple(q_positions.shape) != (b, tq) or tuple(lengths.shape) != (b,):
         raise ValueError(
             f"lengths must have shape ({b},) and q_positions ({b}, {tq}), "
