@@ -1,6 +1,6 @@
 """The ``full`` policy: keep every token (the uncompressed reference).
 
-Owns: ``FullCache``. Imports: torch, ``append``, ``cache``, ``validation``.
+Owns: ``FullCache``, ``full_positions``. Imports: torch, ``append``, ``cache``, ``validation``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,19 @@ from torch import Tensor
 from rdusim.kernels.append import AppendCache
 from rdusim.kernels.cache import gather_tokens, pad_slots
 from rdusim.kernels.validation import check_int, check_prefill
+
+
+def full_positions(lengths: Tensor, kv_heads: int, tokens: int, capacity: int) -> Tensor:
+    """Every valid prompt token in the slot equal to its position, then empty slots.
+
+    Shapes
+    ------
+    lengths (B,) -> (B, Hkv, capacity) int64, ``-1`` at ``t >= lengths[b]``.
+    """
+    token = torch.arange(tokens, device=lengths.device)
+    kept = torch.where(token[None, :] < lengths[:, None], token[None, :], -1)  # (B, T)
+    kept = kept[:, None, :].expand(lengths.shape[0], kv_heads, tokens)  # (B, Hkv, T)
+    return pad_slots(kept, capacity)  # (B, Hkv, C)
 
 
 class FullCache(AppendCache):
@@ -36,10 +49,7 @@ class FullCache(AppendCache):
         """
         shape = check_prefill(keys, values, queries, lengths)
         check_int("capacity", capacity, shape.tokens)
-        token = torch.arange(shape.tokens, device=keys.device)
-        kept = torch.where(token[None, :] < lengths[:, None], token[None, :], -1)  # (B, T)
-        kept = kept[:, None, :].expand(shape.batch, shape.kv_heads, shape.tokens)  # (B, Hkv, T)
-        positions = pad_slots(kept, capacity)  # (B, Hkv, C)
+        positions = full_positions(lengths, shape.kv_heads, shape.tokens, capacity)
         return cls(
             gather_tokens(keys, positions),
             gather_tokens(values, positions),

@@ -126,3 +126,15 @@ def test_scale_is_applied(name, device):
     _, default = cache.attend(token.query, return_weights=True)
     _, rescaled = cache.attend(token.query * 0.5, scale=2 / 8**0.5, return_weights=True)
     torch.testing.assert_close(default, rescaled, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", POLICY_NAMES)
+def test_step_is_append_then_attend(name, device):
+    prompt, stepped = build(name, device)
+    _, twin = build(name, device)
+    for step in range(3):
+        token = make_token(step + 50, prompt)
+        out = stepped.step(token.key, token.value, token.query)
+        twin.append(token.key, token.value)
+        torch.testing.assert_close(out, twin.attend(token.query), rtol=0, atol=0)
+    assert torch.equal(stepped.positions, twin.positions)

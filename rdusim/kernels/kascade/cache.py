@@ -1,6 +1,6 @@
 """Kascade's per-layer decode cache: every token is kept; attention is sparse.
 
-Owns: ``KascadeCache``. Imports: torch, ``append``, ``attention``, ``cache``,
+Owns: ``KascadeCache``. Imports: torch, ``append``, ``attention``, ``cache``, ``full``,
 ``kascade.anchors``, ``kascade.sparse``, ``validation``.
 
 A model has one cache per layer, in one of three roles fixed at construction:
@@ -25,7 +25,8 @@ from torch import Tensor
 
 from rdusim.kernels.append import AppendCache
 from rdusim.kernels.attention import attend_slots
-from rdusim.kernels.cache import gather_tokens, pad_slots
+from rdusim.kernels.cache import gather_tokens
+from rdusim.kernels.full import full_positions
 from rdusim.kernels.kascade.anchors import default_budget
 from rdusim.kernels.kascade.sparse import sparse_attention, topk_indices
 from rdusim.kernels.validation import check_int, check_prefill
@@ -73,14 +74,12 @@ class KascadeCache(AppendCache):
         head_map: Tensor | None = None,
         dense: bool = False,
     ) -> Self:
-        """Keep the whole prompt in a cache of ``capacity`` slots.
+        """Keep the whole prompt in a cache of ``capacity`` slots (``FullCache`` layout).
 
         Parameters
         ----------
-        keys, values, queries
-            (B, Hkv, T, Dk), (B, Hkv, T, Dv), (B, Hq, T, Dk); queries are validated only.
-        lengths
-            (B,) int64 prompt lengths.
+        keys, values, queries, lengths
+            The prompt as every ``from_prefill`` takes it; queries are validated only.
         capacity
             Slots per sequence (>= T).
         k_budget
@@ -97,10 +96,7 @@ class KascadeCache(AppendCache):
         k_budget = default_budget(shape.tokens) if k_budget is None else k_budget
         check_int("k_budget", k_budget, 0)
         head_map = _check_role(anchor, head_map, dense, shape.batch, shape.kv_heads, keys.device)
-        token = torch.arange(shape.tokens, device=keys.device)
-        kept = torch.where(token[None, :] < lengths[:, None], token[None, :], -1)  # (B, T)
-        kept = kept[:, None, :].expand(shape.batch, shape.kv_heads, shape.tokens)  # (B, Hkv, T)
-        positions = pad_slots(kept, capacity)  # (B, Hkv, C)
+        positions = full_positions(lengths, shape.kv_heads, shape.tokens, capacity)
         return cls(
             gather_tokens(keys, positions),
             gather_tokens(values, positions),
