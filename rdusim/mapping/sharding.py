@@ -48,6 +48,8 @@ def op_shard(op: Op, kernel: KernelSpec, defaults: MappingDefaultsSpec) -> Layou
     replaces TP/DP for that op), else kernel TP on the op's TP dimension and DP on batch."""
     if op.name in kernel.shard:
         return {d: k for d, k in kernel.shard[op.name].items() if k > 1}
+    if op.attach_to in kernel.shard:  # a policy's op follows the op it serves
+        return {d: k for d, k in kernel.shard[op.attach_to].items() if k > 1 and d in op.sizes}
     tp = kernel.tp or defaults.tp
     dp = kernel.dp or defaults.dp
     shard: Layout = {}

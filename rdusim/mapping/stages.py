@@ -71,7 +71,9 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     d = ctx.loaded.spec.defaults
     chunk_tokens = spec.chunk_tokens or d.chunk_tokens
     ops = [n for n in ctx.graph.nodes if ctx.kernel_of[n] == index]
-    rows = max(_rows(ctx.graph.nodes[n]["op"], ctx.shards[n]) for n in ops)
+    # a kernel streams its token rows; only a kernel without any (SnapKV's) streams keys
+    token_ops = [n for n in ops if "seq" in ctx.graph.nodes[n]["op"].loop] or ops
+    rows = max(_rows(ctx.graph.nodes[n]["op"], ctx.shards[n]) for n in token_ops)
     n_chunks = max(1, math.ceil(rows / chunk_tokens))
     drafts: list[_Draft] = []
     provider: dict[str, str] = {}
