@@ -134,3 +134,58 @@ def write_efficiencies(socket_yaml: Path, efficiency: dict[str, float], note: st
         raise ValueError(f"{socket_yaml}: no 'efficiency:' block to replace")
     socket_yaml.write_text(pattern.sub(lambda _m: header + block, text, count=1), encoding="utf-8")
 
+
+
+# ----------------------------------------------------------------------------- decode
+@dataclass(frozen=True)
+class DecodeCalibration:
+    overhead_s: float
+    fitted: dict[str, float]          # tokens/s per configuration, with the fitted overhead
+    published: dict[str, float]
+
+    @property
+    def worst_error(self) -> float:
+        return max(abs(self.fitted[k] / self.published[k] - 1) for k in self.published)
+
+
+def decode_tokens_per_s(loaded: LoadedMapping, overhead_s: float) -> float:
+    """Throughput of one decode mapping: batch x accepted tokens per step / step time."""
+    plan = build_plan(dataclasses.replace(loaded, system=loaded.system.with_decode_overhead(overhead_s)))
+    step_s = float(kernel_breakdown(plan, simulate_plan(plan, record_events=False))["latency_s"].sum())
+    return plan.batch * loaded.spec.workload.accepted_tokens_per_step / step_s
+
+
+def fit_decode_overhead(points: dict[str, tuple[LoadedMapping, float]], *, upper_s: float = 2e-3,
+                        iterations: int = 40) -> DecodeCalibration:
+    """One parameter, the decode per-call overhead, by golden-section search on the squared
+    log error of throughput against the published figures."""
+
+    def error(overhead_s: float) -> float:
+        return sum(math.log(decode_tokens_per_s(m, overhead_s) / tps) ** 2 for m, tps in points.values())
+
+    lo, hi = 0.0, upper_s
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = error(a), error(b)
+    for _ in range(iterations):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = error(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = error(b)
+    overhead = round((lo + hi) / 2, 7)
+    fitted = {k: decode_tokens_per_s(m, overhead) for k, (m, _) in points.items()}
+    return DecodeCalibration(overhead, fitted, {k: tps for k, (_, tps) in points.items()})
+
+
+def write_decode_overhead(socket_yaml: Path, seconds: float) -> None:
+    """Rewrite the ``decode_call_overhead:`` line of a socket YAML in place."""
+    text = socket_yaml.read_text(encoding="utf-8")
+    pattern = re.compile(r'^decode_call_overhead: ".*"$', re.MULTILINE)
+    if not pattern.search(text):
+        raise ValueError(f"{socket_yaml}: no 'decode_call_overhead:' line to replace")
+    socket_yaml.write_text(pattern.sub(f'decode_call_overhead: "{seconds * 1e6:.1f} us"', text, count=1),
+                           encoding="utf-8")

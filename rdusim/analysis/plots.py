@@ -113,3 +113,52 @@ def plot_shares(frame: pd.DataFrame, published: Mapping[str, float] | None = Non
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     return ax
+
+
+def plot_sweep(frame: pd.DataFrame, axes: np.ndarray | None = None) -> np.ndarray:
+    """Throughput (top row) and time per output token (bottom row) against batch; one
+    column per prompt length, one line per policy.
+
+    Each line ends at its largest batch that fits; an ``x`` on the x-axis marks the first
+    batch that does not (the table says why). Policies that keep the same number of
+    tokens coincide: their lines overlap.
+    """
+    seq_lens = sorted(frame["seq_len"].unique())
+    if axes is None:
+        figure = Figure(figsize=(4.2 * len(seq_lens), 7), layout="constrained")
+        axes = np.asarray(figure.subplots(2, len(seq_lens), squeeze=False, sharex="col"))
+    colors = {p: to_hex(f"C{i}") for i, p in enumerate(dict.fromkeys(frame["policy"]))}
+    widths = {p: 3.5 - 0.35 * i for i, p in enumerate(colors)}  # thinner on top: overlaps stay visible
+    for column, seq_len in enumerate(seq_lens):
+        tput_ax, tpot_ax = axes[0, column], axes[1, column]
+        for policy, group in frame[frame["seq_len"] == seq_len].groupby("policy", sort=False):
+            ok, limit = group[group["fits"]], group[~group["fits"]]
+            style = {"color": colors[policy], "linewidth": widths[policy], "marker": "o", "markersize": 3}
+            tput_ax.plot(ok["batch"], ok["tokens_per_s"], label=policy, **style)
+            tpot_ax.plot(ok["batch"], ok["tpot_s"] * 1e3, label=policy, **style)
+            for ax in (tput_ax, tpot_ax):
+                ax.plot(limit["batch"], [0] * len(limit), "x", color=colors[policy], markersize=8, clip_on=False)
+        tput_ax.set_title(f"prompt {seq_len // 1024}K tokens")
+        tpot_ax.set_xlabel("batch (x: first batch that does not fit)")
+        for ax in (tput_ax, tpot_ax):
+            ax.set_xscale("log", base=2)
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("tokens / s (node)")
+    axes[1, 0].set_ylabel("time per output token (ms)")
+    axes[0, 0].legend(fontsize=8)
+    return axes
+
+
+def figure_png(figure: Figure) -> bytes:
+    """Render a figure to PNG bytes (the caller decides where they go)."""
+    import io  # noqa: PLC0415
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=120)
+    return buffer.getvalue()
+
+
+def sweep_figure_png(frame: pd.DataFrame) -> bytes:
+    axes = plot_sweep(frame)
+    return figure_png(axes[0, 0].figure)

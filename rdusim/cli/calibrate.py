@@ -1,8 +1,9 @@
-"""``rdusim calibrate``: fit the efficiency constants to the published 128K breakdown,
-write them into the socket YAML, print fitted vs published, then the predictions.
+"""``rdusim calibrate``: fit the calibration constants to the published figures, write them
+into the socket YAML, print fitted vs published, then the predictions.
 
-Calibration inputs (fitted): the per-kernel shares of one 128K prefill MoE layer.
-Predictions (never fitted): SnapStream's prefill overhead at other prompt lengths.
+Inputs (fitted): the per-kernel shares of one 128K prefill MoE layer (five efficiencies) and
+the 128K decode row (one decode per-call overhead). Predictions (never fitted): SnapStream's
+prefill overhead, maximum batch and throughput at other prompt lengths.
 """
 
 from __future__ import annotations
@@ -12,30 +13,54 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from rdusim.analysis.calibrate import fit_efficiencies, snapstream_overhead, write_efficiencies
-from rdusim.analysis.published import PREFILL_128K_MOE_SHARES, SNAPSTREAM_PREFILL_OVERHEAD_RANGE
-from rdusim.mapping.bundle import load_mapping
+from rdusim.analysis.calibrate import (
+    fit_decode_overhead,
+    fit_efficiencies,
+    snapstream_overhead,
+    write_decode_overhead,
+    write_efficiencies,
+)
+from rdusim.analysis.published import (
+    DECODE_128K,
+    PREFILL_128K_MOE_SHARES,
+    SNAPSTREAM_PREFILL_OVERHEAD_RANGE,
+)
+from rdusim.mapping.bundle import LoadedMapping, load_mapping
 
-DEFAULT_MAPPING = "mappings/deepseek-r1/prefill-snapstream.yaml"
+PREFILL_MAPPING = "mappings/deepseek-r1/prefill-snapstream.yaml"
+DECODE_MAPPINGS = {"full": "mappings/deepseek-r1/decode.yaml", "snapstream": "mappings/deepseek-r1/decode-snapstream.yaml"}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("calibrate", help="fit efficiency constants to the published breakdown")
-    parser.add_argument("--mapping", default=DEFAULT_MAPPING)
-    parser.add_argument("--max-evaluations", type=int, default=160)
+    parser = subparsers.add_parser("calibrate", help="fit calibration constants to the published figures")
+    parser.add_argument("--phase", choices=("prefill", "decode", "all"), default="all")
+    parser.add_argument("--mapping", default=PREFILL_MAPPING, help="prefill mapping to fit the efficiencies on")
+    parser.add_argument("--max-evaluations", type=int, default=220)
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not write the socket YAML")
     parser.add_argument("--predict", default="32768,65536,131072",
-                        help="prompt lengths for the SnapStream overhead prediction")
+                        help="prompt lengths for the SnapStream prefill-overhead prediction")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.phase in ("prefill", "all"):
+        _prefill(args)
+    if args.phase in ("decode", "all"):
+        _decode(args)
+    return 0
+
+
+def _socket_yaml(loaded: LoadedMapping) -> Path:
+    return Path(loaded.system.source).parent / loaded.system.node.socket
+
+
+def _prefill(args: argparse.Namespace) -> None:
     loaded = load_mapping(args.mapping)
 
     def progress(count: int, error: float) -> None:
         print(f"\r  evaluation {count:4d}: squared error {error:8.3f} pp^2", end="", file=sys.stderr, flush=True)
 
-    print(f"fitting {', '.join(PREFILL_128K_MOE_SHARES)} (128K prefill MoE layer, methods.md section 1)")
+    print(f"prefill: fitting {', '.join(PREFILL_128K_MOE_SHARES)} (128K MoE layer, methods.md section 1)")
     result = fit_efficiencies(loaded, PREFILL_128K_MOE_SHARES, max_evaluations=args.max_evaluations,
                               progress=progress)
     print(file=sys.stderr)
@@ -45,16 +70,33 @@ def run(args: argparse.Namespace) -> int:
         print(f"{kernel:<24} {fitted * 100:>7.2f}% {published * 100:>9.2f}% {(fitted - published) * 100:>+9.2f}")
     print(f"worst error {result.worst_error_pp:.2f} pp after {result.evaluations} evaluations")
     print("efficiency: " + ", ".join(f"{k}={v}" for k, v in result.efficiency.items()))
-    socket_yaml = Path(loaded.system.source).parent / loaded.system.node.socket
     if not args.dry_run:
         note = (f"calibrated: {date.today().isoformat()} by `rdusim calibrate` on {args.mapping}\n"
                 f"fitted to the 128K prefill MoE-layer shares of methods.md section 1 "
                 f"(worst error {result.worst_error_pp:.2f} pp); do not edit by hand")
-        write_efficiencies(socket_yaml, result.efficiency, note)
-        print(f"wrote {socket_yaml}")
+        write_efficiencies(_socket_yaml(loaded), result.efficiency, note)
+        print(f"wrote {_socket_yaml(loaded)}")
     low, high = SNAPSTREAM_PREFILL_OVERHEAD_RANGE
     print(f"\npredictions (not fitted): SnapStream prefill overhead, published {low:.0%}-{high:.0%}")
     for seq_len in (int(s) for s in args.predict.split(",")):
         overhead = snapstream_overhead(loaded, seq_len, result.efficiency)
         print(f"  {seq_len:>7} tokens: {overhead * 100:5.2f}%")
-    return 0
+
+
+def _decode(args: argparse.Namespace) -> None:
+    points = {}
+    for policy, path in DECODE_MAPPINGS.items():
+        row = DECODE_128K[policy]
+        points[policy] = (load_mapping(path, seq_len=131072, batch=row["max_batch"]), row["tokens_per_s"])
+    print("\ndecode: fitting decode_call_overhead to the 128K row (methods.md section 1)")
+    result = fit_decode_overhead(points)
+    print(f"{'policy':<12} {'batch':>6} {'fitted tok/s':>13} {'published':>10} {'error':>7}")
+    for policy, (loaded, published) in points.items():
+        fitted = result.fitted[policy]
+        print(f"{policy:<12} {loaded.spec.workload.batch:>6} {fitted:>13.0f} {published:>10.0f} "
+              f"{fitted / published - 1:>+7.1%}")
+    print(f"decode_call_overhead = {result.overhead_s * 1e6:.1f} us per kernel call")
+    if not args.dry_run:
+        socket_yaml = _socket_yaml(points["full"][0])
+        write_decode_overhead(socket_yaml, result.overhead_s)
+        print(f"wrote {socket_yaml}")

@@ -16,13 +16,17 @@ from rdusim.units import format_bytes
 
 def write_atomic(path: str | Path, text: str) -> None:
     """Write to a temporary file in the same folder, then rename over ``path``."""
+    write_atomic_binary(path, text.encode("utf-8"))
+
+
+def write_atomic_binary(path: str | Path, data: bytes) -> None:
     path = Path(path)
     if not path.parent.is_dir():
         raise ConfigError(f"{path}: folder {str(path.parent)!r} does not exist")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -76,6 +76,10 @@ class SocketSpec(Spec):
     memory: MemorySpec
     p2p: LinkSpec
     kernel_launch_s: Seconds = Field(alias="kernel_launch")
+    decode_call_overhead_s: Seconds = Field(
+        default=0.0, alias="decode_call_overhead",
+        description="runtime work per kernel call in decode (orchestration, sampling); calibrated",
+    )
     efficiency: EfficiencySpec
 
 
@@ -215,6 +219,7 @@ class KernelSpec(Spec):
     tp: int | None = Field(default=None, gt=0)
     dp: int | None = Field(default=None, gt=0)
     chunk_tokens: int | None = Field(default=None, gt=0)
+    max_chunks: int | None = Field(default=None, gt=0, description="cap on chunks (rows per chunk grow)")
     kv_block_tokens: int | None = Field(default=None, gt=0)
     buffer_depth: int | None = Field(default=None, gt=0)
     weights: Literal["hbm", "ddr"] | None = None
@@ -228,6 +233,7 @@ class MappingDefaultsSpec(Spec):
     tp: int = Field(default=1, gt=0)
     dp: int = Field(default=1, gt=0)
     chunk_tokens: int = Field(default=4096, gt=0)
+    max_chunks: int | None = Field(default=None, gt=0)
     kv_block_tokens: int = Field(default=8192, gt=0)
     buffer_depth: int = Field(default=2, gt=0)
     weights: Literal["hbm", "ddr"] = "hbm"
@@ -243,3 +249,8 @@ class MappingSpec(Spec):
     kv_policy: KvPolicySpec = KvPolicySpec()
     defaults: MappingDefaultsSpec = MappingDefaultsSpec()
     layers: dict[str, list[KernelSpec]] = Field(min_length=1)
+    prefill: str | None = Field(
+        default=None,
+        description="decode only: the prefill mapping that shares the node (continuous batching); "
+        "HBM keeps its peak activations for the same prompt length free",
+    )

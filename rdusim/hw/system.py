@@ -64,6 +64,10 @@ class Socket:
     def launch_s(self) -> float:
         return self.spec.kernel_launch_s
 
+    def call_overhead_s(self, phase: str) -> float:
+        """Everything a kernel call costs before it computes: launch, plus runtime work in decode."""
+        return self.spec.kernel_launch_s + (self.spec.decode_call_overhead_s if phase == "decode" else 0.0)
+
 
 @dataclass(frozen=True)
 class System:
@@ -87,6 +91,11 @@ class System:
         """A copy with some operation-class efficiencies replaced (used by calibration)."""
         eff = self.socket.spec.efficiency.model_copy(update=efficiency)
         spec = self.socket.spec.model_copy(update={"efficiency": eff})
+        return System(self.name, self.node, Socket(spec), self.graph, self.source)
+
+    def with_decode_overhead(self, seconds: float) -> System:
+        """A copy with another decode per-call overhead (used by calibration)."""
+        spec = self.socket.spec.model_copy(update={"decode_call_overhead_s": seconds})
         return System(self.name, self.node, Socket(spec), self.graph, self.source)
 
 

@@ -15,6 +15,7 @@ import networkx as nx
 from rdusim.config.schema import KernelSpec
 from rdusim.errors import MappingError
 from rdusim.mapping.bundle import LoadedMapping
+from rdusim.mapping.memory import live_activation_peak
 from rdusim.mapping.plan import KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, collectives, op_shard
 from rdusim.mapping.stages import KernelContext, build_kernel
@@ -44,6 +45,7 @@ def build_plan(loaded: LoadedMapping) -> Plan:
         raise MappingError(issues)
     shape = layer_shape(loaded)
     kernels: dict[str, tuple[KernelPlan, ...]] = {}
+    activations: dict[str, float] = {}
     for layer_type in counts:
         graph = layer_graph(model, layer_type, shape, spec.kv_policy)
         base = base_layer_type(layer_type)
@@ -61,10 +63,11 @@ def build_plan(loaded: LoadedMapping) -> Plan:
         plans = tuple(build_kernel(context, index) for index in range(len(kernel_specs)))
         issues += _check_sram(loaded, base, plans)
         kernels[layer_type] = plans
+        activations[layer_type] = live_activation_peak(graph, context.kernel_of, shards)
     if issues:
         raise MappingError(issues)
     return Plan(spec, model, loaded.system, counts, kernels, spec.workload.seq_len,
-                spec.workload.batch, kv_length(loaded))
+                spec.workload.batch, kv_length(loaded), activation_peak_bytes=activations)
 
 
 def _attach_policy_ops(kernel_specs: list[KernelSpec], graph: nx.DiGraph) -> list[KernelSpec]:

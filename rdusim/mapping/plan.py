@@ -88,6 +88,7 @@ class Plan:
     batch: int
     kv_len: int
     is_symmetric: bool = True                 # every socket runs the same plan
+    activation_peak_bytes: dict[str, float] = field(default_factory=dict)  # per layer type, per socket
 
     @property
     def phase(self) -> str:

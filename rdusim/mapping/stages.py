@@ -75,6 +75,9 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     token_ops = [n for n in ops if "seq" in ctx.graph.nodes[n]["op"].loop] or ops
     rows = max(_rows(ctx.graph.nodes[n]["op"], ctx.shards[n]) for n in token_ops)
     n_chunks = max(1, math.ceil(rows / chunk_tokens))
+    cap = spec.max_chunks or d.max_chunks
+    if cap is not None:
+        n_chunks = min(n_chunks, cap)
     drafts: list[_Draft] = []
     provider: dict[str, str] = {}
     for name in ops:

@@ -1,0 +1,119 @@
+"""Sweeps: prompt lengths x KV policies x batch sizes -> one tidy row per point.
+
+Owns: ``sweep``, ``SWEEP_COLUMNS``, ``policy_overrides``. Imports: mapping, sim, breakdown,
+pandas. Each (prompt length, policy) is one task run in a worker process; inside it,
+batches are tried in increasing order. ``batch="auto"`` tries powers of two until one does
+not fit (that row is kept, with the reason). Rows come back in input order, so a sweep is
+deterministic however the workers interleave.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import pandas as pd
+
+from rdusim.analysis.breakdown import kernel_breakdown
+from rdusim.errors import ConfigError, MappingError
+from rdusim.kv_policy import POLICY_NAMES
+from rdusim.mapping.build import build_plan
+from rdusim.mapping.bundle import load_mapping
+from rdusim.mapping.capacity import batch_candidates, hbm_fit
+from rdusim.model.policy import COMPRESSING
+from rdusim.sim.engine import simulate_plan
+
+SWEEP_COLUMNS = ["model", "seq_len", "policy", "kv_len", "batch", "fits", "reason", "step_s", "tpot_s",
+                 "tokens_per_s", "max_batch", "bound", "hbm_weights_bytes", "hbm_kv_bytes",
+                 "hbm_activations_bytes", "hbm_reserved_bytes", "hbm_capacity_bytes"]
+ALIASES = {"none": "full"}
+
+
+def resolve_policy(name: str) -> str:
+    """A policy name as users type it (``none`` means ``full``), checked against the list."""
+    policy = ALIASES.get(name, name)
+    if policy not in POLICY_NAMES:
+        import difflib  # noqa: PLC0415
+
+        close = difflib.get_close_matches(name, [*POLICY_NAMES, *ALIASES], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"--policy: unknown KV policy {name!r}; known: none, {', '.join(POLICY_NAMES)}{hint}")
+    return policy
+
+
+def policy_overrides(policy: str, compression: float) -> list[str]:
+    return [f"kv_policy.name={policy}",
+            f"kv_policy.compression={compression if policy in COMPRESSING else 1}"]
+
+
+def sweep(mapping: str | Path, seq_lens: list[int], policies: list[str], batches: list[int] | str = "auto",
+          *, compression: float = 4.0, workers: int | None = None,
+          progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """Simulate every point; infeasible points are rows with ``fits=False`` and a reason."""
+    tasks = [(str(mapping), s, resolve_policy(p), batches, compression) for s in seq_lens for p in policies]
+    results: list[list[dict] | None] = [None] * len(tasks)
+    workers = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
+    if workers == 1:
+        for index, task in enumerate(tasks):
+            results[index] = _run_group(*task)
+            if progress:
+                progress(index + 1, len(tasks))
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(_run_group, *task): i for i, task in enumerate(tasks)}
+            for done, future in enumerate(as_completed(futures), 1):
+                results[futures[future]] = future.result()
+                if progress:
+                    progress(done, len(tasks))
+    return pd.DataFrame([row for group in results for row in group or []], columns=SWEEP_COLUMNS)
+
+
+def _run_group(mapping: str, seq_len: int, policy: str, batches: list[int] | str, compression: float) -> list[dict]:
+    overrides = [f"workload.seq_len={seq_len}", *policy_overrides(policy, compression)]
+    auto = batches == "auto"
+    candidates = batch_candidates(1) if auto else list(batches)
+    rows: list[dict] = []
+    for batch in candidates:
+        row = _point(mapping, overrides + [f"workload.batch={batch}"], seq_len, policy, batch)
+        if auto and not row["fits"] and _too_small_to_split(row["reason"]):
+            continue  # below the smallest batch the mapping's DP degree can split
+        rows.append(row)
+        if auto and not row["fits"]:
+            break
+    fitting = [r["batch"] for r in rows if r["fits"]]
+    for row in rows:
+        row["max_batch"] = max(fitting, default=0) if auto else _max_batch(mapping, overrides)
+    return rows
+
+
+def _point(mapping: str, overrides: list[str], seq_len: int, policy: str, batch: int) -> dict:
+    base = {"seq_len": seq_len, "policy": policy, "batch": batch}
+    try:
+        loaded = load_mapping(mapping, overrides=overrides)
+        plan = build_plan(loaded)
+    except MappingError as error:
+        return base | {"fits": False, "reason": "; ".join(str(error).splitlines())}
+    fit = hbm_fit(plan, loaded)
+    row = base | {"model": plan.model.name, "kv_len": plan.kv_len, "fits": fit.fits, "reason": fit.reason,
+                  "hbm_weights_bytes": fit.weights_bytes, "hbm_kv_bytes": fit.kv_bytes,
+                  "hbm_activations_bytes": fit.activations_bytes, "hbm_reserved_bytes": fit.reserved_bytes,
+                  "hbm_capacity_bytes": fit.capacity_bytes}
+    if not fit.fits:
+        return row
+    frame = kernel_breakdown(plan, simulate_plan(plan, record_events=False))
+    step = float(frame["latency_s"].sum())
+    accepted = loaded.spec.workload.accepted_tokens_per_step
+    return row | {"step_s": step, "tpot_s": step / accepted, "tokens_per_s": batch * accepted / step,
+                  "bound": frame.loc[frame["latency_s"].idxmax(), "bound"]}
+
+
+def _too_small_to_split(reason: str) -> bool:
+    return all("does not divide batch" in part for part in reason.split("; "))
+
+
+def _max_batch(mapping: str, overrides: list[str]) -> int:
+    from rdusim.mapping.capacity import max_batch  # noqa: PLC0415
+
+    return max_batch(mapping, overrides=overrides)[0]
