@@ -150,15 +150,15 @@ class DecodeCalibration:
 
 def decode_tokens_per_s(loaded: LoadedMapping, overhead_s: float) -> float:
     """Throughput of one decode mapping: batch x accepted tokens per step / step time."""
-    plan = build_plan(dataclasses.replace(loaded, system=loaded.system.with_decode_overhead(overhead_s)))
+    plan = build_plan(dataclasses.replace(loaded, system=loaded.system.with_software_launch(overhead_s)))
     step_s = float(kernel_breakdown(plan, simulate_plan(plan, record_events=False))["latency_s"].sum())
     return plan.batch * loaded.spec.workload.accepted_tokens_per_step / step_s
 
 
 def fit_decode_overhead(points: dict[str, tuple[LoadedMapping, float]], *, upper_s: float = 2e-3,
                         iterations: int = 40) -> DecodeCalibration:
-    """One parameter, the decode per-call overhead, by golden-section search on the squared
-    log error of throughput against the published figures."""
+    """One parameter, the software-orchestrated call cost, by golden-section search on the
+    squared log error of throughput against the published figures."""
 
     def error(overhead_s: float) -> float:
         return sum(math.log(decode_tokens_per_s(m, overhead_s) / tps) ** 2 for m, tps in points.values())
@@ -181,11 +181,10 @@ def fit_decode_overhead(points: dict[str, tuple[LoadedMapping, float]], *, upper
     return DecodeCalibration(overhead, fitted, {k: tps for k, (_, tps) in points.items()})
 
 
-def write_decode_overhead(socket_yaml: Path, seconds: float) -> None:
-    """Rewrite the ``decode_call_overhead:`` line of a socket YAML in place."""
+def write_software_launch(socket_yaml: Path, seconds: float) -> None:
+    """Rewrite the ``kernel_launch.software`` line of a socket YAML in place."""
     text = socket_yaml.read_text(encoding="utf-8")
-    pattern = re.compile(r'^decode_call_overhead: ".*"$', re.MULTILINE)
+    pattern = re.compile(r'^  software: ".*"$', re.MULTILINE)
     if not pattern.search(text):
-        raise ValueError(f"{socket_yaml}: no 'decode_call_overhead:' line to replace")
-    socket_yaml.write_text(pattern.sub(f'decode_call_overhead: "{seconds * 1e6:.1f} us"', text, count=1),
-                           encoding="utf-8")
+        raise ValueError(f"{socket_yaml}: no 'kernel_launch.software' line to replace")
+    socket_yaml.write_text(pattern.sub(f'  software: "{seconds * 1e6:.1f} us"', text, count=1), encoding="utf-8")

@@ -2,7 +2,7 @@
 into the socket YAML, print fitted vs published, then the predictions.
 
 Inputs (fitted): the per-kernel shares of one 128K prefill MoE layer (five efficiencies) and
-the 128K decode row (one decode per-call overhead). Predictions (never fitted): SnapStream's
+the 128K decode row (the software-orchestrated kernel-call cost). Predictions (never fitted): SnapStream's
 prefill overhead, maximum batch and throughput at other prompt lengths.
 """
 
@@ -17,8 +17,8 @@ from rdusim.analysis.calibrate import (
     fit_decode_overhead,
     fit_efficiencies,
     snapstream_overhead,
-    write_decode_overhead,
     write_efficiencies,
+    write_software_launch,
 )
 from rdusim.analysis.published import (
     DECODE_128K,
@@ -88,15 +88,15 @@ def _decode(args: argparse.Namespace) -> None:
     for policy, path in DECODE_MAPPINGS.items():
         row = DECODE_128K[policy]
         points[policy] = (load_mapping(path, seq_len=131072, batch=row["max_batch"]), row["tokens_per_s"])
-    print("\ndecode: fitting decode_call_overhead to the 128K row (methods.md section 1)")
+    print("\ndecode: fitting kernel_launch.software to the 128K row (methods.md section 1)")
     result = fit_decode_overhead(points)
     print(f"{'policy':<12} {'batch':>6} {'fitted tok/s':>13} {'published':>10} {'error':>7}")
     for policy, (loaded, published) in points.items():
         fitted = result.fitted[policy]
         print(f"{policy:<12} {loaded.spec.workload.batch:>6} {fitted:>13.0f} {published:>10.0f} "
               f"{fitted / published - 1:>+7.1%}")
-    print(f"decode_call_overhead = {result.overhead_s * 1e6:.1f} us per kernel call")
+    print(f"kernel_launch.software = {result.overhead_s * 1e6:.1f} us per kernel call")
     if not args.dry_run:
         socket_yaml = _socket_yaml(points["full"][0])
-        write_decode_overhead(socket_yaml, result.overhead_s)
+        write_software_launch(socket_yaml, result.overhead_s)
         print(f"wrote {socket_yaml}")

@@ -69,17 +69,23 @@ class EfficiencySpec(Spec):
     collective: float = Fraction
 
 
+class KernelLaunchSpec(Spec):
+    """What a kernel call costs before it computes, per orchestration mode (R1 section VI-A)."""
+
+    hardware_s: Seconds = Field(alias="hardware", description="AGCU-orchestrated launch")
+    software_s: Seconds = Field(alias="software", description="host-orchestrated call (runtime, sync)")
+
+
+Orchestration = Literal["hardware", "software"]
+
+
 class SocketSpec(Spec):
     kind: Literal["socket"]
     name: str
     compute: ComputeSpec
     memory: MemorySpec
     p2p: LinkSpec
-    kernel_launch_s: Seconds = Field(alias="kernel_launch")
-    decode_call_overhead_s: Seconds = Field(
-        default=0.0, alias="decode_call_overhead",
-        description="runtime work per kernel call in decode (orchestration, sampling); calibrated",
-    )
+    kernel_launch: KernelLaunchSpec
     efficiency: EfficiencySpec
 
 
@@ -223,6 +229,7 @@ class KernelSpec(Spec):
     kv_block_tokens: int | None = Field(default=None, gt=0)
     buffer_depth: int | None = Field(default=None, gt=0)
     weights: Literal["hbm", "ddr"] | None = None
+    orchestration: Orchestration | None = None
     shard: dict[str, dict[str, int]] = Field(
         default_factory=dict,
         description="per-op degrees by dimension, e.g. {attention: {batch: 16}}; replaces tp/dp for that op",
@@ -237,6 +244,7 @@ class MappingDefaultsSpec(Spec):
     kv_block_tokens: int = Field(default=8192, gt=0)
     buffer_depth: int = Field(default=2, gt=0)
     weights: Literal["hbm", "ddr"] = "hbm"
+    orchestration: Orchestration = "hardware"
 
 
 class MappingSpec(Spec):

@@ -60,13 +60,10 @@ class Socket:
     def p2p_latency_s(self) -> float:
         return self.spec.p2p.latency_s
 
-    @property
-    def launch_s(self) -> float:
-        return self.spec.kernel_launch_s
-
-    def call_overhead_s(self, phase: str) -> float:
-        """Everything a kernel call costs before it computes: launch, plus runtime work in decode."""
-        return self.spec.kernel_launch_s + (self.spec.decode_call_overhead_s if phase == "decode" else 0.0)
+    def launch_s(self, orchestration: str) -> float:
+        """What a kernel call costs before it computes, under hardware or software orchestration."""
+        launch = self.spec.kernel_launch
+        return launch.hardware_s if orchestration == "hardware" else launch.software_s
 
 
 @dataclass(frozen=True)
@@ -93,9 +90,10 @@ class System:
         spec = self.socket.spec.model_copy(update={"efficiency": eff})
         return System(self.name, self.node, Socket(spec), self.graph, self.source)
 
-    def with_decode_overhead(self, seconds: float) -> System:
-        """A copy with another decode per-call overhead (used by calibration)."""
-        spec = self.socket.spec.model_copy(update={"decode_call_overhead_s": seconds})
+    def with_software_launch(self, seconds: float) -> System:
+        """A copy with another software-orchestrated call cost (used by calibration)."""
+        launch = self.socket.spec.kernel_launch.model_copy(update={"software_s": seconds})
+        spec = self.socket.spec.model_copy(update={"kernel_launch": launch})
         return System(self.name, self.node, Socket(spec), self.graph, self.source)
 
 

@@ -69,6 +69,7 @@ class KernelPlan:
     tp: int
     dp: int
     buffer_depth: int = 2
+    orchestration: str = "hardware"
 
     @property
     def n_chunks(self) -> int:

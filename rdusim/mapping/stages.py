@@ -94,7 +94,7 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     depth = spec.buffer_depth or d.buffer_depth
     sram = sum(x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk) for x in drafts)
     return KernelPlan(spec.kernel, ctx.layer_type, stages, sram, chunk_tokens,
-                      spec.tp or d.tp, spec.dp or d.dp, depth)
+                      spec.tp or d.tp, spec.dp or d.dp, depth, spec.orchestration or d.orchestration)
 
 
 #: the dimension an op streams its chunks along: query tokens, else keys or cache slots

@@ -105,12 +105,12 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
                 sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord]) -> Generator:
     system = plan.system
     sync_s = system.socket.p2p_latency_s * system.collective_steps(system.sockets)
-    overhead_s = system.socket.call_overhead_s(plan.phase)
     for layer, layer_type, _ in layers:
         for kernel in plan.kernels[layer_type]:
             start = env.now
             before = {k: (p.busy_s, p.bytes_total) for k, p in sockets[0].pools.items()}
             busy_before = dict(recorder.busy)
+            overhead_s = system.socket.launch_s(kernel.orchestration)
             yield env.timeout(overhead_s)
             runs = [env.process(_run_kernel(env, kernel, s, recorder, layer)) for s in sockets]
             yield env.all_of(runs)
