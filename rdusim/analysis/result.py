@@ -45,7 +45,7 @@ class SimulationResult:
             "phase": self.phase, "seq_len": self.plan.seq_len, "batch": self.plan.batch,
             "kv_policy": spec.kv_policy.name, "kv_len": self.plan.kv_len, "total_s": self.total_s,
             "kernels": self.kernels.to_dict(orient="records"),
-            "memory": {f"socket{s}": self.memory for s in range(1)} | {"per_socket": self.memory},
+            "memory": {"sockets": self.plan.system.sockets, "per_socket": self.memory},
             "simulation": {"events": self.trace.event_count, "sockets_simulated": self.trace.sockets_simulated,
                            "layers_simulated": self.trace.layers_simulated},
         }
