@@ -162,3 +162,25 @@ def figure_png(figure: Figure) -> bytes:
 def sweep_figure_png(frame: pd.DataFrame) -> bytes:
     axes = plot_sweep(frame)
     return figure_png(axes[0, 0].figure)
+
+
+def plot_pareto(estimates: pd.DataFrame, front: pd.DataFrame, ax: Axes | None = None) -> Axes:
+    """Throughput against time per token; colour is HBM per socket; the frontier is joined."""
+    ax = _new_axes(ax, (7.0, 4.5))
+    feasible = estimates[estimates["fits"]]
+    points = ax.scatter(feasible["tpot_s"] * 1e3, feasible["tokens_per_s"], c=feasible["hbm_used_bytes"] / 2**30,
+                        s=8, cmap="viridis", alpha=0.5, label="candidates (estimator)")
+    ax.plot(front["tpot_s"] * 1e3, front["tokens_per_s"], "o-", color="black", ms=4, lw=1, label="Pareto frontier")
+    seed = feasible[feasible["is_seed"]]
+    if not seed.empty:
+        ax.scatter(seed["tpot_s"] * 1e3, seed["tokens_per_s"], marker="*", s=160, color="red", label="shipped mapping")
+    ax.figure.colorbar(points, ax=ax, label="HBM per socket (GiB)")
+    ax.set_xlabel("time per output token (ms)")
+    ax.set_ylabel("throughput (tokens/s)")
+    ax.legend(loc="best", fontsize=8)
+    return ax
+
+
+def pareto_figure_png(estimates: pd.DataFrame, front: pd.DataFrame) -> bytes:
+    ax = plot_pareto(estimates, front)
+    return figure_png(ax.figure)

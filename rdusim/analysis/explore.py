@@ -1,0 +1,364 @@
+"""The mapping explorer: search the space around a seed mapping, rank, re-score, explain.
+
+Owns: ``explore``, ``ExploreResult``, ``LocalExecutor``, ``DaskExecutor``, ``pareto_front``.
+Imports: estimate, result (simulate), mapping, numpy, pandas (dask.distributed lazily).
+
+Two levels: the analytical estimator (``rdusim.analysis.estimate``) scores every candidate
+the search visits; the discrete-event simulator re-scores the best ``rescore`` of them and
+the seed, and the final ranking is the simulator's. Search is exhaustive when the space is
+no larger than the budget, else a seeded evolutionary search (the seed's one-gene
+neighbours first, then tournament selection, uniform crossover and mutation), so a seed
+gives one ranking. Evaluations run through an executor (worker processes, or a Dask
+cluster); results come back in submission order, so the ranking does not depend on it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from rdusim.analysis.estimate import Evaluator, Problem
+from rdusim.analysis.result import simulate
+from rdusim.errors import ConfigError, MappingError
+from rdusim.mapping.capacity import hbm_fit
+from rdusim.mapping.space import Space, load_candidate
+
+Genome = tuple[int, ...]
+Progress = Callable[[str, int, int], None]
+
+
+# ------------------------------------------------------------------------ executors
+class Executor(Protocol):
+    workers: int
+
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]: ...
+
+
+class LocalExecutor:
+    """Worker processes (``workers=1``: in this process)."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self._pool = ProcessPoolExecutor(self.workers) if self.workers > 1 else None
+
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        if self._pool is None:
+            return [fn(*a) for a in args]
+        return [f.result() for f in [self._pool.submit(fn, *a) for a in args]]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+
+
+class DaskExecutor:
+    """The same evaluations on a Dask distributed cluster (``tcp://host:8786``)."""
+
+    def __init__(self, address: Any, timeout_s: float = 5.0) -> None:
+        try:
+            from distributed import Client  # noqa: PLC0415 (only when asked for)
+        except ImportError:
+            raise ConfigError("--dask: the 'distributed' package is not installed "
+                              "(pip install 'dask[distributed]')") from None
+        try:
+            self._client = Client(address, timeout=f"{timeout_s}s")
+        except (OSError, TimeoutError) as error:
+            raise ConfigError(f"--dask: cannot reach the Dask scheduler at {address!r} within "
+                              f"{timeout_s:g} s ({type(error).__name__}: {error})") from None
+        self.workers = max(1, sum(self._client.nthreads().values()))
+
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        futures = [self._client.submit(fn, *a, pure=False) for a in args]
+        return list(self._client.gather(futures))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+# ------------------------------------------------------------------ worker tasks
+_EVALUATORS: dict[Problem, Evaluator] = {}  # per process: caches live as long as the worker
+
+
+def evaluator(problem: Problem) -> Evaluator:
+    if problem not in _EVALUATORS:
+        _EVALUATORS[problem] = Evaluator(problem)
+    return _EVALUATORS[problem]
+
+
+def estimate_task(problem: Problem, genomes: list[Genome]) -> list[dict[str, Any]]:
+    return evaluator(problem).estimate(genomes)
+
+
+def simulate_task(problem: Problem, genome: Genome) -> dict[str, Any]:
+    """Re-score one candidate with the discrete-event simulator."""
+    ev = evaluator(problem)
+    loaded = load_candidate(ev.seed, ev.data(genome))
+    try:
+        result = simulate(loaded, record_events=False)
+    except MappingError as error:
+        return {"genome": genome, "sim_fits": False, "sim_reason": str(error).splitlines()[0]}
+    fit = hbm_fit(result.plan, loaded)
+    step = result.total_s
+    accepted = loaded.spec.workload.accepted_tokens_per_step
+    batch = loaded.spec.workload.batch
+    decode = loaded.spec.phase == "decode"
+    tpot = step / accepted if decode else step
+    slo = problem.slo_tpot_s
+    reason = fit.reason or (f"TPOT {tpot * 1e3:.3f} ms over the SLO" if decode and slo and tpot > slo else "")
+    kernels = result.kernels[["layer_type", "kernel", "latency_s", "bound"]].to_dict(orient="records")
+    return {"genome": genome, "sim_fits": not reason, "sim_reason": reason, "sim_step_s": step, "sim_tpot_s": tpot,
+            "sim_tokens_per_s": batch * (accepted if decode else loaded.spec.workload.seq_len) / step,
+            "sim_hbm_used_bytes": fit.used_bytes, "sim_kernels": kernels}
+
+
+# ------------------------------------------------------------------------ search
+@dataclass(frozen=True)
+class ExploreResult:
+    problem: Problem
+    space: Space
+    method: str
+    estimates: pd.DataFrame        # every candidate the search visited, estimator ranking
+    ranking: pd.DataFrame          # re-scored candidates, simulator ranking (seed included)
+    pareto: pd.DataFrame           # non-dominated feasible candidates (estimator figures)
+    agreement: dict[str, float]
+    rates: dict[str, float]        # candidates per second: estimator, simulator
+    documents: dict[Genome, dict[str, Any]]   # mapping data of every re-scored candidate
+
+
+def explore(problem: Problem, *, budget: int = 1000, rescore: int = 20, seed: int = 0,
+            executor: Executor | None = None, progress: Progress | None = None) -> ExploreResult:
+    """Search, rank with the estimator, re-score the best with the simulator."""
+    ev = evaluator(problem)
+    space = ev.space
+    own = executor is None
+    executor = executor or LocalExecutor(1)
+    try:
+        start = time.perf_counter()
+        method, rows = _search(problem, space, budget, seed, executor, progress)
+        est_s = time.perf_counter() - start
+        estimates = _estimate_frame(space, rows, problem.objective, ev)
+        feasible = estimates[estimates["fits"]]
+        if feasible.empty:
+            reasons = estimates["reason"].value_counts().head(3)
+            detail = "; ".join(f"{n} x {r}" for r, n in reasons.items())
+            raise ConfigError(f"no candidate mapping fits the constraints ({len(estimates)} tried): {detail}")
+        # one per distinct estimate: genomes differing only in settings that change nothing
+        distinct = feasible.drop_duplicates(subset=["step_s", "hbm_used_bytes", "batch"])
+        picks = list(dict.fromkeys([*distinct["genome"].head(rescore), space.seed]))
+        start = time.perf_counter()
+        sims = executor.map(simulate_task, [(problem, g) for g in picks])
+        sim_s = time.perf_counter() - start
+        if progress:
+            progress("simulate", len(picks), len(picks))
+    finally:
+        if own:
+            executor.close()
+    ranking = _ranking(space, estimates, sims, problem.objective)
+    return ExploreResult(problem, space, method, estimates, ranking, pareto_front(feasible),
+                         _agreement(ranking), {"estimator": len(rows) / est_s, "simulator": len(picks) / sim_s},
+                         {g: ev.data(g) for g in picks})
+
+
+def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Executor,
+            progress: Progress | None) -> tuple[str, dict[Genome, dict[str, Any]]]:
+    rows: dict[Genome, dict[str, Any]] = {}
+
+    def run(genomes: list[Genome]) -> None:
+        genomes = [g for g in dict.fromkeys(genomes) if g not in rows][: budget - len(rows)]
+        n = max(1, min(len(genomes), executor.workers * 2))
+        chunks = [genomes[i::n] for i in range(n)]
+        for chunk, result in zip(chunks, executor.map(estimate_task, [(problem, c) for c in chunks]), strict=True):
+            rows.update(zip(chunk, result, strict=True))
+        if progress:
+            progress("estimate", len(rows), budget)
+
+    if space.size <= budget:
+        all_genomes = list(itertools.product(*(range(len(g.choices)) for g in space.genes)))
+        for i in range(0, len(all_genomes), 512):
+            run(all_genomes[i:i + 512])
+        return "exhaustive", rows
+    rng = np.random.default_rng(seed)
+    run([space.seed, *_neighbours(space, space.seed)])
+    population = 32
+    stale = 0
+    while len(rows) < budget and stale < 20:
+        parents = _best(rows, problem.objective, population)
+        children: list[Genome] = []
+        for _ in range(population * 4):
+            child = _child(space, rng, parents)
+            if child not in rows and child not in children:
+                children.append(child)
+            if len(children) >= population:
+                break
+        stale = stale + 1 if not children else 0
+        if children:
+            run(children)
+    return "evolutionary", rows
+
+
+def _neighbours(space: Space, genome: Genome) -> list[Genome]:
+    """Every genome one gene away (so each option is tried against the seed once)."""
+    out = []
+    for i, gene in enumerate(space.genes):
+        for c in range(len(gene.choices)):
+            if c != genome[i]:
+                out.append(genome[:i] + (c,) + genome[i + 1:])
+    return out
+
+
+def _key(row: dict[str, Any], objective: str) -> tuple[Any, ...]:
+    if not row["fits"]:
+        return (1, 0.0, row["genome"])
+    value = -row["tokens_per_s"] if objective == "throughput" else row["tpot_s"]
+    return (0, value, row["genome"])
+
+
+def _best(rows: dict[Genome, dict[str, Any]], objective: str, n: int) -> list[Genome]:
+    ordered = sorted(rows.values(), key=lambda r: _key(r, objective))
+    return [r["genome"] for r in ordered[:n]]
+
+
+def _child(space: Space, rng: np.random.Generator, parents: list[Genome]) -> Genome:
+    a, b = (parents[int(min(rng.integers(len(parents), size=2)))] for _ in range(2))  # tournaments of 2
+    mask = rng.random(len(a)) < 0.5
+    child = [x if m else y for x, y, m in zip(a, b, mask, strict=True)]
+    for _ in range(1 + int(rng.integers(2))):
+        i = int(rng.integers(len(child)))
+        child[i] = int(rng.integers(len(space.genes[i].choices)))
+    return tuple(child)
+
+
+# ------------------------------------------------------------------------ tables
+def describe(space: Space, genome: Genome) -> dict[str, Any]:
+    """Readable columns for a genome: kernels per layer type and attention strategy."""
+    out: dict[str, Any] = {}
+    for layer in space.layers:
+        base = layer.layer_type
+        cuts = sum(1 for i, free in enumerate(layer.cut_is_free) if not free or space.value(genome, f"{base}.cut{i}"))
+        out[f"{base}_kernels"] = cuts + 1
+        if layer.attention_op is not None:
+            heads, batch = space.value(genome, f"{base}.attn")
+            out[f"{base}_attention"] = attention_label(heads, batch)
+    return out
+
+
+def attention_label(heads: int, batch: int) -> str:
+    if heads == 1 and batch == 1:
+        return "replicated"
+    if batch == 1:
+        return f"TP{heads}"
+    if heads == 1:
+        return f"DP{batch}"
+    return f"TP{heads}xDP{batch}"
+
+
+COLUMNS = ["genome", "fits", "reason", "batch", "step_s", "tpot_s", "tokens_per_s", "hbm_used_bytes",
+           "hbm_weights_bytes", "hbm_kv_bytes", "hbm_activations_bytes", "hbm_reserved_bytes", "ddr_used_bytes"]
+
+
+def _estimate_frame(space: Space, rows: dict[Genome, dict[str, Any]], objective: str, ev: Evaluator) -> pd.DataFrame:
+    """Estimator ranking; genomes that spell the same mapping (unused genes) count once."""
+    ordered = sorted(rows.values(), key=lambda r: _key(r, objective))
+    def signature(genome: Genome) -> str:
+        data = ev.data(genome)
+        return json.dumps([data["layers"], data["workload"]], sort_keys=True)
+
+    seed_signature = signature(space.seed)
+    seen: set[str] = set()
+    unique = []
+    for row in ordered:
+        key = signature(row["genome"])
+        if key not in seen:
+            seen.add(key)
+            unique.append(rows[space.seed] if key == seed_signature else row)
+    frame = pd.DataFrame([{c: r.get(c) for c in COLUMNS} | describe(space, r["genome"]) for r in unique])
+    frame.insert(0, "est_rank", range(1, len(frame) + 1))
+    frame["is_seed"] = [g == space.seed for g in frame["genome"]]
+    return frame
+
+
+def _ranking(space: Space, estimates: pd.DataFrame, sims: list[dict[str, Any]], objective: str) -> pd.DataFrame:
+    by_genome = estimates.set_index("genome", drop=False)
+    seed_kernels = next(s for s in sims if s["genome"] == space.seed).get("sim_kernels", [])
+    rows = []
+    for sim in sims:
+        row = by_genome.loc[[sim["genome"]]].iloc[0].to_dict() | sim
+        row["why"] = why(seed_kernels, sim.get("sim_kernels", []))
+        rows.append(row)
+    sign = -1 if objective == "throughput" else 1
+    column = "sim_tokens_per_s" if objective == "throughput" else "sim_tpot_s"
+    rows.sort(key=lambda r: (not r["sim_fits"], sign * r.get(column, 0.0), r["genome"]))
+    frame = pd.DataFrame(rows).drop(columns=["sim_kernels"], errors="ignore")
+    frame.insert(0, "rank", range(1, len(frame) + 1))
+    return frame
+
+
+def why(seed_kernels: list[dict[str, Any]], kernels: list[dict[str, Any]], n: int = 3) -> str:
+    """The kernels whose simulated time changed most against the seed mapping."""
+    before = {(k["layer_type"], k["kernel"]): k["latency_s"] for k in seed_kernels}
+    after = {(k["layer_type"], k["kernel"]): k["latency_s"] for k in kernels}
+    delta = {key: after.get(key, 0.0) - before.get(key, 0.0) for key in dict.fromkeys([*before, *after])}
+    top = sorted(delta.items(), key=lambda kv: -abs(kv[1]))[:n]
+    return "; ".join(f"{t} {k} {d * 1e3:+.2f} ms" for (t, k), d in top if abs(d) > 0) or "same kernels as the seed"
+
+
+def _agreement(ranking: pd.DataFrame) -> dict[str, float]:
+    both = ranking[ranking["sim_fits"] & ranking["fits"]]
+    if len(both) < 2:
+        rho = float("nan")
+    else:
+        rho = float(both["step_s"].rank().corr(both["sim_step_s"].rank()))
+    error = (both["step_s"] - both["sim_step_s"]).abs() / both["sim_step_s"]
+    return {"candidates": float(len(both)), "spearman_rho": rho,
+            "worst_relative_error": float(error.max()) if len(both) else float("nan")}
+
+
+def pareto_front(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows not dominated in (TPOT down, throughput up, HBM bytes down)."""
+    if frame.empty:
+        return frame
+    points = np.column_stack([frame["tpot_s"], -frame["tokens_per_s"], frame["hbm_used_bytes"]]).astype(float)
+    keep = np.ones(len(points), dtype=bool)
+    for i, p in enumerate(points):
+        dominated = np.all(points <= p, axis=1) & np.any(points < p, axis=1)
+        keep[i] = not dominated.any()
+    front = frame[keep].drop_duplicates(subset=["tpot_s", "tokens_per_s", "hbm_used_bytes"])
+    return front.sort_values("tpot_s").reset_index(drop=True)
+
+
+# ------------------------------------------------------------------- seed + output
+def seed_mapping(model: str, phase: str, policy: str, root: Path | None = None) -> Path:
+    """The shipped mapping for a model and phase: ``mappings/<model>/<phase>[-<policy>].yaml``."""
+    roots = [root] if root else [Path.cwd() / "mappings", Path(__file__).resolve().parents[2] / "mappings"]
+    base = next((r for r in roots if r.is_dir()), roots[-1])
+    known = sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    if model not in known:
+        raise ConfigError(f"--model: unknown model {model!r}; models with shipped mappings: {', '.join(known)}")
+    suffix = "" if policy == "full" else f"-{policy}"
+    path = base / model / f"{phase}{suffix}.yaml"
+    if not path.is_file():
+        shipped = sorted(p.stem for p in (base / model).glob("*.yaml"))
+        raise ConfigError(f"no shipped {phase} mapping for {model} with policy {policy!r} ({path} not found; "
+                          f"shipped: {', '.join(shipped)}); pass --mapping to start from another")
+    return path
+
+
+def standalone_document(result: ExploreResult, genome: Genome) -> dict[str, Any]:
+    """A candidate's mapping with file references made absolute, so it loads from anywhere."""
+    data = dict(result.documents[genome])
+    base = result.space.seed_path.parent
+    for key in ("hardware", "prefill"):
+        if data.get(key):
+            data[key] = str((base / data[key]).resolve())
+    data["name"] = f"{data['name']}-explored"
+    return data

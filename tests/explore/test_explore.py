@@ -1,0 +1,97 @@
+"""The mapping explorer: acceptance at 128K, exact re-simulation, determinism, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rdusim.analysis.estimate import Evaluator, Problem
+from rdusim.analysis.explore import LocalExecutor, explore
+from rdusim.analysis.result import simulate
+from rdusim.cli import main
+from rdusim.mapping.capacity import hbm_fit
+from rdusim.mapping.space import load_candidate
+
+ROOT = Path(__file__).resolve().parents[2]
+DECODE = str(ROOT / "mappings/deepseek-r1/decode.yaml")
+PREFILL = str(ROOT / "mappings/deepseek-r1/prefill.yaml")
+AT_128K = ("workload.seq_len=131072",)
+
+
+@pytest.fixture(scope="module")
+def decode_result():
+    return explore(Problem(DECODE, AT_128K, "throughput", 0.1), budget=400, rescore=4, seed=0)
+
+
+def test_seed_genome_spells_the_shipped_mapping():
+    ev = Evaluator(Problem(DECODE, AT_128K))
+    loaded = load_candidate(ev.seed, ev.data(ev.space.seed))
+    assert simulate(loaded).total_s == simulate(DECODE, seq_len=131072).total_s
+
+
+def test_estimator_memory_matches_the_capacity_model():
+    ev = Evaluator(Problem(DECODE, AT_128K))
+    row = ev.estimate([ev.space.seed])[0]
+    loaded = load_candidate(ev.seed, ev.data(ev.space.seed))
+    fit = hbm_fit(simulate(loaded).plan, loaded)
+    assert row["hbm_used_bytes"] == pytest.approx(fit.used_bytes, rel=1e-12)
+
+
+def test_decode_128k_dp16_attention_above_tp16_and_best_beats_shipped(decode_result):
+    est = decode_result.estimates
+    dp16 = est[est["moe_attention"] == "DP16"]["est_rank"].min()
+    tp16 = est[est["moe_attention"] == "TP16"]["est_rank"].min()
+    assert dp16 < tp16
+    ranking = decode_result.ranking
+    seed = ranking[ranking["is_seed"]].iloc[0]
+    assert ranking.iloc[0]["sim_fits"]
+    assert ranking.iloc[0]["sim_tokens_per_s"] >= seed["sim_tokens_per_s"]
+    assert ranking.iloc[0]["sim_tpot_s"] <= 0.1
+
+
+def test_prefill_128k_best_at_least_shipped():
+    result = explore(Problem(PREFILL, AT_128K, "latency"), budget=40, rescore=2, seed=0)
+    ranking = result.ranking
+    seed = ranking[ranking["is_seed"]].iloc[0]
+    assert ranking.iloc[0]["sim_step_s"] <= seed["sim_step_s"]
+    assert result.agreement["worst_relative_error"] < 0.5
+
+
+def test_same_seed_same_ranking_locally_and_on_dask():
+    distributed = pytest.importorskip("distributed")
+    from rdusim.analysis.explore import DaskExecutor
+
+    problem = Problem(DECODE, AT_128K, "throughput", 0.1)
+    local = explore(problem, budget=120, rescore=3, seed=7, executor=LocalExecutor(2))
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        remote = explore(problem, budget=120, rescore=3, seed=7, executor=DaskExecutor(cluster.scheduler_address))
+    columns = ["genome", "step_s", "fits"]
+    pd.testing.assert_frame_equal(local.estimates[columns], remote.estimates[columns])
+    pd.testing.assert_frame_equal(local.ranking[["genome", "sim_step_s"]], remote.ranking[["genome", "sim_step_s"]])
+
+
+def test_cli_writes_yaml_that_resimulates_exactly(tmp_path, capsys):
+    out = tmp_path / "explore"
+    code = main(["explore", "--model", "deepseek-r1", "--phase", "decode", "--seq-len", "131072",
+                 "--slo-tpot-ms", "100", "--budget", "150", "--top", "2", "--workers", "1", "--out", str(out)])
+    assert code == 0
+    ranking = pd.read_csv(out / "ranking.csv")
+    assert (out / "pareto.csv").is_file() and (out / "pareto.png").stat().st_size > 0
+    for rank in (1, 2):
+        path = out / f"top-{rank:02d}.yaml"
+        if path.is_file():
+            assert simulate(path).total_s == ranking.loc[rank - 1, "sim_step_s"]
+    assert "Spearman" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "gpt-99", "--phase", "decode"], "unknown model"),
+    (["--model", "deepseek-r1", "--phase", "decode", "--slo-tpot-ms", "0.001"], "no candidate mapping fits"),
+    (["--model", "deepseek-r1", "--phase", "decode", "--dask", "tcp://127.0.0.1:1"], "cannot reach the Dask"),
+])
+def test_errors_exit_2(argv, message, capsys):
+    assert main(["explore", *argv, "--budget", "20", "--workers", "1"]) == 2
+    assert message in capsys.readouterr().err
