@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from rdusim.analysis.result import simulate
@@ -112,3 +113,21 @@ def test_simulate_bad_batch_exit_2(capsys):
     assert main(["simulate", str(DECODE), "--batch", "24"]) == 2
     err = capsys.readouterr().err
     assert "degree 16 does not divide batch=24" in err and "Traceback" not in err
+
+
+def test_summaries_at_max_batch_and_gain():
+    from rdusim.analysis.sweep import SWEEP_COLUMNS, at_max_batch, policy_gain  # noqa: PLC0415
+
+    hbm = {"hbm_weights_bytes": 40, "hbm_kv_bytes": 20, "hbm_activations_bytes": 1, "hbm_reserved_bytes": 5,
+           "hbm_capacity_bytes": 64}
+    rows = [{"seq_len": 8, "policy": "full", "batch": 16, "fits": True, "tokens_per_s": 100.0},
+            {"seq_len": 8, "policy": "full", "batch": 32, "fits": False, "reason": "HBM", **hbm},
+            {"seq_len": 8, "policy": "snapstream", "batch": 16, "fits": True, "tokens_per_s": 120.0},
+            {"seq_len": 8, "policy": "snapstream", "batch": 32, "fits": True, "tokens_per_s": 210.0},
+            {"seq_len": 8, "policy": "snapstream", "batch": 64, "fits": False, "reason": "SRAM"}]
+    frame = pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+    best = at_max_batch(frame).set_index("policy")
+    assert best.loc["full", "max_batch"] == 16 and best.loc["full", "over_bytes"] == 2
+    assert best.loc["snapstream", "limit"] == "SRAM" and math.isnan(best.loc["snapstream", "over_bytes"])
+    gain = policy_gain(frame).iloc[0]
+    assert gain["batch_gain"] == 2 and gain["throughput_gain"] == pytest.approx(2.1)

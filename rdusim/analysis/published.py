@@ -29,3 +29,8 @@ DECODE_128K = {
     "snapstream": {"max_batch": 64, "tokens_per_s": 1832.0},
     "accepted_tokens_per_step": 2.4,
 }
+
+#: Llama-3.1-8B decode on 16 SN40L sockets, BF16, 8K sequence: output tokens/s per user
+#: (R1 Table IV, via ../shared/reference/hardware-and-models.md A.5). An OUT-OF-SAMPLE
+#: check, never fitted.
+LLAMA_8B_DECODE_8K_TOKENS_PER_S_PER_USER = 1042.0
