@@ -27,14 +27,13 @@ import numpy as np
 
 from rdusim.config.schema import DTYPE_BYTES
 from rdusim.errors import MappingError
-from rdusim.mapping.build import kv_length, layer_shape
+from rdusim.mapping.build import build_layer, kv_length, layer_shape
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import reserved_prefill_bytes
 from rdusim.mapping.plan import KernelPlan
 from rdusim.mapping.sharding import tensor_layout
 from rdusim.mapping.space import (
     Space,
-    build_layer,
     candidate_data,
     layer_genes,
     layer_types,

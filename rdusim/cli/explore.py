@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     bars: dict[str, Any] = {}
 
     def progress(stage: str, done: int, total: int) -> None:
-        bar = bars.setdefault(stage, tqdm(total=total, desc=stage, unit="cand", file=sys.stderr))
+        # disable=None: bars on a terminal, silence in logs and CI
+        bar = bars.setdefault(stage, tqdm(total=total, desc=stage, unit="cand", file=sys.stderr, disable=None))
         bar.update(done - bar.n)
 
     try:

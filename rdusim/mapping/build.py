@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -43,31 +45,72 @@ def build_plan(loaded: LoadedMapping) -> Plan:
     issues = _check_layer_types(loaded, {base_layer_type(t): n for t, n in counts.items()})
     if issues:
         raise MappingError(issues)
-    shape = layer_shape(loaded)
     kernels: dict[str, tuple[KernelPlan, ...]] = {}
     activations: dict[str, float] = {}
     for layer_type in counts:
-        graph = layer_graph(model, layer_type, shape, spec.kv_policy)
-        base = base_layer_type(layer_type)
-        kernel_specs = _attach_policy_ops(spec.layers[base], graph)
-        layer_issues = _check_coverage(loaded, base, graph, kernel_specs)
-        if layer_issues:
-            issues += layer_issues
+        try:
+            built = build_layer(loaded, layer_type)
+        except MappingError as error:
+            issues += error.issues
             continue
-        shards = {n: op_shard(graph.nodes[n]["op"], _kernel_of(kernel_specs, n), spec.defaults) for n in graph.nodes}
-        issues += _check_degrees(loaded, base, graph, kernel_specs, shards)
-        if issues:
-            continue
-        found = collectives(graph, shards, loaded.system.collective_steps)
-        context = KernelContext(loaded, layer_type, graph, shards, found, kernel_specs)
-        plans = tuple(build_kernel(context, index) for index in range(len(kernel_specs)))
-        issues += _check_sram(loaded, base, plans)
-        kernels[layer_type] = plans
-        activations[layer_type] = live_activation_peak(graph, context.kernel_of, shards)
+        kernels[layer_type] = built.kernels
+        activations[layer_type] = built.activation_peak_bytes
     if issues:
         raise MappingError(issues)
     return Plan(spec, model, loaded.system, counts, kernels, spec.workload.seq_len,
                 spec.workload.batch, kv_length(loaded), activation_peak_bytes=activations)
+
+
+@dataclass(frozen=True)
+class LayerBuild:
+    kernels: tuple[KernelPlan, ...]
+    keys: tuple[Any, ...]                 # what each kernel's plan depends on (a cache key)
+    activation_peak_bytes: float
+
+
+def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | None = None,
+                cache: dict[Any, KernelPlan] | None = None) -> LayerBuild:
+    """Check and plan one layer type (MappingError lists its problems).
+
+    ``graph`` reuses a layer graph built for the same shape; ``cache`` reuses kernel plans
+    whose inputs (spec, op shards, collectives, what leaves the kernel) are the same, which
+    is what lets the mapping explorer score thousands of candidates a second.
+    """
+    spec = loaded.spec
+    if graph is None:
+        graph = layer_graph(loaded.model, layer_type, layer_shape(loaded), spec.kv_policy)
+    base = base_layer_type(layer_type)
+    kernel_specs = _attach_policy_ops(spec.layers[base], graph)
+    issues = _check_coverage(loaded, base, graph, kernel_specs)
+    if issues:
+        raise MappingError(issues)
+    shards = {n: op_shard(graph.nodes[n]["op"], _kernel_of(kernel_specs, n), spec.defaults) for n in graph.nodes}
+    issues = _check_degrees(loaded, base, graph, kernel_specs, shards)
+    if issues:
+        raise MappingError(issues)
+    context = KernelContext(loaded, layer_type, graph, shards, collectives(graph, shards, loaded.system.collective_steps),
+                            kernel_specs)
+    keys = tuple(_kernel_key(context, index) for index in range(len(kernel_specs)))
+    cache = {} if cache is None else cache
+    plans = []
+    for index, key in enumerate(keys):
+        if key not in cache:
+            cache[key] = build_kernel(context, index)
+        plans.append(cache[key])
+    issues = _check_sram(loaded, base, tuple(plans))
+    if issues:
+        raise MappingError(issues)
+    return LayerBuild(tuple(plans), keys, live_activation_peak(graph, context.kernel_of, shards))
+
+
+def _kernel_key(ctx: KernelContext, index: int) -> tuple[Any, ...]:
+    """Everything ``build_kernel`` reads for kernel ``index`` (the rest is fixed per mapping)."""
+    ops = [n for n in ctx.graph.nodes if ctx.kernel_of[n] == index]
+    shards = tuple((n, tuple(sorted(ctx.shards[n].items()))) for n in ops)
+    found = tuple(c for c in ctx.collectives if c.producer in ops or c.consumer in ops)
+    outside = tuple(ctx.needed_outside(t, index) for n in ops for t in ctx.graph.nodes[n]["op"].writes)
+    batch = ctx.loaded.spec.workload.batch
+    return (ctx.layer_type, batch, ctx.kernel_specs[index].model_dump_json(), shards, found, outside)
 
 
 def _attach_policy_ops(kernel_specs: list[KernelSpec], graph: nx.DiGraph) -> list[KernelSpec]:

@@ -1,7 +1,7 @@
 """The mapping design space around a seed mapping: genes, genomes and the mappings they spell.
 
 Owns: ``Gene``, ``Space``, ``space_from_seed``, ``candidate_data``, ``load_candidate``,
-``build_layer``. Imports: bundle, build, sharding, model, config.
+Imports: build, bundle, model, config.
 
 A candidate is a flat tuple of gene indices (a *genome*), so exhaustive enumeration,
 mutation and crossover are all plain tuple operations. Per base layer type the seed's
@@ -31,20 +31,8 @@ from typing import Any
 
 from rdusim.config.loader import Document, validate
 from rdusim.config.schema import KernelSpec, KvPolicySpec, MappingSpec
-from rdusim.errors import MappingError
-from rdusim.mapping.build import (
-    _attach_policy_ops,
-    _check_coverage,
-    _check_degrees,
-    _check_sram,
-    _kernel_of,
-    layer_shape,
-)
+from rdusim.mapping.build import layer_shape
 from rdusim.mapping.bundle import LoadedMapping
-from rdusim.mapping.memory import live_activation_peak
-from rdusim.mapping.plan import KernelPlan
-from rdusim.mapping.sharding import collectives, op_shard
-from rdusim.mapping.stages import KernelContext, build_kernel
 from rdusim.model.transformer import base_layer_type, layer_counts, layer_graph
 
 BATCHES = tuple(2**k for k in range(11))       # 1 .. 1024
@@ -283,58 +271,6 @@ def load_candidate(seed: LoadedMapping, data: dict[str, Any]) -> LoadedMapping:
     document = Document(path=seed.document.path, data=data, lines={})
     spec: MappingSpec = validate(document, MappingSpec)
     return LoadedMapping(spec, seed.model, seed.system, document)
-
-
-# ----------------------------------------------------------------- one layer type
-@dataclass(frozen=True)
-class LayerBuild:
-    kernels: tuple[KernelPlan, ...]
-    keys: tuple[Any, ...]                 # what each kernel's plan depends on (a cache key)
-    activation_peak_bytes: float
-
-
-def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: Any = None,
-                cache: dict[Any, KernelPlan] | None = None) -> LayerBuild:
-    """``build_plan`` for one layer type: the same checks and kernel plans, or MappingError.
-
-    ``graph`` reuses a layer graph built for the same shape; ``cache`` reuses kernel plans
-    whose inputs (spec, op shards, collectives, what leaves the kernel) are the same.
-    """
-    spec, model = loaded.spec, loaded.model
-    if graph is None:
-        graph = layer_graph(model, layer_type, layer_shape(loaded), spec.kv_policy)
-    base = base_layer_type(layer_type)
-    kernel_specs = _attach_policy_ops(spec.layers[base], graph)
-    issues = _check_coverage(loaded, base, graph, kernel_specs)
-    if issues:
-        raise MappingError(issues)
-    shards = {n: op_shard(graph.nodes[n]["op"], _kernel_of(kernel_specs, n), spec.defaults) for n in graph.nodes}
-    issues = _check_degrees(loaded, base, graph, kernel_specs, shards)
-    if issues:
-        raise MappingError(issues)
-    found = collectives(graph, shards, loaded.system.collective_steps)
-    context = KernelContext(loaded, layer_type, graph, shards, found, kernel_specs)
-    keys = tuple(_kernel_key(context, index) for index in range(len(kernel_specs)))
-    cache = {} if cache is None else cache
-    plans = []
-    for index, key in enumerate(keys):
-        if key not in cache:
-            cache[key] = build_kernel(context, index)
-        plans.append(cache[key])
-    issues = _check_sram(loaded, base, tuple(plans))
-    if issues:
-        raise MappingError(issues)
-    return LayerBuild(tuple(plans), keys, live_activation_peak(graph, context.kernel_of, shards))
-
-
-def _kernel_key(ctx: KernelContext, index: int) -> tuple[Any, ...]:
-    """Everything ``build_kernel`` reads for kernel ``index`` (the rest is fixed per seed)."""
-    ops = [n for n in ctx.graph.nodes if ctx.kernel_of[n] == index]
-    shards = tuple((n, tuple(sorted(ctx.shards[n].items()))) for n in ops)
-    found = tuple(c for c in ctx.collectives if c.producer in ops or c.consumer in ops)
-    outside = tuple(ctx.needed_outside(t, index) for n in ops for t in ctx.graph.nodes[n]["op"].writes)
-    batch = ctx.loaded.spec.workload.batch
-    return (ctx.layer_type, batch, ctx.kernel_specs[index].model_dump_json(), shards, found, outside)
 
 
 def layer_types(loaded: LoadedMapping) -> dict[str, int]:
