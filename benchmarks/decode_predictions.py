@@ -1,7 +1,7 @@
 """Decode with the calibrated model: the fitted 128K row against the published one, the
 predictions at other prompt lengths, and the Llama-3.1-8B out-of-sample check.
 
-Prints markdown tables (the source of benchmarks/RESULTS-decode.md and the README):
+Prints markdown tables (the source of benchmarks/RESULTS.md (section Decode) and the README):
 
     python benchmarks/decode_predictions.py [--seq-len 32768,65536] [--workers N]
 

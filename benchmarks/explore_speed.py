@@ -1,4 +1,4 @@
-"""Explorer speed and estimator/simulator agreement (benchmarks/RESULTS-explore.md).
+"""Explorer speed and estimator/simulator agreement (benchmarks/RESULTS.md (section Mapping explorer)).
 
     PYTHONPATH=. python benchmarks/explore_speed.py [--budget 2000] [--rescore 20] [--workers 2]
 
