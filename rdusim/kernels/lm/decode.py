@@ -3,22 +3,22 @@
 Owns: ``DecodeCache``, ``Prefill``, ``CacheStack``, ``prefill_prompt``, ``build_caches``,
 ``greedy_decode``. Imports: torch, ``rdusim.kernels`` (the caches), ``rdusim.kernels.lm``.
 
-Protocol, identical for every policy:
+The protocol is the deployment one of SnapKV and SnapStream, identical for every policy:
 
-1. the model runs ordinary causal attention over the prompt except its last token and returns
-   each layer's post-RoPE Q, K and V;
-2. each layer gets its own cache from ``rdusim.kernels.make_cache`` (prefill compression);
-3. every later token, starting with the prompt's last one, is decoded through the policy's own
-   ``append`` then ``attend`` (for SnapStream the ring buffer), at its original position.
+1. the model runs ordinary causal attention over the whole prompt and returns each layer's
+   post-RoPE Q, K and V, and the logits of the first answer token;
+2. each layer gets its own cache built by ``rdusim.kernels`` from those tensors (prefill
+   compression; Kascade's layers are wired to their anchors, see ``kascade_plan``);
+3. every later token is decoded through the policy's own ``append`` then ``attend`` (for
+   SnapStream the ring buffer), at its original position (no re-rotation).
 
-Step 3 starts at the prompt's last token so that *every* generated token is computed by
-attention over the compressed cache; had the prompt been prefilled whole, the first answer
-token would come from uncompressed prefill attention for every policy alike.
+So the first answer token comes from the uncompressed prefill for every policy alike; every
+later one sees only what the policy kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from rdusim import kernels
+from rdusim.kernels.lm.kascade_plan import KASCADE, build_kascade_caches, cached_plan
 from rdusim.kernels.lm.llama import LayerQKV
 from rdusim.kernels.lm.model import LanguageModel
 
@@ -42,9 +43,10 @@ class DecodeCache(Protocol):
 
 @dataclass(frozen=True)
 class Prefill:
-    """The prompt and the per-layer Q/K/V of all its tokens but the last."""
+    """A prompt, its next-token logits (V,) and the per-layer Q/K/V of its tokens."""
 
     prompt_ids: tuple[int, ...]
+    logits: Tensor
     layers: list[LayerQKV]
 
     @property
@@ -82,33 +84,65 @@ class CacheStack:
         """(Hkv, C) int64: the token held by each slot of ``layer`` now, -1 if empty."""
         return self.caches[layer].positions[0]
 
+    def attended_positions(self, layer: int) -> Tensor:
+        """(Hkv, n) int64: the tokens the last ``attend`` of ``layer`` could see, -1 padded.
+
+        The held tokens, except for Kascade's sparse layers, which see only the top-k slots
+        of their anchor (this step's, through the head map) plus the current token.
+        """
+        cache = self.caches[layer]
+        if not isinstance(cache, kernels.KascadeCache) or cache.dense:
+            return self.held_positions(layer)
+        source = cache if cache.anchor is None else cache.anchor
+        head_map = torch.arange(cache.head_map.shape[0]) if cache.anchor is None else cache.head_map
+        slots = source.indices[0, head_map, 0]  # (Hkv, k), -1 padded
+        held = cache.positions[0].gather(1, slots.clamp(min=0))  # (Hkv, k)
+        top = torch.where(slots >= 0, held, -1)
+        current = (cache.lengths[0] - 1).expand(top.shape[0], 1)  # (Hkv, 1)
+        return torch.cat([top, current], dim=1)  # (Hkv, k + 1)
+
 
 def prefill_prompt(model: LanguageModel, prompt_ids: Sequence[int]) -> Prefill:
-    """Run the causal forward over ``prompt_ids[:-1]`` (see the module docstring)."""
-    if len(prompt_ids) < 2:
-        raise ValueError(f"a prompt needs at least 2 tokens, got {len(prompt_ids)}")
+    """Run the causal forward over the whole prompt (step 1 of the module docstring)."""
+    if len(prompt_ids) < 1:
+        raise ValueError("a prompt needs at least one token")
     with torch.inference_mode():
-        _, layers = model.llama.prefill(torch.tensor(prompt_ids[:-1], dtype=torch.int64))
-    return Prefill(prompt_ids=tuple(prompt_ids), layers=layers)
+        logits, layers = model.llama.prefill(torch.tensor(prompt_ids, dtype=torch.int64))
+    return Prefill(prompt_ids=tuple(prompt_ids), logits=logits, layers=layers)
 
 
 def build_caches(
-    policy: str, prefill: Prefill, *, budget: int, sink: int, max_new_tokens: int
+    policy: str,
+    prefill: Prefill,
+    *,
+    budget: int,
+    sink: int,
+    max_new_tokens: int,
+    window: int = 32,
+    pool: int = 7,
 ) -> CacheStack:
-    """One cache per layer, built by ``rdusim.kernels.make_cache`` from the prefill tensors.
+    """One cache per layer, built by ``rdusim.kernels`` from the prefill tensors.
 
-    ``max_new_tokens`` counts every token decoded after the prefill, the prompt's last included.
+    Every policy but Kascade goes through ``rdusim.kernels.make_cache`` (its budget split);
+    Kascade's layers reference each other, see ``kascade_plan.build_kascade_caches``.
+    ``max_new_tokens`` is the decode room of the caches that grow.
     """
-    lengths = torch.tensor([prefill.prompt_tokens - 1], dtype=torch.int64)
+    lengths = torch.tensor([prefill.prompt_tokens], dtype=torch.int64)
+    if policy == KASCADE:
+        plan = cached_plan(prefill.prompt_ids, prefill.layers)
+        caches = build_kascade_caches(
+            prefill.layers, lengths, k_budget=budget, max_new_tokens=max_new_tokens, plan=plan
+        )
+        return CacheStack(list(caches))
     with torch.inference_mode():
-        caches = [
+        made = [
             kernels.make_cache(
-                policy, qkv.keys, qkv.values, qkv.queries, lengths,
-                budget=budget, sink=sink, max_new_tokens=max_new_tokens,
+                policy, qkv.keys, qkv.values, qkv.queries, lengths, budget=budget, sink=sink,
+                window=window, pool=pool, max_new_tokens=max_new_tokens,
             )
             for qkv in prefill.layers
         ]  # fmt: skip
-    return CacheStack(caches)
+    return CacheStack(list(made))
 
 
 def greedy_decode(
@@ -118,22 +152,17 @@ def greedy_decode(
     *,
     max_new_tokens: int,
     stop_ids: Sequence[int] = (),
-    on_prompt_end: Callable[[CacheStack], None] | None = None,
 ) -> list[int]:
-    """Feed the prompt's last token, then generate greedily; returns the generated ids.
+    """Greedy answer: the prefill's argmax, then tokens decoded through ``caches``.
 
     Stops after ``max_new_tokens`` tokens or at a token of ``stop_ids`` (not returned).
-    ``on_prompt_end(caches)`` is called once, when the whole prompt is in the caches.
     """
-    token, position = prefill.prompt_ids[-1], prefill.prompt_tokens - 1
+    token, position = int(prefill.logits.argmax()), prefill.prompt_tokens
     generated: list[int] = []
     with torch.inference_mode():
-        for step in range(max_new_tokens):
-            token = int(model.llama.decode(token, position, caches).argmax())
-            if step == 0 and on_prompt_end is not None:
-                on_prompt_end(caches)
-            if token in stop_ids:
-                break
+        while token not in stop_ids and len(generated) < max_new_tokens:
             generated.append(token)
-            position += 1
+            if len(generated) < max_new_tokens:
+                token = int(model.llama.decode(token, position, caches).argmax())
+                position += 1
     return generated

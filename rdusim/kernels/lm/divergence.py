@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rdusim.kernels.lm.decode import CacheStack, build_caches, prefill_prompt
+from rdusim.kernels.lm.decode import CacheStack, Prefill, build_caches, prefill_prompt
 from rdusim.kernels.lm.model import LanguageModel
 
 FULL = "full"
@@ -37,6 +37,8 @@ class DivergenceSpec:
     prompt_tokens: int
     steps: int
     sink: int = 4
+    window: int = 32
+    pool: int = 7
 
 
 @dataclass(frozen=True)
@@ -56,39 +58,36 @@ def run_divergence(
 ) -> DivergenceResult:
     """Compare every policy of ``spec`` with the full cache on ``token_ids``.
 
-    Uses ``token_ids[:prompt_tokens]`` as the prompt and the next ``steps`` tokens as the forced
-    continuation. ``progress(step)`` is called after each step.
+    Uses ``token_ids[:prompt_tokens]`` as the prompt; step i feeds the true token
+    ``token_ids[prompt_tokens + i]`` to every cache and compares the predictions of the token
+    after it. ``progress(step)`` is called after each step.
     """
-    needed = spec.prompt_tokens + spec.steps
+    needed = spec.prompt_tokens + spec.steps + 1
     if len(token_ids) < needed:
         raise ValueError(f"the text has {len(token_ids)} tokens, {needed} are needed")
-    prompt, continuation = token_ids[: spec.prompt_tokens], token_ids[spec.prompt_tokens : needed]
-    prefill = prefill_prompt(model, prompt)
-    stacks = {
-        name: build_caches(name, prefill, budget=spec.budget, sink=spec.sink,
-                           max_new_tokens=spec.steps)
-        for name in (FULL, *spec.policies)
-    }  # fmt: skip
-    stacks[FULL].record_weights = True
+    prefill = prefill_prompt(model, token_ids[: spec.prompt_tokens])
+    reference = _stack(FULL, prefill, spec)  # separate from a "full" entry of spec.policies
+    reference.record_weights = True
+    stacks = {name: _stack(name, prefill, spec) for name in spec.policies}
     group = model.llama.config.group
     records: list[dict[str, Any]] = []
     recall: dict[str, list[np.ndarray]] = {name: [] for name in spec.policies}
-    fed = [prompt[-1], *continuation[:-1]]
+    fed = token_ids[spec.prompt_tokens : needed - 1]
+    targets = token_ids[spec.prompt_tokens + 1 : needed]
     with torch.inference_mode():
-        for step, (token, target) in enumerate(zip(fed, continuation, strict=True)):
-            position = spec.prompt_tokens - 1 + step
-            logp = {n: _log_probs(model, token, position, s) for n, s in stacks.items()}
-            for name in spec.policies:
-                records.append(_compare(name, step, position, logp[FULL], logp[name], target))
-                recall[name].append(_layer_recall(stacks[FULL], stacks[name], group))
+        for step, (token, target) in enumerate(zip(fed, targets, strict=True)):
+            position = spec.prompt_tokens + step
+            full = _log_probs(model, token, position, reference)
+            for name, stack in stacks.items():
+                other = _log_probs(model, token, position, stack)
+                records.append(_compare(name, step, position, full, other, target))
+                recall[name].append(_layer_recall(reference, stack, group))
             if progress is not None:
                 progress(step)
     return DivergenceResult(steps=records, recall={n: np.stack(r) for n, r in recall.items()})
 
 
-def attention_recall(
-    weights: Tensor, positions: Tensor, held: Tensor, group: int
-) -> Tensor:
+def attention_recall(weights: Tensor, positions: Tensor, held: Tensor, group: int) -> Tensor:
     """Share of one step's attention probability that falls on the tokens in ``held``.
 
     Parameters
@@ -117,6 +116,13 @@ def attention_recall(
     return captured.sum(dim=1)
 
 
+def _stack(name: str, prefill: Prefill, spec: DivergenceSpec) -> CacheStack:
+    return build_caches(
+        name, prefill, budget=spec.budget, sink=spec.sink, window=spec.window, pool=spec.pool,
+        max_new_tokens=spec.steps,
+    )  # fmt: skip
+
+
 def _log_probs(model: LanguageModel, token: int, position: int, stack: CacheStack) -> Tensor:
     return torch.log_softmax(model.llama.decode(token, position, stack).to(torch.float64), -1)
 
@@ -140,7 +146,7 @@ def _compare(
 def _layer_recall(full: CacheStack, other: CacheStack, group: int) -> np.ndarray:
     """(layers, Hq) recall of ``other`` against the weights ``full`` recorded this step."""
     rows = [
-        attention_recall(weights[0, :, 0], positions[0], other.held_positions(layer), group)
+        attention_recall(weights[0, :, 0], positions[0], other.attended_positions(layer), group)
         for layer, (weights, positions) in enumerate(zip(full.weights, full.positions, strict=True))
     ]
     return torch.stack(rows).numpy()

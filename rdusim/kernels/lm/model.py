@@ -1,6 +1,6 @@
 """The language model as one object (forward + tokenizer), loaded once per process.
 
-Owns: ``LanguageModel``, ``load_language_model``. Imports: the other ``rdusim.kernels.lm``
+Owns: ``LanguageModel``, ``load_language_model``, ``set_threads``. Imports: torch, the other ``rdusim.kernels.lm``
 modules.
 """
 
@@ -10,6 +10,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from rdusim.kernels.lm.llama import Llama
 from rdusim.kernels.lm.loader import locate_gguf, read_gguf
@@ -52,3 +54,8 @@ def _load_cached(path: Path) -> LanguageModel:
     contents = read_gguf(path)
     llama = Llama(contents.config, contents.weights)
     return LanguageModel(llama=llama, tokenizer=build_tokenizer(contents.metadata), path=path)
+
+
+def set_threads(count: int) -> None:
+    """Use ``count`` CPU threads for torch's intra-op parallelism (the CLI's ``--threads``)."""
+    torch.set_num_threads(count)

@@ -52,6 +52,8 @@ class PasskeySpec:
     trials: int
     budget: int
     sink: int = 4
+    window: int = 32
+    pool: int = 7
     seed: int = 0
     max_new_tokens: int = 8
 
@@ -103,7 +105,7 @@ def run_passkey(
     """Run every trial; returns one record per (policy, context, depth, trial).
 
     Record keys: policy, context, depth, trial, key, prompt_tokens, key_token (index of the
-    key's first digit), answer, correct, and, measured once the whole prompt is in the cache,
+    key's first digit), answer, correct, and, measured right after prefill compression,
     cache_slots (tokens a layer's cache holds, the maximum over layers and KV heads) and
     key_held (fraction of (layer, KV head) rows holding every digit of one occurrence of the key).
     """
@@ -133,17 +135,13 @@ def _answer(
     model: LanguageModel, spec: PasskeySpec, prompt: PasskeyPrompt, prefill: Prefill, policy: str
 ) -> dict[str, Any]:
     caches = build_caches(
-        policy, prefill, budget=spec.budget, sink=spec.sink, max_new_tokens=spec.max_new_tokens
-    )
-    occupancy: dict[str, Any] = {}
-
-    def inspect(stack: CacheStack) -> None:
-        occupancy.update(_occupancy(stack, prompt))
-
-    generated = greedy_decode(
-        model, prefill, caches, max_new_tokens=spec.max_new_tokens,
-        stop_ids=_stop_ids(model), on_prompt_end=inspect,
+        policy, prefill, budget=spec.budget, sink=spec.sink, window=spec.window,
+        pool=spec.pool, max_new_tokens=spec.max_new_tokens,
     )  # fmt: skip
+    occupancy = _occupancy(caches, prompt)  # right after prefill compression
+    generated = greedy_decode(
+        model, prefill, caches, max_new_tokens=spec.max_new_tokens, stop_ids=_stop_ids(model)
+    )
     answer = model.decode(generated)
     return {
         "policy": policy,
