@@ -39,7 +39,7 @@ def test_a_budget_above_the_length_keeps_every_policy_exact(
     rows = [row for row in result.steps if row["policy"] == policy]
     assert max(row["kl"] for row in rows) < 1e-6
     assert all(row["top1_agree"] for row in rows)
-    assert result.recall[policy].min() > 1 - 1e-9
+    assert result.recall[policy].min() > 1 - 1e-6  # fp32 weights sum to 1 within ~1e-7
 
 
 def test_small_budget_diverges_and_loses_recall(model: lm.LanguageModel) -> None:
