@@ -28,7 +28,10 @@ def test_full_against_full_is_exact(result: lm.DivergenceResult) -> None:
     assert len(rows) == 6
     assert all(row["kl"] == 0.0 and row["top1_agree"] for row in rows)
     torch.testing.assert_close(
-        torch.from_numpy(result.recall["full"]), torch.ones(6, 30, 9, dtype=torch.float64)
+        torch.from_numpy(result.recall["full"]),
+        torch.ones(6, 30, 9, dtype=torch.float64),
+        rtol=0,
+        atol=1e-6,  # fp32 attention weights sum to 1 within ~3e-7
     )
 
 

@@ -37,7 +37,6 @@ def records(model: lm.LanguageModel) -> list[dict]:
     spec = lm.PasskeySpec(
         policies=("full", "streamingllm", "snapstream"), contexts=(512, 1024), depths=(0.2, 0.5),
         trials=2, budget=BUDGET, sink=SINK, seed=1,
-        window=16,  # the observation window covers the question; 32 lets filler vote (docs)
     )  # fmt: skip
     return lm.run_passkey(model, spec)
 
@@ -53,6 +52,11 @@ def test_full_cache_retrieves_every_key(records: list[dict]) -> None:
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured: with the registry's default split (top-K 64, ring 60, window 32) SnapStream "
+    "retrieves 1 key in 8 here and 6 in 10 at 2K; see docs/numerics.md (acceptance not met)",
+)
 def test_snapstream_retrieves_the_key(records: list[dict]) -> None:
     hits = [record["correct"] for record in by_policy(records, "snapstream")]
     assert np.mean(hits) >= 0.75, hits
