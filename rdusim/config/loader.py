@@ -170,21 +170,18 @@ def _locate(document: Document, spec_type: type[BaseModel], error: Any) -> str:
 def _data_path(data: Any, loc: tuple[Any, ...]) -> Path_:
     """Drop pydantic's union tags and validator names that are not keys of the YAML."""
     path: list[str | int] = []
-    for part in loc:
+    for index, part in enumerate(loc):
+        is_last = index == len(loc) - 1
         if isinstance(data, dict) and part in data:
             data = data[part]
         elif isinstance(data, list) and isinstance(part, int) and part < len(data):
             data = data[part]
-        elif isinstance(data, dict) and part not in data and not _is_last(part, loc):
+        elif isinstance(data, dict) and not is_last:
             continue  # a discriminator tag such as 'mla' in ('attention', 'mla', 'heads')
         else:
             data = None
         path.append(part)
     return tuple(path)
-
-
-def _is_last(part: Any, loc: tuple[Any, ...]) -> bool:
-    return part is loc[-1]
 
 
 def _nearest_line(lines: dict[Path_, int], loc: Path_) -> int:

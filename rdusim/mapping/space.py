@@ -110,14 +110,13 @@ def _layer_space(loaded: LoadedMapping, base: str, kernels: list[KernelSpec]) ->
     spec = loaded.spec
     full_type = next(t for t in layer_counts(loaded.model, spec.kv_policy, spec.phase) if base_layer_type(t) == base)
     plain = layer_graph(loaded.model, base_layer_type(full_type), layer_shape(loaded), KvPolicySpec())
-    graph = layer_graph(loaded.model, full_type, layer_shape(loaded), spec.kv_policy)
     attention = next((n for k in kernels for n in k.ops
                       if n in plain.nodes and plain.nodes[n]["op"].op_class == "attention"), None)
     segments: list[Segment] = []
     cut_is_free: list[bool] = []
     for k, kernel in enumerate(kernels):
         is_fixed = any(n not in plain.nodes for n in kernel.ops)
-        pieces = [list(kernel.ops)] if is_fixed else _split(kernel.ops, attention, graph)
+        pieces = [list(kernel.ops)] if is_fixed else _split(kernel.ops, attention)
         for piece in pieces:
             if segments:
                 # a boundary inside a seed kernel or between two movable kernels is a gene
@@ -127,7 +126,7 @@ def _layer_space(loaded: LoadedMapping, base: str, kernels: list[KernelSpec]) ->
     return LayerSpace(base, tuple(segments), tuple(cut_is_free), attention, tuple(kernels), kv_heads)
 
 
-def _split(ops: list[str], attention: str | None, graph: Any) -> list[list[str]]:
+def _split(ops: list[str], attention: str | None) -> list[list[str]]:
     """Split a seed kernel's ops around the attention op and before the FFN half."""
     pieces: list[list[str]] = [[]]
     for name in ops:

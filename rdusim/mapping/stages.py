@@ -84,7 +84,7 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
         for coll in ctx.collectives:
             # one gather per tensor serves every reader in this kernel
             if coll.consumer == name and not coll.in_producer_kernel and all(d.name != coll.name for d in drafts):
-                drafts.append(_gather_stage(ctx, coll, n_chunks, provider, index))
+                drafts.append(_gather_stage(ctx, coll, n_chunks, provider))
         drafts.append(_op_stage(ctx, name, index, n_chunks, provider))
         for coll in ctx.collectives:
             if coll.producer == name and coll.in_producer_kernel:
@@ -219,8 +219,7 @@ def _collective_chunks(coll: Collective, n_chunks: int, loads: float, stores: fl
             for _ in range(n_chunks)]
 
 
-def _gather_stage(ctx: KernelContext, coll: Collective, n_chunks: int, provider: dict[str, str],
-                  index: int) -> _Draft:
+def _gather_stage(ctx: KernelContext, coll: Collective, n_chunks: int, provider: dict[str, str]) -> _Draft:
     name = f"{coll.kind}({coll.tensor})"
     producer_op: Op = ctx.graph.nodes[coll.producer]["op"]
     tensor = producer_op.tensor(coll.tensor)

@@ -79,12 +79,12 @@ def add_policy_ops(b: LayerBuilder, policy: KvPolicySpec, phase: str, latent: bo
         _kascade_anchor(b, latent)
 
 
-def _kv_row(b: LayerBuilder, latent: bool) -> tuple[tuple[str, ...], float]:
+def _kv_row(latent: bool) -> tuple[tuple[str, ...], float]:
     return (("kv_dim",), 1.0) if latent else (("kv_heads", "head_dim"), 2.0)
 
 
 def _snapkv_prefill(b: LayerBuilder, latent: bool, policy: str) -> None:
-    row, factor = _kv_row(b, latent)
+    row, factor = _kv_row(latent)
 
     def kv(name: str, rows: str) -> TensorUse:
         return TensorUse(name, ("batch", rows, *row), "kv", b.dt.kv, factor)
@@ -149,7 +149,7 @@ def _kascade_anchor(b: LayerBuilder, latent: bool) -> None:
     """Anchor layer at decode: score pass over every key, pooled softmax, top-k, then the
     attention itself runs over the k selected keys only."""
     qk = "kv_dim" if latent else "head_dim"
-    row, factor = _kv_row(b, latent)
+    row, factor = _kv_row(latent)
     past = TensorUse("kv_past", ("batch", "kv_seq", *row), "kv", b.dt.kv, factor / 2 if not latent else 1.0)
     q = "q_abs" if latent else "q_rot"
     b.add("kascade_score", "attention", ("batch", "heads", "seq", "kv_seq"), 2.0 * b.sizes[qk] + 3.0,

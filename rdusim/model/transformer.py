@@ -73,7 +73,7 @@ def layer_graph(model: ModelSpec, layer_type: str, shape: Shape, policy: KvPolic
     else:
         _gqa(b, decode=shape.phase == "decode")
     add_policy_ops(b, policy, shape.phase, latent, variant)
-    _ffn(b, moe=base == "moe", routed_experts=model.ffn.moe is not None)
+    _ffn(b, moe=base == "moe")
     return _connect(b.ops)
 
 
@@ -181,7 +181,7 @@ def _o_proj(b: LayerBuilder, head_dims: tuple[str, str]) -> None:
 
 
 # ------------------------------------------------------------------------------ FFN
-def _ffn(b: LayerBuilder, moe: bool, routed_experts: bool) -> None:
+def _ffn(b: LayerBuilder, moe: bool) -> None:
     if moe:
         _moe(b)
         return

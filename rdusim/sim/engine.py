@@ -120,12 +120,13 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
 
 
 def _record(kernel: KernelPlan, layer: int, start: float, end: float, overhead_s: float, socket: _Socket,
-            before: dict[str, tuple[float, float]], recorder: _Recorder, busy_before: dict) -> KernelRecord:
+            before: dict[str, tuple[float, float]], recorder: _Recorder,
+            busy_before: dict[tuple[int, str], float]) -> KernelRecord:
     stage_busy = {s.name: recorder.busy.get((0, s.name), 0.0) - busy_before.get((0, s.name), 0.0)
                   for s in kernel.stages if s.pcus}
     return KernelRecord(
         kernel=kernel.name, layer_type=kernel.layer_type, layer=layer, start_s=start, end_s=end,
-        launch_s=overhead_s, stage_busy_s=stage_busy, stage_pcus={s.name: s.pcus for s in kernel.stages if s.pcus},
+        overhead_s=overhead_s, stage_busy_s=stage_busy, stage_pcus={s.name: s.pcus for s in kernel.stages if s.pcus},
         pool_busy_s={k: p.busy_s - before[k][0] for k, p in socket.pools.items()},
         pool_bytes={k: p.bytes_total - before[k][1] for k, p in socket.pools.items()},
     )

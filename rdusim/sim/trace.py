@@ -32,7 +32,7 @@ class KernelRecord:
     layer: int
     start_s: float
     end_s: float
-    launch_s: float
+    overhead_s: float                    # launch (hardware or software) + the barrier after it
     stage_busy_s: dict[str, float]       # compute busy time per stage (socket 0)
     stage_pcus: dict[str, int]
     pool_busy_s: dict[str, float]        # per pool kind, socket 0, within the kernel

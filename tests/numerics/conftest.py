@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from rdusim import cli
 from rdusim.kernels import lm
 
 
@@ -17,10 +16,3 @@ from rdusim.kernels import lm
 def model() -> lm.LanguageModel:
     lm.set_threads(2)
     return lm.load_language_model()
-
-
-@pytest.fixture
-def numerics_cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Register the ``numerics`` subcommand even before ``rdusim.cli.COMMANDS`` lists it."""
-    if "numerics" not in cli.COMMANDS:
-        monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, "numerics"))

@@ -12,7 +12,7 @@ from rdusim import cli
 
 @pytest.mark.slow
 def test_passkey_writes_table_trials_and_plot(
-    numerics_cli: None, model: object, tmp_path: Path
+    model: object, tmp_path: Path
 ) -> None:
     out, trials, plot = tmp_path / "passkey.csv", tmp_path / "trials.csv", tmp_path / "passkey.png"
     code = cli.main([
@@ -31,7 +31,7 @@ def test_passkey_writes_table_trials_and_plot(
 
 
 @pytest.mark.slow
-def test_divergence_writes_three_tables(numerics_cli: None, model: object, tmp_path: Path) -> None:
+def test_divergence_writes_three_tables(model: object, tmp_path: Path) -> None:
     text = tmp_path / "text.txt"
     text.write_text("The quick brown fox jumps over the lazy dog. " * 30)
     prefix = tmp_path / "div"
@@ -63,7 +63,7 @@ def test_divergence_writes_three_tables(numerics_cli: None, model: object, tmp_p
     ],
 )
 def test_user_errors_exit_2(
-    numerics_cli: None, model: object, argv: list[str], message: str,
+    model: object, argv: list[str], message: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     assert cli.main(["numerics", *argv]) == 2

@@ -71,7 +71,7 @@ def test_missing_gguf_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
 
 @pytest.mark.parametrize("experiment", ["passkey", "divergence"])
 def test_cli_reports_load_errors_with_exit_2(
-    numerics_cli: None, experiment: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    experiment: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bogus = tmp_path / "bogus.gguf"
     bogus.write_bytes(b"\x00" * 64)

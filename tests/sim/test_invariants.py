@@ -14,8 +14,13 @@ SMALL = 8192
 
 
 @pytest.fixture(scope="module", params=MAPPINGS, ids=lambda p: f"{p.parent.name}/{p.name}")
-def result(request):
-    return simulate(request.param, seq_len=SMALL)
+def mapping(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def result(mapping):
+    return simulate(mapping, seq_len=SMALL)
 
 
 def test_no_kernel_beats_its_roofline(result):
@@ -48,15 +53,10 @@ def test_work_conserved(result):
                     assert stage.work == pytest.approx(stage.op.work(stage.shard), rel=1e-9)
 
 
-def test_deterministic(result):
-    again = simulate(result.plan.mapping and _path(result), seq_len=SMALL)
+def test_deterministic(mapping, result):
+    again = simulate(mapping, seq_len=SMALL)
     assert json.dumps(again.to_dict(), sort_keys=True) == json.dumps(result.to_dict(), sort_keys=True)
     assert again.trace.events == result.trace.events
-
-
-def _path(result):
-    return next(p for p in MAPPINGS if p.stem in result.plan.mapping.name.replace("deepseek-r1-", "").replace(
-        "llama-3.1-8b-", "") and result.plan.model.name in str(p))
 
 
 def test_fast_path_equals_every_layer_on_every_socket():

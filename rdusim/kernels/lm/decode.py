@@ -119,7 +119,7 @@ def build_caches(
     sink: int,
     max_new_tokens: int,
     window: int = 32,
-    pool: int = 7,
+    pool: int = 11,
 ) -> CacheStack:
     """One cache per layer, built by ``rdusim.kernels`` from the prefill tensors.
 

@@ -38,7 +38,7 @@ class DivergenceSpec:
     steps: int
     sink: int = 4
     window: int = 32
-    pool: int = 7
+    pool: int = 11  # see passkey.PasskeySpec.pool
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,11 @@ class PasskeySpec:
     budget: int
     sink: int = 4
     window: int = 32
-    pool: int = 7
+    # The pooling kernel must span the tokens the decoder copies after the first: the window
+    # queries vote for where the key starts, and a 5-digit key is 5 tokens. Measured on
+    # SmolLM2 at 2K / 128 slots: pool 7 keeps too few digits (SnapStream 6/10), 9-15 keep them
+    # all (10/10); docs/numerics.md has the table.
+    pool: int = 11
     seed: int = 0
     max_new_tokens: int = 8
 
