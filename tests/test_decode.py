@@ -131,3 +131,11 @@ def test_summaries_at_max_batch_and_gain():
     assert best.loc["snapstream", "limit"] == "SRAM" and math.isnan(best.loc["snapstream", "over_bytes"])
     gain = policy_gain(frame).iloc[0]
     assert gain["batch_gain"] == 2 and gain["throughput_gain"] == pytest.approx(2.1)
+
+
+def test_simulate_diagnoses_hbm_overflow_with_the_numbers(capsys):
+    assert main(["simulate", str(DECODE), "--batch", "32"]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit: HBM per socket: weights 40.85 GiB + KV 17.44 GiB (batch 32 x 131072 tokens)" in err
+    assert "> 64.00 GiB" in err and "Traceback" not in err
+    assert main(["simulate", str(DECODE), "--batch", "32", "--ignore-capacity"]) == 0

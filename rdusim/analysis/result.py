@@ -11,8 +11,10 @@ from pathlib import Path
 import pandas as pd
 
 from rdusim.analysis.breakdown import kernel_breakdown
+from rdusim.errors import MappingError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
+from rdusim.mapping.capacity import hbm_fit
 from rdusim.mapping.memory import memory_report
 from rdusim.mapping.plan import Plan
 from rdusim.sim.engine import simulate_plan
@@ -53,8 +55,12 @@ class SimulationResult:
 
 def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None, batch: int | None = None,
              hw: str | Path | None = None, overrides: list[str] | None = None, fast: bool = True,
-             record_events: bool = True) -> SimulationResult:
-    """Simulate a mapping (a YAML path or a loaded mapping) and return the breakdown."""
+             record_events: bool = True, check_capacity: bool = True) -> SimulationResult:
+    """Simulate a mapping (a YAML path or a loaded mapping) and return the breakdown.
+
+    Raises ``MappingError`` with the numbers when the mapping does not fit: SRAM per kernel
+    always, HBM per socket unless ``check_capacity=False`` (a what-if beyond capacity).
+    """
     if isinstance(mapping, LoadedMapping):
         if seq_len is not None or batch is not None or hw is not None or overrides:
             mapping = load_mapping(mapping.document.path, overrides=overrides, seq_len=seq_len, batch=batch, hw=hw)
@@ -62,5 +68,10 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
     else:
         loaded = load_mapping(mapping, overrides=overrides, seq_len=seq_len, batch=batch, hw=hw)
     plan = build_plan(loaded)
+    if check_capacity:
+        fit = hbm_fit(plan, loaded)
+        if not fit.fits:
+            raise MappingError(f"{loaded.document.path}: does not fit: {fit.reason} "
+                               "(--ignore-capacity simulates it anyway)")
     trace = simulate_plan(plan, fast=fast, record_events=record_events)
     return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory_report(plan))

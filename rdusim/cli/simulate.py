@@ -22,6 +22,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
     parser.add_argument("--out", help="write the result here instead of standard output")
     parser.add_argument("--trace", help="write a Chrome trace-event JSON (open it in Perfetto)")
+    parser.add_argument("--ignore-capacity", action="store_true",
+                        help="simulate even when HBM per socket overflows (a what-if); SRAM is always checked")
     parser.add_argument("--full", action="store_true",
                         help="simulate every layer on every socket (slow; same result as the default)")
     parser.set_defaults(handler=run)
@@ -29,7 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     result = simulate(args.mapping, seq_len=args.seq_len, batch=args.batch, hw=args.hw,
-                      overrides=args.overrides, fast=not args.full, record_events=bool(args.trace))
+                      overrides=args.overrides, fast=not args.full, record_events=bool(args.trace),
+                      check_capacity=not args.ignore_capacity)
     if args.format == "json":
         text = json.dumps(result.to_dict(), indent=2) + "\n"
     elif args.format == "csv":
