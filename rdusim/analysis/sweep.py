@@ -112,3 +112,43 @@ def _point(mapping: str, overrides: list[str], seq_len: int, policy: str, batch:
 
 def _too_small_to_split(reason: str) -> bool:
     return all("does not divide batch" in part for part in reason.split("; "))
+
+
+def at_max_batch(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (prompt length, policy): the point at the maximum batch, and the limit.
+
+    ``limit`` is the reason the next batch was rejected; ``over_bytes`` is how far that
+    batch exceeds HBM (NaN when something else stopped it), so small values flag a maximum
+    batch that a slightly larger footprint would halve.
+    """
+    rows = []
+    for (seq_len, policy), group in frame.groupby(["seq_len", "policy"], sort=False):
+        ok, rejected = group[group["fits"]], group[~group["fits"]]
+        row = {"seq_len": seq_len, "policy": policy, "max_batch": 0, "kv_len": float("nan"),
+               "step_s": float("nan"), "tpot_s": float("nan"), "tokens_per_s": float("nan")}
+        if len(ok):
+            best = ok.loc[ok["batch"].idxmax()]
+            row |= {k: best[k] for k in ("max_batch", "kv_len", "step_s", "tpot_s", "tokens_per_s")}
+            row["max_batch"] = int(best["batch"])
+        limit = rejected.iloc[0] if len(rejected) else None
+        row["limit"] = "" if limit is None else limit["reason"]
+        used = sum(limit[c] for c in ("hbm_weights_bytes", "hbm_kv_bytes", "hbm_activations_bytes",
+                                      "hbm_reserved_bytes")) if limit is not None else float("nan")
+        row["over_bytes"] = used - limit["hbm_capacity_bytes"] if limit is not None else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def policy_gain(frame: pd.DataFrame, policy: str = "snapstream", baseline: str = "full") -> pd.DataFrame:
+    """Per prompt length: maximum batch and throughput at it for ``baseline`` and ``policy``,
+    and the ratios (``batch_gain``, ``throughput_gain``)."""
+    best = at_max_batch(frame).set_index(["seq_len", "policy"])
+    out = pd.DataFrame({
+        f"{baseline}_max_batch": best.xs(baseline, level="policy")["max_batch"],
+        f"{baseline}_tokens_per_s": best.xs(baseline, level="policy")["tokens_per_s"],
+        f"{policy}_max_batch": best.xs(policy, level="policy")["max_batch"],
+        f"{policy}_tokens_per_s": best.xs(policy, level="policy")["tokens_per_s"],
+    })
+    out["batch_gain"] = out[f"{policy}_max_batch"] / out[f"{baseline}_max_batch"]
+    out["throughput_gain"] = out[f"{policy}_tokens_per_s"] / out[f"{baseline}_tokens_per_s"]
+    return out.reset_index()

@@ -273,6 +273,9 @@ def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
 
 
 def _max_item_load(draft: _Draft) -> float:
-    """Largest streamed item a stage buffers. A chunk's first item also carries the resident
-    weights (counted once in ``resident_bytes``), so it is skipped when the chunk has others."""
-    return max((sum(b for _, b in item.loads) for c in draft.chunks for item in c.items[1:] or c.items), default=0.0)
+    """Largest streamed item a stage buffers (chunk 0's first item also carries the resident
+    weights, which ``resident_bytes`` counts once)."""
+    loads = [sum(b for _, b in item.loads) for chunk in draft.chunks for item in chunk.items]
+    if loads:
+        loads[0] -= draft.resident_bytes
+    return max(loads, default=0.0)
