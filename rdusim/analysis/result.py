@@ -68,10 +68,11 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
     else:
         loaded = load_mapping(mapping, overrides=overrides, seq_len=seq_len, batch=batch, hw=hw)
     plan = build_plan(loaded)
+    memory = memory_report(plan)
     if check_capacity:
-        fit = hbm_fit(plan, loaded)
+        fit = hbm_fit(plan, loaded, memory)
         if not fit.fits:
             raise MappingError(f"{loaded.document.path}: does not fit: {fit.reason} "
                                "(--ignore-capacity simulates it anyway)")
     trace = simulate_plan(plan, fast=fast, record_events=record_events)
-    return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory_report(plan))
+    return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory)

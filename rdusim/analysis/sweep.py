@@ -9,6 +9,7 @@ deterministic however the workers interleave.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -17,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from rdusim.analysis.breakdown import kernel_breakdown
+from rdusim.config.schema import MappingSpec
 from rdusim.errors import ConfigError, MappingError
 from rdusim.kv_policy import POLICY_NAMES
 from rdusim.mapping.build import build_plan
@@ -73,12 +75,10 @@ def sweep(mapping: str | Path, seq_lens: list[int], policies: list[str], batches
 def _run_group(mapping: str, seq_len: int, policy: str, batches: list[int] | str, compression: float) -> list[dict]:
     overrides = [f"workload.seq_len={seq_len}", *policy_overrides(policy, compression)]
     auto = batches == "auto"
-    candidates = batch_candidates(1) if auto else list(batches)
+    candidates = batch_candidates(smallest_batch(load_mapping(mapping).spec)) if auto else list(batches)
     rows: list[dict] = []
     for batch in candidates:
         row = _point(mapping, overrides + [f"workload.batch={batch}"], seq_len, policy, batch)
-        if auto and not row["fits"] and _too_small_to_split(row["reason"]):
-            continue  # below the smallest batch the mapping's DP degree can split
         rows.append(row)
         if auto and not row["fits"]:
             break
@@ -110,8 +110,12 @@ def _point(mapping: str, overrides: list[str], seq_len: int, policy: str, batch:
                   "bound": frame.loc[frame["latency_s"].idxmax(), "bound"]}
 
 
-def _too_small_to_split(reason: str) -> bool:
-    return all("does not divide batch" in part for part in reason.split("; "))
+def smallest_batch(spec: MappingSpec) -> int:
+    """The smallest batch every data-parallel split of the mapping divides (their LCM)."""
+    degrees = [spec.defaults.dp] + [k.dp or 1 for kernels in spec.layers.values() for k in kernels]
+    degrees += [shard.get("batch", 1) for kernels in spec.layers.values() for k in kernels
+                for shard in k.shard.values()]
+    return math.lcm(*degrees)
 
 
 def at_max_batch(frame: pd.DataFrame) -> pd.DataFrame:

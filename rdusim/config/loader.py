@@ -263,10 +263,6 @@ def model_path(name_or_path: str, relative_to: Path | None = None) -> Path:
     raise ConfigError(f"unknown model {name_or_path!r}; known: {', '.join(known)}{hint}")
 
 
-def known_models() -> list[str]:
-    return sorted(p.stem for p in MODELS_DIR.glob("*.yaml"))
-
-
 def dump_document(data: Any) -> str:
     """YAML text of raw document data, keys in the order given (the inverse of reading)."""
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)

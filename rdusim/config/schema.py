@@ -17,7 +17,6 @@ from rdusim.kv_policy import POLICY_NAMES
 
 OP_CLASSES = ("gemm", "attention", "elementwise", "sort", "collective")
 OpClass = Literal["gemm", "attention", "elementwise", "sort", "collective"]
-Tier = Literal["sram", "hbm", "ddr"]
 Phase = Literal["prefill", "decode"]
 
 
@@ -211,12 +210,6 @@ class KvPolicySpec(Spec):
         if pool % 2 == 0:
             raise ValueError(f"pool must be odd (average pooling keeps the length), got {pool}")
         return pool
-
-
-class ShardSpec(Spec):
-    """Degree per dimension for one op, e.g. ``{heads: 16}`` or ``{batch: 16}``."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
 
 
 class KernelSpec(Spec):

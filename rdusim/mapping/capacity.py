@@ -43,8 +43,9 @@ class HbmFit:
         return self.weights_bytes + self.kv_bytes + self.activations_bytes + self.reserved_bytes
 
 
-def hbm_fit(plan: Plan, loaded: LoadedMapping) -> HbmFit:
-    hbm = memory_report(plan)["hbm"]
+def hbm_fit(plan: Plan, loaded: LoadedMapping, report: dict[str, dict[str, float]] | None = None) -> HbmFit:
+    """HBM per socket against capacity; ``report`` reuses a ``memory_report(plan)`` already made."""
+    hbm = (report or memory_report(plan))["hbm"]
     reserved = reserved_prefill_bytes(loaded)
     capacity = plan.system.socket.capacity_bytes("hbm")
     fit = HbmFit(True, "", capacity, hbm["weights"], hbm["kv_cache"], hbm["activations"], reserved)

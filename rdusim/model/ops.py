@@ -12,7 +12,7 @@ These two rules are all the mapping layer needs to derive per-socket costs and c
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from rdusim.config.schema import OpClass
@@ -80,7 +80,6 @@ class Op:
     is_barrier: bool = False
     parallel_dims: tuple[str, ...] | None = None
     attach_to: str | None = None
-    notes: str = field(default="", compare=False)
 
     def work(self, shard: dict[str, int] | None = None) -> float:
         """Work of the op (per socket under ``shard``)."""

@@ -29,8 +29,6 @@ from rdusim.model.ops import TensorUse
 
 FP32 = 4
 COMPRESSING = ("snapstream", "streamingllm", "snapkv", "h2o", "longflow")
-PREFILL_KERNEL_OPS = ("ring_gather", "snapkv_score", "snapkv_vote", "snapkv_topk", "snapkv_gather",
-                      "snapkv_concat")
 
 
 def kv_length(seq_len: int, policy: KvPolicySpec) -> int:
