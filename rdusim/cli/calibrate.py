@@ -25,6 +25,7 @@ from rdusim.analysis.published import (
     PREFILL_128K_MOE_SHARES,
     SNAPSTREAM_PREFILL_OVERHEAD_RANGE,
 )
+from rdusim.cli import command_parser
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 
 PREFILL_MAPPING = "mappings/deepseek-r1/prefill-snapstream.yaml"
@@ -32,7 +33,7 @@ DECODE_MAPPINGS = {"full": "mappings/deepseek-r1/decode.yaml", "snapstream": "ma
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("calibrate", help="fit calibration constants to the published figures")
+    parser = command_parser(subparsers, "calibrate")
     parser.add_argument("--phase", choices=("prefill", "decode", "all"), default="all")
     parser.add_argument("--mapping", default=PREFILL_MAPPING, help="prefill mapping to fit the efficiencies on")
     parser.add_argument("--max-evaluations", type=int, default=220)

@@ -24,13 +24,14 @@ from rdusim.analysis.explore import (
     standalone_document,
 )
 from rdusim.analysis.sweep import policy_overrides, resolve_policy
+from rdusim.cli import command_parser
 from rdusim.cli.output import write_atomic, write_atomic_binary
 from rdusim.config.loader import dump_document
 from rdusim.errors import ConfigError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("explore", help="search for mappings that beat the shipped one")
+    parser = command_parser(subparsers, "explore")
     parser.add_argument("--model", required=True, help="model with shipped mappings, e.g. deepseek-r1")
     parser.add_argument("--phase", choices=("prefill", "decode"), required=True)
     parser.add_argument("--hw", help="node YAML (default: the seed mapping's hardware)")

@@ -25,6 +25,7 @@ from rdusim.analysis.numerics import (
     plot_passkey,
     plot_recall,
 )
+from rdusim.cli import command_parser
 from rdusim.errors import ConfigError
 from rdusim.kernels import lm
 from rdusim.kv_policy import POLICY_NAMES
@@ -33,9 +34,7 @@ T = TypeVar("T")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "numerics", help="check the KV policies on a real small LM (passkey, divergence)"
-    )
+    parser = command_parser(subparsers, "numerics")
     actions = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
     _add_passkey(actions)
     _add_divergence(actions)

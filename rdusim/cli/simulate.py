@@ -8,11 +8,12 @@ import sys
 
 from rdusim.analysis.chrome_trace import chrome_trace
 from rdusim.analysis.result import simulate
+from rdusim.cli import command_parser
 from rdusim.cli.output import format_table, write_atomic
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("simulate", help="simulate a YAML mapping, print the per-kernel breakdown")
+    parser = command_parser(subparsers, "simulate")
     parser.add_argument("mapping", help="mapping YAML, e.g. mappings/deepseek-r1/prefill-snapstream.yaml")
     parser.add_argument("--seq-len", type=int, help="prompt length in tokens (overrides workload.seq_len)")
     parser.add_argument("--batch", type=int, help="batch size (overrides workload.batch)")

@@ -11,12 +11,13 @@ import sys
 from tqdm import tqdm
 
 from rdusim.analysis.sweep import resolve_policy, sweep
+from rdusim.cli import command_parser
 from rdusim.cli.output import write_atomic, write_atomic_binary
 from rdusim.errors import ConfigError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("sweep", help="sweep prompt lengths, KV policies and batch sizes")
+    parser = command_parser(subparsers, "sweep")
     parser.add_argument("mapping", help="a decode mapping, e.g. mappings/deepseek-r1/decode.yaml")
     parser.add_argument("--seq-len", default="131072", help="comma-separated prompt lengths")
     parser.add_argument("--policy", default="none", help="comma-separated KV policies ('none' = full cache)")
