@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+
+from tqdm import tqdm
 
 from rdusim.analysis.calibrate import (
     fit_decode_overhead,
     fit_efficiencies,
     snapstream_overhead,
-    write_efficiencies,
-    write_software_launch,
+    with_efficiencies,
+    with_software_launch,
 )
 from rdusim.analysis.published import (
     DECODE_128K,
@@ -26,6 +29,9 @@ from rdusim.analysis.published import (
     SNAPSTREAM_PREFILL_OVERHEAD_RANGE,
 )
 from rdusim.cli import command_parser
+from rdusim.cli.options import positive_ints
+from rdusim.cli.output import write_atomic
+from rdusim.errors import ConfigError
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 
 PREFILL_MAPPING = "mappings/deepseek-r1/prefill-snapstream.yaml"
@@ -44,27 +50,41 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    predict = positive_ints("--predict", args.predict)  # before minutes of fitting
     if args.phase in ("prefill", "all"):
-        _prefill(args)
+        _prefill(args, predict)
     if args.phase in ("decode", "all"):
         _decode(args)
     return 0
+
+
+def _rewrite(path: Path, edit: Callable[[str], str]) -> None:
+    """Replace the socket YAML at ``path`` by ``edit`` of its text, atomically."""
+    try:
+        text = edit(path.read_text(encoding="utf-8"))
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
+    write_atomic(path, text)
+    print(f"wrote {path}")
 
 
 def _socket_yaml(loaded: LoadedMapping) -> Path:
     return Path(loaded.system.source).parent / loaded.system.node.socket
 
 
-def _prefill(args: argparse.Namespace) -> None:
+def _prefill(args: argparse.Namespace, predict: list[int]) -> None:
     loaded = load_mapping(args.mapping)
 
+    bar = tqdm(total=args.max_evaluations, desc="prefill fit", unit="eval", file=sys.stderr, disable=None)
+
     def progress(count: int, error: float) -> None:
-        print(f"\r  evaluation {count:4d}: squared error {error:8.3f} pp^2", end="", file=sys.stderr, flush=True)
+        bar.update(count - bar.n)
+        bar.set_postfix_str(f"squared error {error:8.3f} pp^2")
 
     print(f"prefill: fitting {', '.join(PREFILL_128K_MOE_SHARES)} (128K MoE layer, methods.md section 1)")
     result = fit_efficiencies(loaded, PREFILL_128K_MOE_SHARES, max_evaluations=args.max_evaluations,
                               progress=progress)
-    print(file=sys.stderr)
+    bar.close()
     print(f"\n{'kernel':<24} {'fitted':>8} {'published':>10} {'error pp':>9}")
     for kernel, published in PREFILL_128K_MOE_SHARES.items():
         fitted = result.fitted[kernel]
@@ -75,11 +95,10 @@ def _prefill(args: argparse.Namespace) -> None:
         note = (f"calibrated: {date.today().isoformat()} by `rdusim calibrate` on {args.mapping}\n"
                 f"fitted to the 128K prefill MoE-layer shares of methods.md section 1 "
                 f"(worst error {result.worst_error_pp:.2f} pp); do not edit by hand")
-        write_efficiencies(_socket_yaml(loaded), result.efficiency, note)
-        print(f"wrote {_socket_yaml(loaded)}")
+        _rewrite(_socket_yaml(loaded), lambda text: with_efficiencies(text, result.efficiency, note))
     low, high = SNAPSTREAM_PREFILL_OVERHEAD_RANGE
     print(f"\npredictions (not fitted): SnapStream prefill overhead, published {low:.0%}-{high:.0%}")
-    for seq_len in (int(s) for s in args.predict.split(",")):
+    for seq_len in predict:
         overhead = snapstream_overhead(loaded, seq_len, result.efficiency)
         print(f"  {seq_len:>7} tokens: {overhead * 100:5.2f}%")
 
@@ -98,6 +117,4 @@ def _decode(args: argparse.Namespace) -> None:
               f"{fitted / published - 1:>+7.1%}")
     print(f"kernel_launch.software = {result.overhead_s * 1e6:.1f} us per kernel call")
     if not args.dry_run:
-        socket_yaml = _socket_yaml(points["full"][0])
-        write_software_launch(socket_yaml, result.overhead_s)
-        print(f"wrote {socket_yaml}")
+        _rewrite(_socket_yaml(points["full"][0]), lambda text: with_software_launch(text, result.overhead_s))

@@ -15,16 +15,16 @@ from typing import Any
 from tqdm import tqdm
 
 from rdusim.analysis.estimate import Problem
+from rdusim.analysis.execution import make_executor
 from rdusim.analysis.explore import (
-    DaskExecutor,
     ExploreResult,
-    LocalExecutor,
     explore,
     seed_mapping,
     standalone_document,
 )
-from rdusim.analysis.sweep import policy_overrides, resolve_policy
+from rdusim.analysis.sweep import policy_overrides
 from rdusim.cli import command_parser
+from rdusim.cli.options import policy_list
 from rdusim.cli.output import write_atomic, write_atomic_binary
 from rdusim.config.loader import dump_document
 from rdusim.errors import ConfigError
@@ -50,7 +50,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _problem(args: argparse.Namespace) -> Problem:
-    policy = resolve_policy(args.policy)
+    [policy] = policy_list("--policy", args.policy)
     if args.mapping:
         path = Path(args.mapping)
         if not path.is_file():
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and out.exists() and not out.is_dir():
         raise ConfigError(f"--out: {out} exists and is not a folder")
-    executor = DaskExecutor(args.dask) if args.dask else LocalExecutor(args.workers)
+    executor = make_executor(args.workers, args.dask)
     bars: dict[str, Any] = {}
 
     def progress(stage: str, done: int, total: int) -> None:
@@ -102,21 +102,22 @@ def run(args: argparse.Namespace) -> int:
 
 def summary(result: ExploreResult, top: int) -> str:
     r = result.ranking
-    columns = [c for c in ("rank", "est_rank", "batch", "sim_step_s", "sim_tpot_s", "sim_tokens_per_s",
+    columns = [c for c in ("rank", "est_rank", "batch", "sim_step_s", "sim_latency_s", "sim_tokens_per_s",
                            "sim_hbm_used_bytes", "dense_kernels", "moe_kernels", "dense_attention",
                            "moe_attention", "is_seed", "why") if c in r.columns]
     table = r.head(top + 1)[columns].to_string(index=False, float_format=lambda v: f"{v:.6g}")
     a = result.agreement
     seed = r[r["is_seed"]].iloc[0]
     best = r.iloc[0]
+    unit = "ms per token" if result.space.phase == "decode" else "ms to first token"
     lines = [f"search: {result.method}, {len(result.estimates)} distinct mappings estimated "
              f"(space {result.space.size:.3g}); estimator {result.rates['estimator']:.0f} cand/s, "
              f"simulator {result.rates['simulator']:.2f} cand/s", "", table, "",
              f"estimator vs simulator on {a['candidates']:.0f} re-scored: Spearman rho {a['spearman_rho']:.3f}, "
              f"worst relative error {a['worst_relative_error'] * 100:.2f}%",
-             f"best: {best['sim_tokens_per_s']:.6g} tokens/s, {best['sim_tpot_s'] * 1e3:.4f} ms per token; "
+             f"best: {best['sim_tokens_per_s']:.6g} tokens/s, {best['sim_latency_s'] * 1e3:.4f} {unit}; "
              f"shipped (rank {seed['rank']}): {seed['sim_tokens_per_s']:.6g} tokens/s, "
-             f"{seed['sim_tpot_s'] * 1e3:.4f} ms per token"]
+             f"{seed['sim_latency_s'] * 1e3:.4f} {unit}"]
     return "\n".join(lines) + "\n"
 
 
@@ -133,7 +134,7 @@ def _write(result: ExploreResult, out: Path, top: int) -> None:
         if not row.sim_fits:
             continue
         header = (f"# rdusim explore: rank {row.rank} (estimator rank {row.est_rank}) for {result.problem.objective}\n"
-                  f"# reproduces under `rdusim simulate`: total_s={row.sim_step_s!r} tpot_s={row.sim_tpot_s!r} "
+                  f"# reproduces under `rdusim simulate`: total_s={row.sim_step_s!r} latency_s={row.sim_latency_s!r} "
                   f"tokens_per_s={row.sim_tokens_per_s!r}\n# why: {row.why}\n")
         files.append((out / f"top-{row.rank:02d}.yaml", header + dump_document(standalone_document(result, row.genome))))
     out.mkdir(parents=True, exist_ok=True)

@@ -6,12 +6,15 @@ Points run in parallel worker processes; infeasible points are kept with the rea
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tqdm import tqdm
 
-from rdusim.analysis.sweep import resolve_policy, sweep
+from rdusim.analysis.execution import make_executor
+from rdusim.analysis.sweep import sweep
 from rdusim.cli import command_parser
+from rdusim.cli.options import policy_list, positive_ints
 from rdusim.cli.output import write_atomic, write_atomic_binary
 from rdusim.errors import ConfigError
 
@@ -26,25 +29,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--compression", type=float, default=4.0,
                         help="prompt tokens per kept slot for compressing policies (published: 4)")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
+    parser.add_argument("--dask", metavar="ADDRESS", help="run the points on this Dask scheduler")
     parser.add_argument("--out", help="write the table as CSV here (default: print it)")
     parser.add_argument("--plot", help="write throughput and time-per-token plots here (PNG)")
     parser.set_defaults(handler=run)
 
 
-def _ints(text: str, option: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ConfigError(f"{option}: expected comma-separated positive integers, got {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise ConfigError(f"{option}: expected comma-separated positive integers, got {text!r}")
-    return values
-
-
 def run(args: argparse.Namespace) -> int:
-    seq_lens = _ints(args.seq_len, "--seq-len")
-    policies = [resolve_policy(p.strip()) for p in args.policy.split(",") if p.strip()]
-    batches = "auto" if args.batch == "auto" else _ints(args.batch, "--batch")
+    seq_lens = positive_ints("--seq-len", args.seq_len)
+    policies = policy_list("--policy", args.policy)
+    batches = "auto" if args.batch == "auto" else positive_ints("--batch", args.batch)
     if args.compression < 1:
         raise ConfigError(f"--compression: expected a number >= 1, got {args.compression}")
     bar = tqdm(total=len(seq_lens) * len(policies), desc="sweep", unit="config", file=sys.stderr,
@@ -53,9 +47,13 @@ def run(args: argparse.Namespace) -> int:
     def progress(done: int, total: int) -> None:
         bar.update(done - bar.n)
 
-    frame = sweep(args.mapping, seq_lens, policies, batches, compression=args.compression,
-                  workers=args.workers, progress=progress)
-    bar.close()
+    executor = make_executor(min(args.workers or os.cpu_count() or 1, len(seq_lens) * len(policies)), args.dask)
+    try:
+        frame = sweep(args.mapping, seq_lens, policies, batches, compression=args.compression,
+                      executor=executor, progress=progress)
+    finally:
+        executor.close()
+        bar.close()
     outputs = []
     if args.plot:
         from rdusim.analysis.plots import sweep_figure_png  # noqa: PLC0415 (matplotlib only when plotting)

@@ -13,7 +13,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rdusim.config.quantity import Bytes, BytesPerS, FlopPerS, Hertz, Seconds
-from rdusim.kv_policy import POLICY_NAMES
+from rdusim.kv_policy import (
+    DEFAULT_POOL,
+    DEFAULT_SINK,
+    DEFAULT_TOPK_SHARE,
+    DEFAULT_WINDOW,
+    KASCADE_FRACTION,
+    KASCADE_MINIMUM,
+    POLICY_NAMES,
+)
 
 OP_CLASSES = ("gemm", "attention", "elementwise", "sort", "collective")
 OpClass = Literal["gemm", "attention", "elementwise", "sort", "collective"]
@@ -189,13 +197,16 @@ class WorkloadSpec(Spec):
 class KvPolicySpec(Spec):
     name: str = "full"
     compression: float = Field(default=1.0, ge=1.0, description="prompt tokens per kept slot")
-    sink: int = Field(default=64, ge=0)
-    window: int = Field(default=64, ge=1, description="SnapKV observation window")
-    pool: int = Field(default=7, ge=1)
-    recent_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
+    # defaults and size rules: rdusim.kv_policy (shared with rdusim.kernels)
+    sink: int = Field(default=DEFAULT_SINK, ge=0, description="attention-sink slots (SnapStream, StreamingLLM)")
+    window: int = Field(default=DEFAULT_WINDOW, ge=1, description="SnapKV observation window")
+    pool: int = Field(default=DEFAULT_POOL, ge=1, description="SnapKV pooling kernel (odd)")
+    topk_share: float = Field(default=DEFAULT_TOPK_SHARE, ge=0.0, lt=1.0,
+                              description="SnapStream: share of the slots for SnapKV's top-K; the ring has the rest")
     anchors: int | None = Field(default=None, gt=0, description="Kascade anchor layers (default: 5 per 32 layers)")
-    topk_fraction: float = Field(default=0.1, gt=0.0, le=1.0, description="Kascade top-k fraction of the keys")
-    topk_min: int = Field(default=128, gt=0, description="Kascade minimum top-k")
+    topk_fraction: float = Field(default=KASCADE_FRACTION, gt=0.0, le=1.0,
+                                 description="Kascade top-k fraction of the keys")
+    topk_min: int = Field(default=KASCADE_MINIMUM, gt=0, description="Kascade minimum top-k")
 
     @field_validator("name")
     @classmethod

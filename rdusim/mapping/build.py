@@ -84,7 +84,7 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
     issues = _check_coverage(loaded, base, graph, kernel_specs)
     if issues:
         raise MappingError(issues)
-    shards = {n: op_shard(graph.nodes[n]["op"], _kernel_of(kernel_specs, n), spec.defaults) for n in graph.nodes}
+    shards = {n: op_shard(graph.nodes[n]["op"], _kernel_of(kernel_specs, n)) for n in graph.nodes}
     issues = _check_degrees(loaded, base, graph, kernel_specs, shards)
     if issues:
         raise MappingError(issues)

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdusim.config.loader import Document, validate
-from rdusim.config.schema import KernelSpec, KvPolicySpec, MappingSpec
+from rdusim.config.loader import Document
+from rdusim.config.schema import KernelSpec, KvPolicySpec
 from rdusim.mapping.build import layer_shape
-from rdusim.mapping.bundle import LoadedMapping
+from rdusim.mapping.bundle import LoadedMapping, validate_mapping
 from rdusim.model.transformer import base_layer_type, layer_counts, layer_graph
 
 BATCHES = tuple(2**k for k in range(11))       # 1 .. 1024
@@ -139,7 +139,6 @@ def _split(ops: list[str], attention: str | None) -> list[list[str]]:
 
 def _layer_genes(loaded: LoadedMapping, layer: LayerSpace, sockets: int, genes: list[Gene], seed: list[int]) -> None:
     base = layer.layer_type
-    d = loaded.spec.defaults
     seed_kernel_of_segment = [s.seed_kernel for s in layer.segments]
     for i, free in enumerate(layer.cut_is_free):
         if free:
@@ -150,9 +149,7 @@ def _layer_genes(loaded: LoadedMapping, layer: LayerSpace, sockets: int, genes: 
         holder = next(k for k in layer.seed_kernels if layer.attention_op in k.ops)
         shard = holder.shard.get(layer.attention_op)
         if shard is None:
-            tp = holder.tp or d.tp
-            dp = holder.dp or d.dp
-            current = (tp, dp)
+            current = (holder.tp, holder.dp)
         else:
             current = (shard.get("heads", 1), shard.get("batch", 1))
         if current not in choices:
@@ -162,10 +159,8 @@ def _layer_genes(loaded: LoadedMapping, layer: LayerSpace, sockets: int, genes: 
     tps = divisors(sockets)
     for s, segment in enumerate(layer.segments):
         kernel = layer.seed_kernels[segment.seed_kernel]
-        tp = kernel.tp or d.tp
-        chunk = kernel.chunk_tokens or d.chunk_tokens
+        tp, chunk, weights = kernel.tp, kernel.chunk_tokens, kernel.weights
         chunks = tuple(sorted({max(1, int(chunk * 2.0**step)) for step in CHUNK_STEPS}))
-        weights = kernel.weights or d.weights
         for name, choices, value in ((f"{base}.seg{s}.tp", tps, tp), (f"{base}.seg{s}.chunk", chunks, chunk),
                                      (f"{base}.seg{s}.weights", ("hbm", "ddr"), weights)):
             if segment.is_fixed:
@@ -268,8 +263,7 @@ def _kernel_name(layer: LayerSpace, ops: list[str]) -> str:
 def load_candidate(seed: LoadedMapping, data: dict[str, Any]) -> LoadedMapping:
     """A candidate document validated against the schema, sharing the seed's model and node."""
     document = Document(path=seed.document.path, data=data, lines={})
-    spec: MappingSpec = validate(document, MappingSpec)
-    return LoadedMapping(spec, seed.model, seed.system, document)
+    return LoadedMapping(validate_mapping(document), seed.model, seed.system, document)
 
 
 def layer_types(loaded: LoadedMapping) -> dict[str, int]:

@@ -15,13 +15,15 @@ import networkx as nx
 import numpy as np
 
 from rdusim.config.schema import KernelSpec
-from rdusim.mapping.bundle import LoadedMapping
+from rdusim.mapping.bundle import DEFAULTED_FIELDS, LoadedMapping
 from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
 from rdusim.mapping.routing import chunk_expert_tokens
 from rdusim.mapping.sharding import Collective, Layout, tensor_layout
 from rdusim.model.ops import Op, TensorUse
 from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT
 
+#: the kernel settings ``build_kernel`` reads, present once ``resolve_kernels`` has run
+RESOLVED_FIELDS = tuple(f for f in DEFAULTED_FIELDS if f != "max_chunks")  # no cap is a valid setting
 TOKEN_DIMS = ("batch", "seq", "kv_seq", "window", "ring", "capacity", "topk_slots")
 
 
@@ -37,6 +39,8 @@ class KernelContext:
     readers: dict[str, list[str]] = field(init=False)
 
     def __post_init__(self) -> None:
+        unresolved = [k.kernel for k in self.kernel_specs if any(getattr(k, f) is None for f in RESOLVED_FIELDS)]
+        assert not unresolved, f"kernels not resolved against the mapping defaults: {unresolved}"
         self.kernel_of = {op: k for k, spec in enumerate(self.kernel_specs) for op in spec.ops}
         self.readers = {}
         for name in self.graph.nodes:
@@ -67,17 +71,15 @@ class _Draft:
 
 
 def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
-    spec = ctx.kernel_specs[index]
-    d = ctx.loaded.spec.defaults
-    chunk_tokens = spec.chunk_tokens or d.chunk_tokens
+    spec = ctx.kernel_specs[index]  # resolved: every setting present (bundle.resolve_kernels)
+    chunk_tokens = spec.chunk_tokens
     ops = [n for n in ctx.graph.nodes if ctx.kernel_of[n] == index]
     # a kernel streams its token rows; only a kernel without any (SnapKV's) streams keys
     token_ops = [n for n in ops if "seq" in ctx.graph.nodes[n]["op"].loop] or ops
     rows = max(_rows(ctx.graph.nodes[n]["op"], ctx.shards[n]) for n in token_ops)
     n_chunks = max(1, math.ceil(rows / chunk_tokens))
-    cap = spec.max_chunks or d.max_chunks
-    if cap is not None:
-        n_chunks = min(n_chunks, cap)
+    if spec.max_chunks is not None:
+        n_chunks = min(n_chunks, spec.max_chunks)
     drafts: list[_Draft] = []
     provider: dict[str, str] = {}
     for name in ops:
@@ -91,10 +93,10 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
                 drafts.append(_reduce_stage(ctx, coll, n_chunks, provider, index))
     assert len({d.name for d in drafts}) == len(drafts), "stage names must be unique within a kernel"
     stages = _allocate(ctx, drafts)
-    depth = spec.buffer_depth or d.buffer_depth
+    depth = spec.buffer_depth
     sram = sum(x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk) for x in drafts)
-    return KernelPlan(spec.kernel, ctx.layer_type, stages, sram, chunk_tokens,
-                      spec.tp or d.tp, spec.dp or d.dp, depth, spec.orchestration or d.orchestration)
+    return KernelPlan(spec.kernel, ctx.layer_type, stages, sram, chunk_tokens, spec.weights, depth,
+                      spec.orchestration)
 
 
 #: the dimension an op streams its chunks along: query tokens, else keys or cache slots
@@ -115,11 +117,11 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     op: Op = ctx.graph.nodes[name]["op"]
     shard = ctx.shards[name]
     spec = ctx.kernel_specs[index]
-    weights_tier = spec.weights or ctx.loaded.spec.defaults.weights
+    weights_tier = spec.weights
     inputs = sorted({provider[t.name] for t in op.reads if t.name in provider and provider[t.name] != name})
     streamed, blocked, resident = _classify_reads(op, shard, provider, weights_tier)
     if op.op_class == "attention" and blocked:
-        block = spec.kv_block_tokens or ctx.loaded.spec.defaults.kv_block_tokens
+        block = spec.kv_block_tokens
         chunks_items = _attention_items(op, shard, n_chunks, block, blocked)
     elif op.routed:
         chunks_items = _expert_items(ctx, op, shard, n_chunks, resident)

@@ -96,7 +96,7 @@ def _sizes(model: ModelSpec, shape: Shape, policy: KvPolicySpec) -> dict[str, in
         sizes |= {"experts": moe.experts + moe.shared_experts, "routed": moe.experts,
                   "slots": moe.experts_per_token + moe.shared_experts,
                   "topk": moe.experts_per_token, "ffn_moe": moe.intermediate}
-    sizes |= policy_sizes(shape.seq, shape.kv_seq, policy)
+    sizes |= policy_sizes(shape.seq if shape.phase == "prefill" else None, shape.kv_seq, policy)
     return sizes
 
 

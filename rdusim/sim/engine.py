@@ -63,7 +63,7 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     ``layer_types`` restricts the run to some layer types (calibration needs only one).
     """
     env = simpy.Environment()
-    n_sockets = 1 if fast and plan.is_symmetric else plan.system.sockets
+    n_sockets = 1 if fast else plan.system.sockets  # every socket of a plan runs the same kernels
     sockets = [_make_socket(env, plan, s) for s in range(n_sockets)]
     recorder = _Recorder(record_events)
     records: list[KernelRecord] = []
@@ -78,7 +78,7 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     return Trace(
         kernels=tuple(records), events=tuple(recorder.events), sockets_simulated=n_sockets,
         layers_simulated=len(layers), event_count=next(env._eid),  # SimPy's own event counter
-        makespan_s=env.now, layer_multiplier={layer: mult for layer, _, mult in layers},
+        layer_multiplier={layer: mult for layer, _, mult in layers},
     )
 
 
@@ -104,29 +104,26 @@ def _layer_sequence(plan: Plan, fast: bool) -> list[tuple[int, str, int]]:
 def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str, int]],
                 sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord]) -> Generator:
     system = plan.system
-    sync_s = system.socket.p2p_latency_s * system.collective_steps(system.sockets)
     for layer, layer_type, _ in layers:
         for kernel in plan.kernels[layer_type]:
             start = env.now
             before = {k: (p.busy_s, p.bytes_total) for k, p in sockets[0].pools.items()}
             busy_before = dict(recorder.busy)
-            overhead_s = system.socket.launch_s(kernel.orchestration)
-            yield env.timeout(overhead_s)
+            yield env.timeout(system.socket.launch_s(kernel.orchestration))
             runs = [env.process(_run_kernel(env, kernel, s, recorder, layer)) for s in sockets]
             yield env.all_of(runs)
-            yield env.timeout(sync_s)
-            records.append(_record(kernel, layer, start, env.now, overhead_s + sync_s,
-                                   sockets[0], before, recorder, busy_before))
+            yield env.timeout(system.sync_s)
+            records.append(_record(kernel, layer, start, env.now, sockets[0], before, recorder, busy_before))
 
 
-def _record(kernel: KernelPlan, layer: int, start: float, end: float, overhead_s: float, socket: _Socket,
+def _record(kernel: KernelPlan, layer: int, start: float, end: float, socket: _Socket,
             before: dict[str, tuple[float, float]], recorder: _Recorder,
             busy_before: dict[tuple[int, str], float]) -> KernelRecord:
     stage_busy = {s.name: recorder.busy.get((0, s.name), 0.0) - busy_before.get((0, s.name), 0.0)
                   for s in kernel.stages if s.pcus}
     return KernelRecord(
         kernel=kernel.name, layer_type=kernel.layer_type, layer=layer, start_s=start, end_s=end,
-        overhead_s=overhead_s, stage_busy_s=stage_busy, stage_pcus={s.name: s.pcus for s in kernel.stages if s.pcus},
+        stage_busy_s=stage_busy, stage_pcus={s.name: s.pcus for s in kernel.stages if s.pcus},
         pool_busy_s={k: p.busy_s - before[k][0] for k, p in socket.pools.items()},
         pool_bytes={k: p.bytes_total - before[k][1] for k, p in socket.pools.items()},
     )

@@ -35,10 +35,6 @@ class BandwidthPool:
         self._updated_s = env.now
         self._generation = 0
 
-    @property
-    def active(self) -> int:
-        return len(self._flows)
-
     def transfer(self, nbytes: float) -> simpy.Event:
         """An event that fires once ``nbytes`` have crossed the pool."""
         done = self.env.event()

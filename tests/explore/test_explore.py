@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from rdusim.analysis.estimate import Evaluator, Problem
-from rdusim.analysis.explore import LocalExecutor, explore
+from rdusim.analysis.execution import LocalExecutor
+from rdusim.analysis.explore import explore
 from rdusim.analysis.result import simulate
 from rdusim.cli import main
 from rdusim.mapping.capacity import hbm_fit
@@ -61,7 +62,7 @@ def test_prefill_128k_best_at_least_shipped():
 
 def test_same_seed_same_ranking_locally_and_on_dask():
     distributed = pytest.importorskip("distributed")
-    from rdusim.analysis.explore import DaskExecutor
+    from rdusim.analysis.execution import DaskExecutor
 
     problem = Problem(DECODE, AT_128K, "throughput", 0.1)
     local = explore(problem, budget=120, rescore=3, seed=7, executor=LocalExecutor(2))
