@@ -1,0 +1,140 @@
+"""The mapping core against oracles computed without it: textbook collective volumes,
+brute-force causal (query, key) pair counts, Monte Carlo distinct-expert counts.
+
+Plans are built through ``load_mapping`` + ``build_plan`` on the synthetic node of
+``tests/synthetic.py`` (not the calibrated shipped hardware); expected values are closed
+forms over the model's dimensions (hardware-and-models.md sections B and C), brute-force
+enumeration or Monte Carlo.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rdusim.config.schema import KvPolicySpec
+from rdusim.mapping.build import build_plan
+from rdusim.mapping.bundle import load_mapping
+from rdusim.mapping.routing import expected_distinct_experts
+from rdusim.model.transformer import Shape, layer_graph
+from tests.conftest import ROOT
+from tests.synthetic import write_mapping, write_node
+
+DEEPSEEK_DECODE = ROOT / "mappings" / "deepseek-r1" / "decode.yaml"
+
+BF16 = 2
+LLAMA_HIDDEN = 4096                      # hardware-and-models.md C
+LLAMA_HEADS, LLAMA_KV_HEADS, LLAMA_HEAD_DIM = 32, 8, 128
+DS_HIDDEN, DS_HEADS = 7168, 128          # hardware-and-models.md B.1
+DS_KV_DIM, DS_KV_RANK = 512 + 64, 512    # latent + rope key; the absorbed output is the latent
+DS_EXPERTS, DS_TOP_K = 256, 8
+
+ATTN_OPS = ["attn_norm", "q_proj", "kv_proj", "rope", "attention", "o_proj"]
+FFN_OPS = ["ffn_norm", "ffn_up", "ffn_act", "ffn_down", "residual_add"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("oracles")
+
+
+def _llama_prefill(folder, name, *, sockets=16, topology="all_to_all", tp=1, seq=64, batch=2,
+                   chunk=32, block=8192, attn_shard=None, ffn_shard=None):
+    node = write_node(folder, sockets, topology)
+    layers = {"dense": [{"kernel": "Attn", "ops": ATTN_OPS, "shard": attn_shard or {}},
+                        {"kernel": "FFN", "ops": FFN_OPS, "shard": ffn_shard or {}}]}
+    path = write_mapping(folder, name, model="llama-3.1-8b", hardware=node, phase="prefill", layers=layers,
+                         workload={"seq_len": seq, "batch": batch},
+                         defaults={"tp": tp, "chunk_tokens": chunk, "kv_block_tokens": block})
+    return build_plan(load_mapping(path))
+
+
+def _collective_stages(plan) -> dict[str, list]:
+    """``{stage name: [stage, ...]}`` over every kernel of every layer type."""
+    found: dict[str, list] = {}
+    for kernels in plan.kernels.values():
+        for kernel in kernels:
+            for stage in kernel.stages:
+                if stage.op_class == "collective":
+                    found.setdefault(stage.name, []).append(stage)
+    return found
+
+
+# ------------------------------------------------------------------------------ collectives
+# Per socket, for a tensor of F bytes split n ways (textbook, e.g. Thakur et al. 2005; NCCL docs):
+#   all-reduce sends 2(n-1)/n F; reduce-scatter and all-gather (n-1)/n F;
+#   all-to-all sends (n-1)/n of its local shard F/n.
+# Latency steps per phase: 1 on an all-to-all topology, n-1 on a ring; all-reduce has 2 phases.
+DEGREES = (2, 4, 8, 16)
+
+
+@pytest.mark.parametrize("n", DEGREES)
+@pytest.mark.parametrize("topology", ["all_to_all", "ring"])
+def test_tp_contracted_dimension_is_all_reduced(folder, n, topology):
+    # TP over heads (o_proj contracts heads) and over the FFN width (ffn_down contracts it);
+    # the norm and the residual add read the full hidden vector: one all-reduce each, nothing else
+    seq, batch = 64, 2
+    plan = _llama_prefill(folder, f"ar-{n}-{topology}", tp=n, topology=topology, seq=seq, batch=batch)
+    full = batch * seq * LLAMA_HIDDEN * BF16
+    found = _collective_stages(plan)
+    assert sorted(found) == ["all_reduce(ffn_y)", "all_reduce(o)"]
+    steps = 2 * (1 if topology == "all_to_all" else n - 1)
+    for (stage,) in found.values():
+        assert stage.p2p_bytes == pytest.approx(2 * (n - 1) / n * full, rel=1e-12)
+        assert {c.p2p_steps for c in stage.chunks} == {steps}
+
+
+@pytest.mark.parametrize("n", DEGREES)
+def test_sequence_parallel_norms_reduce_scatter_then_all_gather(folder, n):
+    # Megatron sequence parallelism: norms and the residual split by sequence, so each
+    # partial-sum output is reduce-scattered and each norm output all-gathered for the next GEMM
+    seq, batch = 64, 2
+    plan = _llama_prefill(folder, f"sp-{n}", tp=n, seq=seq, batch=batch,
+                          attn_shard={"attn_norm": {"seq": n}},
+                          ffn_shard={"ffn_norm": {"seq": n}, "residual_add": {"seq": n}})
+    full = batch * seq * LLAMA_HIDDEN * BF16
+    found = _collective_stages(plan)
+    assert sorted(found) == ["all_gather(hn)", "all_gather(xn)", "reduce_scatter(ffn_y)", "reduce_scatter(o)"]
+    for (stage,) in found.values():
+        assert stage.p2p_bytes == pytest.approx((n - 1) / n * full, rel=1e-12)
+        assert {c.p2p_steps for c in stage.chunks} == {1}
+
+
+@pytest.mark.parametrize("n", DEGREES)
+def test_tp_projections_then_dp_attention_exchange_all_to_all(folder, n):
+    # DeepSeek decode as published: projections TP over heads, attention DP over the batch.
+    # q_abs goes from head-split to batch-split and o_lat back: two all-to-alls per layer
+    batch = 16
+    node = write_node(folder, 16)
+    model = load_mapping(DEEPSEEK_DECODE).model
+    layers = {}
+    for layer_type in ("dense", "moe"):
+        ops = list(layer_graph(model, layer_type, Shape("decode", batch, 1, 64), KvPolicySpec()).nodes)
+        layers[layer_type] = [{"kernel": "Layer", "ops": ops, "shard": {"attention": {"batch": n}}}]
+    path = write_mapping(folder, f"a2a-{n}", model="deepseek-r1", hardware=node, phase="decode", layers=layers,
+                         workload={"seq_len": 64, "batch": batch}, defaults={"tp": n, "chunk_tokens": 1})
+    found = _collective_stages(build_plan(load_mapping(path)))
+    q_abs_shard = batch * DS_HEADS * DS_KV_DIM * BF16 / n      # one decode token per sequence
+    o_lat_shard = batch * DS_HEADS * DS_KV_RANK * BF16 / n
+    hidden = batch * DS_HIDDEN * BF16
+    expected = {"all_to_all(q_abs)": (n - 1) / n * q_abs_shard, "all_to_all(o_lat)": (n - 1) / n * o_lat_shard,
+                "all_reduce(o)": 2 * (n - 1) / n * hidden, "all_reduce(ffn_y)": 2 * (n - 1) / n * hidden,
+                "all_reduce(moe_y)": 2 * (n - 1) / n * hidden}
+    assert sorted(found) == sorted(expected)
+    for name, stages in found.items():
+        for stage in stages:
+            assert stage.p2p_bytes == pytest.approx(expected[name], rel=1e-12), name
+
+
+def test_pure_data_parallel_needs_no_collective(folder):
+    node = write_node(folder, 4)
+    layers = {"dense": [{"kernel": "Layer", "ops": ATTN_OPS + FFN_OPS}]}
+    path = write_mapping(folder, "dp4", model="llama-3.1-8b", hardware=node, phase="prefill", layers=layers,
+                         workload={"seq_len": 64, "batch": 8}, defaults={"dp": 4, "chunk_tokens": 64})
+    plan = build_plan(load_mapping(path))
+    assert _collective_stages(plan) == {}
+    (kernel,) = plan.kernels["dense"]
+    # each socket runs 2 of the 8 sequences: 2 x 64 rows in chunks of 64
+    assert kernel.n_chunks == 2
