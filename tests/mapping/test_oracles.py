@@ -41,10 +41,15 @@ def folder(tmp_path_factory):
 
 
 def _llama_prefill(folder, name, *, sockets=16, topology="all_to_all", tp=1, seq=64, batch=2,
-                   chunk=32, block=8192, attn_shard=None, ffn_shard=None):
+                   chunk=32, block=8192, attn_shard=None, ffn_shard=None, mha_alone=False):
+    """Llama-3.1-8B prefill in two kernels (attention block, FFN block), or three with the
+    attention op alone in its kernel (``mha_alone``, as the shipped mapping has it)."""
     node = write_node(folder, sockets, topology)
-    layers = {"dense": [{"kernel": "Attn", "ops": ATTN_OPS, "shard": attn_shard or {}},
-                        {"kernel": "FFN", "ops": FFN_OPS, "shard": ffn_shard or {}}]}
+    attn = [{"kernel": "Attn", "ops": ATTN_OPS, "shard": attn_shard or {}}]
+    if mha_alone:
+        attn = [{"kernel": "QKV", "ops": ATTN_OPS[:4], "shard": attn_shard or {}},
+                {"kernel": "MHA", "ops": ["attention"]}, {"kernel": "O", "ops": ["o_proj"]}]
+    layers = {"dense": [*attn, {"kernel": "FFN", "ops": FFN_OPS, "shard": ffn_shard or {}}]}
     path = write_mapping(folder, name, model="llama-3.1-8b", hardware=node, phase="prefill", layers=layers,
                          workload={"seq_len": seq, "batch": batch},
                          defaults={"tp": tp, "chunk_tokens": chunk, "kv_block_tokens": block})
@@ -138,3 +143,76 @@ def test_pure_data_parallel_needs_no_collective(folder):
     (kernel,) = plan.kernels["dense"]
     # each socket runs 2 of the 8 sequences: 2 x 64 rows in chunks of 64
     assert kernel.n_chunks == 2
+
+
+# --------------------------------------------------------------------- causal attention pairs
+def _brute_force_blocks(batch: int, seq: int, kv_seq: int, chunk_tokens: int, block: int,
+                        causal: bool) -> list[list[tuple[int, int]]]:
+    """Per chunk, per K/V block it reads: (query-key pairs, keys), by enumeration.
+
+    The chunking rule (from docs/design.md): rows are (sequence, query) pairs in order, cut into
+    ceil(rows / chunk_tokens) contiguous chunks, chunk i holding rows [i R / n, (i+1) R / n);
+    each chunk reads, per sequence it touches, the keys up to its last query (all keys if not
+    causal) in blocks of ``block`` from key 0.
+    """
+    rows = batch * seq
+    n = math.ceil(rows / chunk_tokens)
+    chunks = []
+    for i in range(n):
+        items = []
+        for s in range(batch):
+            queries = [r - s * seq for r in range(i * rows // n, (i + 1) * rows // n) if s * seq <= r < (s + 1) * seq]
+            if not queries:
+                continue
+            last_key = max(queries) + 1 if causal else kv_seq
+            for k0 in range(0, last_key, block):
+                keys = range(k0, min(k0 + block, last_key))
+                pairs = sum(1 for q in queries for k in keys if k <= q or not causal)
+                items.append((pairs, len(keys)))
+        chunks.append(items)
+    return chunks
+
+
+def _attention_stage(plan):
+    (stage,) = [s for k in plan.kernels["dense"] for s in k.stages if s.op is not None and s.op.name == "attention"]
+    return stage
+
+
+@pytest.mark.parametrize("batch, seq, chunk, block, tp", [
+    (1, 100, 32, 16, 1),     # 4 chunks of 25 queries; blocks of 16 cut inside the chunk
+    (3, 37, 16, 8, 1),       # 111 rows in 7 unequal chunks that straddle sequences
+    (2, 64, 64, 64, 8),      # everything a multiple; TP8 (4 heads, 1 KV head per socket)
+    (1, 50, 7, 64, 1),       # a block longer than the sequence
+    (2, 33, 100, 5, 1),      # one chunk holding both sequences
+])
+def test_causal_prefill_pairs_match_brute_force(folder, batch, seq, chunk, block, tp):
+    # attention alone in its kernel: it streams K/V blocks from HBM (flash attention)
+    plan = _llama_prefill(folder, f"pairs-{batch}-{seq}-{chunk}-{block}-{tp}", sockets=8, tp=tp, seq=seq,
+                          batch=batch, chunk=chunk, block=block, mha_alone=True)
+    stage = _attention_stage(plan)
+    flop_per_pair = 4 * LLAMA_HEAD_DIM * LLAMA_HEADS // tp        # QK^T and PV, 2 FLOP per MAC
+    key_bytes = 2 * LLAMA_KV_HEADS // tp * LLAMA_HEAD_DIM * BF16     # K and V of one key
+    expected = _brute_force_blocks(batch, seq, seq, chunk, block, causal=True)
+    assert len(stage.chunks) == len(expected)
+    for chunk_plan, blocks in zip(stage.chunks, expected, strict=True):
+        assert [item.work for item in chunk_plan.items] == pytest.approx([p * flop_per_pair for p, _ in blocks],
+                                                                         rel=1e-12)
+        # each item's last load is its K/V block (a chunk's first item also streams the queries)
+        assert [item.loads[-1] for item in chunk_plan.items] == [("hbm", pytest.approx(k * key_bytes, rel=1e-12))
+                                                                 for _, k in blocks]
+    # and in total, T(T+1)/2 pairs per sequence
+    assert stage.work == pytest.approx(batch * seq * (seq + 1) / 2 * flop_per_pair, rel=1e-12)
+
+
+@pytest.mark.parametrize("batch, kv_len, chunk, block", [(4, 100, 1, 32), (6, 64, 4, 64), (3, 17, 2, 5)])
+def test_decode_attention_reads_each_cache_once(folder, batch, kv_len, chunk, block):
+    node = write_node(folder, 1)
+    layers = {"dense": [{"kernel": "Attn", "ops": ATTN_OPS}, {"kernel": "FFN", "ops": FFN_OPS}]}
+    path = write_mapping(folder, f"dec-{batch}-{kv_len}-{chunk}-{block}", model="llama-3.1-8b", hardware=node,
+                         phase="decode", layers=layers, workload={"seq_len": kv_len, "batch": batch},
+                         defaults={"chunk_tokens": chunk, "kv_block_tokens": block})
+    stage = _attention_stage(build_plan(load_mapping(path)))
+    flop_per_pair = 4 * LLAMA_HEAD_DIM * LLAMA_HEADS
+    expected = _brute_force_blocks(batch, 1, kv_len, chunk, block, causal=False)
+    assert [[item.work for item in c.items] for c in stage.chunks] == [
+        [pytest.approx(p * flop_per_pair, rel=1e-12) for p, _ in blocks] for blocks in expected]
