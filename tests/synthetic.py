@@ -63,3 +63,22 @@ def write_mapping(folder: Path, name: str, *, model: str, hardware: Path, phase:
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+# op names of one layer, as rdusim.model.transformer builds them (two kernels per layer type)
+GQA_ATTENTION = ["attn_norm", "q_proj", "kv_proj", "rope", "attention", "o_proj"]
+MLA_PREFILL = ["attn_norm", "q_a_proj", "q_a_norm", "q_b_proj", "kv_a_proj", "kv_a_norm", "rope", "kv_b_proj",
+               "attention", "o_proj"]
+MLA_DECODE = ["attn_norm", "q_a_proj", "q_a_norm", "q_b_proj", "kv_a_proj", "kv_a_norm", "rope", "q_absorb",
+              "attention", "v_absorb", "o_proj"]
+DENSE_FFN = ["ffn_norm", "ffn_up", "ffn_act", "ffn_down", "residual_add"]
+MOE_FFN = ["ffn_norm", "router_gemm", "router_topk", "moe_up", "moe_act", "moe_down", "moe_combine"]
+
+
+def two_kernel_layers(model: str, phase: str) -> dict[str, list[dict[str, Any]]]:
+    """Per layer type, an attention kernel and an FFN kernel covering every op."""
+    if model == "deepseek-r1":
+        attention = MLA_PREFILL if phase == "prefill" else MLA_DECODE
+        return {"dense": [{"kernel": "Attention", "ops": attention}, {"kernel": "FFN", "ops": DENSE_FFN}],
+                "moe": [{"kernel": "Attention", "ops": attention}, {"kernel": "FFN", "ops": MOE_FFN}]}
+    return {"dense": [{"kernel": "Attention", "ops": GQA_ATTENTION}, {"kernel": "FFN", "ops": DENSE_FFN}]}

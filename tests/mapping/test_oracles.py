@@ -20,7 +20,7 @@ from rdusim.mapping.bundle import load_mapping
 from rdusim.mapping.routing import expected_distinct_experts
 from rdusim.model.transformer import Shape, layer_graph
 from tests.conftest import ROOT
-from tests.synthetic import write_mapping, write_node
+from tests.synthetic import two_kernel_layers, write_mapping, write_node
 
 DEEPSEEK_DECODE = ROOT / "mappings" / "deepseek-r1" / "decode.yaml"
 
@@ -216,3 +216,75 @@ def test_decode_attention_reads_each_cache_once(folder, batch, kv_len, chunk, bl
     expected = _brute_force_blocks(batch, 1, kv_len, chunk, block, causal=False)
     assert [[item.work for item in c.items] for c in stage.chunks] == [
         [pytest.approx(p * flop_per_pair, rel=1e-12) for p, _ in blocks] for blocks in expected]
+
+
+# ----------------------------------------------------------------------------- MoE routing
+# hardware-and-models.md B.3: E[distinct experts of 256 touched by B tokens, top-8 uniform]
+CARD_DISTINCT = {8: 57, 16: 102, 32: 163, 64: 222, 128: 252}
+
+
+def _monte_carlo_distinct(tokens: int, trials: int, rng: np.random.Generator) -> np.ndarray:
+    """Distinct experts touched in each trial: every token picks 8 distinct experts of 256."""
+    keys = rng.random((trials, tokens, DS_EXPERTS), dtype=np.float32)
+    picks = np.argpartition(keys, DS_TOP_K, axis=-1)[..., :DS_TOP_K].reshape(trials, -1)
+    hit = np.zeros((trials, DS_EXPERTS), dtype=bool)
+    np.put_along_axis(hit, picks, True, axis=1)
+    return hit.sum(axis=1)
+
+
+def test_expected_distinct_experts_matches_monte_carlo_and_the_card():
+    rng = np.random.default_rng(2024)
+    for tokens, card in CARD_DISTINCT.items():
+        samples = _monte_carlo_distinct(tokens, 16000 // tokens, rng)
+        standard_error = samples.std() / math.sqrt(len(samples))
+        expected = expected_distinct_experts(tokens, DS_EXPERTS, DS_TOP_K)
+        assert abs(expected - samples.mean()) < 4 * standard_error, (tokens, expected, samples.mean())
+        assert round(expected) == card
+
+
+def _deepseek_decode_plan(folder, name, batch, *, chunk=4096, routing="expected", seed=0):
+    node = write_node(folder, 1)
+    path = write_mapping(folder, name, model="deepseek-r1", hardware=node, phase="decode",
+                         layers=two_kernel_layers("deepseek-r1", "decode"),
+                         workload={"seq_len": 64, "batch": batch, "routing": routing, "seed": seed},
+                         defaults={"chunk_tokens": chunk})
+    return build_plan(load_mapping(path))
+
+
+def _expert_stage(plan, op="moe_up"):
+    (stage,) = [s for k in plan.kernels["moe"] for s in k.stages if s.op is not None and s.op.name == op]
+    return stage
+
+
+@pytest.mark.parametrize("batch", sorted(CARD_DISTINCT))
+def test_a_decode_batch_streams_the_experts_it_touches(folder, batch):
+    # one chunk holds the whole batch: the shared expert plus the card's distinct routed experts,
+    # each streamed once (3 x 7168 x 2048 FP8 bytes), and batch x (8 + 1) token-slots of work
+    stage = _expert_stage(_deepseek_decode_plan(folder, f"moe-{batch}", batch))
+    (chunk,) = stage.chunks
+    assert len(chunk.items) == 1 + CARD_DISTINCT[batch]
+    flop_per_slot = 2 * 2 * DS_HIDDEN * 2048                   # gate and up projections, 2 FLOP per MAC
+    assert sum(item.work for item in chunk.items) == pytest.approx(batch * 9 * flop_per_slot, rel=1e-12)
+    assert chunk.items[0].work == pytest.approx(batch * flop_per_slot, rel=1e-12)      # the shared expert
+    up_bytes = 2 * DS_HIDDEN * 2048                              # gate + up of one expert, FP8
+    assert all(item.loads[-1] == ("hbm", up_bytes) for item in chunk.items)
+
+
+def test_sampled_routing_is_seeded_and_uniform(folder):
+    # 1024 sequences in 64 chunks of 16 tokens: each chunk draws its tokens' top-8
+    plans = {seed: _deepseek_decode_plan(folder, f"sampled-{seed}", 1024, chunk=16, routing="sampled", seed=seed)
+             for seed in (3, 4)}
+    again = _deepseek_decode_plan(folder, "sampled-3-again", 1024, chunk=16, routing="sampled", seed=3)
+    assert _expert_stage(again).chunks == _expert_stage(plans[3]).chunks
+    assert _expert_stage(plans[4]).chunks != _expert_stage(plans[3]).chunks
+    flop_per_slot = 2 * 2 * DS_HIDDEN * 2048
+    touched = []
+    for chunk in _expert_stage(plans[3]).chunks:
+        tokens = [item.work / flop_per_slot for item in chunk.items]
+        assert tokens[0] == pytest.approx(16)                              # shared expert: every token
+        assert sum(tokens[1:]) == pytest.approx(16 * DS_TOP_K)              # 8 routed slots per token
+        assert max(tokens[1:]) <= 16 + 1e-9                                  # an expert at most once per token
+        touched.append(len(tokens) - 1)
+    # the mean over 64 chunks agrees with a Monte Carlo of the same routing (4 standard errors)
+    reference = _monte_carlo_distinct(16, 1000, np.random.default_rng(7))
+    assert abs(np.mean(touched) - reference.mean()) < 4 * reference.std() / math.sqrt(len(touched))
