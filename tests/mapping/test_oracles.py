@@ -288,3 +288,15 @@ def test_sampled_routing_is_seeded_and_uniform(folder):
     # the mean over 64 chunks agrees with a Monte Carlo of the same routing (4 standard errors)
     reference = _monte_carlo_distinct(16, 1000, np.random.default_rng(7))
     assert abs(np.mean(touched) - reference.mean()) < 4 * reference.std() / math.sqrt(len(touched))
+
+
+@pytest.mark.parametrize("batch, seq, chunk", [(1, 100, 32), (3, 37, 16)])
+def test_causal_pairs_when_the_kernel_makes_its_own_keys(folder, batch, seq, chunk):
+    # attention fused with the projections that produce K/V: chunk i's queries still see only
+    # the keys up to their own position, so its work is its causal pairs, not 1/n of the total
+    plan = _llama_prefill(folder, f"fused-{batch}-{seq}-{chunk}", sockets=1, seq=seq, batch=batch, chunk=chunk)
+    stage = _attention_stage(plan)
+    flop_per_pair = 4 * LLAMA_HEAD_DIM * LLAMA_HEADS
+    expected = [sum(p for p, _ in blocks) * flop_per_pair
+                for blocks in _brute_force_blocks(batch, seq, seq, chunk, 8192, causal=True)]
+    assert [sum(item.work for item in c.items) for c in stage.chunks] == pytest.approx(expected, rel=1e-12)
