@@ -42,10 +42,15 @@ SOCKET: dict[str, Any] = {
 }
 
 
-def write_node(folder: Path, sockets: int, topology: str = "all_to_all") -> Path:
-    """A node of ``sockets`` synthetic sockets; returns the node YAML's path."""
+def write_node(folder: Path, sockets: int, topology: str = "all_to_all", **compute: Any) -> Path:
+    """A node of ``sockets`` synthetic sockets; returns the node YAML's path.
+
+    ``compute`` replaces entries of the socket's ``compute`` section (e.g. ``simd_peak``); the
+    socket YAML is shared by every node of ``folder``, so give such a variant its own folder.
+    """
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "socket.yaml").write_text(yaml.safe_dump(SOCKET, sort_keys=False))
+    socket = SOCKET | {"compute": SOCKET["compute"] | compute}
+    (folder / "socket.yaml").write_text(yaml.safe_dump(socket, sort_keys=False))
     path = folder / f"node-{sockets}-{topology}.yaml"
     node = {"kind": "node", "name": f"synthetic-{sockets}", "socket": "socket.yaml", "sockets": sockets,
             "sockets_per_module": 1, "topology": topology}
