@@ -120,7 +120,8 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     weights_tier = spec.weights
     inputs = sorted({provider[t.name] for t in op.reads if t.name in provider and provider[t.name] != name})
     streamed, blocked, resident = _classify_reads(op, shard, provider, weights_tier)
-    if op.op_class == "attention" and blocked:
+    if op.op_class == "attention" and (blocked or op.causal):
+        # causal pairs per chunk also when the kernel makes its own K/V (nothing to load then)
         block = spec.kv_block_tokens
         chunks_items = _attention_items(op, shard, n_chunks, block, blocked)
     elif op.routed:

@@ -134,8 +134,11 @@ def _mla_prefill(b: LayerBuilder) -> None:
 
 def _mla_decode(b: LayerBuilder) -> None:
     _mla_common(b)
-    b.gemm("q_absorb", b.act("q_rot", "batch", "seq", "heads", "nope"), b.weight("w_uk", "heads", "nope", "kv_rank"),
-           b.act("q_abs", "batch", "seq", "heads", "kv_dim"), ("nope",), tp_dim="heads")
+    # the 128 no-rope query dims become 512 latent dims through w_uk; the 64 rope dims pass
+    # through, so q_abs is 576 wide but the GEMM computes 512 of them
+    b.add("q_absorb", "gemm", ("batch", "seq", "heads", "kv_rank", "nope"), 2.0,
+          (b.act("q_rot", "batch", "seq", "heads", "nope"), b.weight("w_uk", "heads", "nope", "kv_rank")),
+          (b.act("q_abs", "batch", "seq", "heads", "kv_dim"),), reduce=("nope",), tp_dim="heads")
     # absorbed MLA: scores over the 576-wide latent, output in the 512-wide latent
     wpp = 2.0 * (b.sizes["kv_dim"] + b.sizes["kv_rank"])
     b.add("attention", "attention", ("batch", "heads", "seq", "kv_seq"), wpp,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simpy
 
@@ -37,6 +37,22 @@ class _Socket:
     index: int
     pools: dict[str, BandwidthPool]     # "hbm", "ddr", "p2p"
     p2p_latency_s: float
+
+
+@dataclass
+class _InFlight:
+    """The kernel call in progress and its stage processes, to say where a deadlock is."""
+
+    kernel: str = ""
+    layer_type: str = ""
+    layer: int = -1
+    stages: dict[str, simpy.Process] = field(default_factory=dict)
+
+    def diagnosis(self) -> str:
+        stuck = ", ".join(name for name, process in self.stages.items() if not process.triggered)
+        return (f"in kernel {self.kernel!r} ({self.layer_type} layer {self.layer}): stage(s) {stuck} "
+                "never finished, waiting for a chunk no stage sends (check each stage's inputs and "
+                "chunk counts)")
 
 
 class _Recorder:
@@ -68,13 +84,12 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     recorder = _Recorder(record_events)
     records: list[KernelRecord] = []
     layers = [x for x in _layer_sequence(plan, fast) if layer_types is None or x[1] in layer_types]
-    main = env.process(_run_layers(env, plan, layers, sockets, recorder, records))
+    in_flight = _InFlight()
+    main = env.process(_run_layers(env, plan, layers, sockets, recorder, records, in_flight))
     env.run()
     if not main.triggered:
-        done = records[-1].kernel if records else "nothing"
         raise SimulationError(f"{plan.mapping.name}: the simulation deadlocked at t={env.now:.6g} s "
-                              f"after {len(records)} kernel(s) (last completed: {done}); "
-                              "a stage waits for a chunk no stage sends")
+                              f"{in_flight.diagnosis()}; {len(records)} kernel call(s) completed before it")
     return Trace(
         kernels=tuple(records), events=tuple(recorder.events), sockets_simulated=n_sockets,
         layers_simulated=len(layers), event_count=next(env._eid),  # SimPy's own event counter
@@ -102,7 +117,8 @@ def _layer_sequence(plan: Plan, fast: bool) -> list[tuple[int, str, int]]:
 
 
 def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str, int]],
-                sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord]) -> Generator:
+                sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord],
+                in_flight: _InFlight) -> Generator:
     system = plan.system
     for layer, layer_type, _ in layers:
         for kernel in plan.kernels[layer_type]:
@@ -110,7 +126,9 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
             before = {k: (p.busy_s, p.bytes_total) for k, p in sockets[0].pools.items()}
             busy_before = dict(recorder.busy)
             yield env.timeout(system.socket.launch_s(kernel.orchestration))
-            runs = [env.process(_run_kernel(env, kernel, s, recorder, layer)) for s in sockets]
+            in_flight.kernel, in_flight.layer_type, in_flight.layer = kernel.name, layer_type, layer
+            in_flight.stages = {}
+            runs = [env.process(_run_kernel(env, kernel, s, recorder, layer, in_flight.stages)) for s in sockets]
             yield env.all_of(runs)
             yield env.timeout(system.sync_s)
             records.append(_record(kernel, layer, start, env.now, sockets[0], before, recorder, busy_before))
@@ -130,7 +148,7 @@ def _record(kernel: KernelPlan, layer: int, start: float, end: float, socket: _S
 
 
 def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, recorder: _Recorder,
-                layer: int) -> Generator:
+                layer: int, processes: dict[str, simpy.Process]) -> Generator:
     queues = {(src, stage.name): simpy.Store(env, capacity=kernel.buffer_depth)
               for stage in kernel.stages for src in stage.inputs}
     runs = []
@@ -138,6 +156,7 @@ def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, rec
         inputs = [queues[(src, stage.name)] for src in stage.inputs]
         outputs = [q for (src, _), q in queues.items() if src == stage.name]
         runs.append(env.process(_run_stage(env, kernel, stage, inputs, outputs, socket, recorder, layer)))
+        processes[stage.name] = runs[-1]
     yield env.all_of(runs)
 
 
