@@ -8,6 +8,7 @@ the SRAM working set. Imports: plan, sharding, routing, model, config.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -251,21 +252,13 @@ def _reduce_stage(ctx: KernelContext, coll: Collective, n_chunks: int, provider:
 
 # ---------------------------------------------------------------------- allocation
 def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
-    """PCUs per stage in proportion to its ideal time, so the spatial pipeline is balanced."""
+    """PCUs per stage so that the spatial pipeline's slowest stage is as fast as whole PCUs allow."""
     socket = ctx.loaded.system.socket
     compute = [x for x in drafts if x.op_class != "collective"]
-    ideal = {x.name: sum(i.work for c in x.chunks for i in c.items) / socket.achievable_ops_per_s(x.op_class)
-             for x in compute}
-    cap = {x.name: (x.op.max_pcus(x.shard) if x.op is not None else None) or socket.pcus for x in compute}
-    # a capped stage takes what it can use; the rest is shared in proportion to ideal time
-    capped = {n: min(cap[n], socket.pcus) for n in ideal if cap[n] < socket.pcus}
-    free = socket.pcus - sum(capped.values())
-    rest = {n: t for n, t in ideal.items() if n not in capped}
-    total = sum(rest.values()) or 1.0
-    pcus = capped | {n: max(1, math.floor(free * t / total)) for n, t in rest.items()}
-    spare = socket.pcus - sum(pcus.values())
-    if rest and spare > 0:
-        pcus[max(rest, key=lambda n: rest[n])] += spare
+    one_pcu_s = {x.name: sum(i.work for c in x.chunks for i in c.items) * socket.pcus
+                 / socket.achievable_ops_per_s(x.op_class) for x in compute}
+    caps = {x.name: (x.op.max_pcus(x.shard) if x.op is not None else None) or socket.pcus for x in compute}
+    pcus = balance_pcus(one_pcu_s, caps, socket.pcus)
     stages = []
     for x in drafts:
         n = pcus.get(x.name, 0)
@@ -273,6 +266,29 @@ def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
         barrier = x.op is not None and x.op.is_barrier
         stages.append(Stage(x.name, x.op_class, n, rate, tuple(x.inputs), tuple(x.chunks), x.op, dict(x.shard), barrier))
     return tuple(stages)
+
+
+def balance_pcus(one_pcu_s: dict[str, float], caps: dict[str, int], total: int) -> dict[str, int]:
+    """Whole PCUs per stage minimising the slowest stage's time ``one_pcu_s / pcus``.
+
+    Every stage gets one PCU (a stage must run somewhere; a kernel with more stages than the
+    socket has PCUs is over-subscribed and says so by summing past ``total``); then each
+    further PCU goes to the slowest stage that can still use one (at most ``caps``: a sort
+    network's independent instances), until none is left or none can use more. Greedy
+    water-filling is optimal for this min-max objective; ties go to the earlier stage, so
+    the result is deterministic.
+    """
+    pcus = dict.fromkeys(one_pcu_s, 1)
+    heap = [(-t, i, name) for i, (name, t) in enumerate(one_pcu_s.items()) if caps[name] > 1 and t > 0]
+    heapq.heapify(heap)
+    spare = total - len(pcus)
+    while spare > 0 and heap:
+        _, i, name = heapq.heappop(heap)
+        pcus[name] += 1
+        spare -= 1
+        if pcus[name] < caps[name]:
+            heapq.heappush(heap, (-one_pcu_s[name] / pcus[name], i, name))
+    return pcus
 
 
 def _max_item_load(draft: _Draft) -> float:

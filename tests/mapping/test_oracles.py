@@ -327,8 +327,6 @@ def _pcu_plan(folder):
     return build_plan(load_mapping(path))
 
 
-@pytest.mark.xfail(strict=True, reason="_allocate gives every stage max(1, floor(share)) and the spare to the "
-                   "largest, which can hand out more PCUs than the socket has; reported in the P6 oracle report")
 def test_pcu_allocation_fits_the_socket(folder):
     from tests.synthetic import PCUS
     plan = _llama_prefill(folder, "pcus-fit", sockets=1, seq=4096, batch=1, chunk=1024, mha_alone=True)
@@ -336,9 +334,6 @@ def test_pcu_allocation_fits_the_socket(folder):
         assert sum(s.pcus for s in kernel.stages) <= PCUS, kernel.name
 
 
-@pytest.mark.xfail(strict=True, reason="_allocate floors each stage's proportional share, so a stage whose share "
-                   "is a few PCUs runs up to 2x slower than balanced and sets the pipeline's pace (shipped kernels: "
-                   "1.2-1.8x the optimum); reported in the P6 oracle report")
 def test_pcu_allocation_balances_the_pipeline(folder):
     # the spatial pipeline runs at the pace of its slowest stage: the allocation should make that
     # stage as fast as integer PCU counts allow
