@@ -76,6 +76,9 @@ class KernelLaunchSpec(Spec):
 
 
 Orchestration = Literal["hardware", "software"]
+#: decode model choices the sources do not settle (docs/calibration.md, "Decode cost structure")
+ExpertWeights = Literal["routed", "all"]
+AttentionSplit = Literal["keys", "sequence", "heads"]
 
 
 class SocketSpec(Spec):
@@ -223,6 +226,8 @@ class KernelSpec(Spec):
     buffer_depth: int | None = Field(default=None, gt=0)
     weights: Literal["hbm", "ddr"] | None = None
     orchestration: Orchestration | None = None
+    expert_weights: ExpertWeights | None = None
+    attention_split: AttentionSplit | None = None
     shard: dict[str, dict[str, int]] = Field(
         default_factory=dict,
         description="per-op degrees by dimension, e.g. {attention: {batch: 16}}; replaces tp/dp for that op",
@@ -238,6 +243,18 @@ class MappingDefaultsSpec(Spec):
     buffer_depth: int = Field(default=2, gt=0)
     weights: Literal["hbm", "ddr"] = "hbm"
     orchestration: Orchestration = "hardware"
+    kernel_looping: bool = Field(
+        default=False, description="consecutive calls of a layer's only kernel are one call with a "
+        "pipelined outer loop (R3): one launch, no sync between iterations, next weights prefetched")
+    expert_weights: ExpertWeights = Field(
+        default="routed", description="routed experts' weights a step reads: 'routed' (only the experts "
+        "the batch's tokens pick) or 'all' (a static graph streams every expert every step)")
+    attention_split: AttentionSplit = Field(
+        default="keys", description="decode attention: 'keys' streams each sequence's cache in K/V blocks "
+        "(online softmax / flash-decoding, a combine per block); 'sequence': the softmax reduction over a "
+        "sequence's whole cache is not split, so its whole cache is loaded on chip before it computes "
+        "(sequences overlap one another); 'heads': as 'sequence', and each (sequence, query, head) is one "
+        "instance on one PCU")
 
 
 class MappingSpec(Spec):

@@ -22,7 +22,7 @@ from rdusim.mapping.plan import KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, collectives, op_shard
 from rdusim.mapping.stages import KernelContext, build_kernel
 from rdusim.model.policy import kv_length as policy_kv_length
-from rdusim.model.transformer import Shape, base_layer_type, layer_counts, layer_graph
+from rdusim.model.transformer import HEAD, Shape, base_layer_type, layer_counts, layer_graph
 from rdusim.units import format_bytes
 
 
@@ -42,6 +42,8 @@ def build_plan(loaded: LoadedMapping) -> Plan:
     """The per-socket plan of every layer type; raises MappingError with all problems."""
     spec, model = loaded.spec, loaded.model
     counts = layer_counts(model, spec.kv_policy, spec.phase)
+    if spec.phase == "decode" and HEAD in spec.layers:
+        counts[HEAD] = 1
     issues = _check_layer_types(loaded, {base_layer_type(t): n for t, n in counts.items()})
     if issues:
         raise MappingError(issues)

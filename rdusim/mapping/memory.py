@@ -16,7 +16,7 @@ from rdusim.config.schema import DTYPE_BYTES
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
 from rdusim.mapping.sharding import Layout, tensor_layout
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
-from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT, base_layer_type
+from rdusim.model.transformer import HEAD, LAYER_INPUT, LAYER_OUTPUT, base_layer_type
 
 USES = ("weights", "kv_cache", "activations", "working_set")
 TIERS = ("sram", "hbm", "ddr")
@@ -26,6 +26,8 @@ def memory_report(plan: Plan) -> dict[str, dict[str, float]]:
     """``{tier: {use: bytes per socket}}``."""
     report = {tier: dict.fromkeys(USES, 0.0) for tier in TIERS}
     for layer_type, kernels in plan.kernels.items():
+        if layer_type == HEAD:
+            continue  # embedding and classifier: counted once below
         for kernel in kernels:
             tier = _weights_tier(plan, layer_type, kernel)
             report[tier]["weights"] += _kernel_weight_bytes(kernel) * plan.layer_counts[layer_type]
@@ -35,7 +37,7 @@ def memory_report(plan: Plan) -> dict[str, dict[str, float]]:
     if plan.mapping.workload.accepted_tokens_per_step > 1 and model.mtp_layers:
         # multi-token prediction: one more decoder layer (DeepSeek: an MoE layer, M1 in
         # hardware-and-models.md B.2), sharded like the last layer type
-        last = list(plan.kernels)[-1]
+        last = [t for t in plan.kernels if t != HEAD][-1]
         report["hbm"]["weights"] += model.mtp_layers * sum(_kernel_weight_bytes(k) for k in plan.kernels[last])
     report["hbm"]["kv_cache"] = kv_cache_bytes_per_socket(plan)
     report["hbm"]["activations"] = max(plan.activation_peak_bytes.values(), default=0.0)

@@ -64,6 +64,7 @@ class _Draft:
     shard: Layout = field(default_factory=dict)
     resident_bytes: float = 0.0
     out_bytes_per_chunk: float = 0.0
+    max_pcus: int | None = None             # independent instances per socket, if capped
 
 
 def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
@@ -120,9 +121,12 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     streamed, blocked, resident = _classify_reads(op, shard, provider, weights_tier)
     if op.op_class == "attention" and blocked:
         block = spec.kv_block_tokens or ctx.loaded.spec.defaults.kv_block_tokens
+        if not op.causal and _attention_split(ctx, spec) != "keys":
+            block = op.sizes["kv_seq"]  # the whole operand, on chip before the reduction
         chunks_items = _attention_items(op, shard, n_chunks, block, blocked)
     elif op.routed:
-        chunks_items = _expert_items(ctx, op, shard, n_chunks, resident)
+        every_expert = (spec.expert_weights or ctx.loaded.spec.defaults.expert_weights) == "all"
+        chunks_items = _expert_items(ctx, op, shard, n_chunks, resident, every_expert)
         resident = []
     elif op.is_barrier:
         chunks_items = [[Item(op.work(shard))]] + [[Item(0.0)] for _ in range(n_chunks - 1)]
@@ -139,8 +143,24 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     for tensor in op.writes:
         provider[tensor.name] = name
     out = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in op.writes) / n_chunks
-    return _Draft(name, op.op_class, inputs, chunks, op, shard,
-                  resident_bytes=sum(b for _, b in resident), out_bytes_per_chunk=out)
+    return _Draft(name, op.op_class, inputs, chunks, op, shard, resident_bytes=sum(b for _, b in resident),
+                  out_bytes_per_chunk=out, max_pcus=_pcu_cap(ctx, op, shard, spec))
+
+
+def _attention_split(ctx: KernelContext, spec: KernelSpec) -> str:
+    return spec.attention_split or ctx.loaded.spec.defaults.attention_split
+
+
+def _pcu_cap(ctx: KernelContext, op: Op, shard: Layout, spec: KernelSpec) -> int | None:
+    """Independent instances of the op per socket: one PCU each at most.
+
+    Decode attention with ``attention_split: heads`` reduces (softmax, then the weighted
+    sum) over a sequence's whole cache in one instance per (sequence, query, head): without
+    a flash-decoding split and combine, the keys are not a parallel dimension.
+    """
+    if op.op_class == "attention" and not op.causal and _attention_split(ctx, spec) == "heads":
+        return max(1, math.prod(op.sizes[d] // shard.get(d, 1) for d in ("batch", "seq", "heads")))
+    return op.max_pcus(shard)
 
 
 def _classify_reads(op: Op, shard: Layout, provider: dict[str, str], weights_tier: str
@@ -196,8 +216,12 @@ def _pairs(q0: int, q1: int, k0: int, k1: int, causal: bool) -> float:
 
 
 def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
-                  resident: list[tuple[str, float]]) -> list[list[Item]]:
-    """One item per expert a chunk touches: its weights streamed, then its tokens computed."""
+                  resident: list[tuple[str, float]], every_expert: bool) -> list[list[Item]]:
+    """One item per expert a chunk touches: its weights streamed, then its tokens computed.
+
+    ``every_expert`` (``expert_weights: all``): a static graph streams every expert's
+    weights each chunk, idle experts with no tokens.
+    """
     tier = resident[0][0] if resident else "hbm"
     weight_bytes = sum(b for _, b in resident) / op.sizes["experts"]
     rows = _rows(op, shard)
@@ -207,6 +231,8 @@ def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
     chunks = []
     for tokens in chunk_expert_tokens(rows, n_chunks, op.sizes["routed"], op.sizes["topk"], shared,
                                       workload.routing, workload.seed):
+        if every_expert:
+            tokens = tokens + [0.0] * (op.sizes["experts"] - len(tokens))
         chunks.append([Item(per_token_slot * t, ((tier, weight_bytes),)) for t in tokens])
     return chunks
 
@@ -253,7 +279,7 @@ def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
     compute = [x for x in drafts if x.op_class != "collective"]
     ideal = {x.name: sum(i.work for c in x.chunks for i in c.items) / socket.achievable_ops_per_s(x.op_class)
              for x in compute}
-    cap = {x.name: (x.op.max_pcus(x.shard) if x.op is not None else None) or socket.pcus for x in compute}
+    cap = {x.name: x.max_pcus or socket.pcus for x in compute}
     # a capped stage takes what it can use; the rest is shared in proportion to ideal time
     capped = {n: min(cap[n], socket.pcus) for n in ideal if cap[n] < socket.pcus}
     free = socket.pcus - sum(capped.values())

@@ -11,9 +11,15 @@ write-back (bounded), and hands the chunk downstream through bounded queues. A k
 ends when every stage has drained and its writes landed; the sockets then synchronise
 and the next kernel pays its launch overhead.
 
+Kernel looping (``kernel_looping: true`` in the mapping; R3 = arXiv 2410.23668, R4 in
+../shared/reference/hardware-and-models.md A.6): consecutive calls of the same kernel are one
+call with a pipelined outer loop. The loop pays one launch, no synchronisation between
+iterations, and an iteration's loads (its weights) start as soon as the previous
+iteration's loads are done, overlapping its compute; its compute waits for the previous one.
+
 Fast path: identical layers start from the same drained state, so each layer type is
-simulated once and multiplied; symmetric sockets run identical plans, so one socket is
-simulated. ``fast=False`` runs every layer on every socket (tests check both agree).
+simulated once and multiplied (a looped type is simulated layer by layer: each iteration
+overlaps the next); symmetric sockets run identical plans, so one socket is simulated. ``fast=False`` runs every layer on every socket (tests check both agree).
 """
 
 from __future__ import annotations
@@ -93,7 +99,7 @@ def _layer_sequence(plan: Plan, fast: bool) -> list[tuple[int, str, int]]:
     """(first layer index, layer type, how many layers it stands for)."""
     sequence, start = [], 0
     for layer_type, count in plan.layer_counts.items():
-        if fast:
+        if fast and not _looped(plan, layer_type):
             sequence.append((start, layer_type, count))
         else:
             sequence += [(start + i, layer_type, 1) for i in range(count)]
@@ -101,22 +107,70 @@ def _layer_sequence(plan: Plan, fast: bool) -> list[tuple[int, str, int]]:
     return sequence
 
 
+def _looped(plan: Plan, layer_type: str) -> bool:
+    """Whether consecutive layers of this type are one looped kernel call (one kernel per layer)."""
+    return plan.mapping.defaults.kernel_looping and len(plan.kernels[layer_type]) == 1
+
+
 def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str, int]],
                 sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord]) -> Generator:
     system = plan.system
     sync_s = system.socket.p2p_latency_s * system.collective_steps(system.sockets)
-    for layer, layer_type, _ in layers:
-        for kernel in plan.kernels[layer_type]:
-            start = env.now
-            before = {k: (p.busy_s, p.bytes_total) for k, p in sockets[0].pools.items()}
-            busy_before = dict(recorder.busy)
+    calls = [(layer, layer_type, kernel) for layer, layer_type, _ in layers for kernel in plan.kernels[layer_type]]
+    started: list[tuple[simpy.Process, simpy.Event]] | None = None  # the next iteration, already loading
+    for index, (layer, layer_type, kernel) in enumerate(calls):
+        start = env.now
+        before = {k: (p.busy_s, p.bytes_total) for k, p in sockets[0].pools.items()}
+        busy_before = dict(recorder.busy)
+        if started is None:
             overhead_s = system.socket.launch_s(kernel.orchestration)
             yield env.timeout(overhead_s)
-            runs = [env.process(_run_kernel(env, kernel, s, recorder, layer)) for s in sockets]
-            yield env.all_of(runs)
+            go = env.event().succeed()
+            started = [_start_kernel(env, kernel, s, recorder, layer, go) for s in sockets]
+        else:
+            overhead_s = 0.0
+        done = env.all_of([run for run, _ in started])
+        following = calls[index + 1] if index + 1 < len(calls) else None
+        looping = following is not None and following[1] == layer_type and _looped(plan, layer_type)
+        if looping:  # the next iteration loads as soon as this one's loads are done
+            loads = env.all_of([loaded for _, loaded in started])
+            started = _prefetch(env, following[2], sockets, recorder, following[0], loads, done)
+        else:
+            started = None
+        yield done
+        if not looping:
             yield env.timeout(sync_s)
-            records.append(_record(kernel, layer, start, env.now, overhead_s + sync_s,
-                                   sockets[0], before, recorder, busy_before))
+            overhead_s += sync_s
+        records.append(_record(kernel, layer, start, env.now, overhead_s,
+                               sockets[0], before, recorder, busy_before))
+
+
+def _prefetch(env: simpy.Environment, kernel: KernelPlan, sockets: list[_Socket], recorder: _Recorder,
+              layer: int, loads: simpy.Event, previous: simpy.Event) -> list[tuple[simpy.Process, simpy.Event]]:
+    """Start a looped iteration's loads once ``loads`` fire; its compute waits for ``previous``."""
+    started: list[tuple[simpy.Process, simpy.Event]] = []
+    for socket in sockets:
+        run_done, loads_done = env.event(), env.event()
+        started.append((env.process(_after(env, loads, kernel, socket, recorder, layer, previous,
+                                           run_done, loads_done)), loads_done))
+    return started
+
+
+def _after(env: simpy.Environment, trigger: simpy.Event, kernel: KernelPlan, socket: _Socket,
+           recorder: _Recorder, layer: int, go: simpy.Event, run_done: simpy.Event,
+           loads_done: simpy.Event) -> Generator:
+    yield trigger
+    run, loaded = _start_kernel(env, kernel, socket, recorder, layer, go)
+    loaded.callbacks.append(lambda _event: loads_done.succeed())
+    yield run
+
+
+def _start_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, recorder: _Recorder,
+                  layer: int, go: simpy.Event) -> tuple[simpy.Process, simpy.Event]:
+    """The kernel's process and the event of its loads all done; compute waits for ``go``."""
+    loaders: list[simpy.Process] = []
+    run = env.process(_run_kernel(env, kernel, socket, recorder, layer, go, loaders))
+    return run, env.all_of(loaders)
 
 
 def _record(kernel: KernelPlan, layer: int, start: float, end: float, overhead_s: float, socket: _Socket,
@@ -133,21 +187,23 @@ def _record(kernel: KernelPlan, layer: int, start: float, end: float, overhead_s
 
 
 def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, recorder: _Recorder,
-                layer: int) -> Generator:
+                layer: int, go: simpy.Event, loaders: list[simpy.Process]) -> Generator:
     queues = {(src, stage.name): simpy.Store(env, capacity=kernel.buffer_depth)
               for stage in kernel.stages for src in stage.inputs}
     runs = []
     for stage in kernel.stages:
         inputs = [queues[(src, stage.name)] for src in stage.inputs]
         outputs = [q for (src, _), q in queues.items() if src == stage.name]
-        runs.append(env.process(_run_stage(env, kernel, stage, inputs, outputs, socket, recorder, layer)))
+        ready = simpy.Store(env, capacity=kernel.buffer_depth)
+        loaders.append(env.process(_load(env, kernel, stage, ready, socket, recorder, layer)))
+        runs.append(env.process(_run_stage(env, kernel, stage, inputs, outputs, ready, go, socket, recorder, layer)))
     yield env.all_of(runs)
 
 
 def _run_stage(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs: list[simpy.Store],
-               outputs: list[simpy.Store], socket: _Socket, recorder: _Recorder, layer: int) -> Generator:
-    ready = simpy.Store(env, capacity=kernel.buffer_depth)
-    env.process(_load(env, kernel, stage, ready, socket, recorder, layer))
+               outputs: list[simpy.Store], ready: simpy.Store, go: simpy.Event, socket: _Socket,
+               recorder: _Recorder, layer: int) -> Generator:
+    yield go
     writes: deque[simpy.Event] = deque()
     for index, chunk in enumerate(stage.chunks):
         arrivals = 1
