@@ -14,7 +14,7 @@ from rdusim.analysis.breakdown import kernel_breakdown
 from rdusim.errors import MappingError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
-from rdusim.mapping.capacity import hbm_fit
+from rdusim.mapping.capacity import HbmFit, hbm_fit
 from rdusim.mapping.memory import memory_report
 from rdusim.mapping.plan import Plan
 from rdusim.sim.engine import simulate_plan
@@ -29,6 +29,7 @@ class SimulationResult:
     trace: Trace
     kernels: pd.DataFrame
     memory: dict[str, dict[str, float]]
+    hbm: HbmFit | None = None                # the HBM budget per socket (capacity, deployment reserves)
 
     @property
     def phase(self) -> str:
@@ -69,10 +70,10 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
         loaded = load_mapping(mapping, overrides=overrides, seq_len=seq_len, batch=batch, hw=hw)
     plan = build_plan(loaded)
     memory = memory_report(plan)
+    fit = hbm_fit(plan, loaded, memory)
     if check_capacity:
-        fit = hbm_fit(plan, loaded, memory)
         if not fit.fits:
             raise MappingError(f"{loaded.document.path}: does not fit: {fit.reason} "
                                "(--ignore-capacity simulates it anyway)")
     trace = simulate_plan(plan, fast=fast, record_events=record_events)
-    return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory)
+    return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory, fit)

@@ -257,6 +257,22 @@ class MappingDefaultsSpec(Spec):
         "instance on one PCU")
 
 
+class DeploymentSpec(Spec):
+    """What a decode node reserves HBM for besides its batch (docs/calibration.md, "Capacity")."""
+
+    max_prompt: int | None = Field(
+        default=None, gt=0, description="longest prompt the server admits; it reserves for that prompt, "
+        "not for the current request (default: the workload's prompt length)")
+    prefill: Literal["colocated", "remote"] = Field(
+        default="colocated", description="'colocated': the prefill mapping named by 'prefill' runs on this "
+        "node and keeps what it holds for one max_prompt prompt free; 'remote': prefill runs on another node "
+        "and ships the compressed cache over (methods.md: 'transferred to the decoding node'), so one "
+        "incoming compressed cache is reserved")
+    runtime_reserve_bytes: Bytes = Field(
+        default=0.0, alias="runtime_reserve", description="HBM the runtime keeps (programs, buffers); "
+        "no public figure, 0 by default (sensitivity in docs/calibration.md)")
+
+
 class MappingSpec(Spec):
     kind: Literal["mapping"]
     name: str
@@ -267,6 +283,7 @@ class MappingSpec(Spec):
     kv_policy: KvPolicySpec = KvPolicySpec()
     defaults: MappingDefaultsSpec = MappingDefaultsSpec()
     layers: dict[str, list[KernelSpec]] = Field(min_length=1)
+    deployment: DeploymentSpec = DeploymentSpec()
     prefill: str | None = Field(
         default=None,
         description="decode only: the prefill mapping that shares the node (continuous batching); "
