@@ -18,7 +18,7 @@ from rdusim import __version__
 from rdusim.errors import RdusimError
 
 #: subcommand modules under rdusim.cli, in the order ``rdusim --help`` lists them
-COMMANDS: tuple[str, ...] = ("simulate", "sweep", "explore", "numerics", "validate", "calibrate", "schema")
+COMMANDS: tuple[str, ...] = ("simulate", "sweep", "explore", "numerics", "validate", "calibrate", "fidelity", "schema")
 
 EXIT_USAGE = 2
 
