@@ -199,6 +199,10 @@ class KvPolicySpec(Spec):
     anchors: int | None = Field(default=None, gt=0, description="Kascade anchor layers (default: 5 per 32 layers)")
     topk_fraction: float = Field(default=0.1, gt=0.0, le=1.0, description="Kascade top-k fraction of the keys")
     topk_min: int = Field(default=128, gt=0, description="Kascade minimum top-k")
+    kv_update: Literal["ring", "naive"] = Field(
+        default="ring", description="SnapStream/StreamingLLM decode cache update: 'ring' writes the new "
+        "token into its fixed slot (one scatter, methods.md section 1); 'naive' rebuilds [sink | recent | "
+        "top-K] every step: both candidate caches built from slices, concatenated, one selected per sample")
 
     @field_validator("name")
     @classmethod
@@ -206,6 +210,12 @@ class KvPolicySpec(Spec):
         if name not in POLICY_NAMES:
             raise ValueError(f"unknown KV policy {name!r}; known: {', '.join(POLICY_NAMES)}")
         return name
+
+    @model_validator(mode="after")
+    def _update_needs_a_ring(self) -> KvPolicySpec:
+        if self.kv_update == "naive" and self.name not in ("snapstream", "streamingllm"):
+            raise ValueError(f"kv_update 'naive' applies to snapstream and streamingllm, not {self.name!r}")
+        return self
 
     @field_validator("pool")
     @classmethod

@@ -70,6 +70,7 @@ class KernelPlan:
     dp: int
     buffer_depth: int = 2
     orchestration: str = "hardware"
+    stage_sram: tuple[tuple[str, float], ...] = ()  # on-chip bytes per stage (sums to sram_bytes)
 
     @property
     def n_chunks(self) -> int:

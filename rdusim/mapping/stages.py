@@ -93,9 +93,9 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     assert len({d.name for d in drafts}) == len(drafts), "stage names must be unique within a kernel"
     stages = _allocate(ctx, drafts)
     depth = spec.buffer_depth or d.buffer_depth
-    sram = sum(x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk) for x in drafts)
-    return KernelPlan(spec.kernel, ctx.layer_type, stages, sram, chunk_tokens,
-                      spec.tp or d.tp, spec.dp or d.dp, depth, spec.orchestration or d.orchestration)
+    per_stage = tuple((x.name, x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk)) for x in drafts)
+    return KernelPlan(spec.kernel, ctx.layer_type, stages, sum(b for _, b in per_stage), chunk_tokens,
+                      spec.tp or d.tp, spec.dp or d.dp, depth, spec.orchestration or d.orchestration, per_stage)
 
 
 #: the dimension an op streams its chunks along: query tokens, else keys or cache slots
@@ -143,6 +143,9 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     for tensor in op.writes:
         provider[tensor.name] = name
     out = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in op.writes) / n_chunks
+    if op.whole_operand:  # at least one whole sequence's output on chip at once
+        sequences = max(1, op.sizes["batch"] // shard.get("batch", 1))
+        out = max(out, out * n_chunks / sequences)
     return _Draft(name, op.op_class, inputs, chunks, op, shard, resident_bytes=sum(b for _, b in resident),
                   out_bytes_per_chunk=out, max_pcus=_pcu_cap(ctx, op, shard, spec))
 
