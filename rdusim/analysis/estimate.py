@@ -41,7 +41,7 @@ from rdusim.mapping.space import (
     space_from_seed,
 )
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
-from rdusim.model.transformer import base_layer_type, layer_graph
+from rdusim.model.transformer import HEAD, base_layer_type, layer_graph
 
 
 @dataclass(frozen=True)
@@ -214,13 +214,15 @@ class Evaluator:
         spec, model = self.seed.spec, self.seed.model
         tiers = {"hbm": 0.0, "ddr": 0.0}
         split = 1
-        for n, layer in zip(self.counts.values(), layers, strict=True):
+        # the per-step head layer's embedding and classifier are the ``head`` bytes below
+        decoder = [(n, layer) for (t, n), layer in zip(self.counts.items(), layers, strict=True) if t != HEAD]
+        for n, layer in decoder:
             for kernel in layer.kernels:
                 tiers[kernel.weights_tier] += kernel.weights_bytes * n
                 split = kernel.attention_split or split
         head = 2 * model.vocab * model.hidden * DTYPE_BYTES[model.dtypes.activations] / spec.defaults.tp
         mtp = model.mtp_layers if spec.workload.accepted_tokens_per_step > 1 else 0
-        tiers["hbm"] += head + mtp * sum(k.weights_bytes for k in layers[-1].kernels)
+        tiers["hbm"] += head + mtp * sum(k.weights_bytes for k in decoder[-1][1].kernels)
         kv = batch * self.kv_len * kv_bytes_per_token_layer(model) * (model.layers + mtp) / split
         activations = max(layer.activation_peak_bytes for layer in layers)
         reserved = self.reserved_bytes

@@ -299,3 +299,13 @@ class MappingSpec(Spec):
         description="decode only: the prefill mapping that shares the node (continuous batching); "
         "HBM keeps its peak activations for the same prompt length free",
     )
+
+    @model_validator(mode="after")
+    def _deployment_admits_the_prompt(self) -> MappingSpec:
+        if "deployment" in self.model_fields_set and self.phase != "decode":
+            raise ValueError("deployment applies to decode mappings (what a decode node reserves)")
+        longest = self.deployment.max_prompt
+        if longest is not None and self.workload.seq_len > longest:
+            raise ValueError(f"workload.seq_len={self.workload.seq_len} exceeds deployment.max_prompt={longest}: "
+                             "the deployment does not admit this prompt (raise deployment.max_prompt)")
+        return self

@@ -44,9 +44,7 @@ def build_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Plan:
     ``check_sram=False`` plans a mapping whose working set overflows SRAM (a what-if the
     on-chip report shows as not fitting, with the numbers)."""
     spec, model = loaded.spec, loaded.model
-    counts = layer_counts(model, spec.kv_policy, spec.phase)
-    if spec.phase == "decode" and HEAD in spec.layers:
-        counts[HEAD] = 1
+    counts = layer_counts(model, spec.kv_policy, spec.phase, head=HEAD in spec.layers)
     issues = _check_layer_types(loaded, {base_layer_type(t): n for t, n in counts.items()})
     if issues:
         raise MappingError(issues)

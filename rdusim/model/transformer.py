@@ -35,10 +35,12 @@ class Shape:
     kv_seq: int
 
 
-def layer_counts(model: ModelSpec, policy: KvPolicySpec | None = None, phase: str = "prefill") -> dict[str, int]:
+def layer_counts(model: ModelSpec, policy: KvPolicySpec | None = None, phase: str = "prefill",
+                 head: bool = False) -> dict[str, int]:
     """How many layers of each type the model has, in order of appearance.
 
     Kascade at decode splits each type into anchor and reuse layers (``moe@anchor``...).
+    ``head``: a decode step also runs the per-step ``head`` ops once (after the layers).
     """
     dense = model.ffn.first_dense_layers
     kinds = ["dense"] * dense + ["moe"] * (model.layers - dense)
@@ -48,6 +50,8 @@ def layer_counts(model: ModelSpec, policy: KvPolicySpec | None = None, phase: st
     counts: dict[str, int] = {}
     for kind in kinds:
         counts[kind] = counts.get(kind, 0) + 1
+    if head and phase == "decode":
+        counts[HEAD] = 1
     return counts
 
 

@@ -108,3 +108,27 @@ def test_an_overflowing_update_is_a_row_not_a_crash():
 def test_simulate_plan_is_unchanged_by_on_chip_reporting():
     plan = build_plan(load_mapping(SNAP, seq_len=32768, batch=64))
     assert simulate_plan(plan, record_events=False).makespan_s > 0
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("workload.seq_len=262144", "exceeds deployment.max_prompt=131072"),
+    ("deployment.prefill=elsewhere", "'colocated' or 'remote'"),
+    ("defaults.attention_split=blocks", "'keys', 'sequence' or 'heads'"),
+    ("defaults.expert_weights=some", "'routed' or 'all'"),
+])
+def test_bad_decode_choices_are_located_errors(override, message):
+    from rdusim.errors import ConfigError
+    with pytest.raises(ConfigError, match=message):
+        load_mapping(DECODE, overrides=[override])
+
+
+def test_naive_update_needs_a_ring_cache():
+    from rdusim.errors import ConfigError
+    with pytest.raises(ConfigError, match="applies to snapstream and streamingllm"):
+        load_mapping(DECODE, overrides=["kv_policy.kv_update=naive"])
+
+
+def test_deployment_is_for_decode_mappings():
+    from rdusim.errors import ConfigError
+    with pytest.raises(ConfigError, match="deployment applies to decode mappings"):
+        load_mapping(ROOT / "mappings/deepseek-r1/prefill.yaml", overrides=["deployment.max_prompt=8192"])
