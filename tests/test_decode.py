@@ -3,6 +3,7 @@ the published 128K decode row, and sweep behaviour."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -151,3 +152,16 @@ def test_simulate_diagnoses_hbm_overflow_with_the_numbers(capsys):
     assert "does not fit: HBM per socket: weights 40.85 GiB + KV 17.44 GiB (batch 32 x 131072 tokens)" in err
     assert "> 64.00 GiB" in err and "Traceback" not in err
     assert main(["simulate", str(DECODE), "--batch", "32", "--ignore-capacity"]) == 0
+
+
+def test_a_stated_prefill_reserve_replaces_the_derived_one(capsys):
+    """deployment.prefill_reserve is an explicit input; simulate's budget and JSON show it."""
+    assert reservations(load_mapping(DECODE_SNAP, overrides=["deployment.prefill_reserve=2 GiB"]))["prefill reserve"] == 2 * GiB
+    assert main(["simulate", str(DECODE_SNAP), "--set", "deployment.prefill_reserve=2 GiB", "--format", "json"]) == 0
+    budget = json.loads(capsys.readouterr().out)["memory"]["hbm_budget"]
+    assert budget["prefill_reserve"] == 2 * GiB
+    assert budget["free"] == pytest.approx(budget["capacity"] - budget["weights"] - budget["kv_cache"]
+                                           - budget["activations"] - 2 * GiB - budget["runtime_reserve"])
+    assert main(["simulate", str(DECODE_SNAP)]) == 0
+    table = capsys.readouterr().out
+    assert "prefill reserve" in table and "next batch (128) does not fit: margin -0.05 GiB" in table

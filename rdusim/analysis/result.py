@@ -40,6 +40,15 @@ class SimulationResult:
         """Prefill: time to first token. Decode: time of one step."""
         return float(self.kernels["latency_s"].sum())
 
+    def _budget(self) -> dict[str, float] | None:
+        """Decode: HBM per socket by use and reserve, free, and the margin to the next batch."""
+        fit = self.hbm
+        if fit is None or self.phase != "decode":
+            return None
+        return {"capacity": fit.capacity_bytes, "weights": fit.weights_bytes, "kv_cache": fit.kv_bytes,
+                "activations": fit.activations_bytes, **{k.replace(" ", "_"): v for k, v in fit.reserves.items()},
+                "free": fit.free_bytes, "next_batch_margin": fit.next_batch_margin_bytes}
+
     def to_dict(self) -> dict:
         """The JSON output contract (``rdusim simulate --format json``)."""
         spec = self.plan.mapping
@@ -48,7 +57,8 @@ class SimulationResult:
             "phase": self.phase, "seq_len": self.plan.seq_len, "batch": self.plan.batch,
             "kv_policy": spec.kv_policy.name, "kv_len": self.plan.kv_len, "total_s": self.total_s,
             "kernels": self.kernels.to_dict(orient="records"),
-            "memory": {"sockets": self.plan.system.sockets, "per_socket": self.memory},
+            "memory": {"sockets": self.plan.system.sockets, "per_socket": self.memory,
+                       "hbm_budget": self._budget()},
             "simulation": {"events": self.trace.event_count, "sockets_simulated": self.trace.sockets_simulated,
                            "layers_simulated": self.trace.layers_simulated},
         }

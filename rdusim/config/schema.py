@@ -278,6 +278,9 @@ class DeploymentSpec(Spec):
         "node and keeps what it holds for one max_prompt prompt free; 'remote': prefill runs on another node "
         "and ships the compressed cache over (methods.md: 'transferred to the decoding node'), so one "
         "incoming compressed cache is reserved")
+    prefill_reserve_bytes: Bytes | None = Field(
+        default=None, alias="prefill_reserve", description="a co-located prefill's reserve per socket, stated "
+        "instead of derived from the 'prefill' mapping (e.g. a measured figure)")
     runtime_reserve_bytes: Bytes = Field(
         default=0.0, alias="runtime_reserve", description="HBM the runtime keeps (programs, buffers); "
         "no public figure, 0 by default (sensitivity in docs/calibration.md)")

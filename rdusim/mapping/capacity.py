@@ -80,8 +80,8 @@ def hbm_fit(plan: Plan, loaded: LoadedMapping, report: dict[str, dict[str, float
 def reservations(loaded: LoadedMapping) -> dict[str, float]:
     """Per socket, what the decode mapping's ``deployment`` keeps free, by name (decode only).
 
-    ``prefill reserve``: a co-located prefill of one ``max_prompt`` prompt, built on this
-    mapping's hardware; its KV follows this mapping's policy (the kept tokens of every layer,
+    ``prefill reserve``: as stated (``deployment.prefill_reserve``), else a co-located prefill
+    of one ``max_prompt`` prompt, the ``prefill`` mapping built on this mapping's hardware; its KV follows this mapping's policy (the kept tokens of every layer,
     plus the layer being compressed at full length). ``incoming cache``: a remote prefill's
     compressed cache of one such prompt, as one decoding socket receives it.
     """
@@ -92,7 +92,9 @@ def reservations(loaded: LoadedMapping) -> dict[str, float]:
     prompt = deployment.max_prompt or spec.workload.seq_len
     kept = kv_length(prompt, spec.kv_policy)
     out: dict[str, float] = {}
-    if deployment.prefill == "colocated" and spec.prefill is not None:
+    if deployment.prefill == "colocated" and deployment.prefill_reserve_bytes is not None:
+        out["prefill reserve"] = deployment.prefill_reserve_bytes
+    elif deployment.prefill == "colocated" and spec.prefill is not None:
         path = (loaded.document.path.parent / spec.prefill).resolve()
         activations, full_kv, layers = _prefill_footprint(str(path), prompt, str(loaded.system.source))
         out["prefill reserve"] = activations + full_kv * kept / prompt + full_kv / layers * (1 - kept / prompt)
