@@ -55,11 +55,12 @@ def fidelity(root: Path) -> pd.DataFrame:
     # stated points (per user at the smallest batch, 8K prompt; aggregate at 256 users)
     small = simulate(root / DECODE["snapstream"], seq_len=8192, batch=16, record_events=False)
     per_user = decode["snapstream"].spec.workload.accepted_tokens_per_step / small.total_s
-    values["DeepSeek-R1 on 16 SN40L, per user"] = per_user
-    values["DeepSeek-R1 high-speed configuration, per user"] = per_user
+    values["DeepSeek-R1 on 16 SN40L, per user (model: SnapStream, 8K prompt, batch 16)"] = per_user
+    values["DeepSeek-R1 high-speed configuration, per user (model: as above)"] = per_user
     wide = simulate(root / DECODE["snapstream"], seq_len=8192, batch=256, record_events=False)
-    values["DeepSeek-R1 high-throughput, 256 users, aggregate"] = 256 * 2.4 / wide.total_s
-    return pd.DataFrame([_row(f, values[f.name], loo.get(f.name)) for f in FIGURES])
+    values["DeepSeek-R1 high-throughput, 256 users, aggregate (model: SnapStream, 8K, batch 256)"] = 256 * 2.4 / wide.total_s
+    # figures no shipped model expresses (a draft model's speculative decoding) carry no value
+    return pd.DataFrame([_row(f, values.get(f.name, math.nan), loo.get(f.name)) for f in FIGURES])
 
 
 def _step_line(loaded: LoadedMapping) -> tuple[float, int, float]:
@@ -89,19 +90,23 @@ def _leave_one_out(decode: dict[str, LoadedMapping], lines: dict[str, tuple[floa
 
 def _row(figure: Figure, model: float, loo: float | None) -> dict:
     low, high = figure.value if isinstance(figure.value, tuple) else (figure.value, figure.value)
-    if figure.unit in ("share", "fraction"):  # absolute error, percentage points
+    if math.isnan(model):
+        error = math.nan
+    elif figure.unit in ("share", "fraction"):  # absolute error, percentage points
         error = 0.0 if low <= model <= high else (model - high if model > high else model - low)
     else:                                     # relative error to the nearest edge
         error = 0.0 if low <= model <= high else (model / high - 1 if model > high else model / low - 1)
-    return {"figure": figure.name, "source": figure.source, "unit": figure.unit, "published": _fmt(figure.value), "model": model,
+    return {"figure": figure.name, "source": figure.source, "unit": figure.unit, "published": _fmt(figure.value, figure.unit in ("share", "fraction")), "model": model,
             "error": error, "role": figure.role, "tolerance": figure.tolerance,
             "within": abs(error) <= figure.tolerance, "leave_one_out": loo if loo is not None else math.nan}
 
 
-def _fmt(value: float | tuple[float, float]) -> str:
+def _fmt(value: float | tuple[float, float], percent: bool) -> str:
+    def one(x: float) -> str:
+        return f"{x * 100:g}%" if percent else f"{x:g}"
     if isinstance(value, tuple):
-        return f"{value[0]:g}-{value[1]:g}" if math.isfinite(value[1]) else f">= {value[0]:g}"
-    return f"{value:g}"
+        return f"{one(value[0])}-{one(value[1])}" if math.isfinite(value[1]) else f">= {one(value[0])}"
+    return one(value)
 
 
 def within_tolerance(frame: pd.DataFrame) -> pd.DataFrame:

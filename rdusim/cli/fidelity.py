@@ -25,10 +25,10 @@ def run(args: argparse.Namespace) -> int:
              "|---|---|---:|---:|---:|---|---:|---|---:|"]
     for row in frame.itertuples():
         share = row.unit in ("share", "fraction")  # absolute, in percentage points
-        model = f"{row.model:.2%}" if share else f"{row.model:.4g}"
+        model = "-" if math.isnan(row.model) else (f"{row.model:.2%}" if share else f"{row.model:.4g}")
         tol = "-" if not math.isfinite(row.tolerance) else (f"{row.tolerance * 100:g} pp" if share else f"{row.tolerance:.0%}")
         loo = "" if math.isnan(row.leave_one_out) else f"{row.leave_one_out:+.1%}"
-        err = f"{row.error * 100:+.2f} pp" if share else f"{row.error:+.1%}"
+        err = "-" if math.isnan(row.error) else (f"{row.error * 100:+.2f} pp" if share else f"{row.error:+.1%}")
         within = "n/a" if row.role == "context" else ("yes" if row.within else "**no**")
         lines.append(f"| {row.figure} | {row.source} | {row.published} | {model} | {err} | {row.role} | {tol} "
                      f"| {within} | {loo} |")
