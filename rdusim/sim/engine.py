@@ -14,12 +14,14 @@ and the next kernel pays its launch overhead.
 Kernel looping (``kernel_looping: true`` in the mapping; R3 = arXiv 2410.23668, R4 in
 ../shared/reference/hardware-and-models.md A.6): consecutive calls of the same kernel are one
 call with a pipelined outer loop. The loop pays one launch, no synchronisation between
-iterations, and an iteration's loads (its weights) start as soon as the previous
-iteration's loads are done, overlapping its compute; its compute waits for the previous one.
+iterations, and an iteration's loaders (its weights) start when the previous iteration
+starts, as far ahead as its buffers allow, sharing HBM with it; its compute waits for the
+previous iteration's end.
 
 Fast path: identical layers start from the same drained state, so each layer type is
 simulated once and multiplied (a looped type is simulated layer by layer: each iteration
-overlaps the next); symmetric sockets run identical plans, so one socket is simulated. ``fast=False`` runs every layer on every socket (tests check both agree).
+overlaps the next); symmetric sockets run identical plans, so one socket is simulated.
+``fast=False`` runs every layer on every socket (tests check both agree).
 """
 
 from __future__ import annotations
@@ -117,60 +119,29 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
     system = plan.system
     sync_s = system.socket.p2p_latency_s * system.collective_steps(system.sockets)
     calls = [(layer, layer_type, kernel) for layer, layer_type, _ in layers for kernel in plan.kernels[layer_type]]
-    started: list[tuple[simpy.Process, simpy.Event]] | None = None  # the next iteration, already loading
+    started: list[simpy.Process] | None = None  # a looped iteration, already loading
     for index, (layer, layer_type, kernel) in enumerate(calls):
         start = env.now
         before = {k: (p.busy_s, p.bytes_total) for k, p in sockets[0].pools.items()}
         busy_before = dict(recorder.busy)
+        overhead_s = 0.0
         if started is None:
             overhead_s = system.socket.launch_s(kernel.orchestration)
             yield env.timeout(overhead_s)
             go = env.event().succeed()
-            started = [_start_kernel(env, kernel, s, recorder, layer, go) for s in sockets]
-        else:
-            overhead_s = 0.0
-        done = env.all_of([run for run, _ in started])
+            started = [env.process(_run_kernel(env, kernel, s, recorder, layer, go)) for s in sockets]
+        done = env.all_of(started)
         following = calls[index + 1] if index + 1 < len(calls) else None
         looping = following is not None and following[1] == layer_type and _looped(plan, layer_type)
-        if looping:  # the next iteration loads as soon as this one's loads are done
-            loads = env.all_of([loaded for _, loaded in started])
-            started = _prefetch(env, following[2], sockets, recorder, following[0], loads, done)
-        else:
-            started = None
+        # the next iteration's loaders start now (bounded by its buffers); its compute waits for this one
+        started = [env.process(_run_kernel(env, following[2], s, recorder, following[0], done))
+                   for s in sockets] if looping and following is not None else None
         yield done
         if not looping:
             yield env.timeout(sync_s)
             overhead_s += sync_s
         records.append(_record(kernel, layer, start, env.now, overhead_s,
                                sockets[0], before, recorder, busy_before))
-
-
-def _prefetch(env: simpy.Environment, kernel: KernelPlan, sockets: list[_Socket], recorder: _Recorder,
-              layer: int, loads: simpy.Event, previous: simpy.Event) -> list[tuple[simpy.Process, simpy.Event]]:
-    """Start a looped iteration's loads once ``loads`` fire; its compute waits for ``previous``."""
-    started: list[tuple[simpy.Process, simpy.Event]] = []
-    for socket in sockets:
-        run_done, loads_done = env.event(), env.event()
-        started.append((env.process(_after(env, loads, kernel, socket, recorder, layer, previous,
-                                           run_done, loads_done)), loads_done))
-    return started
-
-
-def _after(env: simpy.Environment, trigger: simpy.Event, kernel: KernelPlan, socket: _Socket,
-           recorder: _Recorder, layer: int, go: simpy.Event, run_done: simpy.Event,
-           loads_done: simpy.Event) -> Generator:
-    yield trigger
-    run, loaded = _start_kernel(env, kernel, socket, recorder, layer, go)
-    loaded.callbacks.append(lambda _event: loads_done.succeed())
-    yield run
-
-
-def _start_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, recorder: _Recorder,
-                  layer: int, go: simpy.Event) -> tuple[simpy.Process, simpy.Event]:
-    """The kernel's process and the event of its loads all done; compute waits for ``go``."""
-    loaders: list[simpy.Process] = []
-    run = env.process(_run_kernel(env, kernel, socket, recorder, layer, go, loaders))
-    return run, env.all_of(loaders)
 
 
 def _record(kernel: KernelPlan, layer: int, start: float, end: float, overhead_s: float, socket: _Socket,
@@ -187,7 +158,9 @@ def _record(kernel: KernelPlan, layer: int, start: float, end: float, overhead_s
 
 
 def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, recorder: _Recorder,
-                layer: int, go: simpy.Event, loaders: list[simpy.Process]) -> Generator:
+                layer: int, go: simpy.Event) -> Generator:
+    """Every stage's loader starts at once; its compute waits for ``go`` (a looped iteration:
+    the previous iteration's end)."""
     queues = {(src, stage.name): simpy.Store(env, capacity=kernel.buffer_depth)
               for stage in kernel.stages for src in stage.inputs}
     runs = []
@@ -195,7 +168,7 @@ def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, rec
         inputs = [queues[(src, stage.name)] for src in stage.inputs]
         outputs = [q for (src, _), q in queues.items() if src == stage.name]
         ready = simpy.Store(env, capacity=kernel.buffer_depth)
-        loaders.append(env.process(_load(env, kernel, stage, ready, socket, recorder, layer)))
+        env.process(_load(env, kernel, stage, ready, socket, recorder, layer))
         runs.append(env.process(_run_stage(env, kernel, stage, inputs, outputs, ready, go, socket, recorder, layer)))
     yield env.all_of(runs)
 
