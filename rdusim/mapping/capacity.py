@@ -81,8 +81,9 @@ def reservations(loaded: LoadedMapping) -> dict[str, float]:
     """Per socket, what the decode mapping's ``deployment`` keeps free, by name (decode only).
 
     ``prefill reserve``: as stated (``deployment.prefill_reserve``), else a co-located prefill
-    of one ``max_prompt`` prompt, the ``prefill`` mapping built on this mapping's hardware; its KV follows this mapping's policy (the kept tokens of every layer,
-    plus the layer being compressed at full length). ``incoming cache``: a remote prefill's
+    of one ``max_prompt`` prompt, the ``prefill`` mapping built on this mapping's hardware;
+    its KV follows this mapping's policy (the kept tokens of every layer, plus the layer
+    being compressed at full length). ``incoming cache``: a remote prefill's
     compressed cache of one such prompt, as one decoding socket receives it.
     """
     spec = loaded.spec
