@@ -29,7 +29,7 @@ from rdusim.analysis.metrics import step_figures
 from rdusim.errors import MappingError
 from rdusim.mapping.build import build_layer, kv_length, layer_shape
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
-from rdusim.mapping.capacity import reserved_prefill_bytes
+from rdusim.mapping.capacity import reservations
 from rdusim.mapping.memory import memory_usage
 from rdusim.mapping.plan import KernelPlan
 from rdusim.mapping.space import (
@@ -131,7 +131,7 @@ class Evaluator:
         self.seed = load_mapping(self.problem.seed_path, overrides=list(self.problem.overrides))
         self.space = space_from_seed(self.seed)
         self.counts = layer_types(self.seed)
-        self.reserved_bytes = reserved_prefill_bytes(self.seed)
+        self.reserved_bytes = sum(reservations(self.seed).values())
         self.kv_len = kv_length(self.seed)
 
     def data(self, genome: tuple[int, ...]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from rdusim.mapping.capacity import batch_candidates, hbm_fit, max_batch
 from rdusim.sim.engine import simulate_plan
 
 SWEEP_COLUMNS = ["model", "seq_len", "policy", "kv_len", "batch", "fits", "reason", "step_s", "ttft_s", "tpot_s",
-                 "tokens_per_s", "max_batch", "bound", "hbm_weights_bytes", "hbm_kv_bytes",
+                 "tokens_per_s", "max_batch", "margin_gib", "bound", "hbm_weights_bytes", "hbm_kv_bytes",
                  "hbm_activations_bytes", "hbm_reserved_bytes", "hbm_capacity_bytes"]
 def policy_overrides(policy: str, compression: float) -> list[str]:
     return [f"kv_policy.name={policy}",
@@ -82,7 +82,7 @@ def _point(mapping: str, overrides: list[str], seq_len: int, policy: str, batch:
     row = base | {"model": plan.model.name, "kv_len": plan.kv_len, "fits": fit.fits, "reason": fit.reason,
                   "hbm_weights_bytes": fit.weights_bytes, "hbm_kv_bytes": fit.kv_bytes,
                   "hbm_activations_bytes": fit.activations_bytes, "hbm_reserved_bytes": fit.reserved_bytes,
-                  "hbm_capacity_bytes": fit.capacity_bytes}
+                  "hbm_capacity_bytes": fit.capacity_bytes, "margin_gib": fit.next_batch_margin_bytes / 2**30}
     if not fit.fits:
         return row
     frame = kernel_breakdown(plan, simulate_plan(plan, record_events=False))

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "numerics": "check the KV policies on a real small LM (passkey, divergence)",
     "validate": "check mapping, model and hardware YAML files",
     "calibrate": "fit calibration constants to the published figures",
+    "fidelity": "every published figure the project knows against the model",
     "schema": "print the JSON Schema of a document kind",
 }
 

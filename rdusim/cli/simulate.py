@@ -7,9 +7,10 @@ import json
 import sys
 
 from rdusim.analysis.chrome_trace import chrome_trace
-from rdusim.analysis.result import simulate
+from rdusim.analysis.result import SimulationResult, simulate
 from rdusim.cli import command_parser
 from rdusim.cli.output import format_table, write_atomic
+from rdusim.units import format_bytes
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         text = result.kernels.to_csv(index=False)
     else:
-        text = format_table(result)
+        text = format_table(result) + hbm_budget(result)
     outputs = [(args.out, text)] if args.out else []
     if args.trace:
         outputs.append((args.trace, json.dumps(chrome_trace(result.trace))))
@@ -48,3 +49,19 @@ def run(args: argparse.Namespace) -> int:
     if not args.out:
         sys.stdout.write(text)
     return 0
+
+
+def hbm_budget(result: SimulationResult) -> str:
+    """Decode: the HBM budget per socket, each deployment reserve named, and the margin to the
+    next batch (a power of two up); empty for prefill."""
+    fit = result.hbm
+    if fit is None or result.phase != "decode":
+        return ""
+    parts = [("weights", fit.weights_bytes), ("KV cache", fit.kv_bytes), ("activations", fit.activations_bytes),
+             *fit.reserves.items(), ("free", fit.free_bytes)]
+    lines = ["", f"HBM budget per socket (of {format_bytes(fit.capacity_bytes)}; deployment reserves from the mapping):"]
+    lines += [f"  {name:<16} {format_bytes(b):>11}" for name, b in parts]
+    margin = fit.next_batch_margin_bytes
+    verdict = "fits" if margin >= 0 else "does not fit"
+    lines.append(f"  next batch ({2 * fit.batch}) {verdict}: margin {margin / 2**30:+.2f} GiB")
+    return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ from rdusim.config.schema import DTYPE_BYTES, MappingSpec, ModelSpec
 from rdusim.mapping.plan import KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, tensor_layout
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
-from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT
+from rdusim.model.transformer import HEAD, LAYER_INPUT, LAYER_OUTPUT
 
 USES = ("weights", "kv_cache", "activations", "working_set")
 TIERS = ("sram", "hbm", "ddr")
@@ -41,16 +41,17 @@ def memory_usage(mapping: MappingSpec, model: ModelSpec, layer_counts: Mapping[s
     estimator the kernel plans it has cached for a candidate.
     """
     report = {tier: dict.fromkeys(USES, 0.0) for tier in TIERS}
-    for layer_type, layer_kernels in kernels.items():
+    decoder = {t: ks for t, ks in kernels.items() if t != HEAD}  # the head layer: counted once below
+    for layer_type, layer_kernels in decoder.items():
         for kernel in layer_kernels:
             report[kernel.weights_tier]["weights"] += kernel_weight_bytes(kernel) * layer_counts[layer_type]
     report["hbm"]["weights"] += head_weight_bytes(model) / mapping.defaults.tp
     mtp = mtp_layers(model, mapping)
     if mtp:
         # multi-token prediction: one more decoder layer (DeepSeek: an MoE layer, M1 in
-        # hardware-and-models.md B.2), sharded like the last layer type
-        last = list(kernels)[-1]
-        report["hbm"]["weights"] += mtp * sum(kernel_weight_bytes(k) for k in kernels[last])
+        # hardware-and-models.md B.2), sharded like the last decoder layer type
+        last = list(decoder)[-1]
+        report["hbm"]["weights"] += mtp * sum(kernel_weight_bytes(k) for k in decoder[last])
     split = kv_split(k for layer_kernels in kernels.values() for k in layer_kernels)
     report["hbm"]["kv_cache"] = batch * kv_len * kv_bytes_per_token_layer(model) * (model.layers + mtp) / split
     report["hbm"]["activations"] = activation_peak_bytes

@@ -69,6 +69,7 @@ class KernelPlan:
     weights_tier: str                        # where its weights live: "hbm" or "ddr"
     buffer_depth: int = 2
     orchestration: str = "hardware"
+    stage_sram: tuple[tuple[str, float], ...] = ()  # on-chip bytes per stage (sums to sram_bytes)
 
     @property
     def n_chunks(self) -> int:

@@ -33,7 +33,7 @@ from rdusim.config.loader import Document
 from rdusim.config.schema import KernelSpec, KvPolicySpec
 from rdusim.mapping.build import layer_shape
 from rdusim.mapping.bundle import LoadedMapping, validate_mapping
-from rdusim.model.transformer import base_layer_type, layer_counts, layer_graph
+from rdusim.model.transformer import HEAD, base_layer_type, layer_counts, layer_graph
 
 BATCHES = tuple(2**k for k in range(11))       # 1 .. 1024
 CHUNK_STEPS = (-2, -1, 0, 1, 2)                # seed chunk x 2**step
@@ -107,8 +107,7 @@ def space_from_seed(loaded: LoadedMapping) -> Space:
 
 
 def _layer_space(loaded: LoadedMapping, base: str, kernels: list[KernelSpec]) -> LayerSpace:
-    spec = loaded.spec
-    full_type = next(t for t in layer_counts(loaded.model, spec.kv_policy, spec.phase) if base_layer_type(t) == base)
+    full_type = next(t for t in layer_types(loaded) if base_layer_type(t) == base)
     plain = layer_graph(loaded.model, base_layer_type(full_type), layer_shape(loaded), KvPolicySpec())
     attention = next((n for k in kernels for n in k.ops
                       if n in plain.nodes and plain.nodes[n]["op"].op_class == "attention"), None)
@@ -268,4 +267,4 @@ def load_candidate(seed: LoadedMapping, data: dict[str, Any]) -> LoadedMapping:
 
 def layer_types(loaded: LoadedMapping) -> dict[str, int]:
     """Layer types of the phase (with KV-policy variants) and how many layers each."""
-    return layer_counts(loaded.model, loaded.spec.kv_policy, loaded.spec.phase)
+    return layer_counts(loaded.model, loaded.spec.kv_policy, loaded.spec.phase, head=HEAD in loaded.spec.layers)

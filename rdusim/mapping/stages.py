@@ -69,6 +69,7 @@ class _Draft:
     shard: Layout = field(default_factory=dict)
     resident_bytes: float = 0.0
     out_bytes_per_chunk: float = 0.0
+    max_pcus: int | None = None             # independent instances per socket, if capped
 
 
 def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
@@ -95,9 +96,9 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     assert len({d.name for d in drafts}) == len(drafts), "stage names must be unique within a kernel"
     stages = _allocate(ctx, drafts)
     depth = spec.buffer_depth
-    sram = sum(x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk) for x in drafts)
-    return KernelPlan(spec.kernel, ctx.layer_type, stages, sram, chunk_tokens, spec.weights, depth,
-                      spec.orchestration)
+    per_stage = tuple((x.name, x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk)) for x in drafts)
+    return KernelPlan(spec.kernel, ctx.layer_type, stages, sum(b for _, b in per_stage), chunk_tokens, spec.weights,
+                      depth, spec.orchestration, per_stage)
 
 
 #: the dimension an op streams its chunks along: query tokens, else keys or cache slots
@@ -124,9 +125,12 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     if op.op_class == "attention" and (blocked or op.causal):
         # causal pairs per chunk also when the kernel makes its own K/V (nothing to load then)
         block = spec.kv_block_tokens
+        if not op.causal and spec.attention_split != "keys":
+            block = op.sizes["kv_seq"]  # the whole operand, on chip before the reduction
         chunks_items = _attention_items(op, shard, n_chunks, block, blocked)
     elif op.routed:
-        chunks_items = _expert_items(ctx, op, shard, n_chunks, resident)
+        every_expert = spec.expert_weights == "all"
+        chunks_items = _expert_items(ctx, op, shard, n_chunks, resident, every_expert)
         resident = []
     elif op.is_barrier:
         chunks_items = [[Item(op.work(shard))]] + [[Item(0.0)] for _ in range(n_chunks - 1)]
@@ -143,8 +147,23 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     for tensor in op.writes:
         provider[tensor.name] = name
     out = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in op.writes) / n_chunks
-    return _Draft(name, op.op_class, inputs, chunks, op, shard,
-                  resident_bytes=sum(b for _, b in resident), out_bytes_per_chunk=out)
+    if op.whole_operand:  # at least one whole sequence's output on chip at once
+        sequences = max(1, op.sizes["batch"] // shard.get("batch", 1))
+        out = max(out, out * n_chunks / sequences)
+    return _Draft(name, op.op_class, inputs, chunks, op, shard, resident_bytes=sum(b for _, b in resident),
+                  out_bytes_per_chunk=out, max_pcus=_pcu_cap(ctx, op, shard, spec))
+
+
+def _pcu_cap(ctx: KernelContext, op: Op, shard: Layout, spec: KernelSpec) -> int | None:
+    """Independent instances of the op per socket: one PCU each at most.
+
+    Decode attention with ``attention_split: heads`` reduces (softmax, then the weighted
+    sum) over a sequence's whole cache in one instance per (sequence, query, head): without
+    a flash-decoding split and combine, the keys are not a parallel dimension.
+    """
+    if op.op_class == "attention" and not op.causal and spec.attention_split == "heads":
+        return max(1, math.prod(op.sizes[d] // shard.get(d, 1) for d in ("batch", "seq", "heads")))
+    return op.max_pcus(shard)
 
 
 def _classify_reads(op: Op, shard: Layout, provider: dict[str, str], weights_tier: str
@@ -200,8 +219,12 @@ def _pairs(q0: int, q1: int, k0: int, k1: int, causal: bool) -> float:
 
 
 def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
-                  resident: list[tuple[str, float]]) -> list[list[Item]]:
-    """One item per expert a chunk touches: its weights streamed, then its tokens computed."""
+                  resident: list[tuple[str, float]], every_expert: bool) -> list[list[Item]]:
+    """One item per expert a chunk touches: its weights streamed, then its tokens computed.
+
+    ``every_expert`` (``expert_weights: all``): a static graph streams every expert's
+    weights each chunk, idle experts with no tokens.
+    """
     tier = resident[0][0] if resident else "hbm"
     weight_bytes = sum(b for _, b in resident) / op.sizes["experts"]
     rows = _rows(op, shard)
@@ -211,6 +234,8 @@ def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
     chunks = []
     for tokens in chunk_expert_tokens(rows, n_chunks, op.sizes["routed"], op.sizes["topk"], shared,
                                       workload.routing, workload.seed):
+        if every_expert:
+            tokens = tokens + [0.0] * (op.sizes["experts"] - len(tokens))
         chunks.append([Item(per_token_slot * t, ((tier, weight_bytes),)) for t in tokens])
     return chunks
 
@@ -257,7 +282,7 @@ def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
     compute = [x for x in drafts if x.op_class != "collective"]
     one_pcu_s = {x.name: sum(i.work for c in x.chunks for i in c.items) * socket.pcus
                  / socket.achievable_ops_per_s(x.op_class) for x in compute}
-    caps = {x.name: (x.op.max_pcus(x.shard) if x.op is not None else None) or socket.pcus for x in compute}
+    caps = {x.name: x.max_pcus or socket.pcus for x in compute}
     pcus = balance_pcus(one_pcu_s, caps, socket.pcus)
     stages = []
     for x in drafts:

@@ -70,13 +70,18 @@ def policy_sizes(prompt: int | None, kv_seq: int, policy: KvPolicySpec) -> dict[
     window = min(policy.window, prompt)
     ring, topk = capacity, capacity - min(window, capacity)
     if policy.name == "snapstream":
-        try:
-            sink, recent, topk = snapstream_slots(capacity, policy.sink, policy.topk_share)
-        except ValueError as error:
-            raise MappingError(f"kv_policy: {error} (prompt {prompt} tokens / compression "
-                               f"{policy.compression:g})") from None
+        sink, recent, topk = ring_slots(capacity, policy)
         ring = sink + recent
     return sizes | {"window": window, "capacity": capacity, "ring": ring, "topk_slots": max(topk, 1)}
+
+
+def ring_slots(capacity: int, policy: KvPolicySpec) -> tuple[int, int, int]:
+    """(sink, recent, top-K) slots of a SnapStream (or StreamingLLM: no top-K) cache of ``capacity``."""
+    share = policy.topk_share if policy.name == "snapstream" else 0.0
+    try:
+        return snapstream_slots(capacity, policy.sink, share)
+    except ValueError as error:
+        raise MappingError(f"kv_policy: {error} (compression {policy.compression:g})") from None
 
 
 def add_policy_ops(b: LayerBuilder, policy: KvPolicySpec, phase: str, latent: bool, variant: str) -> None:
@@ -85,6 +90,8 @@ def add_policy_ops(b: LayerBuilder, policy: KvPolicySpec, phase: str, latent: bo
             _snapkv_prefill(b, latent, policy.name)
         elif policy.name == "h2o":
             _h2o_prefill(b, latent)
+    elif policy.name in ("snapstream", "streamingllm"):
+        _ring_update(b, policy, latent)
     elif policy.name == "h2o":
         _scan_ops(b, "h2o", latent)
     elif policy.name == "longflow":
@@ -127,6 +134,43 @@ def _snapkv_prefill(b: LayerBuilder, latent: bool, policy: str) -> None:
     if policy == "snapstream":
         b.add("snapkv_concat", "elementwise", ("batch", "capacity", *row), factor,
               (kv("kv_topk", "topk_slots"), kv("kv_ring", "ring")), (kv("kv_compressed", "capacity"),))
+
+
+def _ring_update(b: LayerBuilder, policy: KvPolicySpec, latent: bool) -> None:
+    """The decode-step cache update of a fixed-size [sink | recent | top-K] cache.
+
+    ``ring`` (methods.md section 1, decode): the new token's entry goes to slot ``t`` (sink)
+    or ``S + (t - S) mod R``: an index computation, the entry itself is the one the QKV ops
+    write anyway. ``naive``: the recent run shifted by one with the new token appended, both
+    candidate caches ([sink | recent shifted | top-K] and [sink | recent | top-K], for a token
+    that lands in the recent run or in a sink) built from slices and concatenated, and one
+    selected per sample, then written back: the whole cache is read, built twice on chip and
+    rewritten every step.
+    """
+    capacity = b.sizes["kv_seq"]
+    sink, recent, topk = ring_slots(capacity, policy)
+    b.sizes |= {"upd_sink": max(sink, 1), "upd_recent": recent, "upd_topk": max(topk, 1),
+                "upd_capacity": capacity, "candidates": 2}
+    if policy.kv_update == "ring":
+        b.add("ring_slot", "elementwise", ("batch", "seq"), 4.0,
+              (b.act("step_position", "batch", "seq", nbytes=4),), (b.act("slot_index", "batch", "seq", nbytes=4),),
+              attach_to="attention")
+        return
+    row, factor = _kv_row(latent)
+
+    def kv(name: str, rows: str, role: str = "kv") -> TensorUse:
+        return TensorUse(name, ("batch", rows, *row), role, b.dt.kv, factor)
+
+    new = TensorUse("kv_cache", ("batch", "seq", *row), "kv", b.dt.kv, factor)
+    b.add("naive_shift", "elementwise", ("batch", "upd_recent", *row), factor,
+          (kv("kv_recent", "upd_recent"), new), (kv("recent_shifted", "upd_recent", "activation"),),
+          attach_to="attention")
+    candidates = TensorUse("kv_candidates", ("batch", "candidates", "upd_capacity", *row), "activation", b.dt.kv, factor)
+    b.add("naive_concat", "elementwise", ("batch", "candidates", "upd_capacity", *row), factor,
+          (kv("kv_sink", "upd_sink"), kv("kv_recent", "upd_recent"), kv("recent_shifted", "upd_recent", "activation"),
+           kv("kv_topk_slots", "upd_topk")), (candidates,), attach_to="attention", whole_operand=True)
+    b.add("naive_select", "elementwise", ("batch", "upd_capacity", *row), factor,
+          (candidates,), (kv("kv_rebuilt", "upd_capacity"),), attach_to="attention", whole_operand=True)
 
 
 def _h2o_prefill(b: LayerBuilder, latent: bool) -> None:

@@ -32,6 +32,7 @@ class KernelRecord:
     layer: int
     start_s: float
     end_s: float
+    launch_sync_s: float                 # its launch + the barrier after it (0 inside a looped call)
     stage_busy_s: dict[str, float]       # compute busy time per stage (socket 0)
     stage_pcus: dict[str, int]
     pool_busy_s: dict[str, float]        # per pool kind, socket 0, within the kernel
