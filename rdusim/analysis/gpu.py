@@ -1,0 +1,208 @@
+"""GPU predictions: a GPU mapping's step time, the benchmark rows, and the calibration fit.
+
+Owns: ``GpuStep``, ``simulate_gpu_step``, ``llama_shape``, ``predict_row``,
+``fit_calibration``, ``compare_rows``. Imports: config, hw.gpu, model.policy, mapping.gpu,
+sim.gpu.
+
+``predict_row`` turns one row of ``benchmarks/gpu/*.csv`` into the library kernels that the
+measurement ran and simulates them; ``fit_calibration`` reads only rows whose ``set`` is
+``calibration`` (copy bandwidth and three GEMMs) and returns the three fitted constants.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rdusim.config.schema import GpuSpec, KvPolicySpec, ModelSpec
+from rdusim.hw.gpu import Gpu
+from rdusim.mapping.gpu import (
+    GpuKernel,
+    LayerShape,
+    flash_decode,
+    flash_prefill,
+    gemm,
+    kascade_decode,
+    layer_kernels,
+    streaming,
+)
+from rdusim.model.policy import kascade_anchor_layers, kascade_topk, kv_length
+from rdusim.sim.gpu import simulate_gpu
+
+#: the decoder layer and head of ``benchmarks/gpu/measure.py``'s Llama model, in launch order
+MEASURED_LAYER = ["rms_norm", "qkv_gemm", "rope", "kv_append", "attention", "o_gemm",
+                  "residual_add", "rms_norm", "gate_up_gemm", "silu_mul", "down_gemm", "residual_add"]
+
+
+@dataclass(frozen=True)
+class GpuStep:
+    """One forward step (a decode step or a prefill) on one GPU."""
+
+    seconds: float
+    kernels: dict[str, float]        # seconds per kernel name, summed over layers
+    launches: int
+    hbm_bytes: float
+    flops: float
+
+
+def llama_shape(model: ModelSpec, *, batch: int, tokens: int, kv_len: int, tp: int = 1) -> LayerShape:
+    att = model.attention
+    if att.kind != "gqa" or model.ffn.moe is not None:
+        raise ValueError(f"{model.name}: the GPU library kernels cover GQA models with dense FFNs")
+    return LayerShape(batch=batch, tokens=tokens, kv_len=kv_len, hidden=model.hidden,
+                      q_heads=att.heads, kv_heads=att.kv_heads, head_dim=att.head_dim,
+                      ffn=model.ffn.intermediate, vocab=model.vocab, tp=tp)
+
+
+def simulate_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: list[str], phase: str,
+                      batch: int, seq_len: int, mode: str, tp: int = 1,
+                      policy: KvPolicySpec | None = None) -> GpuStep:
+    """Simulate one step; identical layers are simulated once and multiplied (kernels run one
+    at a time from an idle GPU, so a layer's time does not depend on its neighbours)."""
+    policy = policy or KvPolicySpec()
+    tokens = seq_len if phase == "prefill" else 1
+    kept = seq_len if phase == "prefill" else kv_length(seq_len, policy)
+    base = llama_shape(model, batch=batch, tokens=tokens, kv_len=kept, tp=tp)
+    layer_types: dict[str, tuple[LayerShape, int]] = {"layer": (base, model.layers)}
+    if policy.name == "kascade" and phase == "decode":
+        anchors = kascade_anchor_layers(model.layers, policy)
+        topk = kascade_topk(kept, policy)
+        dense = _replace(base, topk=None)
+        anchor = _replace(base, topk=topk, anchor=True)
+        reuse = _replace(base, topk=topk)
+        layer_types = {"dense": (dense, 1), "anchor": (anchor, len(anchors) - 1),
+                       "reuse": (reuse, model.layers - len(anchors))}
+    seconds, per_kernel, launches, nbytes, flops = 0.0, {}, 0, 0.0, 0.0
+    parts = [(layer_kernels(head[:1], base, gpu, phase=phase), 1),
+             (layer_kernels(head[1:], base, gpu, phase=phase), 1)] if head else []
+    for shape, count in layer_types.values():
+        if count:
+            kernels = layer_kernels(layer, shape, gpu, phase=phase)
+            if shape.anchor is False and shape.topk is None and policy.name == "kascade" and phase == "decode":
+                kernels += kascade_decode(shape.batch, shape.q_heads // tp, max(1, shape.kv_heads // tp),
+                                          shape.kv_len, shape.head_dim, kascade_topk(kept, policy), gpu,
+                                          anchor=True)[:3]  # layer 0 also publishes its top-k
+            parts.append((kernels, count))
+    for kernels, count in parts:
+        if not kernels:
+            continue
+        trace = simulate_gpu([(k, 0) for k in kernels], gpu, mode=mode)
+        seconds += trace.makespan_s * count
+        for record in trace.kernels:
+            per_kernel[record.kernel] = per_kernel.get(record.kernel, 0.0) + (record.end_s - record.start_s) * count
+        launches += sum(k.launches for k in kernels) * count
+        nbytes += sum(k.bytes for k in kernels) * count
+        flops += sum(k.flops for k in kernels) * count
+    return GpuStep(seconds, per_kernel, launches, nbytes, flops)
+
+
+def _replace(shape: LayerShape, **changes: object) -> LayerShape:
+    from dataclasses import replace
+
+    return replace(shape, **changes)
+
+
+# --------------------------------------------------------------------- benchmark rows
+LLAMA_8B = dict(layers=32, hidden=4096, vocab=128256, heads=32, kv_heads=8, head_dim=128, ffn=14336)
+
+
+def _int(row: dict, key: str) -> int:
+    return int(float(row[key]))
+
+
+def row_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
+    """The library kernels one microbenchmark row of ``measure.py`` launched."""
+    kind = row["kind"]
+    if kind == "copy":
+        return [streaming("copy", float(row["bytes"]), gpu)]
+    if kind == "gemm":
+        return gemm("gemm", _int(row, "m"), _int(row, "n"), _int(row, "k"), gpu)
+    if kind == "rmsnorm":
+        return [streaming("rms_norm", float(row["bytes"]), gpu, rows=_int(row, "m"))]
+    if kind == "silu_mul":
+        return [streaming("silu_mul", 5 * _int(row, "m") * _int(row, "n") * 2, gpu, launches=2)]
+    if kind == "launch":
+        return [streaming("tiny", 2 * 256 * 4, gpu, rows=1)]
+    b, hq, hkv, hd = (_int(row, k) for k in ("batch", "q_heads", "kv_heads", "head_dim"))
+    if kind == "attn_prefill":
+        return flash_prefill("attention", b, hq, hkv, _int(row, "seq_len"), hd, gpu)
+    if kind == "attn_decode":
+        return flash_decode("attention", b, hq, hkv, _int(row, "kv_len"), hd, gpu)
+    if kind == "kascade":
+        mode, kv_len = row["mode"], _int(row, "kv_len")
+        if mode == "dense":
+            return flash_decode("attention", b, hq, hkv, kv_len, hd, gpu)
+        if mode in ("reuse", "anchor"):
+            return kascade_decode(b, hq, hkv, kv_len, hd, _int(row, "top_k"), gpu, anchor=mode == "anchor")
+    raise ValueError(f"no GPU model for benchmark row {row['name']!r} (kind {kind!r})")
+
+
+def predict_row(row: dict, gpu: Gpu, model: ModelSpec | None = None) -> float | None:
+    """Predicted seconds of one benchmark row, or None where rdusim has no model for it."""
+    kind = row["kind"]
+    if kind in ("e2e_decode", "e2e_prefill"):
+        if model is None:
+            return None
+        phase = "decode" if kind == "e2e_decode" else "prefill"
+        seq = _int(row, "kv_len") if phase == "decode" else _int(row, "seq_len")
+        step = simulate_gpu_step(model, gpu, layer=MEASURED_LAYER, head=["embedding", "lm_head"],
+                                 phase=phase, batch=_int(row, "batch"), seq_len=seq, mode=row["mode"])
+        return step.seconds
+    if kind == "kascade" and row["mode"].startswith("project"):
+        return None  # the project's reference kernels (dense masks) are not library kernels
+    kernels = row_kernels(row, gpu)
+    if kind == "launch":
+        mode = row["mode"]
+        n = 200
+        trace = simulate_gpu([(kernels[0], 0)] * n, gpu, mode=mode)
+        return trace.makespan_s / n
+    return simulate_gpu([(k, 0) for k in kernels], gpu, mode="stream").makespan_s
+
+
+# ---------------------------------------------------------------------- calibration
+def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
+    """Fit ``hbm_stream`` and ``launch.stream`` to the copy rows (least squares of time against
+    bytes) and ``gemm_tensor`` to the largest calibration GEMM. Reads ``set == calibration`` only."""
+    rows = [r for r in rows if r["set"] == "calibration"]
+    copies = [(float(r["bytes"]), float(r["median_us"]) * 1e-6) for r in rows if r["kind"] == "copy"]
+    xs, ys = zip(*copies, strict=True)
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in copies) / sum((x - mx) ** 2 for x in xs)
+    intercept = my - slope * mx
+    hbm_stream = 1.0 / slope / spec.memory.hbm_bytes_per_s
+    gemms = [r for r in rows if r["kind"] == "gemm"]
+    big = max(gemms, key=lambda r: float(r["flops"]))
+    lo, hi = 0.05, 1.0
+    for _ in range(40):  # bisection: the engine's time falls as the tensor efficiency rises
+        mid = (lo + hi) / 2
+        gpu = _with(spec, hbm_stream=hbm_stream, gemm_tensor=mid, stream_s=intercept)
+        t = simulate_gpu([(k, 0) for k in row_kernels(big, gpu)], gpu, mode="stream").makespan_s
+        lo, hi = (mid, hi) if t > float(big["median_us"]) * 1e-6 else (lo, mid)
+    return {"hbm_stream": hbm_stream, "launch_stream_s": intercept, "gemm_tensor": (lo + hi) / 2}
+
+
+def _with(spec: GpuSpec, *, hbm_stream: float, gemm_tensor: float, stream_s: float) -> Gpu:
+    eff = spec.efficiency.model_copy(update={"hbm_stream": hbm_stream, "gemm_tensor": gemm_tensor})
+    launch = spec.launch.model_copy(update={"stream_s": stream_s})
+    return Gpu(spec.model_copy(update={"efficiency": eff, "launch": launch}))
+
+
+def compare_rows(rows: Iterable[dict], gpu: Gpu, model: ModelSpec | None) -> list[dict]:
+    """Every row with its prediction and signed relative error (None where not modelled)."""
+    out = []
+    for row in rows:
+        pred = predict_row(row, gpu, model)
+        measured = float(row["median_us"]) * 1e-6
+        err = None if pred is None else (pred - measured) / measured
+        out.append({**row, "predicted_us": None if pred is None else pred * 1e6, "error": err})
+    return out
+
+
+def summary(compared: list[dict], kinds: tuple[str, ...], mode: str | None = None) -> dict[str, float]:
+    errs = [abs(r["error"]) for r in compared if r["error"] is not None and r["kind"] in kinds
+            and r["set"] == "prediction" and (mode is None or r["mode"] == mode)]
+    if not errs:
+        return {"n": 0, "median": math.nan, "worst": math.nan}
+    return {"n": len(errs), "median": statistics.median(errs), "worst": max(errs)}
