@@ -1,7 +1,7 @@
 """GPU predictions: a GPU mapping's step time, the benchmark rows, and the calibration fit.
 
 Owns: ``GpuStep``, ``simulate_gpu_step``, ``llama_shape``, ``predict_row``,
-``fit_calibration``, ``compare_rows``. Imports: config, hw.gpu, model.policy, mapping.gpu,
+``fit_calibration``, ``compare_rows``, ``simulate_gpu_mapping``. Imports: config, hw.gpu, model.policy, mapping.gpu,
 sim.gpu.
 
 ``predict_row`` turns one row of ``benchmarks/gpu/*.csv`` into the library kernels that the
@@ -15,9 +15,12 @@ import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
-from rdusim.config.schema import GpuSpec, KvPolicySpec, ModelSpec
-from rdusim.hw.gpu import Gpu
+from rdusim.config.loader import load_spec, model_path, read_document
+from rdusim.config.schema import GpuMappingSpec, GpuSpec, KvPolicySpec, ModelSpec
+from rdusim.errors import ConfigError
+from rdusim.hw.gpu import Gpu, GpuNode, load_gpu_node
 from rdusim.mapping.gpu import (
     GpuKernel,
     LayerShape,
@@ -206,3 +209,92 @@ def summary(compared: list[dict], kinds: tuple[str, ...], mode: str | None = Non
     if not errs:
         return {"n": 0, "median": math.nan, "worst": math.nan}
     return {"n": len(errs), "median": statistics.median(errs), "worst": max(errs)}
+
+
+# ------------------------------------------------------------------- GPU mappings
+@dataclass(frozen=True)
+class GpuResult:
+    """A GPU mapping simulated at one workload: time, throughput and memory of one GPU."""
+
+    name: str
+    hardware: str
+    phase: str
+    mode: str
+    batch: int
+    seq_len: int
+    kv_len: int
+    policy: str
+    gpus: int
+    tp: int
+    step: GpuStep
+    weight_bytes: float
+    kv_bytes: float
+    hbm_bytes: float
+    max_batch: int
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Node throughput: each of gpus/tp replicas serves ``batch`` sequences."""
+        replicas = self.gpus // self.tp
+        tokens = self.batch * (self.seq_len if self.phase == "prefill" else 1)
+        return tokens * replicas / self.step.seconds
+
+
+def model_bytes(model: ModelSpec) -> float:
+    """bf16 weights of a dense GQA model (embedding and LM head counted separately)."""
+    att = model.attention
+    d, hd = model.hidden, att.head_dim
+    per_layer = d * (att.heads + 2 * att.kv_heads) * hd + att.heads * hd * d + 3 * d * model.ffn.intermediate
+    return 2.0 * (model.layers * per_layer + 2 * model.vocab * d)
+
+
+def kv_bytes_per_token(model: ModelSpec) -> float:
+    att = model.attention
+    return 2.0 * model.layers * 2 * att.kv_heads * att.head_dim
+
+
+def simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, *, seq_len: int | None = None,
+                         batch: int | None = None, policy: KvPolicySpec | None = None,
+                         mode: str | None = None) -> GpuResult:
+    """Simulate a ``gpu_mapping`` on a GPU node: one replica of ``tp`` GPUs, the others copies."""
+    seq_len = seq_len or spec.workload.seq_len
+    batch = batch or spec.workload.batch
+    policy = policy or spec.kv_policy
+    mode = mode or spec.launch
+    if spec.tp > node.gpus or node.gpus % spec.tp:
+        raise ConfigError(f"{spec.name}: tp={spec.tp} must divide the node's {node.gpus} GPU(s)")
+    kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
+    weights = model_bytes(model) / spec.tp
+    per_seq = kv_bytes_per_token(model) * kept / spec.tp
+    free = node.gpu.hbm_capacity_bytes - weights
+    max_batch = max(0, int(free // per_seq)) if per_seq else 0
+    if batch > max_batch:
+        raise ConfigError(
+            f"{spec.name}: batch {batch} does not fit on {node.gpu.name}: weights {weights / 1e9:.1f} GB + "
+            f"KV {batch} x {per_seq / 1e9:.3f} GB > HBM {node.gpu.hbm_capacity_bytes / 1e9:.0f} GB "
+            f"(max batch {max_batch})")
+    step = simulate_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
+                             batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
+    return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
+                     spec.tp, step, weights, per_seq * batch, weights + per_seq * batch, max_batch)
+
+
+def gpu_result_rows(result: GpuResult) -> list[dict]:
+    """Per-kernel rows (seconds summed over layers, share of the step) for tables."""
+    total = result.step.seconds
+    return [{"kernel": k, "time_us": s * 1e6, "share": s / total}
+            for k, s in sorted(result.step.kernels.items(), key=lambda kv: -kv[1])]
+
+
+def load_gpu_mapping(path: str | Path, hw: str | Path | None = None) -> tuple[GpuMappingSpec, ModelSpec, GpuNode]:
+    """A gpu_mapping document with its model and its (or ``hw``'s) GPU node."""
+    path = Path(path)
+    spec = load_spec(path, GpuMappingSpec)
+    model = load_spec(model_path(spec.model, path.parent), ModelSpec)
+    node = load_gpu_node(hw if hw is not None else (path.parent / spec.hardware).resolve())
+    return spec, model, node
+
+
+def is_gpu_mapping(path: str | Path) -> bool:
+    path = Path(path)
+    return path.is_file() and read_document(path).data.get("kind") == "gpu_mapping"
