@@ -18,13 +18,14 @@ from rdusim import __version__
 from rdusim.errors import RdusimError
 
 #: subcommand modules under rdusim.cli, in the order ``rdusim --help`` lists them
-COMMANDS: tuple[str, ...] = ("simulate", "sweep", "explore", "numerics", "validate", "calibrate", "schema")
+COMMANDS: tuple[str, ...] = ("simulate", "sweep", "explore", "numerics", "validate", "calibrate", "schema",
+                             "compare-hw")
 
 EXIT_USAGE = 2
 
 
 def _load(name: str) -> ModuleType:
-    return importlib.import_module(f"rdusim.cli.{name}")
+    return importlib.import_module(f"rdusim.cli.{name.replace('-', '_')}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,104 @@
+"""One decode workload on several hardware documents: SN40L nodes and GPU nodes side by side.
+
+Owns: ``compare_hardware``. Imports: analysis.gpu, analysis.result (``simulate``),
+point, mapping.capacity, config.
+
+SN40L documents run the mapping itself (its kernels, its degrees) at the largest power-of-two
+batch that fits HBM (``mapping.capacity.max_batch``). GPU documents run the mapping's model as
+the library kernels of a PyTorch stack, CUDA-graph captured: one replica per GPU when the
+weights fit, else tensor parallel over the smallest power of two of GPUs that holds them, with
+an NVLink all-reduce after the attention output and the FFN down projection.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rdusim.analysis.gpu import MEASURED_LAYER, kv_bytes_per_token, model_bytes, simulate_gpu_mapping
+from rdusim.config.loader import load_any, load_spec, model_path, read_document
+from rdusim.config.schema import GpuMappingSpec, KvPolicySpec, MappingSpec, ModelSpec, WorkloadSpec
+from rdusim.errors import ConfigError
+from rdusim.hw.gpu import load_gpu_node
+from rdusim.model.policy import COMPRESSING
+
+MAX_GPU_BATCH = 1024  # largest batch tried on a GPU replica
+
+
+def compare_hardware(mapping: str | Path, hws: list[str], *, seq_len: int, policies: list[str],
+                     batch: int | None, compression: float) -> list[dict]:
+    mapping = Path(mapping)
+    spec = load_spec(mapping, MappingSpec)
+    if spec.phase != "decode":
+        raise ConfigError(f"{mapping}: compare-hw compares decode mappings, this one is {spec.phase}")
+    model = load_spec(model_path(spec.model, mapping.parent), ModelSpec)
+    rows = []
+    for hw in hws:
+        kind = read_document(Path(hw)).data.get("kind")
+        for name in policies:
+            policy = KvPolicySpec(name=name, compression=compression if name in COMPRESSING else 1.0)
+            if kind in ("gpu", "gpu_node"):
+                rows.append(_gpu_row(spec, model, hw, seq_len, policy, batch))
+            else:
+                load_any(hw)  # located errors for a bad document
+                rows.append(_sn40l_row(mapping, hw, seq_len, policy, batch))
+    return rows
+
+
+def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch: int | None) -> dict:
+    from rdusim.analysis.result import simulate
+    from rdusim.mapping.capacity import max_batch
+
+    overrides = [f"kv_policy.name={policy.name}", f"kv_policy.compression={policy.compression}"]
+    sized = overrides + [f"hardware={Path(hw).resolve()}", f"workload.seq_len={seq_len}"]
+    largest, reason = max_batch(mapping, overrides=sized)
+    use = batch or largest
+    if use == 0:
+        return _empty(hw, policy, reason)
+    result = simulate(mapping, seq_len=seq_len, batch=use, hw=hw, overrides=overrides)
+    memory = result.to_dict()["memory"]
+    hbm = sum(memory["per_socket"]["hbm"].values())
+    step = result.total_s
+    return {"hardware": result.plan.system.name, "policy": policy.name, "batch": use, "max_batch": largest,
+            "kv_len": result.plan.kv_len, "tpot_ms": step * 1e3, "tokens_per_s": use / step,
+            "hbm_gb_per_device": hbm / 1e9, "note": f"{result.plan.system.sockets} sockets, the mapping's degrees"}
+
+
+def _gpu_row(spec: MappingSpec, model: ModelSpec, hw: str, seq_len: int, policy: KvPolicySpec,
+             batch: int | None) -> dict:
+    node = load_gpu_node(hw)
+    if model.attention.kind != "gqa" or model.ffn.moe is not None:
+        return _empty(node.name, policy, f"no GPU library kernels for {model.attention.kind.upper()}"
+                      f"{'/MoE' if model.ffn.moe else ''} models yet", hardware=node.name)
+    tp = 1
+    while tp <= node.gpus and model_bytes(model) / tp + kv_bytes_per_token(model) * seq_len / tp > node.gpu.hbm_capacity_bytes:
+        tp *= 2
+    if tp > node.gpus:
+        return _empty(node.name, policy, f"weights do not fit {node.gpus} x {node.gpu.name}", hardware=node.name)
+    layer = list(MEASURED_LAYER)
+    if tp > 1:
+        layer.insert(layer.index("o_gemm") + 1, "all_reduce")
+        layer.insert(layer.index("down_gemm") + 1, "all_reduce")
+    gspec = GpuMappingSpec(kind="gpu_mapping", name=f"{model.name}-decode", model=model.name, hardware=hw,
+                           phase="decode", launch="graph", tp=tp,
+                           workload=WorkloadSpec(seq_len=seq_len, batch=1), kv_policy=policy,
+                           layer=layer, head=["embedding", "lm_head"])
+    probe = simulate_gpu_mapping(gspec, model, node, batch=1)
+    largest = min(probe.max_batch, MAX_GPU_BATCH)
+    use = batch or largest
+    try:
+        result = simulate_gpu_mapping(gspec, model, node, batch=use)
+    except ConfigError as error:
+        return _empty(node.name, policy, str(error).splitlines()[0], hardware=node.name)
+    return {"hardware": node.name, "policy": policy.name, "batch": use * (node.gpus // tp),
+            "max_batch": largest * (node.gpus // tp), "kv_len": result.kv_len,
+            "tpot_ms": result.step.seconds * 1e3, "tokens_per_s": result.tokens_per_s,
+            "hbm_gb_per_device": result.hbm_bytes / 1e9,
+            "note": f"{node.gpus // tp} replica(s) x TP{tp}, PyTorch kernels, CUDA graph"}
+
+
+def _empty(hw: str, policy: KvPolicySpec, reason: str, hardware: str | None = None) -> dict:
+    return {"hardware": hardware or Path(hw).stem, "policy": policy.name, "batch": 0, "max_batch": 0,
+            "kv_len": 0, "tpot_ms": float("nan"), "tokens_per_s": 0.0, "hbm_gb_per_device": 0.0,
+            "note": reason}
+
+
