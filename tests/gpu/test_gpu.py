@@ -1,0 +1,115 @@
+"""GPU target: documents validate, bad values are located, closed forms, and the gate on the
+committed H100 measurement (benchmarks/gpu/h100-20261123.csv)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from rdusim.analysis.gpu import compare_rows, fit_calibration, summary
+from rdusim.cli import main
+from rdusim.config.loader import load_spec, model_path
+from rdusim.config.schema import GpuSpec, ModelSpec
+from rdusim.hw.gpu import Gpu, load_gpu_node
+from rdusim.mapping.gpu import fa2_splits, gemm
+from rdusim.sim.gpu import simulate_gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+H100 = ROOT / "hw_configs/h100.yaml"
+CSV = ROOT / "benchmarks/gpu/h100-20261123.csv"
+NEW_DOCS = ["hw_configs/h100.yaml", "hw_configs/h100-8.yaml", "hw_configs/h200.yaml", "hw_configs/h200-8.yaml",
+            "mappings/llama-3.1-8b/decode-h100.yaml", "mappings/llama-3.1-8b/prefill-h100.yaml"]
+
+
+def gpu() -> Gpu:
+    return Gpu(load_spec(H100, GpuSpec))
+
+
+def test_new_documents_validate(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", *[str(ROOT / d) for d in NEW_DOCS]]) == 0
+    assert f"{len(NEW_DOCS)} file(s) valid" in capsys.readouterr().out
+    assert load_gpu_node(ROOT / "hw_configs/h100-8.yaml").gpus == 8
+
+
+@pytest.mark.parametrize(("old", "new", "key"), [
+    ("  sms: 132 ", "  sms: 0 ", "compute.sms"),
+    ('hbm_bandwidth: "3.35 TB/s"', 'hbm_bandwidth: "-3.35 TB/s"', "memory.hbm_bandwidth"),
+    ('  bandwidth: "450 GB/s"', '  bandwidth: "-450 GB/s"', "nvlink.bandwidth"),
+])
+def test_bad_hardware_values_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            old: str, new: str, key: str) -> None:
+    text = H100.read_text()
+    assert old in text
+    bad = tmp_path / "h100.yaml"
+    bad.write_text(text.replace(old, new, 1))
+    line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if new.strip() in t)
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:{line}" in err and key in err
+
+
+def test_unknown_library_kernel_suggests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = ROOT / "mappings/llama-3.1-8b/decode-h100.yaml"
+    bad = tmp_path / "m.yaml"
+    bad.write_text(src.read_text().replace("qkv_gemm", "qkv_gem").replace("../../", str(ROOT) + "/"))
+    assert main(["validate", str(bad)]) == 2
+    assert "did you mean 'qkv_gemm'" in capsys.readouterr().err
+
+
+def test_gemm_wave_quantisation_closed_form() -> None:
+    """One tile more than there are SMs: two waves, the second a single CTA at the same
+    per-CTA time (each SM owns its slice of HBM and tensor rate)."""
+    g = gpu()
+    m, n, k = 128 * (g.sms + 1), 256, 4096
+    (kernel,) = gemm("g", m, n, k, g)
+    assert kernel.ctas == g.sms + 1
+    (group,) = kernel.groups
+    per_cta = max(group.bytes / (g.hbm_bytes_per_s / g.sms), group.flops / (g.math_flops_per_s("gemm") / g.sms))
+    t = simulate_gpu([(kernel, 0)], g, mode="stream").makespan_s
+    assert t == pytest.approx(g.launch_s("stream") + 2 * per_cta, rel=1e-9)
+    # exactly sms tiles: one wave
+    (one,) = gemm("g", 128 * g.sms, n, k, g)
+    assert simulate_gpu([(one, 0)], g, mode="stream").makespan_s == pytest.approx(
+        g.launch_s("stream") + per_cta * one.groups[0].bytes / group.bytes, rel=1e-6)
+
+
+def test_split_k_when_tiles_do_not_fill_the_gpu() -> None:
+    g = gpu()
+    main_kernel, reduce = gemm("down", 1, 4096, 14336, g)  # 32 tiles of 64x128 -> split 4
+    assert main_kernel.ctas == 128 and reduce.name == "down.splitk_reduce"
+
+
+def test_fa2_split_heuristic() -> None:
+    # 33 splits would fill 264 slots exactly but is not eligible (32 blocks each, as with 32
+    # splits); the best eligible efficiency is below 1, and 28 splits (0.848) reach 85% of it
+    assert fa2_splits(8, 264, 1024) == 28
+    assert fa2_splits(512, 264, 16) == 1       # the grid already fills 80% of the slots
+    assert fa2_splits(8, 264, 16) == 16        # capped by the number of key blocks
+
+
+def test_calibration_reads_only_calibration_rows() -> None:
+    rows = list(csv.DictReader(CSV.open()))
+    spec = load_spec(H100, GpuSpec)
+    fit = fit_calibration(rows, spec)
+    poisoned = [dict(r, median_us="1.0") if r["set"] == "prediction" else r for r in rows]
+    assert fit_calibration(poisoned, spec) == fit
+    assert fit["hbm_stream"] == pytest.approx(spec.efficiency.hbm_stream, abs=5e-4)
+    assert fit["launch_stream_s"] == pytest.approx(spec.launch.stream_s, abs=5e-8)
+    assert fit["gemm_tensor"] == pytest.approx(spec.efficiency.gemm_tensor, abs=5e-4)
+
+
+def test_gate_committed_h100_prediction_rows() -> None:
+    """The tolerances docs/gpu.md reports (a regression gate, not the issue's targets)."""
+    rows = [r for r in csv.DictReader(CSV.open()) if r["set"] == "prediction" and (
+        r["kind"] in ("attn_prefill", "attn_decode")
+        or (r["kind"] == "e2e_decode" and r["mode"] == "graph" and r["batch"] in ("1", "8"))
+        or (r["kind"] == "e2e_prefill" and r["seq_len"] == "1024"))]
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    compared = compare_rows(rows, gpu(), model)
+    attention = summary(compared, ("attn_prefill", "attn_decode"))
+    assert attention["n"] == 28
+    assert attention["median"] <= 0.10 and attention["worst"] <= 0.40
+    e2e = summary(compared, ("e2e_decode", "e2e_prefill"))
+    assert e2e["n"] == 5 and e2e["worst"] <= 0.20
