@@ -1,6 +1,6 @@
 """Predicted vs measured on the committed H100 CSV: docs/gpu.md's table and parity plot.
 
-    PYTHONPATH=. python benchmarks/gpu/compare.py [--csv benchmarks/gpu/h100-20261123.csv]
+    PYTHONPATH=. python benchmarks/gpu/compare.py [--csv benchmarks/gpu/h100-20261123b.csv]
 
 Prints the calibration fit (from the ``calibration`` rows only; the constants in
 hw_configs/h100.yaml come from it) and writes docs/gpu-table.md and docs/img/gpu-parity.png.
@@ -25,7 +25,7 @@ GROUPS = {"attention": ("attn_prefill", "attn_decode", "kascade"), "gemm": ("gem
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--csv", default=str(ROOT / "benchmarks/gpu/h100-20261123.csv"))
+    ap.add_argument("--csv", default=str(ROOT / "benchmarks/gpu/h100-20261123b.csv"))
     ap.add_argument("--hw", default=str(ROOT / "hw_configs/h100.yaml"))
     args = ap.parse_args()
     rows = list(csv.DictReader(open(args.csv)))

@@ -5,7 +5,8 @@ Run on the GPU machine (bf16, CUDA events, medians after warm-up):
     python benchmarks/gpu/measure.py --out h100.csv
 
 Every row has a ``set`` column: ``calibration`` (copy bandwidth and three GEMM shapes, the only
-rows the GPU model may be fitted to) or ``prediction`` (everything else: more GEMMs, fused norms,
+rows the GPU model may be fitted to), ``hardware`` (a constant read off the device: the
+dependent-load latency of HBM) or ``prediction`` (everything else: more GEMMs, fused norms,
 prefill and decode attention, Kascade sparse decode, the project's ``rdusim.kernels`` sparse
 decode, launch cost, end-to-end decode steps eager and CUDA-graph captured, end-to-end prefill).
 
@@ -191,6 +192,41 @@ def capture(ctx: Ctx, fn: Callable[[], object]) -> torch.cuda.CUDAGraph:
     return g
 
 
+CHASE_SRC = r"""
+extern "C" __global__ void chase(const long long* next, long long* out, int steps) {
+    long long i = 0;
+    for (int s = 0; s < steps; ++s) i = next[i];
+    out[0] = i;
+}
+"""
+
+
+def latency_rows(ctx: Ctx) -> None:
+    """Dependent-load (pointer-chase) latency of HBM over a 1 GiB span, one thread: a hardware
+    constant (set ``hardware``), like the SM count read off the device; not a kernel row."""
+    if not ctx.cuda:
+        return
+    import cupy
+
+    kernel = cupy.RawKernel(CHASE_SRC, "chase")
+    span = 1 << 27  # int64 elements: 1 GiB
+    entries = 1 << 20
+    stride = span // entries  # 1 KiB between entries: every hop is a new line
+    order = torch.randperm(entries, device=ctx.device) * stride
+    nxt = torch.zeros(span, dtype=torch.int64, device=ctx.device)
+    nxt[order] = torch.roll(order, -1)
+    out = torch.zeros(1, dtype=torch.int64, device=ctx.device)
+    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    for steps in (1000, 8000):
+        def run(steps: int = steps) -> None:
+            with stream:
+                kernel((1,), (1,), (cupy.asarray(nxt), cupy.asarray(out), cupy.int32(steps)))
+
+        t, reps = time_fn(ctx, run)
+        record(ctx, "hardware", "latency", f"pointer_chase_{steps}", t, reps, n=steps, bytes=8 * steps)
+    del nxt
+
+
 # ---------------------------------------------------------------- attention
 
 
@@ -275,10 +311,11 @@ def kascade_rows(ctx: Ctx) -> None:
     """Kascade-style sparse decode (10% top-k) vs dense, and the project's own kernels.
 
     Dense: SDPA over the whole cache. Reuse layer: gather the top-k keys and values
-    (indices given by the anchor) then SDPA over them. Anchor layer: q.K^T scores, softmax
+    (indices given by the anchor) then SDPA over them; ``gather`` per element (``reuse``) or
+    whole rows through ``index_select`` (``reuse_rows``). Anchor layer: q.K^T scores, softmax
     summed over the group's query heads, top-k, gather, SDPA. Project: ``rdusim.kernels``'
-    ``topk_indices`` + ``sparse_attention`` (anchor) and ``sparse_attention`` (reuse), the
-    reference kernels behind ``KascadeCache``.
+    ``topk_indices`` + ``sparse_attention`` (anchor) and ``sparse_attention`` (reuse), the masked
+    reference kernels, and ``sparse_decode`` (the gathered decode path ``KascadeCache`` uses).
     """
     hq, hkv, hd = (4, 2, 16) if ctx.tiny else (32, 8, 128)
     g = hq // hkv
@@ -289,6 +326,10 @@ def kascade_rows(ctx: Ctx) -> None:
     except ImportError as exc:  # the project's kernels travel with the script
         print(f"rdusim.kernels not importable ({exc}); skipping project rows", file=sys.stderr)
         sparse_attention = topk_indices = None
+    try:
+        from rdusim.kernels.kascade import sparse_decode
+    except ImportError:  # older checkouts: masked path only
+        sparse_decode = None
     for batch in batches:
         for kv_len in lengths:
             top = max(kv_len // 10, 128)
@@ -302,19 +343,51 @@ def kascade_rows(ctx: Ctx) -> None:
                 gi = idx[..., None].expand(-1, -1, -1, hd)
                 return sdpa(q, k.gather(2, gi), v.gather(2, gi), False)
 
-            def anchor() -> torch.Tensor:
+            base = (torch.arange(batch * hkv, device=ctx.device) * kv_len).view(batch, hkv, 1)
+            k_rows, v_rows = k.view(-1, hd), v.view(-1, hd)
+
+            def reuse_rows(idx: torch.Tensor = idx) -> torch.Tensor:
+                flat = (idx + base).view(-1)  # whole 256-byte rows, one index each
+                kk = k_rows.index_select(0, flat).view(batch, hkv, -1, hd)
+                vv = v_rows.index_select(0, flat).view(batch, hkv, -1, hd)
+                return sdpa(q, kk, vv, False)
+
+            def select() -> torch.Tensor:
                 scores = torch.matmul(q.view(batch, hkv, g, hd), k.transpose(-1, -2))
                 probs = torch.softmax(scores.float() * hd ** -0.5, dim=-1).sum(dim=2)
-                chosen = torch.topk(probs, top, dim=-1, sorted=False).indices
-                return reuse(chosen)
+                return torch.topk(probs, top, dim=-1, sorted=False).indices
+
+            def anchor() -> torch.Tensor:
+                return reuse(select())
+
+            def anchor_rows() -> torch.Tensor:
+                return reuse_rows(select())
 
             common = dict(batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd,
                           top_k=top)
             for mode, fn in (("dense", lambda: sdpa(q, k, v, False)), ("reuse", reuse),
-                             ("anchor", anchor)):
+                             ("anchor", anchor), ("reuse_rows", reuse_rows), ("anchor_rows", anchor_rows)):
                 t, reps = time_fn(ctx, fn)  # noqa: B023
                 record(ctx, "prediction", "kascade", f"kascade_{mode}_b{batch}_l{kv_len}", t,
                        reps, mode=mode, **common)
+            if sparse_decode is not None:
+                lengths_t = torch.full((batch,), kv_len, dtype=torch.int64, device=ctx.device)
+                qpos = (lengths_t - 1)[:, None]
+                ind4 = idx[:, :, None, :]
+
+                def proj_decode() -> object:
+                    return sparse_decode(q, k, v, ind4, lengths_t)  # noqa: B023
+
+                def proj_decode_anchor() -> object:
+                    chosen = topk_indices(q, k, top, 1, lengths=lengths_t,  # noqa: B023
+                                          q_positions=qpos)  # noqa: B023
+                    return sparse_decode(q, k, v, chosen, lengths_t)  # noqa: B023
+
+                for mode, fn in (("project_decode_reuse", proj_decode),
+                                 ("project_decode_anchor", proj_decode_anchor)):
+                    t, reps = time_fn(ctx, fn, budget_s=0.15)
+                    record(ctx, "prediction", "kascade", f"kascade_{mode}_b{batch}_l{kv_len}",
+                           t, reps, mode=mode, **common)
             if sparse_attention is not None and batch == 1:
                 lengths_t = torch.full((batch,), kv_len, dtype=torch.int64, device=ctx.device)
                 qpos = (lengths_t - 1)[:, None]
@@ -488,7 +561,7 @@ def environment(ctx: Ctx) -> dict:
     return env
 
 
-SECTIONS = {"copy": copy_rows, "gemm": gemm_rows, "norm": norm_rows, "launch": launch_rows,
+SECTIONS = {"latency": latency_rows, "copy": copy_rows, "gemm": gemm_rows, "norm": norm_rows, "launch": launch_rows,
             "prefill": prefill_attention_rows, "decode": decode_attention_rows,
             "kascade": kascade_rows, "e2e": e2e_rows}
 

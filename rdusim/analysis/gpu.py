@@ -137,14 +137,16 @@ def row_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
         mode, kv_len = row["mode"], _int(row, "kv_len")
         if mode == "dense":
             return flash_decode("attention", b, hq, hkv, kv_len, hd, gpu)
-        if mode in ("reuse", "anchor"):
-            return kascade_decode(b, hq, hkv, kv_len, hd, _int(row, "top_k"), gpu, anchor=mode == "anchor")
+        if mode in ("reuse", "anchor", "reuse_rows", "anchor_rows"):
+            return kascade_decode(b, hq, hkv, kv_len, hd, _int(row, "top_k"), gpu, anchor=mode.startswith("anchor"))
     raise ValueError(f"no GPU model for benchmark row {row['name']!r} (kind {kind!r})")
 
 
 def predict_row(row: dict, gpu: Gpu, model: ModelSpec | None = None) -> float | None:
     """Predicted seconds of one benchmark row, or None where rdusim has no model for it."""
     kind = row["kind"]
+    if row["set"] == "hardware":
+        return None  # a constant of the device (the model's input), not a prediction
     if kind in ("e2e_decode", "e2e_prefill"):
         if model is None:
             return None
@@ -154,7 +156,7 @@ def predict_row(row: dict, gpu: Gpu, model: ModelSpec | None = None) -> float | 
                                  phase=phase, batch=_int(row, "batch"), seq_len=seq, mode=row["mode"])
         return step.seconds
     if kind == "kascade" and row["mode"].startswith("project"):
-        return None  # the project's reference kernels (dense masks) are not library kernels
+        return None  # the project's reference kernels are PyTorch op chains, not library kernels
     kernels = row_kernels(row, gpu)
     if kind == "launch":
         mode = row["mode"]
@@ -165,31 +167,52 @@ def predict_row(row: dict, gpu: Gpu, model: ModelSpec | None = None) -> float | 
 
 
 # ---------------------------------------------------------------------- calibration
+def hbm_latency(rows: Iterable[dict]) -> float:
+    """Dependent-load latency from the two pointer-chase rows (set ``hardware``): the slope
+    of time against hops, so the launch cost cancels."""
+    chase = sorted((int(r["n"]), float(r["median_us"]) * 1e-6) for r in rows
+                   if r["set"] == "hardware" and r["kind"] == "latency")
+    if len(chase) < 2:
+        raise ValueError("the CSV has no pointer-chase rows (set=hardware, kind=latency)")
+    (n0, t0), (n1, t1) = chase[0], chase[-1]
+    return (t1 - t0) / (n1 - n0)
+
+
 def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
-    """Fit ``hbm_stream`` and ``launch.stream`` to the copy rows (least squares of time against
-    bytes) and ``gemm_tensor`` to the largest calibration GEMM. Reads ``set == calibration`` only."""
-    rows = [r for r in rows if r["set"] == "calibration"]
-    copies = [(float(r["bytes"]), float(r["median_us"]) * 1e-6) for r in rows if r["kind"] == "copy"]
+    """Fit ``hbm_stream`` and ``launch.stream`` to the copy rows and ``gemm_tensor`` to the
+    largest calibration GEMM. Reads ``set == calibration`` rows only (and the ``hardware``
+    latency rows, a constant of the device).
+
+    A copy is one wave of streaming CTAs: its time is launch + one DRAM round trip + bytes /
+    bandwidth, so the least-squares slope gives the bandwidth and the intercept minus the
+    measured latency gives the launch cost."""
+    rows = list(rows)
+    latency = hbm_latency(rows)
+    calibration = [r for r in rows if r["set"] == "calibration"]
+    copies = [(float(r["bytes"]), float(r["median_us"]) * 1e-6) for r in calibration if r["kind"] == "copy"]
     xs, ys = zip(*copies, strict=True)
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     slope = sum((x - mx) * (y - my) for x, y in copies) / sum((x - mx) ** 2 for x in xs)
     intercept = my - slope * mx
     hbm_stream = 1.0 / slope / spec.memory.hbm_bytes_per_s
-    gemms = [r for r in rows if r["kind"] == "gemm"]
+    stream_s = intercept - latency
+    gemms = [r for r in calibration if r["kind"] == "gemm"]
     big = max(gemms, key=lambda r: float(r["flops"]))
     lo, hi = 0.05, 1.0
     for _ in range(40):  # bisection: the engine's time falls as the tensor efficiency rises
         mid = (lo + hi) / 2
-        gpu = _with(spec, hbm_stream=hbm_stream, gemm_tensor=mid, stream_s=intercept)
+        gpu = _with(spec, hbm_stream=hbm_stream, gemm_tensor=mid, stream_s=stream_s, latency_s=latency)
         t = simulate_gpu([(k, 0) for k in row_kernels(big, gpu)], gpu, mode="stream").makespan_s
         lo, hi = (mid, hi) if t > float(big["median_us"]) * 1e-6 else (lo, mid)
-    return {"hbm_stream": hbm_stream, "launch_stream_s": intercept, "gemm_tensor": (lo + hi) / 2}
+    return {"hbm_stream": hbm_stream, "launch_stream_s": stream_s, "gemm_tensor": (lo + hi) / 2,
+            "hbm_latency_s": latency}
 
 
-def _with(spec: GpuSpec, *, hbm_stream: float, gemm_tensor: float, stream_s: float) -> Gpu:
+def _with(spec: GpuSpec, *, hbm_stream: float, gemm_tensor: float, stream_s: float, latency_s: float) -> Gpu:
     eff = spec.efficiency.model_copy(update={"hbm_stream": hbm_stream, "gemm_tensor": gemm_tensor})
     launch = spec.launch.model_copy(update={"stream_s": stream_s})
-    return Gpu(spec.model_copy(update={"efficiency": eff, "launch": launch}))
+    memory = spec.memory.model_copy(update={"hbm_latency_s": latency_s})
+    return Gpu(spec.model_copy(update={"efficiency": eff, "launch": launch, "memory": memory}))
 
 
 def compare_rows(rows: Iterable[dict], gpu: Gpu, model: ModelSpec | None) -> list[dict]:

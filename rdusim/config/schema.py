@@ -287,6 +287,7 @@ class GpuMemorySpec(Spec):
     hbm_bytes_per_s: PositiveBytesPerS = Field(alias="hbm_bandwidth")
     l2_bytes: PositiveBytes = Field(alias="l2")
     shared_per_sm_bytes: PositiveBytes = Field(alias="shared_per_sm")
+    hbm_latency_s: NonNegativeSeconds = Field(alias="hbm_latency", description="one dependent DRAM round trip")
 
 
 class GpuLinkSpec(Spec):

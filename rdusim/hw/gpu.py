@@ -36,6 +36,11 @@ class Gpu:
         return self.spec.memory.hbm_bytes_per_s * self.spec.efficiency.hbm_stream
 
     @property
+    def hbm_latency_s(self) -> float:
+        """A CTA's first bytes arrive one DRAM round trip after it starts."""
+        return float(self.spec.memory.hbm_latency_s)
+
+    @property
     def hbm_capacity_bytes(self) -> float:
         return float(self.spec.memory.hbm_capacity_bytes)
 

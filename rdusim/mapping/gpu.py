@@ -31,11 +31,14 @@ BF16 = 2
 
 @dataclass(frozen=True)
 class CtaGroup:
-    """``count`` identical CTAs: HBM bytes and tensor FLOPs of each."""
+    """``count`` identical CTAs: HBM bytes and tensor FLOPs of each, in ``tiles`` steps of its
+    main loop (a K step of a GEMM, a key block of attention): the loads of step j+1 overlap the
+    math of step j, so the first load and the last step's math are not hidden."""
 
     count: int
     bytes: float
     flops: float = 0.0
+    tiles: int = 1
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class GpuKernel:
 # ------------------------------------------------------------------------------ GEMM
 #: smallest K slice a split-K CTA is given: four 64-deep K steps keep its pipeline full
 SPLIT_K_MIN_DEPTH = 256
+GEMM_K_STEP = 64  # K depth of one main-loop step (one shared-memory stage) of a Hopper GEMM
 
 
 def gemm_tile(m: int) -> tuple[int, int]:
@@ -80,7 +84,8 @@ def gemm(name: str, m: int, n: int, k: int, gpu: Gpu, *, dtype_bytes: int = BF16
     k_slice = math.ceil(k / splits)
     unique = (m * k + n * k) * dtype_bytes  # each operand leaves HBM once (L2 shares panels)
     out = m * n * (4 * splits if splits > 1 else dtype_bytes)
-    main = GpuKernel(name, (CtaGroup(ctas, (unique + out) / ctas, 2.0 * bm * bn * k_slice),),
+    steps = math.ceil(k_slice / GEMM_K_STEP)
+    main = GpuKernel(name, (CtaGroup(ctas, (unique + out) / ctas, 2.0 * bm * bn * k_slice, steps),),
                      ctas_per_sm=1, math="gemm")
     if splits == 1:
         return [main]
@@ -108,7 +113,7 @@ def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: in
         keys = math.ceil(keys / cols) * cols  # whole key tiles
         flops = 4.0 * rows * head_dim * keys
         nbytes = 2 * rows * head_dim * BF16 + kv_bytes_per_head / m_blocks
-        groups.append(CtaGroup(heads, nbytes, flops))
+        groups.append(CtaGroup(heads, nbytes, flops, keys // cols))
     return [GpuKernel(name, tuple(groups), FA2_CTAS_PER_SM, math="attention")]
 
 
@@ -148,7 +153,8 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     kv_share = kv_heads / heads if not swapped else 1.0  # MHA-packed heads read their own KV
     nbytes = keys * per_token * kv_share + 2 * rows * head_dim * BF16
     flops = 4.0 * rows_tile * head_dim * math.ceil(keys / cols) * cols
-    main = GpuKernel(name, (CtaGroup(bhm * splits, nbytes, flops),), FA2_CTAS_PER_SM, math="attention")
+    main = GpuKernel(name, (CtaGroup(bhm * splits, nbytes, flops, math.ceil(keys / cols)),),
+                     FA2_CTAS_PER_SM, math="attention")
     if splits == 1:
         return [main]
     partials = splits * batch * q_heads * head_dim * 4 + batch * q_heads * head_dim * BF16

@@ -6,9 +6,10 @@ A GPU is not a spatial pipeline: it runs one kernel at a time across all of its 
 kernel is a grid of CTAs (``rdusim.mapping.gpu``); the block scheduler places CTAs on SMs with
 a free slot, in launch order, as earlier CTAs finish (waves and tails come out of this).
 Every SM has two processor-sharing pools (``BandwidthPool``): its slice of HBM bandwidth
-(``hbm / sms``) and its slice of the kernel's tensor rate. A CTA loads and computes at
-once (``all_of`` of its two flows: loads overlap math inside a kernel) and the CTAs resident
-on one SM share that SM's pools. The launch path decides what a kernel costs before its CTAs
+(``hbm / sms``: an SM's outstanding requests bound what it can draw, so a kernel that leaves
+SMs idle leaves bandwidth idle) and its slice of the kernel's tensor rate; the CTAs resident
+on one SM share them. A CTA waits one DRAM round trip, then runs its main loop with the loads
+of the next tile overlapping the math of this one (see ``_bundle``). The launch path decides what a kernel costs before its CTAs
 run: ``stream`` (one kernel timed alone), ``graph`` (CUDA graph replay) or ``eager`` (a host
 process dispatches every op at ``eager_host`` each and the GPU runs behind it).
 
@@ -23,7 +24,7 @@ from collections.abc import Generator, Sequence
 import simpy
 
 from rdusim.hw.gpu import Gpu
-from rdusim.mapping.gpu import GpuKernel
+from rdusim.mapping.gpu import CtaGroup, GpuKernel
 from rdusim.sim.resources import BandwidthPool
 from rdusim.sim.trace import KernelRecord, Trace
 
@@ -34,6 +35,7 @@ class _Sm:
         self.math = {m: BandwidthPool(env, f"sm{index}.{m}", gpu.math_flops_per_s(m) / gpu.sms)
                      for m in ("gemm", "attention")}
         self.used = 0
+        self.latency_s = gpu.hbm_latency_s
 
 
 def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: str = "graph") -> Trace:
@@ -105,19 +107,32 @@ def _run_grid(env: simpy.Environment, kernel: GpuKernel, sms: list[_Sm]) -> Gene
                 if n:
                     sm.used += n
                     left -= n
-                    running.append(env.process(_bundle(env, sm, n, group.bytes, group.flops,
-                                                       kernel.math, freed)))
+                    running.append(env.process(_bundle(env, sm, n, group, kernel.math, freed)))
     if running:
         yield env.all_of(running)
 
 
-def _bundle(env: simpy.Environment, sm: _Sm, n: int, nbytes: float, flops: float, math: str,
+def _bundle(env: simpy.Environment, sm: _Sm, n: int, group: CtaGroup, math: str,
             freed: list[simpy.Event]) -> Generator:
-    """``n`` identical CTAs on one SM: their loads and their math run concurrently."""
-    flows = [sm.hbm.transfer(n * nbytes)]
-    if flops > 0 and math in sm.math:
-        flows.append(sm.math[math].transfer(n * flops))
-    yield env.all_of(flows)
+    """``n`` identical CTAs on one SM running their main loop of ``group.tiles`` steps.
+
+    One DRAM round trip fills the pipeline and the first step's loads are exposed; then the
+    loads of steps 2..T overlap the math of steps 1..T-1 (double buffering); the last step's
+    math is exposed. With one step: load, then math.
+    """
+    tiles = max(1, group.tiles)
+    load, work = n * group.bytes / tiles, n * group.flops / tiles
+    pool = sm.math.get(math)
+    if group.bytes > 0:
+        yield env.timeout(sm.latency_s)
+        yield sm.hbm.transfer(load)
+    if tiles > 1:
+        flows = [sm.hbm.transfer(load * (tiles - 1))]
+        if work > 0 and pool is not None:
+            flows.append(pool.transfer(work * (tiles - 1)))
+        yield env.all_of(flows)
+    if work > 0 and pool is not None:
+        yield pool.transfer(work)
     sm.used -= n
     event, freed[0] = freed[0], env.event()
     event.succeed()

@@ -1,5 +1,5 @@
 """GPU target: documents validate, bad values are located, closed forms, and the gate on the
-committed H100 measurement (benchmarks/gpu/h100-20261123.csv)."""
+committed H100 measurement (benchmarks/gpu/h100-20261123b.csv)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from rdusim.sim.gpu import simulate_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = ROOT / "hw_configs/h100.yaml"
-CSV = ROOT / "benchmarks/gpu/h100-20261123.csv"
+CSV = ROOT / "benchmarks/gpu/h100-20261123b.csv"
 NEW_DOCS = ["hw_configs/h100.yaml", "hw_configs/h100-8.yaml", "hw_configs/h200.yaml", "hw_configs/h200-8.yaml",
             "mappings/llama-3.1-8b/decode-h100.yaml", "mappings/llama-3.1-8b/prefill-h100.yaml"]
 
