@@ -114,7 +114,6 @@ def copy_rows(ctx: Ctx) -> None:
         dst = torch.empty_like(src)
         t, reps = time_fn(ctx, lambda: dst.copy_(src))  # noqa: B023
         record(ctx, "calibration", "copy", f"copy_{size >> 20}MiB", t, reps, bytes=2 * size)
-        del src, dst
 
 
 LLAMA_GEMMS = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096),
@@ -141,7 +140,6 @@ def gemm_rows(ctx: Ctx) -> None:
         t, reps = time_fn(ctx, lambda: F.linear(x, w))  # noqa: B023
         record(ctx, set_, "gemm", name, t, reps, m=m, n=n, k=k, flops=2 * m * n * k,
                bytes=2 * (m * k + n * k + m * n))
-        del x, w
 
 
 def norm_rows(ctx: Ctx) -> None:
@@ -224,7 +222,6 @@ def latency_rows(ctx: Ctx) -> None:
 
         t, reps = time_fn(ctx, run)
         record(ctx, "hardware", "latency", f"pointer_chase_{steps}", t, reps, n=steps, bytes=8 * steps)
-    del nxt
 
 
 # ---------------------------------------------------------------- attention
@@ -278,7 +275,6 @@ def prefill_attention_rows(ctx: Ctx) -> None:
             record(ctx, "prediction", "attn_prefill", f"prefill_attn_b{batch}_l{length}", t, reps,
                    batch=batch, seq_len=length, kv_len=length, q_heads=hq, kv_heads=hkv,
                    head_dim=hd, flops=flops, bytes=2 * batch * length * hd * (2 * hq + 2 * hkv))
-            del q, k, v
 
 
 def decode_attention_rows(ctx: Ctx) -> None:
@@ -286,8 +282,8 @@ def decode_attention_rows(ctx: Ctx) -> None:
     if ctx.tiny:
         grid, heads = [(2, 64)], [(4, 2, 16)]
     else:
-        grid = [(b, l) for b in (1, 4, 16, 64) for l in (2048, 8192, 32768, 131072)
-                if b * l <= (1 << 21)]
+        grid = [(b, n) for b in (1, 4, 16, 64) for n in (2048, 8192, 32768, 131072)
+                if b * n <= (1 << 21)]
         heads = [(32, 8, 128)]
     for hq, hkv, hd in heads:
         for batch, kv_len in grid:
@@ -317,97 +313,65 @@ def kascade_rows(ctx: Ctx) -> None:
     ``topk_indices`` + ``sparse_attention`` (anchor) and ``sparse_attention`` (reuse), the masked
     reference kernels, and ``sparse_decode`` (the gathered decode path ``KascadeCache`` uses).
     """
-    hq, hkv, hd = (4, 2, 16) if ctx.tiny else (32, 8, 128)
-    g = hq // hkv
     lengths = [256] if ctx.tiny else [8192, 16384, 32768, 65536, 131072]
-    batches = [1] if ctx.tiny else [1, 8]
-    try:
-        from rdusim.kernels.kascade import sparse_attention, topk_indices
-    except ImportError as exc:  # the project's kernels travel with the script
-        print(f"rdusim.kernels not importable ({exc}); skipping project rows", file=sys.stderr)
-        sparse_attention = topk_indices = None
-    try:
-        from rdusim.kernels.kascade import sparse_decode
-    except ImportError:  # older checkouts: masked path only
-        sparse_decode = None
-    for batch in batches:
+    for batch in [1] if ctx.tiny else [1, 8]:
         for kv_len in lengths:
-            top = max(kv_len // 10, 128)
-            q = torch.randn(batch, hq, 1, hd, dtype=BF16, device=ctx.device)
-            k = torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device)
-            v = torch.randn_like(k)
-            idx = torch.sort(torch.randperm(kv_len, device=ctx.device)[:top]).values
-            idx = idx.expand(batch, hkv, top).contiguous()  # (B, Hkv, k)
+            kascade_case(ctx, batch, kv_len)
 
-            def reuse(idx: torch.Tensor = idx) -> torch.Tensor:
-                gi = idx[..., None].expand(-1, -1, -1, hd)
-                return sdpa(q, k.gather(2, gi), v.gather(2, gi), False)
 
-            base = (torch.arange(batch * hkv, device=ctx.device) * kv_len).view(batch, hkv, 1)
-            k_rows, v_rows = k.view(-1, hd), v.view(-1, hd)
+def kascade_case(ctx: Ctx, batch: int, kv_len: int) -> None:
+    """Every Kascade variant at one (batch, KV length); see ``kascade_rows``."""
+    from rdusim.kernels.kascade import sparse_attention, sparse_decode, topk_indices
 
-            def reuse_rows(idx: torch.Tensor = idx) -> torch.Tensor:
-                flat = (idx + base).view(-1)  # whole 256-byte rows, one index each
-                kk = k_rows.index_select(0, flat).view(batch, hkv, -1, hd)
-                vv = v_rows.index_select(0, flat).view(batch, hkv, -1, hd)
-                return sdpa(q, kk, vv, False)
+    hq, hkv, hd = (4, 2, 16) if ctx.tiny else (32, 8, 128)
+    g, top = hq // hkv, max(kv_len // 10, 128)
+    q = torch.randn(batch, hq, 1, hd, dtype=BF16, device=ctx.device)
+    k = torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device)
+    v = torch.randn_like(k)
+    idx = torch.sort(torch.randperm(kv_len, device=ctx.device)[:top]).values
+    idx = idx.expand(batch, hkv, top).contiguous()  # (B, Hkv, k)
+    base = (torch.arange(batch * hkv, device=ctx.device) * kv_len).view(batch, hkv, 1)
+    k_rows, v_rows = k.view(-1, hd), v.view(-1, hd)
+    lengths = torch.full((batch,), kv_len, dtype=torch.int64, device=ctx.device)
+    qpos = (lengths - 1)[:, None]
 
-            def select() -> torch.Tensor:
-                scores = torch.matmul(q.view(batch, hkv, g, hd), k.transpose(-1, -2))
-                probs = torch.softmax(scores.float() * hd ** -0.5, dim=-1).sum(dim=2)
-                return torch.topk(probs, top, dim=-1, sorted=False).indices
+    def reuse(idx: torch.Tensor = idx) -> torch.Tensor:
+        gi = idx[..., None].expand(-1, -1, -1, hd)
+        return sdpa(q, k.gather(2, gi), v.gather(2, gi), False)
 
-            def anchor() -> torch.Tensor:
-                return reuse(select())
+    def reuse_rows(idx: torch.Tensor = idx) -> torch.Tensor:
+        flat = (idx + base).view(-1)  # whole 256-byte rows, one index each
+        kk = k_rows.index_select(0, flat).view(batch, hkv, -1, hd)
+        vv = v_rows.index_select(0, flat).view(batch, hkv, -1, hd)
+        return sdpa(q, kk, vv, False)
 
-            def anchor_rows() -> torch.Tensor:
-                return reuse_rows(select())
+    def select() -> torch.Tensor:
+        scores = torch.matmul(q.view(batch, hkv, g, hd), k.transpose(-1, -2))
+        probs = torch.softmax(scores.float() * hd ** -0.5, dim=-1).sum(dim=2)
+        return torch.topk(probs, top, dim=-1, sorted=False).indices
 
-            common = dict(batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd,
-                          top_k=top)
-            for mode, fn in (("dense", lambda: sdpa(q, k, v, False)), ("reuse", reuse),
-                             ("anchor", anchor), ("reuse_rows", reuse_rows), ("anchor_rows", anchor_rows)):
-                t, reps = time_fn(ctx, fn)  # noqa: B023
-                record(ctx, "prediction", "kascade", f"kascade_{mode}_b{batch}_l{kv_len}", t,
-                       reps, mode=mode, **common)
-            if sparse_decode is not None:
-                lengths_t = torch.full((batch,), kv_len, dtype=torch.int64, device=ctx.device)
-                qpos = (lengths_t - 1)[:, None]
-                ind4 = idx[:, :, None, :]
+    def project_topk() -> torch.Tensor:
+        return topk_indices(q, k, top, 1, lengths=lengths, q_positions=qpos)
 
-                def proj_decode() -> object:
-                    return sparse_decode(q, k, v, ind4, lengths_t)  # noqa: B023
-
-                def proj_decode_anchor() -> object:
-                    chosen = topk_indices(q, k, top, 1, lengths=lengths_t,  # noqa: B023
-                                          q_positions=qpos)  # noqa: B023
-                    return sparse_decode(q, k, v, chosen, lengths_t)  # noqa: B023
-
-                for mode, fn in (("project_decode_reuse", proj_decode),
-                                 ("project_decode_anchor", proj_decode_anchor)):
-                    t, reps = time_fn(ctx, fn, budget_s=0.15)
-                    record(ctx, "prediction", "kascade", f"kascade_{mode}_b{batch}_l{kv_len}",
-                           t, reps, mode=mode, **common)
-            if sparse_attention is not None and batch == 1:
-                lengths_t = torch.full((batch,), kv_len, dtype=torch.int64, device=ctx.device)
-                qpos = (lengths_t - 1)[:, None]
-                ind4 = idx[:, :, None, :]
-
-                def proj_reuse() -> object:
-                    return sparse_attention(q, k, v, ind4, lengths=lengths_t,  # noqa: B023
-                                            q_positions=qpos)  # noqa: B023
-
-                def proj_anchor() -> object:
-                    chosen = topk_indices(q, k, top, 1, lengths=lengths_t,  # noqa: B023
-                                          q_positions=qpos)  # noqa: B023
-                    return sparse_attention(q, k, v, chosen, lengths=lengths_t,  # noqa: B023
-                                            q_positions=qpos)  # noqa: B023
-
-                for mode, fn in (("project_reuse", proj_reuse), ("project_anchor", proj_anchor)):
-                    t, reps = time_fn(ctx, fn, budget_s=0.15)
-                    record(ctx, "prediction", "kascade", f"kascade_{mode}_b{batch}_l{kv_len}",
-                           t, reps, mode=mode, **common)
-            del q, k, v
+    cases = {
+        "dense": lambda: sdpa(q, k, v, False),
+        "reuse": reuse,
+        "anchor": lambda: reuse(select()),
+        "reuse_rows": reuse_rows,
+        "anchor_rows": lambda: reuse_rows(select()),
+        "project_decode_reuse": lambda: sparse_decode(q, k, v, idx[:, :, None], lengths),
+        "project_decode_anchor": lambda: sparse_decode(q, k, v, project_topk(), lengths),
+    }
+    if batch == 1:  # the masked reference path: a dense pass per call
+        cases["project_reuse"] = lambda: sparse_attention(q, k, v, idx[:, :, None], lengths=lengths,
+                                                          q_positions=qpos)
+        cases["project_anchor"] = lambda: sparse_attention(q, k, v, project_topk(), lengths=lengths,
+                                                           q_positions=qpos)
+    common = dict(batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, top_k=top)
+    for mode, fn in cases.items():
+        t, reps = time_fn(ctx, fn, budget_s=0.15 if mode.startswith("project") else 0.25)
+        record(ctx, "prediction", "kascade", f"kascade_{mode}_b{batch}_l{kv_len}", t, reps,
+               mode=mode, **common)
 
 
 # ---------------------------------------------------------------- end-to-end Llama-3.1-8B
@@ -495,49 +459,58 @@ def e2e_rows(ctx: Ctx) -> None:
     decode = [(2, 64)] if ctx.tiny else [(1, 1024), (1, 8192), (1, 32768), (8, 8192),
                                          (32, 4096), (32, 8192), (64, 2048), (128, 1024)]
     for batch, kv_len in decode:
-        ck = [torch.randn(batch, s.kv_heads, kv_len, s.head_dim, dtype=BF16, device=ctx.device)
-              for _ in range(s.layers)]
-        cv = [torch.randn_like(c) for c in ck]
-        tokens = torch.randint(0, s.vocab, (batch, 1), device=ctx.device)
-        pos = torch.tensor([kv_len - 1], device=ctx.device)
-        cos, sin = rope_tables(s, pos)
-
-        def step() -> torch.Tensor:
-            return model.forward(tokens, ck, cv, pos, cos, sin, prefill=False)  # noqa: B023
-
-        common = dict(batch=batch, kv_len=kv_len, q_heads=s.q_heads, kv_heads=s.kv_heads,
-                      head_dim=s.head_dim)
-        t, reps = time_fn(ctx, step, cold=False, budget_s=0.4, max_reps=50)
-        record(ctx, "prediction", "e2e_decode", f"decode_step_b{batch}_l{kv_len}_eager", t, reps,
-               mode="eager", **common)
-        if ctx.cuda:
-            g = capture(ctx, step)
-            t, reps = time_fn(ctx, g.replay, cold=False, budget_s=0.4, max_reps=50)
-            record(ctx, "prediction", "e2e_decode", f"decode_step_b{batch}_l{kv_len}_graph", t,
-                   reps, mode="graph", **common)
-            del g
-        del ck, cv
-        ctx.sync()
+        e2e_decode_case(ctx, model, batch, kv_len)
         if ctx.cuda:
             torch.cuda.empty_cache()
     for length in ([64] if ctx.tiny else [1024, 4096, 16384]):
-        ck = [torch.empty(1, s.kv_heads, length, s.head_dim, dtype=BF16, device=ctx.device)
-              for _ in range(s.layers)]
-        cv = [torch.empty_like(c) for c in ck]
-        tokens = torch.randint(0, s.vocab, (1, length), device=ctx.device)
-        pos = torch.arange(length, device=ctx.device)
-        cos, sin = rope_tables(s, pos)
-
-        def fwd() -> torch.Tensor:
-            return model.forward(tokens, ck, cv, pos, cos, sin, prefill=True)  # noqa: B023
-
-        t, reps = time_fn(ctx, fwd, cold=False, budget_s=1.0, min_reps=3, max_reps=20)
-        record(ctx, "prediction", "e2e_prefill", f"prefill_b1_l{length}", t, reps, batch=1,
-               seq_len=length, q_heads=s.q_heads, kv_heads=s.kv_heads, head_dim=s.head_dim,
-               mode="eager")
-        del ck, cv
+        e2e_prefill_case(ctx, model, length)
         if ctx.cuda:
             torch.cuda.empty_cache()
+
+
+def e2e_decode_case(ctx: Ctx, model: Llama, batch: int, kv_len: int) -> None:
+    """One decode step (the token at position kv_len - 1), eager and CUDA-graph replayed."""
+    s = model.s
+    ck = [torch.randn(batch, s.kv_heads, kv_len, s.head_dim, dtype=BF16, device=ctx.device)
+          for _ in range(s.layers)]
+    cv = [torch.randn_like(c) for c in ck]
+    tokens = torch.randint(0, s.vocab, (batch, 1), device=ctx.device)
+    pos = torch.tensor([kv_len - 1], device=ctx.device)
+    cos, sin = rope_tables(s, pos)
+
+    def step() -> torch.Tensor:
+        return model.forward(tokens, ck, cv, pos, cos, sin, prefill=False)
+
+    common = dict(batch=batch, kv_len=kv_len, q_heads=s.q_heads, kv_heads=s.kv_heads,
+                  head_dim=s.head_dim)
+    t, reps = time_fn(ctx, step, cold=False, budget_s=0.4, max_reps=50)
+    record(ctx, "prediction", "e2e_decode", f"decode_step_b{batch}_l{kv_len}_eager", t, reps,
+           mode="eager", **common)
+    if ctx.cuda:
+        g = capture(ctx, step)
+        t, reps = time_fn(ctx, g.replay, cold=False, budget_s=0.4, max_reps=50)
+        record(ctx, "prediction", "e2e_decode", f"decode_step_b{batch}_l{kv_len}_graph", t,
+               reps, mode="graph", **common)
+    ctx.sync()
+
+
+def e2e_prefill_case(ctx: Ctx, model: Llama, length: int) -> None:
+    """One prompt of ``length`` tokens at batch 1 (eager), logits of the last position."""
+    s = model.s
+    ck = [torch.empty(1, s.kv_heads, length, s.head_dim, dtype=BF16, device=ctx.device)
+          for _ in range(s.layers)]
+    cv = [torch.empty_like(c) for c in ck]
+    tokens = torch.randint(0, s.vocab, (1, length), device=ctx.device)
+    pos = torch.arange(length, device=ctx.device)
+    cos, sin = rope_tables(s, pos)
+
+    def fwd() -> torch.Tensor:
+        return model.forward(tokens, ck, cv, pos, cos, sin, prefill=True)
+
+    t, reps = time_fn(ctx, fwd, cold=False, budget_s=1.0, min_reps=3, max_reps=20)
+    record(ctx, "prediction", "e2e_prefill", f"prefill_b1_l{length}", t, reps, batch=1,
+           seq_len=length, q_heads=s.q_heads, kv_heads=s.kv_heads, head_dim=s.head_dim,
+           mode="eager")
 
 
 # ---------------------------------------------------------------- driver

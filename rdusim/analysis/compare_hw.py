@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rdusim.analysis.gpu import MEASURED_LAYER, kv_bytes_per_token, model_bytes, simulate_gpu_mapping
+from rdusim.analysis.gpu import (
+    MEASURED_LAYER,
+    kv_bytes_per_token,
+    model_bytes,
+    simulate_gpu_mapping,
+)
 from rdusim.config.loader import load_any, load_spec, model_path, read_document
 from rdusim.config.schema import GpuMappingSpec, KvPolicySpec, MappingSpec, ModelSpec, WorkloadSpec
 from rdusim.errors import ConfigError

@@ -211,43 +211,62 @@ def layer_kernels(names: list[str], s: LayerShape, gpu: Gpu, *, phase: str) -> l
     PyTorch's unfused rotary embedding (5 elementwise ops each for q and k), ``kv_append`` two
     ``index_copy_``, ``silu_mul`` two elementwise ops.
     """
-    rows = s.batch * s.tokens
-    hq, hkv = s.q_heads // s.tp, max(1, s.kv_heads // s.tp)
-    d = s.hidden
     out: list[GpuKernel] = []
     for name in names:
-        if name == "embedding":
-            out.append(streaming(name, 2 * rows * d * BF16, gpu, rows=rows))
-        elif name == "rms_norm":
-            out.append(streaming(name, 2 * rows * d * BF16, gpu, rows=rows))
-        elif name == "qkv_gemm":
-            out += gemm(name, rows, (hq + 2 * hkv) * s.head_dim, d, gpu)
-        elif name == "rope":
-            out.append(streaming(name, 15 * rows * (hq + hkv) * s.head_dim * BF16, gpu, launches=10))
-        elif name == "kv_append":
-            out.append(streaming(name, 4 * rows * hkv * s.head_dim * BF16, gpu, launches=2))
-        elif name == "attention":
-            out += _attention(s, hq, hkv, gpu, phase)
-        elif name == "o_gemm":
-            if phase == "prefill":  # (B, H, T, hd) -> (B, T, H*hd): a transpose copy
-                out.append(streaming("o_transpose", 2 * rows * hq * s.head_dim * BF16, gpu))
-            out += gemm(name, rows, d, hq * s.head_dim, gpu)
-        elif name == "residual_add":
-            out.append(streaming(name, 3 * rows * d * BF16, gpu))
-        elif name == "gate_up_gemm":
-            out += gemm(name, rows, 2 * s.ffn // s.tp, d, gpu)
-        elif name == "silu_mul":
-            out.append(streaming(name, 5 * rows * (s.ffn // s.tp) * BF16, gpu, launches=2))
-        elif name == "down_gemm":
-            out += gemm(name, rows, d, s.ffn // s.tp, gpu)
-        elif name == "all_reduce":
-            out += all_reduce(name, rows * d * BF16, s.tp, gpu)
-        elif name == "lm_head":  # logits of the last position of each sequence only
-            out.append(streaming("final_norm", 2 * s.batch * d * BF16, gpu, rows=s.batch))
-            out += gemm(name, s.batch, s.vocab // s.tp, d, gpu)
-        else:
+        if name not in _BUILDERS:
             raise ValueError(f"unknown GPU library kernel {name!r}")
+        out += _BUILDERS[name](_Ctx(s, gpu, phase))
     return out
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    s: LayerShape
+    gpu: Gpu
+    phase: str
+
+    @property
+    def rows(self) -> int:
+        return self.s.batch * self.s.tokens
+
+    @property
+    def hq(self) -> int:
+        return self.s.q_heads // self.s.tp
+
+    @property
+    def hkv(self) -> int:
+        return max(1, self.s.kv_heads // self.s.tp)
+
+
+def _o_gemm(c: _Ctx) -> list[GpuKernel]:
+    out = []
+    if c.phase == "prefill":  # (B, H, T, hd) -> (B, T, H*hd): a transpose copy
+        out.append(streaming("o_transpose", 2 * c.rows * c.hq * c.s.head_dim * BF16, c.gpu))
+    return out + gemm("o_gemm", c.rows, c.s.hidden, c.hq * c.s.head_dim, c.gpu)
+
+
+def _lm_head(c: _Ctx) -> list[GpuKernel]:  # logits of the last position of each sequence
+    return [streaming("final_norm", 2 * c.s.batch * c.s.hidden * BF16, c.gpu, rows=c.s.batch),
+            *gemm("lm_head", c.s.batch, c.s.vocab // c.s.tp, c.s.hidden, c.gpu)]
+
+
+_BUILDERS = {
+    "embedding": lambda c: [streaming("embedding", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
+    "rms_norm": lambda c: [streaming("rms_norm", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
+    "qkv_gemm": lambda c: gemm("qkv_gemm", c.rows, (c.hq + 2 * c.hkv) * c.s.head_dim, c.s.hidden, c.gpu),
+    "rope": lambda c: [streaming("rope", 15 * c.rows * (c.hq + c.hkv) * c.s.head_dim * BF16, c.gpu,
+                                 launches=10)],
+    "kv_append": lambda c: [streaming("kv_append", 4 * c.rows * c.hkv * c.s.head_dim * BF16, c.gpu,
+                                      launches=2)],
+    "attention": lambda c: _attention(c.s, c.hq, c.hkv, c.gpu, c.phase),
+    "o_gemm": _o_gemm,
+    "residual_add": lambda c: [streaming("residual_add", 3 * c.rows * c.s.hidden * BF16, c.gpu)],
+    "gate_up_gemm": lambda c: gemm("gate_up_gemm", c.rows, 2 * c.s.ffn // c.s.tp, c.s.hidden, c.gpu),
+    "silu_mul": lambda c: [streaming("silu_mul", 5 * c.rows * (c.s.ffn // c.s.tp) * BF16, c.gpu, launches=2)],
+    "down_gemm": lambda c: gemm("down_gemm", c.rows, c.s.hidden, c.s.ffn // c.s.tp, c.gpu),
+    "all_reduce": lambda c: all_reduce("all_reduce", c.rows * c.s.hidden * BF16, c.s.tp, c.gpu),
+    "lm_head": _lm_head,
+}
 
 
 def _attention(s: LayerShape, hq: int, hkv: int, gpu: Gpu, phase: str) -> list[GpuKernel]:

@@ -26,7 +26,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rdusim.kernels.attention import attend_slots, attention, default_scale, grouped_logits, masked_softmax
+from rdusim.kernels.attention import (
+    attend_slots,
+    attention,
+    default_scale,
+    grouped_logits,
+    masked_softmax,
+)
 from rdusim.kernels.cache import gather_tokens
 from rdusim.kernels.selection import select_top
 from rdusim.kernels.validation import check_int
