@@ -19,12 +19,14 @@ from rdusim.analysis.gpu import (
     kv_bytes_per_token,
     model_bytes,
     simulate_gpu_mapping,
+    simulate_mla_step,
 )
 from rdusim.config.loader import load_any, load_spec, model_path, read_document
 from rdusim.config.schema import GpuMappingSpec, KvPolicySpec, MappingSpec, ModelSpec, WorkloadSpec
 from rdusim.errors import ConfigError
-from rdusim.hw.gpu import load_gpu_node
-from rdusim.model.policy import COMPRESSING
+from rdusim.hw.gpu import GpuNode, load_gpu_node
+from rdusim.mapping.gpu_mla import mla_kv_bytes_per_token, mla_weight_bytes
+from rdusim.model.policy import COMPRESSING, kv_length
 
 MAX_GPU_BATCH = 1024  # largest batch tried on a GPU replica
 
@@ -63,17 +65,22 @@ def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch
     memory = result.to_dict()["memory"]
     hbm = sum(memory["per_socket"]["hbm"].values())
     step = result.total_s
+    accepted = result.plan.mapping.workload.accepted_tokens_per_step
+    note = f"{result.plan.system.sockets} sockets, the mapping's degrees"
+    if accepted > 1:
+        note += f", MTP {accepted:g} tokens/step"
     return {"hardware": result.plan.system.name, "policy": policy.name, "batch": use, "max_batch": largest,
-            "kv_len": result.plan.kv_len, "tpot_ms": step * 1e3, "tokens_per_s": use / step,
-            "hbm_gb_per_device": hbm / 1e9, "note": f"{result.plan.system.sockets} sockets, the mapping's degrees"}
+            "kv_len": result.plan.kv_len, "tpot_ms": step / accepted * 1e3, "tokens_per_s": use * accepted / step,
+            "hbm_gb_per_device": hbm / 1e9, "note": note}
 
 
 def _gpu_row(spec: MappingSpec, model: ModelSpec, hw: str, seq_len: int, policy: KvPolicySpec,
              batch: int | None) -> dict:
     node = load_gpu_node(hw)
+    if model.attention.kind == "mla" and model.ffn.moe is not None:
+        return _mla_row(model, node, seq_len, policy, batch)
     if model.attention.kind != "gqa" or model.ffn.moe is not None:
-        return _empty(node.name, policy, f"no GPU library kernels for {model.attention.kind.upper()}"
-                      f"{'/MoE' if model.ffn.moe else ''} models yet", hardware=node.name)
+        return _empty(node.name, policy, "no GPU library kernels for this model", hardware=node.name)
     tp = 1
     while tp <= node.gpus and model_bytes(model) / tp + kv_bytes_per_token(model) * seq_len / tp > node.gpu.hbm_capacity_bytes:
         tp *= 2
@@ -99,6 +106,26 @@ def _gpu_row(spec: MappingSpec, model: ModelSpec, hw: str, seq_len: int, policy:
             "tpot_ms": result.step.seconds * 1e3, "tokens_per_s": result.tokens_per_s,
             "hbm_gb_per_device": result.hbm_bytes / 1e9,
             "note": f"{node.gpus // tp} replica(s) x TP{tp}, PyTorch kernels, CUDA graph"}
+
+
+def _mla_row(model: ModelSpec, node: GpuNode, seq_len: int, policy: KvPolicySpec, batch: int | None) -> dict:
+    """An MLA + MoE model over the whole node: attention TP, routed experts EP (``gpu_mla``)."""
+    tp = node.gpus
+    weights = mla_weight_bytes(model, tp)
+    per_seq = mla_kv_bytes_per_token(model) * kv_length(seq_len, policy)
+    free = node.gpu.hbm_capacity_bytes - weights
+    if free <= per_seq:
+        return _empty(node.name, policy, f"weights {weights / 1e9:.0f} GB/GPU leave no room for one "
+                      f"sequence on {node.gpus} x {node.gpu.name}", hardware=node.name)
+    largest = min(int(free // per_seq), MAX_GPU_BATCH)
+    use = batch or largest
+    if use > largest:
+        return _empty(node.name, policy, f"batch {use} does not fit (max {largest})", hardware=node.name)
+    step = simulate_mla_step(model, node.gpu, batch=use, seq_len=seq_len, mode="graph", tp=tp, policy=policy)
+    return {"hardware": node.name, "policy": policy.name, "batch": use, "max_batch": largest,
+            "kv_len": kv_length(seq_len, policy), "tpot_ms": step.seconds * 1e3,
+            "tokens_per_s": use / step.seconds, "hbm_gb_per_device": (weights + use * per_seq) / 1e9,
+            "note": f"1 replica, attention TP{tp} + experts EP{tp}, CUDA graph, no MTP"}
 
 
 def _empty(hw: str, policy: KvPolicySpec, reason: str, hardware: str | None = None) -> dict:

@@ -31,6 +31,7 @@ from rdusim.mapping.gpu import (
     layer_kernels,
     streaming,
 )
+from rdusim.mapping.gpu_mla import ffn_kernels, head_kernels, mla_attention_kernels, mla_shape
 from rdusim.model.policy import kascade_anchor_layers, kascade_topk, kv_length
 from rdusim.sim.gpu import simulate_gpu
 
@@ -77,7 +78,6 @@ def simulate_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: lis
         reuse = _replace(base, topk=topk)
         layer_types = {"dense": (dense, 1), "anchor": (anchor, len(anchors) - 1),
                        "reuse": (reuse, model.layers - len(anchors))}
-    seconds, per_kernel, launches, nbytes, flops = 0.0, {}, 0, 0.0, 0.0
     parts = [(layer_kernels(head[:1], base, gpu, phase=phase), 1),
              (layer_kernels(head[1:], base, gpu, phase=phase), 1)] if head else []
     for shape, count in layer_types.values():
@@ -88,8 +88,43 @@ def simulate_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: lis
                                           shape.kv_len, shape.head_dim, kascade_topk(kept, policy), gpu,
                                           anchor=True)[:3]  # layer 0 also publishes its top-k
             parts.append((kernels, count))
+    return _run_parts(parts, gpu, mode)
+
+
+def _replace(shape: LayerShape, **changes: object) -> LayerShape:
+    from dataclasses import replace
+
+    return replace(shape, **changes)
+
+
+def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, mode: str, tp: int,
+                      policy: KvPolicySpec) -> GpuStep:
+    """A decode step of an MLA + MoE model on one GPU of a TP/EP group (``mapping.gpu_mla``).
+
+    A layer is its attention kernels then its FFN kernels, each run from an idle GPU, so the
+    step is the sum over attention roles (dense, Kascade anchor, Kascade reuse) and FFN kinds
+    (dense, MoE), each simulated once and multiplied by its layer count."""
+    kept = kv_length(seq_len, policy)
+    base = mla_shape(model, batch, kept, tp)
+    dense_ffn = model.ffn.first_dense_layers
+    parts: list[tuple[list[GpuKernel], int]] = [(head_kernels(base, gpu), 1)]
+    if policy.name == "kascade":
+        anchors = kascade_anchor_layers(model.layers, policy)
+        topk = kascade_topk(kept, policy)
+        parts += [(mla_attention_kernels(base, gpu), 1),
+                  (mla_attention_kernels(_replace(base, topk=topk, anchor=True), gpu), len(anchors) - 1),
+                  (mla_attention_kernels(_replace(base, topk=topk), gpu), model.layers - len(anchors))]
+    else:
+        parts.append((mla_attention_kernels(base, gpu), model.layers))
+    parts += [(ffn_kernels(base, gpu, moe=False), dense_ffn),
+              (ffn_kernels(base, gpu, moe=True), model.layers - dense_ffn)]
+    return _run_parts(parts, gpu, mode)
+
+
+def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str) -> GpuStep:
+    seconds, per_kernel, launches, nbytes, flops = 0.0, {}, 0, 0.0, 0.0
     for kernels, count in parts:
-        if not kernels:
+        if not kernels or not count:
             continue
         trace = simulate_gpu([(k, 0) for k in kernels], gpu, mode=mode)
         seconds += trace.makespan_s * count
@@ -99,12 +134,6 @@ def simulate_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: lis
         nbytes += sum(k.bytes for k in kernels) * count
         flops += sum(k.flops for k in kernels) * count
     return GpuStep(seconds, per_kernel, launches, nbytes, flops)
-
-
-def _replace(shape: LayerShape, **changes: object) -> LayerShape:
-    from dataclasses import replace
-
-    return replace(shape, **changes)
 
 
 # --------------------------------------------------------------------- benchmark rows

@@ -309,6 +309,7 @@ class GpuEfficiencySpec(Spec):
     hbm_stream: float = Field(gt=0.0, le=1.0, description="streaming kernels' share of HBM peak")
     gemm_tensor: float = Field(gt=0.0, le=1.0, description="a full wave of GEMM tiles' share of tensor peak")
     attention_tensor: float = Field(gt=0.0, le=1.0, description="FlashAttention-2 main loop's share of tensor peak")
+    mla_tensor: float = Field(gt=0.0, le=1.0, description="FlashMLA decode main loop's share of tensor peak")
 
 
 class GpuSpec(Spec):

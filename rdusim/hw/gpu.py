@@ -45,10 +45,10 @@ class Gpu:
         return float(self.spec.memory.hbm_capacity_bytes)
 
     def math_flops_per_s(self, math: str, dtype: str = "bf16") -> float:
-        """Achievable tensor rate of a kernel class ("gemm" or "attention") on the whole GPU."""
+        """Achievable tensor rate of a kernel class ("gemm", "attention" or "mla") on the whole GPU."""
         peak = getattr(self.spec.compute.tensor_peak, f"{dtype}_flops_per_s")
         eff = self.spec.efficiency
-        return peak * (eff.gemm_tensor if math == "gemm" else eff.attention_tensor)
+        return peak * {"gemm": eff.gemm_tensor, "attention": eff.attention_tensor, "mla": eff.mla_tensor}[math]
 
     def launch_s(self, mode: str) -> float:
         """Per-kernel cost before the CTAs run: ``stream`` (timed alone), ``graph``, ``eager``."""

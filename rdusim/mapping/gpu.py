@@ -46,7 +46,7 @@ class GpuKernel:
     name: str
     groups: tuple[CtaGroup, ...]
     ctas_per_sm: int
-    math: str = "none"          # "gemm", "attention" or "none" (which tensor rate applies)
+    math: str = "none"          # "gemm", "attention", "mla", "nvlink" or "none" (which rate applies)
     launches: int = 1           # host-side ops this kernel stands for (eager dispatch)
 
     @property
@@ -140,8 +140,10 @@ FA2_SPLITKV_TILE = (64, 128)  # (query rows, key columns) of FA2's split-KV kern
 
 
 def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int, head_dim: int,
-                 gpu: Gpu, *, kv_bytes_per_token: float | None = None) -> list[GpuKernel]:
-    """FlashAttention-2 split-KV decode (one query per sequence) over ``kv_len`` keys."""
+                 gpu: Gpu, *, kv_bytes_per_token: float | None = None, math_class: str = "attention",
+                 ) -> list[GpuKernel]:
+    """FlashAttention-2 split-KV decode (one query per sequence) over ``kv_len`` keys; FlashMLA
+    (``math_class="mla"``) has the same structure (64-row head tiles, split KV, a combine)."""
     rows_tile, cols = FA2_SPLITKV_TILE
     swapped = q_heads > kv_heads and head_dim % 8 == 0  # GQA: the group becomes the rows
     heads, rows = (kv_heads, q_heads // kv_heads) if swapped else (q_heads, 1)
@@ -154,7 +156,7 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     nbytes = keys * per_token * kv_share + 2 * rows * head_dim * BF16
     flops = 4.0 * rows_tile * head_dim * math.ceil(keys / cols) * cols
     main = GpuKernel(name, (CtaGroup(bhm * splits, nbytes, flops, math.ceil(keys / cols)),),
-                     FA2_CTAS_PER_SM, math="attention")
+                     FA2_CTAS_PER_SM, math=math_class)
     if splits == 1:
         return [main]
     partials = splits * batch * q_heads * head_dim * 4 + batch * q_heads * head_dim * BF16

@@ -33,7 +33,7 @@ class _Sm:
     def __init__(self, env: simpy.Environment, index: int, gpu: Gpu) -> None:
         self.hbm = BandwidthPool(env, f"sm{index}.hbm", gpu.hbm_bytes_per_s / gpu.sms)
         self.math = {m: BandwidthPool(env, f"sm{index}.{m}", gpu.math_flops_per_s(m) / gpu.sms)
-                     for m in ("gemm", "attention")}
+                     for m in ("gemm", "attention", "mla")}
         self.used = 0
         self.latency_s = gpu.hbm_latency_s
 
