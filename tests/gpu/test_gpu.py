@@ -130,3 +130,45 @@ def test_every_library_kernel_has_a_builder() -> None:
     from rdusim.mapping.gpu import _BUILDERS
 
     assert set(GPU_LIBRARY_KERNELS) == set(_BUILDERS)
+
+
+def test_simulate_gpu_mapping_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "step.json"
+    decode = ROOT / "mappings/llama-3.1-8b/decode-h100.yaml"
+    assert main(["simulate", str(decode), "--seq-len", "1024", "--batch", "4", "--format", "json",
+                 "--out", str(out)]) == 0
+    import json
+
+    result = json.loads(out.read_text())
+    summary_ = result["summary"]
+    assert summary_["batch"] == 4 and summary_["launch"] == "graph"
+    assert sum(k["time_us"] for k in result["kernels"]) == pytest.approx(summary_["step_ms"] * 1e3, rel=1e-9)
+    # a batch beyond HBM: exit 2 with the numbers
+    assert main(["simulate", str(decode), "--seq-len", "131072", "--batch", "64"]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit on H100-SXM5-80GB" in err and "max batch" in err
+
+
+def test_compare_hw_gpu_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cmp.csv"
+    assert main(["compare-hw", str(ROOT / "mappings/llama-3.1-8b/decode.yaml"),
+                 "--hw", str(ROOT / "hw_configs/h100-8.yaml"), "--seq-len", "4096",
+                 "--policy", "none,snapstream", "--batch", "auto", "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["policy"] for r in rows] == ["full", "snapstream"]
+    full, snap = rows
+    # 4x compression keeps a quarter of the KV, so about four times the sequences fit
+    assert int(snap["max_batch"]) > 3 * int(full["max_batch"])
+    assert main(["compare-hw", str(ROOT / "mappings/llama-3.1-8b/decode.yaml"), "--hw",
+                 str(ROOT / "hw_configs/h100-8.yaml"), "--seq-len", "4096", "--batch", "many"]) == 2
+    assert "--batch" in capsys.readouterr().err
+
+
+def test_deepseek_weights_per_gpu() -> None:
+    from rdusim.mapping.gpu_mla import mla_weight_bytes
+
+    model = load_spec(model_path("deepseek-r1"), ModelSpec)
+    whole = mla_weight_bytes(model, 1)
+    assert whole == pytest.approx(671e9, rel=0.02)  # the published 671B parameters, fp8
+    per_gpu = mla_weight_bytes(model, 8)
+    assert whole / 8 < per_gpu < whole / 8 * 1.05  # replicated low-rank projections and routers
