@@ -338,10 +338,12 @@ def gpu_result_rows(result: GpuResult) -> list[dict]:
             for k, s in sorted(result.step.kernels.items(), key=lambda kv: -kv[1])]
 
 
-def load_gpu_mapping(path: str | Path, hw: str | Path | None = None) -> tuple[GpuMappingSpec, ModelSpec, GpuNode]:
-    """A gpu_mapping document with its model and its (or ``hw``'s) GPU node."""
+def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
+                     overrides: list[str] = ()) -> tuple[GpuMappingSpec, ModelSpec, GpuNode]:
+    """A gpu_mapping document (``--set`` overrides applied) with its model and its (or
+    ``hw``'s) GPU node."""
     path = Path(path)
-    spec = load_spec(path, GpuMappingSpec)
+    spec = load_spec(path, GpuMappingSpec, overrides)
     model = load_spec(model_path(spec.model, path.parent), ModelSpec)
     node = load_gpu_node(hw if hw is not None else (path.parent / spec.hardware).resolve())
     return spec, model, node

@@ -14,10 +14,14 @@ import sys
 
 from rdusim.analysis.gpu import gpu_result_rows, load_gpu_mapping, simulate_gpu_mapping
 from rdusim.cli.output import write_atomic
+from rdusim.errors import ConfigError
 
 
 def run_gpu(args: argparse.Namespace) -> int:
-    spec, model, node = load_gpu_mapping(args.mapping, args.hw)
+    if args.trace:
+        raise ConfigError("--trace: a Chrome trace is not available for GPU mappings yet; "
+                          "use --format csv for the per-kernel times")
+    spec, model, node = load_gpu_mapping(args.mapping, args.hw, args.overrides)
     result = simulate_gpu_mapping(spec, model, node, seq_len=args.seq_len, batch=args.batch)
     rows = gpu_result_rows(result)
     summary = {
