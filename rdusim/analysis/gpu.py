@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,9 +208,10 @@ def hbm_latency(rows: Iterable[dict]) -> float:
 
 
 def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
-    """Fit ``hbm_stream`` and ``launch.stream`` to the copy rows and ``gemm_tensor`` to the
-    largest calibration GEMM. Reads ``set == calibration`` rows only (and the ``hardware``
-    latency rows, a constant of the device).
+    """Fit ``hbm_stream`` and ``launch.stream`` to the copy rows, ``gemm_tensor`` to the largest
+    calibration GEMM and ``launch.pipeline`` to the skinniest (memory-bound, so it shows a
+    tensor-core kernel's fixed cost). Reads ``set == calibration`` rows only (and the
+    ``hardware`` latency rows, a constant of the device).
 
     A copy is one wave of streaming CTAs: its time is launch + one DRAM round trip + bytes /
     bandwidth, so the least-squares slope gives the bandwidth and the intercept minus the
@@ -227,19 +228,37 @@ def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     stream_s = intercept - latency
     gemms = [r for r in calibration if r["kind"] == "gemm"]
     big = max(gemms, key=lambda r: float(r["flops"]))
-    lo, hi = 0.05, 1.0
-    for _ in range(40):  # bisection: the engine's time falls as the tensor efficiency rises
+    skinny = min(gemms, key=lambda r: float(r["m"]))
+    gemm_tensor, pipeline_s = 0.8, 0.0
+    for _ in range(4):  # alternate: tensor rate from the largest GEMM, fixed cost from the skinny one
+        gemm_tensor = _bisect(lambda x: _time(big, spec, hbm_stream, x, stream_s, latency, pipeline_s),
+                              float(big["median_us"]) * 1e-6, 0.05, 1.0, falling=True)
+        pipeline_s = _bisect(lambda x: _time(skinny, spec, hbm_stream, gemm_tensor, stream_s, latency, x),
+                             float(skinny["median_us"]) * 1e-6, 0.0, 100e-6, falling=False)
+    return {"hbm_stream": hbm_stream, "launch_stream_s": stream_s, "gemm_tensor": gemm_tensor,
+            "hbm_latency_s": latency, "pipeline_s": pipeline_s}
+
+
+def _time(row: dict, spec: GpuSpec, hbm_stream: float, gemm_tensor: float, stream_s: float, latency: float,
+          pipeline_s: float) -> float:
+    gpu = _with(spec, hbm_stream=hbm_stream, gemm_tensor=gemm_tensor, stream_s=stream_s, latency_s=latency,
+                pipeline_s=pipeline_s)
+    return simulate_gpu([(k, 0) for k in row_kernels(row, gpu)], gpu, mode="stream").makespan_s
+
+
+def _bisect(f: Callable[[float], float], target: float, lo: float, hi: float, *, falling: bool) -> float:
+    """The x in [lo, hi] where the monotonic f(x) meets target (40 halvings)."""
+    for _ in range(40):
         mid = (lo + hi) / 2
-        gpu = _with(spec, hbm_stream=hbm_stream, gemm_tensor=mid, stream_s=stream_s, latency_s=latency)
-        t = simulate_gpu([(k, 0) for k in row_kernels(big, gpu)], gpu, mode="stream").makespan_s
-        lo, hi = (mid, hi) if t > float(big["median_us"]) * 1e-6 else (lo, mid)
-    return {"hbm_stream": hbm_stream, "launch_stream_s": stream_s, "gemm_tensor": (lo + hi) / 2,
-            "hbm_latency_s": latency}
+        above = f(mid) > target
+        lo, hi = (mid, hi) if above == falling else (lo, mid)
+    return (lo + hi) / 2
 
 
-def _with(spec: GpuSpec, *, hbm_stream: float, gemm_tensor: float, stream_s: float, latency_s: float) -> Gpu:
+def _with(spec: GpuSpec, *, hbm_stream: float, gemm_tensor: float, stream_s: float, latency_s: float,
+          pipeline_s: float) -> Gpu:
     eff = spec.efficiency.model_copy(update={"hbm_stream": hbm_stream, "gemm_tensor": gemm_tensor})
-    launch = spec.launch.model_copy(update={"stream_s": stream_s})
+    launch = spec.launch.model_copy(update={"stream_s": stream_s, "pipeline_s": pipeline_s})
     memory = spec.memory.model_copy(update={"hbm_latency_s": latency_s})
     return Gpu(spec.model_copy(update={"efficiency": eff, "launch": launch, "memory": memory}))
 

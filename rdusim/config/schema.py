@@ -301,6 +301,8 @@ class GpuLaunchSpec(Spec):
     stream_s: NonNegativeSeconds = Field(alias="stream", description="one kernel timed alone on a stream")
     graph_s: NonNegativeSeconds = Field(alias="graph", description="per kernel inside a CUDA graph")
     eager_host_s: NonNegativeSeconds = Field(alias="eager_host", description="host dispatch per eager op")
+    pipeline_s: NonNegativeSeconds = Field(
+        alias="pipeline", description="fixed cost of a tensor-core kernel: pipeline prologue, epilogue, grid drain")
 
 
 class GpuEfficiencySpec(Spec):

@@ -3,9 +3,8 @@
 Owns: ``Gpu``, ``GpuNode``, ``load_gpu_node``. Imports: config, errors. Never simulates.
 
 Rates are *achievable*: datasheet peak times the efficiency the GPU document gives (each
-efficiency is fitted to the calibration set of ``benchmarks/gpu`` or cited). Bandwidth is
-shared out per SM: an SM draws at most ``hbm_bytes_per_s / sms`` and its resident CTAs share
-that slice, so a kernel that leaves SMs idle leaves bandwidth idle (the engine's rule).
+efficiency is fitted to the calibration set of ``benchmarks/gpu`` or cited). The engine
+(``rdusim.sim.gpu``) shares HBM among resident CTAs and the tensor rate per SM.
 """
 
 from __future__ import annotations
@@ -51,9 +50,11 @@ class Gpu:
         return peak * {"gemm": eff.gemm_tensor, "attention": eff.attention_tensor, "mla": eff.mla_tensor}[math]
 
     def launch_s(self, mode: str) -> float:
-        """Per-kernel cost before the CTAs run: ``stream`` (timed alone), ``graph``, ``eager``."""
+        """Per-kernel cost before the CTAs run: ``stream`` (timed alone), ``graph``, ``eager``, and
+        ``pipeline``, the fixed cost every tensor-core kernel adds."""
         launch = self.spec.launch
-        return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s}[mode]
+        return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s,
+                "pipeline": launch.pipeline_s}[mode]
 
     @property
     def nvlink_bytes_per_s(self) -> float:

@@ -1,41 +1,91 @@
 """The engine's GPU target: library kernels run one at a time over a GPU's SMs.
 
-Owns: ``simulate_gpu``. Imports: resources, trace, mapping.gpu, hw.gpu.
+Owns: ``simulate_gpu``, ``WeightedPool``. Imports: trace, mapping.gpu, hw.gpu.
 
 A GPU is not a spatial pipeline: it runs one kernel at a time across all of its SMs. Each
 kernel is a grid of CTAs (``rdusim.mapping.gpu``); the block scheduler places CTAs on SMs with
 a free slot, in launch order, as earlier CTAs finish (waves and tails come out of this).
-Every SM has two processor-sharing pools (``BandwidthPool``): its slice of HBM bandwidth
-(``hbm / sms``: an SM's outstanding requests bound what it can draw, so a kernel that leaves
-SMs idle leaves bandwidth idle) and its slice of the kernel's tensor rate; the CTAs resident
-on one SM share them. A CTA waits one DRAM round trip, then runs its main loop with the loads
-of the next tile overlapping the math of this one (see ``_bundle``). The launch path decides what a kernel costs before its CTAs
-run: ``stream`` (one kernel timed alone), ``graph`` (CUDA graph replay) or ``eager`` (a host
-process dispatches every op at ``eager_host`` each and the GPU runs behind it).
+HBM is one pool shared by weighted processor sharing among all resident CTAs
+(``WeightedPool``: a CTA's loads get an equal share, so a kernel with few CTAs still streams at
+full bandwidth, and SMs with fewer resident CTAs do not idle their share); each CTA gets its
+SM's tensor rate divided by the CTAs resident there. A CTA waits one DRAM round trip, then runs
+its main loop with the loads of the next tile overlapping the math of this one (``_bundle``).
+A tensor-core kernel (GEMM, attention) also pays a fixed pipeline cost (``launch.pipeline``:
+prologue, epilogue and grid drain). The launch path decides what a kernel costs before its
+CTAs run: ``stream`` (one kernel timed alone), ``graph`` (CUDA graph replay) or ``eager`` (a
+host process dispatches every op at ``eager_host`` each and the GPU runs behind it).
 
-Identical CTAs placed on one SM at the same instant move as one bundle (same finish time
-under processor sharing), so a wave costs a few events per SM, not per CTA.
+Identical CTAs placed at the same instant on equally occupied SMs move as one bundle (same
+finish time under processor sharing), so a wave costs a few events, not one per CTA.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Generator, Sequence
 
 import simpy
 
 from rdusim.hw.gpu import Gpu
 from rdusim.mapping.gpu import CtaGroup, GpuKernel
-from rdusim.sim.resources import BandwidthPool
 from rdusim.sim.trace import KernelRecord, Trace
 
+#: bytes below which a transfer counts as complete (guards float rounding)
+_EPSILON_BYTES = 1e-3
 
-class _Sm:
-    def __init__(self, env: simpy.Environment, index: int, gpu: Gpu) -> None:
-        self.hbm = BandwidthPool(env, f"sm{index}.hbm", gpu.hbm_bytes_per_s / gpu.sms)
-        self.math = {m: BandwidthPool(env, f"sm{index}.{m}", gpu.math_flops_per_s(m) / gpu.sms)
-                     for m in ("gemm", "attention", "mla")}
-        self.used = 0
+
+class WeightedPool:
+    """Bandwidth shared by weighted processor sharing: a flow of weight w (w CTAs) gets
+    ``rate * w / sum(weights)``; every arrival or completion re-divides the rate."""
+
+    def __init__(self, env: simpy.Environment, rate: float) -> None:
+        self.env, self.rate = env, rate
+        self._flows: dict[int, list] = {}  # id -> [bytes left, weight, done event]
+        self._ids = itertools.count()
+        self._updated = env.now
+        self._generation = 0
+
+    def transfer(self, nbytes: float, weight: float) -> simpy.Event:
+        done = self.env.event()
+        if nbytes <= _EPSILON_BYTES:
+            done.succeed()
+            return done
+        self._advance()
+        self._flows[next(self._ids)] = [float(nbytes), float(weight), done]
+        self._reschedule()
+        return done
+
+    def _advance(self) -> None:
+        elapsed = self.env.now - self._updated
+        if elapsed > 0 and self._flows:
+            per_weight = self.rate / sum(f[1] for f in self._flows.values()) * elapsed
+            for flow in self._flows.values():
+                flow[0] -= per_weight * flow[1]
+        self._updated = self.env.now
+
+    def _reschedule(self) -> None:
+        self._generation += 1
+        for key in [k for k, f in self._flows.items() if f[0] <= _EPSILON_BYTES]:
+            self._flows.pop(key)[2].succeed()
+        if not self._flows:
+            return
+        total = sum(f[1] for f in self._flows.values())
+        delay = min(f[0] / f[1] for f in self._flows.values()) * total / self.rate
+        generation = self._generation
+        self.env.timeout(delay).callbacks.append(lambda _e: self._on_timer(generation))
+
+    def _on_timer(self, generation: int) -> None:
+        if generation == self._generation:
+            self._advance()
+            self._reschedule()
+
+
+class _Gpu:
+    def __init__(self, env: simpy.Environment, gpu: Gpu) -> None:
+        self.hbm = WeightedPool(env, gpu.hbm_bytes_per_s)
+        self.used = [0] * gpu.sms
         self.latency_s = gpu.hbm_latency_s
+        self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla")}
 
 
 def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: str = "graph") -> Trace:
@@ -43,11 +93,11 @@ def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: st
     if mode not in ("graph", "eager", "stream"):
         raise ValueError(f"launch mode must be graph, eager or stream, got {mode!r}")
     env = simpy.Environment()
-    sms = [_Sm(env, i, gpu) for i in range(gpu.sms)]
+    state = _Gpu(env, gpu)
     issued = simpy.Store(env)
     records: list[KernelRecord] = []
     env.process(_host(env, kernels, gpu, mode, issued))
-    done = env.process(_device(env, kernels, gpu, mode, sms, issued, records))
+    done = env.process(_device(env, kernels, gpu, mode, state, issued, records))
     env.run(until=done)
     return Trace(kernels=tuple(records), layers_simulated=len({layer for _, layer in kernels}),
                  event_count=next(env._eid), makespan_s=env.now)
@@ -63,17 +113,17 @@ def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu:
 
 
 def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
-            sms: list[_Sm], issued: simpy.Store, records: list[KernelRecord]) -> Generator:
+            state: _Gpu, issued: simpy.Store, records: list[KernelRecord]) -> Generator:
     gap = {"graph": gpu.launch_s("graph"), "stream": gpu.launch_s("stream"), "eager": 0.0}[mode]
     for kernel, layer in kernels:
         yield issued.get()
         start = env.now
-        overhead = gap * kernel.launches
+        overhead = gap * kernel.launches + (gpu.launch_s("pipeline") if kernel.math in state.sm_flops else 0.0)
         yield env.timeout(overhead)
         if kernel.math == "nvlink":
             yield env.timeout(kernel.ctas * gpu.nvlink_latency_s + kernel.bytes / gpu.nvlink_bytes_per_s)
         else:
-            yield from _run_grid(env, kernel, sms)
+            yield from _run_grid(env, kernel, state)
         records.append(KernelRecord(
             kernel=kernel.name, layer_type=kernel.math, layer=layer, start_s=start, end_s=env.now,
             overhead_s=overhead, stage_busy_s={}, stage_pcus={}, pool_busy_s={},
@@ -81,58 +131,63 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         ))
 
 
-def _run_grid(env: simpy.Environment, kernel: GpuKernel, sms: list[_Sm]) -> Generator:
-    """Place the grid's CTAs on free SM slots in launch order; return when all have finished."""
+def _run_grid(env: simpy.Environment, kernel: GpuKernel, state: _Gpu) -> Generator:
+    """Place the grid's CTAs on free SM slots in launch order; return when all have finished.
+
+    The block scheduler fills the emptiest SMs first, one CTA per SM per round. CTAs placed
+    at one instant on SMs that end up equally occupied move as one bundle."""
     freed = [env.event()]
     running: list[simpy.Process] = []
+    cap = kernel.ctas_per_sm
     for group in kernel.groups:
         left = group.count
         while left:
-            free = [sm for sm in sms if sm.used < kernel.ctas_per_sm]
+            free = sorted((u, i) for i, u in enumerate(state.used) if u < cap)
             if not free:
                 yield freed[0]
                 continue
-            # the block scheduler fills the emptiest SMs first, one CTA per SM per round
-            free.sort(key=lambda sm: sm.used)
-            place: dict[int, int] = {}
-            capacity = sum(kernel.ctas_per_sm - sm.used for sm in free)
-            take = min(left, capacity)
+            placed = [0] * len(state.used)
+            take = min(left, sum(cap - u for u, _ in free))
+            left -= take
             while take:
-                for sm in free:
-                    if take and sm.used + place.get(id(sm), 0) < kernel.ctas_per_sm:
-                        place[id(sm)] = place.get(id(sm), 0) + 1
+                for u, i in free:
+                    if take and u + placed[i] < cap:
+                        placed[i] += 1
                         take -= 1
-            for sm in free:
-                n = place.get(id(sm), 0)
+            bundles: dict[int, list] = {}  # occupancy after placement -> [CTAs, [(SM, CTAs)]]
+            for i, n in enumerate(placed):
                 if n:
-                    sm.used += n
-                    left -= n
-                    running.append(env.process(_bundle(env, sm, n, group, kernel.math, freed)))
+                    state.used[i] += n
+                    bundle = bundles.setdefault(state.used[i], [0, []])
+                    bundle[0] += n
+                    bundle[1].append((i, n))
+            for occupancy, (n, sms) in bundles.items():
+                running.append(env.process(_bundle(env, state, n, occupancy, sms, group, kernel.math, freed)))
     if running:
         yield env.all_of(running)
 
 
-def _bundle(env: simpy.Environment, sm: _Sm, n: int, group: CtaGroup, math: str,
-            freed: list[simpy.Event]) -> Generator:
-    """``n`` identical CTAs on one SM running their main loop of ``group.tiles`` steps.
+def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: list[tuple[int, int]],
+            group: CtaGroup, math: str, freed: list[simpy.Event]) -> Generator:
+    """``n`` identical CTAs, each on an SM holding ``occupancy`` CTAs, through their main loop.
 
     One DRAM round trip fills the pipeline and the first step's loads are exposed; then the
-    loads of steps 2..T overlap the math of steps 1..T-1 (double buffering); the last step's
-    math is exposed. With one step: load, then math.
-    """
+    loads of steps 2..T overlap the math of steps 1..T-1; the last step's math is exposed.
+    With one step: load, then math."""
     tiles = max(1, group.tiles)
-    load, work = n * group.bytes / tiles, n * group.flops / tiles
-    pool = sm.math.get(math)
+    load = n * group.bytes / tiles
+    step_s = group.flops / tiles / (state.sm_flops[math] / occupancy) if math in state.sm_flops else 0.0
     if group.bytes > 0:
-        yield env.timeout(sm.latency_s)
-        yield sm.hbm.transfer(load)
+        yield env.timeout(state.latency_s)
+        yield state.hbm.transfer(load, n)
     if tiles > 1:
-        flows = [sm.hbm.transfer(load * (tiles - 1))]
-        if work > 0 and pool is not None:
-            flows.append(pool.transfer(work * (tiles - 1)))
+        flows = [state.hbm.transfer(load * (tiles - 1), n)]
+        if step_s > 0:
+            flows.append(env.timeout(step_s * (tiles - 1)))
         yield env.all_of(flows)
-    if work > 0 and pool is not None:
-        yield pool.transfer(work)
-    sm.used -= n
+    if step_s > 0:
+        yield env.timeout(step_s)
+    for i, k in sms:
+        state.used[i] -= k
     event, freed[0] = freed[0], env.event()
     event.succeed()

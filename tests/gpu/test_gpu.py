@@ -58,30 +58,34 @@ def test_unknown_library_kernel_suggests(tmp_path: Path, capsys: pytest.CaptureF
     assert "did you mean 'qkv_gemm'" in capsys.readouterr().err
 
 
-def cta_time(g: Gpu, nbytes: float, flops: float, tiles: int) -> float:
+def cta_time(g: Gpu, nbytes: float, flops: float, tiles: int, bandwidth: float) -> float:
     """One CTA alone on its SM: a DRAM round trip, the first tile's load, then T-1 steps of
     overlapped load and math, then the last tile's math."""
-    load = nbytes / tiles / (g.hbm_bytes_per_s / g.sms)
+    load = nbytes / tiles / bandwidth
     math_ = flops / tiles / (g.math_flops_per_s("gemm") / g.sms)
     return g.hbm_latency_s + load + (tiles - 1) * max(load, math_) + math_
 
 
 def test_gemm_wave_quantisation_closed_form() -> None:
-    """One tile more than there are SMs: two waves, the second a single CTA at the same
-    per-CTA time (each SM owns its slice of HBM and tensor rate)."""
+    """One tile more than there are SMs: two waves. The first shares HBM among 132 CTAs; the
+    second is a single CTA with the whole bandwidth to itself (HBM is shared among resident
+    CTAs, not sliced per SM)."""
     g = gpu()
     m, n, k = 128 * (g.sms + 1), 256, 4096
     (kernel,) = gemm("g", m, n, k, g)
     assert kernel.ctas == g.sms + 1
     (group,) = kernel.groups
     assert group.tiles == k // 64
-    per_cta = cta_time(g, group.bytes, group.flops, group.tiles)
+    fixed = g.launch_s("stream") + g.launch_s("pipeline")
+    wave1 = cta_time(g, group.bytes, group.flops, group.tiles, g.hbm_bytes_per_s / g.sms)
+    wave2 = cta_time(g, group.bytes, group.flops, group.tiles, g.hbm_bytes_per_s)
     t = simulate_gpu([(kernel, 0)], g, mode="stream").makespan_s
-    assert t == pytest.approx(g.launch_s("stream") + 2 * per_cta, rel=1e-9)
+    assert t == pytest.approx(fixed + wave1 + wave2, rel=1e-9)
     (one,) = gemm("g", 128 * g.sms, n, k, g)  # exactly one tile per SM: one wave
     t_one = simulate_gpu([(one, 0)], g, mode="stream").makespan_s
-    assert t_one == pytest.approx(g.launch_s("stream") + cta_time(g, one.groups[0].bytes, one.groups[0].flops,
-                                                                  one.groups[0].tiles), rel=1e-9)
+    (g1,) = one.groups
+    assert t_one == pytest.approx(fixed + cta_time(g, g1.bytes, g1.flops, g1.tiles, g.hbm_bytes_per_s / g.sms),
+                                  rel=1e-9)
 
 
 def test_split_k_when_tiles_do_not_fill_the_gpu() -> None:
@@ -108,6 +112,7 @@ def test_calibration_reads_only_calibration_rows() -> None:
     assert fit["launch_stream_s"] == pytest.approx(spec.launch.stream_s, abs=5e-9)
     assert fit["gemm_tensor"] == pytest.approx(spec.efficiency.gemm_tensor, abs=5e-4)
     assert fit["hbm_latency_s"] == pytest.approx(spec.memory.hbm_latency_s, abs=5e-10)
+    assert fit["pipeline_s"] == pytest.approx(spec.launch.pipeline_s, abs=5e-9)
 
 
 def test_gate_committed_h100_prediction_rows() -> None:
@@ -120,7 +125,7 @@ def test_gate_committed_h100_prediction_rows() -> None:
     compared = compare_rows(rows, gpu(), model)
     attention = summary(compared, ("attn_prefill", "attn_decode"))
     assert attention["n"] == 28
-    assert attention["median"] <= 0.10 and attention["worst"] <= 0.30
+    assert attention["median"] <= 0.10 and attention["worst"] <= 0.25
     e2e = summary(compared, ("e2e_decode", "e2e_prefill"))
     assert e2e["n"] == 5 and e2e["worst"] <= 0.15
 
