@@ -231,9 +231,11 @@ def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     skinny = min(gemms, key=lambda r: float(r["m"]))
     gemm_tensor, pipeline_s = 0.8, 0.0
     for _ in range(4):  # alternate: tensor rate from the largest GEMM, fixed cost from the skinny one
-        gemm_tensor = _bisect(lambda x: _time(big, spec, hbm_stream, x, stream_s, latency, pipeline_s),
+        fixed = pipeline_s
+        gemm_tensor = _bisect(lambda x, p=fixed: _time(big, spec, hbm_stream, x, stream_s, latency, p),
                               float(big["median_us"]) * 1e-6, 0.05, 1.0, falling=True)
-        pipeline_s = _bisect(lambda x: _time(skinny, spec, hbm_stream, gemm_tensor, stream_s, latency, x),
+        rate = gemm_tensor
+        pipeline_s = _bisect(lambda x, e=rate: _time(skinny, spec, hbm_stream, e, stream_s, latency, x),
                              float(skinny["median_us"]) * 1e-6, 0.0, 100e-6, falling=False)
     return {"hbm_stream": hbm_stream, "launch_stream_s": stream_s, "gemm_tensor": gemm_tensor,
             "hbm_latency_s": latency, "pipeline_s": pipeline_s}
