@@ -177,3 +177,21 @@ def test_deepseek_weights_per_gpu() -> None:
     assert whole == pytest.approx(671e9, rel=0.02)  # the published 671B parameters, fp8
     per_gpu = mla_weight_bytes(model, 8)
     assert whole / 8 < per_gpu < whole / 8 * 1.05  # replicated low-rank projections and routers
+
+
+def test_kv_policies_on_the_gpu_model() -> None:
+    """Compressing policies attend over ceil(T / c) slots; Kascade keeps the cache but attends
+    sparsely in its reuse layers: both faster than full at a long prompt, full's KV unchanged."""
+    from rdusim.analysis.gpu import MEASURED_LAYER, simulate_gpu_step
+    from rdusim.config.schema import KvPolicySpec
+
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+
+    def step(name: str, compression: float = 1.0) -> float:
+        return simulate_gpu_step(model, gpu(), layer=MEASURED_LAYER, head=[], phase="decode", batch=4,
+                                 seq_len=65536, mode="graph",
+                                 policy=KvPolicySpec(name=name, compression=compression)).seconds
+
+    full, snap, kascade = step("full"), step("snapstream", 4.0), step("kascade")
+    assert snap < kascade < full
+    assert step("snapkv", 4.0) == snap  # same kept slots, same decode kernels
