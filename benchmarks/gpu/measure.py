@@ -42,6 +42,7 @@ class Ctx:
     device: torch.device
     tiny: bool
     rows: list[dict] = field(default_factory=list)
+    set_name: str = "prediction"  # the set end-to-end rows are recorded under
     env: dict = field(default_factory=dict)
     flush_buf: torch.Tensor | None = None
 
@@ -484,12 +485,12 @@ def e2e_decode_case(ctx: Ctx, model: Llama, batch: int, kv_len: int) -> None:
     common = dict(batch=batch, kv_len=kv_len, q_heads=s.q_heads, kv_heads=s.kv_heads,
                   head_dim=s.head_dim)
     t, reps = time_fn(ctx, step, cold=False, budget_s=0.4, max_reps=50)
-    record(ctx, "prediction", "e2e_decode", f"decode_step_b{batch}_l{kv_len}_eager", t, reps,
+    record(ctx, ctx.set_name, "e2e_decode", f"decode_step_b{batch}_l{kv_len}_eager", t, reps,
            mode="eager", **common)
     if ctx.cuda:
         g = capture(ctx, step)
         t, reps = time_fn(ctx, g.replay, cold=False, budget_s=0.4, max_reps=50)
-        record(ctx, "prediction", "e2e_decode", f"decode_step_b{batch}_l{kv_len}_graph", t,
+        record(ctx, ctx.set_name, "e2e_decode", f"decode_step_b{batch}_l{kv_len}_graph", t,
                reps, mode="graph", **common)
     ctx.sync()
 
@@ -508,7 +509,7 @@ def e2e_prefill_case(ctx: Ctx, model: Llama, length: int) -> None:
         return model.forward(tokens, ck, cv, pos, cos, sin, prefill=True)
 
     t, reps = time_fn(ctx, fwd, cold=False, budget_s=1.0, min_reps=3, max_reps=20)
-    record(ctx, "prediction", "e2e_prefill", f"prefill_b1_l{length}", t, reps, batch=1,
+    record(ctx, ctx.set_name, "e2e_prefill", f"prefill_b1_l{length}", t, reps, batch=1,
            seq_len=length, q_heads=s.q_heads, kv_heads=s.kv_heads, head_dim=s.head_dim,
            mode="eager")
 
@@ -534,9 +535,52 @@ def environment(ctx: Ctx) -> dict:
     return env
 
 
+def holdout_rows(ctx: Ctx) -> None:
+    """Shapes measured after the GPU model was frozen (set ``holdout``): a check on shapes
+    nobody looked at while building it. Same kernels as the prediction set."""
+    if ctx.tiny:
+        return
+    ctx.set_name = "holdout"
+    for m, n, k in [(1, 8192, 8192), (64, 28672, 8192), (1000, 8192, 8192), (3000, 1024, 4096),
+                    (4096, 8192, 28672), (256, 57344, 8192)]:
+        x = torch.randn(m, k, dtype=BF16, device=ctx.device)
+        w = torch.randn(n, k, dtype=BF16, device=ctx.device)
+        t, reps = time_fn(ctx, lambda x=x, w=w: F.linear(x, w))
+        record(ctx, "holdout", "gemm", f"holdout_gemm_{m}x{n}x{k}", t, reps, m=m, n=n, k=k,
+               flops=2 * m * n * k, bytes=2 * (m * k + n * k + m * n))
+    for batch, kv_len, hq, hkv in [(2, 16384, 32, 8), (8, 65536, 32, 8), (32, 16384, 32, 8),
+                                   (128, 4096, 32, 8), (3, 50000, 32, 8), (1, 32768, 64, 8),
+                                   (16, 8192, 64, 8), (4, 8192, 8, 1)]:
+        holdout_decode(ctx, batch, kv_len, hq, hkv)
+    for batch, length, hq, hkv in [(2, 3000, 32, 8), (1, 12288, 32, 8), (8, 2048, 32, 8),
+                                   (1, 8192, 64, 8)]:
+        q = torch.randn(batch, hq, length, 128, dtype=BF16, device=ctx.device)
+        k = torch.randn(batch, hkv, length, 128, dtype=BF16, device=ctx.device)
+        t, reps = time_fn(ctx, lambda q=q, k=k: sdpa(q, k, k, True))
+        record(ctx, "holdout", "attn_prefill", f"holdout_prefill_attn_b{batch}_l{length}_h{hq}x{hkv}", t, reps,
+               batch=batch, seq_len=length, kv_len=length, q_heads=hq, kv_heads=hkv, head_dim=128)
+    model = Llama(LlamaShape(), ctx.device)
+    for batch, kv_len in [(16, 16384), (4, 65536), (256, 512)]:
+        e2e_decode_case(ctx, model, batch, kv_len)
+        torch.cuda.empty_cache()
+    for length in (2048, 8192):
+        e2e_prefill_case(ctx, model, length)
+        torch.cuda.empty_cache()
+    ctx.set_name = "prediction"
+
+
+def holdout_decode(ctx: Ctx, batch: int, kv_len: int, hq: int, hkv: int) -> None:
+    q = torch.randn(batch, hq, 1, 128, dtype=BF16, device=ctx.device)
+    k = torch.randn(batch, hkv, kv_len, 128, dtype=BF16, device=ctx.device)
+    v = torch.randn_like(k)
+    t, reps = time_fn(ctx, lambda: sdpa(q, k, v, False))
+    record(ctx, "holdout", "attn_decode", f"holdout_decode_attn_b{batch}_l{kv_len}_h{hq}x{hkv}", t, reps,
+           batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=128)
+
+
 SECTIONS = {"latency": latency_rows, "copy": copy_rows, "gemm": gemm_rows, "norm": norm_rows, "launch": launch_rows,
             "prefill": prefill_attention_rows, "decode": decode_attention_rows,
-            "kascade": kascade_rows, "e2e": e2e_rows}
+            "kascade": kascade_rows, "e2e": e2e_rows, "holdout": holdout_rows}
 
 
 def main(argv: list[str] | None = None) -> int:
