@@ -200,7 +200,8 @@ def test_kv_policies_on_the_gpu_model() -> None:
 def test_gate_held_out_h100_rows() -> None:
     """Shapes measured after the model was frozen (set=holdout): the issue's tolerances."""
     rows = [r for r in csv.DictReader((ROOT / "benchmarks/gpu/h100-20261123-holdout.csv").open())
-            if r["set"] == "holdout" and r["kind"] != "gemm" and r["mode"] != "eager"]
+            if r["set"] == "holdout" and r["kind"] != "gemm"
+            and not (r["kind"] == "e2e_decode" and r["mode"] == "eager")]
     model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
     compared = compare_rows(rows, gpu(), model)
     attention = [abs(r["error"]) for r in compared if r["kind"].startswith("attn")]
