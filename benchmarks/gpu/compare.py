@@ -64,7 +64,7 @@ def main() -> int:
         text = _between(text, marker, lines)
     doc.write_text(text)
     print("\n".join(summary_lines))
-    _plot(compared, ROOT / "docs/img/gpu-parity.png")
+    _plot(compared, held_rows, ROOT / "docs/img/gpu-parity.png")
     return 0
 
 
@@ -134,7 +134,7 @@ def kascade_table(compared: list[dict]) -> list[str]:
     return out
 
 
-def _plot(compared: list[dict], path: Path) -> None:
+def _plot(compared: list[dict], held: list[dict], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,6 +150,8 @@ def _plot(compared: list[dict], path: Path) -> None:
     cal = [(float(r["median_us"]), r["predicted_us"]) for r in compared
            if r["set"] == "calibration" and r["predicted_us"] is not None]
     ax.scatter(*zip(*cal, strict=True), s=30, marker="x", color="k", label="calibration (fitted)")
+    pts = [(float(r["median_us"]), r["predicted_us"]) for r in held if r["predicted_us"] is not None]
+    ax.scatter(*zip(*pts, strict=True), s=40, facecolors="none", edgecolors="r", label="held-out run (all kinds)")
     lo, hi = 1.0, 1e6
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
     for f in (0.85, 1.15):
