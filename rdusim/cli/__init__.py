@@ -27,8 +27,9 @@ COMMANDS: dict[str, str] = {
     "numerics": "check the KV policies on a real small LM (passkey, divergence)",
     "validate": "check mapping, model and hardware YAML files",
     "calibrate": "fit calibration constants to the published figures",
-    "fidelity": "every published figure the project knows against the model",
+    "fidelity": "every published figure vs the model: error, fitted or predicted",
     "schema": "print the JSON Schema of a document kind",
+    "compare-hw": "one mapping's workload on several hardware documents (SN40L and GPUs)",
 }
 
 EXIT_USAGE = 2

@@ -32,6 +32,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rdusim.analysis.gpu import is_gpu_mapping
+
+    if is_gpu_mapping(args.mapping):  # a GPU target: library kernels, not a spatial pipeline
+        from rdusim.cli.gpu_report import run_gpu
+
+        return run_gpu(args)
     result = simulate(args.mapping, seq_len=args.seq_len, batch=args.batch, hw=args.hw,
                       overrides=args.overrides, fast=not args.full, record_events=bool(args.trace),
                       check_capacity=not args.ignore_capacity)
