@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rdusim.config.schema import MappingSpec, ModelSpec, NodeSpec, SocketSpec
+from rdusim.config.serving import ServingSpec
 from rdusim.errors import ConfigError
 
 MODELS_DIR = Path(__file__).parent / "models"
@@ -27,6 +28,7 @@ DOCUMENT_KINDS: dict[str, type[BaseModel]] = {
     "node": NodeSpec,
     "model": ModelSpec,
     "mapping": MappingSpec,
+    "serving": ServingSpec,
 }
 Path_ = tuple[str | int, ...]
 
