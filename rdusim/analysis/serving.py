@@ -41,7 +41,7 @@ from rdusim.analysis.sweep import smallest_batch
 from rdusim.analysis.workload import LengthDistribution, Workload, generate_workload
 from rdusim.config.loader import Document, apply_overrides, read_document, validate
 from rdusim.config.serving import ServingSpec
-from rdusim.errors import ConfigError, MappingError
+from rdusim.errors import ConfigError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import batch_candidates, hbm_fit, max_batch

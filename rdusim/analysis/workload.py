@@ -30,7 +30,7 @@ import csv
 import json
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -292,4 +292,4 @@ def _timestamp(raw: str, where: str) -> float:
     except ValueError:
         raise ConfigError(f"{where}: TIMESTAMP: expected a date like 2023-11-16 18:15:46.680590, "
                           f"got {raw!r}") from None
-    return stamp.replace(tzinfo=timezone.utc).timestamp()
+    return stamp.replace(tzinfo=UTC).timestamp()

@@ -18,7 +18,8 @@ from rdusim import __version__
 from rdusim.errors import RdusimError
 
 #: subcommand modules under rdusim.cli, in the order ``rdusim --help`` lists them
-COMMANDS: tuple[str, ...] = ("simulate", "sweep", "explore", "numerics", "validate", "calibrate", "schema")
+COMMANDS: tuple[str, ...] = ("simulate", "sweep", "explore", "numerics", "validate", "calibrate", "schema",
+                             "serve", "serve_sweep")
 
 EXIT_USAGE = 2
 
