@@ -104,8 +104,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         spec = workload_spec(args)
         workload = spec.at(args.rate) if args.rate is not None else None
+    early = Slo(args.slo_ttft_s, args.slo_tpot_ms / 1e3) if None not in (args.slo_ttft_s, args.slo_tpot_ms) else None
     deployment = load_deployment(args.deployment, args.overrides)
-    slo = slo_from(args, deployment)
+    slo = early or slo_from(args, deployment)
     result = run_serving(deployment, workload, slo, record_events=False)
     text = format_summary(result.summary, result.nodes)
     if out is not None:
