@@ -73,15 +73,20 @@ class Deployment:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def load_deployment(path: str | Path, overrides: list[str] | None = None) -> Deployment:
-    """Read and validate a serving YAML and build its step-time tables by simulation."""
+def load_deployment(path: str | Path, overrides: list[str] | None = None,
+                    decode_overrides: list[str] | None = None) -> Deployment:
+    """Read and validate a serving YAML and build its step-time tables by simulation.
+
+    ``overrides`` edit the serving file (``decode.nodes=2``); ``decode_overrides`` edit its
+    decode mapping (``kv_policy.name=snapkv``), e.g. to pair it with another prefill mapping.
+    """
     document = apply_overrides(read_document(path), list(overrides or []))
     spec: ServingSpec = validate(document, ServingSpec)
     if document.data.get("kind") != "serving":  # validate() accepted it: kind is 'serving'
         raise ConfigError(f"{document.path}: expected kind: serving")
     prefill_path = _mapping_path(document, "prefill")
     decode_path = _mapping_path(document, "decode")
-    decode_overrides = _decode_overrides(spec)
+    decode_overrides = _decode_overrides(spec) + list(decode_overrides or [])
     decode = load_mapping(decode_path, overrides=decode_overrides)
     prefill = load_mapping(prefill_path)
     _check_policies(document, prefill, decode)
@@ -110,6 +115,7 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None) -> Dep
         link_latency_s=link.latency_s if link else 0.0, scheduling=spec.scheduling,
         chunk_tokens=spec.prefill.chunk_tokens)
     info = {"prefill_mapping": str(prefill_path), "decode_mapping": str(decode_path), "max_context": max_context,
+            "decode_overrides": tuple(decode_overrides),
             "model": decode.model.name, "hardware": decode.system.name} | memory
     return Deployment(spec.name, str(document.path), spec, model, policy.name, policy.compression, reason,
                       prefill_table, decode_table, info)
@@ -214,7 +220,7 @@ def interpolation_error(deployment: Deployment) -> pd.DataFrame:
         rows.append({"phase": "prefill", "batch": 1, "tokens": point, "simulated_s": direct,
                      "interpolated_s": deployment.prefill_table(point)})
     table = deployment.decode_table
-    overrides = tuple(_decode_overrides(deployment.spec))
+    overrides = info["decode_overrides"]
     for bucket in table.buckets:
         for lo, hi in zip(table.kv_tokens, table.kv_tokens[1:], strict=False):
             point = (lo + hi) // 2
@@ -427,18 +433,18 @@ def sweep_task(deployment: Deployment, workload: WorkloadSpec, rate: float, slo:
     return summary
 
 
-def serve_sweep(paths: list[str], rates: list[float], workload: WorkloadSpec, slo: Slo,
+def serve_sweep(paths: list[str | Deployment], rates: list[float], workload: WorkloadSpec, slo: Slo,
                 executor: Any | None = None, load: Callable[[str], Deployment] = load_deployment) -> pd.DataFrame:
     """Every deployment at every rate; rows in input order whatever the executor."""
     for rate in rates:
         if not (rate > 0 and math.isfinite(rate)):
             raise ConfigError(f"--rate: every rate must be a positive number of requests per second, got {rate:g}")
-    if executor is None:
-        deployments = [load(p) for p in paths]
-        rows = [sweep_task(d, workload, r, slo) for d in deployments for r in rates]
-    else:
-        deployments = executor.map(load, [(p,) for p in paths])
-        rows = executor.map(sweep_task, [(d, workload, r, slo) for d in deployments for r in rates])
+    given = {i: p for i, p in enumerate(paths) if isinstance(p, Deployment)}
+    todo = [p for p in paths if not isinstance(p, Deployment)]
+    loaded = [load(p) for p in todo] if executor is None else executor.map(load, [(p,) for p in todo])
+    deployments = [given[i] if i in given else loaded.pop(0) for i in range(len(paths))]
+    tasks = [(d, workload, r, slo) for d in deployments for r in rates]
+    rows = [sweep_task(*t) for t in tasks] if executor is None else executor.map(sweep_task, tasks)
     frame = pd.DataFrame(rows)
     first = ["deployment", "policy", "rate", "request_goodput", "slo_attainment", "request_throughput",
              "p90_ttft_ms", "p90_tpot_ms", "mean_decode_batch", "rejected"]
@@ -462,3 +468,26 @@ def sustained_rates(frame: pd.DataFrame, attainment: float = 0.9) -> pd.DataFram
                      "p90_ttft_ms": best.p90_ttft_ms if best is not None else float("nan"),
                      "p90_tpot_ms": best.p90_tpot_ms if best is not None else float("nan")})
     return pd.DataFrame(rows)
+
+
+def nodes_needed(path: str | Path, rate: float, workload: WorkloadSpec, slo: Slo, *, attainment: float = 0.9,
+                 max_decode_nodes: int = 8, overrides: list[str] | None = None,
+                 decode_overrides: list[str] | None = None) -> pd.DataFrame:
+    """Scale a deployment (decode nodes 1, 2, ...; prefill nodes in the file's ratio) until
+    ``attainment`` of the requests at ``rate`` meet both SLOs; one row per size tried."""
+    base = load_deployment(path, overrides, decode_overrides)
+    ratio = base.model.prefill_nodes / base.model.decode_nodes
+    rows = []
+    for decode in range(1, max_decode_nodes + 1):
+        sizes = [f"decode.nodes={decode}"]
+        if base.spec.layout == "disaggregated":
+            sizes.append(f"prefill.nodes={max(1, math.ceil(ratio * decode))}")
+        deployment = load_deployment(path, [*(overrides or []), *sizes], decode_overrides)
+        row = sweep_task(deployment, workload, rate, slo)
+        row |= {"decode_nodes": decode, "prefill_nodes": deployment.model.prefill_nodes,
+                "nodes": decode + deployment.model.prefill_nodes}
+        rows.append(row)
+        if row["slo_attainment"] >= attainment:
+            break
+    return pd.DataFrame(rows)[["deployment", "policy", "nodes", "prefill_nodes", "decode_nodes", "rate",
+                               "slo_attainment", "request_goodput", "p90_ttft_ms", "p90_tpot_ms"]]

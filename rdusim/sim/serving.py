@@ -182,6 +182,9 @@ class _Node:
     ingress: BandwidthPool | None = None
     chunk_request: int = -1                           # co-located chunked prefill in progress
     chunk_done: int = 0
+    admit_dirty: bool = True                          # something changed since admission last stopped
+    bucket: int = 0                                   # compiled batch of the current membership
+    last_step: tuple = (None, None, 0.0)              # (bucket, mean KV, seconds) of the last step
 
 
 class _Engine:
@@ -318,6 +321,7 @@ class _Engine:
         self.r["decode_node"][request] = node.index
         self.log("decode_ready", request, node.name)
         node.waiting.append(request)
+        node.admit_dirty = True
         self.wake(node)
 
     def finish(self, request: int, node: _Node) -> None:
@@ -326,8 +330,11 @@ class _Engine:
 
     # ---------------------------------------------------------------- decode nodes
     def admit(self, node: _Node) -> None:
+        if not node.admit_dirty:
+            return
+        node.admit_dirty = False
         m = self.m
-        while node.waiting:
+        while node.waiting and node.active < self.per_group_max * m.kv_groups:
             request = node.waiting[0]
             kv_final = m.kv_final_tokens(int(self.prompt[request]), int(self.output[request]))
             need = kv_final * m.kv_bytes_per_token
@@ -339,7 +346,7 @@ class _Engine:
                             and node.group_free[g] > node.group_free[best])):
                     best = g
             if best < 0:
-                return
+                break
             node.waiting.popleft()
             node.group_count[best] += 1
             node.group_free[best] -= need
@@ -353,10 +360,11 @@ class _Engine:
             self.r["kv_bytes_reserved"][request] = need
             self.r["decode_steps"][request] = steps
             self.log("admit", request, node.name)
+        self.set_bucket(node)
 
-    def bucket(self, node: _Node) -> int:
+    def set_bucket(self, node: _Node) -> None:
         need = max(node.group_count) * self.m.kv_groups
-        return self.m.batch_buckets[bisect.bisect_left(self.m.batch_buckets, need)]
+        node.bucket = self.m.batch_buckets[bisect.bisect_left(self.m.batch_buckets, need)] if need else 0
 
     def decode_node(self, node: _Node) -> Generator:
         m = self.m
@@ -372,9 +380,13 @@ class _Engine:
                 continue
             step_s = 0.0
             if node.active:
-                bucket = self.bucket(node)
+                bucket = node.bucket
                 mean_kv = (node.kv_sum0 + self.growth * node.active * node.steps_done) / node.active
-                step_s = m.decode_step_time(bucket, mean_kv)
+                if node.last_step[0] == bucket and node.last_step[1] == mean_kv:
+                    step_s = node.last_step[2]
+                else:
+                    step_s = m.decode_step_time(bucket, mean_kv)
+                    node.last_step = (bucket, mean_kv, step_s)
                 if step_s <= 0:
                     raise SimulationError(f"decode step time {step_s} s at batch {bucket}, KV {mean_kv:.0f}")
                 self.steps.append((node.index, self.env.now, step_s, node.active, bucket))
@@ -390,6 +402,9 @@ class _Engine:
                 self.retire(node)
 
     def retire(self, node: _Node) -> None:
+        if not node.retire or node.retire[0][0] != node.steps_done:
+            return
+        node.admit_dirty = True
         while node.retire and node.retire[0][0] == node.steps_done:
             _, request, group, need = heapq.heappop(node.retire)
             node.group_count[group] -= 1
@@ -403,6 +418,7 @@ class _Engine:
             self.finish(request, node)
         if node.active == 0:
             node.kv_sum0 = 0.0   # drop rounding left by the running sum
+        self.set_bucket(node)
 
     def colocated_prefill(self, node: _Node) -> Generator:
         _, _, request = heapq.heappop(node.queue)
