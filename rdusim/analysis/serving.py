@@ -12,7 +12,8 @@ numpy, pandas. Writes no files.
 Where the numbers come from (one source of truth each):
 
 - prefill time of a prompt: ``rdusim.simulate`` of the prefill mapping at the grid's prompt
-  lengths, interpolated (``rdusim.sim.serving.PrefillTable``);
+  lengths (steps of sqrt(2) to 8K, then powers of two), interpolated
+  (``rdusim.sim.serving.PrefillTable``);
 - decode step time: ``rdusim.simulate`` of the decode mapping at each compiled batch bucket
   and the grid's KV lengths (``DecodeTable``); simulations are memoised by
   (phase, mapping, batch bucket, KV length);
@@ -96,7 +97,7 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
     memory = _decode_memory(decode_path, decode_overrides, max_context, buckets[-1])
     policy = decode.spec.kv_policy
     accepted = decode.spec.workload.accepted_tokens_per_step
-    prefill_grid = tuple(spec.prefill.grid or _powers_of_two(GRID_START, max_context))
+    prefill_grid = tuple(spec.prefill.grid or _prefill_grid(max_context))
     kv_grid = tuple(spec.decode.kv_grid or _powers_of_two(GRID_START, max_context))
     prefill_table = PrefillTable(prefill_grid, tuple(prefill_time(str(prefill_path), n) for n in prefill_grid))
     decode_table = DecodeTable(tuple(buckets), kv_grid, tuple(
@@ -179,6 +180,14 @@ def _decode_memory(decode_path: Path, overrides: list[str], max_context: int, ba
             "bytes_per_token": kv_bytes_per_token_layer(plan.model) * cached_layers(plan),
             "hbm_capacity_bytes": fit.capacity_bytes, "hbm_weights_bytes": fit.weights_bytes,
             "hbm_activations_bytes": fit.activations_bytes, "hbm_reserved_bytes": fit.reserved_bytes}
+
+
+def _prefill_grid(max_context: int) -> list[int]:
+    """Prompt lengths to simulate: steps of sqrt(2) up to 8K, where whole chunks of the
+    prefill tiles make the time less smooth (benchmarks/serve_speed.py measures the error),
+    then powers of two."""
+    fine = [round(GRID_START * 2 ** (k / 2)) for k in range(7)]          # 1024 ... 8192
+    return sorted(set(fine[: 1 + sum(f < max_context for f in fine)] + _powers_of_two(8192, max_context)))
 
 
 def _powers_of_two(start: int, stop: int) -> list[int]:
@@ -462,8 +471,9 @@ def sustained_rates(frame: pd.DataFrame, attainment: float = 0.9) -> pd.DataFram
             if row.slo_attainment < attainment:
                 break
             best = row
+        top = best is not None and best.rate == group["rate"].max()
         rows.append({"deployment": name, "policy": group["policy"].iloc[0],
-                     "sustained_rate": best.rate if best is not None else 0.0,
+                     "sustained_rate": best.rate if best is not None else 0.0, "highest_tried": top,
                      "goodput_at_rate": best.request_goodput if best is not None else 0.0,
                      "p90_ttft_ms": best.p90_ttft_ms if best is not None else float("nan"),
                      "p90_tpot_ms": best.p90_tpot_ms if best is not None else float("nan")})

@@ -103,5 +103,6 @@ def _format(frame, sustained, slo: Slo, attainment: float) -> str:  # noqa: ANN0
                      f"{row.mean_decode_batch:>6.1f} {row.rejected:>9d}")
     lines += ["", "highest rate sustained within the SLOs:"]
     for row in sustained.itertuples():
-        lines.append(f"  {row.deployment:<28} {row.sustained_rate:g} req/s (goodput {row.goodput_at_rate:.3f} req/s)")
+        more = "; the highest rate tried: try higher rates" if row.highest_tried else ""
+        lines.append(f"  {row.deployment:<28} {row.sustained_rate:g} req/s (goodput {row.goodput_at_rate:.3f} req/s{more})")
     return "\n".join(lines) + "\n"

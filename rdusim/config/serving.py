@@ -33,8 +33,8 @@ class ServingPrefillSpec(Spec):
     )
     grid: list[int] | None = Field(
         default=None, min_length=2,
-        description="prompt lengths simulated for the prefill-time table (default: powers of two "
-        "from 1024 to decode.max_context)",
+        description="prompt lengths simulated for the prefill-time table (default: steps of sqrt(2) "
+        "from 1024 to 8192, then powers of two up to decode.max_context)",
     )
 
 
