@@ -91,3 +91,31 @@ def test_schema_of_the_serving_kind(capsys) -> None:
     assert main(["schema", "serving"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert {"prefill", "decode", "interconnect", "layout", "scheduling"} <= set(schema["properties"])
+
+
+def test_sweep_same_rows_in_process_on_a_pool_and_on_dask() -> None:
+    import distributed
+
+    from rdusim.analysis.explore import DaskExecutor, LocalExecutor
+    from rdusim.analysis.serving import Slo, WorkloadSpec, load_deployment, serve_sweep
+    from rdusim.analysis.workload import parse_distribution
+
+    deployment = load_deployment(SMALL)
+    workload = WorkloadSpec(parse_distribution("lognormal:1024,0.4", "p"), parse_distribution("uniform:2,64", "o"),
+                            duration_s=30.0, seed=5)
+    slo = Slo(2.0, 0.05)
+    inline = serve_sweep([deployment], [1.0, 3.0], workload, slo)
+    pool = LocalExecutor(2)
+    try:
+        local = serve_sweep([deployment], [1.0, 3.0], workload, slo, pool)
+    finally:
+        pool.close()
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        dask = DaskExecutor(cluster.scheduler_address)
+        try:
+            remote = serve_sweep([deployment], [1.0, 3.0], workload, slo, dask)
+        finally:
+            dask.close()
+    pd.testing.assert_frame_equal(inline, local)
+    pd.testing.assert_frame_equal(inline, remote)
