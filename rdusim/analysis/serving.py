@@ -282,6 +282,26 @@ def run_serving(deployment: Deployment, workload: Workload, slo: Slo | None = No
                          batch_histogram(run), run)
 
 
+def check_slo_possible(deployment: Deployment, workload: Workload, slo: Slo) -> None:
+    """Raise ``ConfigError`` when no request of the workload could meet an SLO even on an idle
+    deployment: TTFT below the shortest prompt's prefill, or TPOT below one decode step of
+    the smallest batch over the shortest cache, per accepted token."""
+    if not len(workload):
+        return
+    model = deployment.model
+    shortest = int(workload.prompt_tokens.min())
+    ttft = model.prefill_time(shortest)
+    if slo.ttft_s < ttft:
+        raise ConfigError(f"--slo-ttft-s {slo.ttft_s:g}: impossible on {deployment.name}: the shortest prompt "
+                          f"({shortest} tokens) alone takes {ttft:.3g} s to prefill")
+    tpot = model.decode_step_time(model.batch_buckets[0], model.kept_tokens(shortest)) \
+        / model.accepted_tokens_per_step
+    if slo.tpot_s < tpot and (workload.output_tokens > 1).any():
+        raise ConfigError(f"--slo-tpot-ms {slo.tpot_s * 1e3:g}: impossible on {deployment.name}: one decode step "
+                          f"at the smallest batch ({model.batch_buckets[0]}) takes {tpot * 1e3:.3g} ms per "
+                          f"accepted token")
+
+
 def default_slo(deployment: Deployment) -> Slo:
     if deployment.spec.slo is None:
         raise ConfigError(f"{deployment.path}: no slo in the serving file; give --slo-ttft-s and --slo-tpot-ms")
@@ -483,21 +503,33 @@ def sustained_rates(frame: pd.DataFrame, attainment: float = 0.9) -> pd.DataFram
 def nodes_needed(path: str | Path, rate: float, workload: WorkloadSpec, slo: Slo, *, attainment: float = 0.9,
                  max_decode_nodes: int = 8, overrides: list[str] | None = None,
                  decode_overrides: list[str] | None = None) -> pd.DataFrame:
-    """Scale a deployment (decode nodes 1, 2, ...; prefill nodes in the file's ratio) until
-    ``attainment`` of the requests at ``rate`` meet both SLOs; one row per size tried."""
+    """The smallest deployment of this kind that serves ``rate`` within the SLOs.
+
+    Decode nodes grow one at a time with prefill nodes in the file's ratio until
+    ``attainment`` of the requests meet both SLOs; then (disaggregated) prefill nodes shrink
+    while it still holds. One row per size tried; ``meets`` marks the ones that did.
+    """
     base = load_deployment(path, overrides, decode_overrides)
     ratio = base.model.prefill_nodes / base.model.decode_nodes
-    rows = []
-    for decode in range(1, max_decode_nodes + 1):
-        sizes = [f"decode.nodes={decode}"]
-        if base.spec.layout == "disaggregated":
-            sizes.append(f"prefill.nodes={max(1, math.ceil(ratio * decode))}")
+    disaggregated = base.spec.layout == "disaggregated"
+
+    def trial(prefill: int, decode: int) -> dict[str, Any]:
+        sizes = [f"decode.nodes={decode}"] + ([f"prefill.nodes={prefill}"] if disaggregated else [])
         deployment = load_deployment(path, [*(overrides or []), *sizes], decode_overrides)
         row = sweep_task(deployment, workload, rate, slo)
-        row |= {"decode_nodes": decode, "prefill_nodes": deployment.model.prefill_nodes,
-                "nodes": decode + deployment.model.prefill_nodes}
-        rows.append(row)
-        if row["slo_attainment"] >= attainment:
+        return row | {"decode_nodes": decode, "prefill_nodes": deployment.model.prefill_nodes,
+                      "nodes": decode + deployment.model.prefill_nodes,
+                      "meets": row["slo_attainment"] >= attainment}
+
+    rows = []
+    for decode in range(1, max_decode_nodes + 1):
+        rows.append(trial(max(1, math.ceil(ratio * decode)), decode))
+        if rows[-1]["meets"]:
             break
-    return pd.DataFrame(rows)[["deployment", "policy", "nodes", "prefill_nodes", "decode_nodes", "rate",
+    if disaggregated and rows[-1]["meets"]:
+        for prefill in range(rows[-1]["prefill_nodes"] - 1, 0, -1):
+            rows.append(trial(prefill, rows[-1]["decode_nodes"]))
+            if not rows[-1]["meets"]:
+                break
+    return pd.DataFrame(rows)[["deployment", "policy", "nodes", "prefill_nodes", "decode_nodes", "rate", "meets",
                                "slo_attainment", "request_goodput", "p90_ttft_ms", "p90_tpot_ms"]]

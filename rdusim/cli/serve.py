@@ -19,6 +19,7 @@ from typing import Any
 from rdusim.analysis.serving import (
     Slo,
     WorkloadSpec,
+    check_slo_possible,
     default_slo,
     load_deployment,
     run_serving,
@@ -107,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     early = Slo(args.slo_ttft_s, args.slo_tpot_ms / 1e3) if None not in (args.slo_ttft_s, args.slo_tpot_ms) else None
     deployment = load_deployment(args.deployment, args.overrides)
     slo = early or slo_from(args, deployment)
+    check_slo_possible(deployment, workload, slo)
     result = run_serving(deployment, workload, slo, record_events=False)
     text = format_summary(result.summary, result.nodes)
     if out is not None:

@@ -13,7 +13,13 @@ import io
 import sys
 from pathlib import Path
 
-from rdusim.analysis.serving import Slo, load_deployment, serve_sweep, sustained_rates
+from rdusim.analysis.serving import (
+    Slo,
+    check_slo_possible,
+    load_deployment,
+    serve_sweep,
+    sustained_rates,
+)
 from rdusim.cli.output import write_atomic, write_atomic_binary
 from rdusim.cli.serve import add_workload_arguments, check_out_folder, slo_from, workload_spec
 from rdusim.errors import ConfigError
@@ -58,8 +64,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.attainment <= 1:
         raise ConfigError(f"--attainment: expected a fraction in (0, 1], got {args.attainment:g}")
     workload = workload_spec(args)
-    slo = slo_from(args, load_deployment(paths[0])) if args.slo_ttft_s is None or args.slo_tpot_ms is None \
-        else Slo(args.slo_ttft_s, args.slo_tpot_ms / 1e3)
+    slo = Slo(args.slo_ttft_s, args.slo_tpot_ms / 1e3) if None not in (args.slo_ttft_s, args.slo_tpot_ms) \
+        else slo_from(args, load_deployment(paths[0]))
+    first = load_deployment(paths[0])
+    check_slo_possible(first, workload.at(rates[0]), slo)
     from rdusim.analysis.explore import DaskExecutor, LocalExecutor  # noqa: PLC0415 (dask only if asked)
 
     executor = DaskExecutor(args.dask) if args.dask else LocalExecutor(args.workers)

@@ -119,3 +119,27 @@ def test_sweep_same_rows_in_process_on_a_pool_and_on_dask() -> None:
             dask.close()
     pd.testing.assert_frame_equal(inline, local)
     pd.testing.assert_frame_equal(inline, remote)
+
+
+@pytest.mark.parametrize(("slo", "message"), [
+    (["--slo-ttft-s", "0.001", "--slo-tpot-ms", "50"], "--slo-ttft-s 0.001: impossible on llama-small: the shortest"),
+    (["--slo-ttft-s", "2", "--slo-tpot-ms", "0.01"], "--slo-tpot-ms 0.01: impossible on llama-small: one decode step"),
+])
+def test_impossible_slos_exit_2(tmp_path: Path, capsys, slo: list[str], message: str) -> None:
+    out = tmp_path / "run"
+    assert main(["serve", SMALL, "--rate", "1", *WORKLOAD, *slo, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["serve-sweep", SMALL, "--rate", "1", *WORKLOAD, *slo, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_serving_commands_import_no_heavy_module() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, rdusim.cli.serve, rdusim.cli.serve_sweep; "
+            "print(sorted(m for m in ('matplotlib', 'dask', 'distributed', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
