@@ -83,8 +83,6 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
     """
     document = apply_overrides(read_document(path), list(overrides or []))
     spec: ServingSpec = validate(document, ServingSpec)
-    if document.data.get("kind") != "serving":  # validate() accepted it: kind is 'serving'
-        raise ConfigError(f"{document.path}: expected kind: serving")
     prefill_path = _mapping_path(document, "prefill")
     decode_path = _mapping_path(document, "decode")
     decode_overrides = _decode_overrides(spec) + list(decode_overrides or [])
@@ -435,7 +433,7 @@ def serving_trace(result: ServingResult, max_requests: int = 20000) -> dict:
 
 # ------------------------------------------------------------------------ sweeps
 @dataclass(frozen=True)
-class WorkloadSpec:
+class GeneratedWorkload:
     """A generated workload without its rate (a sweep sets that)."""
 
     prompt: LengthDistribution
@@ -450,7 +448,7 @@ class WorkloadSpec:
                                  requests=self.requests, cv=self.cv)
 
 
-def sweep_task(deployment: Deployment, workload: WorkloadSpec, rate: float, slo: Slo) -> dict[str, Any]:
+def sweep_task(deployment: Deployment, workload: GeneratedWorkload, rate: float, slo: Slo) -> dict[str, Any]:
     """One (deployment, rate) point: the summary (what a worker sends back)."""
     result = run_serving(deployment, workload.at(rate), slo, record_events=False)
     summary = dict(result.summary)
@@ -462,7 +460,7 @@ def sweep_task(deployment: Deployment, workload: WorkloadSpec, rate: float, slo:
     return summary
 
 
-def serve_sweep(paths: list[str | Deployment], rates: list[float], workload: WorkloadSpec, slo: Slo,
+def serve_sweep(paths: list[str | Deployment], rates: list[float], workload: GeneratedWorkload, slo: Slo,
                 executor: Any | None = None, load: Callable[[str], Deployment] = load_deployment) -> pd.DataFrame:
     """Every deployment at every rate; rows in input order whatever the executor."""
     for rate in rates:
@@ -500,14 +498,15 @@ def sustained_rates(frame: pd.DataFrame, attainment: float = 0.9) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def nodes_needed(path: str | Path, rate: float, workload: WorkloadSpec, slo: Slo, *, attainment: float = 0.9,
+def nodes_needed(path: str | Path, rate: float, workload: GeneratedWorkload, slo: Slo, *, attainment: float = 0.9,
                  max_decode_nodes: int = 8, overrides: list[str] | None = None,
                  decode_overrides: list[str] | None = None) -> pd.DataFrame:
     """The smallest deployment of this kind that serves ``rate`` within the SLOs.
 
     Decode nodes grow one at a time with prefill nodes in the file's ratio until
-    ``attainment`` of the requests meet both SLOs; then (disaggregated) prefill nodes shrink
-    while it still holds. One row per size tried; ``meets`` marks the ones that did.
+    ``attainment`` of the requests meet both SLOs; then (disaggregated) the fewest prefill nodes
+    that still meet them, by bisection (attainment assumed monotone in nodes). One row per size
+    tried; ``meets`` marks the ones that did.
     """
     base = load_deployment(path, overrides, decode_overrides)
     ratio = base.model.prefill_nodes / base.model.decode_nodes
@@ -526,10 +525,11 @@ def nodes_needed(path: str | Path, rate: float, workload: WorkloadSpec, slo: Slo
         rows.append(trial(max(1, math.ceil(ratio * decode)), decode))
         if rows[-1]["meets"]:
             break
-    if disaggregated and rows[-1]["meets"]:
-        for prefill in range(rows[-1]["prefill_nodes"] - 1, 0, -1):
-            rows.append(trial(prefill, rows[-1]["decode_nodes"]))
-            if not rows[-1]["meets"]:
-                break
+    if disaggregated and rows[-1]["meets"]:       # bisect the fewest prefill nodes that still meet it
+        decode, low, high = rows[-1]["decode_nodes"], 0, rows[-1]["prefill_nodes"]
+        while high - low > 1:
+            middle = (low + high) // 2
+            rows.append(trial(middle, decode))
+            low, high = (low, middle) if rows[-1]["meets"] else (middle, high)
     return pd.DataFrame(rows)[["deployment", "policy", "nodes", "prefill_nodes", "decode_nodes", "rate", "meets",
                                "slo_attainment", "request_goodput", "p90_ttft_ms", "p90_tpot_ms"]]

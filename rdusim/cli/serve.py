@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rdusim.analysis.serving import (
+    GeneratedWorkload,
     Slo,
-    WorkloadSpec,
     check_slo_possible,
     default_slo,
     load_deployment,
@@ -47,11 +47,11 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     slo.add_argument("--slo-tpot-ms", type=float, help="time per output token limit, milliseconds")
 
 
-def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
+def workload_spec(args: argparse.Namespace) -> GeneratedWorkload:
     if args.duration is not None and args.requests is not None:
         raise ConfigError("give --duration or --requests, not both")
     duration = args.duration if args.requests is None else None
-    return WorkloadSpec(parse_distribution(args.prompt_tokens, "--prompt-tokens"),
+    return GeneratedWorkload(parse_distribution(args.prompt_tokens, "--prompt-tokens"),
                         parse_distribution(args.output_tokens, "--output-tokens"),
                         duration_s=600.0 if duration is None and args.requests is None else duration,
                         requests=args.requests, seed=args.seed, cv=parse_arrivals(args.arrivals))

@@ -97,11 +97,11 @@ def test_sweep_same_rows_in_process_on_a_pool_and_on_dask() -> None:
     import distributed
 
     from rdusim.analysis.explore import DaskExecutor, LocalExecutor
-    from rdusim.analysis.serving import Slo, WorkloadSpec, load_deployment, serve_sweep
+    from rdusim.analysis.serving import GeneratedWorkload, Slo, load_deployment, serve_sweep
     from rdusim.analysis.workload import parse_distribution
 
     deployment = load_deployment(SMALL)
-    workload = WorkloadSpec(parse_distribution("lognormal:1024,0.4", "p"), parse_distribution("uniform:2,64", "o"),
+    workload = GeneratedWorkload(parse_distribution("lognormal:1024,0.4", "p"), parse_distribution("uniform:2,64", "o"),
                             duration_s=30.0, seed=5)
     slo = Slo(2.0, 0.05)
     inline = serve_sweep([deployment], [1.0, 3.0], workload, slo)
