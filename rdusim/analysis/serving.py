@@ -42,7 +42,7 @@ from rdusim.analysis.sweep import smallest_batch
 from rdusim.analysis.workload import LengthDistribution, Workload, generate_workload
 from rdusim.config.loader import Document, apply_overrides, read_document, validate
 from rdusim.config.serving import ServingSpec
-from rdusim.errors import ConfigError
+from rdusim.errors import ConfigError, MappingError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import batch_candidates, hbm_fit, max_batch
@@ -95,12 +95,8 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
     memory = _decode_memory(decode_path, decode_overrides, max_context, buckets[-1])
     policy = decode.spec.kv_policy
     accepted = decode.spec.workload.accepted_tokens_per_step
-    prefill_grid = tuple(spec.prefill.grid or _prefill_grid(max_context))
-    kv_grid = tuple(spec.decode.kv_grid or _powers_of_two(GRID_START, max_context))
-    prefill_table = PrefillTable(prefill_grid, tuple(prefill_time(str(prefill_path), n) for n in prefill_grid))
-    decode_table = DecodeTable(tuple(buckets), kv_grid, tuple(
-        tuple(decode_step_time(str(decode_path), tuple(decode_overrides), b, kv, policy.name in COMPRESSING)
-              for kv in kv_grid) for b in buckets))
+    prefill_table, decode_table = _step_tables(document, spec, prefill_path, decode_path, decode_overrides,
+                                               buckets, max_context)
     link = spec.interconnect
     colocated = spec.layout == "colocated"
     model = ServingModel(
@@ -118,6 +114,23 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
             "model": decode.model.name, "hardware": decode.system.name} | memory
     return Deployment(spec.name, str(document.path), spec, model, policy.name, policy.compression, reason,
                       prefill_table, decode_table, info)
+
+
+def _step_tables(document: Document, spec: ServingSpec, prefill_path: Path, decode_path: Path,
+                 decode_overrides: list[str], buckets: list[int], max_context: int) -> tuple[PrefillTable, DecodeTable]:
+    """Simulate the grids (memoised) and wrap them in interpolating tables."""
+    prefill_grid = tuple(spec.prefill.grid or _prefill_grid(max_context))
+    kv_grid = tuple(spec.decode.kv_grid or _powers_of_two(GRID_START, max_context))
+    compressing = load_mapping(decode_path, overrides=decode_overrides).spec.kv_policy.name in COMPRESSING
+    try:
+        prefill = tuple(prefill_time(str(prefill_path), n) for n in prefill_grid)
+    except MappingError as error:
+        line = document.lines.get(("prefill", "grid"), document.lines.get(("prefill", "mapping"), 1))
+        raise MappingError(f"{document.path}:{line}: prefill: the prefill-time grid {list(prefill_grid)} reaches "
+                           f"a prompt the prefill mapping cannot run: {error}") from None
+    decode = tuple(tuple(decode_step_time(str(decode_path), tuple(decode_overrides), b, kv, compressing)
+                         for kv in kv_grid) for b in buckets)
+    return PrefillTable(prefill_grid, prefill), DecodeTable(tuple(buckets), kv_grid, decode)
 
 
 def _mapping_path(document: Document, role: str) -> Path:
