@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MAPPINGS = sorted((ROOT / "mappings").rglob("*.yaml"))
+# mapping documents only (mappings/ also holds serving deployments, kind: serving)
+MAPPINGS = sorted(p for p in (ROOT / "mappings").rglob("*.yaml") if "\nkind: mapping" in p.read_text())
 SNAPSTREAM = ROOT / "mappings" / "deepseek-r1" / "prefill-snapstream.yaml"
 LLAMA = ROOT / "mappings" / "llama-3.1-8b" / "prefill.yaml"
 
