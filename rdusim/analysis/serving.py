@@ -380,7 +380,7 @@ def summarise(run: ServingRun, requests: pd.DataFrame, slo: Slo) -> dict[str, An
     }
     summary |= _stats("ttft", done["ttft_s"].to_numpy())
     summary |= _stats("tpot", done["tpot_s"].to_numpy())
-    summary |= _stats("itl", run.steps["duration_s"], run.steps["active"])
+    summary |= _stats("itl", run.steps["itl_s"], run.steps["active"])
     summary |= _stats("e2el", done["e2e_s"].to_numpy())
     summary["mean_decode_batch"] = float(np.average(run.steps["active"], weights=run.steps["duration_s"])) \
         if len(run.steps["active"]) else 0.0

@@ -147,7 +147,9 @@ class ServingRun:
     requests: dict[str, np.ndarray]    # per request (index = request id), see REQUEST_FIELDS
     reasons: dict[int, str]            # rejected request id -> why
     nodes: list[dict]                  # per node: name, role, busy_prefill_s, busy_decode_s, ...
-    steps: dict[str, np.ndarray]       # every decode step: node, start_s, duration_s, active, bucket
+    steps: dict[str, np.ndarray]       # every decode step: node, start_s, duration_s (with a co-located
+                                       # prefill chunk), active, bucket, itl_s (since the last delivery
+                                       # to requests still active: a stall for a whole prefill counts)
     events: list[tuple[float, str, int, str]]  # (time, event, request id, node), in order
     end_s: float
 
@@ -185,6 +187,7 @@ class _Node:
     admit_dirty: bool = True                          # something changed since admission last stopped
     bucket: int = 0                                   # compiled batch of the current membership
     last_step: tuple = (None, None, 0.0)              # (bucket, mean KV, seconds) of the last step
+    tokens_at: float | None = None                    # last delivery to requests still active
 
 
 class _Engine:
@@ -389,7 +392,9 @@ class _Engine:
                     node.last_step = (bucket, mean_kv, step_s)
                 if step_s <= 0:
                     raise SimulationError(f"decode step time {step_s} s at batch {bucket}, KV {mean_kv:.0f}")
-                self.steps.append((node.index, self.env.now, step_s, node.active, bucket))
+                since = node.tokens_at if node.tokens_at is not None else self.env.now
+                self.steps.append((node.index, self.env.now, step_s + chunk_s, node.active, bucket,
+                                   self.env.now + step_s + chunk_s - since))
             yield self.env.timeout(step_s + chunk_s)
             node.busy_decode_s += step_s
             node.busy_prefill_s += chunk_s
@@ -400,6 +405,7 @@ class _Engine:
                 node.steps_done += 1
                 node.tokens_decoded += m.accepted_tokens_per_step * node.active
                 self.retire(node)
+                node.tokens_at = self.env.now if node.active else None
 
     def retire(self, node: _Node) -> None:
         if not node.retire or node.retire[0][0] != node.steps_done:
@@ -479,9 +485,9 @@ class _Engine:
         return records
 
     def step_arrays(self) -> dict[str, np.ndarray]:
-        columns = list(zip(*self.steps, strict=True)) if self.steps else [(), (), (), (), ()]
-        names = ("node", "start_s", "duration_s", "active", "bucket")
-        types = (np.int64, float, float, np.int64, np.int64)
+        columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * 6
+        names = ("node", "start_s", "duration_s", "active", "bucket", "itl_s")
+        types = (np.int64, float, float, np.int64, np.int64, float)
         return {n: np.asarray(c, dtype=t) for n, c, t in zip(names, columns, types, strict=True)}
 
 

@@ -33,9 +33,9 @@ def test_three_requests_exact_event_log(model) -> None:
     ]
     assert [(float(t), e, r, n) for t, e, r, n in run.events] == expected
     steps = list(zip(run.steps["start_s"], run.steps["duration_s"], run.steps["active"], run.steps["bucket"],
-                     strict=True))
-    assert steps == [(1.125, 0.125, 1, 1), (1.25, 0.125, 1, 1), (1.375, 0.25, 2, 2), (1.625, 0.125, 1, 1),
-                     (2.25, 0.125, 1, 1)]
+                     run.steps["itl_s"], strict=True))
+    assert steps == [(1.125, 0.125, 1, 1, 0.125), (1.25, 0.125, 1, 1, 0.125), (1.375, 0.25, 2, 2, 0.25),
+                     (1.625, 0.125, 1, 1, 0.125), (2.25, 0.125, 1, 1, 0.125)]
     assert list(run.requests["kv_bytes_shipped"]) == [1e5, 1e5, 2e5]
 
 
@@ -139,6 +139,12 @@ def test_colocated_prefill_stalls_decode_and_chunking_interleaves() -> None:
     assert list(whole.requests["finish_s"]) == [2.25, 2.25]
     chunked = simulate_serving(synthetic_model(**common, chunk_tokens=500), np.array([0.0, 0.0]),
                                np.array([1000, 1000]), np.array([3, 3]), record_events=True)
+    # a prompt arriving mid-decode stalls the batch for its whole prefill: the next token of r0
+    # comes 1 s + one step after the last (ITL), r1 joins the batch after its prefill
+    stall = simulate_serving(synthetic_model(**common), np.array([0.0, 1.4]), np.array([1000, 1000]),
+                             np.array([9, 2]), record_events=True)
+    assert list(stall.requests["first_token_s"]) == [1.0, 2.5]
+    assert list(stall.steps["itl_s"]) == [0.125] * 4 + [1.125] + [0.125] * 3
     # chunks of 0.5 s ride with decode steps: r0 done after 2 chunks; r1's chunks share steps with r0
     assert list(chunked.requests["first_token_s"]) == [1.0, 2.25]
     assert chunked.requests["kv_bytes_shipped"][0] == 0.0
