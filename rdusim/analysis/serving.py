@@ -384,6 +384,8 @@ def summarise(run: ServingRun, requests: pd.DataFrame, slo: Slo) -> dict[str, An
     summary |= _stats("e2el", done["e2e_s"].to_numpy())
     summary["mean_decode_batch"] = float(np.average(run.steps["active"], weights=run.steps["duration_s"])) \
         if len(run.steps["active"]) else 0.0
+    buckets, counts = np.unique(run.steps["bucket"], return_counts=True)
+    summary["decode_steps_per_batch_bucket"] = {str(int(b)): int(c) for b, c in zip(buckets, counts, strict=True)}
     reasons = requests.loc[requests["status"] == "rejected", "reason"]
     summary["rejections"] = {str(k): int(v) for k, v in reasons.str.replace(r"\d[\d.]*", "N", regex=True)
                              .value_counts().items()}
@@ -466,6 +468,7 @@ def sweep_task(deployment: Deployment, workload: GeneratedWorkload, rate: float,
     result = run_serving(deployment, workload.at(rate), slo, record_events=False)
     summary = dict(result.summary)
     summary.pop("rejections", None)
+    summary.pop("decode_steps_per_batch_bucket", None)
     summary["rate"] = rate
     util = result.nodes.groupby("role")["utilisation"].mean()
     for role, value in util.items():
