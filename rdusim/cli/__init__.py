@@ -30,6 +30,8 @@ COMMANDS: dict[str, str] = {
     "fidelity": "every published figure vs the model: error, fitted or predicted",
     "schema": "print the JSON Schema of a document kind",
     "compare-hw": "one mapping's workload on several hardware documents (SN40L and GPUs)",
+    "serve": "simulate request traffic on a serving deployment",
+    "serve-sweep": "goodput of serving deployments over request rates",
 }
 
 EXIT_USAGE = 2

@@ -27,6 +27,7 @@ from rdusim.config.schema import (
     NodeSpec,
     SocketSpec,
 )
+from rdusim.config.serving import ServingSpec
 from rdusim.errors import ConfigError
 
 MODELS_DIR = Path(__file__).parent / "models"
@@ -38,6 +39,7 @@ DOCUMENT_KINDS: dict[str, type[BaseModel]] = {
     "gpu": GpuSpec,
     "gpu_node": GpuNodeSpec,
     "gpu_mapping": GpuMappingSpec,
+    "serving": ServingSpec,
 }
 Path_ = tuple[str | int, ...]
 

@@ -58,7 +58,11 @@ class BandwidthPool:
 
     def _reschedule(self) -> None:
         self._generation += 1
-        for key in [k for k, f in self._flows.items() if f[0] <= _EPSILON_BYTES]:
+        share = self.rate_bytes_per_s / max(len(self._flows), 1)
+        now = self.env.now
+        # done: under epsilon, or so little left that the clock cannot advance by its time
+        # (long runs, large transfers: the serving engine's KV caches)
+        for key in [k for k, f in self._flows.items() if f[0] <= _EPSILON_BYTES or now + f[0] / share == now]:
             self._flows.pop(key)[1].succeed()
         if not self._flows:
             return
