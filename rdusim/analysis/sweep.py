@@ -1,6 +1,7 @@
 """Sweeps: prompt lengths x KV policies x batch sizes -> one tidy row per point.
 
-Owns: ``sweep``, ``SWEEP_COLUMNS``, ``policy_overrides``, and the summaries of a sweep's
+Owns: ``sweep``, ``SWEEP_COLUMNS`` (decode rows fill ``tpot_s`` and ``tokens_per_s``; prefill
+rows fill ``ttft_s`` and ``prompt_tokens_per_s`` instead, and leave the decode columns empty), ``policy_overrides``, and the summaries of a sweep's
 table ``at_max_batch`` and ``policy_gain``. Imports: mapping, sim, breakdown, pandas. Each (prompt length, policy) is one task run in a worker process; inside it,
 batches are tried in increasing order. ``batch="auto"`` tries powers of two until one does
 not fit (that row is kept, with the reason). Rows come back in input order, so a sweep is
@@ -23,13 +24,14 @@ from rdusim.errors import ConfigError, MappingError
 from rdusim.kv_policy import POLICY_NAMES
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import load_mapping
-from rdusim.mapping.capacity import batch_candidates, hbm_fit, max_batch
+from rdusim.mapping.capacity import batch_candidates, hbm_fit, kv_overflow, max_batch
 from rdusim.model.policy import COMPRESSING
 from rdusim.sim.engine import simulate_plan
 
 SWEEP_COLUMNS = ["model", "seq_len", "policy", "kv_len", "batch", "fits", "reason", "step_s", "tpot_s",
                  "tokens_per_s", "max_batch", "bound", "hbm_weights_bytes", "hbm_kv_bytes",
-                 "hbm_activations_bytes", "hbm_reserved_bytes", "hbm_capacity_bytes"]
+                 "hbm_activations_bytes", "hbm_reserved_bytes", "hbm_capacity_bytes", "ttft_s",
+                 "prompt_tokens_per_s"]
 ALIASES = {"none": "full"}
 
 
@@ -55,6 +57,8 @@ def sweep(mapping: str | Path, seq_lens: list[int], policies: list[str], batches
           progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
     """Simulate every point; infeasible points are rows with ``fits=False`` and a reason."""
     tasks = [(str(mapping), s, resolve_policy(p), batches, compression) for s in seq_lens for p in policies]
+    for seq_len in seq_lens:  # file and option errors up front, not from inside a worker
+        load_mapping(mapping, seq_len=seq_len)
     results: list[list[dict] | None] = [None] * len(tasks)
     workers = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
     if workers == 1:
@@ -93,6 +97,8 @@ def _point(mapping: str, overrides: list[str], seq_len: int, policy: str, batch:
     base = {"seq_len": seq_len, "policy": policy, "batch": batch}
     try:
         loaded = load_mapping(mapping, overrides=overrides)
+        if overflow := kv_overflow(loaded):
+            return base | {"fits": False, "reason": overflow}
         plan = build_plan(loaded)
     except MappingError as error:
         return base | {"fits": False, "reason": "; ".join(str(error).splitlines())}
@@ -105,9 +111,11 @@ def _point(mapping: str, overrides: list[str], seq_len: int, policy: str, batch:
         return row
     frame = kernel_breakdown(plan, simulate_plan(plan, record_events=False))
     step = float(frame["latency_s"].sum())
+    row |= {"step_s": step, "bound": frame.loc[frame["latency_s"].idxmax(), "bound"]}
+    if plan.phase == "prefill":  # one step is the whole prompt: time to first token, no decode rate
+        return row | {"ttft_s": step, "prompt_tokens_per_s": batch * seq_len / step}
     accepted = loaded.spec.workload.accepted_tokens_per_step
-    return row | {"step_s": step, "tpot_s": step / accepted, "tokens_per_s": batch * accepted / step,
-                  "bound": frame.loc[frame["latency_s"].idxmax(), "bound"]}
+    return row | {"tpot_s": step / accepted, "tokens_per_s": batch * accepted / step}
 
 
 def smallest_batch(spec: MappingSpec) -> int:

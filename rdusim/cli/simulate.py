@@ -8,7 +8,7 @@ import sys
 
 from rdusim.analysis.chrome_trace import chrome_trace
 from rdusim.analysis.result import simulate
-from rdusim.cli.output import format_table, write_atomic
+from rdusim.cli.output import Outputs, format_table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +30,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    outputs = Outputs()
+    out = outputs.file("--out", args.out)
+    trace = outputs.file("--trace", args.trace)
     result = simulate(args.mapping, seq_len=args.seq_len, batch=args.batch, hw=args.hw,
                       overrides=args.overrides, fast=not args.full, record_events=bool(args.trace),
                       check_capacity=not args.ignore_capacity)
@@ -39,11 +42,11 @@ def run(args: argparse.Namespace) -> int:
         text = result.kernels.to_csv(index=False)
     else:
         text = format_table(result)
-    outputs = [(args.out, text)] if args.out else []
-    if args.trace:
-        outputs.append((args.trace, json.dumps(chrome_trace(result.trace))))
-    for path, content in outputs:  # everything is computed before anything is written
-        write_atomic(path, content)
-    if not args.out:
+    if out is not None:
+        outputs.put(out, text)
+    if trace is not None:
+        outputs.put(trace, json.dumps(chrome_trace(result.trace)))
+    outputs.commit()  # everything is computed before anything is written
+    if out is None:
         sys.stdout.write(text)
     return 0

@@ -15,14 +15,20 @@ import networkx as nx
 import numpy as np
 
 from rdusim.config.schema import KernelSpec
+from rdusim.errors import MappingError
 from rdusim.mapping.bundle import LoadedMapping
 from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
 from rdusim.mapping.routing import chunk_expert_tokens
 from rdusim.mapping.sharding import Collective, Layout, tensor_layout
 from rdusim.model.ops import Op, TensorUse
-from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT
+from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT, base_layer_type
 
 TOKEN_DIMS = ("batch", "seq", "kv_seq", "window", "ring", "capacity", "topk_slots")
+#: the most work items one kernel's plan may hold. Each item is a few simulation events and
+#: the simulator runs about 4e5 events a second (benchmarks/RESULTS.md), so this bounds one
+#: kernel to well under a minute; a larger plan (a huge batch, kv_block_tokens=1) is refused
+#: before it is built
+MAX_KERNEL_ITEMS = 2_000_000
 
 
 @dataclass
@@ -78,6 +84,13 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     cap = spec.max_chunks or d.max_chunks
     if cap is not None:
         n_chunks = min(n_chunks, cap)
+    items = _item_bound(ctx, ops, n_chunks, spec.kv_block_tokens or d.kv_block_tokens)
+    if items > MAX_KERNEL_ITEMS:
+        where = ctx.loaded.where("layers", base_layer_type(ctx.layer_type), index)
+        raise MappingError(f"{where}: kernel {spec.kernel!r} would be simulated as about {items:.3g} work items "
+                           f"({n_chunks} chunks of {chunk_tokens} tokens, batch {ctx.loaded.spec.workload.batch}), "
+                           f"more than the simulator's budget of {MAX_KERNEL_ITEMS:.3g}; use larger chunk_tokens or "
+                           "kv_block_tokens, set max_chunks, or a smaller batch")
     drafts: list[_Draft] = []
     provider: dict[str, str] = {}
     for name in ops:
@@ -95,6 +108,20 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     sram = sum(x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk) for x in drafts)
     return KernelPlan(spec.kernel, ctx.layer_type, stages, sram, chunk_tokens,
                       spec.tp or d.tp, spec.dp or d.dp, depth, spec.orchestration or d.orchestration)
+
+
+def _item_bound(ctx: KernelContext, ops: list[str], n_chunks: int, block: int) -> int:
+    """An upper bound on the work items the kernel's stages will hold (see MAX_KERNEL_ITEMS)."""
+    total = 0
+    for name in ops:
+        op: Op = ctx.graph.nodes[name]["op"]
+        total += n_chunks
+        if op.op_class == "attention" and "kv_seq" in op.sizes:  # K/V blocks per chunk and sequence
+            sequences = op.sizes.get("batch", 1) // ctx.shards[name].get("batch", 1)
+            total += (sequences + 2 * n_chunks) * math.ceil(op.sizes["kv_seq"] / block)
+        elif op.routed:  # one item per expert a chunk touches
+            total += n_chunks * op.sizes.get("experts", 1)
+    return total
 
 
 #: the dimension an op streams its chunks along: query tokens, else keys or cache slots
