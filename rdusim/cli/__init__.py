@@ -1,7 +1,7 @@
 """Command-line interface: the only layer that writes files or prints results.
 
 Owns: argument parsing, the subcommand table, turning ``RdusimError`` into a message and
-exit code 2. Imports: everything below it.
+exit code 2, and any other exception (a bug) into one line and exit code 1. Imports: everything below it.
 
 Each subcommand lives in its own module with two functions, ``add_parser(subparsers)``
 and ``run(args) -> int``; ``COMMANDS`` lists those modules in help order.
@@ -20,7 +20,11 @@ from rdusim.errors import RdusimError
 #: subcommand modules under rdusim.cli, in the order ``rdusim --help`` lists them
 COMMANDS: tuple[str, ...] = ("simulate", "sweep", "explore", "numerics", "validate", "calibrate", "schema")
 
+#: exit codes: 0 ok, 1 an internal error (a bug), 2 bad input (files, options, infeasible mappings)
+EXIT_BUG = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+BUG_TRACKER = "the rdusim issue tracker (the project's GitHub issues)"
 
 
 def _load(name: str) -> ModuleType:
@@ -58,3 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         for line in str(error).splitlines():
             print(f"  {line}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"rdusim {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as error:  # noqa: BLE001 (anything else is a bug: say so, once, and where to report it)
+        if args.debug:
+            raise
+        print(f"rdusim {args.command}: internal error (a bug in rdusim, not in your input): "
+              f"{type(error).__name__}: {str(error)[:300]}; please report it with the command line on "
+              f"{BUG_TRACKER}; run with --debug for the traceback", file=sys.stderr)
+        return EXIT_BUG

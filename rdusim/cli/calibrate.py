@@ -25,6 +25,9 @@ from rdusim.analysis.published import (
     PREFILL_128K_MOE_SHARES,
     SNAPSTREAM_PREFILL_OVERHEAD_RANGE,
 )
+from rdusim.cli.options import positive_int, positive_ints
+from rdusim.errors import ConfigError
+from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 
 PREFILL_MAPPING = "mappings/deepseek-r1/prefill-snapstream.yaml"
@@ -35,19 +38,38 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("calibrate", help="fit calibration constants to the published figures")
     parser.add_argument("--phase", choices=("prefill", "decode", "all"), default="all")
     parser.add_argument("--mapping", default=PREFILL_MAPPING, help="prefill mapping to fit the efficiencies on")
-    parser.add_argument("--max-evaluations", type=int, default=220)
+    parser.add_argument("--max-evaluations", type=positive_int, default=220,
+                        help="simplex evaluations after the 18-point starting grid (default 220)")
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not write the socket YAML")
-    parser.add_argument("--predict", default="32768,65536,131072",
+    parser.add_argument("--predict", type=positive_ints, default=[32768, 65536, 131072],
                         help="prompt lengths for the SnapStream prefill-overhead prediction")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.phase in ("prefill", "all"):
+        _check_prefill_mapping(args)
         _prefill(args)
     if args.phase in ("decode", "all"):
         _decode(args)
     return 0
+
+
+def _check_prefill_mapping(args: argparse.Namespace) -> None:
+    """Before fitting: the mapping is a prefill mapping with the published kernels, and every
+    --predict length is valid for it (minutes of fitting must not end in an option error)."""
+    loaded = load_mapping(args.mapping)
+    if loaded.spec.phase != "prefill":
+        raise ConfigError(f"--mapping {args.mapping}: is a {loaded.spec.phase} mapping; the prefill calibration "
+                          "needs a prefill mapping")
+    have = [k.kernel for k in loaded.spec.layers.get("moe", [])]
+    missing = [k for k in PREFILL_128K_MOE_SHARES if k not in have]
+    if missing:
+        raise ConfigError(f"--mapping {args.mapping}: the prefill calibration fits the published shares of the "
+                          f"MoE layer's kernels {', '.join(PREFILL_128K_MOE_SHARES)}; this mapping's moe layer has "
+                          f"{', '.join(have) or 'no kernels'} (missing: {', '.join(missing)})")
+    for seq_len in args.predict:
+        build_plan(load_mapping(args.mapping, overrides=[(f"--predict {seq_len}", f"workload.seq_len={seq_len}")]))
 
 
 def _socket_yaml(loaded: LoadedMapping) -> Path:
@@ -78,7 +100,7 @@ def _prefill(args: argparse.Namespace) -> None:
         print(f"wrote {_socket_yaml(loaded)}")
     low, high = SNAPSTREAM_PREFILL_OVERHEAD_RANGE
     print(f"\npredictions (not fitted): SnapStream prefill overhead, published {low:.0%}-{high:.0%}")
-    for seq_len in (int(s) for s in args.predict.split(",")):
+    for seq_len in args.predict:
         overhead = snapstream_overhead(loaded, seq_len, result.efficiency)
         print(f"  {seq_len:>7} tokens: {overhead * 100:5.2f}%")
 

@@ -11,8 +11,8 @@ import sys
 from tqdm import tqdm
 
 from rdusim.analysis.sweep import resolve_policy, sweep
-from rdusim.cli.output import Outputs
 from rdusim.cli.options import finite_float, names, positive_int, positive_ints
+from rdusim.cli.output import Outputs
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -8,8 +8,8 @@ Nothing here writes files or changes global state.
 from __future__ import annotations
 
 import difflib
-import re
 import functools
+import re
 import stat
 import types
 import typing

@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rdusim.config.loader import Document, Override, apply_overrides, model_path, read_document, validate
+from rdusim.config.loader import (
+    Document,
+    Override,
+    apply_overrides,
+    model_path,
+    read_document,
+    validate,
+)
 from rdusim.config.schema import MappingSpec, ModelSpec
 from rdusim.errors import ConfigError
 from rdusim.hw.system import System, load_system
