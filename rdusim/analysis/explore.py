@@ -73,7 +73,7 @@ class DaskExecutor:
         try:
             self._client = Client(address, timeout=f"{timeout_s}s")
         except Exception as error:  # noqa: BLE001 (a bad address, no answer, or a peer that is not a scheduler)
-            raise ConfigError(f"--dask {address}: not a reachable Dask scheduler address within {timeout_s:g} s "
+            raise ConfigError(f"--dask: cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s "
                               f"({type(error).__name__}: {str(error)[:200]}); expected e.g. tcp://host:8786") from None
         self.workers = max(1, sum(self._client.nthreads().values()))
 

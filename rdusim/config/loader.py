@@ -218,7 +218,8 @@ def _error_line(error: yaml.YAMLError, text: str) -> int:
 
 def _problem(error: yaml.YAMLError) -> str:
     if isinstance(error, yaml.reader.ReaderError):
-        return f"character {error.character!r} is not allowed ({error.reason})"
+        character = chr(error.character) if isinstance(error.character, int) else error.character
+        return f"character {character!r} is not allowed ({error.reason})"
     problem = getattr(error, "problem", None) or str(error).splitlines()[0]
     context = getattr(error, "context", None)
     return f"{problem} ({context})" if context else problem
