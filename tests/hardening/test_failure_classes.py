@@ -152,6 +152,7 @@ def test_6_huge_node_and_huge_sweep_batch(workspace):
     node.write_text(node.read_text().replace("sockets: 8", "sockets: 1000000000"))
     assert_input_error(run_cli("simulate", LLAMA), f"sn40l-8.yaml:{_line_of(node, 'sockets: 1000000000')}: sockets: ",
                        "less than or equal to 1024")
+    node.write_text(node.read_text().replace("sockets: 1000000000", "sockets: 8"))
     result = run_cli("sweep", LLAMA_DECODE, "--batch", "1000000000", "--workers", "1")
     assert result.code == 0 and result.seconds < GUARD_S, result.err
     assert "False" in result.out and "KV cache for a single layer" in result.out
