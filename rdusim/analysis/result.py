@@ -75,7 +75,7 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
     if check_capacity:
         fit = hbm_fit(plan, loaded, memory)
         if not fit.fits:
-            raise MappingError(f"{loaded.document.path}: does not fit: {fit.reason} "
+            raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {fit.reason} "
                                "(--ignore-capacity simulates it anyway)")
     trace = simulate_plan(plan, fast=fast, record_events=record_events)
     return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory)
