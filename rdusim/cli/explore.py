@@ -71,7 +71,7 @@ def _problem(args: argparse.Namespace) -> Problem:
     if args.seq_len is not None:
         overrides.append((f"--seq-len {args.seq_len}", f"workload.seq_len={args.seq_len}"))
     if args.hw:
-        overrides.append((f"--hw {args.hw}", f"hardware={Path(args.hw).resolve()}"))
+        overrides.append((f"--hw {args.hw}", f"hardware={Path(args.hw).absolute()}"))
     seed = load_mapping(path, overrides=overrides)
     if seed.spec.phase != args.phase:
         raise ConfigError(f"--mapping {args.mapping}: is a {seed.spec.phase} mapping but --phase is {args.phase}")

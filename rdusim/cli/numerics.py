@@ -28,6 +28,7 @@ from rdusim.analysis.numerics import (
 )
 from rdusim.cli.options import nonnegative_int, positive_int
 from rdusim.cli.output import Outputs
+from rdusim.config.loader import read_text
 from rdusim.errors import ConfigError
 from rdusim.kernels import lm
 from rdusim.kv_policy import POLICY_NAMES
@@ -91,12 +92,13 @@ def run(args: argparse.Namespace) -> int:
     elif args.out is not None:
         for kind in ("summary", "steps", "recall"):
             outputs.file("--out", f"{args.out}-{kind}.csv")
+    prompt = _read_text(args.prompt_file) if args.experiment == "divergence" else ""  # before the model loads
     lm.set_threads(args.threads)
     model = lm.load_language_model(args.model_file)
     if args.experiment == "passkey":
         _run_passkey(args, model, policies, outputs)
     else:
-        _run_divergence(args, model, policies, outputs)
+        _run_divergence(args, model, policies, outputs, prompt)
     for path in outputs.commit():
         print(f"wrote {path}", file=sys.stderr)
     return 0
@@ -128,8 +130,9 @@ def _run_passkey(args: argparse.Namespace, model: lm.LanguageModel, policies: li
     print(f"{len(records)} answers in {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 
-def _run_divergence(args: argparse.Namespace, model: lm.LanguageModel, policies: list[str], outputs: Outputs) -> None:
-    token_ids = model.encode(_read_text(args.prompt_file))
+def _run_divergence(args: argparse.Namespace, model: lm.LanguageModel, policies: list[str], outputs: Outputs,
+                    prompt: str) -> None:
+    token_ids = model.encode(prompt)
     steps = _positive("steps", args.steps)
     prompt_tokens = args.prompt_tokens or len(token_ids) - steps - 1
     if prompt_tokens < 2 or prompt_tokens + steps + 1 > len(token_ids):
@@ -199,10 +202,8 @@ def _guarded(run: Callable[[], T]) -> T:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"--prompt-file: cannot read {path}: {error}") from error
+    """The prompt file: a regular UTF-8 text file of at most a few MiB (the model's context is 8K)."""
+    return read_text(path, "--prompt-file")
 
 
 def _passkey_progress(started: float, last_policy: str) -> Callable[[dict[str, Any]], None]:

@@ -109,9 +109,15 @@ class Outputs:
         return next(iter({**self._files, **{p: f.option for p, f in self._folders.items()}}.values()), "output")
 
 
-def _check_file(option: str, path: str | Path) -> Path:
+def _check_path_text(option: str, path: str | Path, kind: str) -> None:
     if not str(path).strip():
-        raise ConfigError(f"{option}: expected a file path, got an empty string")
+        raise ConfigError(f"{option}: expected a {kind} path, got an empty string")
+    if "\x00" in str(path):
+        raise ConfigError(f"{option}: {str(path)!r} is not a valid path (it contains a NUL byte)")
+
+
+def _check_file(option: str, path: str | Path) -> Path:
+    _check_path_text(option, path, "file")
     target = Path(path)
     where = f"{option}: {target}"
     _refuse_special(where, target)
@@ -131,8 +137,7 @@ def _check_file(option: str, path: str | Path) -> Path:
 
 
 def _check_folder(option: str, path: str | Path) -> Path:
-    if not str(path).strip():
-        raise ConfigError(f"{option}: expected a folder path, got an empty string")
+    _check_path_text(option, path, "folder")
     target = Path(path)
     where = f"{option}: {target}"
     _refuse_special(where, target)

@@ -79,6 +79,8 @@ def read_text(path: str | Path, what: str = "") -> str:
         raise ConfigError(f"{label}: file not found") from None
     except OSError as error:
         raise ConfigError(f"{label}: cannot read ({error.strerror or error})") from None
+    except ValueError:  # a NUL byte in the path
+        raise ConfigError(f"{what or 'path'}: {str(path)!r} is not a valid path") from None
     if stat.S_ISDIR(info.st_mode):
         raise ConfigError(f"{label}: is a folder, not a file")
     if not stat.S_ISREG(info.st_mode):

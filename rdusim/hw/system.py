@@ -7,6 +7,7 @@ or of the memory tier (cited), so the simulator and the analytical estimator sha
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,6 @@ def load_system(path: str | Path, what: str = "") -> System:
     path = Path(path)
     document = read_document(path, what)
     node = validate(document, NodeSpec)
-    socket_path = (path.parent / node.socket).resolve()
+    socket_path = Path(os.path.normpath(path.parent / node.socket))  # lexical: a NUL byte stays an error
     socket = Socket(validate(read_document(socket_path, f"{document.where(('socket',))}: socket"), SocketSpec))
     return System(node.name, node, socket, topology_graph(node), path)

@@ -20,7 +20,7 @@ from rdusim.mapping.bundle import LoadedMapping
 from rdusim.mapping.memory import live_activation_peak
 from rdusim.mapping.plan import KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, collectives, op_shard
-from rdusim.mapping.stages import KernelContext, build_kernel
+from rdusim.mapping.stages import KernelContext, build_kernel, check_item_budget
 from rdusim.model.policy import kv_length as policy_kv_length
 from rdusim.model.transformer import Shape, base_layer_type, layer_counts, layer_graph
 from rdusim.units import format_bytes
@@ -90,6 +90,7 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
         raise MappingError(issues)
     context = KernelContext(loaded, layer_type, graph, shards, collectives(graph, shards, loaded.system.collective_steps),
                             kernel_specs)
+    check_item_budget(context)
     keys = tuple(_kernel_key(context, index) for index in range(len(kernel_specs)))
     cache = {} if cache is None else cache
     plans = []

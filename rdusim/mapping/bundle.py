@@ -7,6 +7,7 @@ length). Imports: config, hw.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def load_mapping(path: str | Path, *, overrides: list[Override] | None = None, s
     if batch is not None:
         extra.append((f"--batch {batch}", f"workload.batch={batch}"))
     if hw is not None:
-        extra.append((f"--hw {hw}", f"hardware={Path(hw).resolve()}"))
+        extra.append((f"--hw {hw}", f"hardware={Path(hw).absolute()}"))
     document = apply_overrides(read_document(path), extra)
     spec: MappingSpec = validate(document, MappingSpec)
     base = document.path.parent
@@ -77,8 +78,8 @@ def _check_context(loaded: LoadedMapping) -> None:
 def _check_prefill(loaded: LoadedMapping) -> None:
     """A decode mapping's ``prefill:`` must be a valid prefill mapping of the same model."""
     where = loaded.where("prefill")
-    path = (loaded.document.path.parent / loaded.spec.prefill).resolve()
-    if path == loaded.document.path.resolve():
+    path = Path(os.path.normpath(loaded.document.path.absolute().parent / loaded.spec.prefill))
+    if path == Path(os.path.normpath(loaded.document.path.absolute())):
         raise ConfigError(f"{where}: names this mapping itself; expected the prefill mapping that "
                           "shares the node")
     try:

@@ -24,11 +24,12 @@ from rdusim.model.ops import Op, TensorUse
 from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT, base_layer_type
 
 TOKEN_DIMS = ("batch", "seq", "kv_seq", "window", "ring", "capacity", "topk_slots")
-#: the most work items one kernel's plan may hold. Each item is a few simulation events and
-#: the simulator runs about 4e5 events a second (benchmarks/RESULTS.md), so this bounds one
-#: kernel to well under a minute; a larger plan (a huge batch, kv_block_tokens=1) is refused
-#: before it is built
-MAX_KERNEL_ITEMS = 2_000_000
+#: the most work items the kernels of one layer type may hold. Each item costs a few
+#: microseconds to build and a few simulation events (about 4e5 events/s, benchmarks/RESULTS.md),
+#: so this bounds a layer to seconds; the shipped mappings need under 10^5 (DeepSeek-R1 prefill at
+#: 128K: 64 MoE tiles x 257 experts). A larger plan (a huge batch, chunk_tokens=1 on a long
+#: prompt, kv_block_tokens=1) is refused before anything is built
+MAX_LAYER_ITEMS = 1_000_000
 
 
 @dataclass
@@ -72,7 +73,8 @@ class _Draft:
     out_bytes_per_chunk: float = 0.0
 
 
-def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
+def _chunking(ctx: KernelContext, index: int) -> tuple[list[str], int, int]:
+    """The kernel's ops, its chunk size in tokens and its number of chunks."""
     spec = ctx.kernel_specs[index]
     d = ctx.loaded.spec.defaults
     chunk_tokens = spec.chunk_tokens or d.chunk_tokens
@@ -84,13 +86,35 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     cap = spec.max_chunks or d.max_chunks
     if cap is not None:
         n_chunks = min(n_chunks, cap)
-    items = _item_bound(ctx, ops, n_chunks, spec.kv_block_tokens or d.kv_block_tokens)
-    if items > MAX_KERNEL_ITEMS:
-        where = ctx.loaded.where("layers", base_layer_type(ctx.layer_type), index)
-        raise MappingError(f"{where}: kernel {spec.kernel!r} would be simulated as about {items:.3g} work items "
-                           f"({n_chunks} chunks of {chunk_tokens} tokens, batch {ctx.loaded.spec.workload.batch}), "
-                           f"more than the simulator's budget of {MAX_KERNEL_ITEMS:.3g}; use larger chunk_tokens or "
-                           "kv_block_tokens, set max_chunks, or a smaller batch")
+    return ops, chunk_tokens, n_chunks
+
+
+def item_bound(ctx: KernelContext, index: int) -> int:
+    """An upper bound on the work items kernel ``index``'s stages will hold (cheap: nothing is built)."""
+    ops, _, n_chunks = _chunking(ctx, index)
+    block = ctx.kernel_specs[index].kv_block_tokens or ctx.loaded.spec.defaults.kv_block_tokens
+    return _item_bound(ctx, ops, n_chunks, block)
+
+
+def check_item_budget(ctx: KernelContext) -> None:
+    """Refuse, before building anything, a layer whose kernels would hold more than
+    ``MAX_LAYER_ITEMS`` work items; the message names the largest kernel and the knobs."""
+    bounds = [item_bound(ctx, index) for index in range(len(ctx.kernel_specs))]
+    if sum(bounds) <= MAX_LAYER_ITEMS:
+        return
+    index = max(range(len(bounds)), key=bounds.__getitem__)
+    _, chunk_tokens, n_chunks = _chunking(ctx, index)
+    where = ctx.loaded.where("layers", base_layer_type(ctx.layer_type), index)
+    raise MappingError(f"{where}: kernel {ctx.kernel_specs[index].kernel!r} would be simulated as about "
+                       f"{bounds[index]:.3g} work items ({n_chunks} chunks of {chunk_tokens} tokens, batch "
+                       f"{ctx.loaded.spec.workload.batch}); a layer may have at most {MAX_LAYER_ITEMS:.3g}. "
+                       "Use larger chunk_tokens or kv_block_tokens, set max_chunks, or a smaller batch")
+
+
+def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
+    spec = ctx.kernel_specs[index]
+    d = ctx.loaded.spec.defaults
+    ops, chunk_tokens, n_chunks = _chunking(ctx, index)
     drafts: list[_Draft] = []
     provider: dict[str, str] = {}
     for name in ops:
@@ -111,7 +135,7 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
 
 
 def _item_bound(ctx: KernelContext, ops: list[str], n_chunks: int, block: int) -> int:
-    """An upper bound on the work items the kernel's stages will hold (see MAX_KERNEL_ITEMS)."""
+    """An upper bound on the work items the kernel's stages will hold (see MAX_LAYER_ITEMS)."""
     total = 0
     for name in ops:
         op: Op = ctx.graph.nodes[name]["op"]
