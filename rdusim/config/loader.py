@@ -71,6 +71,8 @@ def read_text(path: str | Path, what: str = "") -> str:
     Directories, FIFOs and devices (``/dev/null``) are refused before opening, so a FIFO
     never blocks; the size is capped at ``MAX_DOCUMENT_BYTES``.
     """
+    if not str(path).strip():
+        raise ConfigError(f"{what + ': ' if what else ''}{str(path)!r}: an empty path; expected a YAML file")
     path = Path(path)
     label = f"{what}: {path}" if what else str(path)
     try:
@@ -114,8 +116,8 @@ def read_document(path: str | Path, what: str = "") -> Document:
     Parsed files are cached by (path, size, modification time); callers never mutate the
     data (overrides work on a deep copy), so sweeps do not re-parse the same presets.
     """
-    path = Path(path)
     text = read_text(path, what)  # every check, even when cached: the file may have changed kind
+    path = Path(path)
     stat_ = path.stat()
     return _read_cached(path, stat_.st_size, stat_.st_mtime_ns, text)
 

@@ -205,7 +205,8 @@ def located(line: str, names: list[str]) -> bool:
     if line.startswith(("--", *_ARGPARSE)):
         return True
     head = line.split(": ", 1)[0]
-    return bool(re.match(r"\S+\.ya?ml(:\d+| \(--)", head)) or any(head == n or head.startswith(f"{n}:") for n in names if n)
+    return bool(re.match(r"\S+\.ya?ml(:\d+| \(--)", head)) or any(
+        head in (n, repr(n)) or (n and head.startswith(f"{n}:")) for n in names)
 
 
 def check_contract(result: Run, before: set[Path], after: set[Path], what: str, names: list[str],
