@@ -30,6 +30,10 @@ from rdusim.sim.resources import BandwidthPool
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
 TIERS = ("hbm", "ddr")
+#: simulated seconds after which a run is abandoned: no real prefill or decode step comes near
+#: (DeepSeek-R1 at 128K on one socket's DDR is minutes), while absurd hardware values (a
+#: bandwidth of 1e-300 B/s) would otherwise crawl on forever at float precision's limit
+HORIZON_S = 1e7
 
 
 @dataclass
@@ -69,7 +73,11 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     records: list[KernelRecord] = []
     layers = [x for x in _layer_sequence(plan, fast) if layer_types is None or x[1] in layer_types]
     main = env.process(_run_layers(env, plan, layers, sockets, recorder, records))
-    env.run()
+    env.run(until=main | env.timeout(HORIZON_S))  # stops when the run ends, or at the horizon
+    if not main.triggered and env.peek() != float("inf"):  # still busy at the horizon: not a deadlock
+        raise SimulationError(f"{plan.mapping.name}: the simulated time passed {HORIZON_S:.0e} s after "
+                              f"{len(records)} kernel(s); a rate or efficiency in the hardware is too small "
+                              "(or a duration too large) for a meaningful simulation")
     if not main.triggered:
         done = records[-1].kernel if records else "nothing"
         raise SimulationError(f"{plan.mapping.name}: the simulation deadlocked at t={env.now:.6g} s "
