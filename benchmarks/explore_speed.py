@@ -13,7 +13,8 @@ import argparse
 import time
 
 from rdusim.analysis.estimate import Evaluator, Problem
-from rdusim.analysis.explore import LocalExecutor, explore
+from rdusim.analysis.execution import LocalExecutor
+from rdusim.analysis.explore import explore
 
 
 def main() -> None:

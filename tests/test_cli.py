@@ -55,3 +55,21 @@ def test_every_shipped_yaml_validates(capsys):
 def test_schema(capsys):
     assert main(["schema", "mapping"]) == 0
     assert json.loads(capsys.readouterr().out)["title"] == "MappingSpec"
+
+
+def test_simulate_never_imports_torch(tmp_path):
+    """`rdusim simulate` loads only its own subcommand: no torch, no kernels (issue 9)."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    script = (
+        "import sys, rdusim.cli\n"
+        "assert 'torch' not in sys.modules\n"
+        "try:\n    rdusim.cli.main(['simulate', '--help'])\nexcept SystemExit:\n    pass\n"
+        f"assert rdusim.cli.main(['simulate', {str(ROOT / 'mappings/llama-3.1-8b/prefill.yaml')!r},"
+        " '--seq-len', '1024', '--out', " + repr(str(tmp_path / "r.txt")) + "]) == 0\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'rdusim.kernels'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "[]"
+    assert (tmp_path / "r.txt").read_text().startswith("llama")

@@ -3,6 +3,7 @@ the published 128K decode row, and sweep behaviour."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -13,7 +14,8 @@ from rdusim.analysis.sweep import sweep
 from rdusim.cli import main
 from rdusim.config.loader import load_spec, model_path
 from rdusim.config.schema import ModelSpec
-from rdusim.mapping.capacity import max_batch
+from rdusim.mapping.bundle import load_mapping
+from rdusim.mapping.capacity import max_batch, reservations
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
 from tests.conftest import ROOT
 
@@ -49,8 +51,9 @@ def _weights_per_socket() -> float:
 def _independent_max_batch(seq_len: int, kept: int, prefill_kept_fraction: float) -> int:
     """Capacity by hand, per socket: HBM 64 GiB; KV per sequence = kept tokens x 1152 B x 62
     layers (61 + MTP), attention DP16 putting batch/16 sequences on each socket; the
-    co-located prefill of one prompt keeps its KV (replicated by TP16, plus one layer at
-    full length while compressing) and two live BF16 hidden-state tensors."""
+    co-located prefill of one prompt of ``seq_len`` (the longest admitted) keeps its KV
+    (replicated by TP16, plus one layer at full length while compressing) and two live BF16
+    hidden-state tensors."""
     kv_per_sequence = kept * 1152 * 62
     prompt_kv = seq_len * 1152 * (62 * prefill_kept_fraction + (1 - prefill_kept_fraction))
     activations = 2 * seq_len * 7168 * 2
@@ -59,11 +62,21 @@ def _independent_max_batch(seq_len: int, kept: int, prefill_kept_fraction: float
     return 16 * 2 ** int(math.log2(per_socket)) if per_socket >= 1 else 0
 
 
-@pytest.mark.parametrize(("path", "seq_len", "kept", "fraction"), [
-    (DECODE, 131072, 131072, 1.0), (DECODE_SNAP, 131072, 32768, 0.25), (DECODE, 32768, 32768, 1.0),
+@pytest.mark.parametrize(("path", "seq_len", "max_prompt", "kept", "fraction"), [
+    (DECODE, 131072, 131072, 131072, 1.0), (DECODE_SNAP, 131072, 131072, 32768, 0.25),
+    (DECODE, 32768, 32768, 32768, 1.0), (DECODE, 32768, 131072, 32768, 1.0), (DECODE_SNAP, 32768, 131072, 8192, 0.25),
 ])
-def test_max_batch_matches_an_independent_calculation(path, seq_len, kept, fraction):
-    assert max_batch(path, overrides=[f"workload.seq_len={seq_len}"])[0] == _independent_max_batch(seq_len, kept, fraction)
+def test_max_batch_matches_an_independent_calculation(path, seq_len, max_prompt, kept, fraction):
+    """The reserve follows the longest admitted prompt (deployment.max_prompt), not the request."""
+    overrides = [f"workload.seq_len={seq_len}", f"deployment.max_prompt={max_prompt}"]
+    assert max_batch(path, overrides=overrides)[0] == _independent_max_batch(max_prompt, kept, fraction)
+
+
+def test_remote_prefill_reserves_one_incoming_compressed_cache():
+    """deployment.prefill=remote: no prefill activations, one compressed prompt's cache
+    (kept tokens x 1152 B x 62 layers) instead; the runtime reserve adds as given."""
+    loaded = load_mapping(DECODE_SNAP, overrides=["deployment.prefill=remote", "deployment.runtime_reserve=1 GiB"])
+    assert reservations(loaded) == {"incoming cache": 32768 * 1152 * 62, "runtime reserve": GiB}
 
 
 def test_published_maximum_batches():
@@ -139,3 +152,16 @@ def test_simulate_diagnoses_hbm_overflow_with_the_numbers(capsys):
     assert "does not fit: HBM per socket: weights 40.85 GiB + KV 17.44 GiB (batch 32 x 131072 tokens)" in err
     assert "> 64.00 GiB" in err and "Traceback" not in err
     assert main(["simulate", str(DECODE), "--batch", "32", "--ignore-capacity"]) == 0
+
+
+def test_a_stated_prefill_reserve_replaces_the_derived_one(capsys):
+    """deployment.prefill_reserve is an explicit input; simulate's budget and JSON show it."""
+    assert reservations(load_mapping(DECODE_SNAP, overrides=["deployment.prefill_reserve=2 GiB"]))["prefill reserve"] == 2 * GiB
+    assert main(["simulate", str(DECODE_SNAP), "--set", "deployment.prefill_reserve=2 GiB", "--format", "json"]) == 0
+    budget = json.loads(capsys.readouterr().out)["memory"]["hbm_budget"]
+    assert budget["prefill_reserve"] == 2 * GiB
+    assert budget["free"] == pytest.approx(budget["capacity"] - budget["weights"] - budget["kv_cache"]
+                                           - budget["activations"] - 2 * GiB - budget["runtime_reserve"])
+    assert main(["simulate", str(DECODE_SNAP)]) == 0
+    table = capsys.readouterr().out
+    assert "prefill reserve" in table and "next batch (128) does not fit: margin -0.05 GiB" in table

@@ -38,10 +38,12 @@ def kernel_breakdown(plan: Plan, trace: Trace) -> pd.DataFrame:
     plans = {(k.layer_type, k.name): k for kernels in plan.kernels.values() for k in kernels}
     for record in trace.kernels:
         kernel = plans[(record.layer_type, record.kernel)]
-        calls = plan.layer_counts[record.layer_type] if trace.layer_multiplier.get(record.layer, 1) > 1 else 1
+        calls = trace.layer_multiplier.get(record.layer, 1)
         rows.append(_row(record, kernel, plan, calls))
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame = frame.groupby(["layer_type", "kernel"], sort=False, as_index=False).agg(_AGGREGATE)[COLUMNS]
+    peak = plan.system.socket.tier_peak_bytes_per_s("hbm")
+    frame["hbm_util"] = frame["hbm_bytes"] / (peak * frame["latency_s"])  # over every call of the row
     totals = frame.groupby("layer_type")["latency_s"].transform("sum")
     frame["share"] = frame["latency_s"] / totals
     return frame

@@ -1,6 +1,7 @@
 """Fit the per-class efficiency constants to the published 128K prefill breakdown.
 
-Owns: ``fit_efficiencies``, ``layer_shares``, ``write_efficiencies``, ``snapstream_overhead``.
+Owns: ``fit_efficiencies``, ``layer_shares``, ``with_efficiencies``, ``snapstream_overhead``,
+``fit_decode_overhead``, ``with_software_launch``.
 Imports: mapping, sim, analysis.breakdown, numpy.
 
 The fit is explicit and reproducible: five parameters (gemm, attention, elementwise,
@@ -19,12 +20,14 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from rdusim.analysis import compare
 from rdusim.analysis.breakdown import kernel_breakdown
+from rdusim.analysis.metrics import step_figures
 from rdusim.config.schema import OP_CLASSES
+from rdusim.errors import ConfigError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.sim.engine import simulate_plan
@@ -124,20 +127,18 @@ def snapstream_overhead(loaded: LoadedMapping, seq_len: int, efficiency: dict[st
     resized = load_mapping(loaded.document.path, seq_len=seq_len)
     system = resized.system.with_efficiency(**efficiency)
     plan = build_plan(dataclasses.replace(resized, system=system))
-    frame = kernel_breakdown(plan, simulate_plan(plan, record_events=False))
-    extra = frame[frame["kernel"].isin(["SnapKV Compression", "Streaming Ring Buffer"])]["latency_s"].sum()
-    return float(extra / (frame["latency_s"].sum() - extra))
+    return compare.snapstream_overhead(kernel_breakdown(plan, simulate_plan(plan, record_events=False)))
 
 
-def write_efficiencies(socket_yaml: Path, efficiency: dict[str, float], note: str) -> None:
-    """Rewrite the ``efficiency:`` block of a socket YAML in place, keeping every other line."""
-    text = socket_yaml.read_text(encoding="utf-8")
+def with_efficiencies(text: str, efficiency: dict[str, float], note: str) -> str:
+    """A socket YAML's text with its ``efficiency:`` block replaced (every other line kept);
+    the CLI writes it (only ``rdusim.cli`` writes files)."""
     block = "efficiency:\n" + "".join(f"  {k}: {efficiency[k]}\n" for k in PARAMETERS)
     header = "".join(f"# {line}\n" for line in note.splitlines())
     pattern = re.compile(r"(# calibrated:.*\n(?:#.*\n)*)?efficiency:\n(?:  \w+: .*\n)+")
     if not pattern.search(text):
-        raise ValueError(f"{socket_yaml}: no 'efficiency:' block to replace")
-    socket_yaml.write_text(pattern.sub(lambda _m: header + block, text, count=1), encoding="utf-8")
+        raise ConfigError("no 'efficiency:' block to replace")
+    return pattern.sub(lambda _m: header + block, text, count=1)
 
 
 
@@ -153,11 +154,13 @@ class DecodeCalibration:
         return max(abs(self.fitted[k] / self.published[k] - 1) for k in self.published)
 
 
-def decode_tokens_per_s(loaded: LoadedMapping, overhead_s: float) -> float:
-    """Throughput of one decode mapping: batch x accepted tokens per step / step time."""
-    plan = build_plan(dataclasses.replace(loaded, system=loaded.system.with_software_launch(overhead_s)))
+def decode_tokens_per_s(loaded: LoadedMapping, software_launch_s: float) -> float:
+    """Throughput of one decode mapping (``rdusim.analysis.metrics``) with the given software call cost."""
+    plan = build_plan(dataclasses.replace(loaded, system=loaded.system.with_software_launch(software_launch_s)))
     step_s = float(kernel_breakdown(plan, simulate_plan(plan, record_events=False))["latency_s"].sum())
-    return plan.batch * loaded.spec.workload.accepted_tokens_per_step / step_s
+    w = loaded.spec.workload
+    return step_figures("decode", step_s, batch=plan.batch, seq_len=w.seq_len,
+                        accepted=w.accepted_tokens_per_step)["tokens_per_s"]
 
 
 def fit_decode_overhead(points: dict[str, tuple[LoadedMapping, float]], *, upper_s: float = 2e-3,
@@ -186,10 +189,9 @@ def fit_decode_overhead(points: dict[str, tuple[LoadedMapping, float]], *, upper
     return DecodeCalibration(overhead, fitted, {k: tps for k, (_, tps) in points.items()})
 
 
-def write_software_launch(socket_yaml: Path, seconds: float) -> None:
-    """Rewrite the ``kernel_launch.software`` line of a socket YAML in place."""
-    text = socket_yaml.read_text(encoding="utf-8")
+def with_software_launch(text: str, seconds: float) -> str:
+    """A socket YAML's text with its ``kernel_launch.software`` line replaced."""
     pattern = re.compile(r'^  software: ".*"$', re.MULTILINE)
     if not pattern.search(text):
-        raise ValueError(f"{socket_yaml}: no 'kernel_launch.software' line to replace")
-    socket_yaml.write_text(pattern.sub(f'  software: "{seconds * 1e6:.1f} us"', text, count=1), encoding="utf-8")
+        raise ConfigError("no 'kernel_launch.software' line to replace")
+    return pattern.sub(f'  software: "{seconds * 1e6:.1f} us"', text, count=1)

@@ -1,6 +1,7 @@
 """Baseline vs SnapStream prefill at several prompt lengths, as tidy tables.
 
-Owns: ``SNAPSTREAM_KERNELS``, ``drop_kernels``, ``compare_prefill``, ``prefill_overhead``.
+Owns: ``SNAPSTREAM_KERNELS``, ``drop_kernels``, ``snapstream_overhead``, ``compare_prefill``,
+``prefill_overhead``.
 Imports: analysis.result, pandas.
 
 The baseline is a mapping without the SnapStream kernels. Until a separate baseline mapping
@@ -26,6 +27,13 @@ def drop_kernels(frame: pd.DataFrame, kernels: Iterable[str] = SNAPSTREAM_KERNEL
     kept = frame[~frame["kernel"].isin(list(kernels))].copy()
     kept["share"] = kept["latency_s"] / kept.groupby("layer_type")["latency_s"].transform("sum")
     return kept.reset_index(drop=True)
+
+
+def snapstream_overhead(frame: pd.DataFrame) -> float:
+    """Prefill time the SnapStream kernels add to a run's breakdown, as a fraction of the time
+    without them (the published "about 2-5%" figure, methods.md section 1)."""
+    extra = float(frame[frame["kernel"].isin(list(SNAPSTREAM_KERNELS))]["latency_s"].sum())
+    return extra / (float(frame["latency_s"].sum()) - extra)
 
 
 def length_label(seq_len: int) -> str:

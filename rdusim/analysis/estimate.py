@@ -13,7 +13,7 @@ where ``pipeline`` is the spatial pipeline's makespan from the recurrence
 over stages s and chunks c (loads run ahead of compute; barriers wait for every chunk).
 
 Speed comes from caches, not from skipping work: a kernel plan and its estimate are cached
-by what the plan depends on (``rdusim.mapping.space._kernel_key``), a layer type's kernels by
+by what the plan depends on (``rdusim.mapping.build._kernel_key``), a layer type's kernels by
 the genes that decide them, so most candidates of a search cost dictionary look-ups, and a
 batch of candidates is composed with numpy.
 """
@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from rdusim.config.schema import DTYPE_BYTES
+from rdusim.analysis.metrics import step_figures
 from rdusim.errors import MappingError
 from rdusim.mapping.build import build_layer, kv_length, layer_shape
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
-from rdusim.mapping.capacity import reserved_prefill_bytes
+from rdusim.mapping.capacity import reservations
+from rdusim.mapping.memory import memory_usage
 from rdusim.mapping.plan import KernelPlan
-from rdusim.mapping.sharding import tensor_layout
 from rdusim.mapping.space import (
     Space,
     candidate_data,
@@ -40,7 +40,6 @@ from rdusim.mapping.space import (
     load_candidate,
     space_from_seed,
 )
-from rdusim.model.kv_cache import kv_bytes_per_token_layer
 from rdusim.model.transformer import base_layer_type, layer_graph
 
 
@@ -51,12 +50,9 @@ class KernelEstimate:
     compute_s: float          # busiest stage
     memory_s: float           # HBM + DDR bytes at the achievable rate
     comm_s: float             # P2P egress
-    weights_bytes: float      # per socket
-    weights_tier: str
-    attention_split: int      # sockets the KV cache is split over (0: no attention here)
 
 
-def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping, weights_tier: str) -> KernelEstimate:
+def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate:
     """Closed-form time of one call of a kernel on one socket."""
     system = loaded.system
     socket = system.socket
@@ -93,16 +89,8 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping, weights_tier: str
     comm = p2p_bytes / socket.p2p_bytes_per_s
     tiers = max(totals["hbm"] / socket.tier_bytes_per_s("hbm"), totals["ddr"] / socket.tier_bytes_per_s("ddr"))
     body = max(float(finish.max(initial=0.0)), tiers, comm)
-    sync = socket.p2p_latency_s * system.collective_steps(system.sockets)
-    latency = socket.launch_s(kernel.orchestration) + body + sync
-    weights = sum(t.nbytes(s.op.sizes, tensor_layout(t, s.shard))
-                  for s in kernel.stages if s.op is not None for t in s.op.reads if t.role == "weight")
-    split = 0
-    for stage in kernel.stages:
-        if stage.op is not None and stage.op.op_class == "attention":
-            split = stage.shard.get("batch", 1) * stage.shard.get("kv_heads", 1)
-    return KernelEstimate(kernel.name, latency, float(busy.max(initial=0.0)), memory, comm, weights,
-                          weights_tier, split)
+    latency = socket.launch_s(kernel.orchestration) + body + system.sync_s  # as the engine charges it
+    return KernelEstimate(kernel.name, latency, float(busy.max(initial=0.0)), memory, comm)
 
 
 # ------------------------------------------------------------------------ problem
@@ -119,6 +107,7 @@ class Problem:
 @dataclass(frozen=True)
 class LayerEstimate:
     kernels: tuple[KernelEstimate, ...]
+    plans: tuple[KernelPlan, ...]           # what the estimates were made from (memory reads them)
     activation_peak_bytes: float
     reason: str = ""                        # why it does not build ("" if it does)
 
@@ -142,7 +131,7 @@ class Evaluator:
         self.seed = load_mapping(self.problem.seed_path, overrides=list(self.problem.overrides))
         self.space = space_from_seed(self.seed)
         self.counts = layer_types(self.seed)
-        self.reserved_bytes = reserved_prefill_bytes(self.seed)
+        self.reserved_bytes = sum(reservations(self.seed).values())
         self.kv_len = kv_length(self.seed)
 
     def data(self, genome: tuple[int, ...]) -> dict[str, Any]:
@@ -172,15 +161,13 @@ class Evaluator:
                                                       loaded.spec.kv_policy)
             built = build_layer(loaded, layer_type, graph=self._graphs[graph_key], cache=self._kernel_plans)
         except MappingError as error:
-            return LayerEstimate((), 0.0, str(error).splitlines()[0])
-        specs = loaded.spec.layers[base_layer_type(layer_type)]
+            return LayerEstimate((), (), 0.0, str(error).splitlines()[0])
         estimates = []
-        for kernel, key, spec in zip(built.kernels, built.keys, specs, strict=True):
-            tier = spec.weights or loaded.spec.defaults.weights
-            if (key, tier) not in self._kernel_estimates:
-                self._kernel_estimates[(key, tier)] = kernel_estimate(kernel, loaded, tier)
-            estimates.append(self._kernel_estimates[(key, tier)])
-        return LayerEstimate(tuple(estimates), built.activation_peak_bytes)
+        for kernel, key in zip(built.kernels, built.keys, strict=True):
+            if key not in self._kernel_estimates:
+                self._kernel_estimates[key] = kernel_estimate(kernel, loaded)
+            estimates.append(self._kernel_estimates[key])
+        return LayerEstimate(tuple(estimates), built.kernels, built.activation_peak_bytes)
 
     def _row(self, genome: tuple[int, ...], layers: list[LayerEstimate], step_s: float) -> dict[str, Any]:
         spec = self.seed.spec
@@ -203,29 +190,19 @@ class Evaluator:
         return row
 
     def _figures(self, step_s: float, batch: int) -> dict[str, float]:
-        spec = self.seed.spec
-        if self.space.phase == "decode":
-            accepted = spec.workload.accepted_tokens_per_step
-            return {"step_s": step_s, "tpot_s": step_s / accepted, "tokens_per_s": batch * accepted / step_s}
-        return {"step_s": step_s, "tpot_s": step_s, "tokens_per_s": batch * spec.workload.seq_len / step_s}
+        w = self.seed.spec.workload
+        return step_figures(self.space.phase, step_s, batch=batch, seq_len=w.seq_len, accepted=w.accepted_tokens_per_step)
 
     def _memory(self, layers: list[LayerEstimate], batch: int) -> dict[str, float]:
-        """Per socket, as ``rdusim.mapping.memory.memory_report`` counts it."""
-        spec, model = self.seed.spec, self.seed.model
-        tiers = {"hbm": 0.0, "ddr": 0.0}
-        split = 1
-        for n, layer in zip(self.counts.values(), layers, strict=True):
-            for kernel in layer.kernels:
-                tiers[kernel.weights_tier] += kernel.weights_bytes * n
-                split = kernel.attention_split or split
-        head = 2 * model.vocab * model.hidden * DTYPE_BYTES[model.dtypes.activations] / spec.defaults.tp
-        mtp = model.mtp_layers if spec.workload.accepted_tokens_per_step > 1 else 0
-        tiers["hbm"] += head + mtp * sum(k.weights_bytes for k in layers[-1].kernels)
-        kv = batch * self.kv_len * kv_bytes_per_token_layer(model) * (model.layers + mtp) / split
-        activations = max(layer.activation_peak_bytes for layer in layers)
-        reserved = self.reserved_bytes
-        used = tiers["hbm"] + kv + activations + reserved
-        return {"hbm_used_bytes": used, "hbm_weights_bytes": tiers["hbm"], "hbm_kv_bytes": kv,
-                "hbm_activations_bytes": activations, "hbm_reserved_bytes": reserved,
-                "hbm_capacity_bytes": self.seed.system.socket.capacity_bytes("hbm"), "ddr_used_bytes": tiers["ddr"]}
+        """Per socket, by ``rdusim.mapping.memory.memory_usage`` (the simulator's accounting;
+        a candidate differs from the seed only in its kernels and batch)."""
+        kernels = {t: layer.plans for t, layer in zip(self.counts, layers, strict=True)}
+        report = memory_usage(self.seed.spec, self.seed.model, self.counts, kernels, batch, self.kv_len,
+                              max(layer.activation_peak_bytes for layer in layers))
+        hbm, reserved = report["hbm"], self.reserved_bytes
+        used = hbm["weights"] + hbm["kv_cache"] + hbm["activations"] + reserved
+        return {"hbm_used_bytes": used, "hbm_weights_bytes": hbm["weights"], "hbm_kv_bytes": hbm["kv_cache"],
+                "hbm_activations_bytes": hbm["activations"], "hbm_reserved_bytes": reserved,
+                "hbm_capacity_bytes": self.seed.system.socket.capacity_bytes("hbm"),
+                "ddr_used_bytes": report["ddr"]["weights"]}
 

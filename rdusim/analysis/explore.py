@@ -1,7 +1,7 @@
 """The mapping explorer: search the space around a seed mapping, rank, re-score, explain.
 
-Owns: ``explore``, ``ExploreResult``, ``LocalExecutor``, ``DaskExecutor``, ``pareto_front``.
-Imports: estimate, result (simulate), mapping, numpy, pandas (dask.distributed lazily).
+Owns: ``explore``, ``ExploreResult``, ``pareto_front``, ``seed_mapping``, ``standalone_document``.
+Imports: estimate, execution, metrics, result (simulate), mapping, numpy, pandas.
 
 Two levels: the analytical estimator (``rdusim.analysis.estimate``) scores every candidate
 the search visits; the discrete-event simulator re-scores the best ``rescore`` of them and
@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rdusim.analysis.estimate import Evaluator, Problem
+from rdusim.analysis.execution import Executor, LocalExecutor
+from rdusim.analysis.metrics import STEP_FIGURES, step_figures
 from rdusim.analysis.result import simulate
 from rdusim.errors import ConfigError, MappingError
 from rdusim.mapping.capacity import hbm_fit
@@ -35,54 +35,6 @@ from rdusim.mapping.space import Space, load_candidate
 
 Genome = tuple[int, ...]
 Progress = Callable[[str, int, int], None]
-
-
-# ------------------------------------------------------------------------ executors
-class Executor(Protocol):
-    workers: int
-
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]: ...
-
-
-class LocalExecutor:
-    """Worker processes (``workers=1``: in this process)."""
-
-    def __init__(self, workers: int | None = None) -> None:
-        self.workers = max(1, workers or os.cpu_count() or 1)
-        self._pool = ProcessPoolExecutor(self.workers) if self.workers > 1 else None
-
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
-        if self._pool is None:
-            return [fn(*a) for a in args]
-        return [f.result() for f in [self._pool.submit(fn, *a) for a in args]]
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-
-
-class DaskExecutor:
-    """The same evaluations on a Dask distributed cluster (``tcp://host:8786``)."""
-
-    def __init__(self, address: Any, timeout_s: float = 5.0) -> None:
-        try:
-            from distributed import Client  # noqa: PLC0415 (only when asked for)
-        except ImportError:
-            raise ConfigError("--dask: the 'distributed' package is not installed "
-                              "(pip install 'dask[distributed]')") from None
-        try:
-            self._client = Client(address, timeout=f"{timeout_s}s")
-        except Exception as error:  # noqa: BLE001 (a bad address, no answer, or a peer that is not a scheduler)
-            raise ConfigError(f"--dask: cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s "
-                              f"({type(error).__name__}: {str(error)[:200]}); expected e.g. tcp://host:8786") from None
-        self.workers = max(1, sum(self._client.nthreads().values()))
-
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
-        futures = [self._client.submit(fn, *a, pure=False) for a in args]
-        return list(self._client.gather(futures))
-
-    def close(self) -> None:
-        self._client.close()
 
 
 # ------------------------------------------------------------------ worker tasks
@@ -108,17 +60,15 @@ def simulate_task(problem: Problem, genome: Genome) -> dict[str, Any]:
     except MappingError as error:
         return {"genome": genome, "sim_fits": False, "sim_reason": str(error).splitlines()[0]}
     fit = hbm_fit(result.plan, loaded)
-    step = result.total_s
-    accepted = loaded.spec.workload.accepted_tokens_per_step
-    batch = loaded.spec.workload.batch
-    decode = loaded.spec.phase == "decode"
-    tpot = step / accepted if decode else step
-    slo = problem.slo_tpot_s
-    reason = fit.reason or (f"TPOT {tpot * 1e3:.3f} ms over the SLO" if decode and slo and tpot > slo else "")
+    w = loaded.spec.workload
+    figures = step_figures(loaded.spec.phase, result.total_s, batch=w.batch, seq_len=w.seq_len,
+                           accepted=w.accepted_tokens_per_step)
+    slo, tpot = problem.slo_tpot_s, figures["tpot_s"]
+    reason = fit.reason or (f"TPOT {tpot * 1e3:.3f} ms over the SLO" if slo and tpot > slo else "")
     kernels = result.kernels[["layer_type", "kernel", "latency_s", "bound"]].to_dict(orient="records")
-    return {"genome": genome, "sim_fits": not reason, "sim_reason": reason, "sim_step_s": step, "sim_tpot_s": tpot,
-            "sim_tokens_per_s": batch * (accepted if decode else loaded.spec.workload.seq_len) / step,
-            "sim_hbm_used_bytes": fit.used_bytes, "sim_kernels": kernels}
+    return {"genome": genome, "sim_fits": not reason, "sim_reason": reason,
+            **{f"sim_{k}": v for k, v in figures.items()}, "sim_hbm_used_bytes": fit.used_bytes,
+            "sim_kernels": kernels}
 
 
 # ------------------------------------------------------------------------ search
@@ -219,7 +169,7 @@ def _neighbours(space: Space, genome: Genome) -> list[Genome]:
 def _key(row: dict[str, Any], objective: str) -> tuple[Any, ...]:
     if not row["fits"]:
         return (1, 0.0, row["genome"])
-    value = -row["tokens_per_s"] if objective == "throughput" else row["tpot_s"]
+    value = -row["tokens_per_s"] if objective == "throughput" else row["latency_s"]
     return (0, value, row["genome"])
 
 
@@ -262,7 +212,7 @@ def attention_label(heads: int, batch: int) -> str:
     return f"TP{heads}xDP{batch}"
 
 
-COLUMNS = ["genome", "fits", "reason", "batch", "step_s", "tpot_s", "tokens_per_s", "hbm_used_bytes",
+COLUMNS = ["genome", "fits", "reason", "batch", *STEP_FIGURES, "hbm_used_bytes",
            "hbm_weights_bytes", "hbm_kv_bytes", "hbm_activations_bytes", "hbm_reserved_bytes", "ddr_used_bytes"]
 
 
@@ -296,7 +246,7 @@ def _ranking(space: Space, estimates: pd.DataFrame, sims: list[dict[str, Any]], 
         row["why"] = why(seed_kernels, sim.get("sim_kernels", []))
         rows.append(row)
     sign = -1 if objective == "throughput" else 1
-    column = "sim_tokens_per_s" if objective == "throughput" else "sim_tpot_s"
+    column = "sim_tokens_per_s" if objective == "throughput" else "sim_latency_s"
     rows.sort(key=lambda r: (not r["sim_fits"], sign * r.get(column, 0.0), r["genome"]))
     frame = pd.DataFrame(rows).drop(columns=["sim_kernels"], errors="ignore")
     frame.insert(0, "rank", range(1, len(frame) + 1))
@@ -324,16 +274,17 @@ def _agreement(ranking: pd.DataFrame) -> dict[str, float]:
 
 
 def pareto_front(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows not dominated in (TPOT down, throughput up, HBM bytes down)."""
+    """Rows not dominated in (latency down, throughput up, HBM bytes down); latency is TPOT at
+    decode, TTFT at prefill (``rdusim.analysis.metrics``)."""
     if frame.empty:
         return frame
-    points = np.column_stack([frame["tpot_s"], -frame["tokens_per_s"], frame["hbm_used_bytes"]]).astype(float)
+    points = np.column_stack([frame["latency_s"], -frame["tokens_per_s"], frame["hbm_used_bytes"]]).astype(float)
     keep = np.ones(len(points), dtype=bool)
     for i, p in enumerate(points):
         dominated = np.all(points <= p, axis=1) & np.any(points < p, axis=1)
         keep[i] = not dominated.any()
-    front = frame[keep].drop_duplicates(subset=["tpot_s", "tokens_per_s", "hbm_used_bytes"])
-    return front.sort_values("tpot_s").reset_index(drop=True)
+    front = frame[keep].drop_duplicates(subset=["latency_s", "tokens_per_s", "hbm_used_bytes"])
+    return front.sort_values("latency_s").reset_index(drop=True)
 
 
 # ------------------------------------------------------------------- seed + output

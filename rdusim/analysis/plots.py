@@ -1,6 +1,8 @@
-"""Figures of simulation results: the only module that imports matplotlib.
+"""Figures of simulation results (the KV-policy numerics have theirs in ``analysis.numerics``).
 
-Owns: ``plot_breakdown``, ``plot_shares``, ``kernel_color``. Imports: matplotlib, pandas.
+Owns: ``plot_breakdown``, ``plot_shares``, ``plot_sweep``, ``plot_pareto``, ``kernel_color`` and
+the PNG helpers ``figure_png``, ``sweep_figure_png``, ``pareto_figure_png``. Imports:
+matplotlib, pandas, numpy.
 
 Every function takes tidy frames (``SimulationResult.kernels`` rows), draws on ``ax`` (or on
 a new ``Figure`` when ``ax`` is None) and returns the Axes. No simulation, no file writes, no
@@ -165,17 +167,19 @@ def sweep_figure_png(frame: pd.DataFrame) -> bytes:
 
 
 def plot_pareto(estimates: pd.DataFrame, front: pd.DataFrame, ax: Axes | None = None) -> Axes:
-    """Throughput against time per token; colour is HBM per socket; the frontier is joined."""
+    """Throughput against latency (TPOT at decode, TTFT at prefill); colour is HBM per socket;
+    the frontier is joined."""
     ax = _new_axes(ax, (7.0, 4.5))
     feasible = estimates[estimates["fits"]]
-    points = ax.scatter(feasible["tpot_s"] * 1e3, feasible["tokens_per_s"], c=feasible["hbm_used_bytes"] / 2**30,
+    points = ax.scatter(feasible["latency_s"] * 1e3, feasible["tokens_per_s"], c=feasible["hbm_used_bytes"] / 2**30,
                         s=8, cmap="viridis", alpha=0.5, label="candidates (estimator)")
-    ax.plot(front["tpot_s"] * 1e3, front["tokens_per_s"], "o-", color="black", ms=4, lw=1, label="Pareto frontier")
+    ax.plot(front["latency_s"] * 1e3, front["tokens_per_s"], "o-", color="black", ms=4, lw=1, label="Pareto frontier")
     seed = feasible[feasible["is_seed"]]
     if not seed.empty:
-        ax.scatter(seed["tpot_s"] * 1e3, seed["tokens_per_s"], marker="*", s=160, color="red", label="shipped mapping")
+        ax.scatter(seed["latency_s"] * 1e3, seed["tokens_per_s"], marker="*", s=160, color="red", label="shipped mapping")
     ax.figure.colorbar(points, ax=ax, label="HBM per socket (GiB)")
-    ax.set_xlabel("time per output token (ms)")
+    decode = bool(feasible["ttft_s"].isna().all()) if "ttft_s" in feasible else True
+    ax.set_xlabel("time per output token (ms)" if decode else "time to first token (ms)")
     ax.set_ylabel("throughput (tokens/s)")
     ax.legend(loc="best", fontsize=8)
     return ax

@@ -1,10 +1,13 @@
 """Published figures rdusim calibrates on or predicts, each with its source.
 
-Owns: the numbers; nothing computes here. Source: ../shared/reference/methods.md section 1
+Owns: the numbers and ``FIGURES`` (every figure, with its role and tolerance); nothing
+computes here. Source: ../shared/reference/methods.md section 1
 (SnapStream, DeepSeek-R1-0528 on one SN40L-16 node, TP16).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 #: Normalised latency per fused kernel of one prefill MoE layer at a 128K prompt
 #: (methods.md section 1 table). CALIBRATION INPUT for the five efficiency constants.
@@ -34,3 +37,46 @@ DECODE_128K = {
 #: (R1 Table IV, via ../shared/reference/hardware-and-models.md A.5). An OUT-OF-SAMPLE
 #: check, never fitted.
 LLAMA_8B_DECODE_8K_TOKENS_PER_S_PER_USER = 1042.0
+
+
+# ------------------------------------------------------------------- every figure, listed
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One published figure: a value or a (low, high) range, its source, how rdusim uses it
+    (``fitted``: a calibration input; ``predicted``: never fitted; ``context``: a vendor
+    figure whose configuration is not published, shown but not gated) and the tolerance the
+    fidelity gate holds the model to (absolute for shares, relative otherwise)."""
+
+    name: str
+    source: str
+    value: float | tuple[float, float]
+    role: str
+    tolerance: float
+    unit: str = ""
+
+
+#: methods.md section 1 and hardware-and-models.md A.5; ``rdusim fidelity`` computes each one
+FIGURES: tuple[Figure, ...] = (
+    *(Figure(f"prefill 128K MoE-layer share: {k}", "methods.md s1 (SnapStream)", v, "fitted", 0.02, "share")
+      for k, v in PREFILL_128K_MOE_SHARES.items()),
+    *(Figure(f"SnapStream prefill overhead at {n}K", "methods.md s1: 'about 2-5%'", SNAPSTREAM_PREFILL_OVERHEAD_RANGE,
+             "predicted", 0.005, "fraction") for n in (32, 64, 128)),
+    Figure("decode 128K full: max batch", "methods.md s1", 16, "predicted", 0.0, "sequences"),
+    Figure("decode 128K SnapStream: max batch", "methods.md s1", 64, "predicted", 0.0, "sequences"),
+    Figure("decode 128K full: tokens/s (batch 16)", "methods.md s1", 434.0, "fitted", 0.07, "tok/s"),
+    Figure("decode 128K SnapStream: tokens/s (batch 64)", "methods.md s1", 1832.0, "fitted", 0.07, "tok/s"),
+    Figure("Llama-3.1-8B decode, 16 sockets, 8K, batch 1", "R1 Table IV (hardware-and-models.md A.5)",
+           LLAMA_8B_DECODE_8K_TOKENS_PER_S_PER_USER, "predicted", 0.10, "tok/s/user"),
+    Figure("Llama-3.1-70B decode, 16 sockets, 8K (speculative decoding: not modelled)",
+           "R1 Table IV (A.5)", 457.0, "context", float("inf"), "tok/s/user"),
+    Figure("Llama-3.1-405B decode, 16 sockets, 8K (speculative decoding: not modelled)",
+           "R1 Table IV (A.5)", 129.0, "context", float("inf"), "tok/s/user"),
+    Figure("DeepSeek-R1 on 16 SN40L, per user (model: SnapStream, 8K prompt, batch 16)", "R5 [V] (A.5): 198 tok/s/user", 198.0, "context", float("inf"),
+           "tok/s/user"),
+    Figure("DeepSeek-R1 high-speed configuration, per user (model: as above)", "R7 [V] (A.5): > 250 tok/s/user", (250.0, float("inf")),
+           "context", float("inf"), "tok/s/user"),
+    Figure("DeepSeek-R1 high-throughput, 256 users, aggregate (model: SnapStream, 8K, batch 256)", "R7 [V] (A.5): about 4,500 tok/s", 4500.0, "context",
+           float("inf"), "tok/s"),
+)

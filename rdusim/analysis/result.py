@@ -14,7 +14,7 @@ from rdusim.analysis.breakdown import kernel_breakdown
 from rdusim.errors import MappingError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
-from rdusim.mapping.capacity import hbm_fit, kv_overflow
+from rdusim.mapping.capacity import HbmFit, hbm_fit, kv_overflow
 from rdusim.mapping.memory import memory_report
 from rdusim.mapping.plan import Plan
 from rdusim.sim.engine import simulate_plan
@@ -29,6 +29,7 @@ class SimulationResult:
     trace: Trace
     kernels: pd.DataFrame
     memory: dict[str, dict[str, float]]
+    hbm: HbmFit | None = None                # the HBM budget per socket (capacity, deployment reserves)
 
     @property
     def phase(self) -> str:
@@ -39,6 +40,15 @@ class SimulationResult:
         """Prefill: time to first token. Decode: time of one step."""
         return float(self.kernels["latency_s"].sum())
 
+    def _budget(self) -> dict[str, float] | None:
+        """Decode: HBM per socket by use and reserve, free, and the margin to the next batch."""
+        fit = self.hbm
+        if fit is None or self.phase != "decode":
+            return None
+        return {"capacity": fit.capacity_bytes, "weights": fit.weights_bytes, "kv_cache": fit.kv_bytes,
+                "activations": fit.activations_bytes, **{k.replace(" ", "_"): v for k, v in fit.reserves.items()},
+                "free": fit.free_bytes, "next_batch_margin": fit.next_batch_margin_bytes}
+
     def to_dict(self) -> dict:
         """The JSON output contract (``rdusim simulate --format json``)."""
         spec = self.plan.mapping
@@ -47,7 +57,8 @@ class SimulationResult:
             "phase": self.phase, "seq_len": self.plan.seq_len, "batch": self.plan.batch,
             "kv_policy": spec.kv_policy.name, "kv_len": self.plan.kv_len, "total_s": self.total_s,
             "kernels": self.kernels.to_dict(orient="records"),
-            "memory": {"sockets": self.plan.system.sockets, "per_socket": self.memory},
+            "memory": {"sockets": self.plan.system.sockets, "per_socket": self.memory,
+                       "hbm_budget": self._budget()},
             "simulation": {"events": self.trace.event_count, "sockets_simulated": self.trace.sockets_simulated,
                            "layers_simulated": self.trace.layers_simulated},
         }
@@ -72,10 +83,10 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
                            "(--ignore-capacity simulates it anyway)")
     plan = build_plan(loaded)
     memory = memory_report(plan)
+    fit = hbm_fit(plan, loaded, memory)
     if check_capacity:
-        fit = hbm_fit(plan, loaded, memory)
         if not fit.fits:
             raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {fit.reason} "
                                "(--ignore-capacity simulates it anyway)")
     trace = simulate_plan(plan, fast=fast, record_events=record_events)
-    return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory)
+    return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory, fit)

@@ -1,9 +1,9 @@
 """Sweeps: prompt lengths x KV policies x batch sizes -> one tidy row per point.
 
-Owns: ``sweep``, ``SWEEP_COLUMNS`` (decode rows fill ``tpot_s`` and ``tokens_per_s``; prefill
-rows fill ``ttft_s`` and ``prompt_tokens_per_s`` instead, and leave the decode columns empty), ``policy_overrides``, and the summaries of a sweep's
-table ``at_max_batch`` and ``policy_gain``. Imports: mapping, sim, breakdown, pandas. Each (prompt length, policy) is one task run in a worker process; inside it,
-batches are tried in increasing order. ``batch="auto"`` tries powers of two until one does
+Owns: ``sweep``, ``SWEEP_COLUMNS``, ``policy_overrides``, and the summaries of a sweep's
+table ``at_max_batch`` and ``policy_gain``. Imports: mapping, sim, breakdown, metrics, execution,
+pandas. Each (prompt length, policy) is one task on an executor (worker processes by default,
+or a Dask cluster); inside it, batches are tried in increasing order. ``batch="auto"`` tries powers of two until one does
 not fit (that row is kept, with the reason). Rows come back in input order, so a sweep is
 deterministic however the workers interleave.
 """
@@ -12,68 +12,48 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import pandas as pd
 
 from rdusim.analysis.breakdown import kernel_breakdown
+from rdusim.analysis.execution import Executor, LocalExecutor, Progress
+from rdusim.analysis.metrics import step_figures
 from rdusim.config.schema import MappingSpec
-from rdusim.errors import ConfigError, MappingError
-from rdusim.kv_policy import POLICY_NAMES
+from rdusim.errors import MappingError
+from rdusim.kv_policy import COMPRESSING, parse_policy
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import load_mapping
 from rdusim.mapping.capacity import batch_candidates, hbm_fit, kv_overflow, max_batch
-from rdusim.model.policy import COMPRESSING
 from rdusim.sim.engine import simulate_plan
 
-SWEEP_COLUMNS = ["model", "seq_len", "policy", "kv_len", "batch", "fits", "reason", "step_s", "tpot_s",
-                 "tokens_per_s", "max_batch", "bound", "hbm_weights_bytes", "hbm_kv_bytes",
-                 "hbm_activations_bytes", "hbm_reserved_bytes", "hbm_capacity_bytes", "ttft_s",
-                 "prompt_tokens_per_s"]
-ALIASES = {"none": "full"}
-
-
-def resolve_policy(name: str) -> str:
-    """A policy name as users type it (``none`` means ``full``), checked against the list."""
-    policy = ALIASES.get(name, name)
-    if policy not in POLICY_NAMES:
-        import difflib  # noqa: PLC0415
-
-        close = difflib.get_close_matches(name, [*POLICY_NAMES, *ALIASES], n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"--policy: unknown KV policy {name!r}; known: none, {', '.join(POLICY_NAMES)}{hint}")
-    return policy
-
-
+SWEEP_COLUMNS = ["model", "seq_len", "policy", "kv_len", "batch", "fits", "reason", "step_s", "ttft_s", "tpot_s",
+                 "tokens_per_s", "max_batch", "margin_gib", "bound", "hbm_weights_bytes", "hbm_kv_bytes",
+                 "hbm_activations_bytes", "hbm_reserved_bytes", "hbm_capacity_bytes"]
 def policy_overrides(policy: str, compression: float) -> list[str]:
     return [f"kv_policy.name={policy}",
             f"kv_policy.compression={compression if policy in COMPRESSING else 1}"]
 
 
 def sweep(mapping: str | Path, seq_lens: list[int], policies: list[str], batches: list[int] | str = "auto",
-          *, compression: float = 4.0, workers: int | None = None,
-          progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
-    """Simulate every point; infeasible points are rows with ``fits=False`` and a reason."""
-    tasks = [(str(mapping), s, resolve_policy(p), batches, compression) for s in seq_lens for p in policies]
+          *, compression: float = 4.0, workers: int | None = None, executor: Executor | None = None,
+          progress: Progress | None = None) -> pd.DataFrame:
+    """Simulate every point; infeasible points are rows with ``fits=False`` and a reason.
+
+    The (prompt length, policy) groups run on ``executor`` (default: ``workers`` local
+    processes, at most one per group); rows come back in input order.
+    """
+    tasks = [(str(mapping), s, parse_policy(p), batches, compression) for s in seq_lens for p in policies]
     for seq_len in seq_lens:  # file and option errors up front, not from inside a worker
         load_mapping(mapping, seq_len=seq_len)
-    results: list[list[dict] | None] = [None] * len(tasks)
-    workers = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
-    if workers == 1:
-        for index, task in enumerate(tasks):
-            results[index] = _run_group(*task)
-            if progress:
-                progress(index + 1, len(tasks))
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_run_group, *task): i for i, task in enumerate(tasks)}
-            for done, future in enumerate(as_completed(futures), 1):
-                results[futures[future]] = future.result()
-                if progress:
-                    progress(done, len(tasks))
-    return pd.DataFrame([row for group in results for row in group or []], columns=SWEEP_COLUMNS)
+    own = executor is None
+    executor = executor or LocalExecutor(min(workers or os.cpu_count() or 1, len(tasks)))
+    try:
+        results = executor.map(_run_group, tasks, progress)
+    finally:
+        if own:
+            executor.close()
+    return pd.DataFrame([row for group in results for row in group], columns=SWEEP_COLUMNS)
 
 
 def _run_group(mapping: str, seq_len: int, policy: str, batches: list[int] | str, compression: float) -> list[dict]:
@@ -106,21 +86,20 @@ def _point(mapping: str, overrides: list[str], seq_len: int, policy: str, batch:
     row = base | {"model": plan.model.name, "kv_len": plan.kv_len, "fits": fit.fits, "reason": fit.reason,
                   "hbm_weights_bytes": fit.weights_bytes, "hbm_kv_bytes": fit.kv_bytes,
                   "hbm_activations_bytes": fit.activations_bytes, "hbm_reserved_bytes": fit.reserved_bytes,
-                  "hbm_capacity_bytes": fit.capacity_bytes}
+                  "hbm_capacity_bytes": fit.capacity_bytes, "margin_gib": fit.next_batch_margin_bytes / 2**30}
     if not fit.fits:
         return row
     frame = kernel_breakdown(plan, simulate_plan(plan, record_events=False))
-    step = float(frame["latency_s"].sum())
-    row |= {"step_s": step, "bound": frame.loc[frame["latency_s"].idxmax(), "bound"]}
-    if plan.phase == "prefill":  # one step is the whole prompt: time to first token, no decode rate
-        return row | {"ttft_s": step, "prompt_tokens_per_s": batch * seq_len / step}
-    accepted = loaded.spec.workload.accepted_tokens_per_step
-    return row | {"tpot_s": step / accepted, "tokens_per_s": batch * accepted / step}
+    w = loaded.spec.workload
+    figures = step_figures(loaded.spec.phase, float(frame["latency_s"].sum()), batch=batch, seq_len=w.seq_len,
+                           accepted=w.accepted_tokens_per_step)
+    return row | {k: figures[k] for k in ("step_s", "ttft_s", "tpot_s", "tokens_per_s")} | {
+        "bound": frame.loc[frame["latency_s"].idxmax(), "bound"]}
 
 
 def smallest_batch(spec: MappingSpec) -> int:
     """The smallest batch every data-parallel split of the mapping divides (their LCM)."""
-    degrees = [spec.defaults.dp] + [k.dp or 1 for kernels in spec.layers.values() for k in kernels]
+    degrees = [k.dp or 1 for kernels in spec.layers.values() for k in kernels]
     degrees += [shard.get("batch", 1) for kernels in spec.layers.values() for k in kernels
                 for shard in k.shard.values()]
     return math.lcm(*degrees)
@@ -137,10 +116,10 @@ def at_max_batch(frame: pd.DataFrame) -> pd.DataFrame:
     for (seq_len, policy), group in frame.groupby(["seq_len", "policy"], sort=False):
         ok, rejected = group[group["fits"]], group[~group["fits"]]
         row = {"seq_len": seq_len, "policy": policy, "max_batch": 0, "kv_len": float("nan"),
-               "step_s": float("nan"), "tpot_s": float("nan"), "tokens_per_s": float("nan")}
+               "step_s": float("nan"), "ttft_s": float("nan"), "tpot_s": float("nan"), "tokens_per_s": float("nan")}
         if len(ok):
             best = ok.loc[ok["batch"].idxmax()]
-            row |= {k: best[k] for k in ("max_batch", "kv_len", "step_s", "tpot_s", "tokens_per_s")}
+            row |= {k: best[k] for k in ("max_batch", "kv_len", "step_s", "ttft_s", "tpot_s", "tokens_per_s")}
             row["max_batch"] = int(best["batch"])
         limit = rejected.iloc[0] if len(rejected) else None
         row["limit"] = "" if limit is None else limit["reason"]

@@ -1,10 +1,12 @@
 """Command-line interface: the only layer that writes files or prints results.
 
 Owns: argument parsing, the subcommand table, turning ``RdusimError`` into a message and
-exit code 2, and any other exception (a bug) into one line and exit code 1. Imports: everything below it.
+exit code 2, and any other exception (a bug) into one line and exit code 1. Imports: everything below it, but only the subcommand that runs.
 
 Each subcommand lives in its own module with two functions, ``add_parser(subparsers)``
-and ``run(args) -> int``; ``COMMANDS`` lists those modules in help order.
+and ``run(args) -> int``; ``COMMANDS`` lists them in help order with their one-line help.
+Subcommands load lazily: ``rdusim simulate ...`` imports ``rdusim.cli.simulate`` and what it
+needs (never torch); the other subcommands appear in ``--help`` from ``COMMANDS`` alone.
 """
 
 from __future__ import annotations
@@ -12,13 +14,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from types import ModuleType
+from collections.abc import Sequence
 
 from rdusim import __version__
 from rdusim.errors import RdusimError
 
-#: subcommand modules under rdusim.cli, in the order ``rdusim --help`` lists them
-COMMANDS: tuple[str, ...] = ("simulate", "sweep", "explore", "numerics", "validate", "calibrate", "schema")
+#: subcommand -> one-line help, in the order ``rdusim --help`` lists them
+COMMANDS: dict[str, str] = {
+    "simulate": "simulate a YAML mapping, print the per-kernel breakdown",
+    "sweep": "sweep prompt lengths, KV policies and batch sizes",
+    "explore": "search for mappings that beat the shipped one",
+    "numerics": "check the KV policies on a real small LM (passkey, divergence)",
+    "validate": "check mapping, model and hardware YAML files",
+    "calibrate": "fit calibration constants to the published figures",
+    "fidelity": "every published figure the project knows against the model",
+    "schema": "print the JSON Schema of a document kind",
+}
 
 #: exit codes: 0 ok, 1 an internal error (a bug), 2 bad input (files, options, infeasible mappings)
 EXIT_BUG = 1
@@ -27,11 +38,13 @@ EXIT_INTERRUPTED = 130
 BUG_TRACKER = "the rdusim issue tracker (the project's GitHub issues)"
 
 
-def _load(name: str) -> ModuleType:
-    return importlib.import_module(f"rdusim.cli.{name}")
+def command_parser(subparsers: argparse._SubParsersAction, name: str, **kwargs: object) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name``, with its help from ``COMMANDS``."""
+    return subparsers.add_parser(name, help=COMMANDS[name], description=COMMANDS[name], **kwargs)  # type: ignore[arg-type]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (``only``) one subcommand's full parser beside stubs of the others."""
     parser = argparse.ArgumentParser(
         prog="rdusim",
         description="Simulate LLM inference mappings on SN40L-style dataflow accelerators.",
@@ -40,12 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        _load(name).add_parser(subparsers)
+        if only is None or name == only:
+            importlib.import_module(f"rdusim.cli.{name.replace('-', '_')}").add_parser(subparsers)
+        else:
+            subparsers.add_parser(name, help=COMMANDS[name])
     return parser
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first positional word), if it is a known one."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    command = _command(argv)
+    parser = build_parser(only=command) if command else build_parser(only="")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # an option error (argparse printed it), --help or --version

@@ -10,22 +10,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+
+from tqdm import tqdm
 
 from rdusim.analysis.calibrate import (
     fit_decode_overhead,
     fit_efficiencies,
     snapstream_overhead,
-    write_efficiencies,
-    write_software_launch,
+    with_efficiencies,
+    with_software_launch,
 )
 from rdusim.analysis.published import (
     DECODE_128K,
     PREFILL_128K_MOE_SHARES,
     SNAPSTREAM_PREFILL_OVERHEAD_RANGE,
 )
+from rdusim.cli import command_parser
 from rdusim.cli.options import positive_int, positive_ints
+from rdusim.cli.output import write_atomic
 from rdusim.errors import ConfigError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
@@ -35,57 +40,71 @@ DECODE_MAPPINGS = {"full": "mappings/deepseek-r1/decode.yaml", "snapstream": "ma
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("calibrate", help="fit calibration constants to the published figures")
+    parser = command_parser(subparsers, "calibrate")
     parser.add_argument("--phase", choices=("prefill", "decode", "all"), default="all")
     parser.add_argument("--mapping", default=PREFILL_MAPPING, help="prefill mapping to fit the efficiencies on")
     parser.add_argument("--max-evaluations", type=positive_int, default=220,
                         help="simplex evaluations after the 18-point starting grid (default 220)")
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not write the socket YAML")
-    parser.add_argument("--predict", type=positive_ints, default=[32768, 65536, 131072],
+    parser.add_argument("--predict", default="32768,65536,131072",
                         help="prompt lengths for the SnapStream prefill-overhead prediction")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    predict = positive_ints("--predict", args.predict)  # before minutes of fitting
     if args.phase in ("prefill", "all"):
-        _check_prefill_mapping(args)
-        _prefill(args)
+        _check_prefill_mapping(args.mapping, predict)
+        _prefill(args, predict)
     if args.phase in ("decode", "all"):
         _decode(args)
     return 0
 
 
-def _check_prefill_mapping(args: argparse.Namespace) -> None:
+def _check_prefill_mapping(mapping: str, predict: list[int]) -> None:
     """Before fitting: the mapping is a prefill mapping with the published kernels, and every
     --predict length is valid for it (minutes of fitting must not end in an option error)."""
-    loaded = load_mapping(args.mapping)
+    loaded = load_mapping(mapping)
     if loaded.spec.phase != "prefill":
-        raise ConfigError(f"--mapping {args.mapping}: is a {loaded.spec.phase} mapping; the prefill calibration "
+        raise ConfigError(f"--mapping {mapping}: is a {loaded.spec.phase} mapping; the prefill calibration "
                           "needs a prefill mapping")
     have = [k.kernel for k in loaded.spec.layers.get("moe", [])]
     missing = [k for k in PREFILL_128K_MOE_SHARES if k not in have]
     if missing:
-        raise ConfigError(f"--mapping {args.mapping}: the prefill calibration fits the published shares of the "
+        raise ConfigError(f"--mapping {mapping}: the prefill calibration fits the published shares of the "
                           f"MoE layer's kernels {', '.join(PREFILL_128K_MOE_SHARES)}; this mapping's moe layer has "
                           f"{', '.join(have) or 'no kernels'} (missing: {', '.join(missing)})")
-    for seq_len in args.predict:
-        build_plan(load_mapping(args.mapping, overrides=[(f"--predict {seq_len}", f"workload.seq_len={seq_len}")]))
+    for seq_len in predict:
+        build_plan(load_mapping(mapping, overrides=[(f"--predict {seq_len}", f"workload.seq_len={seq_len}")]))
+
+
+def _rewrite(path: Path, edit: Callable[[str], str]) -> None:
+    """Replace the socket YAML at ``path`` by ``edit`` of its text, atomically."""
+    try:
+        text = edit(path.read_text(encoding="utf-8"))
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
+    write_atomic(path, text)
+    print(f"wrote {path}")
 
 
 def _socket_yaml(loaded: LoadedMapping) -> Path:
     return Path(loaded.system.source).parent / loaded.system.node.socket
 
 
-def _prefill(args: argparse.Namespace) -> None:
+def _prefill(args: argparse.Namespace, predict: list[int]) -> None:
     loaded = load_mapping(args.mapping)
 
+    bar = tqdm(total=args.max_evaluations, desc="prefill fit", unit="eval", file=sys.stderr, disable=None)
+
     def progress(count: int, error: float) -> None:
-        print(f"\r  evaluation {count:4d}: squared error {error:8.3f} pp^2", end="", file=sys.stderr, flush=True)
+        bar.update(count - bar.n)
+        bar.set_postfix_str(f"squared error {error:8.3f} pp^2")
 
     print(f"prefill: fitting {', '.join(PREFILL_128K_MOE_SHARES)} (128K MoE layer, methods.md section 1)")
     result = fit_efficiencies(loaded, PREFILL_128K_MOE_SHARES, max_evaluations=args.max_evaluations,
                               progress=progress)
-    print(file=sys.stderr)
+    bar.close()
     print(f"\n{'kernel':<24} {'fitted':>8} {'published':>10} {'error pp':>9}")
     for kernel, published in PREFILL_128K_MOE_SHARES.items():
         fitted = result.fitted[kernel]
@@ -96,11 +115,10 @@ def _prefill(args: argparse.Namespace) -> None:
         note = (f"calibrated: {date.today().isoformat()} by `rdusim calibrate` on {args.mapping}\n"
                 f"fitted to the 128K prefill MoE-layer shares of methods.md section 1 "
                 f"(worst error {result.worst_error_pp:.2f} pp); do not edit by hand")
-        write_efficiencies(_socket_yaml(loaded), result.efficiency, note)
-        print(f"wrote {_socket_yaml(loaded)}")
+        _rewrite(_socket_yaml(loaded), lambda text: with_efficiencies(text, result.efficiency, note))
     low, high = SNAPSTREAM_PREFILL_OVERHEAD_RANGE
     print(f"\npredictions (not fitted): SnapStream prefill overhead, published {low:.0%}-{high:.0%}")
-    for seq_len in args.predict:
+    for seq_len in predict:
         overhead = snapstream_overhead(loaded, seq_len, result.efficiency)
         print(f"  {seq_len:>7} tokens: {overhead * 100:5.2f}%")
 
@@ -119,6 +137,4 @@ def _decode(args: argparse.Namespace) -> None:
               f"{fitted / published - 1:>+7.1%}")
     print(f"kernel_launch.software = {result.overhead_s * 1e6:.1f} us per kernel call")
     if not args.dry_run:
-        socket_yaml = _socket_yaml(points["full"][0])
-        write_software_launch(socket_yaml, result.overhead_s)
-        print(f"wrote {socket_yaml}")
+        _rewrite(_socket_yaml(points["full"][0]), lambda text: with_software_launch(text, result.overhead_s))

@@ -15,16 +15,16 @@ from typing import Any
 from tqdm import tqdm
 
 from rdusim.analysis.estimate import Problem
+from rdusim.analysis.execution import make_executor
 from rdusim.analysis.explore import (
-    DaskExecutor,
     ExploreResult,
-    LocalExecutor,
     explore,
     seed_mapping,
     standalone_document,
 )
-from rdusim.analysis.sweep import policy_overrides, resolve_policy
-from rdusim.cli.options import bounded_int, finite_float, nonnegative_int, positive_int
+from rdusim.analysis.sweep import policy_overrides
+from rdusim.cli import command_parser
+from rdusim.cli.options import bounded_int, finite_float, nonnegative_int, policy_list, positive_int
 from rdusim.cli.output import Outputs
 from rdusim.config.loader import dump_document
 from rdusim.errors import ConfigError
@@ -36,7 +36,7 @@ MAX_TOP = 1000
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("explore", help="search for mappings that beat the shipped one")
+    parser = command_parser(subparsers, "explore")
     parser.add_argument("--model", required=True, help="model with shipped mappings, e.g. deepseek-r1")
     parser.add_argument("--phase", choices=("prefill", "decode"), required=True)
     parser.add_argument("--hw", help="node YAML (default: the seed mapping's hardware)")
@@ -60,7 +60,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _problem(args: argparse.Namespace) -> Problem:
     """The search problem, with the seed mapping loaded once here so that bad options fail now."""
-    policy = resolve_policy(args.policy)
+    policies = policy_list("--policy", args.policy)
+    if len(policies) != 1:
+        raise ConfigError(f"--policy: explore searches for one KV policy at a time, got {args.policy!r}")
+    policy = policies[0]
     overrides: list[tuple[str, str]] = []  # (the option as typed, the override it makes)
     if args.mapping:
         path = Path(args.mapping)
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = Outputs()
     out = outputs.folder("--out", args.out, stale="top-*.yaml")
     problem = _problem(args)
-    executor = DaskExecutor(args.dask) if args.dask else LocalExecutor(args.workers)
+    executor = make_executor(args.workers, args.dask)
     bars: dict[str, Any] = {}
 
     def progress(stage: str, done: int, total: int) -> None:
@@ -106,21 +109,22 @@ def run(args: argparse.Namespace) -> int:
 
 def summary(result: ExploreResult, top: int) -> str:
     r = result.ranking
-    columns = [c for c in ("rank", "est_rank", "batch", "sim_step_s", "sim_tpot_s", "sim_tokens_per_s",
+    columns = [c for c in ("rank", "est_rank", "batch", "sim_step_s", "sim_latency_s", "sim_tokens_per_s",
                            "sim_hbm_used_bytes", "dense_kernels", "moe_kernels", "dense_attention",
                            "moe_attention", "is_seed", "why") if c in r.columns]
     table = r.head(top + 1)[columns].to_string(index=False, float_format=lambda v: f"{v:.6g}")
     a = result.agreement
     seed = r[r["is_seed"]].iloc[0]
     best = r.iloc[0]
+    unit = "ms per token" if result.space.phase == "decode" else "ms to first token"
     lines = [f"search: {result.method}, {len(result.estimates)} distinct mappings estimated "
              f"(space {result.space.size:.3g}); estimator {result.rates['estimator']:.0f} cand/s, "
              f"simulator {result.rates['simulator']:.2f} cand/s", "", table, "",
              f"estimator vs simulator on {a['candidates']:.0f} re-scored: Spearman rho {a['spearman_rho']:.3f}, "
              f"worst relative error {a['worst_relative_error'] * 100:.2f}%",
-             f"best: {best['sim_tokens_per_s']:.6g} tokens/s, {best['sim_tpot_s'] * 1e3:.4f} ms per token; "
+             f"best: {best['sim_tokens_per_s']:.6g} tokens/s, {best['sim_latency_s'] * 1e3:.4f} {unit}; "
              f"shipped (rank {seed['rank']}): {seed['sim_tokens_per_s']:.6g} tokens/s, "
-             f"{seed['sim_tpot_s'] * 1e3:.4f} ms per token"]
+             f"{seed['sim_latency_s'] * 1e3:.4f} {unit}"]
     return "\n".join(lines) + "\n"
 
 
@@ -135,7 +139,7 @@ def _write(result: ExploreResult, outputs: Outputs, out: Path, top: int) -> None
         if not row.sim_fits:
             continue
         header = (f"# rdusim explore: rank {row.rank} (estimator rank {row.est_rank}) for {result.problem.objective}\n"
-                  f"# reproduces under `rdusim simulate`: total_s={row.sim_step_s!r} tpot_s={row.sim_tpot_s!r} "
+                  f"# reproduces under `rdusim simulate`: total_s={row.sim_step_s!r} latency_s={row.sim_latency_s!r} "
                   f"tokens_per_s={row.sim_tokens_per_s!r}\n# why: {row.why}\n")
         outputs.put(out / f"top-{row.rank:02d}.yaml", header + dump_document(standalone_document(result, row.genome)))
     written = outputs.commit()

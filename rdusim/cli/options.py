@@ -1,10 +1,11 @@
-"""Option types for argparse: every number and list is checked while the options are parsed,
-before any work starts, and a bad one is reported with its option name (exit code 2).
+"""Parsing of option values the CLI's subcommands share: comma lists, KV-policy names, and
+argparse types for single numbers.
 
-Owns: ``positive_int``, ``nonnegative_int``, ``positive_ints``, ``finite_float``,
-``compression``, ``names``. Imports: nothing from rdusim.
-
-argparse prints ``rdusim CMD: error: argument --OPTION: MESSAGE`` and exits with 2.
+Owns: ``comma_list``, ``positive_ints``, ``policy_list`` (parsed in ``run``, raising a
+``ConfigError`` that names the option), and the argparse types ``positive_int``,
+``nonnegative_int``, ``bounded_int``, ``finite_float`` (checked while the options are parsed:
+argparse prints ``rdusim CMD: error: argument --OPTION: MESSAGE`` and exits with 2).
+Imports: errors, kv_policy. Every value is checked before any work starts.
 """
 
 from __future__ import annotations
@@ -12,8 +13,45 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import TypeVar
+
+from rdusim.errors import ConfigError
+from rdusim.kv_policy import parse_policy
+
+T = TypeVar("T")
 
 
+def comma_list(option: str, text: str, convert: Callable[[str], T], expected: str) -> list[T]:
+    """The comma-separated values of ``option`` (blank items skipped; at least one value)."""
+    try:
+        values = [convert(part.strip()) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values:
+        raise ConfigError(f"{option}: expected {expected}, got {text!r}")
+    return values
+
+
+def positive_ints(option: str, text: str) -> list[int]:
+    """Comma-separated integers > 0."""
+    values = comma_list(option, text, int, "comma-separated positive integers")
+    if any(v <= 0 for v in values):
+        raise ConfigError(f"{option}: expected comma-separated positive integers, got {text!r}")
+    return values
+
+
+def policy_list(option: str, text: str) -> list[str]:
+    """Comma-separated KV-policy names (``none`` = ``full``), each once, in order."""
+    def parse(name: str) -> str:
+        try:
+            return parse_policy(name)
+        except ValueError as error:
+            raise ConfigError(f"{option}: {error}") from None
+
+    return list(dict.fromkeys(comma_list(option, text, parse, "comma-separated KV policies")))
+
+
+# ------------------------------------------------------------------ argparse types
 def _integer(text: str) -> int:
     try:
         return int(text.strip().replace("_", ""))
@@ -47,17 +85,6 @@ def bounded_int(limit: int, why: str) -> Callable[[str], int]:
     return parse
 
 
-def positive_ints(text: str) -> list[int]:
-    """A comma-separated list of positive integers, at least one."""
-    parts = [part for part in text.split(",") if part.strip()]
-    if not parts:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
-    try:
-        return [positive_int(part) for part in parts]
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
-
-
 def finite_float(minimum: float | None = None, *, exclusive: bool = False) -> Callable[[str], float]:
     """A finite number (no nan or inf), optionally above ``minimum``."""
 
@@ -74,11 +101,3 @@ def finite_float(minimum: float | None = None, *, exclusive: bool = False) -> Ca
         return value
 
     return parse
-
-
-def names(text: str) -> list[str]:
-    """A comma-separated list of names, at least one."""
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    if not parts:
-        raise argparse.ArgumentTypeError(f"expected one or more comma-separated names, got {text!r}")
-    return parts

@@ -1,7 +1,8 @@
 """Writing results: every output path checked before any work, all of a command's outputs
 committed together or not at all, and the human-readable table.
 
-Owns: ``Outputs`` (the one place that validates and writes output paths), ``format_table``.
+Owns: ``Outputs`` (the one place that validates and writes output paths), ``write_atomic``
+(one file), ``format_table``.
 Imports: analysis results, errors, units.
 
 The contract: a command registers each output (``--out``, ``--trace``, ``--plot``, an output
@@ -114,6 +115,14 @@ def _check_path_text(option: str, path: str | Path, kind: str) -> None:
         raise ConfigError(f"{option}: expected a {kind} path, got an empty string")
     if "\x00" in str(path):
         raise ConfigError(f"{option}: {str(path)!r} is not a valid path (it contains a NUL byte)")
+
+
+def write_atomic(path: str | Path, text: str, option: str = "output") -> None:
+    """One file on its own, checked and written atomically (``Outputs`` for several)."""
+    outputs = Outputs()
+    target = outputs.file(option, path)
+    outputs.put(target, text)
+    outputs.commit()
 
 
 def _check_file(option: str, path: str | Path) -> Path:

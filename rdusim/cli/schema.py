@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from rdusim.cli import command_parser
 from rdusim.config.loader import DOCUMENT_KINDS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("schema", help="print the JSON Schema of a document kind")
+    parser = command_parser(subparsers, "schema")
     parser.add_argument("kind", choices=sorted(DOCUMENT_KINDS))
     parser.set_defaults(handler=run)
 

@@ -7,12 +7,14 @@ import json
 import sys
 
 from rdusim.analysis.chrome_trace import chrome_trace
-from rdusim.analysis.result import simulate
+from rdusim.analysis.result import SimulationResult, simulate
+from rdusim.cli import command_parser
 from rdusim.cli.output import Outputs, format_table
+from rdusim.units import format_bytes
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("simulate", help="simulate a YAML mapping, print the per-kernel breakdown")
+    parser = command_parser(subparsers, "simulate")
     parser.add_argument("mapping", help="mapping YAML, e.g. mappings/deepseek-r1/prefill-snapstream.yaml")
     parser.add_argument("--seq-len", type=int, help="prompt length in tokens (overrides workload.seq_len)")
     parser.add_argument("--batch", type=int, help="batch size (overrides workload.batch)")
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         text = result.kernels.to_csv(index=False)
     else:
-        text = format_table(result)
+        text = format_table(result) + hbm_budget(result)
     if out is not None:
         outputs.put(out, text)
     if trace is not None:
@@ -50,3 +52,19 @@ def run(args: argparse.Namespace) -> int:
     if out is None:
         sys.stdout.write(text)
     return 0
+
+
+def hbm_budget(result: SimulationResult) -> str:
+    """Decode: the HBM budget per socket, each deployment reserve named, and the margin to the
+    next batch (a power of two up); empty for prefill."""
+    fit = result.hbm
+    if fit is None or result.phase != "decode":
+        return ""
+    parts = [("weights", fit.weights_bytes), ("KV cache", fit.kv_bytes), ("activations", fit.activations_bytes),
+             *fit.reserves.items(), ("free", fit.free_bytes)]
+    lines = ["", f"HBM budget per socket (of {format_bytes(fit.capacity_bytes)}; deployment reserves from the mapping):"]
+    lines += [f"  {name:<16} {format_bytes(b):>11}" for name, b in parts]
+    margin = fit.next_batch_margin_bytes
+    verdict = "fits" if margin >= 0 else "does not fit"
+    lines.append(f"  next batch ({2 * fit.batch}) {verdict}: margin {margin / 2**30:+.2f} GiB")
+    return "\n".join(lines) + "\n"

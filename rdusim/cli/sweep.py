@@ -6,50 +6,54 @@ Points run in parallel worker processes; infeasible points are kept with the rea
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tqdm import tqdm
 
-from rdusim.analysis.sweep import resolve_policy, sweep
-from rdusim.cli.options import finite_float, names, positive_int, positive_ints
+from rdusim.analysis.execution import make_executor
+from rdusim.analysis.sweep import sweep
+from rdusim.cli import command_parser
+from rdusim.cli.options import finite_float, policy_list, positive_int, positive_ints
 from rdusim.cli.output import Outputs
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("sweep", help="sweep prompt lengths, KV policies and batch sizes")
+    parser = command_parser(subparsers, "sweep")
     parser.add_argument("mapping", help="a decode mapping, e.g. mappings/deepseek-r1/decode.yaml")
-    parser.add_argument("--seq-len", type=positive_ints, default=[131072], help="comma-separated prompt lengths")
-    parser.add_argument("--policy", type=names, default=["none"],
-                        help="comma-separated KV policies ('none' = full cache)")
-    parser.add_argument("--batch", type=_batches, default="auto",
+    parser.add_argument("--seq-len", default="131072", help="comma-separated prompt lengths")
+    parser.add_argument("--policy", default="none", help="comma-separated KV policies ('none' = full cache)")
+    parser.add_argument("--batch", default="auto",
                         help="'auto' (powers of two up to the first that does not fit) or comma-separated sizes")
     parser.add_argument("--compression", type=finite_float(1.0), default=4.0,
                         help="prompt tokens per kept slot for compressing policies (published: 4)")
     parser.add_argument("--workers", type=positive_int, default=None, help="worker processes (default: all cores)")
+    parser.add_argument("--dask", metavar="ADDRESS", help="run the points on this Dask scheduler")
     parser.add_argument("--out", help="write the table as CSV here (default: print it)")
     parser.add_argument("--plot", help="write throughput and time-per-token plots here (PNG)")
     parser.set_defaults(handler=run)
-
-
-def _batches(text: str) -> list[int] | str:
-    return "auto" if text == "auto" else positive_ints(text)
 
 
 def run(args: argparse.Namespace) -> int:
     outputs = Outputs()
     out = outputs.file("--out", args.out)
     plot = outputs.file("--plot", args.plot)
-    seq_lens, batches = args.seq_len, args.batch
-    policies = [resolve_policy(p) for p in args.policy]
+    seq_lens = positive_ints("--seq-len", args.seq_len)
+    policies = policy_list("--policy", args.policy)
+    batches = "auto" if args.batch == "auto" else positive_ints("--batch", args.batch)
     bar = tqdm(total=len(seq_lens) * len(policies), desc="sweep", unit="config", file=sys.stderr,
                disable=not sys.stderr.isatty())
 
     def progress(done: int, total: int) -> None:
         bar.update(done - bar.n)
 
-    frame = sweep(args.mapping, seq_lens, policies, batches, compression=args.compression,
-                  workers=args.workers, progress=progress)
-    bar.close()
+    executor = make_executor(min(args.workers or os.cpu_count() or 1, len(seq_lens) * len(policies)), args.dask)
+    try:
+        frame = sweep(args.mapping, seq_lens, policies, batches, compression=args.compression,
+                      executor=executor, progress=progress)
+    finally:
+        executor.close()
+        bar.close()
     if plot is not None:
         from rdusim.analysis.plots import sweep_figure_png  # noqa: PLC0415 (matplotlib only when plotting)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rdusim.cli import command_parser
 from rdusim.config.loader import load_any
 from rdusim.config.schema import MappingSpec
 from rdusim.errors import ConfigError, RdusimError
@@ -17,7 +18,7 @@ from rdusim.mapping.bundle import load_mapping
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("validate", help="check mapping, model and hardware YAML files")
+    parser = command_parser(subparsers, "validate")
     parser.add_argument("paths", nargs="+", help="YAML files or folders (searched recursively)")
     parser.set_defaults(handler=run)
 

@@ -1,13 +1,14 @@
 """Pydantic field types for quantities written with units in YAML.
 
-Owns: ``Bytes``, ``BytesPerS``, ``FlopPerS``, ``Seconds``, ``Hertz`` and ``Delay``.
+Owns: ``Bytes``, ``BytesPerS``, ``FlopPerS``, ``Seconds``, ``Hertz``, ``Delay`` and ``Reserve``.
 Imports: units.
 
 A bare number for a field with a unit is an error: the YAML must say what it means.
 Every physical quantity is finite by construction (``1e400 TB/s`` is refused). Capacities,
 bandwidths, compute rates, clocks and durations are strictly positive (zero bandwidth or
 compute would make a transfer or kernel never end); ``Delay`` (a latency or a per-call
-cost) may be zero, which means "free": ``latency: "0 us"`` models an ideal link.
+cost) may be zero, which means "free": ``latency: "0 us"`` models an ideal link; so may a
+``Reserve`` (HBM set aside), where zero means "nothing reserved".
 """
 
 from __future__ import annotations
@@ -45,3 +46,5 @@ Seconds = Annotated[float, _parser("time")]
 Hertz = Annotated[float, _parser("frequency")]
 #: a latency or per-call cost: zero allowed (free), negative or infinite refused
 Delay = Annotated[float, _parser("time", allow_zero=True)]
+#: HBM set aside (a deployment reserve): zero allowed (nothing reserved)
+Reserve = Annotated[float, _parser("bytes", allow_zero=True)]

@@ -21,8 +21,16 @@ from pydantic import (
     model_validator,
 )
 
-from rdusim.config.quantity import Bytes, BytesPerS, Delay, FlopPerS, Hertz
-from rdusim.kv_policy import POLICY_NAMES
+from rdusim.config.quantity import Bytes, BytesPerS, Delay, FlopPerS, Hertz, Reserve
+from rdusim.kv_policy import (
+    DEFAULT_POOL,
+    DEFAULT_SINK,
+    DEFAULT_TOPK_SHARE,
+    DEFAULT_WINDOW,
+    KASCADE_FRACTION,
+    KASCADE_MINIMUM,
+    POLICY_NAMES,
+)
 
 OP_CLASSES = ("gemm", "attention", "elementwise", "sort", "collective")
 OpClass = Literal["gemm", "attention", "elementwise", "sort", "collective"]
@@ -51,6 +59,7 @@ Degree = Annotated[int, Strict(), Field(gt=0)]
 #: the largest node the simulator builds (its socket graph is explicit: n^2 links all-to-all);
 #: published SN40L deployments use 8-16 sockets (hardware-and-models.md section A)
 MAX_SOCKETS = 1024
+
 
 Fraction = Field(gt=0.0, le=1.0)
 
@@ -102,6 +111,9 @@ class KernelLaunchSpec(Spec):
 
 
 Orchestration = Literal["hardware", "software"]
+#: decode model choices the sources do not settle (docs/calibration.md, "Decode cost structure")
+ExpertWeights = Literal["routed", "all"]
+AttentionSplit = Literal["keys", "sequence", "heads"]
 
 
 class SocketSpec(Spec):
@@ -219,13 +231,20 @@ class WorkloadSpec(Spec):
 class KvPolicySpec(Spec):
     name: Name = "full"
     compression: Real = Field(default=1.0, ge=1.0, description="prompt tokens per kept slot")
-    sink: Int = Field(default=64, ge=0)
-    window: Int = Field(default=64, ge=1, description="SnapKV observation window")
-    pool: Int = Field(default=7, ge=1)
-    recent_fraction: Real = Field(default=0.5, ge=0.0, le=1.0)
+    # defaults and size rules: rdusim.kv_policy (shared with rdusim.kernels)
+    sink: Int = Field(default=DEFAULT_SINK, ge=0, description="attention-sink slots (SnapStream, StreamingLLM)")
+    window: Int = Field(default=DEFAULT_WINDOW, ge=1, description="SnapKV observation window")
+    pool: Int = Field(default=DEFAULT_POOL, ge=1, description="SnapKV pooling kernel (odd)")
+    topk_share: Real = Field(default=DEFAULT_TOPK_SHARE, ge=0.0, lt=1.0,
+                              description="SnapStream: share of the slots for SnapKV's top-K; the ring has the rest")
     anchors: Int | None = Field(default=None, gt=0, description="Kascade anchor layers (default: 5 per 32 layers)")
-    topk_fraction: Real = Field(default=0.1, gt=0.0, le=1.0, description="Kascade top-k fraction of the keys")
-    topk_min: Int = Field(default=128, gt=0, description="Kascade minimum top-k")
+    topk_fraction: Real = Field(default=KASCADE_FRACTION, gt=0.0, le=1.0,
+                                 description="Kascade top-k fraction of the keys")
+    topk_min: Int = Field(default=KASCADE_MINIMUM, gt=0, description="Kascade minimum top-k")
+    kv_update: Literal["ring", "naive"] = Field(
+        default="ring", description="SnapStream/StreamingLLM decode cache update: 'ring' writes the new "
+        "token into its fixed slot (one scatter, methods.md section 1); 'naive' rebuilds [sink | recent | "
+        "top-K] every step: both candidate caches built from slices, concatenated, one selected per sample")
 
     @field_validator("name")
     @classmethod
@@ -233,6 +252,12 @@ class KvPolicySpec(Spec):
         if name not in POLICY_NAMES:
             raise ValueError(f"unknown KV policy {name!r}; known: {', '.join(POLICY_NAMES)}")
         return name
+
+    @model_validator(mode="after")
+    def _update_needs_a_ring(self) -> KvPolicySpec:
+        if self.kv_update == "naive" and self.name not in ("snapstream", "streamingllm"):
+            raise ValueError(f"kv_update 'naive' applies to snapstream and streamingllm, not {self.name!r}")
+        return self
 
     @field_validator("pool")
     @classmethod
@@ -253,6 +278,8 @@ class KernelSpec(Spec):
     buffer_depth: Int | None = Field(default=None, gt=0)
     weights: Literal["hbm", "ddr"] | None = None
     orchestration: Orchestration | None = None
+    expert_weights: ExpertWeights | None = None
+    attention_split: AttentionSplit | None = None
     shard: dict[Name, dict[Name, Degree]] = Field(
         default_factory=dict,
         description="per-op degrees by dimension, e.g. {attention: {batch: 16}}; replaces tp/dp for that op",
@@ -268,6 +295,37 @@ class MappingDefaultsSpec(Spec):
     buffer_depth: Int = Field(default=2, gt=0)
     weights: Literal["hbm", "ddr"] = "hbm"
     orchestration: Orchestration = "hardware"
+    kernel_looping: bool = Field(
+        default=False, description="consecutive calls of a layer's only kernel are one call with a "
+        "pipelined outer loop (R3): one launch, no sync between iterations, next weights prefetched")
+    expert_weights: ExpertWeights = Field(
+        default="routed", description="routed experts' weights a step reads: 'routed' (only the experts "
+        "the batch's tokens pick) or 'all' (a static graph streams every expert every step)")
+    attention_split: AttentionSplit = Field(
+        default="keys", description="decode attention: 'keys' streams each sequence's cache in K/V blocks "
+        "(online softmax / flash-decoding, a combine per block); 'sequence': the softmax reduction over a "
+        "sequence's whole cache is not split, so its whole cache is loaded on chip before it computes "
+        "(sequences overlap one another); 'heads': as 'sequence', and each (sequence, query, head) is one "
+        "instance on one PCU")
+
+
+class DeploymentSpec(Spec):
+    """What a decode node reserves HBM for besides its batch (docs/calibration.md, "Capacity")."""
+
+    max_prompt: Int | None = Field(
+        default=None, gt=0, description="longest prompt the server admits; it reserves for that prompt, "
+        "not for the current request (default: the workload's prompt length)")
+    prefill: Literal["colocated", "remote"] = Field(
+        default="colocated", description="'colocated': the prefill mapping named by 'prefill' runs on this "
+        "node and keeps what it holds for one max_prompt prompt free; 'remote': prefill runs on another node "
+        "and ships the compressed cache over (methods.md: 'transferred to the decoding node'), so one "
+        "incoming compressed cache is reserved")
+    prefill_reserve_bytes: Reserve | None = Field(
+        default=None, alias="prefill_reserve", description="a co-located prefill's reserve per socket, stated "
+        "instead of derived from the 'prefill' mapping (e.g. a measured figure)")
+    runtime_reserve_bytes: Reserve = Field(
+        default=0.0, alias="runtime_reserve", description="HBM the runtime keeps (programs, buffers); "
+        "no public figure, 0 by default (sensitivity in docs/calibration.md)")
 
 
 class MappingSpec(Spec):
@@ -280,6 +338,7 @@ class MappingSpec(Spec):
     kv_policy: KvPolicySpec = KvPolicySpec()
     defaults: MappingDefaultsSpec = MappingDefaultsSpec()
     layers: dict[Name, list[KernelSpec]] = Field(min_length=1)
+    deployment: DeploymentSpec = DeploymentSpec()
     prefill: Name | None = Field(
         default=None,
         description="decode only: the prefill mapping that shares the node (continuous batching); "
@@ -292,3 +351,13 @@ class MappingSpec(Spec):
         if prefill is not None and info.data.get("phase") == "prefill":
             raise ValueError("only a decode mapping names the prefill mapping it shares the node with")
         return prefill
+
+    @model_validator(mode="after")
+    def _deployment_admits_the_prompt(self) -> MappingSpec:
+        if "deployment" in self.model_fields_set and self.phase != "decode":
+            raise ValueError("deployment applies to decode mappings (what a decode node reserves)")
+        longest = self.deployment.max_prompt
+        if longest is not None and self.workload.seq_len > longest:
+            raise ValueError(f"workload.seq_len={self.workload.seq_len} exceeds deployment.max_prompt={longest}: "
+                             "the deployment does not admit this prompt (raise deployment.max_prompt)")
+        return self

@@ -1,24 +1,11 @@
-"""Socket-to-socket topology (networkx) and the latency steps of collectives on it.
+"""Socket-to-socket topology: the latency steps of collectives on it.
 
-Owns: ``topology_graph``, ``latency_steps``. Imports: config.
+Owns: ``latency_steps``. Imports: nothing.
 The SN40L-16 topology is not public (hardware-and-models.md A.7 [A]): the default is a
 logical all-to-all with a per-socket injection cap; ``ring`` is the conservative variant.
 """
 
 from __future__ import annotations
-
-import networkx as nx
-
-from rdusim.config.schema import NodeSpec
-
-
-def topology_graph(node: NodeSpec) -> nx.Graph:
-    """Sockets as nodes (attribute ``module``), P2P links as edges."""
-    n = node.sockets
-    graph = nx.complete_graph(n) if node.topology == "all_to_all" else nx.cycle_graph(n)
-    for socket in graph.nodes:
-        graph.nodes[socket]["module"] = socket // node.sockets_per_module
-    return graph
 
 
 def latency_steps(topology: str, group: int) -> int:

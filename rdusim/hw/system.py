@@ -11,11 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import networkx as nx
-
 from rdusim.config.loader import read_document, validate
 from rdusim.config.schema import NodeSpec, SocketSpec
-from rdusim.hw.link import latency_steps, topology_graph
+from rdusim.hw.link import latency_steps
 
 #: operation classes that run on the systolic arrays; the others run on the SIMD lanes
 MATRIX_CLASSES = ("gemm", "attention")
@@ -73,7 +71,6 @@ class System:
     name: str
     node: NodeSpec
     socket: Socket
-    graph: nx.Graph
     source: Path | None = None
 
     @property
@@ -84,17 +81,26 @@ class System:
         """Latency steps of one collective phase among ``group`` sockets."""
         return latency_steps(self.node.topology, group)
 
+    @property
+    def sync_s(self) -> float:
+        """The barrier that ends every kernel call: one collective latency step among all sockets.
+
+        With ``Socket.launch_s`` this is the whole fixed cost of a kernel call; the engine
+        and the analytical estimator both charge it from here.
+        """
+        return self.socket.p2p_latency_s * self.collective_steps(self.sockets)
+
     def with_efficiency(self, **efficiency: float) -> System:
         """A copy with some operation-class efficiencies replaced (used by calibration)."""
         eff = self.socket.spec.efficiency.model_copy(update=efficiency)
         spec = self.socket.spec.model_copy(update={"efficiency": eff})
-        return System(self.name, self.node, Socket(spec), self.graph, self.source)
+        return System(self.name, self.node, Socket(spec), self.source)
 
     def with_software_launch(self, seconds: float) -> System:
         """A copy with another software-orchestrated call cost (used by calibration)."""
         launch = self.socket.spec.kernel_launch.model_copy(update={"software_s": seconds})
         spec = self.socket.spec.model_copy(update={"kernel_launch": launch})
-        return System(self.name, self.node, Socket(spec), self.graph, self.source)
+        return System(self.name, self.node, Socket(spec), self.source)
 
 
 def load_system(path: str | Path, what: str = "") -> System:
@@ -107,4 +113,4 @@ def load_system(path: str | Path, what: str = "") -> System:
     node = validate(document, NodeSpec)
     socket_path = Path(os.path.normpath(path.parent / node.socket))  # lexical: a NUL byte stays an error
     socket = Socket(validate(read_document(socket_path, f"{document.where(('socket',))}: socket"), SocketSpec))
-    return System(node.name, node, socket, topology_graph(node), path)
+    return System(node.name, node, socket, path)

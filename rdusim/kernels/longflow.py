@@ -23,6 +23,7 @@ from rdusim.kernels.attention import attend_slots, score_dtype
 from rdusim.kernels.cache import SlotCache, gather_tokens, pad_slots
 from rdusim.kernels.snapkv import snapkv_positions
 from rdusim.kernels.validation import check_int, check_pool, check_prefill, check_step
+from rdusim.kv_policy import DEFAULT_POOL, DEFAULT_WINDOW
 
 
 class LongFlowCache(SlotCache):
@@ -51,8 +52,8 @@ class LongFlowCache(SlotCache):
         lengths: Tensor,
         *,
         slots: int,
-        window: int = 32,
-        pool: int = 7,
+        window: int = DEFAULT_WINDOW,
+        pool: int = DEFAULT_POOL,
         scale: float | None = None,
     ) -> Self:
         """Keep at most ``slots - 1`` prompt tokens per KV head (SnapKV when longer).

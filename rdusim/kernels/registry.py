@@ -9,11 +9,13 @@ Budget splits (``budget`` = slots per sequence and KV head; T = padded prompt le
 =============  ==============================================================================
 full           ignores ``budget``; capacity = T + max_new_tokens
 streamingllm   sink = S, recent = budget - S                       (budget >= S + 1)
-snapstream     sink = S, topk = budget // 2, recent = budget - S - topk   (budget >= 2S + 1)
+snapstream     sink = S, topk = budget // 2, recent = budget - S - topk   (budget >= 2S + 1):
+               ``rdusim.kv_policy.snapstream_slots``, the rule the simulator charges
 snapkv         budget (window included); capacity = min(budget, T) + max_new_tokens
 h2o            heavy = budget // 2, recent = budget - heavy        (budget >= 1)
 longflow       slots = budget                                      (budget >= window + 1)
-kascade        k_budget = budget, or min(max(T // 10, 128), T) if None; capacity as full
+kascade        k_budget = budget, or ``rdusim.kv_policy.kascade_k(T)`` = min(max(T // 10, 128), T)
+               if None; capacity as full
 =============  ==============================================================================
 """
 
@@ -27,12 +29,19 @@ from torch import Tensor
 from rdusim.kernels.cache import SlotCache
 from rdusim.kernels.full import FullCache
 from rdusim.kernels.h2o import H2OCache
-from rdusim.kernels.kascade import KascadeCache, default_budget
+from rdusim.kernels.kascade import KascadeCache
 from rdusim.kernels.longflow import LongFlowCache
 from rdusim.kernels.snapkv import SnapKVCache
 from rdusim.kernels.snapstream import SnapStreamCache
 from rdusim.kernels.streamingllm import StreamingLLMCache
-from rdusim.kv_policy import POLICY_NAMES
+from rdusim.kv_policy import (
+    DEFAULT_POOL,
+    DEFAULT_SINK,
+    DEFAULT_WINDOW,
+    POLICY_NAMES,
+    kascade_k,
+    snapstream_slots,
+)
 
 POLICIES: dict[str, type[SlotCache]] = {
     "full": FullCache,
@@ -80,9 +89,9 @@ def make_cache(
     lengths: Tensor,
     *,
     budget: int | None = None,
-    sink: int = 4,
-    window: int = 32,
-    pool: int = 7,
+    sink: int = DEFAULT_SINK,
+    window: int = DEFAULT_WINDOW,
+    pool: int = DEFAULT_POOL,
     max_new_tokens: int = 256,
     scale: float | None = None,
 ) -> SlotCache:
@@ -135,10 +144,10 @@ def _streamingllm(r: BudgetRequest) -> dict[str, int]:
 
 def _snapstream(r: BudgetRequest) -> dict[str, int]:
     budget = _needs(r, "snapstream", 2 * r.sink + 1, "sink + recent >= sink + 1 + budget // 2")
-    topk = budget // 2
+    sink, recent, topk = snapstream_slots(budget, r.sink)
     return {
-        "sink": r.sink,
-        "recent": budget - r.sink - topk,
+        "sink": sink,
+        "recent": recent,
         "topk": topk,
         "window": r.window,
         "pool": r.pool,
@@ -166,7 +175,7 @@ def _longflow(r: BudgetRequest) -> dict[str, int]:
 
 
 def _kascade(r: BudgetRequest) -> dict[str, int]:
-    k_budget = default_budget(r.tokens) if r.budget is None else _needs(r, "kascade", 0, "top-k")
+    k_budget = kascade_k(r.tokens) if r.budget is None else _needs(r, "kascade", 0, "top-k")
     return {"capacity": r.tokens + r.max_new_tokens, "k_budget": k_budget}
 
 

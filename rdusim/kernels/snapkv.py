@@ -27,6 +27,7 @@ from rdusim.kernels.selection import (
     window_votes,
 )
 from rdusim.kernels.validation import check_int, check_pool, check_prefill
+from rdusim.kv_policy import DEFAULT_POOL, DEFAULT_WINDOW
 
 
 def snapkv_positions(
@@ -72,8 +73,8 @@ class SnapKVCache(AppendCache):
         *,
         budget: int,
         capacity: int,
-        window: int = 32,
-        pool: int = 7,
+        window: int = DEFAULT_WINDOW,
+        pool: int = DEFAULT_POOL,
         scale: float | None = None,
     ) -> Self:
         """Compress the prompt to at most ``budget`` tokens per KV head.

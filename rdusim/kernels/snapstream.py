@@ -21,6 +21,7 @@ from torch import Tensor
 from rdusim.kernels.cache import SlotCache, gather_tokens
 from rdusim.kernels.selection import pool_votes, select_top, window_votes
 from rdusim.kernels.validation import check_int, check_pool, check_prefill, check_step
+from rdusim.kv_policy import DEFAULT_POOL, DEFAULT_WINDOW
 
 
 def check_snapstream(*, sink: int, recent: int, topk: int, window: int, pool: int) -> None:
@@ -155,8 +156,8 @@ class SnapStreamCache(SlotCache):
         sink: int,
         recent: int,
         topk: int,
-        window: int = 32,
-        pool: int = 7,
+        window: int = DEFAULT_WINDOW,
+        pool: int = DEFAULT_POOL,
         scale: float | None = None,
     ) -> Self:
         """Compress a right-padded prompt into ``S + R + K`` slots (methods.md section 1).

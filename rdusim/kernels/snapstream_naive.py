@@ -20,6 +20,7 @@ from torch import Tensor
 from rdusim.kernels.cache import SlotCache, gather_tokens
 from rdusim.kernels.snapstream import check_snapstream, topk_positions
 from rdusim.kernels.validation import check_prefill, check_step
+from rdusim.kv_policy import DEFAULT_POOL, DEFAULT_WINDOW
 
 
 class Segment(NamedTuple):
@@ -58,8 +59,8 @@ class NaiveSnapStreamCache(SlotCache):
         sink: int,
         recent: int,
         topk: int,
-        window: int = 32,
-        pool: int = 7,
+        window: int = DEFAULT_WINDOW,
+        pool: int = DEFAULT_POOL,
         scale: float | None = None,
     ) -> Self:
         """Same parameters and semantics as ``SnapStreamCache.from_prefill``."""

@@ -22,7 +22,7 @@ from rdusim.mapping.plan import KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, collectives, op_shard
 from rdusim.mapping.stages import KernelContext, build_kernel, check_item_budget
 from rdusim.model.policy import kv_length as policy_kv_length
-from rdusim.model.transformer import Shape, base_layer_type, layer_counts, layer_graph
+from rdusim.model.transformer import HEAD, Shape, base_layer_type, layer_counts, layer_graph
 from rdusim.units import format_bytes
 
 
@@ -38,10 +38,13 @@ def layer_shape(loaded: LoadedMapping) -> Shape:
     return Shape("decode", w.batch, 1, kv_length(loaded))
 
 
-def build_plan(loaded: LoadedMapping) -> Plan:
-    """The per-socket plan of every layer type; raises MappingError with all problems."""
+def build_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Plan:
+    """The per-socket plan of every layer type; raises MappingError with all problems.
+
+    ``check_sram=False`` plans a mapping whose working set overflows SRAM (a what-if the
+    on-chip report shows as not fitting, with the numbers)."""
     spec, model = loaded.spec, loaded.model
-    counts = layer_counts(model, spec.kv_policy, spec.phase)
+    counts = layer_counts(model, spec.kv_policy, spec.phase, head=HEAD in spec.layers)
     issues = _check_layer_types(loaded, {base_layer_type(t): n for t, n in counts.items()})
     if issues:
         raise MappingError(issues)
@@ -49,7 +52,7 @@ def build_plan(loaded: LoadedMapping) -> Plan:
     activations: dict[str, float] = {}
     for layer_type in counts:
         try:
-            built = build_layer(loaded, layer_type)
+            built = build_layer(loaded, layer_type, check_sram=check_sram)
         except MappingError as error:
             issues += error.issues
             continue
@@ -69,7 +72,7 @@ class LayerBuild:
 
 
 def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | None = None,
-                cache: dict[Any, KernelPlan] | None = None) -> LayerBuild:
+                cache: dict[Any, KernelPlan] | None = None, check_sram: bool = True) -> LayerBuild:
     """Check and plan one layer type (MappingError lists its problems).
 
     ``graph`` reuses a layer graph built for the same shape; ``cache`` reuses kernel plans
@@ -84,7 +87,7 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
     issues = _check_coverage(loaded, base, graph, kernel_specs)
     if issues:
         raise MappingError(issues)
-    shards = {n: op_shard(graph.nodes[n]["op"], _kernel_of(kernel_specs, n), spec.defaults) for n in graph.nodes}
+    shards = {n: op_shard(graph.nodes[n]["op"], _kernel_of(kernel_specs, n)) for n in graph.nodes}
     issues = _check_degrees(loaded, base, graph, kernel_specs, shards)
     if issues:
         raise MappingError(issues)
@@ -98,7 +101,7 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
         if key not in cache:
             cache[key] = build_kernel(context, index)
         plans.append(cache[key])
-    issues = _check_sram(loaded, base, tuple(plans))
+    issues = _check_sram(loaded, base, tuple(plans)) if check_sram else []
     if issues:
         raise MappingError(issues)
     return LayerBuild(tuple(plans), keys, live_activation_peak(graph, context.kernel_of, shards))

@@ -1,8 +1,12 @@
 """A mapping YAML with the model and hardware it names, loaded and validated as YAML.
 
-Owns: ``LoadedMapping``, ``load_mapping``, located messages for cross-document errors
-(the model, hardware and companion prefill mapping a mapping names; the model's context
-length). Imports: config, hw.
+Owns: ``LoadedMapping``, ``load_mapping``, ``validate_mapping``, ``resolve_kernels``, located
+messages for cross-document errors (the model, hardware and companion prefill mapping a
+mapping names; the model's context length). Imports: config, hw.
+
+The resolve step: ``load_mapping`` folds the mapping's ``defaults`` into every kernel once,
+so each ``KernelSpec`` of a loaded mapping carries its own TP/DP degrees, chunking, weights
+tier and orchestration, and no code downstream asks "kernel setting, else mapping default".
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from rdusim.config.loader import (
     read_document,
     validate,
 )
-from rdusim.config.schema import MappingSpec, ModelSpec
+from rdusim.config.schema import KernelSpec, MappingDefaultsSpec, MappingSpec, ModelSpec
 from rdusim.errors import ConfigError
 from rdusim.hw.system import System, load_system
 
@@ -40,6 +44,24 @@ class LoadedMapping:
         return f"{place}: {dotted}" if dotted else place
 
 
+#: kernel settings that fall back to the mapping's ``defaults`` section
+DEFAULTED_FIELDS: tuple[str, ...] = tuple(f for f in KernelSpec.model_fields if f in MappingDefaultsSpec.model_fields)
+
+
+def validate_mapping(document: Document) -> MappingSpec:
+    """A mapping document checked against the schema, with its kernels resolved."""
+    return resolve_kernels(validate(document, MappingSpec))
+
+
+def resolve_kernels(spec: MappingSpec) -> MappingSpec:
+    """``spec`` with every kernel's unset settings taken from ``spec.defaults``."""
+    defaults = spec.defaults
+    layers = {layer_type: [k.model_copy(update={f: getattr(defaults, f) for f in DEFAULTED_FIELDS
+                                                if getattr(k, f) is None}) for k in kernels]
+              for layer_type, kernels in spec.layers.items()}
+    return spec.model_copy(update={"layers": layers})
+
+
 def load_mapping(path: str | Path, *, overrides: list[Override] | None = None, seq_len: int | None = None,
                  batch: int | None = None, hw: str | Path | None = None) -> LoadedMapping:
     """Load a mapping and everything it refers to. ``seq_len``/``batch`` are overrides too."""
@@ -51,7 +73,7 @@ def load_mapping(path: str | Path, *, overrides: list[Override] | None = None, s
     if hw is not None:
         extra.append((f"--hw {hw}", f"hardware={Path(hw).absolute()}"))
     document = apply_overrides(read_document(path), extra)
-    spec: MappingSpec = validate(document, MappingSpec)
+    spec = validate_mapping(document)
     base = document.path.parent
     model_where = f"{document.where(('model',))}: model"
     model_file = model_path(spec.model, base, model_where)
@@ -69,10 +91,11 @@ def load_mapping(path: str | Path, *, overrides: list[Override] | None = None, s
 def _check_context(loaded: LoadedMapping) -> None:
     """A prompt longer than the model's trained context (max_position_embeddings) is refused."""
     limit = loaded.model.max_context
-    seq_len = loaded.spec.workload.seq_len
-    if limit is not None and seq_len > limit:
-        raise ConfigError(f"{loaded.where('workload', 'seq_len')}: {seq_len} tokens exceed "
-                          f"{loaded.model.name}'s context of {limit} tokens (max_position_embeddings)")
+    for key, tokens in ((("workload", "seq_len"), loaded.spec.workload.seq_len),
+                        (("deployment", "max_prompt"), loaded.spec.deployment.max_prompt)):
+        if limit is not None and tokens is not None and tokens > limit:
+            raise ConfigError(f"{loaded.where(*key)}: {tokens} tokens exceed {loaded.model.name}'s context "
+                              f"of {limit} tokens (max_position_embeddings)")
 
 
 def _check_prefill(loaded: LoadedMapping) -> None:

@@ -1,22 +1,25 @@
 """Does a plan fit in HBM, and the largest batch that does.
 
-Owns: ``HbmFit``, ``hbm_fit``, ``reserved_prefill_bytes``, ``max_batch``. Imports: build,
-bundle, memory, plan.
+Owns: ``HbmFit``, ``hbm_fit``, ``reservations``, ``max_batch``. Imports: build, bundle,
+memory, plan, model.
 
 Per socket: weights (plus the MTP layer when multi-token prediction is on), the KV cache
-for the batch, the decode activations, and, when the decode mapping names the prefill
-mapping it shares the node with, what that prefill holds for one prompt of the same length:
-its KV cache (plus, for a compressing policy, the layer being compressed at full length)
-and peak live activations (continuous batching runs prefill on the same sockets, so that
-much HBM stays free). With multi-token prediction the MTP layer has a KV cache too.
+for the batch, the decode activations, and what the mapping's ``deployment`` section
+reserves, each named: for a co-located prefill (the mapping's ``prefill``), what that
+prefill holds for one prompt of ``max_prompt`` tokens, built on the same hardware as the
+decode (``--hw`` applies): its kept KV (plus, for a compressing policy, the layer being
+compressed at full length) and its peak live activations; for a remote prefill, one
+incoming compressed cache; and the runtime reserve. With multi-token prediction the MTP
+layer has a KV cache too.
 Static graphs are compiled for power-of-two batches, so the maximum batch is the largest
 power of two (and multiple of the attention's DP degree) that fits.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rdusim.errors import MappingError
@@ -37,48 +40,78 @@ class HbmFit:
     weights_bytes: float
     kv_bytes: float
     activations_bytes: float
-    reserved_bytes: float
+    reserves: dict[str, float] = field(default_factory=dict)   # named deployment reservations
+    batch: int = 0
+
+    @property
+    def reserved_bytes(self) -> float:
+        return sum(self.reserves.values())
 
     @property
     def used_bytes(self) -> float:
         return self.weights_bytes + self.kv_bytes + self.activations_bytes + self.reserved_bytes
 
+    @property
+    def free_bytes(self) -> float:
+        return self.capacity_bytes - self.used_bytes
+
+    @property
+    def next_batch_margin_bytes(self) -> float:
+        """HBM left if the batch doubled (the next power of two): KV and activations scale with
+        the batch; negative is how far the next batch would overflow."""
+        return self.free_bytes - self.kv_bytes - self.activations_bytes
+
 
 def hbm_fit(plan: Plan, loaded: LoadedMapping, report: dict[str, dict[str, float]] | None = None) -> HbmFit:
     """HBM per socket against capacity; ``report`` reuses a ``memory_report(plan)`` already made."""
     hbm = (report or memory_report(plan))["hbm"]
-    reserved = reserved_prefill_bytes(loaded)
+    reserves = reservations(loaded)
     capacity = plan.system.socket.capacity_bytes("hbm")
-    fit = HbmFit(True, "", capacity, hbm["weights"], hbm["kv_cache"], hbm["activations"], reserved)
+    fit = HbmFit(True, "", capacity, hbm["weights"], hbm["kv_cache"], hbm["activations"], reserves, plan.batch)
     if fit.used_bytes <= capacity:
         return fit
+    reserved = "".join(f" + {name} {format_bytes(b)}" for name, b in reserves.items() if b)
     reason = (f"HBM per socket: weights {format_bytes(fit.weights_bytes)} + KV {format_bytes(fit.kv_bytes)} "
               f"(batch {plan.batch} x {plan.kv_len} tokens) + activations {format_bytes(fit.activations_bytes)}"
-              f" + prefill reserve {format_bytes(reserved)} = {format_bytes(fit.used_bytes)} "
-              f"> {format_bytes(capacity)}")
-    return HbmFit(False, reason, capacity, fit.weights_bytes, fit.kv_bytes, fit.activations_bytes, reserved)
+              f"{reserved} = {format_bytes(fit.used_bytes)} > {format_bytes(capacity)}")
+    return dataclasses.replace(fit, fits=False, reason=reason)
 
 
-def reserved_prefill_bytes(loaded: LoadedMapping) -> float:
-    """HBM the companion prefill mapping needs for one prompt of this length (0 if none).
+def reservations(loaded: LoadedMapping) -> dict[str, float]:
+    """Per socket, what the decode mapping's ``deployment`` keeps free, by name (decode only).
 
-    The prefill mapping is read without compression; the KV it holds follows this
-    mapping's policy: the kept tokens of every layer, plus the layer being compressed at
-    full length.
+    ``prefill reserve``: as stated (``deployment.prefill_reserve``), else a co-located prefill
+    of one ``max_prompt`` prompt, the ``prefill`` mapping built on this mapping's hardware;
+    its KV follows this mapping's policy (the kept tokens of every layer, plus the layer
+    being compressed at full length). ``incoming cache``: a remote prefill's
+    compressed cache of one such prompt, as one decoding socket receives it.
     """
-    if loaded.spec.phase != "decode" or loaded.spec.prefill is None:
-        return 0.0
-    path = (loaded.document.path.parent / loaded.spec.prefill).resolve()
-    seq_len = loaded.spec.workload.seq_len
-    activations, full_kv, layers = _prefill_footprint(str(path), seq_len)
-    kept = kv_length(seq_len, loaded.spec.kv_policy) / seq_len
-    return activations + full_kv * kept + full_kv / layers * (1 - kept)
+    spec = loaded.spec
+    if spec.phase != "decode":
+        return {}
+    deployment = spec.deployment
+    prompt = deployment.max_prompt or spec.workload.seq_len
+    kept = kv_length(prompt, spec.kv_policy)
+    out: dict[str, float] = {}
+    if deployment.prefill == "colocated" and deployment.prefill_reserve_bytes is not None:
+        out["prefill reserve"] = deployment.prefill_reserve_bytes
+    elif deployment.prefill == "colocated" and spec.prefill is not None:
+        path = (loaded.document.path.parent / spec.prefill).resolve()
+        activations, full_kv, layers = _prefill_footprint(str(path), prompt, str(loaded.system.source))
+        out["prefill reserve"] = activations + full_kv * kept / prompt + full_kv / layers * (1 - kept / prompt)
+    elif deployment.prefill == "remote":
+        model = loaded.model
+        mtp = model.mtp_layers if spec.workload.accepted_tokens_per_step > 1 else 0
+        out["incoming cache"] = kept * kv_bytes_per_token_layer(model) * (model.layers + mtp)
+    out["runtime reserve"] = deployment.runtime_reserve_bytes
+    return out
 
 
 @functools.lru_cache(maxsize=64)
-def _prefill_footprint(path: str, seq_len: int) -> tuple[float, float, int]:
-    """(peak live activations, full-length KV cache, cached layers) of a prefill, per socket."""
-    plan = build_plan(load_mapping(Path(path), seq_len=seq_len))
+def _prefill_footprint(path: str, seq_len: int, hardware: str) -> tuple[float, float, int]:
+    """(peak live activations, full-length KV cache, cached layers) of a prefill, per socket,
+    on the given node (the decode mapping's, so ``--hw`` applies to both)."""
+    plan = build_plan(load_mapping(Path(path), seq_len=seq_len, hw=hardware if hardware != "None" else None))
     hbm = memory_report(plan)["hbm"]
     return hbm["activations"], hbm["kv_cache"], cached_layers(plan)
 

@@ -1,6 +1,8 @@
 """Memory per socket and tier, by use: weights, KV cache, activations, SRAM working set.
 
-Owns: ``memory_report``, ``kv_cache_bytes_per_socket``. Imports: plan, sharding, model.
+Owns: ``memory_report`` / ``memory_usage`` (the one memory accounting, shared with the
+analytical estimator), ``kv_cache_bytes_per_socket``, ``cached_layers``, ``kernel_weight_bytes``,
+``kv_split``, ``live_activation_peak``. Imports: plan, sharding, model, config.
 Weights: every layer's weight tensors as its ops are sharded, in the tier the mapping puts
 them, plus embedding and output head (split by vocabulary across TP). KV cache: kept
 tokens x bytes per token x layers, split as the mapping shards attention (DP splits
@@ -10,13 +12,15 @@ between two kernels of a layer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+
 import networkx as nx
 
-from rdusim.config.schema import DTYPE_BYTES
-from rdusim.mapping.plan import KernelPlan, Plan, Stage
+from rdusim.config.schema import DTYPE_BYTES, MappingSpec, ModelSpec
+from rdusim.mapping.plan import KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, tensor_layout
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
-from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT, base_layer_type
+from rdusim.model.transformer import HEAD, LAYER_INPUT, LAYER_OUTPUT
 
 USES = ("weights", "kv_cache", "activations", "working_set")
 TIERS = ("sram", "hbm", "ddr")
@@ -24,51 +28,71 @@ TIERS = ("sram", "hbm", "ddr")
 
 def memory_report(plan: Plan) -> dict[str, dict[str, float]]:
     """``{tier: {use: bytes per socket}}``."""
+    return memory_usage(plan.mapping, plan.model, plan.layer_counts, plan.kernels, plan.batch, plan.kv_len,
+                        max(plan.activation_peak_bytes.values(), default=0.0))
+
+
+def memory_usage(mapping: MappingSpec, model: ModelSpec, layer_counts: Mapping[str, int],
+                 kernels: Mapping[str, Sequence[KernelPlan]], batch: int, kv_len: int,
+                 activation_peak_bytes: float) -> dict[str, dict[str, float]]:
+    """``{tier: {use: bytes per socket}}`` of a mapping's kernels per layer type.
+
+    The one memory accounting: ``memory_report`` gives it a built plan, the analytical
+    estimator the kernel plans it has cached for a candidate.
+    """
     report = {tier: dict.fromkeys(USES, 0.0) for tier in TIERS}
-    for layer_type, kernels in plan.kernels.items():
-        for kernel in kernels:
-            tier = _weights_tier(plan, layer_type, kernel)
-            report[tier]["weights"] += _kernel_weight_bytes(kernel) * plan.layer_counts[layer_type]
-    model = plan.model
-    head_bytes = 2 * model.vocab * model.hidden * DTYPE_BYTES[model.dtypes.activations]
-    report["hbm"]["weights"] += head_bytes / plan.mapping.defaults.tp
-    if plan.mapping.workload.accepted_tokens_per_step > 1 and model.mtp_layers:
+    decoder = {t: ks for t, ks in kernels.items() if t != HEAD}  # the head layer: counted once below
+    for layer_type, layer_kernels in decoder.items():
+        for kernel in layer_kernels:
+            report[kernel.weights_tier]["weights"] += kernel_weight_bytes(kernel) * layer_counts[layer_type]
+    report["hbm"]["weights"] += head_weight_bytes(model) / mapping.defaults.tp
+    mtp = mtp_layers(model, mapping)
+    if mtp:
         # multi-token prediction: one more decoder layer (DeepSeek: an MoE layer, M1 in
-        # hardware-and-models.md B.2), sharded like the last layer type
-        last = list(plan.kernels)[-1]
-        report["hbm"]["weights"] += model.mtp_layers * sum(_kernel_weight_bytes(k) for k in plan.kernels[last])
-    report["hbm"]["kv_cache"] = kv_cache_bytes_per_socket(plan)
-    report["hbm"]["activations"] = max(plan.activation_peak_bytes.values(), default=0.0)
-    report["sram"]["working_set"] = max(k.sram_bytes for ks in plan.kernels.values() for k in ks)
+        # hardware-and-models.md B.2), sharded like the last decoder layer type
+        last = list(decoder)[-1]
+        report["hbm"]["weights"] += mtp * sum(kernel_weight_bytes(k) for k in decoder[last])
+    split = kv_split(k for layer_kernels in kernels.values() for k in layer_kernels)
+    report["hbm"]["kv_cache"] = batch * kv_len * kv_bytes_per_token_layer(model) * (model.layers + mtp) / split
+    report["hbm"]["activations"] = activation_peak_bytes
+    report["sram"]["working_set"] = max(k.sram_bytes for ks in kernels.values() for k in ks)
     return report
 
 
 def kv_cache_bytes_per_socket(plan: Plan) -> float:
     """The KV cache a socket holds once every layer has run (kept tokens only)."""
-    split = 1
-    for stage in _stages(plan):
-        if stage.op is not None and stage.op.op_class == "attention":
-            split = stage.shard.get("batch", 1) * stage.shard.get("kv_heads", 1)
-    return plan.batch * plan.kv_len * kv_bytes_per_token_layer(plan.model) * cached_layers(plan) / split
+    return memory_report(plan)["hbm"]["kv_cache"]
 
 
 def cached_layers(plan: Plan) -> int:
-    """Layers with a KV cache: the decoder's, plus the MTP layer's when MTP drafts tokens
-    (hardware-and-models.md B.3: "MTP layer KV (if MTP is used): +1 layer")."""
-    mtp = plan.model.mtp_layers if plan.mapping.workload.accepted_tokens_per_step > 1 else 0
-    return plan.model.layers + mtp
+    """Layers with a KV cache: the decoder's, plus the MTP layer's when MTP drafts tokens."""
+    return plan.model.layers + mtp_layers(plan.model, plan.mapping)
 
 
-def _stages(plan: Plan) -> list[Stage]:
-    return [s for kernels in plan.kernels.values() for k in kernels for s in k.stages]
+def mtp_layers(model: ModelSpec, mapping: MappingSpec) -> int:
+    """Multi-token-prediction layers in use: the model's, when the workload accepts more than
+    one token per step (hardware-and-models.md B.3: "MTP layer KV (if MTP is used): +1 layer")."""
+    return model.mtp_layers if mapping.workload.accepted_tokens_per_step > 1 else 0
 
 
-def _weights_tier(plan: Plan, layer_type: str, kernel: KernelPlan) -> str:
-    spec = next(k for k in plan.mapping.layers[base_layer_type(layer_type)] if k.kernel == kernel.name)
-    return spec.weights or plan.mapping.defaults.weights
+def head_weight_bytes(model: ModelSpec) -> float:
+    """Embedding and output head (not tied): two vocab x hidden matrices, split by vocabulary
+    across the mapping's TP degree by the caller."""
+    return 2 * model.vocab * model.hidden * DTYPE_BYTES[model.dtypes.activations]
 
 
-def _kernel_weight_bytes(kernel: KernelPlan) -> float:
+def kv_split(kernels: Iterable[KernelPlan]) -> int:
+    """Sockets the KV cache is split over: the attention op's batch (DP) x KV-head (TP) degrees."""
+    split = 1
+    for kernel in kernels:
+        for stage in kernel.stages:
+            if stage.op is not None and stage.op.op_class == "attention":
+                split = stage.shard.get("batch", 1) * stage.shard.get("kv_heads", 1)
+    return split
+
+
+def kernel_weight_bytes(kernel: KernelPlan) -> float:
+    """Weights of one kernel's ops per socket, as they are sharded."""
     return sum(t.nbytes(s.op.sizes, tensor_layout(t, s.shard))
                for s in kernel.stages if s.op is not None for t in s.op.reads if t.role == "weight")
 

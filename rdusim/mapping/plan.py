@@ -66,10 +66,10 @@ class KernelPlan:
     stages: tuple[Stage, ...]
     sram_bytes: float                        # working set per socket
     chunk_tokens: int
-    tp: int
-    dp: int
+    weights_tier: str                        # where its weights live: "hbm" or "ddr"
     buffer_depth: int = 2
     orchestration: str = "hardware"
+    stage_sram: tuple[tuple[str, float], ...] = ()  # on-chip bytes per stage (sums to sram_bytes)
 
     @property
     def n_chunks(self) -> int:
@@ -88,7 +88,6 @@ class Plan:
     seq_len: int
     batch: int
     kv_len: int
-    is_symmetric: bool = True                 # every socket runs the same plan
     activation_peak_bytes: dict[str, float] = field(default_factory=dict)  # per layer type, per socket
 
     @property

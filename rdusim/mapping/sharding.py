@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from rdusim.config.schema import KernelSpec, MappingDefaultsSpec
+from rdusim.config.schema import KernelSpec
 from rdusim.model.ops import Op, TensorUse
 from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT
 
@@ -43,15 +43,16 @@ class Collective:
         return f"{self.kind}({self.tensor})"
 
 
-def op_shard(op: Op, kernel: KernelSpec, defaults: MappingDefaultsSpec) -> Layout:
+def op_shard(op: Op, kernel: KernelSpec) -> Layout:
     """Shard degrees of one op: its explicit ``shard`` entry if the kernel has one (which
-    replaces TP/DP for that op), else kernel TP on the op's TP dimension and DP on batch."""
+    replaces TP/DP for that op), else kernel TP on the op's TP dimension and DP on batch
+    (``kernel`` as resolved by ``rdusim.mapping.bundle.resolve_kernels``)."""
     if op.name in kernel.shard:
         return {d: k for d, k in kernel.shard[op.name].items() if k > 1}
     if op.attach_to in kernel.shard:  # a policy's op follows the op it serves
         return {d: k for d, k in kernel.shard[op.attach_to].items() if k > 1 and d in op.sizes}
-    tp = kernel.tp or defaults.tp
-    dp = kernel.dp or defaults.dp
+    tp = kernel.tp or 1
+    dp = kernel.dp or 1
     shard: Layout = {}
     if op.tp_dim is not None and tp > 1:
         if op.tp_dim == "kv_heads":

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdusim.config.loader import Document, validate
-from rdusim.config.schema import KernelSpec, KvPolicySpec, MappingSpec
+from rdusim.config.loader import Document
+from rdusim.config.schema import KernelSpec, KvPolicySpec
 from rdusim.mapping.build import layer_shape
-from rdusim.mapping.bundle import LoadedMapping
-from rdusim.model.transformer import base_layer_type, layer_counts, layer_graph
+from rdusim.mapping.bundle import LoadedMapping, validate_mapping
+from rdusim.model.transformer import HEAD, base_layer_type, layer_counts, layer_graph
 
 BATCHES = tuple(2**k for k in range(11))       # 1 .. 1024
 CHUNK_STEPS = (-2, -1, 0, 1, 2)                # seed chunk x 2**step
@@ -107,8 +107,7 @@ def space_from_seed(loaded: LoadedMapping) -> Space:
 
 
 def _layer_space(loaded: LoadedMapping, base: str, kernels: list[KernelSpec]) -> LayerSpace:
-    spec = loaded.spec
-    full_type = next(t for t in layer_counts(loaded.model, spec.kv_policy, spec.phase) if base_layer_type(t) == base)
+    full_type = next(t for t in layer_types(loaded) if base_layer_type(t) == base)
     plain = layer_graph(loaded.model, base_layer_type(full_type), layer_shape(loaded), KvPolicySpec())
     attention = next((n for k in kernels for n in k.ops
                       if n in plain.nodes and plain.nodes[n]["op"].op_class == "attention"), None)
@@ -139,7 +138,6 @@ def _split(ops: list[str], attention: str | None) -> list[list[str]]:
 
 def _layer_genes(loaded: LoadedMapping, layer: LayerSpace, sockets: int, genes: list[Gene], seed: list[int]) -> None:
     base = layer.layer_type
-    d = loaded.spec.defaults
     seed_kernel_of_segment = [s.seed_kernel for s in layer.segments]
     for i, free in enumerate(layer.cut_is_free):
         if free:
@@ -150,9 +148,7 @@ def _layer_genes(loaded: LoadedMapping, layer: LayerSpace, sockets: int, genes: 
         holder = next(k for k in layer.seed_kernels if layer.attention_op in k.ops)
         shard = holder.shard.get(layer.attention_op)
         if shard is None:
-            tp = holder.tp or d.tp
-            dp = holder.dp or d.dp
-            current = (tp, dp)
+            current = (holder.tp, holder.dp)
         else:
             current = (shard.get("heads", 1), shard.get("batch", 1))
         if current not in choices:
@@ -162,10 +158,8 @@ def _layer_genes(loaded: LoadedMapping, layer: LayerSpace, sockets: int, genes: 
     tps = divisors(sockets)
     for s, segment in enumerate(layer.segments):
         kernel = layer.seed_kernels[segment.seed_kernel]
-        tp = kernel.tp or d.tp
-        chunk = kernel.chunk_tokens or d.chunk_tokens
+        tp, chunk, weights = kernel.tp, kernel.chunk_tokens, kernel.weights
         chunks = tuple(sorted({max(1, int(chunk * 2.0**step)) for step in CHUNK_STEPS}))
-        weights = kernel.weights or d.weights
         for name, choices, value in ((f"{base}.seg{s}.tp", tps, tp), (f"{base}.seg{s}.chunk", chunks, chunk),
                                      (f"{base}.seg{s}.weights", ("hbm", "ddr"), weights)):
             if segment.is_fixed:
@@ -268,10 +262,9 @@ def _kernel_name(layer: LayerSpace, ops: list[str]) -> str:
 def load_candidate(seed: LoadedMapping, data: dict[str, Any]) -> LoadedMapping:
     """A candidate document validated against the schema, sharing the seed's model and node."""
     document = Document(path=seed.document.path, data=data, lines={})
-    spec: MappingSpec = validate(document, MappingSpec)
-    return LoadedMapping(spec, seed.model, seed.system, document)
+    return LoadedMapping(validate_mapping(document), seed.model, seed.system, document)
 
 
 def layer_types(loaded: LoadedMapping) -> dict[str, int]:
     """Layer types of the phase (with KV-policy variants) and how many layers each."""
-    return layer_counts(loaded.model, loaded.spec.kv_policy, loaded.spec.phase)
+    return layer_counts(loaded.model, loaded.spec.kv_policy, loaded.spec.phase, head=HEAD in loaded.spec.layers)

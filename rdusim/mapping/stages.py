@@ -8,6 +8,7 @@ the SRAM working set. Imports: plan, sharding, routing, model, config.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -16,13 +17,15 @@ import numpy as np
 
 from rdusim.config.schema import KernelSpec
 from rdusim.errors import MappingError
-from rdusim.mapping.bundle import LoadedMapping
+from rdusim.mapping.bundle import DEFAULTED_FIELDS, LoadedMapping
 from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
 from rdusim.mapping.routing import chunk_expert_tokens
 from rdusim.mapping.sharding import Collective, Layout, tensor_layout
 from rdusim.model.ops import Op, TensorUse
 from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT, base_layer_type
 
+#: the kernel settings ``build_kernel`` reads, present once ``resolve_kernels`` has run
+RESOLVED_FIELDS = tuple(f for f in DEFAULTED_FIELDS if f != "max_chunks")  # no cap is a valid setting
 TOKEN_DIMS = ("batch", "seq", "kv_seq", "window", "ring", "capacity", "topk_slots")
 #: the most work items the kernels of one layer type may hold. Each item costs a few
 #: microseconds to build and a few simulation events (about 4e5 events/s, benchmarks/RESULTS.md),
@@ -44,6 +47,8 @@ class KernelContext:
     readers: dict[str, list[str]] = field(init=False)
 
     def __post_init__(self) -> None:
+        unresolved = [k.kernel for k in self.kernel_specs if any(getattr(k, f) is None for f in RESOLVED_FIELDS)]
+        assert not unresolved, f"kernels not resolved against the mapping defaults: {unresolved}"
         self.kernel_of = {op: k for k, spec in enumerate(self.kernel_specs) for op in spec.ops}
         self.readers = {}
         for name in self.graph.nodes:
@@ -71,29 +76,27 @@ class _Draft:
     shard: Layout = field(default_factory=dict)
     resident_bytes: float = 0.0
     out_bytes_per_chunk: float = 0.0
+    max_pcus: int | None = None             # independent instances per socket, if capped
 
 
 def _chunking(ctx: KernelContext, index: int) -> tuple[list[str], int, int]:
     """The kernel's ops, its chunk size in tokens and its number of chunks."""
-    spec = ctx.kernel_specs[index]
-    d = ctx.loaded.spec.defaults
-    chunk_tokens = spec.chunk_tokens or d.chunk_tokens
+    spec = ctx.kernel_specs[index]  # resolved: every setting present (bundle.resolve_kernels)
+    chunk_tokens = spec.chunk_tokens
     ops = [n for n in ctx.graph.nodes if ctx.kernel_of[n] == index]
     # a kernel streams its token rows; only a kernel without any (SnapKV's) streams keys
     token_ops = [n for n in ops if "seq" in ctx.graph.nodes[n]["op"].loop] or ops
     rows = max(_rows(ctx.graph.nodes[n]["op"], ctx.shards[n]) for n in token_ops)
     n_chunks = max(1, math.ceil(rows / chunk_tokens))
-    cap = spec.max_chunks or d.max_chunks
-    if cap is not None:
-        n_chunks = min(n_chunks, cap)
+    if spec.max_chunks is not None:
+        n_chunks = min(n_chunks, spec.max_chunks)
     return ops, chunk_tokens, n_chunks
 
 
 def item_bound(ctx: KernelContext, index: int) -> int:
     """An upper bound on the work items kernel ``index``'s stages will hold (cheap: nothing is built)."""
     ops, _, n_chunks = _chunking(ctx, index)
-    block = ctx.kernel_specs[index].kv_block_tokens or ctx.loaded.spec.defaults.kv_block_tokens
-    return _item_bound(ctx, ops, n_chunks, block)
+    return _item_bound(ctx, ops, n_chunks, ctx.kernel_specs[index].kv_block_tokens)
 
 
 def check_item_budget(ctx: KernelContext) -> None:
@@ -112,8 +115,7 @@ def check_item_budget(ctx: KernelContext) -> None:
 
 
 def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
-    spec = ctx.kernel_specs[index]
-    d = ctx.loaded.spec.defaults
+    spec = ctx.kernel_specs[index]  # resolved: every setting present (bundle.resolve_kernels)
     ops, chunk_tokens, n_chunks = _chunking(ctx, index)
     drafts: list[_Draft] = []
     provider: dict[str, str] = {}
@@ -128,10 +130,10 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
                 drafts.append(_reduce_stage(ctx, coll, n_chunks, provider, index))
     assert len({d.name for d in drafts}) == len(drafts), "stage names must be unique within a kernel"
     stages = _allocate(ctx, drafts)
-    depth = spec.buffer_depth or d.buffer_depth
-    sram = sum(x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk) for x in drafts)
-    return KernelPlan(spec.kernel, ctx.layer_type, stages, sram, chunk_tokens,
-                      spec.tp or d.tp, spec.dp or d.dp, depth, spec.orchestration or d.orchestration)
+    depth = spec.buffer_depth
+    per_stage = tuple((x.name, x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk)) for x in drafts)
+    return KernelPlan(spec.kernel, ctx.layer_type, stages, sum(b for _, b in per_stage), chunk_tokens, spec.weights,
+                      depth, spec.orchestration, per_stage)
 
 
 def _item_bound(ctx: KernelContext, ops: list[str], n_chunks: int, block: int) -> int:
@@ -166,14 +168,18 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     op: Op = ctx.graph.nodes[name]["op"]
     shard = ctx.shards[name]
     spec = ctx.kernel_specs[index]
-    weights_tier = spec.weights or ctx.loaded.spec.defaults.weights
+    weights_tier = spec.weights
     inputs = sorted({provider[t.name] for t in op.reads if t.name in provider and provider[t.name] != name})
     streamed, blocked, resident = _classify_reads(op, shard, provider, weights_tier)
-    if op.op_class == "attention" and blocked:
-        block = spec.kv_block_tokens or ctx.loaded.spec.defaults.kv_block_tokens
+    if op.op_class == "attention" and (blocked or op.causal):
+        # causal pairs per chunk also when the kernel makes its own K/V (nothing to load then)
+        block = spec.kv_block_tokens
+        if not op.causal and spec.attention_split != "keys":
+            block = op.sizes["kv_seq"]  # the whole operand, on chip before the reduction
         chunks_items = _attention_items(op, shard, n_chunks, block, blocked)
     elif op.routed:
-        chunks_items = _expert_items(ctx, op, shard, n_chunks, resident)
+        every_expert = spec.expert_weights == "all"
+        chunks_items = _expert_items(ctx, op, shard, n_chunks, resident, every_expert)
         resident = []
     elif op.is_barrier:
         chunks_items = [[Item(op.work(shard))]] + [[Item(0.0)] for _ in range(n_chunks - 1)]
@@ -190,8 +196,23 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     for tensor in op.writes:
         provider[tensor.name] = name
     out = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in op.writes) / n_chunks
-    return _Draft(name, op.op_class, inputs, chunks, op, shard,
-                  resident_bytes=sum(b for _, b in resident), out_bytes_per_chunk=out)
+    if op.whole_operand:  # at least one whole sequence's output on chip at once
+        sequences = max(1, op.sizes["batch"] // shard.get("batch", 1))
+        out = max(out, out * n_chunks / sequences)
+    return _Draft(name, op.op_class, inputs, chunks, op, shard, resident_bytes=sum(b for _, b in resident),
+                  out_bytes_per_chunk=out, max_pcus=_pcu_cap(ctx, op, shard, spec))
+
+
+def _pcu_cap(ctx: KernelContext, op: Op, shard: Layout, spec: KernelSpec) -> int | None:
+    """Independent instances of the op per socket: one PCU each at most.
+
+    Decode attention with ``attention_split: heads`` reduces (softmax, then the weighted
+    sum) over a sequence's whole cache in one instance per (sequence, query, head): without
+    a flash-decoding split and combine, the keys are not a parallel dimension.
+    """
+    if op.op_class == "attention" and not op.causal and spec.attention_split == "heads":
+        return max(1, math.prod(op.sizes[d] // shard.get(d, 1) for d in ("batch", "seq", "heads")))
+    return op.max_pcus(shard)
 
 
 def _classify_reads(op: Op, shard: Layout, provider: dict[str, str], weights_tier: str
@@ -247,8 +268,12 @@ def _pairs(q0: int, q1: int, k0: int, k1: int, causal: bool) -> float:
 
 
 def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
-                  resident: list[tuple[str, float]]) -> list[list[Item]]:
-    """One item per expert a chunk touches: its weights streamed, then its tokens computed."""
+                  resident: list[tuple[str, float]], every_expert: bool) -> list[list[Item]]:
+    """One item per expert a chunk touches: its weights streamed, then its tokens computed.
+
+    ``every_expert`` (``expert_weights: all``): a static graph streams every expert's
+    weights each chunk, idle experts with no tokens.
+    """
     tier = resident[0][0] if resident else "hbm"
     weight_bytes = sum(b for _, b in resident) / op.sizes["experts"]
     rows = _rows(op, shard)
@@ -258,6 +283,8 @@ def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
     chunks = []
     for tokens in chunk_expert_tokens(rows, n_chunks, op.sizes["routed"], op.sizes["topk"], shared,
                                       workload.routing, workload.seed):
+        if every_expert:
+            tokens = tokens + [0.0] * (op.sizes["experts"] - len(tokens))
         chunks.append([Item(per_token_slot * t, ((tier, weight_bytes),)) for t in tokens])
     return chunks
 
@@ -299,21 +326,13 @@ def _reduce_stage(ctx: KernelContext, coll: Collective, n_chunks: int, provider:
 
 # ---------------------------------------------------------------------- allocation
 def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
-    """PCUs per stage in proportion to its ideal time, so the spatial pipeline is balanced."""
+    """PCUs per stage so that the spatial pipeline's slowest stage is as fast as whole PCUs allow."""
     socket = ctx.loaded.system.socket
     compute = [x for x in drafts if x.op_class != "collective"]
-    ideal = {x.name: sum(i.work for c in x.chunks for i in c.items) / socket.achievable_ops_per_s(x.op_class)
-             for x in compute}
-    cap = {x.name: (x.op.max_pcus(x.shard) if x.op is not None else None) or socket.pcus for x in compute}
-    # a capped stage takes what it can use; the rest is shared in proportion to ideal time
-    capped = {n: min(cap[n], socket.pcus) for n in ideal if cap[n] < socket.pcus}
-    free = socket.pcus - sum(capped.values())
-    rest = {n: t for n, t in ideal.items() if n not in capped}
-    total = sum(rest.values()) or 1.0
-    pcus = capped | {n: max(1, math.floor(free * t / total)) for n, t in rest.items()}
-    spare = socket.pcus - sum(pcus.values())
-    if rest and spare > 0:
-        pcus[max(rest, key=lambda n: rest[n])] += spare
+    one_pcu_s = {x.name: sum(i.work for c in x.chunks for i in c.items) * socket.pcus
+                 / socket.achievable_ops_per_s(x.op_class) for x in compute}
+    caps = {x.name: x.max_pcus or socket.pcus for x in compute}
+    pcus = balance_pcus(one_pcu_s, caps, socket.pcus)
     stages = []
     for x in drafts:
         n = pcus.get(x.name, 0)
@@ -321,6 +340,29 @@ def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
         barrier = x.op is not None and x.op.is_barrier
         stages.append(Stage(x.name, x.op_class, n, rate, tuple(x.inputs), tuple(x.chunks), x.op, dict(x.shard), barrier))
     return tuple(stages)
+
+
+def balance_pcus(one_pcu_s: dict[str, float], caps: dict[str, int], total: int) -> dict[str, int]:
+    """Whole PCUs per stage minimising the slowest stage's time ``one_pcu_s / pcus``.
+
+    Every stage gets one PCU (a stage must run somewhere; a kernel with more stages than the
+    socket has PCUs is over-subscribed and says so by summing past ``total``); then each
+    further PCU goes to the slowest stage that can still use one (at most ``caps``: a sort
+    network's independent instances), until none is left or none can use more. Greedy
+    water-filling is optimal for this min-max objective; ties go to the earlier stage, so
+    the result is deterministic.
+    """
+    pcus = dict.fromkeys(one_pcu_s, 1)
+    heap = [(-t, i, name) for i, (name, t) in enumerate(one_pcu_s.items()) if caps[name] > 1 and t > 0]
+    heapq.heapify(heap)
+    spare = total - len(pcus)
+    while spare > 0 and heap:
+        _, i, name = heapq.heappop(heap)
+        pcus[name] += 1
+        spare -= 1
+        if pcus[name] < caps[name]:
+            heapq.heappush(heap, (-one_pcu_s[name] / pcus[name], i, name))
+    return pcus
 
 
 def _max_item_load(draft: _Draft) -> float:

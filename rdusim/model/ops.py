@@ -61,6 +61,10 @@ class Op:
         For an op that is one indivisible problem per instance (a sort network over a
         whole vector), the dimensions that index independent instances: it can use at
         most one PCU per instance. ``None``: every loop point is independent.
+    whole_operand
+        The op needs a whole sequence's operand on chip at once (a concatenation or selection
+        whose layout spans the sequence): its buffers hold at least one sequence, however
+        the kernel is chunked.
     attach_to
         An op a KV policy adds: unless the mapping places it, it joins the kernel of the
         op named here (e.g. ``attention``).
@@ -80,6 +84,7 @@ class Op:
     is_barrier: bool = False
     parallel_dims: tuple[str, ...] | None = None
     attach_to: str | None = None
+    whole_operand: bool = False
 
     def work(self, shard: dict[str, int] | None = None) -> float:
         """Work of the op (per socket under ``shard``)."""

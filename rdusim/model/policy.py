@@ -1,10 +1,12 @@
 """What each KV-cache policy does to a layer: how many tokens it keeps, and the ops it adds.
 
 Owns: ``kv_length``, ``kascade_topk``, ``kascade_anchor_layers``, ``policy_sizes``,
-``add_policy_ops``. Imports: builder, config. Semantics: ../shared/reference/methods.md.
+``add_policy_ops``. Imports: builder, config, kv_policy (the sizes: one definition shared with
+``rdusim.kernels``). Semantics: ../shared/reference/methods.md.
 
 - full: keeps the prompt; no extra work.
-- snapstream: keeps ``ceil(T / compression)`` slots (sink + ring + top-K). Prefill adds the
+- snapstream: keeps ``ceil(T / compression)`` slots (sink + ring + top-K, split as
+  ``rdusim.kv_policy.snapstream_slots``). Prefill adds the
   Streaming Ring Buffer and SnapKV Compression kernels; decode only moves the write index.
 - streamingllm: SnapStream with K = 0 (sink + ring): the ring gather at prefill.
 - snapkv: one-time prefill compression (window votes, top-K gather); appends at decode.
@@ -24,23 +26,22 @@ import dataclasses
 import math
 
 from rdusim.config.schema import KvPolicySpec
+from rdusim.errors import MappingError
+from rdusim.kv_policy import compressed_budget, kascade_k, kept_tokens, snapstream_slots
 from rdusim.model.builder import LayerBuilder
 from rdusim.model.ops import TensorUse
 
 FP32 = 4
-COMPRESSING = ("snapstream", "streamingllm", "snapkv", "h2o", "longflow")
 
 
 def kv_length(seq_len: int, policy: KvPolicySpec) -> int:
     """Tokens of KV each sequence keeps after prefill."""
-    if policy.name not in COMPRESSING:
-        return seq_len
-    return max(1, min(seq_len, math.ceil(seq_len / policy.compression)))
+    return kept_tokens(policy.name, seq_len, compressed_budget(seq_len, policy.compression))
 
 
 def kascade_topk(kv_len: int, policy: KvPolicySpec) -> int:
     """Kascade's top-k budget: ``min(max(fraction * L, minimum), L)`` (methods.md section 6)."""
-    return min(max(math.ceil(policy.topk_fraction * kv_len), policy.topk_min), kv_len)
+    return kascade_k(kv_len, policy.topk_fraction, policy.topk_min)
 
 
 def kascade_anchor_layers(layers: int, policy: KvPolicySpec) -> list[int]:
@@ -53,14 +54,34 @@ def kascade_anchor_layers(layers: int, policy: KvPolicySpec) -> list[int]:
     return sorted({round(i * layers / count) for i in range(count)})
 
 
-def policy_sizes(seq: int, kv_seq: int, policy: KvPolicySpec) -> dict[str, int]:
-    """Slot counts of the compressed cache: sink + recent ring + top-K (methods.md section 1)."""
-    capacity = max(1, min(seq, math.ceil(seq / policy.compression)))
-    sink = min(policy.sink, capacity)
-    recent = max(1, round((capacity - sink) * policy.recent_fraction)) if capacity > sink else 0
-    topk = max(0, capacity - sink - recent)
-    return {"window": min(policy.window, seq), "capacity": capacity, "ring": sink + recent,
-            "topk_slots": max(topk, 1), "kascade_k": kascade_topk(kv_seq, policy)}
+def policy_sizes(prompt: int | None, kv_seq: int, policy: KvPolicySpec) -> dict[str, int]:
+    """Sizes of the compressed cache's parts, as ``rdusim.kv_policy`` defines them.
+
+    At prefill (``prompt`` tokens): ``capacity`` slots in all; ``ring`` the sink + recent
+    slots a ring gather copies (StreamingLLM: every slot); ``topk_slots`` the tokens SnapKV's
+    selection gathers (SnapStream: its top-K share; SnapKV and LongFlow: the budget less the
+    observation window, which is always kept). At decode (``prompt=None``) the cache is what
+    prefill kept: ``kv_seq`` slots. ``kascade_k``: the keys a Kascade reuse layer attends to.
+    """
+    sizes = {"kascade_k": kascade_topk(kv_seq, policy)}
+    if prompt is None:
+        return sizes | {"window": min(policy.window, kv_seq), "capacity": kv_seq, "ring": kv_seq, "topk_slots": 1}
+    capacity = compressed_budget(prompt, policy.compression)
+    window = min(policy.window, prompt)
+    ring, topk = capacity, capacity - min(window, capacity)
+    if policy.name == "snapstream":
+        sink, recent, topk = ring_slots(capacity, policy)
+        ring = sink + recent
+    return sizes | {"window": window, "capacity": capacity, "ring": ring, "topk_slots": max(topk, 1)}
+
+
+def ring_slots(capacity: int, policy: KvPolicySpec) -> tuple[int, int, int]:
+    """(sink, recent, top-K) slots of a SnapStream (or StreamingLLM: no top-K) cache of ``capacity``."""
+    share = policy.topk_share if policy.name == "snapstream" else 0.0
+    try:
+        return snapstream_slots(capacity, policy.sink, share)
+    except ValueError as error:
+        raise MappingError(f"kv_policy: {error} (compression {policy.compression:g})") from None
 
 
 def add_policy_ops(b: LayerBuilder, policy: KvPolicySpec, phase: str, latent: bool, variant: str) -> None:
@@ -69,6 +90,8 @@ def add_policy_ops(b: LayerBuilder, policy: KvPolicySpec, phase: str, latent: bo
             _snapkv_prefill(b, latent, policy.name)
         elif policy.name == "h2o":
             _h2o_prefill(b, latent)
+    elif policy.name in ("snapstream", "streamingllm"):
+        _ring_update(b, policy, latent)
     elif policy.name == "h2o":
         _scan_ops(b, "h2o", latent)
     elif policy.name == "longflow":
@@ -111,6 +134,43 @@ def _snapkv_prefill(b: LayerBuilder, latent: bool, policy: str) -> None:
     if policy == "snapstream":
         b.add("snapkv_concat", "elementwise", ("batch", "capacity", *row), factor,
               (kv("kv_topk", "topk_slots"), kv("kv_ring", "ring")), (kv("kv_compressed", "capacity"),))
+
+
+def _ring_update(b: LayerBuilder, policy: KvPolicySpec, latent: bool) -> None:
+    """The decode-step cache update of a fixed-size [sink | recent | top-K] cache.
+
+    ``ring`` (methods.md section 1, decode): the new token's entry goes to slot ``t`` (sink)
+    or ``S + (t - S) mod R``: an index computation, the entry itself is the one the QKV ops
+    write anyway. ``naive``: the recent run shifted by one with the new token appended, both
+    candidate caches ([sink | recent shifted | top-K] and [sink | recent | top-K], for a token
+    that lands in the recent run or in a sink) built from slices and concatenated, and one
+    selected per sample, then written back: the whole cache is read, built twice on chip and
+    rewritten every step.
+    """
+    capacity = b.sizes["kv_seq"]
+    sink, recent, topk = ring_slots(capacity, policy)
+    b.sizes |= {"upd_sink": max(sink, 1), "upd_recent": recent, "upd_topk": max(topk, 1),
+                "upd_capacity": capacity, "candidates": 2}
+    if policy.kv_update == "ring":
+        b.add("ring_slot", "elementwise", ("batch", "seq"), 4.0,
+              (b.act("step_position", "batch", "seq", nbytes=4),), (b.act("slot_index", "batch", "seq", nbytes=4),),
+              attach_to="attention")
+        return
+    row, factor = _kv_row(latent)
+
+    def kv(name: str, rows: str, role: str = "kv") -> TensorUse:
+        return TensorUse(name, ("batch", rows, *row), role, b.dt.kv, factor)
+
+    new = TensorUse("kv_cache", ("batch", "seq", *row), "kv", b.dt.kv, factor)
+    b.add("naive_shift", "elementwise", ("batch", "upd_recent", *row), factor,
+          (kv("kv_recent", "upd_recent"), new), (kv("recent_shifted", "upd_recent", "activation"),),
+          attach_to="attention")
+    candidates = TensorUse("kv_candidates", ("batch", "candidates", "upd_capacity", *row), "activation", b.dt.kv, factor)
+    b.add("naive_concat", "elementwise", ("batch", "candidates", "upd_capacity", *row), factor,
+          (kv("kv_sink", "upd_sink"), kv("kv_recent", "upd_recent"), kv("recent_shifted", "upd_recent", "activation"),
+           kv("kv_topk_slots", "upd_topk")), (candidates,), attach_to="attention", whole_operand=True)
+    b.add("naive_select", "elementwise", ("batch", "upd_capacity", *row), factor,
+          (candidates,), (kv("kv_rebuilt", "upd_capacity"),), attach_to="attention", whole_operand=True)
 
 
 def _h2o_prefill(b: LayerBuilder, latent: bool) -> None:

@@ -35,10 +35,12 @@ class Shape:
     kv_seq: int
 
 
-def layer_counts(model: ModelSpec, policy: KvPolicySpec | None = None, phase: str = "prefill") -> dict[str, int]:
+def layer_counts(model: ModelSpec, policy: KvPolicySpec | None = None, phase: str = "prefill",
+                 head: bool = False) -> dict[str, int]:
     """How many layers of each type the model has, in order of appearance.
 
     Kascade at decode splits each type into anchor and reuse layers (``moe@anchor``...).
+    ``head``: a decode step also runs the per-step ``head`` ops once (after the layers).
     """
     dense = model.ffn.first_dense_layers
     kinds = ["dense"] * dense + ["moe"] * (model.layers - dense)
@@ -48,7 +50,15 @@ def layer_counts(model: ModelSpec, policy: KvPolicySpec | None = None, phase: st
     counts: dict[str, int] = {}
     for kind in kinds:
         counts[kind] = counts.get(kind, 0) + 1
+    if head and phase == "decode":
+        counts[HEAD] = 1
     return counts
+
+
+#: the per-step ops outside the decoder layers (R4 in hardware-and-models.md A.5: SN40 issues
+#: embedding, looped decoders, classifier, sampling per token); a decode mapping that lists
+#: kernels for it runs it once per step
+HEAD = "head"
 
 
 def base_layer_type(layer_type: str) -> str:
@@ -63,6 +73,8 @@ def layer_graph(model: ModelSpec, layer_type: str, shape: Shape, policy: KvPolic
     (Kascade decode: ``moe@anchor``, ``moe@reuse``; see ``rdusim.model.policy``).
     """
     base, _, variant = layer_type.partition("@")
+    if base == HEAD:
+        return _head_graph(model, shape)
     if variant == "reuse":
         shape = Shape(shape.phase, shape.batch, shape.seq, kascade_topk(shape.kv_seq, policy))
     sizes = _sizes(model, shape, policy)
@@ -96,7 +108,7 @@ def _sizes(model: ModelSpec, shape: Shape, policy: KvPolicySpec) -> dict[str, in
         sizes |= {"experts": moe.experts + moe.shared_experts, "routed": moe.experts,
                   "slots": moe.experts_per_token + moe.shared_experts,
                   "topk": moe.experts_per_token, "ffn_moe": moe.intermediate}
-    sizes |= policy_sizes(shape.seq, shape.kv_seq, policy)
+    sizes |= policy_sizes(shape.seq if shape.phase == "prefill" else None, shape.kv_seq, policy)
     return sizes
 
 
@@ -134,8 +146,11 @@ def _mla_prefill(b: LayerBuilder) -> None:
 
 def _mla_decode(b: LayerBuilder) -> None:
     _mla_common(b)
-    b.gemm("q_absorb", b.act("q_rot", "batch", "seq", "heads", "nope"), b.weight("w_uk", "heads", "nope", "kv_rank"),
-           b.act("q_abs", "batch", "seq", "heads", "kv_dim"), ("nope",), tp_dim="heads")
+    # the 128 no-rope query dims become 512 latent dims through w_uk; the 64 rope dims pass
+    # through, so q_abs is 576 wide but the GEMM computes 512 of them
+    b.add("q_absorb", "gemm", ("batch", "seq", "heads", "kv_rank", "nope"), 2.0,
+          (b.act("q_rot", "batch", "seq", "heads", "nope"), b.weight("w_uk", "heads", "nope", "kv_rank")),
+          (b.act("q_abs", "batch", "seq", "heads", "kv_dim"),), reduce=("nope",), tp_dim="heads")
     # absorbed MLA: scores over the 576-wide latent, output in the 512-wide latent
     wpp = 2.0 * (b.sizes["kv_dim"] + b.sizes["kv_rank"])
     b.add("attention", "attention", ("batch", "heads", "seq", "kv_seq"), wpp,
@@ -225,6 +240,25 @@ def _moe(b: LayerBuilder) -> None:
     b.add("moe_combine", "elementwise", ("batch", "seq", "hidden"), 1.0,
           (b.act("moe_y", "batch", "seq", "hidden"), b.act("h", "batch", "seq", "hidden")),
           (b.act("x_out", "batch", "seq", "hidden"),))
+
+
+# ------------------------------------------------------------------------------- head
+def _head_graph(model: ModelSpec, shape: Shape) -> nx.DiGraph:
+    """Embedding lookup, final norm + classifier, sampling: once per step, for each new token."""
+    sizes = {"batch": shape.batch, "seq": shape.seq, "hidden": model.hidden, "vocab": model.vocab}
+    b = LayerBuilder(sizes, dtypes(model))
+    # the lookup gathers one embedding row per token (address-generated, no full-table read)
+    b.add("embed", "elementwise", ("batch", "seq", "hidden"), 1.0,
+          (b.act("token_rows", "batch", "seq", "hidden"),), (b.act("x_emb", "batch", "seq", "hidden"),))
+    b.norm("final_norm", b.act("x_last", "batch", "seq", "hidden"), b.act("xf", "batch", "seq", "hidden"), "hidden")
+    b.gemm("lm_head", b.act("xf", "batch", "seq", "hidden"), b.weight("w_head", "hidden", "vocab"),
+           b.act("logits", "batch", "seq", "vocab", nbytes=FP32), ("hidden",), tp_dim="vocab")
+    # top-k / argmax over each socket's slice of the vocabulary: log2(V) compare passes (a
+    # reduction tree, split along the vocabulary; the per-socket winners' combine is tiny)
+    b.add("sample", "sort", ("batch", "seq", "vocab"), math.log2(model.vocab),
+          (b.act("logits", "batch", "seq", "vocab", nbytes=FP32),), (b.act("next_token", "batch", "seq", nbytes=FP32),),
+          tp_dim="vocab")
+    return _connect(b.ops)
 
 
 # ------------------------------------------------------------------------------ graph

@@ -11,29 +11,33 @@ write-back (bounded), and hands the chunk downstream through bounded queues. A k
 ends when every stage has drained and its writes landed; the sockets then synchronise
 and the next kernel pays its launch overhead.
 
+Kernel looping (``kernel_looping: true`` in the mapping; R3 = arXiv 2410.23668, R4 in
+../shared/reference/hardware-and-models.md A.6): consecutive calls of the same kernel are one
+call with a pipelined outer loop. The loop pays one launch, no synchronisation between
+iterations, and an iteration's loaders (its weights) start when the previous iteration
+starts, as far ahead as its buffers allow, sharing HBM with it; its compute waits for the
+previous iteration's end.
+
 Fast path: identical layers start from the same drained state, so each layer type is
-simulated once and multiplied; symmetric sockets run identical plans, so one socket is
-simulated. ``fast=False`` runs every layer on every socket (tests check both agree).
+simulated once and multiplied (a looped type is simulated layer by layer: each iteration
+overlaps the next); symmetric sockets run identical plans, so one socket is simulated.
+``fast=False`` runs every layer on every socket (tests check both agree).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simpy
 
 from rdusim.errors import SimulationError
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
-from rdusim.sim.resources import BandwidthPool
+from rdusim.sim.resources import BandwidthPool, delay
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
 TIERS = ("hbm", "ddr")
-#: simulated seconds after which a run is abandoned: no real prefill or decode step comes near
-#: (DeepSeek-R1 at 128K on one socket's DDR is minutes), while absurd hardware values (a
-#: bandwidth of 1e-300 B/s) would otherwise crawl on forever at float precision's limit
-HORIZON_S = 1e7
 
 
 @dataclass
@@ -41,6 +45,22 @@ class _Socket:
     index: int
     pools: dict[str, BandwidthPool]     # "hbm", "ddr", "p2p"
     p2p_latency_s: float
+
+
+@dataclass
+class _InFlight:
+    """The kernel call in progress and its stage processes, to say where a deadlock is."""
+
+    kernel: str = ""
+    layer_type: str = ""
+    layer: int = -1
+    stages: dict[str, simpy.Process] = field(default_factory=dict)
+
+    def diagnosis(self) -> str:
+        stuck = ", ".join(name for name, process in self.stages.items() if not process.triggered)
+        return (f"in kernel {self.kernel!r} ({self.layer_type} layer {self.layer}): stage(s) {stuck} "
+                "never finished, waiting for a chunk no stage sends (check each stage's inputs and "
+                "chunk counts)")
 
 
 class _Recorder:
@@ -67,26 +87,24 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     ``layer_types`` restricts the run to some layer types (calibration needs only one).
     """
     env = simpy.Environment()
-    n_sockets = 1 if fast and plan.is_symmetric else plan.system.sockets
+    n_sockets = 1 if fast else plan.system.sockets  # every socket of a plan runs the same kernels
     sockets = [_make_socket(env, plan, s) for s in range(n_sockets)]
     recorder = _Recorder(record_events)
     records: list[KernelRecord] = []
     layers = [x for x in _layer_sequence(plan, fast) if layer_types is None or x[1] in layer_types]
-    main = env.process(_run_layers(env, plan, layers, sockets, recorder, records))
-    env.run(until=main | env.timeout(HORIZON_S))  # stops when the run ends, or at the horizon
-    if not main.triggered and env.peek() != float("inf"):  # still busy at the horizon: not a deadlock
-        raise SimulationError(f"{plan.mapping.name}: the simulated time passed {HORIZON_S:.0e} s after "
-                              f"{len(records)} kernel(s); a rate or efficiency in the hardware is too small "
-                              "(or a duration too large) for a meaningful simulation")
+    in_flight = _InFlight()
+    main = env.process(_run_layers(env, plan, layers, sockets, recorder, records, in_flight))
+    try:
+        env.run()
+    except SimulationError as error:  # past the horizon: the hardware's numbers are the cause
+        raise SimulationError(f"{plan.system.source}: simulating {plan.mapping.name}: {error}") from None
     if not main.triggered:
-        done = records[-1].kernel if records else "nothing"
         raise SimulationError(f"{plan.mapping.name}: the simulation deadlocked at t={env.now:.6g} s "
-                              f"after {len(records)} kernel(s) (last completed: {done}); "
-                              "a stage waits for a chunk no stage sends")
+                              f"{in_flight.diagnosis()}; {len(records)} kernel call(s) completed before it")
     return Trace(
         kernels=tuple(records), events=tuple(recorder.events), sockets_simulated=n_sockets,
         layers_simulated=len(layers), event_count=next(env._eid),  # SimPy's own event counter
-        makespan_s=env.now, layer_multiplier={layer: mult for layer, _, mult in layers},
+        layer_multiplier={layer: mult for layer, _, mult in layers},
     )
 
 
@@ -101,7 +119,7 @@ def _layer_sequence(plan: Plan, fast: bool) -> list[tuple[int, str, int]]:
     """(first layer index, layer type, how many layers it stands for)."""
     sequence, start = [], 0
     for layer_type, count in plan.layer_counts.items():
-        if fast:
+        if fast and not _looped(plan, layer_type):
             sequence.append((start, layer_type, count))
         else:
             sequence += [(start + i, layer_type, 1) for i in range(count)]
@@ -109,53 +127,85 @@ def _layer_sequence(plan: Plan, fast: bool) -> list[tuple[int, str, int]]:
     return sequence
 
 
+def _looped(plan: Plan, layer_type: str) -> bool:
+    """Whether consecutive layers of this type are one looped kernel call (one kernel per layer)."""
+    return plan.mapping.defaults.kernel_looping and len(plan.kernels[layer_type]) == 1
+
+
 def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str, int]],
-                sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord]) -> Generator:
+                sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord],
+                in_flight: _InFlight) -> Generator:
     system = plan.system
-    sync_s = system.socket.p2p_latency_s * system.collective_steps(system.sockets)
-    for layer, layer_type, _ in layers:
-        for kernel in plan.kernels[layer_type]:
-            start = env.now
-            before = {k: (p.busy_s, p.bytes_total) for k, p in sockets[0].pools.items()}
-            busy_before = dict(recorder.busy)
-            overhead_s = system.socket.launch_s(kernel.orchestration)
-            yield env.timeout(overhead_s)
-            runs = [env.process(_run_kernel(env, kernel, s, recorder, layer)) for s in sockets]
-            yield env.all_of(runs)
-            yield env.timeout(sync_s)
-            records.append(_record(kernel, layer, start, env.now, overhead_s + sync_s,
-                                   sockets[0], before, recorder, busy_before))
+    calls = [(layer, layer_type, kernel) for layer, layer_type, _ in layers for kernel in plan.kernels[layer_type]]
+    started: _Started | None = None  # a looped iteration, already loading
+    for index, (layer, layer_type, kernel) in enumerate(calls):
+        start = env.now
+        before = {k: (p.busy_s, p.bytes_total) for k, p in sockets[0].pools.items()}
+        busy_before = dict(recorder.busy)
+        launch_sync_s = 0.0
+        if started is None:
+            launch_sync_s = system.socket.launch_s(kernel.orchestration)
+            yield delay(env, launch_sync_s)
+            started = _start(env, kernel, sockets, recorder, layer, env.event().succeed())
+        runs, stages = started
+        in_flight.kernel, in_flight.layer_type, in_flight.layer, in_flight.stages = kernel.name, layer_type, layer, stages
+        done = env.all_of(runs)
+        following = calls[index + 1] if index + 1 < len(calls) else None
+        looping = following is not None and following[1] == layer_type and _looped(plan, layer_type)
+        # the next iteration's loaders start now (bounded by its buffers); its compute waits for this one
+        started = _start(env, following[2], sockets, recorder, following[0], done) \
+            if looping and following is not None else None
+        yield done
+        if not looping:
+            yield delay(env, system.sync_s)
+            launch_sync_s += system.sync_s
+        records.append(_record(kernel, layer, start, env.now, launch_sync_s, sockets[0], before, recorder, busy_before))
 
 
-def _record(kernel: KernelPlan, layer: int, start: float, end: float, overhead_s: float, socket: _Socket,
+#: a kernel call's stage processes on every socket, and its stages by name (for diagnoses)
+_Started = tuple[list[simpy.Process], dict[str, simpy.Process]]
+
+
+def _start(env: simpy.Environment, kernel: KernelPlan, sockets: list[_Socket], recorder: _Recorder, layer: int,
+           go: simpy.Event) -> _Started:
+    stages: dict[str, simpy.Process] = {}
+    return [env.process(_run_kernel(env, kernel, s, recorder, layer, go, stages)) for s in sockets], stages
+
+
+def _record(kernel: KernelPlan, layer: int, start: float, end: float, launch_sync_s: float, socket: _Socket,
             before: dict[str, tuple[float, float]], recorder: _Recorder,
             busy_before: dict[tuple[int, str], float]) -> KernelRecord:
     stage_busy = {s.name: recorder.busy.get((0, s.name), 0.0) - busy_before.get((0, s.name), 0.0)
                   for s in kernel.stages if s.pcus}
     return KernelRecord(
         kernel=kernel.name, layer_type=kernel.layer_type, layer=layer, start_s=start, end_s=end,
-        overhead_s=overhead_s, stage_busy_s=stage_busy, stage_pcus={s.name: s.pcus for s in kernel.stages if s.pcus},
+        launch_sync_s=launch_sync_s, stage_busy_s=stage_busy, stage_pcus={s.name: s.pcus for s in kernel.stages if s.pcus},
         pool_busy_s={k: p.busy_s - before[k][0] for k, p in socket.pools.items()},
         pool_bytes={k: p.bytes_total - before[k][1] for k, p in socket.pools.items()},
     )
 
 
 def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, recorder: _Recorder,
-                layer: int) -> Generator:
+                layer: int, go: simpy.Event, processes: dict[str, simpy.Process]) -> Generator:
+    """Every stage's loader starts at once; its compute waits for ``go`` (a looped iteration:
+    the previous iteration's end)."""
     queues = {(src, stage.name): simpy.Store(env, capacity=kernel.buffer_depth)
               for stage in kernel.stages for src in stage.inputs}
     runs = []
     for stage in kernel.stages:
         inputs = [queues[(src, stage.name)] for src in stage.inputs]
         outputs = [q for (src, _), q in queues.items() if src == stage.name]
-        runs.append(env.process(_run_stage(env, kernel, stage, inputs, outputs, socket, recorder, layer)))
+        ready = simpy.Store(env, capacity=kernel.buffer_depth)
+        env.process(_load(env, kernel, stage, ready, socket, recorder, layer))
+        runs.append(env.process(_run_stage(env, kernel, stage, inputs, outputs, ready, go, socket, recorder, layer)))
+        processes[stage.name] = runs[-1]
     yield env.all_of(runs)
 
 
 def _run_stage(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs: list[simpy.Store],
-               outputs: list[simpy.Store], socket: _Socket, recorder: _Recorder, layer: int) -> Generator:
-    ready = simpy.Store(env, capacity=kernel.buffer_depth)
-    env.process(_load(env, kernel, stage, ready, socket, recorder, layer))
+               outputs: list[simpy.Store], ready: simpy.Store, go: simpy.Event, socket: _Socket,
+               recorder: _Recorder, layer: int) -> Generator:
+    yield go
     writes: deque[simpy.Event] = deque()
     for index, chunk in enumerate(stage.chunks):
         arrivals = 1
@@ -168,7 +218,7 @@ def _run_stage(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs:
             yield ready.get()
             if item.work > 0 and stage.rate_ops_per_s > 0:
                 start = env.now
-                yield env.timeout(item.work / stage.rate_ops_per_s)
+                yield delay(env, item.work / stage.rate_ops_per_s)
                 recorder.compute(socket.index, stage.name, kernel.name, layer, start, env.now, item.work)
         if chunk.p2p_bytes > 0:
             yield from _send(env, kernel, stage, chunk.p2p_bytes, chunk.p2p_steps, socket, recorder, layer)
@@ -204,6 +254,6 @@ def _send(env: simpy.Environment, kernel: KernelPlan, stage: Stage, nbytes: floa
           recorder: _Recorder, layer: int) -> Generator:
     """P2P egress of one chunk of a collective: setup latency per step, then the bytes."""
     start = env.now
-    yield env.timeout(steps * socket.p2p_latency_s)
+    yield delay(env, steps * socket.p2p_latency_s)
     yield socket.pools["p2p"].transfer(nbytes)
     recorder.transfer(socket.index, "p2p", stage.name, kernel.name, layer, start, env.now, nbytes)

@@ -1,6 +1,6 @@
 """Trace records: the only contract between the simulator and the analysis layer.
 
-Owns: ``TraceEvent``, ``KernelRecord``, ``PoolRecord``, ``Trace``. Imports: nothing.
+Owns: ``TraceEvent``, ``KernelRecord``, ``Trace``. Imports: nothing.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class KernelRecord:
     layer: int
     start_s: float
     end_s: float
-    overhead_s: float                    # launch (hardware or software) + the barrier after it
+    launch_sync_s: float                 # its launch + the barrier after it (0 inside a looped call)
     stage_busy_s: dict[str, float]       # compute busy time per stage (socket 0)
     stage_pcus: dict[str, int]
     pool_busy_s: dict[str, float]        # per pool kind, socket 0, within the kernel
@@ -46,5 +46,4 @@ class Trace:
     sockets_simulated: int = 1
     layers_simulated: int = 0
     event_count: int = 0
-    makespan_s: float = 0.0
     layer_multiplier: dict[int, int] = field(default_factory=dict)

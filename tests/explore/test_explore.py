@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from rdusim.analysis.estimate import Evaluator, Problem
-from rdusim.analysis.explore import LocalExecutor, explore
+from rdusim.analysis.execution import LocalExecutor
+from rdusim.analysis.explore import explore
 from rdusim.analysis.result import simulate
 from rdusim.cli import main
 from rdusim.mapping.capacity import hbm_fit
@@ -44,24 +45,24 @@ def test_decode_128k_dp16_attention_above_tp16_and_best_beats_shipped(decode_res
     dp16 = est[est["moe_attention"] == "DP16"]["est_rank"].min()
     tp16 = est[est["moe_attention"] == "TP16"]["est_rank"].min()
     assert dp16 < tp16
-    ranking = decode_result.ranking
-    seed = ranking[ranking["is_seed"]].iloc[0]
-    assert ranking.iloc[0]["sim_fits"]
-    assert ranking.iloc[0]["sim_tokens_per_s"] >= seed["sim_tokens_per_s"]
-    assert ranking.iloc[0]["sim_tpot_s"] <= 0.1
+    # the seed is always re-scored, so "best >= shipped" would hold by construction: the
+    # search must find a different mapping that is strictly better
+    best = decode_result.ranking.iloc[0]
+    seed = decode_result.ranking[decode_result.ranking["is_seed"]].iloc[0]
+    assert best["sim_fits"] and not best["is_seed"]
+    assert best["sim_tokens_per_s"] > seed["sim_tokens_per_s"]
 
 
-def test_prefill_128k_best_at_least_shipped():
+def test_prefill_128k_estimator_agrees_with_the_simulator():
+    # (finding a better mapping is tested on a planted problem: tests/explore/test_planted.py)
     result = explore(Problem(PREFILL, AT_128K, "latency"), budget=40, rescore=2, seed=0)
-    ranking = result.ranking
-    seed = ranking[ranking["is_seed"]].iloc[0]
-    assert ranking.iloc[0]["sim_step_s"] <= seed["sim_step_s"]
+    assert result.agreement["candidates"] >= 2
     assert result.agreement["worst_relative_error"] < 0.5
 
 
 def test_same_seed_same_ranking_locally_and_on_dask():
     distributed = pytest.importorskip("distributed")
-    from rdusim.analysis.explore import DaskExecutor
+    from rdusim.analysis.execution import DaskExecutor
 
     problem = Problem(DECODE, AT_128K, "throughput", 0.1)
     local = explore(problem, budget=120, rescore=3, seed=7, executor=LocalExecutor(2))
@@ -71,20 +72,6 @@ def test_same_seed_same_ranking_locally_and_on_dask():
     columns = ["genome", "step_s", "fits"]
     pd.testing.assert_frame_equal(local.estimates[columns], remote.estimates[columns])
     pd.testing.assert_frame_equal(local.ranking[["genome", "sim_step_s"]], remote.ranking[["genome", "sim_step_s"]])
-
-
-def test_cli_writes_yaml_that_resimulates_exactly(tmp_path, capsys):
-    out = tmp_path / "explore"
-    code = main(["explore", "--model", "deepseek-r1", "--phase", "decode", "--seq-len", "131072",
-                 "--slo-tpot-ms", "100", "--budget", "150", "--top", "2", "--workers", "1", "--out", str(out)])
-    assert code == 0
-    ranking = pd.read_csv(out / "ranking.csv")
-    assert (out / "pareto.csv").is_file() and (out / "pareto.png").stat().st_size > 0
-    for rank in (1, 2):
-        path = out / f"top-{rank:02d}.yaml"
-        if path.is_file():
-            assert simulate(path).total_s == ranking.loc[rank - 1, "sim_step_s"]
-    assert "Spearman" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv, message", [

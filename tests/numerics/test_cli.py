@@ -51,7 +51,7 @@ def test_divergence_writes_three_tables(model: object, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["passkey", "--policy", "full,nope"], "unknown nope"),
+        (["passkey", "--policy", "full,nope"], "unknown KV policy 'nope'"),
         (["passkey", "--depth", "0.5,1.5"], "depth"),
         (["passkey", "--context", "100000"], "--context"),
         (["passkey", "--trials", "0"], "--trials"),

@@ -21,7 +21,8 @@ def base_plan():
 
 
 def _run(base_plan, *stages: Stage, depth: int = 2):
-    kernel = KernelPlan("K", "dense", tuple(stages), 0.0, 1, 1, 1, depth)
+    kernel = KernelPlan("K", "dense", tuple(stages), sram_bytes=0.0, chunk_tokens=1, weights_tier="hbm",
+                        buffer_depth=depth)
     plan = dataclasses.replace(base_plan, kernels={"dense": (kernel,)}, layer_counts={"dense": 1})
     return simulate_plan(plan)
 

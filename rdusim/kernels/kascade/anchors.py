@@ -15,12 +15,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rdusim.kv_policy import kascade_k
+
 
 def default_budget(length: int) -> int:
-    """Kascade's default top-k: ``min(max(floor(L / 10), 128), L)`` keys for ``L`` keys."""
+    """Kascade's default top-k: ``min(max(floor(L / 10), 128), L)`` keys for ``L`` keys
+    (``rdusim.kv_policy.kascade_k``, the rule the simulator charges)."""
     if isinstance(length, bool) or not isinstance(length, int) or length < 0:
         raise ValueError(f"length must be an int >= 0, got {length!r}")
-    return min(max(length // 10, 128), length)
+    return kascade_k(length)
 
 
 def head_similarity(source_probs: Tensor, target_probs: Tensor, k: int) -> Tensor:

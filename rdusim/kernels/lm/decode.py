@@ -29,6 +29,7 @@ from rdusim import kernels
 from rdusim.kernels.lm.kascade_plan import KASCADE, build_kascade_caches, cached_plan
 from rdusim.kernels.lm.llama import LayerQKV
 from rdusim.kernels.lm.model import LanguageModel
+from rdusim.kv_policy import DEFAULT_WINDOW
 
 
 class DecodeCache(Protocol):
@@ -118,7 +119,7 @@ def build_caches(
     budget: int,
     sink: int,
     max_new_tokens: int,
-    window: int = 32,
+    window: int = DEFAULT_WINDOW,
     pool: int = 11,
 ) -> CacheStack:
     """One cache per layer, built by ``rdusim.kernels`` from the prefill tensors.

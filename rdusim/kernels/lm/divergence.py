@@ -24,6 +24,7 @@ from torch import Tensor
 
 from rdusim.kernels.lm.decode import CacheStack, Prefill, build_caches, prefill_prompt
 from rdusim.kernels.lm.model import LanguageModel
+from rdusim.kv_policy import DEFAULT_SINK, DEFAULT_WINDOW
 
 FULL = "full"
 
@@ -36,8 +37,8 @@ class DivergenceSpec:
     budget: int
     prompt_tokens: int
     steps: int
-    sink: int = 4
-    window: int = 32
+    sink: int = DEFAULT_SINK
+    window: int = DEFAULT_WINDOW
     pool: int = 11  # see passkey.PasskeySpec.pool
 
 

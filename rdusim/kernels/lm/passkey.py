@@ -27,6 +27,7 @@ from rdusim.kernels.lm.decode import (
     prefill_prompt,
 )
 from rdusim.kernels.lm.model import LanguageModel
+from rdusim.kv_policy import DEFAULT_SINK, DEFAULT_WINDOW
 
 INTRO = (
     "There is an important info hidden inside a lot of irrelevant text. "
@@ -51,8 +52,8 @@ class PasskeySpec:
     depths: tuple[float, ...]
     trials: int
     budget: int
-    sink: int = 4
-    window: int = 32
+    sink: int = DEFAULT_SINK
+    window: int = DEFAULT_WINDOW
     # The pooling kernel must span the tokens the decoder copies after the first: the window
     # queries vote for where the key starts, and a 5-digit key is 5 tokens. Measured on
     # SmolLM2 at 2K / 128 slots: pool 7 keeps too few digits (SnapStream 6/10), 9-15 keep them

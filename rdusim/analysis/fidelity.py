@@ -1,0 +1,115 @@
+"""Every published figure against the model: value, error, fitted or predicted, leave-one-out.
+
+Owns: ``fidelity``, ``within_tolerance``. Imports: published, calibrate, result, sweep, mapping.
+
+Each figure of ``published.FIGURES`` is computed with the constants on disk. The two decode
+throughputs are fitted together with one constant (the software call cost); a decode step
+is exactly affine in that constant (every call pays it once, calls do not overlap), so the
+leave-one-out error (fit the constant on one point alone, predict the other) is closed form
+from two simulations per point. The prefill shares' leave-one-out needs seven refits of five
+parameters (minutes): not computed here (``rdusim calibrate --phase prefill`` reproduces it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from rdusim.analysis.calibrate import layer_shares, snapstream_overhead
+from rdusim.analysis.published import FIGURES, Figure
+from rdusim.analysis.result import simulate
+from rdusim.mapping.bundle import LoadedMapping, load_mapping
+from rdusim.mapping.capacity import max_batch
+
+PREFILL = Path("mappings/deepseek-r1/prefill-snapstream.yaml")
+DECODE = {"full": Path("mappings/deepseek-r1/decode.yaml"), "snapstream": Path("mappings/deepseek-r1/decode-snapstream.yaml")}
+LLAMA = Path("mappings/llama-3.1-8b/decode.yaml")
+LLAMA_HW = Path("hw_configs/sn40l-16.yaml")
+
+
+def fidelity(root: Path) -> pd.DataFrame:
+    """One row per figure: published, model, error, role, tolerance, within, leave-one-out."""
+    values: dict[str, float] = {}
+    loo: dict[str, float] = {}
+    prefill = load_mapping(root / PREFILL)
+    efficiency = prefill.system.socket.spec.efficiency.model_dump()
+    shares = layer_shares(prefill, efficiency)
+    for kernel, share in shares.items():
+        values[f"prefill 128K MoE-layer share: {kernel}"] = share
+    for n in (32, 64, 128):
+        values[f"SnapStream prefill overhead at {n}K"] = snapstream_overhead(prefill, n * 1024, efficiency)
+    decode = {p: load_mapping(root / path) for p, path in DECODE.items()}
+    lines = {p: _step_line(m) for p, m in decode.items()}
+    for policy, label, batch in (("full", "full", 16), ("snapstream", "SnapStream", 64)):
+        values[f"decode 128K {label}: max batch"] = max_batch(root / DECODE[policy])[0]
+        accepted = decode[policy].spec.workload.accepted_tokens_per_step
+        step0, calls, c = lines[policy]
+        values[f"decode 128K {label}: tokens/s (batch {batch})"] = batch * accepted / (step0 + calls * c)
+    loo |= _leave_one_out(decode, lines)
+    llama = simulate(root / LLAMA, hw=root / LLAMA_HW, overrides=["defaults.tp=16"], batch=1, record_events=False)
+    values["Llama-3.1-8B decode, 16 sockets, 8K, batch 1"] = 1 / llama.total_s
+    # vendor DeepSeek figures, configuration unpublished: the shipped mappings at the closest
+    # stated points (per user at the smallest batch, 8K prompt; aggregate at 256 users)
+    small = simulate(root / DECODE["snapstream"], seq_len=8192, batch=16, record_events=False)
+    per_user = decode["snapstream"].spec.workload.accepted_tokens_per_step / small.total_s
+    values["DeepSeek-R1 on 16 SN40L, per user (model: SnapStream, 8K prompt, batch 16)"] = per_user
+    values["DeepSeek-R1 high-speed configuration, per user (model: as above)"] = per_user
+    wide = simulate(root / DECODE["snapstream"], seq_len=8192, batch=256, record_events=False)
+    values["DeepSeek-R1 high-throughput, 256 users, aggregate (model: SnapStream, 8K, batch 256)"] = 256 * 2.4 / wide.total_s
+    # figures no shipped model expresses (a draft model's speculative decoding) carry no value
+    return pd.DataFrame([_row(f, values.get(f.name, math.nan), loo.get(f.name)) for f in FIGURES])
+
+
+def _step_line(loaded: LoadedMapping) -> tuple[float, int, float]:
+    """(step at zero software call cost, software calls per step, the cost on disk)."""
+    socket = loaded.system.socket.spec.kernel_launch
+    zero = dataclasses.replace(loaded, system=loaded.system.with_software_launch(0.0))
+    result = simulate(zero, record_events=False, check_capacity=False)
+    calls = int(sum(k.orchestration == "software" for ks in result.plan.kernels.values() for k in ks
+                    for _ in range(result.plan.layer_counts[ks[0].layer_type])))
+    return result.total_s, calls, socket.software_s
+
+
+def _leave_one_out(decode: dict[str, LoadedMapping], lines: dict[str, tuple[float, int, float]]) -> dict[str, float]:
+    """Fit the call cost on one 128K point alone (exactly), predict the other: its error."""
+    targets = {"full": (16, 434.0, "decode 128K full: tokens/s (batch 16)"),
+               "snapstream": (64, 1832.0, "decode 128K SnapStream: tokens/s (batch 64)")}
+    out = {}
+    for held, other in (("full", "snapstream"), ("snapstream", "full")):
+        batch, tps, _ = targets[other]
+        step0, calls, _ = lines[other]
+        cost = (batch * 2.4 / tps - step0) / calls
+        held_batch, held_tps, name = targets[held]
+        step0, calls, _ = lines[held]
+        out[name] = held_batch * 2.4 / (step0 + calls * cost) / held_tps - 1
+    return out
+
+
+def _row(figure: Figure, model: float, loo: float | None) -> dict:
+    low, high = figure.value if isinstance(figure.value, tuple) else (figure.value, figure.value)
+    if math.isnan(model):
+        error = math.nan
+    elif figure.unit in ("share", "fraction"):  # absolute error, percentage points
+        error = 0.0 if low <= model <= high else (model - high if model > high else model - low)
+    else:                                     # relative error to the nearest edge
+        error = 0.0 if low <= model <= high else (model / high - 1 if model > high else model / low - 1)
+    return {"figure": figure.name, "source": figure.source, "unit": figure.unit, "published": _fmt(figure.value, figure.unit in ("share", "fraction")), "model": model,
+            "error": error, "role": figure.role, "tolerance": figure.tolerance,
+            "within": abs(error) <= figure.tolerance, "leave_one_out": loo if loo is not None else math.nan}
+
+
+def _fmt(value: float | tuple[float, float], percent: bool) -> str:
+    def one(x: float) -> str:
+        return f"{x * 100:g}%" if percent else f"{x:g}"
+    if isinstance(value, tuple):
+        return f"{one(value[0])}-{one(value[1])}" if math.isfinite(value[1]) else f">= {one(value[0])}"
+    return one(value)
+
+
+def within_tolerance(frame: pd.DataFrame) -> pd.DataFrame:
+    """The gated figures (fitted and predicted) that leave their tolerance."""
+    gated = frame[frame["role"] != "context"]
+    return gated[~gated["within"]]
