@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.out is not None:
         for kind in ("summary", "steps", "recall"):
             outputs.file("--out", f"{args.out}-{kind}.csv")
+    _check_policy_options(args, policies)
     prompt = _read_text(args.prompt_file) if args.experiment == "divergence" else ""  # before the model loads
     lm.set_threads(args.threads)
     model = lm.load_language_model(args.model_file)
@@ -159,6 +160,20 @@ def _run_divergence(args: argparse.Namespace, model: lm.LanguageModel, policies:
         outputs.put(args.plot, _png(figure))
 
 
+def _check_policy_options(args: argparse.Namespace, policies: list[str]) -> None:
+    """Each policy's budget split, before the model loads: a bad combination names the options."""
+    from rdusim.kernels.registry import BudgetRequest, budget_split  # noqa: PLC0415 (torch-free check, kernels layer)
+
+    request = BudgetRequest(args.budget, 1 << 20, args.sink, args.window, args.pool,
+                            getattr(args, "max_new_tokens", 1))
+    for name in policies:
+        try:
+            budget_split(name, request)
+        except ValueError as error:
+            raise ConfigError(f"--policy {name} with --budget {args.budget}, --sink {args.sink}, "
+                              f"--window {args.window}, --pool {args.pool}: {error}") from None
+
+
 def _depths(text: str) -> list[float]:
     depths = comma_list("--depth", text, float, "comma-separated numbers in [0, 1]")
     if any(not 0.0 <= depth <= 1.0 for depth in depths):
@@ -177,7 +192,7 @@ def _guarded(run: Callable[[], T]) -> T:
     try:
         return run()
     except ValueError as error:
-        raise ConfigError(f"invalid options for a KV policy: {error}") from error
+        raise ConfigError(f"--budget/--sink/--window/--pool: invalid for a KV policy: {error}") from error
 
 
 def _read_text(path: Path) -> str:

@@ -205,7 +205,7 @@ def located(line: str, names: list[str]) -> bool:
     if line.startswith(("--", *_ARGPARSE)):
         return True
     head = line.split(": ", 1)[0]
-    return bool(re.match(r"\S+\.ya?ml(:\d+| \(--)", head)) or any(
+    return bool(re.match(r"\S+\.ya?ml(:\d+| \(--|$)", head)) or any(
         head in (n, repr(n)) or (n and head.startswith(f"{n}:")) for n in names)
 
 
