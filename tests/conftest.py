@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
-settings.register_profile("fast", max_examples=12, deadline=None, derandomize=True, suppress_health_check=_SLOW_OK,
+settings.register_profile("fast", max_examples=20, deadline=None, derandomize=True, suppress_health_check=_SLOW_OK,
                           database=None)
 settings.register_profile("long", max_examples=400, deadline=None, suppress_health_check=_SLOW_OK)
 settings.load_profile("fast")
