@@ -67,9 +67,9 @@ class DaskExecutor:
                               "(pip install 'dask[distributed]')") from None
         try:
             self._client = Client(address, timeout=f"{timeout_s}s")
-        except (OSError, TimeoutError) as error:
-            raise ConfigError(f"--dask: cannot reach the Dask scheduler at {address!r} within "
-                              f"{timeout_s:g} s ({type(error).__name__}: {error})") from None
+        except Exception as error:  # noqa: BLE001 (a bad address, no answer, or a peer that is not a scheduler)
+            raise ConfigError(f"--dask: cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s "
+                              f"({type(error).__name__}: {str(error)[:200]}); expected e.g. tcp://host:8786") from None
         self.workers = max(1, sum(self._client.nthreads().values()))
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]],

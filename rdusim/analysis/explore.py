@@ -101,7 +101,8 @@ def explore(problem: Problem, *, budget: int = 1000, rescore: int = 20, seed: in
         if feasible.empty:
             reasons = estimates["reason"].value_counts().head(3)
             detail = "; ".join(f"{n} x {r}" for r, n in reasons.items())
-            raise ConfigError(f"no candidate mapping fits the constraints ({len(estimates)} tried): {detail}")
+            raise ConfigError(f"{problem.seed_path}: no candidate mapping fits the constraints "
+                              f"({len(estimates)} tried): {detail}")
         # one per distinct estimate: genomes differing only in settings that change nothing
         distinct = feasible.drop_duplicates(subset=["step_s", "hbm_used_bytes", "batch"])
         picks = list(dict.fromkeys([*distinct["genome"].head(rescore), space.seed]))

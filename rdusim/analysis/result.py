@@ -14,7 +14,7 @@ from rdusim.analysis.breakdown import kernel_breakdown
 from rdusim.errors import MappingError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
-from rdusim.mapping.capacity import HbmFit, hbm_fit
+from rdusim.mapping.capacity import HbmFit, hbm_fit, kv_overflow
 from rdusim.mapping.memory import memory_report
 from rdusim.mapping.plan import Plan
 from rdusim.sim.engine import simulate_plan
@@ -78,12 +78,15 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
         loaded = mapping
     else:
         loaded = load_mapping(mapping, overrides=overrides, seq_len=seq_len, batch=batch, hw=hw)
+    if check_capacity and (overflow := kv_overflow(loaded)):
+        raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {overflow} "
+                           "(--ignore-capacity simulates it anyway)")
     plan = build_plan(loaded)
     memory = memory_report(plan)
     fit = hbm_fit(plan, loaded, memory)
     if check_capacity:
         if not fit.fits:
-            raise MappingError(f"{loaded.document.path}: does not fit: {fit.reason} "
+            raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {fit.reason} "
                                "(--ignore-capacity simulates it anyway)")
     trace = simulate_plan(plan, fast=fast, record_events=record_events)
     return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory, fit)

@@ -24,7 +24,7 @@ from rdusim.errors import MappingError
 from rdusim.kv_policy import COMPRESSING, parse_policy
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import load_mapping
-from rdusim.mapping.capacity import batch_candidates, hbm_fit, max_batch
+from rdusim.mapping.capacity import batch_candidates, hbm_fit, kv_overflow, max_batch
 from rdusim.sim.engine import simulate_plan
 
 SWEEP_COLUMNS = ["model", "seq_len", "policy", "kv_len", "batch", "fits", "reason", "step_s", "ttft_s", "tpot_s",
@@ -44,6 +44,8 @@ def sweep(mapping: str | Path, seq_lens: list[int], policies: list[str], batches
     processes, at most one per group); rows come back in input order.
     """
     tasks = [(str(mapping), s, parse_policy(p), batches, compression) for s in seq_lens for p in policies]
+    for seq_len in seq_lens:  # file and option errors up front, not from inside a worker
+        load_mapping(mapping, seq_len=seq_len)
     own = executor is None
     executor = executor or LocalExecutor(min(workers or os.cpu_count() or 1, len(tasks)))
     try:
@@ -75,6 +77,8 @@ def _point(mapping: str, overrides: list[str], seq_len: int, policy: str, batch:
     base = {"seq_len": seq_len, "policy": policy, "batch": batch}
     try:
         loaded = load_mapping(mapping, overrides=overrides)
+        if overflow := kv_overflow(loaded):
+            return base | {"fits": False, "reason": overflow}
         plan = build_plan(loaded)
     except MappingError as error:
         return base | {"fits": False, "reason": "; ".join(str(error).splitlines())}

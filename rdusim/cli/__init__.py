@@ -1,7 +1,7 @@
 """Command-line interface: the only layer that writes files or prints results.
 
 Owns: argument parsing, the subcommand table, turning ``RdusimError`` into a message and
-exit code 2. Imports: everything below it, but only the subcommand that runs.
+exit code 2, and any other exception (a bug) into one line and exit code 1. Imports: everything below it, but only the subcommand that runs.
 
 Each subcommand lives in its own module with two functions, ``add_parser(subparsers)``
 and ``run(args) -> int``; ``COMMANDS`` lists them in help order with their one-line help.
@@ -34,7 +34,11 @@ COMMANDS: dict[str, str] = {
     "serve-sweep": "goodput of serving deployments over request rates",
 }
 
+#: exit codes: 0 ok, 1 an internal error (a bug), 2 bad input (files, options, infeasible mappings)
+EXIT_BUG = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+BUG_TRACKER = "the rdusim issue tracker (the project's GitHub issues)"
 
 
 def command_parser(subparsers: argparse._SubParsersAction, name: str, **kwargs: object) -> argparse.ArgumentParser:
@@ -69,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = _command(argv)
     parser = build_parser(only=command) if command else build_parser(only="")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # an option error (argparse printed it), --help or --version
+        return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -85,3 +92,13 @@ def main(argv: list[str] | None = None) -> int:
         for line in str(error).splitlines():
             print(f"  {line}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"rdusim {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as error:  # noqa: BLE001 (anything else is a bug: say so, once, and where to report it)
+        if args.debug:
+            raise
+        print(f"rdusim {args.command}: internal error (a bug in rdusim, not in your input): "
+              f"{type(error).__name__}: {str(error)[:300]}; please report it with the command line on "
+              f"{BUG_TRACKER}; run with --debug for the traceback", file=sys.stderr)
+        return EXIT_BUG

@@ -29,9 +29,10 @@ from rdusim.analysis.published import (
     SNAPSTREAM_PREFILL_OVERHEAD_RANGE,
 )
 from rdusim.cli import command_parser
-from rdusim.cli.options import positive_ints
+from rdusim.cli.options import positive_int, positive_ints
 from rdusim.cli.output import write_atomic
 from rdusim.errors import ConfigError
+from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 
 PREFILL_MAPPING = "mappings/deepseek-r1/prefill-snapstream.yaml"
@@ -42,7 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = command_parser(subparsers, "calibrate")
     parser.add_argument("--phase", choices=("prefill", "decode", "all"), default="all")
     parser.add_argument("--mapping", default=PREFILL_MAPPING, help="prefill mapping to fit the efficiencies on")
-    parser.add_argument("--max-evaluations", type=int, default=220)
+    parser.add_argument("--max-evaluations", type=positive_int, default=220,
+                        help="simplex evaluations after the 18-point starting grid (default 220)")
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not write the socket YAML")
     parser.add_argument("--predict", default="32768,65536,131072",
                         help="prompt lengths for the SnapStream prefill-overhead prediction")
@@ -52,10 +54,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     predict = positive_ints("--predict", args.predict)  # before minutes of fitting
     if args.phase in ("prefill", "all"):
+        _check_prefill_mapping(args.mapping, predict)
         _prefill(args, predict)
     if args.phase in ("decode", "all"):
         _decode(args)
     return 0
+
+
+def _check_prefill_mapping(mapping: str, predict: list[int]) -> None:
+    """Before fitting: the mapping is a prefill mapping with the published kernels, and every
+    --predict length is valid for it (minutes of fitting must not end in an option error)."""
+    loaded = load_mapping(mapping)
+    if loaded.spec.phase != "prefill":
+        raise ConfigError(f"--mapping {mapping}: is a {loaded.spec.phase} mapping; the prefill calibration "
+                          "needs a prefill mapping")
+    have = [k.kernel for k in loaded.spec.layers.get("moe", [])]
+    missing = [k for k in PREFILL_128K_MOE_SHARES if k not in have]
+    if missing:
+        raise ConfigError(f"--mapping {mapping}: the prefill calibration fits the published shares of the "
+                          f"MoE layer's kernels {', '.join(PREFILL_128K_MOE_SHARES)}; this mapping's moe layer has "
+                          f"{', '.join(have) or 'no kernels'} (missing: {', '.join(missing)})")
+    for seq_len in predict:
+        build_plan(load_mapping(mapping, overrides=[(f"--predict {seq_len}", f"workload.seq_len={seq_len}")]))
 
 
 def _rewrite(path: Path, edit: Callable[[str], str]) -> None:

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 from rdusim.cli import command_parser
+from rdusim.cli.options import comma_list, policy_list
+from rdusim.cli.output import Outputs
 from rdusim.errors import ConfigError
 
 POLICY_COMPRESSION = 4.0  # prompt tokens per kept slot for compressing policies (the R1 mappings' 4x)
@@ -41,8 +43,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rdusim.analysis.compare_hw import compare_hardware
 
-    hws = [h.strip() for h in args.hw.split(",") if h.strip()]
-    policies = ["full" if p.strip() == "none" else p.strip() for p in args.policy.split(",") if p.strip()]
+    outputs = Outputs()
+    out = outputs.file("--out", args.out)
+    plot = outputs.file("--plot", args.plot)
+    hws = comma_list("--hw", args.hw, str, "comma-separated hardware YAML files")
+    policies = policy_list("--policy", args.policy)
     for hw in hws:
         if not Path(hw).is_file():
             raise ConfigError(f"--hw: file {hw!r} not found")
@@ -51,14 +56,12 @@ def run(args: argparse.Namespace) -> int:
     batch = None if args.batch == "auto" else int(args.batch)
     rows = compare_hardware(args.mapping, hws, seq_len=args.seq_len, policies=policies, batch=batch,
                             compression=args.compression)
-    text = _csv(rows)
+    if out is not None:
+        outputs.put(out, _csv(rows))
+    if plot is not None:
+        outputs.put(plot, _plot(rows, args.seq_len))
+    outputs.commit()
     sys.stdout.write(_table(rows))
-    if args.plot:
-        _plot(rows, args.plot, args.seq_len)
-    if args.out:
-        from rdusim.cli.output import write_atomic
-
-        write_atomic(args.out, text)
     return 0
 
 
@@ -82,7 +85,7 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plot(rows: list[dict], path: str, seq_len: int) -> None:
+def _plot(rows: list[dict], seq_len: int) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,6 +104,4 @@ def _plot(rows: list[dict], path: str, seq_len: int) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
-    from rdusim.cli.output import write_atomic_binary
-
-    write_atomic_binary(path, buffer.getvalue())
+    return buffer.getvalue()

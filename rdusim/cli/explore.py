@@ -24,10 +24,15 @@ from rdusim.analysis.explore import (
 )
 from rdusim.analysis.sweep import policy_overrides
 from rdusim.cli import command_parser
-from rdusim.cli.options import policy_list
-from rdusim.cli.output import write_atomic, write_atomic_binary
+from rdusim.cli.options import bounded_int, finite_float, nonnegative_int, policy_list, positive_int
+from rdusim.cli.output import Outputs
 from rdusim.config.loader import dump_document
 from rdusim.errors import ConfigError
+from rdusim.mapping.bundle import load_mapping
+
+#: limits of one search: the estimates table grows with the budget, each top mapping is simulated
+MAX_BUDGET = 1_000_000
+MAX_TOP = 1000
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -36,49 +41,51 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--phase", choices=("prefill", "decode"), required=True)
     parser.add_argument("--hw", help="node YAML (default: the seed mapping's hardware)")
     parser.add_argument("--mapping", help="seed mapping (default: mappings/<model>/<phase>[-<policy>].yaml)")
-    parser.add_argument("--seq-len", type=int, help="prompt length in tokens (default: the seed's)")
+    parser.add_argument("--seq-len", type=positive_int, help="prompt length in tokens (default: the seed's)")
     parser.add_argument("--policy", default="none", help="KV policy ('none' = full cache), e.g. snapstream")
     parser.add_argument("--objective", choices=("throughput", "latency"), default="throughput")
-    parser.add_argument("--slo-tpot-ms", type=float, help="decode: time-per-output-token limit in ms")
-    parser.add_argument("--budget", type=int, default=2000, help="estimator evaluations (default 2000)")
-    parser.add_argument("--top", type=int, default=10, help="mappings to re-simulate, print and write")
-    parser.add_argument("--seed", type=int, default=0, help="search seed (same seed, same ranking)")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
+    parser.add_argument("--slo-tpot-ms", type=finite_float(0.0, exclusive=True),
+                        help="decode: time-per-output-token limit in ms")
+    parser.add_argument("--budget", type=bounded_int(MAX_BUDGET, "the search keeps every estimate in memory"),
+                        default=2000, help="estimator evaluations (default 2000)")
+    parser.add_argument("--top", type=bounded_int(MAX_TOP, "each is re-simulated"), default=10,
+                        help="mappings to re-simulate, print and write")
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="search seed (same seed, same ranking)")
+    parser.add_argument("--workers", type=positive_int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--dask", metavar="ADDRESS", help="run evaluations on this Dask scheduler")
-    parser.add_argument("--out", help="output folder (created; default: print only)")
+    parser.add_argument("--out", help="output folder (created; top-NN.yaml of an earlier run are replaced; "
+                                      "default: print only)")
     parser.set_defaults(handler=run)
 
 
 def _problem(args: argparse.Namespace) -> Problem:
-    [policy] = policy_list("--policy", args.policy)
+    """The search problem, with the seed mapping loaded once here so that bad options fail now."""
+    policies = policy_list("--policy", args.policy)
+    if len(policies) != 1:
+        raise ConfigError(f"--policy: explore searches for one KV policy at a time, got {args.policy!r}")
+    policy = policies[0]
+    overrides: list[tuple[str, str]] = []  # (the option as typed, the override it makes)
     if args.mapping:
         path = Path(args.mapping)
-        if not path.is_file():
-            raise ConfigError(f"--mapping: file {args.mapping!r} not found")
-        overrides = policy_overrides(policy, 4.0) if args.policy != "none" else []
+        if args.policy != "none":
+            overrides += [(f"--policy {args.policy}", o) for o in policy_overrides(policy, 4.0)]
     else:
         path = seed_mapping(args.model, args.phase, policy)
-        overrides = []
     if args.seq_len is not None:
-        if args.seq_len <= 0:
-            raise ConfigError(f"--seq-len: expected a positive integer, got {args.seq_len}")
-        overrides.append(f"workload.seq_len={args.seq_len}")
+        overrides.append((f"--seq-len {args.seq_len}", f"workload.seq_len={args.seq_len}"))
     if args.hw:
-        if not Path(args.hw).is_file():
-            raise ConfigError(f"--hw: file {args.hw!r} not found")
-        overrides.append(f"hardware={Path(args.hw).resolve()}")
-    for name in ("budget", "top"):
-        if getattr(args, name) <= 0:
-            raise ConfigError(f"--{name}: expected a positive integer, got {getattr(args, name)}")
+        overrides.append((f"--hw {args.hw}", f"hardware={Path(args.hw).absolute()}"))
+    seed = load_mapping(path, overrides=overrides)
+    if seed.spec.phase != args.phase:
+        raise ConfigError(f"--mapping {args.mapping}: is a {seed.spec.phase} mapping but --phase is {args.phase}")
     slo = args.slo_tpot_ms / 1e3 if args.slo_tpot_ms is not None else None
-    return Problem(str(path.resolve()), tuple(overrides), args.objective, slo)
+    return Problem(str(path.resolve()), tuple(text for _, text in overrides), args.objective, slo)
 
 
 def run(args: argparse.Namespace) -> int:
+    outputs = Outputs()
+    out = outputs.folder("--out", args.out, stale="top-*.yaml")
     problem = _problem(args)
-    out = Path(args.out) if args.out else None
-    if out is not None and out.exists() and not out.is_dir():
-        raise ConfigError(f"--out: {out} exists and is not a folder")
     executor = make_executor(args.workers, args.dask)
     bars: dict[str, Any] = {}
 
@@ -96,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
     sys.stdout.write(summary(result, args.top))
     if out is not None:
-        _write(result, out, args.top)
+        _write(result, outputs, out, args.top)
     return 0
 
 
@@ -121,26 +128,19 @@ def summary(result: ExploreResult, top: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write(result: ExploreResult, out: Path, top: int) -> None:
+def _write(result: ExploreResult, outputs: Outputs, out: Path, top: int) -> None:
     from rdusim.analysis.plots import pareto_figure_png  # noqa: PLC0415 (matplotlib only when writing)
 
-    files: list[tuple[Path, str | bytes]] = [
-        (out / "ranking.csv", result.ranking.to_csv(index=False)),
-        (out / "estimates.csv", result.estimates.to_csv(index=False)),
-        (out / "pareto.csv", result.pareto.to_csv(index=False)),
-        (out / "pareto.png", pareto_figure_png(result.estimates, result.pareto)),
-    ]
+    outputs.put(out / "ranking.csv", result.ranking.to_csv(index=False))
+    outputs.put(out / "estimates.csv", result.estimates.to_csv(index=False))
+    outputs.put(out / "pareto.csv", result.pareto.to_csv(index=False))
+    outputs.put(out / "pareto.png", pareto_figure_png(result.estimates, result.pareto))
     for row in result.ranking.head(top).itertuples():
         if not row.sim_fits:
             continue
         header = (f"# rdusim explore: rank {row.rank} (estimator rank {row.est_rank}) for {result.problem.objective}\n"
                   f"# reproduces under `rdusim simulate`: total_s={row.sim_step_s!r} latency_s={row.sim_latency_s!r} "
                   f"tokens_per_s={row.sim_tokens_per_s!r}\n# why: {row.why}\n")
-        files.append((out / f"top-{row.rank:02d}.yaml", header + dump_document(standalone_document(result, row.genome))))
-    out.mkdir(parents=True, exist_ok=True)
-    for path, content in files:
-        if isinstance(content, bytes):
-            write_atomic_binary(path, content)
-        else:
-            write_atomic(path, content)
-    print(f"wrote {len(files)} files to {out}", file=sys.stderr)
+        outputs.put(out / f"top-{row.rank:02d}.yaml", header + dump_document(standalone_document(result, row.genome)))
+    written = outputs.commit()
+    print(f"wrote {len(written)} files to {out}", file=sys.stderr)

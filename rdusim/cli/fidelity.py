@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from rdusim.cli import command_parser
-from rdusim.cli.output import write_atomic
+from rdusim.cli.output import Outputs
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,6 +21,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rdusim.analysis.fidelity import fidelity, within_tolerance
 
+    outputs = Outputs()
+    out = outputs.file("--out", args.out)  # checked before the work
     frame = fidelity(Path(args.root))
     lines = ["| figure | source | published | model | error | role | tolerance | within | leave-one-out |",
              "|---|---|---:|---:|---:|---|---:|---|---:|"]
@@ -36,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     bad = within_tolerance(frame)
     lines.append("")
     lines.append(f"{len(frame)} figures; gated figures outside tolerance: {len(bad)}")
-    if args.out:
-        write_atomic(args.out, frame.to_csv(index=False))
+    if out is not None:
+        outputs.put(out, frame.to_csv(index=False))
+        outputs.commit()
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -13,7 +13,7 @@ import json
 import sys
 
 from rdusim.analysis.gpu import gpu_result_rows, load_gpu_mapping, simulate_gpu_mapping
-from rdusim.cli.output import write_atomic
+from rdusim.cli.output import Outputs
 from rdusim.errors import ConfigError
 
 
@@ -21,6 +21,8 @@ def run_gpu(args: argparse.Namespace) -> int:
     if args.trace:
         raise ConfigError("--trace: a Chrome trace is not available for GPU mappings yet; "
                           "use --format csv for the per-kernel times")
+    outputs = Outputs()
+    out = outputs.file("--out", args.out)  # checked before any work
     spec, model, node = load_gpu_mapping(args.mapping, args.hw, args.overrides)
     result = simulate_gpu_mapping(spec, model, node, seq_len=args.seq_len, batch=args.batch)
     rows = gpu_result_rows(result)
@@ -42,8 +44,9 @@ def run_gpu(args: argparse.Namespace) -> int:
         text = buffer.getvalue()
     else:
         text = _table(summary, rows)
-    if args.out:
-        write_atomic(args.out, text)
+    if out is not None:
+        outputs.put(out, text)
+        outputs.commit()
     else:
         sys.stdout.write(text)
     return 0

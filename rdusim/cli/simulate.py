@@ -9,7 +9,7 @@ import sys
 from rdusim.analysis.chrome_trace import chrome_trace
 from rdusim.analysis.result import SimulationResult, simulate
 from rdusim.cli import command_parser
-from rdusim.cli.output import format_table, write_atomic
+from rdusim.cli.output import Outputs, format_table
 from rdusim.units import format_bytes
 
 
@@ -38,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
         from rdusim.cli.gpu_report import run_gpu
 
         return run_gpu(args)
+
+    outputs = Outputs()
+    out = outputs.file("--out", args.out)
+    trace = outputs.file("--trace", args.trace)
     result = simulate(args.mapping, seq_len=args.seq_len, batch=args.batch, hw=args.hw,
                       overrides=args.overrides, fast=not args.full, record_events=bool(args.trace),
                       check_capacity=not args.ignore_capacity)
@@ -47,12 +51,12 @@ def run(args: argparse.Namespace) -> int:
         text = result.kernels.to_csv(index=False)
     else:
         text = format_table(result) + hbm_budget(result)
-    outputs = [(args.out, text)] if args.out else []
-    if args.trace:
-        outputs.append((args.trace, json.dumps(chrome_trace(result.trace))))
-    for path, content in outputs:  # everything is computed before anything is written
-        write_atomic(path, content)
-    if not args.out:
+    if out is not None:
+        outputs.put(out, text)
+    if trace is not None:
+        outputs.put(trace, json.dumps(chrome_trace(result.trace)))
+    outputs.commit()  # everything is computed before anything is written
+    if out is None:
         sys.stdout.write(text)
     return 0
 

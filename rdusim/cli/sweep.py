@@ -14,9 +14,8 @@ from tqdm import tqdm
 from rdusim.analysis.execution import make_executor
 from rdusim.analysis.sweep import sweep
 from rdusim.cli import command_parser
-from rdusim.cli.options import policy_list, positive_ints
-from rdusim.cli.output import write_atomic, write_atomic_binary
-from rdusim.errors import ConfigError
+from rdusim.cli.options import finite_float, policy_list, positive_int, positive_ints
+from rdusim.cli.output import Outputs
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,9 +25,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", default="none", help="comma-separated KV policies ('none' = full cache)")
     parser.add_argument("--batch", default="auto",
                         help="'auto' (powers of two up to the first that does not fit) or comma-separated sizes")
-    parser.add_argument("--compression", type=float, default=4.0,
+    parser.add_argument("--compression", type=finite_float(1.0), default=4.0,
                         help="prompt tokens per kept slot for compressing policies (published: 4)")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
+    parser.add_argument("--workers", type=positive_int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--dask", metavar="ADDRESS", help="run the points on this Dask scheduler")
     parser.add_argument("--out", help="write the table as CSV here (default: print it)")
     parser.add_argument("--plot", help="write throughput and time-per-token plots here (PNG)")
@@ -36,11 +35,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    outputs = Outputs()
+    out = outputs.file("--out", args.out)
+    plot = outputs.file("--plot", args.plot)
     seq_lens = positive_ints("--seq-len", args.seq_len)
     policies = policy_list("--policy", args.policy)
     batches = "auto" if args.batch == "auto" else positive_ints("--batch", args.batch)
-    if args.compression < 1:
-        raise ConfigError(f"--compression: expected a number >= 1, got {args.compression}")
     bar = tqdm(total=len(seq_lens) * len(policies), desc="sweep", unit="config", file=sys.stderr,
                disable=not sys.stderr.isatty())
 
@@ -54,17 +54,14 @@ def run(args: argparse.Namespace) -> int:
     finally:
         executor.close()
         bar.close()
-    outputs = []
-    if args.plot:
+    if plot is not None:
         from rdusim.analysis.plots import sweep_figure_png  # noqa: PLC0415 (matplotlib only when plotting)
 
-        outputs.append((args.plot, sweep_figure_png(frame)))
-    text = frame.to_csv(index=False)
-    if args.out:
-        write_atomic(args.out, text)
-    else:
+        outputs.put(plot, sweep_figure_png(frame))
+    if out is not None:
+        outputs.put(out, frame.to_csv(index=False))
+    outputs.commit()
+    if out is None:
         sys.stdout.write(frame.drop(columns=[c for c in frame.columns if c.startswith("hbm_")]).to_string(index=False)
                          + "\n")
-    for path, data in outputs:
-        write_atomic_binary(path, data)
     return 0

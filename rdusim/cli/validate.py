@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
 def _collect(paths: list[str]) -> list[Path]:
     files: list[Path] = []
     for name in paths:
+        if not name.strip():
+            raise ConfigError(f"{name!r}: an empty path; expected a YAML file or folder")
         path = Path(name)
         if path.is_dir():
             files += sorted(p for p in path.rglob("*.y*ml") if p.suffix in (".yaml", ".yml"))

@@ -11,9 +11,18 @@ from __future__ import annotations
 import difflib
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from rdusim.config.quantity import Bytes, BytesPerS, FlopPerS, Hertz, Seconds
+from rdusim.config.quantity import Bytes, BytesPerS, Delay, FlopPerS, Hertz, Reserve
 from rdusim.kv_policy import (
     DEFAULT_POOL,
     DEFAULT_SINK,
@@ -30,9 +39,27 @@ Phase = Literal["prefill", "decode"]
 
 
 class Spec(BaseModel):
-    """Base of every document: frozen, unknown keys rejected, YAML keys by alias."""
+    """Base of every document: frozen, unknown keys rejected, YAML keys by alias, numbers finite."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text
+
+
+#: integers and reals exactly as YAML wrote them: ``true`` is not 1, ``"4"`` is not 4
+Int = Annotated[int, Strict()]
+Real = Annotated[float, Strict()]
+#: a name or path: text that is not empty or blank
+Name = Annotated[str, Strict(), AfterValidator(_not_blank)]
+#: a parallel degree in a ``shard:`` entry
+Degree = Annotated[int, Strict(), Field(gt=0)]
+#: the largest node the simulator builds (its socket graph is explicit: n^2 links all-to-all);
+#: published SN40L deployments use 8-16 sockets (hardware-and-models.md section A)
+MAX_SOCKETS = 1024
 
 
 Fraction = Field(gt=0.0, le=1.0)
@@ -44,16 +71,16 @@ class ComputeSpec(Spec):
     simd_ops_per_s: FlopPerS = Field(
         alias="simd_peak", description="element operations per second on the PCU SIMD lanes"
     )
-    pcus: int = Field(gt=0)
-    pmus: int = Field(gt=0)
-    tiles: int = Field(gt=0)
+    pcus: Int = Field(gt=0)
+    pmus: Int = Field(gt=0)
+    tiles: Int = Field(gt=0)
     clock_hz: Hertz = Field(alias="clock")
 
 
 class MemoryTierSpec(Spec):
     capacity_bytes: Bytes = Field(alias="capacity")
     bandwidth_bytes_per_s: BytesPerS = Field(alias="bandwidth")
-    efficiency: float = Field(default=1.0, gt=0.0, le=1.0)
+    efficiency: Real = Field(default=1.0, gt=0.0, le=1.0)
 
 
 class MemorySpec(Spec):
@@ -64,24 +91,24 @@ class MemorySpec(Spec):
 
 class LinkSpec(Spec):
     bandwidth_bytes_per_s: BytesPerS = Field(alias="bandwidth", description="per direction")
-    latency_s: Seconds = Field(alias="latency")
+    latency_s: Delay = Field(alias="latency")
 
 
 class EfficiencySpec(Spec):
     """Achieved fraction of peak per operation class, each in (0, 1] (see calibration)."""
 
-    gemm: float = Fraction
-    attention: float = Fraction
-    elementwise: float = Fraction
-    sort: float = Fraction
-    collective: float = Fraction
+    gemm: Real = Fraction
+    attention: Real = Fraction
+    elementwise: Real = Fraction
+    sort: Real = Fraction
+    collective: Real = Fraction
 
 
 class KernelLaunchSpec(Spec):
     """What a kernel call costs before it computes, per orchestration mode (R1 section VI-A)."""
 
-    hardware_s: Seconds = Field(alias="hardware", description="AGCU-orchestrated launch")
-    software_s: Seconds = Field(alias="software", description="host-orchestrated call (runtime, sync)")
+    hardware_s: Delay = Field(alias="hardware", description="AGCU-orchestrated launch")
+    software_s: Delay = Field(alias="software", description="host-orchestrated call (runtime, sync)")
 
 
 Orchestration = Literal["hardware", "software"]
@@ -92,7 +119,7 @@ AttentionSplit = Literal["keys", "sequence", "heads"]
 
 class SocketSpec(Spec):
     kind: Literal["socket"]
-    name: str
+    name: Name
     compute: ComputeSpec
     memory: MemorySpec
     p2p: LinkSpec
@@ -102,10 +129,10 @@ class SocketSpec(Spec):
 
 class NodeSpec(Spec):
     kind: Literal["node"]
-    name: str
-    socket: str = Field(description="path of the socket YAML, relative to this file")
-    sockets: int = Field(gt=0)
-    sockets_per_module: int = Field(default=1, gt=0)
+    name: Name
+    socket: Name = Field(description="path of the socket YAML, relative to this file")
+    sockets: Int = Field(gt=0, le=MAX_SOCKETS)
+    sockets_per_module: Int = Field(default=1, gt=0)
     topology: Literal["all_to_all", "ring"] = "all_to_all"
 
     @model_validator(mode="after")
@@ -121,19 +148,19 @@ class NodeSpec(Spec):
 # ------------------------------------------------------------------------------ model
 class MlaSpec(Spec):
     kind: Literal["mla"]
-    heads: int = Field(gt=0)
-    q_lora_rank: int = Field(gt=0)
-    kv_lora_rank: int = Field(gt=0)
-    qk_nope_head_dim: int = Field(gt=0)
-    qk_rope_head_dim: int = Field(gt=0)
-    v_head_dim: int = Field(gt=0)
+    heads: Int = Field(gt=0)
+    q_lora_rank: Int = Field(gt=0)
+    kv_lora_rank: Int = Field(gt=0)
+    qk_nope_head_dim: Int = Field(gt=0)
+    qk_rope_head_dim: Int = Field(gt=0)
+    v_head_dim: Int = Field(gt=0)
 
 
 class GqaSpec(Spec):
     kind: Literal["gqa"]
-    heads: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
+    heads: Int = Field(gt=0)
+    kv_heads: Int = Field(gt=0)
+    head_dim: Int = Field(gt=0)
 
     @model_validator(mode="after")
     def _group_divides(self) -> GqaSpec:
@@ -143,15 +170,15 @@ class GqaSpec(Spec):
 
 
 class MoeSpec(Spec):
-    experts: int = Field(gt=0)
-    experts_per_token: int = Field(gt=0)
-    shared_experts: int = Field(ge=0)
-    intermediate: int = Field(gt=0)
+    experts: Int = Field(gt=0)
+    experts_per_token: Int = Field(gt=0)
+    shared_experts: Int = Field(ge=0)
+    intermediate: Int = Field(gt=0)
 
 
 class FfnSpec(Spec):
-    intermediate: int = Field(gt=0, description="dense SwiGLU width")
-    first_dense_layers: int = Field(ge=0)
+    intermediate: Int = Field(gt=0, description="dense SwiGLU width")
+    first_dense_layers: Int = Field(ge=0)
     moe: MoeSpec | None = None
 
 
@@ -167,14 +194,18 @@ class DtypeSpec(Spec):
 
 class ModelSpec(Spec):
     kind: Literal["model"]
-    name: str
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    vocab: int = Field(gt=0)
+    name: Name
+    layers: Int = Field(gt=0)
+    hidden: Int = Field(gt=0)
+    vocab: Int = Field(gt=0)
     attention: MlaSpec | GqaSpec = Field(discriminator="kind")
     ffn: FfnSpec
     dtypes: DtypeSpec = DtypeSpec()
-    mtp_layers: int = Field(default=0, ge=0)
+    mtp_layers: Int = Field(default=0, ge=0)
+    max_context: Int | None = Field(
+        default=None, gt=0, alias="max_position_embeddings",
+        description="longest sequence the model was trained for; longer prompts are refused",
+    )
 
     @model_validator(mode="after")
     def _dense_layers_fit(self) -> ModelSpec:
@@ -189,28 +220,28 @@ class ModelSpec(Spec):
 
 # ---------------------------------------------------------------------------- mapping
 class WorkloadSpec(Spec):
-    seq_len: int = Field(gt=0, description="prompt length in tokens")
-    batch: int = Field(default=1, gt=0)
+    seq_len: Int = Field(gt=0, description="prompt length in tokens")
+    batch: Int = Field(default=1, gt=0)
     routing: Literal["expected", "sampled"] = "expected"
-    seed: int = 0
-    accepted_tokens_per_step: float = Field(
+    seed: Int = Field(default=0, ge=0, description="seed of sampled routing")
+    accepted_tokens_per_step: Real = Field(
         default=1.0, ge=1.0, description="multi-token prediction: tokens accepted per decode step"
     )
 
 
 class KvPolicySpec(Spec):
-    name: str = "full"
-    compression: float = Field(default=1.0, ge=1.0, description="prompt tokens per kept slot")
+    name: Name = "full"
+    compression: Real = Field(default=1.0, ge=1.0, description="prompt tokens per kept slot")
     # defaults and size rules: rdusim.kv_policy (shared with rdusim.kernels)
-    sink: int = Field(default=DEFAULT_SINK, ge=0, description="attention-sink slots (SnapStream, StreamingLLM)")
-    window: int = Field(default=DEFAULT_WINDOW, ge=1, description="SnapKV observation window")
-    pool: int = Field(default=DEFAULT_POOL, ge=1, description="SnapKV pooling kernel (odd)")
-    topk_share: float = Field(default=DEFAULT_TOPK_SHARE, ge=0.0, lt=1.0,
+    sink: Int = Field(default=DEFAULT_SINK, ge=0, description="attention-sink slots (SnapStream, StreamingLLM)")
+    window: Int = Field(default=DEFAULT_WINDOW, ge=1, description="SnapKV observation window")
+    pool: Int = Field(default=DEFAULT_POOL, ge=1, description="SnapKV pooling kernel (odd)")
+    topk_share: Real = Field(default=DEFAULT_TOPK_SHARE, ge=0.0, lt=1.0,
                               description="SnapStream: share of the slots for SnapKV's top-K; the ring has the rest")
-    anchors: int | None = Field(default=None, gt=0, description="Kascade anchor layers (default: 5 per 32 layers)")
-    topk_fraction: float = Field(default=KASCADE_FRACTION, gt=0.0, le=1.0,
+    anchors: Int | None = Field(default=None, gt=0, description="Kascade anchor layers (default: 5 per 32 layers)")
+    topk_fraction: Real = Field(default=KASCADE_FRACTION, gt=0.0, le=1.0,
                                  description="Kascade top-k fraction of the keys")
-    topk_min: int = Field(default=KASCADE_MINIMUM, gt=0, description="Kascade minimum top-k")
+    topk_min: Int = Field(default=KASCADE_MINIMUM, gt=0, description="Kascade minimum top-k")
     kv_update: Literal["ring", "naive"] = Field(
         default="ring", description="SnapStream/StreamingLLM decode cache update: 'ring' writes the new "
         "token into its fixed slot (one scatter, methods.md section 1); 'naive' rebuilds [sink | recent | "
@@ -238,31 +269,31 @@ class KvPolicySpec(Spec):
 
 
 class KernelSpec(Spec):
-    kernel: str = Field(description="fused kernel name, e.g. 'MHA'")
-    ops: list[str] = Field(min_length=1)
-    tp: int | None = Field(default=None, gt=0)
-    dp: int | None = Field(default=None, gt=0)
-    chunk_tokens: int | None = Field(default=None, gt=0)
-    max_chunks: int | None = Field(default=None, gt=0, description="cap on chunks (rows per chunk grow)")
-    kv_block_tokens: int | None = Field(default=None, gt=0)
-    buffer_depth: int | None = Field(default=None, gt=0)
+    kernel: Name = Field(description="fused kernel name, e.g. 'MHA'")
+    ops: list[Name] = Field(min_length=1)
+    tp: Int | None = Field(default=None, gt=0)
+    dp: Int | None = Field(default=None, gt=0)
+    chunk_tokens: Int | None = Field(default=None, gt=0)
+    max_chunks: Int | None = Field(default=None, gt=0, description="cap on chunks (rows per chunk grow)")
+    kv_block_tokens: Int | None = Field(default=None, gt=0)
+    buffer_depth: Int | None = Field(default=None, gt=0)
     weights: Literal["hbm", "ddr"] | None = None
     orchestration: Orchestration | None = None
     expert_weights: ExpertWeights | None = None
     attention_split: AttentionSplit | None = None
-    shard: dict[str, dict[str, int]] = Field(
+    shard: dict[Name, dict[Name, Degree]] = Field(
         default_factory=dict,
         description="per-op degrees by dimension, e.g. {attention: {batch: 16}}; replaces tp/dp for that op",
     )
 
 
 class MappingDefaultsSpec(Spec):
-    tp: int = Field(default=1, gt=0)
-    dp: int = Field(default=1, gt=0)
-    chunk_tokens: int = Field(default=4096, gt=0)
-    max_chunks: int | None = Field(default=None, gt=0)
-    kv_block_tokens: int = Field(default=8192, gt=0)
-    buffer_depth: int = Field(default=2, gt=0)
+    tp: Int = Field(default=1, gt=0)
+    dp: Int = Field(default=1, gt=0)
+    chunk_tokens: Int = Field(default=4096, gt=0)
+    max_chunks: Int | None = Field(default=None, gt=0)
+    kv_block_tokens: Int = Field(default=8192, gt=0)
+    buffer_depth: Int = Field(default=2, gt=0)
     weights: Literal["hbm", "ddr"] = "hbm"
     orchestration: Orchestration = "hardware"
     kernel_looping: bool = Field(
@@ -282,7 +313,7 @@ class MappingDefaultsSpec(Spec):
 class DeploymentSpec(Spec):
     """What a decode node reserves HBM for besides its batch (docs/calibration.md, "Capacity")."""
 
-    max_prompt: int | None = Field(
+    max_prompt: Int | None = Field(
         default=None, gt=0, description="longest prompt the server admits; it reserves for that prompt, "
         "not for the current request (default: the workload's prompt length)")
     prefill: Literal["colocated", "remote"] = Field(
@@ -290,30 +321,37 @@ class DeploymentSpec(Spec):
         "node and keeps what it holds for one max_prompt prompt free; 'remote': prefill runs on another node "
         "and ships the compressed cache over (methods.md: 'transferred to the decoding node'), so one "
         "incoming compressed cache is reserved")
-    prefill_reserve_bytes: Bytes | None = Field(
+    prefill_reserve_bytes: Reserve | None = Field(
         default=None, alias="prefill_reserve", description="a co-located prefill's reserve per socket, stated "
         "instead of derived from the 'prefill' mapping (e.g. a measured figure)")
-    runtime_reserve_bytes: Bytes = Field(
+    runtime_reserve_bytes: Reserve = Field(
         default=0.0, alias="runtime_reserve", description="HBM the runtime keeps (programs, buffers); "
         "no public figure, 0 by default (sensitivity in docs/calibration.md)")
 
 
 class MappingSpec(Spec):
     kind: Literal["mapping"]
-    name: str
-    model: str
-    hardware: str = Field(description="node YAML path, relative to this file")
+    name: Name
+    model: Name
+    hardware: Name = Field(description="node YAML path, relative to this file")
     phase: Phase
     workload: WorkloadSpec
     kv_policy: KvPolicySpec = KvPolicySpec()
     defaults: MappingDefaultsSpec = MappingDefaultsSpec()
-    layers: dict[str, list[KernelSpec]] = Field(min_length=1)
+    layers: dict[Name, list[KernelSpec]] = Field(min_length=1)
     deployment: DeploymentSpec = DeploymentSpec()
-    prefill: str | None = Field(
+    prefill: Name | None = Field(
         default=None,
         description="decode only: the prefill mapping that shares the node (continuous batching); "
         "HBM keeps its peak activations for the same prompt length free",
     )
+
+    @field_validator("prefill")
+    @classmethod
+    def _prefill_only_for_decode(cls, prefill: str | None, info: ValidationInfo) -> str | None:
+        if prefill is not None and info.data.get("phase") == "prefill":
+            raise ValueError("only a decode mapping names the prefill mapping it shares the node with")
+        return prefill
 
     @model_validator(mode="after")
     def _deployment_admits_the_prompt(self) -> MappingSpec:
@@ -329,10 +367,11 @@ class MappingSpec(Spec):
 # A GPU is a different kind of machine: one kernel at a time across its SMs, library
 # kernels (GEMMs, FlashAttention) rather than a spatial pipeline. Its documents are kinds
 # of their own so nothing SN40L-specific (PCUs, PMUs, SRAM tiers) has to be faked.
-PositiveFlopPerS = Annotated[FlopPerS, Field(gt=0)]
-PositiveBytesPerS = Annotated[BytesPerS, Field(gt=0)]
-PositiveBytes = Annotated[Bytes, Field(gt=0)]
-NonNegativeSeconds = Annotated[Seconds, Field(ge=0)]
+# the quantity types are positive and finite by construction (config.quantity); Delay may be 0
+PositiveFlopPerS = FlopPerS
+PositiveBytesPerS = BytesPerS
+PositiveBytes = Bytes
+NonNegativeSeconds = Delay
 
 
 class GpuTensorPeakSpec(Spec):

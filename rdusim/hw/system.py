@@ -7,12 +7,12 @@ or of the memory tier (cited), so the simulator and the analytical estimator sha
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rdusim.config.loader import load_spec
+from rdusim.config.loader import read_document, validate
 from rdusim.config.schema import NodeSpec, SocketSpec
-from rdusim.errors import ConfigError
 from rdusim.hw.link import latency_steps
 
 #: operation classes that run on the systolic arrays; the others run on the SIMD lanes
@@ -103,12 +103,14 @@ class System:
         return System(self.name, self.node, Socket(spec), self.source)
 
 
-def load_system(path: str | Path) -> System:
-    """Load a node YAML (and the socket YAML it names) into a ``System``."""
+def load_system(path: str | Path, what: str = "") -> System:
+    """Load a node YAML (and the socket YAML it names) into a ``System``.
+
+    ``what`` locates the key or option that named the node file, for its errors.
+    """
     path = Path(path)
-    node = load_spec(path, NodeSpec)
-    socket_path = (path.parent / node.socket).resolve()
-    if not socket_path.is_file():
-        raise ConfigError(f"{path}: socket: file {node.socket!r} not found (looked in {socket_path})")
-    socket = Socket(load_spec(socket_path, SocketSpec))
+    document = read_document(path, what)
+    node = validate(document, NodeSpec)
+    socket_path = Path(os.path.normpath(path.parent / node.socket))  # lexical: a NUL byte stays an error
+    socket = Socket(validate(read_document(socket_path, f"{document.where(('socket',))}: socket"), SocketSpec))
     return System(node.name, node, socket, path)

@@ -20,7 +20,7 @@ from rdusim.mapping.bundle import LoadedMapping
 from rdusim.mapping.memory import live_activation_peak
 from rdusim.mapping.plan import KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, collectives, op_shard
-from rdusim.mapping.stages import KernelContext, build_kernel
+from rdusim.mapping.stages import KernelContext, build_kernel, check_item_budget
 from rdusim.model.policy import kv_length as policy_kv_length
 from rdusim.model.transformer import HEAD, Shape, base_layer_type, layer_counts, layer_graph
 from rdusim.units import format_bytes
@@ -93,6 +93,7 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
         raise MappingError(issues)
     context = KernelContext(loaded, layer_type, graph, shards, collectives(graph, shards, loaded.system.collective_steps),
                             kernel_specs)
+    check_item_budget(context)
     keys = tuple(_kernel_key(context, index) for index in range(len(kernel_specs)))
     cache = {} if cache is None else cache
     plans = []
@@ -134,7 +135,11 @@ def _kernel_of(kernel_specs: list[KernelSpec], op_name: str) -> KernelSpec:
 
 
 def _check_layer_types(loaded: LoadedMapping, counts: dict[str, int]) -> list[str]:
-    issues = []
+    issues = _check_kernel_names(loaded)
+    anchors = loaded.spec.kv_policy.anchors
+    if anchors is not None and anchors > loaded.model.layers:
+        issues.append(f"{loaded.where('kv_policy', 'anchors')}: {anchors} anchor layers but "
+                      f"{loaded.model.name} has {loaded.model.layers} layers")
     for layer_type in counts:
         if layer_type not in loaded.spec.layers:
             issues.append(f"{loaded.where('layers')}: no kernels for the model's {layer_type!r} layers "
@@ -148,12 +153,29 @@ def _check_layer_types(loaded: LoadedMapping, counts: dict[str, int]) -> list[st
     return issues
 
 
+def _check_kernel_names(loaded: LoadedMapping) -> list[str]:
+    """Kernel names within a layer are distinct (the breakdown has one row per name)."""
+    issues = []
+    for layer_type, kernel_specs in loaded.spec.layers.items():
+        first: dict[str, int] = {}
+        for k, kernel in enumerate(kernel_specs):
+            if kernel.kernel in first:
+                issues.append(f"{loaded.where('layers', layer_type, k, 'kernel')}: kernel name {kernel.kernel!r} "
+                              f"is already used by layers.{layer_type}[{first[kernel.kernel]}]")
+            first.setdefault(kernel.kernel, k)
+    return issues
+
+
 def _check_coverage(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
                     kernel_specs: list[KernelSpec]) -> list[str]:
     """Every op in exactly one kernel, no unknown ops, kernels in dependency order."""
     issues: list[str] = []
     placed: dict[str, int] = {}
     for k, kernel in enumerate(kernel_specs):
+        for name in kernel.shard:
+            if name not in kernel.ops:
+                issues.append(f"{loaded.where('layers', layer_type, k, 'shard', name)}: shards op {name!r}, "
+                              f"which is not in kernel {kernel.kernel!r} (its ops: {', '.join(kernel.ops)})")
         for j, name in enumerate(kernel.ops):
             where = loaded.where("layers", layer_type, k, "ops", j)
             if name not in graph.nodes:

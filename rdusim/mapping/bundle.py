@@ -1,7 +1,8 @@
 """A mapping YAML with the model and hardware it names, loaded and validated as YAML.
 
-Owns: ``LoadedMapping``, ``load_mapping``, ``validate_mapping``, ``resolve_kernels``, located messages for
-cross-document errors. Imports: config, hw.
+Owns: ``LoadedMapping``, ``load_mapping``, ``validate_mapping``, ``resolve_kernels``, located
+messages for cross-document errors (the model, hardware and companion prefill mapping a
+mapping names; the model's context length). Imports: config, hw.
 
 The resolve step: ``load_mapping`` folds the mapping's ``defaults`` into every kernel once,
 so each ``KernelSpec`` of a loaded mapping carries its own TP/DP degrees, chunking, weights
@@ -10,10 +11,18 @@ tier and orchestration, and no code downstream asks "kernel setting, else mappin
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rdusim.config.loader import Document, apply_overrides, model_path, read_document, validate
+from rdusim.config.loader import (
+    Document,
+    Override,
+    apply_overrides,
+    model_path,
+    read_document,
+    validate,
+)
 from rdusim.config.schema import KernelSpec, MappingDefaultsSpec, MappingSpec, ModelSpec
 from rdusim.errors import ConfigError
 from rdusim.hw.system import System, load_system
@@ -28,14 +37,10 @@ class LoadedMapping:
 
     def where(self, *path: str | int) -> str:
         """``file:line: dotted.key`` for a path in the mapping YAML (nearest known line)."""
-        for end in range(len(path), -1, -1):
-            line = self.document.lines.get(tuple(path[:end]))
-            if line is not None:
-                break
         dotted = ""
         for part in path:
             dotted += f"[{part}]" if isinstance(part, int) else (f".{part}" if dotted else str(part))
-        place = f"{self.document.path}:{line}" if line else f"{self.document.path} (--set)"
+        place = self.document.where(tuple(path))
         return f"{place}: {dotted}" if dotted else place
 
 
@@ -57,27 +62,56 @@ def resolve_kernels(spec: MappingSpec) -> MappingSpec:
     return spec.model_copy(update={"layers": layers})
 
 
-def load_mapping(path: str | Path, *, overrides: list[str] | None = None, seq_len: int | None = None,
+def load_mapping(path: str | Path, *, overrides: list[Override] | None = None, seq_len: int | None = None,
                  batch: int | None = None, hw: str | Path | None = None) -> LoadedMapping:
     """Load a mapping and everything it refers to. ``seq_len``/``batch`` are overrides too."""
     extra = list(overrides or [])
     if seq_len is not None:
-        extra.append(f"workload.seq_len={seq_len}")
+        extra.append((f"--seq-len {seq_len}", f"workload.seq_len={seq_len}"))
     if batch is not None:
-        extra.append(f"workload.batch={batch}")
+        extra.append((f"--batch {batch}", f"workload.batch={batch}"))
     if hw is not None:
-        extra.append(f"hardware={Path(hw).resolve()}")
+        extra.append((f"--hw {hw}", f"hardware={Path(hw).absolute()}"))
     document = apply_overrides(read_document(path), extra)
     spec = validate_mapping(document)
     base = document.path.parent
-    model_file = model_path(spec.model, base)
-    if not model_file.is_file():
-        raise ConfigError(f"{document.path}:{document.lines.get(('model',), 1)}: model: "
-                          f"file {spec.model!r} not found")
-    model = validate(read_document(model_file), ModelSpec)
+    model_where = f"{document.where(('model',))}: model"
+    model_file = model_path(spec.model, base, model_where)
+    model = validate(read_document(model_file, model_where), ModelSpec)
     hw_path = Path(spec.hardware)
     hw_path = hw_path if hw_path.is_absolute() else base / hw_path
-    if not hw_path.is_file():
-        raise ConfigError(f"{document.path}:{document.lines.get(('hardware',), 1)}: hardware: "
-                          f"file {spec.hardware!r} not found (looked in {hw_path})")
-    return LoadedMapping(spec, model, load_system(hw_path), document)
+    system = load_system(hw_path, f"{document.where(('hardware',))}: hardware")
+    loaded = LoadedMapping(spec, model, system, document)
+    _check_context(loaded)
+    if spec.prefill is not None:
+        _check_prefill(loaded)
+    return loaded
+
+
+def _check_context(loaded: LoadedMapping) -> None:
+    """A prompt longer than the model's trained context (max_position_embeddings) is refused."""
+    limit = loaded.model.max_context
+    for key, tokens in ((("workload", "seq_len"), loaded.spec.workload.seq_len),
+                        (("deployment", "max_prompt"), loaded.spec.deployment.max_prompt)):
+        if limit is not None and tokens is not None and tokens > limit:
+            raise ConfigError(f"{loaded.where(*key)}: {tokens} tokens exceed {loaded.model.name}'s context "
+                              f"of {limit} tokens (max_position_embeddings)")
+
+
+def _check_prefill(loaded: LoadedMapping) -> None:
+    """A decode mapping's ``prefill:`` must be a valid prefill mapping of the same model."""
+    where = loaded.where("prefill")
+    path = Path(os.path.normpath(loaded.document.path.absolute().parent / loaded.spec.prefill))
+    if path == Path(os.path.normpath(loaded.document.path.absolute())):
+        raise ConfigError(f"{where}: names this mapping itself; expected the prefill mapping that "
+                          "shares the node")
+    try:
+        companion = load_mapping(path, seq_len=loaded.spec.workload.seq_len)
+    except ConfigError as error:
+        raise ConfigError([f"{where}: {loaded.spec.prefill!r} is not a valid mapping:", *error.issues]) from None
+    if companion.spec.phase != "prefill":
+        raise ConfigError(f"{where}: {loaded.spec.prefill!r} is a {companion.spec.phase} mapping; "
+                          "expected a prefill mapping")
+    if companion.model.name != loaded.model.name:
+        raise ConfigError(f"{where}: {loaded.spec.prefill!r} maps {companion.model.name}, this mapping "
+                          f"maps {loaded.model.name}")

@@ -144,3 +144,19 @@ def max_batch(path: str | Path, *, overrides: list[str] | None = None) -> tuple[
             return best, fit.reason
         best = batch
     return best, reason
+
+
+def kv_overflow(loaded: LoadedMapping) -> str:
+    """Why the batch cannot fit before any plan is built ('' when it might).
+
+    A cheap lower bound for absurd batches: one layer's KV cache for the whole batch
+    against the HBM of every socket of the node. ``hbm_fit`` is the real check.
+    """
+    spec = loaded.spec
+    kept = kv_length(spec.workload.seq_len, spec.kv_policy)
+    need = spec.workload.batch * kept * kv_bytes_per_token_layer(loaded.model)
+    have = loaded.system.sockets * loaded.system.socket.capacity_bytes("hbm")
+    if need <= have:
+        return ""
+    return (f"batch {spec.workload.batch} x {kept} tokens needs {format_bytes(need)} of KV cache for a single "
+            f"layer, more than the {format_bytes(have)} of HBM of all {loaded.system.sockets} sockets")

@@ -16,16 +16,23 @@ import networkx as nx
 import numpy as np
 
 from rdusim.config.schema import KernelSpec
+from rdusim.errors import MappingError
 from rdusim.mapping.bundle import DEFAULTED_FIELDS, LoadedMapping
 from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
 from rdusim.mapping.routing import chunk_expert_tokens
 from rdusim.mapping.sharding import Collective, Layout, tensor_layout
 from rdusim.model.ops import Op, TensorUse
-from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT
+from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT, base_layer_type
 
 #: the kernel settings ``build_kernel`` reads, present once ``resolve_kernels`` has run
 RESOLVED_FIELDS = tuple(f for f in DEFAULTED_FIELDS if f != "max_chunks")  # no cap is a valid setting
 TOKEN_DIMS = ("batch", "seq", "kv_seq", "window", "ring", "capacity", "topk_slots")
+#: the most work items the kernels of one layer type may hold. Each item costs a few
+#: microseconds to build and a few simulation events (about 4e5 events/s, benchmarks/RESULTS.md),
+#: so this bounds a layer to seconds; the shipped mappings need under 10^5 (DeepSeek-R1 prefill at
+#: 128K: 64 MoE tiles x 257 experts). A larger plan (a huge batch, chunk_tokens=1 on a long
+#: prompt, kv_block_tokens=1) is refused before anything is built
+MAX_LAYER_ITEMS = 1_000_000
 
 
 @dataclass
@@ -72,7 +79,8 @@ class _Draft:
     max_pcus: int | None = None             # independent instances per socket, if capped
 
 
-def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
+def _chunking(ctx: KernelContext, index: int) -> tuple[list[str], int, int]:
+    """The kernel's ops, its chunk size in tokens and its number of chunks."""
     spec = ctx.kernel_specs[index]  # resolved: every setting present (bundle.resolve_kernels)
     chunk_tokens = spec.chunk_tokens
     ops = [n for n in ctx.graph.nodes if ctx.kernel_of[n] == index]
@@ -82,6 +90,33 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     n_chunks = max(1, math.ceil(rows / chunk_tokens))
     if spec.max_chunks is not None:
         n_chunks = min(n_chunks, spec.max_chunks)
+    return ops, chunk_tokens, n_chunks
+
+
+def item_bound(ctx: KernelContext, index: int) -> int:
+    """An upper bound on the work items kernel ``index``'s stages will hold (cheap: nothing is built)."""
+    ops, _, n_chunks = _chunking(ctx, index)
+    return _item_bound(ctx, ops, n_chunks, ctx.kernel_specs[index].kv_block_tokens)
+
+
+def check_item_budget(ctx: KernelContext) -> None:
+    """Refuse, before building anything, a layer whose kernels would hold more than
+    ``MAX_LAYER_ITEMS`` work items; the message names the largest kernel and the knobs."""
+    bounds = [item_bound(ctx, index) for index in range(len(ctx.kernel_specs))]
+    if sum(bounds) <= MAX_LAYER_ITEMS:
+        return
+    index = max(range(len(bounds)), key=bounds.__getitem__)
+    _, chunk_tokens, n_chunks = _chunking(ctx, index)
+    where = ctx.loaded.where("layers", base_layer_type(ctx.layer_type), index)
+    raise MappingError(f"{where}: kernel {ctx.kernel_specs[index].kernel!r} would be simulated as about "
+                       f"{bounds[index]:.3g} work items ({n_chunks} chunks of {chunk_tokens} tokens, batch "
+                       f"{ctx.loaded.spec.workload.batch}); a layer may have at most {MAX_LAYER_ITEMS:.3g}. "
+                       "Use larger chunk_tokens or kv_block_tokens, set max_chunks, or a smaller batch")
+
+
+def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
+    spec = ctx.kernel_specs[index]  # resolved: every setting present (bundle.resolve_kernels)
+    ops, chunk_tokens, n_chunks = _chunking(ctx, index)
     drafts: list[_Draft] = []
     provider: dict[str, str] = {}
     for name in ops:
@@ -99,6 +134,20 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     per_stage = tuple((x.name, x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk)) for x in drafts)
     return KernelPlan(spec.kernel, ctx.layer_type, stages, sum(b for _, b in per_stage), chunk_tokens, spec.weights,
                       depth, spec.orchestration, per_stage)
+
+
+def _item_bound(ctx: KernelContext, ops: list[str], n_chunks: int, block: int) -> int:
+    """An upper bound on the work items the kernel's stages will hold (see MAX_LAYER_ITEMS)."""
+    total = 0
+    for name in ops:
+        op: Op = ctx.graph.nodes[name]["op"]
+        total += n_chunks
+        if op.op_class == "attention" and "kv_seq" in op.sizes:  # K/V blocks per chunk and sequence
+            sequences = op.sizes.get("batch", 1) // ctx.shards[name].get("batch", 1)
+            total += (sequences + 2 * n_chunks) * math.ceil(op.sizes["kv_seq"] / block)
+        elif op.routed:  # one item per expert a chunk touches
+            total += n_chunks * op.sizes.get("experts", 1)
+    return total
 
 
 #: the dimension an op streams its chunks along: query tokens, else keys or cache slots

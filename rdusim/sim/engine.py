@@ -34,7 +34,7 @@ import simpy
 
 from rdusim.errors import SimulationError
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
-from rdusim.sim.resources import BandwidthPool
+from rdusim.sim.resources import BandwidthPool, delay
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
 TIERS = ("hbm", "ddr")
@@ -94,7 +94,10 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     layers = [x for x in _layer_sequence(plan, fast) if layer_types is None or x[1] in layer_types]
     in_flight = _InFlight()
     main = env.process(_run_layers(env, plan, layers, sockets, recorder, records, in_flight))
-    env.run()
+    try:
+        env.run()
+    except SimulationError as error:  # past the horizon: the hardware's numbers are the cause
+        raise SimulationError(f"{plan.system.source}: simulating {plan.mapping.name}: {error}") from None
     if not main.triggered:
         raise SimulationError(f"{plan.mapping.name}: the simulation deadlocked at t={env.now:.6g} s "
                               f"{in_flight.diagnosis()}; {len(records)} kernel call(s) completed before it")
@@ -142,7 +145,7 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
         launch_sync_s = 0.0
         if started is None:
             launch_sync_s = system.socket.launch_s(kernel.orchestration)
-            yield env.timeout(launch_sync_s)
+            yield delay(env, launch_sync_s)
             started = _start(env, kernel, sockets, recorder, layer, env.event().succeed())
         runs, stages = started
         in_flight.kernel, in_flight.layer_type, in_flight.layer, in_flight.stages = kernel.name, layer_type, layer, stages
@@ -154,7 +157,7 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
             if looping and following is not None else None
         yield done
         if not looping:
-            yield env.timeout(system.sync_s)
+            yield delay(env, system.sync_s)
             launch_sync_s += system.sync_s
         records.append(_record(kernel, layer, start, env.now, launch_sync_s, sockets[0], before, recorder, busy_before))
 
@@ -215,7 +218,7 @@ def _run_stage(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs:
             yield ready.get()
             if item.work > 0 and stage.rate_ops_per_s > 0:
                 start = env.now
-                yield env.timeout(item.work / stage.rate_ops_per_s)
+                yield delay(env, item.work / stage.rate_ops_per_s)
                 recorder.compute(socket.index, stage.name, kernel.name, layer, start, env.now, item.work)
         if chunk.p2p_bytes > 0:
             yield from _send(env, kernel, stage, chunk.p2p_bytes, chunk.p2p_steps, socket, recorder, layer)
@@ -251,6 +254,6 @@ def _send(env: simpy.Environment, kernel: KernelPlan, stage: Stage, nbytes: floa
           recorder: _Recorder, layer: int) -> Generator:
     """P2P egress of one chunk of a collective: setup latency per step, then the bytes."""
     start = env.now
-    yield env.timeout(steps * socket.p2p_latency_s)
+    yield delay(env, steps * socket.p2p_latency_s)
     yield socket.pools["p2p"].transfer(nbytes)
     recorder.transfer(socket.index, "p2p", stage.name, kernel.name, layer, start, env.now, nbytes)

@@ -1,6 +1,7 @@
 """Shared bandwidth as a SimPy resource: concurrent transfers split it fairly.
 
-Owns: ``BandwidthPool``, ``WeightedPool``. Imports: simpy.
+Owns: ``BandwidthPool``, ``WeightedPool``, ``delay`` (every timeout of the simulation, bounded by
+``HORIZON_S``). Imports: simpy, errors.
 
 A pool serves its active transfers by processor sharing: with n transfers in flight each
 progresses at rate/n, and every arrival or completion re-divides the rate. A lone stream
@@ -15,8 +16,24 @@ import itertools
 
 import simpy
 
+from rdusim.errors import SimulationError
+
 #: bytes below which a transfer counts as complete (guards float rounding)
 _EPSILON_BYTES = 1e-3
+#: simulated seconds no event may pass: no real prefill or decode step comes near (DeepSeek-R1
+#: at 128K streaming its weights from DDR is minutes), while absurd hardware values (a bandwidth
+#: of 1e-300 B/s, an efficiency of 1e-320) would otherwise schedule events at float precision's
+#: limit and crawl on forever, or at infinity
+HORIZON_S = 1e7
+
+
+def delay(env: simpy.Environment, seconds: float) -> simpy.Timeout:
+    """``env.timeout(seconds)``, refused when it would end past the horizon (or is not a number)."""
+    if not env.now + seconds <= HORIZON_S:
+        raise SimulationError(f"an event would end at t={env.now + seconds:.3g} s, past the simulator's horizon "
+                              f"of {HORIZON_S:.0e} s: a rate or efficiency in the hardware is too small (or a "
+                              "duration too large) for a meaningful simulation")
+    return env.timeout(seconds)
 
 
 class BandwidthPool:
@@ -67,9 +84,8 @@ class BandwidthPool:
         if not self._flows:
             return
         share = self.rate_bytes_per_s / len(self._flows)
-        delay = min(f[0] for f in self._flows.values()) / share
         generation = self._generation
-        timer = self.env.timeout(delay)
+        timer = delay(self.env, min(f[0] for f in self._flows.values()) / share)
         timer.callbacks.append(lambda _event: self._on_timer(generation))
 
     def _on_timer(self, generation: int) -> None:

@@ -55,7 +55,7 @@ def test_divergence_writes_three_tables(model: object, tmp_path: Path) -> None:
         (["passkey", "--depth", "0.5,1.5"], "depth"),
         (["passkey", "--context", "100000"], "--context"),
         (["passkey", "--trials", "0"], "--trials"),
-        (["divergence", "--prompt-file", "/nonexistent/text.txt"], "cannot read"),
+        (["divergence", "--prompt-file", "/nonexistent/text.txt"], "--prompt-file: /nonexistent/text.txt: file not found"),
         (
             ["passkey", "--policy", "snapkv", "--budget", "8", "--context", "256", "--trials", "1"],
             "budget",

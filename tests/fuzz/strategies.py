@@ -1,0 +1,249 @@
+"""Hypothesis strategies for the fuzzing suite: mutated shipped YAML documents and CLI
+argument vectors, plus the contract every run must keep.
+
+A document mutation is drawn as data (which document, which key path, which edit), applied
+to the parsed document and written back as YAML text, or applied to the bytes (corruption,
+duplicated lines, anchors and aliases, deep nesting), so both the loader and the schema see
+hostile input. The contract (``check_contract``): exit 0 with finite numbers, or exit 2 with
+every message line naming a file (and, for a YAML document, its line) or an option; never a
+traceback; a failure within ``GUARD_S`` seconds; no file left behind on failure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import strategies as st
+
+from tests.hardening.conftest import GUARD_S, ROOT, Run
+
+#: documents the fuzzer starts from, relative to the workspace (mappings, nodes, sockets, models)
+DOCUMENTS = sorted(
+    [str(p.relative_to(ROOT)) for p in (ROOT / "mappings").rglob("*.yaml")]
+    + [str(p.relative_to(ROOT)) for p in (ROOT / "hw_configs").glob("*.yaml")]
+) + [f"models/{p.name}" for p in sorted((ROOT / "rdusim" / "config" / "models").glob("*.yaml"))]
+
+#: a valid run may legitimately take a while (DeepSeek prefill at 128K); longer is a hang
+SUCCESS_LIMIT_S = 60.0
+
+EXTREMES = [0, -1, 1, 2**31, 2**63, -(2**63), 10**400 // 10**300, 1e308, -1e308, 1e-320, float("nan"),
+            float("inf"), float("-inf"), True, False, None, "", " ", "x", "0 B", "-1 TB/s", "0 GHz", "1e400 TB/s",
+            "nan GiB", "2 us", "64 GiB", "\u00e9\u00e8", "\x07", [], [1, 2], {}, {"a": 1}, "*", "~", "1:2", "a: b"]
+
+VALUES = st.sampled_from(EXTREMES) | st.integers() | st.floats() | st.text(max_size=12)
+
+
+def _paths(data: Any, at: tuple = ()) -> list[tuple]:
+    """Every key or item path in a document (the root excluded)."""
+    found = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            found.append(at + (key,))
+            found += _paths(value, at + (key,))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            found.append(at + (index,))
+            found += _paths(value, at + (index,))
+    return found
+
+
+def _parent(data: Any, path: tuple) -> Any:
+    for part in path[:-1]:
+        data = data[part]
+    return data
+
+
+def _edit(data: Any, kind: str, path: tuple, value: Any, depth: int) -> None:
+    parent, last = _parent(data, path), path[-1]
+    if kind == "delete":
+        del parent[last]
+    elif kind == "retype":
+        parent[last] = value
+    elif kind == "rename" and isinstance(parent, dict):
+        parent[f"{last}x" if isinstance(last, str) else f"k{last}"] = parent.pop(last)
+    elif kind == "nest":
+        nested = parent[last]
+        for _ in range(depth):
+            nested = [nested]
+        parent[last] = nested
+    elif kind == "listify":
+        parent[last] = [parent[last], value]
+
+
+@st.composite
+def mutated_documents(draw: st.DrawFn) -> tuple[str, bytes, str]:
+    """(document path, new bytes, a description of the edit)."""
+    name = draw(st.sampled_from(DOCUMENTS))
+    source = _source(name)
+    text = source.read_text()
+    data = yaml.safe_load(text)
+    kind = draw(st.sampled_from(["delete", "retype", "rename", "nest", "listify", "bytes", "duplicate",
+                                 "alias", "deep", "retype", "retype"]))
+    if kind in ("delete", "retype", "rename", "nest", "listify"):
+        paths = _paths(data)
+        path = paths[draw(st.integers(0, len(paths) - 1))]
+        value = draw(VALUES)
+        depth = draw(st.integers(1, 80))
+        _edit(data, kind, path, value, depth)
+        try:
+            new = yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8", "surrogatepass")
+        except (yaml.YAMLError, ValueError):
+            new = text.encode()
+        return name, new, f"{kind} {path} -> {value!r}"[:200]
+    raw = bytearray(text.encode())
+    if kind == "bytes":
+        for _ in range(draw(st.integers(1, 4))):
+            at = draw(st.integers(0, len(raw) - 1))
+            raw[at] = draw(st.integers(0, 255))
+        return name, bytes(raw), "corrupt bytes"
+    lines = text.splitlines(keepends=True)
+    at = draw(st.integers(0, len(lines) - 1))
+    if kind == "duplicate":
+        lines.insert(at, lines[at])
+        return name, "".join(lines).encode(), f"duplicate line {at + 1}"
+    if kind == "alias":
+        bomb = "".join(f"l{i}: &l{i} [{', '.join(['*l' + str(i - 1)] * 9)}]\n" for i in range(1, draw(st.integers(1, 9))))
+        lines.insert(0, "l0: &l0 [x, x, x, x, x, x, x, x, x]\n" + bomb + draw(st.sampled_from(["", "r: &r [*r]\n"])))
+        return name, "".join(lines).encode(), "aliases"
+    depth = draw(st.integers(10, 3000))
+    lines.insert(at, "deep: " + "[" * depth + "]" * depth + "\n" if draw(st.booleans()) else
+                 "deep:\n" + "".join(" " * (2 * i + 2) + f"k{i}:\n" for i in range(min(depth, 300))))
+    return name, "".join(lines).encode(), f"deep {depth}"
+
+
+def _source(name: str) -> Path:
+    if name.startswith("models/"):
+        return ROOT / "rdusim" / "config" / name
+    return ROOT / name
+
+
+# ------------------------------------------------------------------------ CLI argument vectors
+MAPPINGS = ["mappings/llama-3.1-8b/prefill.yaml", "mappings/llama-3.1-8b/decode.yaml",
+            "mappings/deepseek-r1/decode.yaml", "nope.yaml", "adir", "/dev/null", "afile", ""]
+OUT_PATHS = ["o.json", "adir", "afile/x", "/proc/x", "no/dir/x", "", "adir/o.csv", "link"]
+NUMBERS = ["1", "2", "1024", "4096", "0", "-1", "2", "1099511627776", "1000000000", "abc", "", "nan", "inf",
+           "1e3", "1,2", " 8", "1_000"]
+SETS = ["workload.batch=2", "workload.batch=true", "defaults.tp=[1,", "name=a: b: c", "name=*foo", "kv_policy.name=snapkv",
+        "kv_policy.compression=.inf", "defaults.chunk_tokens=1", "layers.dense.0.shard={attention: {batch: 0}}",
+        "nope.deep.key=1", "workload=3", "=", "novalue", "workload.seq_len=2048", "hardware=/dev/null",
+        "model=llama-9000", "prefill=decode.yaml", "layers.dense.9.kernel=X", "kv_policy={name: kascade, anchors: 99}"]
+
+_OPTIONS: dict[str, list[tuple[str, list[str]]]] = {
+    "simulate": [("--seq-len", NUMBERS), ("--batch", NUMBERS), ("--set", SETS), ("--format", ["json", "csv", "x"]),
+                 ("--out", OUT_PATHS), ("--trace", OUT_PATHS), ("--ignore-capacity", []),
+                 ("--hw", ["hw_configs/sn40l-16.yaml", "nope.yaml", "adir"])],
+    "sweep": [("--seq-len", NUMBERS), ("--batch", ["auto", *NUMBERS]), ("--policy", ["none", "snapstream", "", "x,"]),
+              ("--compression", NUMBERS), ("--out", OUT_PATHS), ("--plot", OUT_PATHS)],
+    "explore": [("--seq-len", NUMBERS), ("--policy", ["none", "snapstream", ""]), ("--slo-tpot-ms", NUMBERS),
+                ("--budget", ["1", "3", "0", "-5", "1000000000000", "x"]), ("--top", ["1", "0", "100000"]),
+                ("--seed", NUMBERS), ("--out", OUT_PATHS), ("--objective", ["latency", "x"]),
+                ("--dask", ["not-an-address", "tcp://", ":"]), ("--mapping", MAPPINGS)],
+    "calibrate": [("--phase", ["prefill", "decode", "x"]), ("--mapping", MAPPINGS), ("--dry-run", []),
+                  ("--predict", NUMBERS), ("--max-evaluations", NUMBERS)],
+    "numerics": [("--budget", NUMBERS), ("--sink", NUMBERS), ("--window", NUMBERS), ("--pool", NUMBERS),
+                 ("--threads", NUMBERS), ("--plot", OUT_PATHS)],
+    "validate": [],
+    "schema": [],
+}
+#: values that are invalid for every numeric option above: calibrate and numerics always get
+#: one, so the fuzzer checks that they are refused before minutes of work start
+_ALWAYS_BAD = ["0", "-1", "abc", "", "nan"]
+
+
+@st.composite
+def cli_argvs(draw: st.DrawFn) -> list[str]:
+    command = draw(st.sampled_from(sorted(_OPTIONS)))
+    argv = [command]
+    if command in ("simulate", "sweep"):
+        argv.append(draw(st.sampled_from(MAPPINGS)))
+    elif command == "validate":
+        argv += draw(st.lists(st.sampled_from([*MAPPINGS, "hw_configs", "mappings/llama-3.1-8b"]), min_size=1, max_size=3))
+    elif command == "schema":
+        argv.append(draw(st.sampled_from(["mapping", "model", "node", "socket", "x", ""])))
+    elif command == "explore":
+        argv += ["--model", draw(st.sampled_from(["llama-3.1-8b", "nope", ""])),
+                 "--phase", draw(st.sampled_from(["prefill", "decode", "x"])), "--workers", "1"]
+    elif command == "numerics":
+        argv.append(draw(st.sampled_from(["passkey", "divergence", "x"])))
+    options = _OPTIONS[command]
+    for option, values in draw(st.lists(st.sampled_from(options), max_size=4)) if options else []:
+        argv += [option] + ([draw(st.sampled_from(values))] if values else [])
+    if command in ("calibrate", "numerics"):
+        numeric = [o for o, v in options if v is NUMBERS]
+        argv += [draw(st.sampled_from(numeric)), draw(st.sampled_from(_ALWAYS_BAD))]
+    if command == "sweep":
+        argv += ["--workers", "1"]
+    if command == "explore" and "--budget" not in argv:
+        argv += ["--budget", "3", "--top", "1"]
+    return argv
+
+
+# ------------------------------------------------------------------------ the contract
+_ARGPARSE = ("argument ", "unrecognized arguments", "the following arguments are required", "invalid choice")
+
+
+def messages(err: str) -> list[str]:
+    """The message lines of a failed run: argparse's one line, or the issue lines below
+    ``rdusim CMD: error:`` (argparse's usage text is not a message)."""
+    lines = err.splitlines()
+    for line in lines:
+        if line.startswith("rdusim ") and ": error: " in line:  # argparse: "rdusim CMD: error: argument --x: ..."
+            return [line.split(": error: ", 1)[1]]
+    header = next((i for i, line in enumerate(lines) if line.startswith("rdusim ") and line.endswith(": error:")), None)
+    if header is None:
+        return [line.strip() for line in lines if line.strip()]
+    return [line.strip() for line in lines[header + 1:] if line.strip()]
+
+
+def located(line: str, names: list[str]) -> bool:
+    """A message names its file (one of ``names`` or a YAML path) or its option first."""
+    if line.startswith(("--", *_ARGPARSE)):
+        return True
+    head = line.split(": ", 1)[0]
+    return bool(re.match(r"\S+\.ya?ml(:\d+| \(--|$)", head)) or any(
+        head in (n, repr(n)) or (n and head.startswith(f"{n}:")) for n in names)
+
+
+def check_contract(result: Run, before: set[Path], after: set[Path], what: str, names: list[str],
+                   document: str | None = None) -> None:
+    """The promise of the README's "bad input" paragraph, for one run.
+
+    ``names`` are the paths the run was given; ``document`` is the YAML file under test,
+    whose messages must carry a line number.
+    """
+    assert "Traceback" not in result.err, f"{what}: traceback\n{result.err}"
+    assert result.code in (0, 2), f"{what}: exit {result.code}\n{result.err}"
+    if result.code == 0:
+        assert result.seconds < SUCCESS_LIMIT_S, f"{what}: took {result.seconds:.1f} s"
+        _assert_finite(result.out, what)
+        return
+    assert result.seconds < GUARD_S, f"{what}: took {result.seconds:.1f} s to fail"
+    assert after <= before, f"{what}: left {sorted(map(str, after - before))}"
+    found = messages(result.err)
+    assert found, f"{what}: no message\n{result.err}"
+    for line in found:
+        assert located(line, names), f"{what}: message does not locate the problem: {line}"
+        if document is not None and line.startswith(f"{document}:"):
+            assert re.match(rf"{re.escape(document)}:\d+: ", line), f"{what}: no line number: {line}"
+
+
+def _assert_finite(out: str, what: str) -> None:
+    text = out.strip()
+    if text.startswith("{"):
+        def walk(value: Any) -> None:
+            if isinstance(value, float):
+                assert math.isfinite(value), f"{what}: non-finite {value} in the JSON result"
+            elif isinstance(value, dict):
+                for item in value.values():
+                    walk(item)
+            elif isinstance(value, list):
+                for item in value:
+                    walk(item)
+        walk(json.loads(text))
+    else:
+        assert not re.search(r"(?<![\w.])-?inf(?!\w)", text), f"{what}: inf in the output\n{text[:500]}"

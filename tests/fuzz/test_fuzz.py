@@ -1,0 +1,73 @@
+"""The fuzzing suite: mutated shipped documents and generated command lines keep the contract
+(``strategies.check_contract``). ``make test`` runs a small, derandomized set of examples (the
+``fast`` profile of tests/conftest.py); ``pytest tests/fuzz --hypothesis-profile=long`` runs
+many more, randomly, for deeper checks. Time is bounded by the contract's guard, not by
+Hypothesis deadlines (a loaded machine must not make the suite flaky)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from hypothesis import given
+
+from tests.fuzz.strategies import check_contract, cli_argvs, mutated_documents
+from tests.hardening.conftest import ROOT, files_under, run_cli
+
+
+@contextlib.contextmanager
+def workspace() -> Iterator[Path]:
+    """A scratch copy of the shipped documents, as the working directory, plus odd paths."""
+    previous = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="rdusim-fuzz-") as name:
+        root = Path(name)
+        shutil.copytree(ROOT / "mappings", root / "mappings")
+        shutil.copytree(ROOT / "hw_configs", root / "hw_configs")
+        shutil.copytree(ROOT / "rdusim" / "config" / "models", root / "models")
+        (root / "adir").mkdir()
+        (root / "afile").write_text("x")
+        (root / "link").symlink_to(root / "afile")
+        os.chdir(root)
+        try:
+            yield root
+        finally:
+            os.chdir(previous)
+
+
+def _follow_up(name: str, target: Path) -> list[str]:
+    """A simulation that reads the mutated document (at a modest prompt length)."""
+    if name.startswith("mappings/"):
+        return ["simulate", str(target), "--seq-len", "4096", "--format", "json"]
+    if name.startswith("models/"):
+        return ["simulate", "mappings/llama-3.1-8b/decode.yaml", "--seq-len", "4096", "--format", "json",
+                "--set", f"model={target}"]
+    if name.endswith("sn40l.yaml"):
+        return ["simulate", "mappings/llama-3.1-8b/decode.yaml", "--seq-len", "4096", "--format", "json"]
+    return ["simulate", "mappings/llama-3.1-8b/decode.yaml", "--seq-len", "4096", "--format", "json",
+            "--hw", str(target)]
+
+
+@given(mutated_documents())
+def test_mutated_documents_keep_the_contract(case: tuple[str, bytes, str]) -> None:
+    name, data, edit = case
+    with workspace() as root:
+        target = root / name
+        target.write_bytes(data)
+        for argv in (["validate", str(target)], _follow_up(name, target)):
+            before = files_under(root)
+            result = run_cli(*argv)
+            check_contract(result, before, files_under(root), f"{' '.join(argv)} after {edit}",
+                           [str(target), *argv[1:2]], document=str(target))
+
+
+@given(cli_argvs())
+def test_command_lines_keep_the_contract(argv: list[str]) -> None:
+    with workspace() as root:
+        before = files_under(root)
+        result = run_cli(*argv)
+        check_contract(result, before, files_under(root), " ".join(map(repr, argv)),
+                       [a for a in argv if not a.startswith("-")])
