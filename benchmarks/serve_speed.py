@@ -6,7 +6,7 @@
    summary, no event log.
 3. Runs the README's ``rdusim serve-sweep`` (2 deployments x 5 rates) as a subprocess.
 4. Prints the interpolation error of both deployments' tables against direct simulation at
-   the midpoints of their grids (``rdusim.analysis.serving.interpolation_error``).
+   the midpoints of their grids (``rdusim.analysis.serving.deployment.interpolation_error``).
 
     python benchmarks/serve_speed.py [--requests 100000] [--skip-sweep] [--out interp.csv]
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rdusim.analysis.serving import interpolation_error, load_deployment, run_serving
-from rdusim.analysis.workload import generate_workload, parse_distribution
+from rdusim.analysis.serving.deployment import interpolation_error, load_deployment, run_serving
+from rdusim.analysis.serving.workload import generate_workload, parse_distribution
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOYMENTS = [ROOT / "mappings/deepseek-r1/serve.yaml", ROOT / "mappings/deepseek-r1/serve-snapstream.yaml"]

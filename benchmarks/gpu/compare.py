@@ -13,7 +13,7 @@ import argparse
 import csv
 from pathlib import Path
 
-from rdusim.analysis.gpu import compare_rows, fit_calibration, summary
+from rdusim.analysis.gpu.predict import compare_rows, fit_calibration, summary
 from rdusim.config.loader import load_spec, model_path
 from rdusim.config.schema import GpuSpec, ModelSpec
 from rdusim.hw.gpu import Gpu

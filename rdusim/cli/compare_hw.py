@@ -5,7 +5,7 @@ cli.output; matplotlib inside ``run`` only.
 
 An SN40L node document runs MAPPING itself. A GPU document (``gpu`` or ``gpu_node``) runs the
 same model, phase, prompt length and KV policy as the library kernels a PyTorch stack launches
-(``rdusim.analysis.gpu.MEASURED_LAYER``), CUDA-graph captured, one model replica per
+(``rdusim.analysis.gpu.predict.MEASURED_LAYER``), CUDA-graph captured, one model replica per
 GPU (data parallel) when the weights fit one GPU, else tensor parallel over the node. Each row:
 time per output token, node tokens/s, the largest batch that fits, and HBM in use.
 """
@@ -41,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rdusim.analysis.compare_hw import compare_hardware
+    from rdusim.analysis.gpu.compare_hw import compare_hardware
 
     outputs = Outputs()
     out = outputs.file("--out", args.out)

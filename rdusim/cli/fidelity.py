@@ -19,7 +19,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rdusim.analysis.fidelity import fidelity, within_tolerance
+    from rdusim.analysis.calibration.fidelity import fidelity, within_tolerance
 
     outputs = Outputs()
     out = outputs.file("--out", args.out)  # checked before the work

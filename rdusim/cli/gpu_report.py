@@ -12,7 +12,7 @@ import io
 import json
 import sys
 
-from rdusim.analysis.gpu import gpu_result_rows, load_gpu_mapping, simulate_gpu_mapping
+from rdusim.analysis.gpu.predict import gpu_result_rows, load_gpu_mapping, simulate_gpu_mapping
 from rdusim.cli.output import Outputs
 from rdusim.errors import ConfigError
 

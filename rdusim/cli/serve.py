@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Any
 
-from rdusim.analysis.serving import (
+from rdusim.analysis.serving.deployment import (
     GeneratedWorkload,
     Slo,
     check_slo_possible,
@@ -24,7 +24,12 @@ from rdusim.analysis.serving import (
     run_serving,
     serving_trace,
 )
-from rdusim.analysis.workload import TRACE_FORMATS, parse_arrivals, parse_distribution, read_trace
+from rdusim.analysis.serving.workload import (
+    TRACE_FORMATS,
+    parse_arrivals,
+    parse_distribution,
+    read_trace,
+)
 from rdusim.cli import command_parser
 from rdusim.cli.output import Outputs
 from rdusim.errors import ConfigError
@@ -104,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         import matplotlib  # noqa: PLC0415 (heavy: only when writing figures)
 
         matplotlib.use("Agg")
-        from rdusim.analysis.serving_plots import plot_latency_cdf  # noqa: PLC0415
+        from rdusim.analysis.serving.plots import plot_latency_cdf  # noqa: PLC0415
 
         files = {
             "requests.csv": result.requests.to_csv(index=False),

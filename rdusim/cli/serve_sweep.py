@@ -13,7 +13,7 @@ import io
 import sys
 from pathlib import Path
 
-from rdusim.analysis.serving import (
+from rdusim.analysis.serving.deployment import (
     Slo,
     check_slo_possible,
     load_deployment,
@@ -92,7 +92,7 @@ def _figure(frame) -> bytes:  # noqa: ANN001
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
-    from rdusim.analysis.serving_plots import plot_goodput_vs_rate  # noqa: PLC0415
+    from rdusim.analysis.serving.plots import plot_goodput_vs_rate  # noqa: PLC0415
 
     ax = plot_goodput_vs_rate(frame)
     buffer = io.BytesIO()

@@ -2,7 +2,7 @@
 
 Owns: ``ServingSpec`` and its parts, the shape and single-field rules of a serving YAML.
 Imports: schema (``Spec``), quantity. Rules that need the mappings it names (the two
-policies agree, the decode batch buckets fit HBM) live in ``rdusim.analysis.serving``.
+policies agree, the decode batch buckets fit HBM) live in ``rdusim.analysis.serving.deployment``.
 
 A deployment is either **disaggregated** (``prefill.nodes`` nodes run prompts at batch 1
 and ship the KV cache over ``interconnect`` to ``decode.nodes`` nodes that run decode steps

@@ -6,7 +6,7 @@ step-time functions), ``PrefillTable`` / ``DecodeTable`` (interpolated step time
 
 This is the second discrete-event layer of rdusim, above the kernel simulator: one event
 per prefill, KV transfer and decode step, never per kernel. Step times come in as functions
-(``ServingModel.prefill_time``, ``ServingModel.decode_step_time``); ``rdusim.analysis.serving``
+(``ServingModel.prefill_time``, ``ServingModel.decode_step_time``); ``rdusim.analysis.serving.deployment``
 builds them by running the kernel simulator, tests pass closed forms. Semantics:
 
 - **Arrival.** A request whose prompt exceeds ``max_context``, or whose final KV cache can

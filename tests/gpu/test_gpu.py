@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rdusim.analysis.gpu import compare_rows, fit_calibration, summary
+from rdusim.analysis.gpu.predict import compare_rows, fit_calibration, summary
 from rdusim.cli import main
 from rdusim.config.loader import load_spec, model_path
 from rdusim.config.schema import GpuSpec, ModelSpec
@@ -182,7 +182,7 @@ def test_deepseek_weights_per_gpu() -> None:
 def test_kv_policies_on_the_gpu_model() -> None:
     """Compressing policies attend over ceil(T / c) slots; Kascade keeps the cache but attends
     sparsely in its reuse layers: both faster than full at a long prompt, full's KV unchanged."""
-    from rdusim.analysis.gpu import MEASURED_LAYER, simulate_gpu_step
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
     from rdusim.config.schema import KvPolicySpec
 
     model = load_spec(model_path("llama-3.1-8b"), ModelSpec)

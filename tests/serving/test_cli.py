@@ -97,8 +97,13 @@ def test_sweep_same_rows_in_process_on_a_pool_and_on_dask() -> None:
     import distributed
 
     from rdusim.analysis.execution import DaskExecutor, LocalExecutor
-    from rdusim.analysis.serving import GeneratedWorkload, Slo, load_deployment, serve_sweep
-    from rdusim.analysis.workload import parse_distribution
+    from rdusim.analysis.serving.deployment import (
+        GeneratedWorkload,
+        Slo,
+        load_deployment,
+        serve_sweep,
+    )
+    from rdusim.analysis.serving.workload import parse_distribution
 
     deployment = load_deployment(SMALL)
     workload = GeneratedWorkload(parse_distribution("lognormal:1024,0.4", "p"), parse_distribution("uniform:2,64", "o"),

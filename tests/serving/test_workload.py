@@ -7,7 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rdusim.analysis.workload import generate_workload, parse_distribution, read_trace
+from rdusim.analysis.serving.workload import (
+    generate_workload,
+    parse_distribution,
+    read_trace,
+)
 from rdusim.errors import ConfigError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "serving"

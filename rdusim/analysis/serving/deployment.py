@@ -38,8 +38,12 @@ import numpy as np
 import pandas as pd
 
 from rdusim.analysis.result import simulate
+from rdusim.analysis.serving.workload import (
+    LengthDistribution,
+    Workload,
+    generate_workload,
+)
 from rdusim.analysis.sweep import smallest_batch
-from rdusim.analysis.workload import LengthDistribution, Workload, generate_workload
 from rdusim.config.loader import Document, apply_overrides, read_document, validate
 from rdusim.config.serving import ServingSpec
 from rdusim.errors import ConfigError, MappingError

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rdusim.analysis.gpu import (
+from rdusim.analysis.gpu.predict import (
     MEASURED_LAYER,
     kv_bytes_per_token,
     model_bytes,
