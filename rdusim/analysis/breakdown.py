@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from rdusim.config.schema import DDR, HBM
 from rdusim.mapping.plan import KernelPlan, Plan
 from rdusim.sim.trace import KernelRecord, Trace
 
@@ -27,7 +28,7 @@ def roofline_s(kernel: KernelPlan, plan: Plan) -> float:
     socket = plan.system.socket
     compute = sum(s.work / socket.peak_ops_per_s(s.op_class) for s in kernel.stages if s.pcus)
     tiers = [(sum(s.load_bytes(t) + s.store_bytes(t) for s in kernel.stages)) / socket.tier_peak_bytes_per_s(t)
-             for t in ("hbm", "ddr")]
+             for t in (HBM, DDR)]
     link = sum(s.p2p_bytes for s in kernel.stages) / socket.spec.p2p.bandwidth_bytes_per_s
     return max(compute, *tiers, link)
 
@@ -42,7 +43,7 @@ def kernel_breakdown(plan: Plan, trace: Trace) -> pd.DataFrame:
         rows.append(_row(record, kernel, plan, calls))
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame = frame.groupby(["layer_type", "kernel"], sort=False, as_index=False).agg(_AGGREGATE)[COLUMNS]
-    peak = plan.system.socket.tier_peak_bytes_per_s("hbm")
+    peak = plan.system.socket.tier_peak_bytes_per_s(HBM)
     frame["hbm_util"] = frame["hbm_bytes"] / (peak * frame["latency_s"])  # over every call of the row
     totals = frame.groupby("layer_type")["latency_s"].transform("sum")
     frame["share"] = frame["latency_s"] / totals
@@ -53,7 +54,7 @@ def _row(record: KernelRecord, kernel: KernelPlan, plan: Plan, calls: int) -> di
     socket = plan.system.socket
     latency = record.end_s - record.start_s
     compute = max(record.stage_busy_s.values(), default=0.0)
-    memory = record.pool_busy_s.get("hbm", 0.0) + record.pool_busy_s.get("ddr", 0.0)
+    memory = record.pool_busy_s.get(HBM, 0.0) + record.pool_busy_s.get(DDR, 0.0)
     comm = record.pool_busy_s.get("p2p", 0.0)
     parts = {"compute": compute, "memory": memory, "comm": comm}
     top = max(parts, key=lambda k: parts[k])
@@ -63,8 +64,8 @@ def _row(record: KernelRecord, kernel: KernelPlan, plan: Plan, calls: int) -> di
         "kernel": record.kernel, "layer_type": record.layer_type, "calls": calls,
         "latency_s": latency * calls, "share": 0.0, "compute_s": compute * calls, "memory_s": memory * calls,
         "comm_s": comm * calls, "bound": bound, "pcu_util": pcu_s / (socket.pcus * latency),
-        "hbm_util": record.pool_bytes.get("hbm", 0.0) / (socket.tier_peak_bytes_per_s("hbm") * latency),
-        "roofline_s": roofline_s(kernel, plan) * calls, "hbm_bytes": record.pool_bytes.get("hbm", 0.0) * calls,
+        "hbm_util": record.pool_bytes.get(HBM, 0.0) / (socket.tier_peak_bytes_per_s(HBM) * latency),
+        "roofline_s": roofline_s(kernel, plan) * calls, "hbm_bytes": record.pool_bytes.get(HBM, 0.0) * calls,
         "p2p_bytes": record.pool_bytes.get("p2p", 0.0) * calls, "sram_bytes": kernel.sram_bytes,
     }
 

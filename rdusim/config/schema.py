@@ -111,6 +111,12 @@ class KernelLaunchSpec(Spec):
     software_s: Delay = Field(alias="software", description="host-orchestrated call (runtime, sync)")
 
 
+#: a socket's memory tiers (the keys of its ``memory`` section); code names them by these
+SRAM, HBM, DDR = "sram", "hbm", "ddr"
+MEMORY_TIERS = (SRAM, HBM, DDR)
+#: off-chip tiers: where weights live and what kernels stream from
+OFF_CHIP_TIERS = (HBM, DDR)
+
 Orchestration = Literal["hardware", "software"]
 #: decode model choices the sources do not settle (docs/calibration.md, "Decode cost structure")
 ExpertWeights = Literal["routed", "all"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import networkx as nx
 
-from rdusim.config.schema import KernelSpec
+from rdusim.config.schema import SRAM, KernelSpec
 from rdusim.errors import MappingError
 from rdusim.mapping.bundle import LoadedMapping
 from rdusim.mapping.memory import live_activation_peak
@@ -224,7 +224,7 @@ def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
 
 
 def _check_sram(loaded: LoadedMapping, layer_type: str, plans: tuple[KernelPlan, ...]) -> list[str]:
-    sram = loaded.system.socket.capacity_bytes("sram")
+    sram = loaded.system.socket.capacity_bytes(SRAM)
     issues = []
     for k, plan in enumerate(plans):
         if plan.sram_bytes > sram:

@@ -22,6 +22,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rdusim.config.schema import HBM
 from rdusim.errors import MappingError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
@@ -64,9 +65,9 @@ class HbmFit:
 
 def hbm_fit(plan: Plan, loaded: LoadedMapping, report: dict[str, dict[str, float]] | None = None) -> HbmFit:
     """HBM per socket against capacity; ``report`` reuses a ``memory_report(plan)`` already made."""
-    hbm = (report or memory_report(plan))["hbm"]
+    hbm = (report or memory_report(plan))[HBM]
     reserves = reservations(loaded)
-    capacity = plan.system.socket.capacity_bytes("hbm")
+    capacity = plan.system.socket.capacity_bytes(HBM)
     fit = HbmFit(True, "", capacity, hbm["weights"], hbm["kv_cache"], hbm["activations"], reserves, plan.batch)
     if fit.used_bytes <= capacity:
         return fit
@@ -112,7 +113,7 @@ def _prefill_footprint(path: str, seq_len: int, hardware: str) -> tuple[float, f
     """(peak live activations, full-length KV cache, cached layers) of a prefill, per socket,
     on the given node (the decode mapping's, so ``--hw`` applies to both)."""
     plan = build_plan(load_mapping(Path(path), seq_len=seq_len, hw=hardware if hardware != "None" else None))
-    hbm = memory_report(plan)["hbm"]
+    hbm = memory_report(plan)[HBM]
     return hbm["activations"], hbm["kv_cache"], cached_layers(plan)
 
 
@@ -155,7 +156,7 @@ def kv_overflow(loaded: LoadedMapping) -> str:
     spec = loaded.spec
     kept = kv_length(spec.workload.seq_len, spec.kv_policy)
     need = spec.workload.batch * kept * kv_bytes_per_token_layer(loaded.model)
-    have = loaded.system.sockets * loaded.system.socket.capacity_bytes("hbm")
+    have = loaded.system.sockets * loaded.system.socket.capacity_bytes(HBM)
     if need <= have:
         return ""
     return (f"batch {spec.workload.batch} x {kept} tokens needs {format_bytes(need)} of KV cache for a single "

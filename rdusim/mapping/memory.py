@@ -16,14 +16,13 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import networkx as nx
 
-from rdusim.config.schema import DTYPE_BYTES, MappingSpec, ModelSpec
+from rdusim.config.schema import DTYPE_BYTES, HBM, MEMORY_TIERS, SRAM, MappingSpec, ModelSpec
 from rdusim.mapping.plan import KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, tensor_layout
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
 from rdusim.model.transformer import HEAD, LAYER_INPUT, LAYER_OUTPUT
 
 USES = ("weights", "kv_cache", "activations", "working_set")
-TIERS = ("sram", "hbm", "ddr")
 
 
 def memory_report(plan: Plan) -> dict[str, dict[str, float]]:
@@ -40,28 +39,28 @@ def memory_usage(mapping: MappingSpec, model: ModelSpec, layer_counts: Mapping[s
     The one memory accounting: ``memory_report`` gives it a built plan, the analytical
     estimator the kernel plans it has cached for a candidate.
     """
-    report = {tier: dict.fromkeys(USES, 0.0) for tier in TIERS}
+    report = {tier: dict.fromkeys(USES, 0.0) for tier in MEMORY_TIERS}
     decoder = {t: ks for t, ks in kernels.items() if t != HEAD}  # the head layer: counted once below
     for layer_type, layer_kernels in decoder.items():
         for kernel in layer_kernels:
             report[kernel.weights_tier]["weights"] += kernel_weight_bytes(kernel) * layer_counts[layer_type]
-    report["hbm"]["weights"] += head_weight_bytes(model) / mapping.defaults.tp
+    report[HBM]["weights"] += head_weight_bytes(model) / mapping.defaults.tp
     mtp = mtp_layers(model, mapping)
     if mtp:
         # multi-token prediction: one more decoder layer (DeepSeek: an MoE layer, M1 in
         # hardware-and-models.md B.2), sharded like the last decoder layer type
         last = list(decoder)[-1]
-        report["hbm"]["weights"] += mtp * sum(kernel_weight_bytes(k) for k in decoder[last])
+        report[HBM]["weights"] += mtp * sum(kernel_weight_bytes(k) for k in decoder[last])
     split = kv_split(k for layer_kernels in kernels.values() for k in layer_kernels)
-    report["hbm"]["kv_cache"] = batch * kv_len * kv_bytes_per_token_layer(model) * (model.layers + mtp) / split
-    report["hbm"]["activations"] = activation_peak_bytes
-    report["sram"]["working_set"] = max(k.sram_bytes for ks in kernels.values() for k in ks)
+    report[HBM]["kv_cache"] = batch * kv_len * kv_bytes_per_token_layer(model) * (model.layers + mtp) / split
+    report[HBM]["activations"] = activation_peak_bytes
+    report[SRAM]["working_set"] = max(k.sram_bytes for ks in kernels.values() for k in ks)
     return report
 
 
 def kv_cache_bytes_per_socket(plan: Plan) -> float:
     """The KV cache a socket holds once every layer has run (kept tokens only)."""
-    return memory_report(plan)["hbm"]["kv_cache"]
+    return memory_report(plan)[HBM]["kv_cache"]
 
 
 def cached_layers(plan: Plan) -> int:

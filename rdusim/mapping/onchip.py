@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rdusim.config.schema import SRAM
 from rdusim.hw.system import Socket
 from rdusim.mapping.plan import KernelPlan
 
@@ -52,7 +53,7 @@ class OnChip:
 def pmu_allocation(kernel: KernelPlan, socket: Socket) -> OnChip:
     """PMUs each stage of ``kernel`` occupies on one socket."""
     pmus = socket.spec.compute.pmus
-    pmu_bytes = socket.capacity_bytes("sram") / pmus
+    pmu_bytes = socket.capacity_bytes(SRAM) / pmus
     stages = tuple(StageSram(name, nbytes, math.ceil(nbytes / pmu_bytes)) for name, nbytes in kernel.stage_sram
                    if nbytes > 0)
     return OnChip(kernel.name, kernel.layer_type, stages, pmus, pmu_bytes)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rdusim.config.loader import Document
-from rdusim.config.schema import KernelSpec, KvPolicySpec
+from rdusim.config.schema import DDR, HBM, KernelSpec, KvPolicySpec
 from rdusim.mapping.build import layer_shape
 from rdusim.mapping.bundle import LoadedMapping, validate_mapping
 from rdusim.model.transformer import HEAD, base_layer_type, layer_counts, layer_graph
@@ -161,7 +161,7 @@ def _layer_genes(loaded: LoadedMapping, layer: LayerSpace, sockets: int, genes: 
         tp, chunk, weights = kernel.tp, kernel.chunk_tokens, kernel.weights
         chunks = tuple(sorted({max(1, int(chunk * 2.0**step)) for step in CHUNK_STEPS}))
         for name, choices, value in ((f"{base}.seg{s}.tp", tps, tp), (f"{base}.seg{s}.chunk", chunks, chunk),
-                                     (f"{base}.seg{s}.weights", ("hbm", "ddr"), weights)):
+                                     (f"{base}.seg{s}.weights", (HBM, DDR), weights)):
             if segment.is_fixed:
                 choices = (value,)
             if value not in choices:

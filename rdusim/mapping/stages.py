@@ -15,18 +15,23 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from rdusim.config.schema import KernelSpec
+from rdusim.config.schema import HBM, KernelSpec
 from rdusim.errors import MappingError
 from rdusim.mapping.bundle import DEFAULTED_FIELDS, LoadedMapping
 from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
 from rdusim.mapping.routing import chunk_expert_tokens
 from rdusim.mapping.sharding import Collective, Layout, tensor_layout
 from rdusim.model.ops import Op, TensorUse
-from rdusim.model.transformer import LAYER_INPUT, LAYER_OUTPUT, base_layer_type
+from rdusim.model.transformer import (
+    LAYER_INPUT,
+    LAYER_OUTPUT,
+    STREAM_DIMS,
+    TOKEN_DIMS,
+    base_layer_type,
+)
 
 #: the kernel settings ``build_kernel`` reads, present once ``resolve_kernels`` has run
 RESOLVED_FIELDS = tuple(f for f in DEFAULTED_FIELDS if f != "max_chunks")  # no cap is a valid setting
-TOKEN_DIMS = ("batch", "seq", "kv_seq", "window", "ring", "capacity", "topk_slots")
 #: the most work items the kernels of one layer type may hold. Each item costs a few
 #: microseconds to build and a few simulation events (about 4e5 events/s, benchmarks/RESULTS.md),
 #: so this bounds a layer to seconds; the shipped mappings need under 10^5 (DeepSeek-R1 prefill at
@@ -150,8 +155,6 @@ def _item_bound(ctx: KernelContext, ops: list[str], n_chunks: int, block: int) -
     return total
 
 
-#: the dimension an op streams its chunks along: query tokens, else keys or cache slots
-STREAM_DIMS = ("seq", "kv_seq", "capacity", "ring", "topk_slots")
 
 
 def _rows(op: Op, shard: Layout) -> int:
@@ -186,7 +189,7 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     else:
         chunks_items = [[Item(op.work(shard) / n_chunks)] for _ in range(n_chunks)]
     reduced = {c.tensor for c in ctx.collectives if c.producer == name and c.in_producer_kernel}
-    stores = [("hbm", t.nbytes(op.sizes, tensor_layout(t, shard)) / n_chunks) for t in op.writes
+    stores = [(HBM, t.nbytes(op.sizes, tensor_layout(t, shard)) / n_chunks) for t in op.writes
               if t.name not in reduced and ctx.needed_outside(t, index)]
     chunks = []
     for i, items in enumerate(chunks_items):
@@ -226,9 +229,9 @@ def _classify_reads(op: Op, shard: Layout, provider: dict[str, str], weights_tie
         if op.op_class == "attention" and "kv_seq" in tensor.dims:
             blocked.append(tensor)
         elif not any(d in tensor.dims for d in TOKEN_DIMS):
-            resident.append((weights_tier if tensor.role == "weight" else "hbm", nbytes))
+            resident.append((weights_tier if tensor.role == "weight" else HBM, nbytes))
         else:
-            streamed.append(("hbm", nbytes))
+            streamed.append((HBM, nbytes))
     return streamed, blocked, resident
 
 
@@ -254,7 +257,7 @@ def _attention_items(op: Op, shard: Layout, n_chunks: int, block: int, kv: list[
             last_key = q1 if op.causal else kv_seq
             for k0 in range(0, last_key, block):
                 k1 = min(k0 + block, last_key)
-                items.append(Item(per_pair * _pairs(q0, q1, k0, k1, op.causal), (("hbm", key_bytes * (k1 - k0)),)))
+                items.append(Item(per_pair * _pairs(q0, q1, k0, k1, op.causal), ((HBM, key_bytes * (k1 - k0)),)))
         chunks.append(items or [Item(0.0)])
     return chunks
 
@@ -274,7 +277,7 @@ def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
     ``every_expert`` (``expert_weights: all``): a static graph streams every expert's
     weights each chunk, idle experts with no tokens.
     """
-    tier = resident[0][0] if resident else "hbm"
+    tier = resident[0][0] if resident else HBM
     weight_bytes = sum(b for _, b in resident) / op.sizes["experts"]
     rows = _rows(op, shard)
     per_token_slot = op.work(shard) / (rows * op.sizes["slots"])
@@ -291,9 +294,9 @@ def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
 
 # ---------------------------------------------------------------------- collectives
 def _collective_chunks(coll: Collective, n_chunks: int, loads: float, stores: float) -> list[Chunk]:
-    return [Chunk((Item(0.0, (("hbm", loads / n_chunks),) if loads else ()),),
+    return [Chunk((Item(0.0, ((HBM, loads / n_chunks),) if loads else ()),),
                   p2p_bytes=coll.egress_bytes / n_chunks, p2p_steps=coll.phases,
-                  stores=(("hbm", stores / n_chunks),) if stores else ())
+                  stores=((HBM, stores / n_chunks),) if stores else ())
             for _ in range(n_chunks)]
 
 

@@ -21,6 +21,12 @@ from rdusim.model.builder import LayerBuilder, dtypes
 from rdusim.model.ops import Op, TensorUse
 from rdusim.model.policy import add_policy_ops, kascade_anchor_layers, kascade_topk, policy_sizes
 
+#: dimensions that grow with tokens: a tensor with one streams through a kernel chunk by
+#: chunk; one without (a weight) stays resident (rdusim.mapping.stages)
+TOKEN_DIMS = ("batch", "seq", "kv_seq", "window", "ring", "capacity", "topk_slots")
+#: the dimension an op streams its chunks along, in order of preference: query tokens, else
+#: keys or cache slots
+STREAM_DIMS = ("seq", "kv_seq", "capacity", "ring", "topk_slots")
 FP32 = 4
 ROUTE_BYTES = 8  # expert index (int32) + gate weight (fp32) per routed slot
 

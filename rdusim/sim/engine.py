@@ -32,18 +32,17 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from rdusim.config.schema import OFF_CHIP_TIERS
 from rdusim.errors import SimulationError
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
 from rdusim.sim.resources import BandwidthPool, delay
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
-TIERS = ("hbm", "ddr")
-
 
 @dataclass
 class _Socket:
     index: int
-    pools: dict[str, BandwidthPool]     # "hbm", "ddr", "p2p"
+    pools: dict[str, BandwidthPool]     # HBM, DDR, "p2p"
     p2p_latency_s: float
 
 
@@ -110,7 +109,7 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
 
 def _make_socket(env: simpy.Environment, plan: Plan, index: int) -> _Socket:
     socket = plan.system.socket
-    pools = {tier: BandwidthPool(env, f"{tier}{index}", socket.tier_bytes_per_s(tier)) for tier in TIERS}
+    pools = {tier: BandwidthPool(env, f"{tier}{index}", socket.tier_bytes_per_s(tier)) for tier in OFF_CHIP_TIERS}
     pools["p2p"] = BandwidthPool(env, f"p2p{index}", socket.p2p_bytes_per_s)
     return _Socket(index, pools, socket.p2p_latency_s)
 

@@ -25,6 +25,7 @@ from collections.abc import Generator, Sequence
 
 import simpy
 
+from rdusim.config.schema import HBM
 from rdusim.hw.gpu import Gpu
 from rdusim.mapping.gpu import CtaGroup, GpuKernel
 from rdusim.sim.resources import WeightedPool
@@ -84,7 +85,7 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         records.append(KernelRecord(
             kernel=kernel.name, layer_type=kernel.math, layer=layer, start_s=start, end_s=env.now,
             launch_sync_s=overhead, stage_busy_s={}, stage_pcus={}, pool_busy_s={},
-            pool_bytes={"hbm": kernel.bytes, "flops": kernel.flops},
+            pool_bytes={HBM: kernel.bytes, "flops": kernel.flops},
         ))
 
 

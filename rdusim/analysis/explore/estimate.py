@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from rdusim.analysis.metrics import step_figures
+from rdusim.config.schema import DDR, HBM
 from rdusim.errors import MappingError
 from rdusim.mapping.build import build_layer, kv_length, layer_shape
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
@@ -60,7 +61,7 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
     n_chunks = kernel.n_chunks
     finish = np.zeros((len(kernel.stages), n_chunks))
     busy = np.zeros(len(kernel.stages))
-    totals = {"hbm": 0.0, "ddr": 0.0}
+    totals = {HBM: 0.0, DDR: 0.0}
     p2p_bytes = 0.0
     for s, stage in enumerate(kernel.stages):
         rate = stage.rate_ops_per_s
@@ -85,9 +86,9 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
             prev = max(prev, ready) + max(compute, load) + send
             finish[s, c] = prev
             busy[s] += compute
-    memory = totals["hbm"] / socket.tier_bytes_per_s("hbm") + totals["ddr"] / socket.tier_bytes_per_s("ddr")
+    memory = totals[HBM] / socket.tier_bytes_per_s(HBM) + totals[DDR] / socket.tier_bytes_per_s(DDR)
     comm = p2p_bytes / socket.p2p_bytes_per_s
-    tiers = max(totals["hbm"] / socket.tier_bytes_per_s("hbm"), totals["ddr"] / socket.tier_bytes_per_s("ddr"))
+    tiers = max(totals[HBM] / socket.tier_bytes_per_s(HBM), totals[DDR] / socket.tier_bytes_per_s(DDR))
     body = max(float(finish.max(initial=0.0)), tiers, comm)
     latency = socket.launch_s(kernel.orchestration) + body + system.sync_s  # as the engine charges it
     return KernelEstimate(kernel.name, latency, float(busy.max(initial=0.0)), memory, comm)
@@ -182,7 +183,7 @@ class Evaluator:
                            for k in layer.kernels}
         if memory["hbm_used_bytes"] > memory["hbm_capacity_bytes"]:
             row |= {"fits": False, "reason": "HBM: needs more than a socket has"}
-        elif memory["ddr_used_bytes"] > self.seed.system.socket.capacity_bytes("ddr"):
+        elif memory["ddr_used_bytes"] > self.seed.system.socket.capacity_bytes(DDR):
             row |= {"fits": False, "reason": "DDR: weights need more than a socket has"}
         elif self.problem.slo_tpot_s is not None and self.space.phase == "decode" \
                 and row["tpot_s"] > self.problem.slo_tpot_s:
@@ -199,10 +200,10 @@ class Evaluator:
         kernels = {t: layer.plans for t, layer in zip(self.counts, layers, strict=True)}
         report = memory_usage(self.seed.spec, self.seed.model, self.counts, kernels, batch, self.kv_len,
                               max(layer.activation_peak_bytes for layer in layers))
-        hbm, reserved = report["hbm"], self.reserved_bytes
+        hbm, reserved = report[HBM], self.reserved_bytes
         used = hbm["weights"] + hbm["kv_cache"] + hbm["activations"] + reserved
         return {"hbm_used_bytes": used, "hbm_weights_bytes": hbm["weights"], "hbm_kv_bytes": hbm["kv_cache"],
                 "hbm_activations_bytes": hbm["activations"], "hbm_reserved_bytes": reserved,
-                "hbm_capacity_bytes": self.seed.system.socket.capacity_bytes("hbm"),
-                "ddr_used_bytes": report["ddr"]["weights"]}
+                "hbm_capacity_bytes": self.seed.system.socket.capacity_bytes(HBM),
+                "ddr_used_bytes": report[DDR]["weights"]}
 

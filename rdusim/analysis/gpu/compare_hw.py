@@ -22,7 +22,14 @@ from rdusim.analysis.gpu.predict import (
     simulate_mla_step,
 )
 from rdusim.config.loader import load_any, load_spec, model_path, read_document
-from rdusim.config.schema import GpuMappingSpec, KvPolicySpec, MappingSpec, ModelSpec, WorkloadSpec
+from rdusim.config.schema import (
+    HBM,
+    GpuMappingSpec,
+    KvPolicySpec,
+    MappingSpec,
+    ModelSpec,
+    WorkloadSpec,
+)
 from rdusim.errors import ConfigError
 from rdusim.hw.gpu import GpuNode, load_gpu_node
 from rdusim.kv_policy import COMPRESSING
@@ -64,7 +71,7 @@ def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch
         return _empty(hw, policy, reason)
     result = simulate(mapping, seq_len=seq_len, batch=use, hw=hw, overrides=overrides)
     memory = result.to_dict()["memory"]
-    hbm = sum(memory["per_socket"]["hbm"].values())
+    hbm = sum(memory["per_socket"][HBM].values())
     step = result.total_s
     accepted = result.plan.mapping.workload.accepted_tokens_per_step
     note = f"{result.plan.system.sockets} sockets, the mapping's degrees"
