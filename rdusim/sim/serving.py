@@ -283,16 +283,20 @@ class _Engine:
                 node.wake = self.env.event()
                 yield node.wake
                 continue
-            _, _, request = heapq.heappop(node.queue)
-            duration = self.prefill_duration(request)
-            node.queued_s -= duration
-            node.busy_until = self.env.now + duration
-            self.r["prefill_start_s"][request] = self.env.now
-            self.r["prefill_node"][request] = node.index
-            self.log("prefill_start", request, node.name)
-            yield self.env.timeout(duration)
-            node.busy_prefill_s += duration
-            self.first_token(request, node)
+            yield from self.prefill_next(node)
+
+    def prefill_next(self, node: _Node) -> Generator:
+        """Prefill the node's next queued request, then hand it its first token."""
+        _, _, request = heapq.heappop(node.queue)
+        duration = self.prefill_duration(request)
+        node.queued_s -= duration
+        node.busy_until = self.env.now + duration
+        self.r["prefill_start_s"][request] = self.env.now
+        self.r["prefill_node"][request] = node.index
+        self.log("prefill_start", request, node.name)
+        yield self.env.timeout(duration)
+        node.busy_prefill_s += duration
+        self.first_token(request, node)
 
     def first_token(self, request: int, node: _Node) -> None:
         self.r["first_token_s"][request] = self.env.now
@@ -374,7 +378,7 @@ class _Engine:
         while True:
             self.admit(node)
             if node.role == "colocated" and node.queue and m.chunk_tokens is None:
-                yield from self.colocated_prefill(node)
+                yield from self.prefill_next(node)
                 continue
             chunk_s, chunk_request = self.next_chunk(node) if node.role == "colocated" else (0.0, -1)
             if not node.active and chunk_request < 0:
@@ -426,17 +430,6 @@ class _Engine:
             node.kv_sum0 = 0.0   # drop rounding left by the running sum
         self.set_bucket(node)
 
-    def colocated_prefill(self, node: _Node) -> Generator:
-        _, _, request = heapq.heappop(node.queue)
-        duration = self.prefill_duration(request)
-        node.queued_s -= duration
-        node.busy_until = self.env.now + duration
-        self.r["prefill_start_s"][request] = self.env.now
-        self.r["prefill_node"][request] = node.index
-        self.log("prefill_start", request, node.name)
-        yield self.env.timeout(duration)
-        node.busy_prefill_s += duration
-        self.first_token(request, node)
 
     def next_chunk(self, node: _Node) -> tuple[float, int]:
         """Co-located chunked prefill: the next chunk of the prompt in progress (or next in queue)."""
