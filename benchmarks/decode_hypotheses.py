@@ -15,8 +15,11 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from rdusim.analysis.calibrate import fit_decode_overhead
-from rdusim.analysis.published import DECODE_128K, LLAMA_8B_DECODE_8K_TOKENS_PER_S_PER_USER
+from rdusim.analysis.calibration.fit import fit_decode_overhead
+from rdusim.analysis.calibration.published import (
+    DECODE_128K,
+    LLAMA_8B_DECODE_8K_TOKENS_PER_S_PER_USER,
+)
 from rdusim.analysis.result import simulate
 from rdusim.mapping.bundle import load_mapping
 

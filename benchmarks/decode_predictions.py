@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from rdusim.analysis.published import DECODE_128K, LLAMA_8B_DECODE_8K_TOKENS_PER_S_PER_USER
+from rdusim.analysis.calibration.published import (
+    DECODE_128K,
+    LLAMA_8B_DECODE_8K_TOKENS_PER_S_PER_USER,
+)
 from rdusim.analysis.result import simulate
 from rdusim.analysis.sweep import at_max_batch, policy_gain, sweep
 from rdusim.mapping.bundle import load_mapping

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from rdusim.analysis.estimate import Evaluator, Problem
 from rdusim.analysis.execution import LocalExecutor
-from rdusim.analysis.explore import explore
+from rdusim.analysis.explore.estimate import Evaluator, Problem
+from rdusim.analysis.explore.search import explore
 
 
 def main() -> None:

@@ -22,7 +22,9 @@ settings.register_profile("long", max_examples=400, deadline=None, suppress_heal
 settings.load_profile("fast")
 
 ROOT = Path(__file__).resolve().parents[1]
-MAPPINGS = sorted((ROOT / "mappings").rglob("*.yaml"))
+#: the SN40L mapping documents (GPU mappings, kind gpu_mapping, have their own tests in tests/gpu;
+#: serving deployments, kind serving, theirs in tests/serving)
+MAPPINGS = sorted(p for p in (ROOT / "mappings").rglob("*.yaml") if "\nkind: mapping\n" in p.read_text())
 SNAPSTREAM = ROOT / "mappings" / "deepseek-r1" / "prefill-snapstream.yaml"
 LLAMA = ROOT / "mappings" / "llama-3.1-8b" / "prefill.yaml"
 

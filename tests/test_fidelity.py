@@ -1,5 +1,5 @@
 """The fidelity gate: every fitted or predicted published figure stays within its tolerance
-(``rdusim.analysis.published.FIGURES``), so a later change cannot quietly break fidelity."""
+(``rdusim.analysis.calibration.published.FIGURES``), so a later change cannot quietly break fidelity."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rdusim.analysis.fidelity import fidelity, within_tolerance
-from rdusim.analysis.published import FIGURES
+from rdusim.analysis.calibration.fidelity import fidelity, within_tolerance
+from rdusim.analysis.calibration.published import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 

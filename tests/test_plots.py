@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from rdusim.analysis.compare import drop_kernels, prefill_overhead
+from rdusim.analysis.calibration.prefill_compare import drop_kernels, prefill_overhead
 from rdusim.analysis.plots import kernel_color, plot_breakdown, plot_shares
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rdusim.analysis.compare import breakdown_frames, compare_prefill
+from rdusim.analysis.calibration.prefill_compare import breakdown_frames, compare_prefill
 from rdusim.analysis.plots import plot_breakdown, plot_sweep
 from rdusim.analysis.sweep import sweep
 

@@ -27,8 +27,11 @@ COMMANDS: dict[str, str] = {
     "numerics": "check the KV policies on a real small LM (passkey, divergence)",
     "validate": "check mapping, model and hardware YAML files",
     "calibrate": "fit calibration constants to the published figures",
-    "fidelity": "every published figure the project knows against the model",
+    "fidelity": "every published figure vs the model: error, fitted or predicted",
     "schema": "print the JSON Schema of a document kind",
+    "compare-hw": "one mapping's workload on several hardware documents (SN40L and GPUs)",
+    "serve": "simulate request traffic on a serving deployment",
+    "serve-sweep": "goodput of serving deployments over request rates",
 }
 
 #: exit codes: 0 ok, 1 an internal error (a bug), 2 bad input (files, options, infeasible mappings)

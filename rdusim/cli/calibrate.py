@@ -16,14 +16,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from rdusim.analysis.calibrate import (
+from rdusim.analysis.calibration.fit import (
     fit_decode_overhead,
     fit_efficiencies,
     snapstream_overhead,
     with_efficiencies,
     with_software_launch,
 )
-from rdusim.analysis.published import (
+from rdusim.analysis.calibration.published import (
     DECODE_128K,
     PREFILL_128K_MOE_SHARES,
     SNAPSTREAM_PREFILL_OVERHEAD_RANGE,

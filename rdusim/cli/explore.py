@@ -14,14 +14,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from rdusim.analysis.estimate import Problem
 from rdusim.analysis.execution import make_executor
-from rdusim.analysis.explore import (
-    ExploreResult,
-    explore,
-    seed_mapping,
-    standalone_document,
-)
+from rdusim.analysis.explore.estimate import Problem
+from rdusim.analysis.explore.export import seed_mapping, standalone_document
+from rdusim.analysis.explore.search import ExploreResult, explore
 from rdusim.analysis.sweep import policy_overrides
 from rdusim.cli import command_parser
 from rdusim.cli.options import bounded_int, finite_float, nonnegative_int, policy_list, positive_int

@@ -7,18 +7,19 @@ import math
 import sys
 from pathlib import Path
 
+from rdusim.cli import command_parser
 from rdusim.cli.output import Outputs
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("fidelity", help="every published figure vs the model: error, fitted or predicted")
+    parser = command_parser(subparsers, "fidelity")
     parser.add_argument("--root", default=".", help="repository root holding mappings/ and hw_configs/ (default: .)")
     parser.add_argument("--out", help="also write the table as CSV here")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from rdusim.analysis.fidelity import fidelity, within_tolerance
+    from rdusim.analysis.calibration.fidelity import fidelity, within_tolerance
 
     outputs = Outputs()
     out = outputs.file("--out", args.out)  # checked before the work

@@ -32,6 +32,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rdusim.analysis.gpu.predict import is_gpu_mapping
+
+    if is_gpu_mapping(args.mapping):  # a GPU target: library kernels, not a spatial pipeline
+        from rdusim.cli.gpu_report import run_gpu
+
+        return run_gpu(args)
+
     outputs = Outputs()
     out = outputs.file("--out", args.out)
     trace = outputs.file("--trace", args.trace)

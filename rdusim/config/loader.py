@@ -20,7 +20,16 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rdusim.config.schema import MappingSpec, ModelSpec, NodeSpec, SocketSpec
+from rdusim.config.schema import (
+    GpuMappingSpec,
+    GpuNodeSpec,
+    GpuSpec,
+    MappingSpec,
+    ModelSpec,
+    NodeSpec,
+    SocketSpec,
+)
+from rdusim.config.serving import ServingSpec
 from rdusim.errors import ConfigError
 
 MODELS_DIR = Path(__file__).parent / "models"
@@ -29,6 +38,10 @@ DOCUMENT_KINDS: dict[str, type[BaseModel]] = {
     "node": NodeSpec,
     "model": ModelSpec,
     "mapping": MappingSpec,
+    "gpu": GpuSpec,
+    "gpu_node": GpuNodeSpec,
+    "gpu_mapping": GpuMappingSpec,
+    "serving": ServingSpec,
 }
 Path_ = tuple[str | int, ...]
 

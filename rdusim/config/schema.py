@@ -8,6 +8,7 @@ are short and carry the unit in the value instead (``bandwidth: "1.6 TB/s"``).
 
 from __future__ import annotations
 
+import difflib
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -372,3 +373,111 @@ class MappingSpec(Spec):
             raise ValueError(f"workload.seq_len={self.workload.seq_len} exceeds deployment.max_prompt={longest}: "
                              "the deployment does not admit this prompt (raise deployment.max_prompt)")
         return self
+
+# ------------------------------------------------------------------------ GPU targets
+# A GPU is a different kind of machine: one kernel at a time across its SMs, library
+# kernels (GEMMs, FlashAttention) rather than a spatial pipeline. Its documents are kinds
+# of their own so nothing SN40L-specific (PCUs, PMUs, SRAM tiers) has to be faked.
+# the quantity types are positive and finite by construction (config.quantity); Delay may be 0
+PositiveFlopPerS = FlopPerS
+PositiveBytesPerS = BytesPerS
+PositiveBytes = Bytes
+NonNegativeSeconds = Delay
+
+
+class GpuTensorPeakSpec(Spec):
+    """Dense tensor-core peak per dtype (the datasheet's, without sparsity)."""
+
+    bf16_flops_per_s: PositiveFlopPerS = Field(alias="bf16")
+    fp8_flops_per_s: PositiveFlopPerS = Field(alias="fp8")
+
+
+class GpuComputeSpec(Spec):
+    sms: int = Field(gt=0, description="streaming multiprocessors")
+    clock_hz: Annotated[Hertz, Field(gt=0)] = Field(alias="clock")
+    tensor_peak: GpuTensorPeakSpec
+    fp32_flops_per_s: PositiveFlopPerS = Field(alias="fp32_peak", description="non-tensor FP32")
+
+
+class GpuMemorySpec(Spec):
+    hbm_capacity_bytes: PositiveBytes = Field(alias="hbm_capacity")
+    hbm_bytes_per_s: PositiveBytesPerS = Field(alias="hbm_bandwidth")
+    l2_bytes: PositiveBytes = Field(alias="l2")
+    shared_per_sm_bytes: PositiveBytes = Field(alias="shared_per_sm")
+    hbm_latency_s: NonNegativeSeconds = Field(alias="hbm_latency", description="one dependent DRAM round trip")
+
+
+class GpuLinkSpec(Spec):
+    bandwidth_bytes_per_s: PositiveBytesPerS = Field(alias="bandwidth", description="per direction")
+    latency_s: NonNegativeSeconds = Field(alias="latency")
+
+
+class GpuLaunchSpec(Spec):
+    """What one kernel costs before its CTAs run, by how it is launched."""
+
+    stream_s: NonNegativeSeconds = Field(alias="stream", description="one kernel timed alone on a stream")
+    graph_s: NonNegativeSeconds = Field(alias="graph", description="per kernel inside a CUDA graph")
+    eager_host_s: NonNegativeSeconds = Field(alias="eager_host", description="host dispatch per eager op")
+    pipeline_s: NonNegativeSeconds = Field(
+        alias="pipeline", description="fixed cost of a tensor-core kernel: pipeline prologue, epilogue, grid drain")
+
+
+class GpuEfficiencySpec(Spec):
+    """Achieved fractions of peak of the library kernels' inner loops, each in (0, 1]."""
+
+    hbm_stream: float = Field(gt=0.0, le=1.0, description="streaming kernels' share of HBM peak")
+    gemm_tensor: float = Field(gt=0.0, le=1.0, description="a full wave of GEMM tiles' share of tensor peak")
+    attention_tensor: float = Field(gt=0.0, le=1.0, description="FlashAttention-2 main loop's share of tensor peak")
+    mla_tensor: float = Field(gt=0.0, le=1.0, description="FlashMLA decode main loop's share of tensor peak")
+
+
+class GpuSpec(Spec):
+    kind: Literal["gpu"]
+    name: str
+    compute: GpuComputeSpec
+    memory: GpuMemorySpec
+    nvlink: GpuLinkSpec
+    launch: GpuLaunchSpec
+    efficiency: GpuEfficiencySpec
+
+
+class GpuNodeSpec(Spec):
+    kind: Literal["gpu_node"]
+    name: str
+    gpu: str = Field(description="path of the gpu YAML, relative to this file")
+    gpus: int = Field(gt=0)
+    topology: Literal["nvswitch"] = "nvswitch"
+
+
+LaunchMode = Literal["graph", "eager", "stream"]
+GPU_LIBRARY_KERNELS = (
+    "embedding", "rms_norm", "qkv_gemm", "rope", "kv_append", "attention", "o_gemm",
+    "residual_add", "gate_up_gemm", "silu_mul", "down_gemm", "all_reduce", "lm_head",
+)
+
+
+class GpuMappingSpec(Spec):
+    """A model on a GPU (or GPU node, tensor parallel): the library kernels of each layer."""
+
+    kind: Literal["gpu_mapping"]
+    name: str
+    model: str
+    hardware: str = Field(description="gpu or gpu_node YAML path, relative to this file")
+    phase: Phase
+    launch: LaunchMode = "graph"
+    tp: int = Field(default=1, gt=0)
+    workload: WorkloadSpec
+    kv_policy: KvPolicySpec = KvPolicySpec()
+    layer: list[str] = Field(min_length=1, description="library kernels of one decoder layer, in order")
+    head: list[str] = Field(default_factory=list, description="kernels before/after the layers")
+
+    @field_validator("layer", "head")
+    @classmethod
+    def _known_kernels(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if name not in GPU_LIBRARY_KERNELS:
+                close = difflib.get_close_matches(name, GPU_LIBRARY_KERNELS, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"unknown library kernel {name!r}{hint} "
+                                 f"(known: {', '.join(GPU_LIBRARY_KERNELS)})")
+        return names

@@ -1,7 +1,7 @@
 """Shared bandwidth as a SimPy resource: concurrent transfers split it fairly.
 
-Owns: ``BandwidthPool``, ``delay`` (every timeout of the simulation, bounded by ``HORIZON_S``).
-Imports: simpy, errors.
+Owns: ``BandwidthPool``, ``WeightedPool``, ``delay`` (every timeout of the simulation, bounded by
+``HORIZON_S``). Imports: simpy, errors.
 
 A pool serves its active transfers by processor sharing: with n transfers in flight each
 progresses at rate/n, and every arrival or completion re-divides the rate. A lone stream
@@ -97,3 +97,49 @@ class BandwidthPool:
             return  # a newer arrival or completion re-planned the pool
         self._advance()
         self._reschedule()
+
+
+class WeightedPool:
+    """Bandwidth shared by weighted processor sharing: a flow of weight w (w CTAs) gets
+    ``rate * w / sum(weights)``; every arrival or completion re-divides the rate."""
+
+    def __init__(self, env: simpy.Environment, rate: float) -> None:
+        self.env, self.rate = env, rate
+        self._flows: dict[int, list] = {}  # id -> [bytes left, weight, done event]
+        self._ids = itertools.count()
+        self._updated = env.now
+        self._generation = 0
+
+    def transfer(self, nbytes: float, weight: float) -> simpy.Event:
+        done = self.env.event()
+        if nbytes <= _EPSILON_BYTES:
+            done.succeed()
+            return done
+        self._advance()
+        self._flows[next(self._ids)] = [float(nbytes), float(weight), done]
+        self._reschedule()
+        return done
+
+    def _advance(self) -> None:
+        elapsed = self.env.now - self._updated
+        if elapsed > 0 and self._flows:
+            per_weight = self.rate / sum(f[1] for f in self._flows.values()) * elapsed
+            for flow in self._flows.values():
+                flow[0] -= per_weight * flow[1]
+        self._updated = self.env.now
+
+    def _reschedule(self) -> None:
+        self._generation += 1
+        for key in [k for k, f in self._flows.items() if f[0] <= _EPSILON_BYTES]:
+            self._flows.pop(key)[2].succeed()
+        if not self._flows:
+            return
+        total = sum(f[1] for f in self._flows.values())
+        delay = min(f[0] / f[1] for f in self._flows.values()) * total / self.rate
+        generation = self._generation
+        self.env.timeout(delay).callbacks.append(lambda _e: self._on_timer(generation))
+
+    def _on_timer(self, generation: int) -> None:
+        if generation == self._generation:
+            self._advance()
+            self._reschedule()

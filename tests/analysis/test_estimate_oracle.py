@@ -18,7 +18,7 @@ import dataclasses
 
 import pytest
 
-from rdusim.analysis.estimate import kernel_estimate
+from rdusim.analysis.explore.estimate import kernel_estimate
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import load_mapping
 from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage

@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rdusim.analysis.estimate import Evaluator, Problem
 from rdusim.analysis.execution import LocalExecutor
-from rdusim.analysis.explore import explore
+from rdusim.analysis.explore.estimate import Evaluator, Problem
+from rdusim.analysis.explore.search import explore
 from rdusim.analysis.result import simulate
 from rdusim.cli import main
 from rdusim.mapping.capacity import hbm_fit

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rdusim.analysis.estimate import Problem
-from rdusim.analysis.explore import explore
+from rdusim.analysis.explore.estimate import Problem
+from rdusim.analysis.explore.search import explore
 from rdusim.analysis.result import simulate
 from rdusim.cli import main
 from rdusim.mapping.bundle import load_mapping

@@ -216,3 +216,20 @@ def test_role_errors(device):
         KascadeCache.from_prefill(
             *prompt, capacity=8, anchor=anchor, head_map=torch.tensor([0, 2], device=device)
         )
+
+
+@pytest.mark.parametrize("k_budget", [1, 5, 40])
+def test_sparse_decode_equals_masked_sparse_attention(k_budget, device):
+    """The gathered decode path computes the masked reference exactly (same keys, same softmax)."""
+    gen = torch.Generator().manual_seed(k_budget)
+    b, hq, hkv, tk, d = 3, 4, 2, 37, 8
+    q = torch.randn(b, hq, 1, d, generator=gen, dtype=torch.float64).to(device)
+    k = torch.randn(b, hkv, tk, d, generator=gen, dtype=torch.float64).to(device)
+    v = torch.randn(b, hkv, tk, d, generator=gen, dtype=torch.float64).to(device)
+    lengths = torch.tensor([37, 20, 1], device=device)
+    qpos = (lengths - 1)[:, None]
+    idx = kascade.topk_indices(q, k, k_budget, 1, lengths=lengths, q_positions=qpos)
+    ref_out, ref_w = kascade.sparse_attention(q, k, v, idx, lengths=lengths, q_positions=qpos)
+    out, w = kascade.sparse_decode(q, k, v, idx, lengths)
+    torch.testing.assert_close(out, ref_out, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(w, ref_w, rtol=1e-12, atol=1e-12)

@@ -16,7 +16,7 @@ from rdusim.kernels.kascade.anchors import (
     select_anchors,
 )
 from rdusim.kernels.kascade.cache import KascadeCache
-from rdusim.kernels.kascade.sparse import sparse_attention, topk_indices
+from rdusim.kernels.kascade.sparse import sparse_attention, sparse_decode, topk_indices
 
 __all__ = [
     "KascadeCache",
@@ -26,5 +26,6 @@ __all__ = [
     "layer_similarity",
     "select_anchors",
     "sparse_attention",
+    "sparse_decode",
     "topk_indices",
 ]

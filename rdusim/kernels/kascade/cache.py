@@ -28,7 +28,7 @@ from rdusim.kernels.attention import attend_slots
 from rdusim.kernels.cache import gather_tokens
 from rdusim.kernels.full import full_positions
 from rdusim.kernels.kascade.anchors import default_budget
-from rdusim.kernels.kascade.sparse import sparse_attention, topk_indices
+from rdusim.kernels.kascade.sparse import sparse_decode, topk_indices
 from rdusim.kernels.validation import check_int, check_prefill
 
 
@@ -127,15 +127,7 @@ class KascadeCache(AppendCache):
             borrowed = self.indices
         else:
             borrowed = self.anchor.indices[:, self.head_map]  # (B, Hkv, 1, k_anchor)
-        return sparse_attention(
-            q_new,
-            self.keys,
-            self.values,
-            borrowed,
-            lengths=self.lengths,
-            q_positions=q_positions,
-            scale=scale,
-        )
+        return sparse_decode(q_new, self.keys, self.values, borrowed, self.lengths, scale=scale)
 
 
 def _check_role(

@@ -1,6 +1,7 @@
 """Kascade's attention kernels: post-softmax pooled top-k selection and sparse attention.
 
-Owns: ``topk_indices``, ``sparse_attention``. Imports: torch, ``attention``, ``selection``.
+Owns: ``topk_indices``, ``sparse_attention``, ``sparse_decode``. Imports: torch, ``attention``,
+``cache``, ``selection``.
 
 Queries come in tiles of ``tile`` consecutive rows (tile 1 at decode). A tile's top-k is
 chosen from the keys strictly before the tile's first query, by the post-softmax weights summed
@@ -13,6 +14,10 @@ this is dense causal attention.
 Query positions default to ``0 .. Tq-1`` (a right-padded prompt); a decode query passes
 ``q_positions = lengths - 1``. Keys at ``>= lengths[b]`` and queries at ``>= lengths[b]``
 (padding) are ignored.
+
+``sparse_decode`` is the decode step's fast path: it gathers the k selected keys and values
+plus the query's own token into k + 1 slots and attends over those only, so its work is
+proportional to k, not to the cache length (``sparse_attention`` masks a dense pass).
 """
 
 from __future__ import annotations
@@ -21,7 +26,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rdusim.kernels.attention import attention, default_scale, grouped_logits, masked_softmax
+from rdusim.kernels.attention import (
+    attend_slots,
+    attention,
+    default_scale,
+    grouped_logits,
+    masked_softmax,
+)
+from rdusim.kernels.cache import gather_tokens
 from rdusim.kernels.selection import select_top
 from rdusim.kernels.validation import check_int
 
@@ -93,6 +105,46 @@ def sparse_attention(
     own_tile = key >= row_start[..., None]  # (B, Tq, Tk)
     mask = _visible(q_positions, lengths, tk)[:, None] & (chosen | own_tile[:, None])
     return attention(q, k, v, mask=mask, scale=scale)
+
+
+def sparse_decode(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    indices: Tensor,
+    lengths: Tensor,
+    *,
+    scale: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """One decode query per sequence attending to its top-k keys and its own token.
+
+    The same function as ``sparse_attention`` at ``tile=1`` with ``q_positions = lengths - 1``
+    (the top-k lies strictly before the query; the own token is added), computed on k + 1
+    gathered slots instead of a masked pass over all ``Tk`` keys.
+
+    Shapes
+    ------
+    q (B, Hq, 1, Dk), k (B, Hkv, Tk, Dk), v (B, Hkv, Tk, Dv), indices (B, Hkv, 1, n) int64 in
+    [-1, Tk) (``-1`` = none), lengths (B,) -> out (B, Hq, 1, Dv), weights (B, Hq, 1, Tk).
+    """
+    b, hkv, tk = k.shape[:3]
+    if indices.dim() != 4 or tuple(indices.shape[:3]) != (b, hkv, 1) or q.shape[2] != 1:
+        raise ValueError(
+            f"sparse_decode takes one query and indices of shape (B, Hkv, 1, n) = ({b}, {hkv}, 1, n), "
+            f"got q {tuple(q.shape)} and indices {tuple(indices.shape)}"
+        )
+    own = (lengths - 1)[:, None, None].expand(b, hkv, 1)  # (B, Hkv, 1): the query's own slot
+    chosen = indices[:, :, 0]  # (B, Hkv, n)
+    chosen = torch.where((chosen >= 0) & (chosen < own), chosen, -1)  # strictly before the query
+    slots = torch.cat((chosen, own), dim=-1)  # (B, Hkv, n + 1)
+    valid = (slots >= 0) & (slots < lengths[:, None, None])  # (B, Hkv, n + 1)
+    slots = torch.where(valid, slots, -1)
+    out, weights = attend_slots(q, gather_tokens(k, slots), gather_tokens(v, slots), valid, scale)
+    hq = q.shape[1]
+    index = slots.clamp(min=0).repeat_interleave(hq // hkv, dim=1)[:, :, None, :]  # (B, Hq, 1, n+1)
+    dense = torch.zeros(b, hq, 1, tk, dtype=weights.dtype, device=weights.device)
+    dense.scatter_add_(-1, index, torch.where(index >= 0, weights, 0.0))  # invalid slots carry 0
+    return out, dense
 
 
 def _defaults(

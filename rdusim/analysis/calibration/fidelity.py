@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rdusim.analysis.calibrate import layer_shares, snapstream_overhead
-from rdusim.analysis.published import FIGURES, Figure
+from rdusim.analysis.calibration.fit import layer_shares, snapstream_overhead
+from rdusim.analysis.calibration.published import FIGURES, Figure
 from rdusim.analysis.result import simulate
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import max_batch

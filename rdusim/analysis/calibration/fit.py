@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rdusim.analysis import compare
 from rdusim.analysis.breakdown import kernel_breakdown
+from rdusim.analysis.calibration import prefill_compare
 from rdusim.analysis.metrics import step_figures
 from rdusim.config.schema import OP_CLASSES
 from rdusim.errors import ConfigError
@@ -127,7 +127,7 @@ def snapstream_overhead(loaded: LoadedMapping, seq_len: int, efficiency: dict[st
     resized = load_mapping(loaded.document.path, seq_len=seq_len)
     system = resized.system.with_efficiency(**efficiency)
     plan = build_plan(dataclasses.replace(resized, system=system))
-    return compare.snapstream_overhead(kernel_breakdown(plan, simulate_plan(plan, record_events=False)))
+    return prefill_compare.snapstream_overhead(kernel_breakdown(plan, simulate_plan(plan, record_events=False)))
 
 
 def with_efficiencies(text: str, efficiency: dict[str, float], note: str) -> str:

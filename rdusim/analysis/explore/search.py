@@ -1,9 +1,9 @@
 """The mapping explorer: search the space around a seed mapping, rank, re-score, explain.
 
-Owns: ``explore``, ``ExploreResult``, ``pareto_front``, ``seed_mapping``, ``standalone_document``.
-Imports: estimate, execution, metrics, result (simulate), mapping, numpy, pandas.
+Owns: ``explore``, ``ExploreResult``, ``pareto_front``, the ranking tables. Imports: estimate,
+tasks (what workers run), execution, metrics, mapping, numpy, pandas.
 
-Two levels: the analytical estimator (``rdusim.analysis.estimate``) scores every candidate
+Two levels: the analytical estimator (``rdusim.analysis.explore.estimate``) scores every candidate
 the search visits; the discrete-event simulator re-scores the best ``rescore`` of them and
 the seed, and the final ranking is the simulator's. Search is exhaustive when the space is
 no larger than the budget, else a seeded evolutionary search (the seed's one-gene
@@ -19,56 +19,19 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rdusim.analysis.estimate import Evaluator, Problem
 from rdusim.analysis.execution import Executor, LocalExecutor
-from rdusim.analysis.metrics import STEP_FIGURES, step_figures
-from rdusim.analysis.result import simulate
-from rdusim.errors import ConfigError, MappingError
-from rdusim.mapping.capacity import hbm_fit
-from rdusim.mapping.space import Space, load_candidate
+from rdusim.analysis.explore.estimate import Evaluator, Problem
+from rdusim.analysis.explore.tasks import Genome, estimate_task, evaluator, simulate_task
+from rdusim.analysis.metrics import STEP_FIGURES
+from rdusim.errors import ConfigError
+from rdusim.mapping.space import Space
 
-Genome = tuple[int, ...]
 Progress = Callable[[str, int, int], None]
-
-
-# ------------------------------------------------------------------ worker tasks
-_EVALUATORS: dict[Problem, Evaluator] = {}  # per process: caches live as long as the worker
-
-
-def evaluator(problem: Problem) -> Evaluator:
-    if problem not in _EVALUATORS:
-        _EVALUATORS[problem] = Evaluator(problem)
-    return _EVALUATORS[problem]
-
-
-def estimate_task(problem: Problem, genomes: list[Genome]) -> list[dict[str, Any]]:
-    return evaluator(problem).estimate(genomes)
-
-
-def simulate_task(problem: Problem, genome: Genome) -> dict[str, Any]:
-    """Re-score one candidate with the discrete-event simulator."""
-    ev = evaluator(problem)
-    loaded = load_candidate(ev.seed, ev.data(genome))
-    try:
-        result = simulate(loaded, record_events=False)
-    except MappingError as error:
-        return {"genome": genome, "sim_fits": False, "sim_reason": str(error).splitlines()[0]}
-    fit = hbm_fit(result.plan, loaded)
-    w = loaded.spec.workload
-    figures = step_figures(loaded.spec.phase, result.total_s, batch=w.batch, seq_len=w.seq_len,
-                           accepted=w.accepted_tokens_per_step)
-    slo, tpot = problem.slo_tpot_s, figures["tpot_s"]
-    reason = fit.reason or (f"TPOT {tpot * 1e3:.3f} ms over the SLO" if slo and tpot > slo else "")
-    kernels = result.kernels[["layer_type", "kernel", "latency_s", "bound"]].to_dict(orient="records")
-    return {"genome": genome, "sim_fits": not reason, "sim_reason": reason,
-            **{f"sim_{k}": v for k, v in figures.items()}, "sim_hbm_used_bytes": fit.used_bytes,
-            "sim_kernels": kernels}
 
 
 # ------------------------------------------------------------------------ search
@@ -286,31 +249,3 @@ def pareto_front(frame: pd.DataFrame) -> pd.DataFrame:
         keep[i] = not dominated.any()
     front = frame[keep].drop_duplicates(subset=["latency_s", "tokens_per_s", "hbm_used_bytes"])
     return front.sort_values("latency_s").reset_index(drop=True)
-
-
-# ------------------------------------------------------------------- seed + output
-def seed_mapping(model: str, phase: str, policy: str, root: Path | None = None) -> Path:
-    """The shipped mapping for a model and phase: ``mappings/<model>/<phase>[-<policy>].yaml``."""
-    roots = [root] if root else [Path.cwd() / "mappings", Path(__file__).resolve().parents[2] / "mappings"]
-    base = next((r for r in roots if r.is_dir()), roots[-1])
-    known = sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
-    if model not in known:
-        raise ConfigError(f"--model: unknown model {model!r}; models with shipped mappings: {', '.join(known)}")
-    suffix = "" if policy == "full" else f"-{policy}"
-    path = base / model / f"{phase}{suffix}.yaml"
-    if not path.is_file():
-        shipped = sorted(p.stem for p in (base / model).glob("*.yaml"))
-        raise ConfigError(f"no shipped {phase} mapping for {model} with policy {policy!r} ({path} not found; "
-                          f"shipped: {', '.join(shipped)}); pass --mapping to start from another")
-    return path
-
-
-def standalone_document(result: ExploreResult, genome: Genome) -> dict[str, Any]:
-    """A candidate's mapping with file references made absolute, so it loads from anywhere."""
-    data = dict(result.documents[genome])
-    base = result.space.seed_path.parent
-    for key in ("hardware", "prefill"):
-        if data.get(key):
-            data[key] = str((base / data[key]).resolve())
-    data["name"] = f"{data['name']}-explored"
-    return data

@@ -1,0 +1,52 @@
+"""What the explorer's workers run: estimate a batch of candidates, or re-simulate one.
+
+Owns: ``Genome``, ``evaluator`` (one cached ``Evaluator`` per problem and process),
+``estimate_task``, ``simulate_task``. Imports: estimate, metrics, result (simulate), mapping.
+The functions are module-level and their arguments picklable, so worker processes and Dask
+workers run the same code as this process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rdusim.analysis.explore.estimate import Evaluator, Problem
+from rdusim.analysis.metrics import step_figures
+from rdusim.analysis.result import simulate
+from rdusim.errors import MappingError
+from rdusim.mapping.capacity import hbm_fit
+from rdusim.mapping.space import load_candidate
+
+Genome = tuple[int, ...]
+
+_EVALUATORS: dict[Problem, Evaluator] = {}  # per process: caches live as long as the worker
+
+
+def evaluator(problem: Problem) -> Evaluator:
+    if problem not in _EVALUATORS:
+        _EVALUATORS[problem] = Evaluator(problem)
+    return _EVALUATORS[problem]
+
+
+def estimate_task(problem: Problem, genomes: list[Genome]) -> list[dict[str, Any]]:
+    return evaluator(problem).estimate(genomes)
+
+
+def simulate_task(problem: Problem, genome: Genome) -> dict[str, Any]:
+    """Re-score one candidate with the discrete-event simulator."""
+    ev = evaluator(problem)
+    loaded = load_candidate(ev.seed, ev.data(genome))
+    try:
+        result = simulate(loaded, record_events=False)
+    except MappingError as error:
+        return {"genome": genome, "sim_fits": False, "sim_reason": str(error).splitlines()[0]}
+    fit = hbm_fit(result.plan, loaded)
+    w = loaded.spec.workload
+    figures = step_figures(loaded.spec.phase, result.total_s, batch=w.batch, seq_len=w.seq_len,
+                           accepted=w.accepted_tokens_per_step)
+    slo, tpot = problem.slo_tpot_s, figures["tpot_s"]
+    reason = fit.reason or (f"TPOT {tpot * 1e3:.3f} ms over the SLO" if slo and tpot > slo else "")
+    kernels = result.kernels[["layer_type", "kernel", "latency_s", "bound"]].to_dict(orient="records")
+    return {"genome": genome, "sim_fits": not reason, "sim_reason": reason,
+            **{f"sim_{k}": v for k, v in figures.items()}, "sim_hbm_used_bytes": fit.used_bytes,
+            "sim_kernels": kernels}

@@ -1,0 +1,375 @@
+"""GPU predictions: a GPU mapping's step time, the benchmark rows, and the calibration fit.
+
+Owns: ``GpuStep``, ``simulate_gpu_step``, ``llama_shape``, ``predict_row``,
+``fit_calibration``, ``compare_rows``, ``simulate_gpu_mapping``. Imports: config, hw.gpu, model.policy, mapping.gpu,
+sim.gpu.
+
+``predict_row`` turns one row of ``benchmarks/gpu/*.csv`` into the library kernels that the
+measurement ran and simulates them; ``fit_calibration`` reads only rows whose ``set`` is
+``calibration`` (copy bandwidth and three GEMMs) and returns the three fitted constants.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rdusim.config.loader import load_spec, model_path, read_document
+from rdusim.config.schema import GpuMappingSpec, GpuSpec, KvPolicySpec, ModelSpec
+from rdusim.errors import ConfigError
+from rdusim.hw.gpu import Gpu, GpuNode, load_gpu_node
+from rdusim.mapping.gpu import (
+    GpuKernel,
+    LayerShape,
+    flash_decode,
+    flash_prefill,
+    gemm,
+    kascade_decode,
+    layer_kernels,
+    streaming,
+)
+from rdusim.mapping.gpu_mla import ffn_kernels, head_kernels, mla_attention_kernels, mla_shape
+from rdusim.model.policy import kascade_anchor_layers, kascade_topk, kv_length
+from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+#: the decoder layer and head of ``benchmarks/gpu/measure.py``'s Llama model, in launch order
+MEASURED_LAYER = ["rms_norm", "qkv_gemm", "rope", "kv_append", "attention", "o_gemm",
+                  "residual_add", "rms_norm", "gate_up_gemm", "silu_mul", "down_gemm", "residual_add"]
+
+
+@dataclass(frozen=True)
+class GpuStep:
+    """One forward step (a decode step or a prefill) on one GPU."""
+
+    seconds: float
+    kernels: dict[str, float]        # seconds per kernel name, summed over layers
+    launches: int
+    hbm_bytes: float
+    flops: float
+
+
+def llama_shape(model: ModelSpec, *, batch: int, tokens: int, kv_len: int, tp: int = 1) -> LayerShape:
+    att = model.attention
+    if att.kind != "gqa" or model.ffn.moe is not None:
+        raise ValueError(f"{model.name}: the GPU library kernels cover GQA models with dense FFNs")
+    return LayerShape(batch=batch, tokens=tokens, kv_len=kv_len, hidden=model.hidden,
+                      q_heads=att.heads, kv_heads=att.kv_heads, head_dim=att.head_dim,
+                      ffn=model.ffn.intermediate, vocab=model.vocab, tp=tp)
+
+
+def simulate_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: list[str], phase: str,
+                      batch: int, seq_len: int, mode: str, tp: int = 1,
+                      policy: KvPolicySpec | None = None) -> GpuStep:
+    """Simulate one step; identical layers are simulated once and multiplied (kernels run one
+    at a time from an idle GPU, so a layer's time does not depend on its neighbours)."""
+    policy = policy or KvPolicySpec()
+    tokens = seq_len if phase == "prefill" else 1
+    kept = seq_len if phase == "prefill" else kv_length(seq_len, policy)
+    base = llama_shape(model, batch=batch, tokens=tokens, kv_len=kept, tp=tp)
+    layer_types: dict[str, tuple[LayerShape, int]] = {"layer": (base, model.layers)}
+    if policy.name == "kascade" and phase == "decode":
+        anchors = kascade_anchor_layers(model.layers, policy)
+        topk = kascade_topk(kept, policy)
+        dense = _replace(base, topk=None)
+        anchor = _replace(base, topk=topk, anchor=True)
+        reuse = _replace(base, topk=topk)
+        layer_types = {"dense": (dense, 1), "anchor": (anchor, len(anchors) - 1),
+                       "reuse": (reuse, model.layers - len(anchors))}
+    parts = [(layer_kernels(head[:1], base, gpu, phase=phase), 1),
+             (layer_kernels(head[1:], base, gpu, phase=phase), 1)] if head else []
+    for shape, count in layer_types.values():
+        if count:
+            kernels = layer_kernels(layer, shape, gpu, phase=phase)
+            if shape.anchor is False and shape.topk is None and policy.name == "kascade" and phase == "decode":
+                kernels += kascade_decode(shape.batch, shape.q_heads // tp, max(1, shape.kv_heads // tp),
+                                          shape.kv_len, shape.head_dim, kascade_topk(kept, policy), gpu,
+                                          anchor=True)[:3]  # layer 0 also publishes its top-k
+            parts.append((kernels, count))
+    return _run_parts(parts, gpu, mode)
+
+
+def _replace(shape: LayerShape, **changes: object) -> LayerShape:
+    from dataclasses import replace
+
+    return replace(shape, **changes)
+
+
+def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, mode: str, tp: int,
+                      policy: KvPolicySpec) -> GpuStep:
+    """A decode step of an MLA + MoE model on one GPU of a TP/EP group (``mapping.gpu_mla``).
+
+    A layer is its attention kernels then its FFN kernels, each run from an idle GPU, so the
+    step is the sum over attention roles (dense, Kascade anchor, Kascade reuse) and FFN kinds
+    (dense, MoE), each simulated once and multiplied by its layer count."""
+    kept = kv_length(seq_len, policy)
+    base = mla_shape(model, batch, kept, tp)
+    dense_ffn = model.ffn.first_dense_layers
+    parts: list[tuple[list[GpuKernel], int]] = [(head_kernels(base, gpu), 1)]
+    if policy.name == "kascade":
+        anchors = kascade_anchor_layers(model.layers, policy)
+        topk = kascade_topk(kept, policy)
+        parts += [(mla_attention_kernels(base, gpu), 1),
+                  (mla_attention_kernels(_replace(base, topk=topk, anchor=True), gpu), len(anchors) - 1),
+                  (mla_attention_kernels(_replace(base, topk=topk), gpu), model.layers - len(anchors))]
+    else:
+        parts.append((mla_attention_kernels(base, gpu), model.layers))
+    parts += [(ffn_kernels(base, gpu, moe=False), dense_ffn),
+              (ffn_kernels(base, gpu, moe=True), model.layers - dense_ffn)]
+    return _run_parts(parts, gpu, mode)
+
+
+def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str) -> GpuStep:
+    seconds, per_kernel, launches, nbytes, flops = 0.0, {}, 0, 0.0, 0.0
+    for kernels, count in parts:
+        if not kernels or not count:
+            continue
+        trace = simulate_gpu([(k, 0) for k in kernels], gpu, mode=mode)
+        seconds += elapsed_s(trace) * count
+        for record in trace.kernels:
+            per_kernel[record.kernel] = per_kernel.get(record.kernel, 0.0) + (record.end_s - record.start_s) * count
+        launches += sum(k.launches for k in kernels) * count
+        nbytes += sum(k.bytes for k in kernels) * count
+        flops += sum(k.flops for k in kernels) * count
+    return GpuStep(seconds, per_kernel, launches, nbytes, flops)
+
+
+# --------------------------------------------------------------------- benchmark rows
+LLAMA_8B = dict(layers=32, hidden=4096, vocab=128256, heads=32, kv_heads=8, head_dim=128, ffn=14336)
+
+
+def _int(row: dict, key: str) -> int:
+    return int(float(row[key]))
+
+
+def row_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
+    """The library kernels one microbenchmark row of ``measure.py`` launched."""
+    kind = row["kind"]
+    if kind == "copy":
+        return [streaming("copy", float(row["bytes"]), gpu)]
+    if kind == "gemm":
+        return gemm("gemm", _int(row, "m"), _int(row, "n"), _int(row, "k"), gpu)
+    if kind == "rmsnorm":
+        return [streaming("rms_norm", float(row["bytes"]), gpu, rows=_int(row, "m"))]
+    if kind == "silu_mul":
+        return [streaming("silu_mul", 5 * _int(row, "m") * _int(row, "n") * 2, gpu, launches=2)]
+    if kind == "launch":
+        return [streaming("tiny", 2 * 256 * 4, gpu, rows=1)]
+    b, hq, hkv, hd = (_int(row, k) for k in ("batch", "q_heads", "kv_heads", "head_dim"))
+    if kind == "attn_prefill":
+        return flash_prefill("attention", b, hq, hkv, _int(row, "seq_len"), hd, gpu)
+    if kind == "attn_decode":
+        return flash_decode("attention", b, hq, hkv, _int(row, "kv_len"), hd, gpu)
+    if kind == "kascade":
+        mode, kv_len = row["mode"], _int(row, "kv_len")
+        if mode == "dense":
+            return flash_decode("attention", b, hq, hkv, kv_len, hd, gpu)
+        if mode in ("reuse", "anchor", "reuse_rows", "anchor_rows"):
+            return kascade_decode(b, hq, hkv, kv_len, hd, _int(row, "top_k"), gpu, anchor=mode.startswith("anchor"))
+    raise ValueError(f"no GPU model for benchmark row {row['name']!r} (kind {kind!r})")
+
+
+def predict_row(row: dict, gpu: Gpu, model: ModelSpec | None = None) -> float | None:
+    """Predicted seconds of one benchmark row, or None where rdusim has no model for it."""
+    kind = row["kind"]
+    if row["set"] == "hardware":
+        return None  # a constant of the device (the model's input), not a prediction
+    if kind in ("e2e_decode", "e2e_prefill"):
+        if model is None:
+            return None
+        phase = "decode" if kind == "e2e_decode" else "prefill"
+        seq = _int(row, "kv_len") if phase == "decode" else _int(row, "seq_len")
+        step = simulate_gpu_step(model, gpu, layer=MEASURED_LAYER, head=["embedding", "lm_head"],
+                                 phase=phase, batch=_int(row, "batch"), seq_len=seq, mode=row["mode"])
+        return step.seconds
+    if kind == "kascade" and row["mode"].startswith("project"):
+        return None  # the project's reference kernels are PyTorch op chains, not library kernels
+    kernels = row_kernels(row, gpu)
+    if kind == "launch":
+        mode = row["mode"]
+        n = 200
+        trace = simulate_gpu([(kernels[0], 0)] * n, gpu, mode=mode)
+        return elapsed_s(trace) / n
+    return elapsed_s(simulate_gpu([(k, 0) for k in kernels], gpu, mode="stream"))
+
+
+# ---------------------------------------------------------------------- calibration
+def hbm_latency(rows: Iterable[dict]) -> float:
+    """Dependent-load latency from the two pointer-chase rows (set ``hardware``): the slope
+    of time against hops, so the launch cost cancels."""
+    chase = sorted((int(r["n"]), float(r["median_us"]) * 1e-6) for r in rows
+                   if r["set"] == "hardware" and r["kind"] == "latency")
+    if len(chase) < 2:
+        raise ValueError("the CSV has no pointer-chase rows (set=hardware, kind=latency)")
+    (n0, t0), (n1, t1) = chase[0], chase[-1]
+    return (t1 - t0) / (n1 - n0)
+
+
+def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
+    """Fit ``hbm_stream`` and ``launch.stream`` to the copy rows, ``gemm_tensor`` to the largest
+    calibration GEMM and ``launch.pipeline`` to the skinniest (memory-bound, so it shows a
+    tensor-core kernel's fixed cost). Reads ``set == calibration`` rows only (and the
+    ``hardware`` latency rows, a constant of the device).
+
+    A copy is one wave of streaming CTAs: its time is launch + one DRAM round trip + bytes /
+    bandwidth, so the least-squares slope gives the bandwidth and the intercept minus the
+    measured latency gives the launch cost."""
+    rows = list(rows)
+    latency = hbm_latency(rows)
+    calibration = [r for r in rows if r["set"] == "calibration"]
+    copies = [(float(r["bytes"]), float(r["median_us"]) * 1e-6) for r in calibration if r["kind"] == "copy"]
+    xs, ys = zip(*copies, strict=True)
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in copies) / sum((x - mx) ** 2 for x in xs)
+    intercept = my - slope * mx
+    hbm_stream = 1.0 / slope / spec.memory.hbm_bytes_per_s
+    stream_s = intercept - latency
+    gemms = [r for r in calibration if r["kind"] == "gemm"]
+    big = max(gemms, key=lambda r: float(r["flops"]))
+    skinny = min(gemms, key=lambda r: float(r["m"]))
+    gemm_tensor, pipeline_s = 0.8, 0.0
+    for _ in range(4):  # alternate: tensor rate from the largest GEMM, fixed cost from the skinny one
+        fixed = pipeline_s
+        gemm_tensor = _bisect(lambda x, p=fixed: _time(big, spec, hbm_stream, x, stream_s, latency, p),
+                              float(big["median_us"]) * 1e-6, 0.05, 1.0, falling=True)
+        rate = gemm_tensor
+        pipeline_s = _bisect(lambda x, e=rate: _time(skinny, spec, hbm_stream, e, stream_s, latency, x),
+                             float(skinny["median_us"]) * 1e-6, 0.0, 100e-6, falling=False)
+    return {"hbm_stream": hbm_stream, "launch_stream_s": stream_s, "gemm_tensor": gemm_tensor,
+            "hbm_latency_s": latency, "pipeline_s": pipeline_s}
+
+
+def _time(row: dict, spec: GpuSpec, hbm_stream: float, gemm_tensor: float, stream_s: float, latency: float,
+          pipeline_s: float) -> float:
+    gpu = _with(spec, hbm_stream=hbm_stream, gemm_tensor=gemm_tensor, stream_s=stream_s, latency_s=latency,
+                pipeline_s=pipeline_s)
+    return elapsed_s(simulate_gpu([(k, 0) for k in row_kernels(row, gpu)], gpu, mode="stream"))
+
+
+def _bisect(f: Callable[[float], float], target: float, lo: float, hi: float, *, falling: bool) -> float:
+    """The x in [lo, hi] where the monotonic f(x) meets target (40 halvings)."""
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        above = f(mid) > target
+        lo, hi = (mid, hi) if above == falling else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _with(spec: GpuSpec, *, hbm_stream: float, gemm_tensor: float, stream_s: float, latency_s: float,
+          pipeline_s: float) -> Gpu:
+    eff = spec.efficiency.model_copy(update={"hbm_stream": hbm_stream, "gemm_tensor": gemm_tensor})
+    launch = spec.launch.model_copy(update={"stream_s": stream_s, "pipeline_s": pipeline_s})
+    memory = spec.memory.model_copy(update={"hbm_latency_s": latency_s})
+    return Gpu(spec.model_copy(update={"efficiency": eff, "launch": launch, "memory": memory}))
+
+
+def compare_rows(rows: Iterable[dict], gpu: Gpu, model: ModelSpec | None) -> list[dict]:
+    """Every row with its prediction and signed relative error (None where not modelled)."""
+    out = []
+    for row in rows:
+        pred = predict_row(row, gpu, model)
+        measured = float(row["median_us"]) * 1e-6
+        err = None if pred is None else (pred - measured) / measured
+        out.append({**row, "predicted_us": None if pred is None else pred * 1e6, "error": err})
+    return out
+
+
+def summary(compared: list[dict], kinds: tuple[str, ...], mode: str | None = None) -> dict[str, float]:
+    errs = [abs(r["error"]) for r in compared if r["error"] is not None and r["kind"] in kinds
+            and r["set"] == "prediction" and (mode is None or r["mode"] == mode)]
+    if not errs:
+        return {"n": 0, "median": math.nan, "worst": math.nan}
+    return {"n": len(errs), "median": statistics.median(errs), "worst": max(errs)}
+
+
+# ------------------------------------------------------------------- GPU mappings
+@dataclass(frozen=True)
+class GpuResult:
+    """A GPU mapping simulated at one workload: time, throughput and memory of one GPU."""
+
+    name: str
+    hardware: str
+    phase: str
+    mode: str
+    batch: int
+    seq_len: int
+    kv_len: int
+    policy: str
+    gpus: int
+    tp: int
+    step: GpuStep
+    weight_bytes: float
+    kv_bytes: float
+    hbm_bytes: float
+    max_batch: int
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Node throughput: each of gpus/tp replicas serves ``batch`` sequences."""
+        replicas = self.gpus // self.tp
+        tokens = self.batch * (self.seq_len if self.phase == "prefill" else 1)
+        return tokens * replicas / self.step.seconds
+
+
+def model_bytes(model: ModelSpec) -> float:
+    """bf16 weights of a dense GQA model (embedding and LM head counted separately)."""
+    att = model.attention
+    d, hd = model.hidden, att.head_dim
+    per_layer = d * (att.heads + 2 * att.kv_heads) * hd + att.heads * hd * d + 3 * d * model.ffn.intermediate
+    return 2.0 * (model.layers * per_layer + 2 * model.vocab * d)
+
+
+def kv_bytes_per_token(model: ModelSpec) -> float:
+    att = model.attention
+    return 2.0 * model.layers * 2 * att.kv_heads * att.head_dim
+
+
+def simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, *, seq_len: int | None = None,
+                         batch: int | None = None, policy: KvPolicySpec | None = None,
+                         mode: str | None = None) -> GpuResult:
+    """Simulate a ``gpu_mapping`` on a GPU node: one replica of ``tp`` GPUs, the others copies."""
+    seq_len = seq_len or spec.workload.seq_len
+    batch = batch or spec.workload.batch
+    policy = policy or spec.kv_policy
+    mode = mode or spec.launch
+    if spec.tp > node.gpus or node.gpus % spec.tp:
+        raise ConfigError(f"{spec.name}: tp={spec.tp} must divide the node's {node.gpus} GPU(s)")
+    kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
+    weights = model_bytes(model) / spec.tp
+    per_seq = kv_bytes_per_token(model) * kept / spec.tp
+    free = node.gpu.hbm_capacity_bytes - weights
+    max_batch = max(0, int(free // per_seq)) if per_seq else 0
+    if batch > max_batch:
+        raise ConfigError(
+            f"{spec.name}: batch {batch} does not fit on {node.gpu.name}: weights {weights / 1e9:.1f} GB + "
+            f"KV {batch} x {per_seq / 1e9:.3f} GB > HBM {node.gpu.hbm_capacity_bytes / 1e9:.0f} GB "
+            f"(max batch {max_batch})")
+    step = simulate_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
+                             batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
+    return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
+                     spec.tp, step, weights, per_seq * batch, weights + per_seq * batch, max_batch)
+
+
+def gpu_result_rows(result: GpuResult) -> list[dict]:
+    """Per-kernel rows (seconds summed over layers, share of the step) for tables."""
+    total = result.step.seconds
+    return [{"kernel": k, "time_us": s * 1e6, "share": s / total}
+            for k, s in sorted(result.step.kernels.items(), key=lambda kv: -kv[1])]
+
+
+def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
+                     overrides: list[str] = ()) -> tuple[GpuMappingSpec, ModelSpec, GpuNode]:
+    """A gpu_mapping document (``--set`` overrides applied) with its model and its (or
+    ``hw``'s) GPU node."""
+    path = Path(path)
+    spec = load_spec(path, GpuMappingSpec, overrides)
+    model = load_spec(model_path(spec.model, path.parent), ModelSpec)
+    node = load_gpu_node(hw if hw is not None else (path.parent / spec.hardware).resolve())
+    return spec, model, node
+
+
+def is_gpu_mapping(path: str | Path) -> bool:
+    path = Path(path)
+    return path.is_file() and read_document(path).data.get("kind") == "gpu_mapping"

@@ -1,0 +1,3 @@
+"""Serving studies: deployments, workloads and traces, request-level runs and sweeps over rates,
+their plots (``rdusim serve``, ``rdusim serve-sweep``).
+"""

@@ -1,0 +1,95 @@
+"""GPU hardware as data: one GPU's rates and a node of GPUs joined by NVLink/NVSwitch.
+
+Owns: ``Gpu``, ``GpuNode``, ``load_gpu_node``. Imports: config, errors. Never simulates.
+
+Rates are *achievable*: datasheet peak times the efficiency the GPU document gives (each
+efficiency is fitted to the calibration set of ``benchmarks/gpu`` or cited). The engine
+(``rdusim.sim.gpu``) shares HBM among resident CTAs and the tensor rate per SM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rdusim.config.loader import load_any, load_spec, read_document
+from rdusim.config.schema import GpuNodeSpec, GpuSpec
+from rdusim.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Gpu:
+    spec: GpuSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def sms(self) -> int:
+        return self.spec.compute.sms
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        """Achievable HBM bandwidth of a streaming kernel that occupies every SM."""
+        return self.spec.memory.hbm_bytes_per_s * self.spec.efficiency.hbm_stream
+
+    @property
+    def hbm_latency_s(self) -> float:
+        """A CTA's first bytes arrive one DRAM round trip after it starts."""
+        return float(self.spec.memory.hbm_latency_s)
+
+    @property
+    def hbm_capacity_bytes(self) -> float:
+        return float(self.spec.memory.hbm_capacity_bytes)
+
+    def math_flops_per_s(self, math: str, dtype: str = "bf16") -> float:
+        """Achievable tensor rate of a kernel class ("gemm", "attention" or "mla") on the whole GPU."""
+        peak = getattr(self.spec.compute.tensor_peak, f"{dtype}_flops_per_s")
+        eff = self.spec.efficiency
+        return peak * {"gemm": eff.gemm_tensor, "attention": eff.attention_tensor, "mla": eff.mla_tensor}[math]
+
+    def launch_s(self, mode: str) -> float:
+        """Per-kernel cost before the CTAs run: ``stream`` (timed alone), ``graph``, ``eager``, and
+        ``pipeline``, the fixed cost every tensor-core kernel adds."""
+        launch = self.spec.launch
+        return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s,
+                "pipeline": launch.pipeline_s}[mode]
+
+    @property
+    def nvlink_bytes_per_s(self) -> float:
+        return float(self.spec.nvlink.bandwidth_bytes_per_s)
+
+    @property
+    def nvlink_latency_s(self) -> float:
+        return float(self.spec.nvlink.latency_s)
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    """``gpus`` identical GPUs behind an NVSwitch (all-to-all at full NVLink bandwidth)."""
+
+    name: str
+    gpu: Gpu
+    gpus: int
+    source: Path | None = None
+
+
+def load_gpu_node(path: str | Path) -> GpuNode:
+    """Load a ``gpu`` document (a node of one) or a ``gpu_node`` document and its GPU."""
+    path = Path(path)
+    spec = load_any(path)
+    if isinstance(spec, GpuSpec):
+        return GpuNode(spec.name, Gpu(spec), 1, path)
+    if not isinstance(spec, GpuNodeSpec):
+        raise ConfigError(f"{path}: expected a document of kind 'gpu' or 'gpu_node', got {spec.kind!r}")
+    gpu_path = (path.parent / spec.gpu).resolve()
+    if not gpu_path.is_file():
+        raise ConfigError(f"{path}: gpu: file {spec.gpu!r} not found (looked in {gpu_path})")
+    return GpuNode(spec.name, Gpu(load_spec(gpu_path, GpuSpec)), spec.gpus, path)
+
+
+def is_gpu_document(path: str | Path) -> bool:
+    """True if ``path`` is a gpu or gpu_node document (without validating the rest)."""
+    kind = read_document(Path(path)).data.get("kind") if Path(path).is_file() else None
+    return kind in ("gpu", "gpu_node")

@@ -1,0 +1,302 @@
+"""GPU library kernels as CTA grids, and the kernels a decoder layer launches on a GPU.
+
+Owns: ``CtaGroup``, ``GpuKernel``, the kernel builders (``gemm``, ``flash_prefill``,
+``flash_decode``, ``streaming``, ``all_reduce``), ``fa2_splits`` and ``layer_kernels``.
+Imports: hw.gpu, config.schema. Never simulates: the engine (``rdusim.sim.gpu``) runs the grids.
+
+A kernel is what the library launches: a grid of CTAs in launch order, each with the HBM
+bytes it moves and the tensor FLOPs it issues, and how many CTAs fit on one SM. Time comes
+out of the engine; here only the structure is decided, from the libraries' own rules:
+
+- GEMM (cuBLAS/CUTLASS on Hopper): output tiles of 128x256 (64x128 when M <= 64), one CTA per
+  SM; tiles are padded (tile quantisation); when the tiles do not fill the SMs the K axis is
+  split (split-K) and a second kernel reduces the fp32 partials.
+- Prefill attention (FlashAttention-2, what ``scaled_dot_product_attention`` runs): one CTA per
+  128 query rows per head; with a causal mask a CTA visits only the keys up to its last row.
+- Decode attention (FlashAttention-2 split-KV): GQA queries of one KV head are packed into the
+  row tile (64 rows, padded); the KV axis is split by FA2's own heuristic (``fa2_splits``) to
+  fill 2 CTAs per SM, and a combine kernel merges the partial results.
+- Norms and elementwise kernels stream their bytes with every SM busy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rdusim.hw.gpu import Gpu
+
+BF16 = 2
+
+
+@dataclass(frozen=True)
+class CtaGroup:
+    """``count`` identical CTAs: HBM bytes and tensor FLOPs of each, in ``tiles`` steps of its
+    main loop (a K step of a GEMM, a key block of attention): the loads of step j+1 overlap the
+    math of step j, so the first load and the last step's math are not hidden."""
+
+    count: int
+    bytes: float
+    flops: float = 0.0
+    tiles: int = 1
+
+
+@dataclass(frozen=True)
+class GpuKernel:
+    name: str
+    groups: tuple[CtaGroup, ...]
+    ctas_per_sm: int
+    math: str = "none"          # "gemm", "attention", "mla", "nvlink" or "none" (which rate applies)
+    launches: int = 1           # host-side ops this kernel stands for (eager dispatch)
+
+    @property
+    def ctas(self) -> int:
+        return sum(g.count for g in self.groups)
+
+    @property
+    def bytes(self) -> float:
+        return sum(g.count * g.bytes for g in self.groups)
+
+    @property
+    def flops(self) -> float:
+        return sum(g.count * g.flops for g in self.groups)
+
+
+# ------------------------------------------------------------------------------ GEMM
+#: smallest K slice a split-K CTA is given: four 64-deep K steps keep its pipeline full
+SPLIT_K_MIN_DEPTH = 256
+GEMM_K_STEP = 64  # K depth of one main-loop step (one shared-memory stage) of a Hopper GEMM
+
+
+def gemm_tile(m: int) -> tuple[int, int]:
+    """(BM, BN) of the output tile: 128x256 for large M, 64x128 for skinny (decode) GEMMs."""
+    return (64, 128) if m <= 64 else (128, 256)
+
+
+def gemm(name: str, m: int, n: int, k: int, gpu: Gpu, *, dtype_bytes: int = BF16) -> list[GpuKernel]:
+    """y (M, N) = x (M, K) W^T: the main kernel, plus a split-K reduction when K is split."""
+    bm, bn = gemm_tile(m)
+    tiles = math.ceil(m / bm) * math.ceil(n / bn)
+    splits = 1
+    if tiles < gpu.sms:
+        splits = max(1, min(gpu.sms // tiles, k // SPLIT_K_MIN_DEPTH))
+    ctas = tiles * splits
+    k_slice = math.ceil(k / splits)
+    unique = (m * k + n * k) * dtype_bytes  # each operand leaves HBM once (L2 shares panels)
+    out = m * n * (4 * splits if splits > 1 else dtype_bytes)
+    steps = math.ceil(k_slice / GEMM_K_STEP)
+    main = GpuKernel(name, (CtaGroup(ctas, (unique + out) / ctas, 2.0 * bm * bn * k_slice, steps),),
+                     ctas_per_sm=1, math="gemm")
+    if splits == 1:
+        return [main]
+    return [main, streaming(f"{name}.splitk_reduce", m * n * (4 * splits + dtype_bytes), gpu)]
+
+
+# ------------------------------------------------------------------------- attention
+FA2_PREFILL_TILE = (128, 64)  # (query rows, key columns) of FA2's hd<=128 forward kernel
+FA2_CTAS_PER_SM = 2            # FA2: "multiply number of SMs by 2 ... 128 threads per block"
+
+
+def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: int, head_dim: int,
+                  gpu: Gpu, *, causal: bool = True, kv_len: int | None = None) -> list[GpuKernel]:
+    """FlashAttention-2 forward: one CTA per 128 query rows of each (sequence, head)."""
+    kv_len = length if kv_len is None else kv_len
+    rows, cols = FA2_PREFILL_TILE
+    m_blocks = math.ceil(length / rows)
+    heads = batch * q_heads
+    kv_bytes_per_head = 2 * kv_len * head_dim * BF16 * kv_heads / q_heads  # GQA: shared via L2
+    groups = []
+    offset = kv_len - length  # queries are the last `length` of `kv_len` positions
+    for i in range(m_blocks):
+        last_row = min(length, (i + 1) * rows) - 1 + offset
+        keys = min(kv_len, last_row + 1) if causal else kv_len
+        keys = math.ceil(keys / cols) * cols  # whole key tiles
+        flops = 4.0 * rows * head_dim * keys
+        nbytes = 2 * rows * head_dim * BF16 + kv_bytes_per_head / m_blocks
+        groups.append(CtaGroup(heads, nbytes, flops, keys // cols))
+    return [GpuKernel(name, tuple(groups), FA2_CTAS_PER_SM, math="attention")]
+
+
+def fa2_splits(batch_heads_mblocks: int, slots: int, n_blocks: int, max_splits: int = 128) -> int:
+    """FlashAttention-2's ``num_splits_heuristic``: the fewest KV splits whose wave
+    efficiency is within 85% of the best, or 1 when the grid already fills 80% of ``slots``."""
+    if batch_heads_mblocks >= 0.8 * slots:
+        return 1
+    max_splits = min(max_splits, slots, n_blocks)
+
+    def eligible(s: int) -> bool:
+        return s == 1 or math.ceil(n_blocks / s) != math.ceil(n_blocks / (s - 1))
+
+    def efficiency(s: int) -> float:
+        waves = batch_heads_mblocks * s / slots
+        return waves / math.ceil(waves)
+
+    effs = {s: efficiency(s) for s in range(1, max_splits + 1) if eligible(s)}
+    best = max(effs.values())
+    return next(s for s, e in effs.items() if e >= 0.85 * best)
+
+
+FA2_SPLITKV_TILE = (64, 128)  # (query rows, key columns) of FA2's split-KV kernel at hd 128
+
+
+def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int, head_dim: int,
+                 gpu: Gpu, *, kv_bytes_per_token: float | None = None, math_class: str = "attention",
+                 ) -> list[GpuKernel]:
+    """FlashAttention-2 split-KV decode (one query per sequence) over ``kv_len`` keys; FlashMLA
+    (``math_class="mla"``) has the same structure (64-row head tiles, split KV, a combine)."""
+    rows_tile, cols = FA2_SPLITKV_TILE
+    swapped = q_heads > kv_heads and head_dim % 8 == 0  # GQA: the group becomes the rows
+    heads, rows = (kv_heads, q_heads // kv_heads) if swapped else (q_heads, 1)
+    bhm = batch * heads * math.ceil(rows / rows_tile)
+    n_blocks = math.ceil(kv_len / cols)
+    splits = fa2_splits(bhm, FA2_CTAS_PER_SM * gpu.sms, n_blocks)
+    per_token = 2 * head_dim * BF16 if kv_bytes_per_token is None else kv_bytes_per_token
+    keys = kv_len / splits
+    kv_share = kv_heads / heads if not swapped else 1.0  # MHA-packed heads read their own KV
+    nbytes = keys * per_token * kv_share + 2 * rows * head_dim * BF16
+    flops = 4.0 * rows_tile * head_dim * math.ceil(keys / cols) * cols
+    main = GpuKernel(name, (CtaGroup(bhm * splits, nbytes, flops, math.ceil(keys / cols)),),
+                     FA2_CTAS_PER_SM, math=math_class)
+    if splits == 1:
+        return [main]
+    partials = splits * batch * q_heads * head_dim * 4 + batch * q_heads * head_dim * BF16
+    return [main, streaming(f"{name}.combine", partials, gpu)]
+
+
+# ------------------------------------------------------------------ streaming kernels
+STREAM_CTAS_PER_SM = 16  # 2048 resident threads per SM / 128-thread blocks
+
+
+def streaming(name: str, nbytes: float, gpu: Gpu, *, rows: int | None = None,
+              launches: int = 1) -> GpuKernel:
+    """A memory-bound kernel (norm, elementwise, gather, copy): ``nbytes`` read + written.
+
+    ``rows`` gives one CTA per row (fused RMSNorm); otherwise the grid fills every SM.
+    """
+    ctas = rows if rows is not None else gpu.sms * STREAM_CTAS_PER_SM
+    ctas = max(1, ctas)
+    return GpuKernel(name, (CtaGroup(ctas, nbytes / ctas),), STREAM_CTAS_PER_SM, launches=launches)
+
+
+def all_reduce(name: str, nbytes: float, group: int, gpu: Gpu) -> list[GpuKernel]:
+    """Ring all-reduce of ``nbytes`` among ``group`` GPUs, as the bytes each GPU sends over
+    NVLink; represented as a streaming kernel at the NVLink rate (see ``rdusim.sim.gpu``)."""
+    if group <= 1:
+        return []
+    sent = 2.0 * (group - 1) / group * nbytes
+    return [GpuKernel(f"{name}", (CtaGroup(1, sent),), 1, math="nvlink")]
+
+
+# ------------------------------------------------------------- a decoder layer's kernels
+@dataclass(frozen=True)
+class LayerShape:
+    """What one forward step of a GQA decoder layer computes on one GPU (after TP)."""
+
+    batch: int
+    tokens: int          # new tokens per sequence (1 at decode, the prompt at prefill)
+    kv_len: int          # keys each query attends over (after the KV policy)
+    hidden: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    tp: int = 1
+    topk: int | None = None     # Kascade: keys a sparse layer attends
+    anchor: bool = False        # Kascade: this layer selects its own top-k
+
+
+def layer_kernels(names: list[str], s: LayerShape, gpu: Gpu, *, phase: str) -> list[GpuKernel]:
+    """The library kernels a decoder layer (or the model head) launches, in order.
+
+    Kernels named like the PyTorch ops of ``benchmarks/gpu/measure.py``'s model: ``rope`` is
+    PyTorch's unfused rotary embedding (5 elementwise ops each for q and k), ``kv_append`` two
+    ``index_copy_``, ``silu_mul`` two elementwise ops.
+    """
+    out: list[GpuKernel] = []
+    for name in names:
+        if name not in _BUILDERS:
+            raise ValueError(f"unknown GPU library kernel {name!r}")
+        out += _BUILDERS[name](_Ctx(s, gpu, phase))
+    return out
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    s: LayerShape
+    gpu: Gpu
+    phase: str
+
+    @property
+    def rows(self) -> int:
+        return self.s.batch * self.s.tokens
+
+    @property
+    def hq(self) -> int:
+        return self.s.q_heads // self.s.tp
+
+    @property
+    def hkv(self) -> int:
+        return max(1, self.s.kv_heads // self.s.tp)
+
+
+def _o_gemm(c: _Ctx) -> list[GpuKernel]:
+    out = []
+    if c.phase == "prefill":  # (B, H, T, hd) -> (B, T, H*hd): a transpose copy
+        out.append(streaming("o_transpose", 2 * c.rows * c.hq * c.s.head_dim * BF16, c.gpu))
+    return out + gemm("o_gemm", c.rows, c.s.hidden, c.hq * c.s.head_dim, c.gpu)
+
+
+def _lm_head(c: _Ctx) -> list[GpuKernel]:  # logits of the last position of each sequence
+    return [streaming("final_norm", 2 * c.s.batch * c.s.hidden * BF16, c.gpu, rows=c.s.batch),
+            *gemm("lm_head", c.s.batch, c.s.vocab // c.s.tp, c.s.hidden, c.gpu)]
+
+
+_BUILDERS = {
+    "embedding": lambda c: [streaming("embedding", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
+    "rms_norm": lambda c: [streaming("rms_norm", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
+    "qkv_gemm": lambda c: gemm("qkv_gemm", c.rows, (c.hq + 2 * c.hkv) * c.s.head_dim, c.s.hidden, c.gpu),
+    "rope": lambda c: [streaming("rope", 15 * c.rows * (c.hq + c.hkv) * c.s.head_dim * BF16, c.gpu,
+                                 launches=10)],
+    "kv_append": lambda c: [streaming("kv_append", 4 * c.rows * c.hkv * c.s.head_dim * BF16, c.gpu,
+                                      launches=2)],
+    "attention": lambda c: _attention(c.s, c.hq, c.hkv, c.gpu, c.phase),
+    "o_gemm": _o_gemm,
+    "residual_add": lambda c: [streaming("residual_add", 3 * c.rows * c.s.hidden * BF16, c.gpu)],
+    "gate_up_gemm": lambda c: gemm("gate_up_gemm", c.rows, 2 * c.s.ffn // c.s.tp, c.s.hidden, c.gpu),
+    "silu_mul": lambda c: [streaming("silu_mul", 5 * c.rows * (c.s.ffn // c.s.tp) * BF16, c.gpu, launches=2)],
+    "down_gemm": lambda c: gemm("down_gemm", c.rows, c.s.hidden, c.s.ffn // c.s.tp, c.gpu),
+    "all_reduce": lambda c: all_reduce("all_reduce", c.rows * c.s.hidden * BF16, c.s.tp, c.gpu),
+    "lm_head": _lm_head,
+}
+
+
+def _attention(s: LayerShape, hq: int, hkv: int, gpu: Gpu, phase: str) -> list[GpuKernel]:
+    if phase == "prefill":
+        return flash_prefill("attention", s.batch, hq, hkv, s.tokens, s.head_dim, gpu)
+    if s.topk is None:
+        return flash_decode("attention", s.batch, hq, hkv, s.kv_len, s.head_dim, gpu)
+    return kascade_decode(s.batch, hq, hkv, s.kv_len, s.head_dim, s.topk, gpu, anchor=s.anchor)
+
+
+def kascade_decode(batch: int, hq: int, hkv: int, kv_len: int, head_dim: int, topk: int, gpu: Gpu,
+                   *, anchor: bool) -> list[GpuKernel]:
+    """Kascade decode attention as PyTorch runs it (``measure.py``'s ``kascade_rows``).
+
+    Reuse layer: gather the anchor's top-k keys and values (two ``gather`` kernels), then
+    FA2 decode over them. Anchor layer first scores every key: q.K^T (a GEMV over the cache),
+    fp32 softmax summed over the group's heads, top-k selection.
+    """
+    out: list[GpuKernel] = []
+    if anchor:
+        g = hq // hkv
+        cache = batch * hkv * kv_len * head_dim * BF16
+        scores = batch * hq * kv_len
+        out.append(streaming("kascade.score", cache + scores * BF16, gpu))
+        out.append(streaming("kascade.softmax_sum", scores * (BF16 + 4 + 4 + 4) + scores / g * 4, gpu,
+                             launches=3))
+        out.append(streaming("kascade.topk", 2 * batch * hkv * kv_len * 4, gpu))
+    sel = batch * hkv * topk * head_dim * BF16
+    out.append(streaming("kascade.gather", 4 * sel + 2 * batch * hkv * topk * 8, gpu, launches=2))
+    out += flash_decode("kascade.attention", batch, hq, hkv, topk, head_dim, gpu)
+    return out

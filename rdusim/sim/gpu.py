@@ -1,0 +1,150 @@
+"""The engine's GPU target: library kernels run one at a time over a GPU's SMs.
+
+Owns: ``simulate_gpu``, ``elapsed_s``. Imports: resources, trace, mapping.gpu, hw.gpu.
+
+A GPU is not a spatial pipeline: it runs one kernel at a time across all of its SMs. Each
+kernel is a grid of CTAs (``rdusim.mapping.gpu``); the block scheduler places CTAs on SMs with
+a free slot, in launch order, as earlier CTAs finish (waves and tails come out of this).
+HBM is one pool shared by weighted processor sharing among all resident CTAs
+(``WeightedPool``: a CTA's loads get an equal share, so a kernel with few CTAs still streams at
+full bandwidth, and SMs with fewer resident CTAs do not idle their share); each CTA gets its
+SM's tensor rate divided by the CTAs resident there. A CTA waits one DRAM round trip, then runs
+its main loop with the loads of the next tile overlapping the math of this one (``_bundle``).
+A tensor-core kernel (GEMM, attention) also pays a fixed pipeline cost (``launch.pipeline``:
+prologue, epilogue and grid drain). The launch path decides what a kernel costs before its
+CTAs run: ``stream`` (one kernel timed alone), ``graph`` (CUDA graph replay) or ``eager`` (a
+host process dispatches every op at ``eager_host`` each and the GPU runs behind it).
+
+Identical CTAs placed at the same instant on equally occupied SMs move as one bundle (same
+finish time under processor sharing), so a wave costs a few events, not one per CTA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+
+import simpy
+
+from rdusim.hw.gpu import Gpu
+from rdusim.mapping.gpu import CtaGroup, GpuKernel
+from rdusim.sim.resources import WeightedPool
+from rdusim.sim.trace import KernelRecord, Trace
+
+
+class _Gpu:
+    def __init__(self, env: simpy.Environment, gpu: Gpu) -> None:
+        self.hbm = WeightedPool(env, gpu.hbm_bytes_per_s)
+        self.used = [0] * gpu.sms
+        self.latency_s = gpu.hbm_latency_s
+        self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla")}
+
+
+def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: str = "graph") -> Trace:
+    """Run ``kernels`` in order (each ``(kernel, layer)``); the trace has one record per kernel,
+    and the last one ends when the pass does (``elapsed_s``)."""
+    if mode not in ("graph", "eager", "stream"):
+        raise ValueError(f"launch mode must be graph, eager or stream, got {mode!r}")
+    env = simpy.Environment()
+    state = _Gpu(env, gpu)
+    issued = simpy.Store(env)
+    records: list[KernelRecord] = []
+    env.process(_host(env, kernels, gpu, mode, issued))
+    done = env.process(_device(env, kernels, gpu, mode, state, issued, records))
+    env.run(until=done)
+    return Trace(kernels=tuple(records), layers_simulated=len({layer for _, layer in kernels}),
+                 event_count=next(env._eid))
+
+
+def elapsed_s(trace: Trace) -> float:
+    """Simulated time of a GPU pass: the end of its last kernel (the device runs them in order)."""
+    return trace.kernels[-1].end_s if trace.kernels else 0.0
+
+
+def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
+          issued: simpy.Store) -> Generator:
+    """Eager: the host dispatches op by op; graph and stream hand every kernel over at once."""
+    for index, (kernel, _) in enumerate(kernels):
+        if mode == "eager":
+            yield env.timeout(kernel.launches * gpu.launch_s("eager"))
+        yield issued.put(index)
+
+
+def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
+            state: _Gpu, issued: simpy.Store, records: list[KernelRecord]) -> Generator:
+    gap = {"graph": gpu.launch_s("graph"), "stream": gpu.launch_s("stream"), "eager": 0.0}[mode]
+    for kernel, layer in kernels:
+        yield issued.get()
+        start = env.now
+        overhead = gap * kernel.launches + (gpu.launch_s("pipeline") if kernel.math in state.sm_flops else 0.0)
+        yield env.timeout(overhead)
+        if kernel.math == "nvlink":
+            yield env.timeout(kernel.ctas * gpu.nvlink_latency_s + kernel.bytes / gpu.nvlink_bytes_per_s)
+        else:
+            yield from _run_grid(env, kernel, state)
+        records.append(KernelRecord(
+            kernel=kernel.name, layer_type=kernel.math, layer=layer, start_s=start, end_s=env.now,
+            launch_sync_s=overhead, stage_busy_s={}, stage_pcus={}, pool_busy_s={},
+            pool_bytes={"hbm": kernel.bytes, "flops": kernel.flops},
+        ))
+
+
+def _run_grid(env: simpy.Environment, kernel: GpuKernel, state: _Gpu) -> Generator:
+    """Place the grid's CTAs on free SM slots in launch order; return when all have finished.
+
+    The block scheduler fills the emptiest SMs first, one CTA per SM per round. CTAs placed
+    at one instant on SMs that end up equally occupied move as one bundle."""
+    freed = [env.event()]
+    running: list[simpy.Process] = []
+    cap = kernel.ctas_per_sm
+    for group in kernel.groups:
+        left = group.count
+        while left:
+            free = sorted((u, i) for i, u in enumerate(state.used) if u < cap)
+            if not free:
+                yield freed[0]
+                continue
+            placed = [0] * len(state.used)
+            take = min(left, sum(cap - u for u, _ in free))
+            left -= take
+            while take:
+                for u, i in free:
+                    if take and u + placed[i] < cap:
+                        placed[i] += 1
+                        take -= 1
+            bundles: dict[int, list] = {}  # occupancy after placement -> [CTAs, [(SM, CTAs)]]
+            for i, n in enumerate(placed):
+                if n:
+                    state.used[i] += n
+                    bundle = bundles.setdefault(state.used[i], [0, []])
+                    bundle[0] += n
+                    bundle[1].append((i, n))
+            for occupancy, (n, sms) in bundles.items():
+                running.append(env.process(_bundle(env, state, n, occupancy, sms, group, kernel.math, freed)))
+    if running:
+        yield env.all_of(running)
+
+
+def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: list[tuple[int, int]],
+            group: CtaGroup, math: str, freed: list[simpy.Event]) -> Generator:
+    """``n`` identical CTAs, each on an SM holding ``occupancy`` CTAs, through their main loop.
+
+    One DRAM round trip fills the pipeline and the first step's loads are exposed; then the
+    loads of steps 2..T overlap the math of steps 1..T-1; the last step's math is exposed.
+    With one step: load, then math."""
+    tiles = max(1, group.tiles)
+    load = n * group.bytes / tiles
+    step_s = group.flops / tiles / (state.sm_flops[math] / occupancy) if math in state.sm_flops else 0.0
+    if group.bytes > 0:
+        yield env.timeout(state.latency_s)
+        yield state.hbm.transfer(load, n)
+    if tiles > 1:
+        flows = [state.hbm.transfer(load * (tiles - 1), n)]
+        if step_s > 0:
+            flows.append(env.timeout(step_s * (tiles - 1)))
+        yield env.all_of(flows)
+    if step_s > 0:
+        yield env.timeout(step_s)
+    for i, k in sms:
+        state.used[i] -= k
+    event, freed[0] = freed[0], env.event()
+    event.succeed()

@@ -1,0 +1,503 @@
+"""The request-level engine: requests through prefill, KV transfer and continuously batched decode.
+
+Owns: ``ServingModel`` (what the engine needs to know of a deployment, as plain data and
+step-time functions), ``PrefillTable`` / ``DecodeTable`` (interpolated step times),
+``simulate_serving`` and its result ``ServingRun``. Imports: simpy, numpy, resources, errors.
+
+This is the second discrete-event layer of rdusim, above the kernel simulator: one event
+per prefill, KV transfer and decode step, never per kernel. Step times come in as functions
+(``ServingModel.prefill_time``, ``ServingModel.decode_step_time``); ``rdusim.analysis.serving.deployment``
+builds them by running the kernel simulator, tests pass closed forms. Semantics:
+
+- **Arrival.** A request whose prompt exceeds ``max_context``, or whose final KV cache can
+  never fit one decode socket's free HBM, is rejected at once with the reason. Otherwise it
+  joins the prefill queue with the least outstanding work (ties: lowest index).
+- **Prefill** runs one prompt at a time (batch 1) in queue order (FCFS, or shortest prompt
+  first). Its end is the first token (TTFT). A one-token request is done there.
+- **Transfer** (disaggregated): the prefill node ships the kept KV cache to the decode node
+  with the fewest committed requests: ``latency`` then the bytes through the decode node's
+  ingress, shared by processor sharing among concurrent transfers. The prefill node starts
+  its next prompt meanwhile (the outgoing cache waits in its HBM).
+- **Decode** nodes run steps back to back. At each step boundary they admit waiting requests
+  in arrival order while the head fits: a request reserves its final KV footprint on the DP
+  group (the sockets holding its cache) with the fewest requests that has room, so HBM is
+  never exceeded and nothing is preempted. The step runs the smallest compiled batch
+  bucket that holds the groups' largest share, at the active requests' mean KV length;
+  each step accepts ``accepted_tokens_per_step`` tokens per request (multi-token
+  prediction); a request retires after ``ceil((output - 1) / accepted)`` steps.
+- **Co-located** nodes also hold a prefill queue: between two decode steps a waiting
+  prompt is prefilled whole (decode stalls), or, with ``chunk_tokens``, one chunk rides
+  along with every decode step (the step lasts decode + chunk).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from rdusim.errors import SimulationError
+from rdusim.sim.resources import BandwidthPool
+
+# ------------------------------------------------------------------------ step-time tables
+
+
+@dataclass(frozen=True)
+class PrefillTable:
+    """Prefill time of one prompt, piecewise power law between simulated prompt lengths.
+
+    Between two grid points ``t(n) = t0 (n / n0) ** k`` with ``k`` from the two points
+    (attention is quadratic and the projections linear in the prompt, so log-log is close
+    to straight); beyond the ends the nearest segment is extended.
+    """
+
+    tokens: tuple[int, ...]
+    seconds: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.tokens) < 2 or len(self.tokens) != len(self.seconds):
+            raise ValueError("a prefill table needs at least two (tokens, seconds) points")
+
+    def __call__(self, prompt_tokens: float) -> float:
+        x = math.log(max(prompt_tokens, 1.0))
+        i = min(max(bisect.bisect_right(self.tokens, prompt_tokens) - 1, 0), len(self.tokens) - 2)
+        x0, x1 = math.log(self.tokens[i]), math.log(self.tokens[i + 1])
+        y0, y1 = math.log(self.seconds[i]), math.log(self.seconds[i + 1])
+        return math.exp(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+
+
+@dataclass(frozen=True)
+class DecodeTable:
+    """Decode step time at a compiled batch bucket and a KV length, linear in the KV length.
+
+    Each bucket is simulated at the KV lengths of ``kv_tokens``; a step's time is linear
+    between them (a decode step is weight streaming, constant in the KV length, plus
+    attention, linear in it), extended linearly beyond the ends.
+    """
+
+    buckets: tuple[int, ...]
+    kv_tokens: tuple[int, ...]
+    seconds: tuple[tuple[float, ...], ...]   # [bucket][kv point]
+
+    def __call__(self, bucket: int, kv_tokens: float) -> float:
+        row = self.seconds[self.buckets.index(bucket)]
+        grid = self.kv_tokens
+        i = min(max(bisect.bisect_right(grid, kv_tokens) - 1, 0), len(grid) - 2)
+        slope = (row[i + 1] - row[i]) / (grid[i + 1] - grid[i])
+        return max(row[i] + slope * (kv_tokens - grid[i]), 0.0)
+
+
+# ------------------------------------------------------------------------ the deployment
+
+
+@dataclass(frozen=True)
+class ServingModel:
+    """A deployment as the engine sees it: node counts, capacities, step-time functions.
+
+    Byte counts of the KV cache are per socket of the request's DP group (the sockets that
+    hold its cache), except ``shipped_bytes_per_token`` (the whole cache, once).
+    """
+
+    layout: str                                    # "disaggregated" | "colocated"
+    prefill_nodes: int                             # 0 when co-located
+    decode_nodes: int
+    prefill_time: Callable[[int], float]           # prompt tokens -> seconds
+    decode_step_time: Callable[[int, float], float]  # (batch bucket, mean KV tokens) -> seconds
+    kept_tokens: Callable[[int], int]              # prompt tokens -> KV tokens kept after prefill
+    kv_grows: bool                                 # the cache appends each token (else fixed size)
+    batch_buckets: tuple[int, ...]                 # compiled decode batch sizes, increasing
+    kv_groups: int                                 # DP groups per decode node
+    kv_bytes_per_group: float                      # free HBM per socket for KV
+    kv_bytes_per_token: float                      # per socket of the request's group
+    shipped_bytes_per_token: float                 # whole cache per token (crosses the network)
+    accepted_tokens_per_step: float = 1.0
+    max_context: int = 1 << 62
+    link_bytes_per_s: float = math.inf
+    link_latency_s: float = 0.0
+    scheduling: str = "fcfs"                       # "fcfs" | "shortest_prompt_first"
+    chunk_tokens: int | None = None                # co-located chunked prefill
+
+    def __post_init__(self) -> None:
+        if not self.batch_buckets or list(self.batch_buckets) != sorted(set(self.batch_buckets)):
+            raise ValueError(f"batch_buckets must be increasing, got {self.batch_buckets}")
+        if any(b % self.kv_groups for b in self.batch_buckets):
+            raise ValueError(f"every batch bucket must be a multiple of the {self.kv_groups} DP groups")
+        if self.layout == "disaggregated" and self.prefill_nodes < 1:
+            raise ValueError("a disaggregated deployment needs prefill nodes")
+
+    def kv_final_tokens(self, prompt_tokens: int, output_tokens: int) -> int:
+        """KV tokens a request holds at its last decode step (what admission reserves)."""
+        kept = self.kept_tokens(prompt_tokens)
+        return kept + max(output_tokens - 1, 0) if self.kv_grows else kept
+
+
+# ------------------------------------------------------------------------ results
+
+
+@dataclass
+class ServingRun:
+    """Everything one run produced; times in seconds, NaN where a stage never happened."""
+
+    requests: dict[str, np.ndarray]    # per request (index = request id), see REQUEST_FIELDS
+    reasons: dict[int, str]            # rejected request id -> why
+    nodes: list[dict]                  # per node: name, role, busy_prefill_s, busy_decode_s, ...
+    steps: dict[str, np.ndarray]       # every decode step: node, start_s, duration_s (with a co-located
+                                       # prefill chunk), active, bucket, itl_s (since the last delivery
+                                       # to requests still active: a stall for a whole prefill counts)
+    events: list[tuple[float, str, int, str]]  # (time, event, request id, node), in order
+    end_s: float
+
+
+REQUEST_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens", "prefill_start_s", "first_token_s",
+                  "decode_ready_s", "admitted_s", "finish_s", "kv_bytes_shipped", "kv_bytes_reserved",
+                  "prefill_node", "decode_node", "decode_steps")
+
+
+@dataclass
+class _Node:
+    index: int
+    name: str
+    role: str                                         # prefill | decode | colocated
+    queue: list = field(default_factory=list)         # prefill queue: heap of (key, seq, request)
+    queued_s: float = 0.0                             # prefill time of the queue
+    busy_until: float = 0.0
+    busy_prefill_s: float = 0.0
+    busy_decode_s: float = 0.0
+    wake: simpy.Event | None = None
+    # decode state
+    waiting: deque = field(default_factory=deque)
+    committed: int = 0                                # in transfer + waiting + active
+    retire: list = field(default_factory=list)        # heap of (finish step, request)
+    steps_done: int = 0
+    active: int = 0
+    kv_sum0: float = 0.0                              # sum of (kv0 - growth * admitted step)
+    group_count: list[int] = field(default_factory=list)
+    group_free: list[float] = field(default_factory=list)
+    group_peak: list[float] = field(default_factory=list)
+    tokens_decoded: float = 0.0
+    ingress: BandwidthPool | None = None
+    chunk_request: int = -1                           # co-located chunked prefill in progress
+    chunk_done: int = 0
+    admit_dirty: bool = True                          # something changed since admission last stopped
+    bucket: int = 0                                   # compiled batch of the current membership
+    last_step: tuple = (None, None, 0.0)              # (bucket, mean KV, seconds) of the last step
+    tokens_at: float | None = None                    # last delivery to requests still active
+
+
+class _Engine:
+    def __init__(self, model: ServingModel, arrival_s: np.ndarray, prompt: np.ndarray, output: np.ndarray,
+                 record_events: bool) -> None:
+        self.m = model
+        self.env = simpy.Environment()
+        n = len(arrival_s)
+        self.arrival = np.asarray(arrival_s, dtype=float)
+        self.prompt = np.asarray(prompt, dtype=np.int64)
+        self.output = np.asarray(output, dtype=np.int64)
+        self.r = {f: np.full(n, np.nan) for f in REQUEST_FIELDS}
+        self.r["arrival_s"][:] = self.arrival
+        self.r["prompt_tokens"][:] = self.prompt
+        self.r["output_tokens"][:] = self.output
+        self.reasons: dict[int, str] = {}
+        self.events: list[tuple[float, str, int, str]] | None = [] if record_events else None
+        self.steps: list[tuple[int, float, float, int, int]] = []
+        self.seq = 0
+        colocated = model.layout == "colocated"
+        self.prefill = [] if colocated else [
+            _Node(i, f"prefill{i}", "prefill") for i in range(model.prefill_nodes)]
+        self.decode = [_Node(len(self.prefill) + i, f"{'node' if colocated else 'decode'}{i}",
+                             "colocated" if colocated else "decode") for i in range(model.decode_nodes)]
+        for node in self.decode:
+            node.group_count = [0] * model.kv_groups
+            node.group_free = [model.kv_bytes_per_group] * model.kv_groups
+            node.group_peak = [0.0] * model.kv_groups
+            if not colocated:
+                node.ingress = BandwidthPool(self.env, f"{node.name}.ingress", model.link_bytes_per_s)
+        self.per_group_max = model.batch_buckets[-1] // model.kv_groups
+        self.growth = model.accepted_tokens_per_step if model.kv_grows else 0.0
+        self.prefill_s = np.array([model.prefill_time(int(p)) for p in self.prompt]) if not colocated or \
+            model.chunk_tokens is None else None
+
+    # ---------------------------------------------------------------- bookkeeping
+    def log(self, event: str, request: int, node: str) -> None:
+        if self.events is not None:
+            self.events.append((self.env.now, event, request, node))
+
+    def wake(self, node: _Node) -> None:
+        if node.wake is not None and not node.wake.triggered:
+            node.wake.succeed()
+
+    def prefill_duration(self, request: int) -> float:
+        if self.prefill_s is not None:
+            return float(self.prefill_s[request])
+        return self.m.prefill_time(int(self.prompt[request]))
+
+    # ---------------------------------------------------------------- arrivals
+    def arrivals(self) -> Generator:
+        order = np.argsort(self.arrival, kind="stable")
+        for request in order:
+            delay = self.arrival[request] - self.env.now
+            if delay > 0:
+                yield self.env.timeout(delay)
+            self.arrive(int(request))
+
+    def arrive(self, request: int) -> None:
+        self.log("arrive", request, "")
+        reason = self.rejection(request)
+        if reason:
+            self.reasons[request] = reason
+            self.log("reject", request, "")
+            return
+        pool = self.decode if self.m.layout == "colocated" else self.prefill
+        now = self.env.now
+        node = min(pool, key=lambda n: (n.queued_s + max(n.busy_until - now, 0.0), n.committed, n.index))
+        duration = self.prefill_duration(request) if self.prefill_s is not None else 0.0
+        key = self.prompt[request] if self.m.scheduling == "shortest_prompt_first" else 0
+        heapq.heappush(node.queue, (int(key), self.seq, request))
+        self.seq += 1
+        node.queued_s += duration
+        if node.role == "colocated":
+            node.committed += 1
+        self.wake(node)
+
+    def rejection(self, request: int) -> str:
+        prompt, output = int(self.prompt[request]), int(self.output[request])
+        if prompt > self.m.max_context:
+            return f"prompt of {prompt} tokens exceeds max_context {self.m.max_context}"
+        need = self.m.kv_final_tokens(prompt, output) * self.m.kv_bytes_per_token
+        if output > 1 and need > self.m.kv_bytes_per_group:
+            return (f"its KV cache ({self.m.kv_final_tokens(prompt, output)} tokens, {need / 2**30:.2f} GiB "
+                    f"per socket) never fits the {self.m.kv_bytes_per_group / 2**30:.2f} GiB a decode socket "
+                    "has free")
+        return ""
+
+    # ---------------------------------------------------------------- prefill nodes
+    def prefill_node(self, node: _Node) -> Generator:
+        while True:
+            if not node.queue:
+                node.wake = self.env.event()
+                yield node.wake
+                continue
+            _, _, request = heapq.heappop(node.queue)
+            duration = self.prefill_duration(request)
+            node.queued_s -= duration
+            node.busy_until = self.env.now + duration
+            self.r["prefill_start_s"][request] = self.env.now
+            self.r["prefill_node"][request] = node.index
+            self.log("prefill_start", request, node.name)
+            yield self.env.timeout(duration)
+            node.busy_prefill_s += duration
+            self.first_token(request, node)
+
+    def first_token(self, request: int, node: _Node) -> None:
+        self.r["first_token_s"][request] = self.env.now
+        self.log("first_token", request, node.name)
+        if self.output[request] <= 1:
+            self.finish(request, node)
+            if node.role == "colocated":
+                node.committed -= 1
+            return
+        if node.role == "colocated":
+            self.r["kv_bytes_shipped"][request] = 0.0
+            self.ready(request, node)
+            return
+        target = min(self.decode, key=lambda n: (n.committed, n.index))
+        target.committed += 1
+        self.env.process(self.transfer(request, node, target))
+
+    def transfer(self, request: int, source: _Node, target: _Node) -> Generator:
+        nbytes = self.m.kept_tokens(int(self.prompt[request])) * self.m.shipped_bytes_per_token
+        self.r["kv_bytes_shipped"][request] = nbytes
+        self.log("transfer_start", request, target.name)
+        if self.m.link_latency_s > 0:
+            yield self.env.timeout(self.m.link_latency_s)
+        yield target.ingress.transfer(nbytes)
+        self.ready(request, target)
+
+    def ready(self, request: int, node: _Node) -> None:
+        self.r["decode_ready_s"][request] = self.env.now
+        self.r["decode_node"][request] = node.index
+        self.log("decode_ready", request, node.name)
+        node.waiting.append(request)
+        node.admit_dirty = True
+        self.wake(node)
+
+    def finish(self, request: int, node: _Node) -> None:
+        self.r["finish_s"][request] = self.env.now
+        self.log("finish", request, node.name)
+
+    # ---------------------------------------------------------------- decode nodes
+    def admit(self, node: _Node) -> None:
+        if not node.admit_dirty:
+            return
+        node.admit_dirty = False
+        m = self.m
+        while node.waiting and node.active < self.per_group_max * m.kv_groups:
+            request = node.waiting[0]
+            kv_final = m.kv_final_tokens(int(self.prompt[request]), int(self.output[request]))
+            need = kv_final * m.kv_bytes_per_token
+            best = -1
+            for g in range(m.kv_groups):
+                if node.group_count[g] < self.per_group_max and node.group_free[g] >= need and (
+                        best < 0 or node.group_count[g] < node.group_count[best]
+                        or (node.group_count[g] == node.group_count[best]
+                            and node.group_free[g] > node.group_free[best])):
+                    best = g
+            if best < 0:
+                break
+            node.waiting.popleft()
+            node.group_count[best] += 1
+            node.group_free[best] -= need
+            node.group_peak[best] = max(node.group_peak[best], m.kv_bytes_per_group - node.group_free[best])
+            steps = math.ceil((int(self.output[request]) - 1) / m.accepted_tokens_per_step)
+            heapq.heappush(node.retire, (node.steps_done + steps, request, best, need))
+            kv0 = m.kept_tokens(int(self.prompt[request]))
+            node.kv_sum0 += kv0 - self.growth * node.steps_done
+            node.active += 1
+            self.r["admitted_s"][request] = self.env.now
+            self.r["kv_bytes_reserved"][request] = need
+            self.r["decode_steps"][request] = steps
+            self.log("admit", request, node.name)
+        self.set_bucket(node)
+
+    def set_bucket(self, node: _Node) -> None:
+        need = max(node.group_count) * self.m.kv_groups
+        node.bucket = self.m.batch_buckets[bisect.bisect_left(self.m.batch_buckets, need)] if need else 0
+
+    def decode_node(self, node: _Node) -> Generator:
+        m = self.m
+        while True:
+            self.admit(node)
+            if node.role == "colocated" and node.queue and m.chunk_tokens is None:
+                yield from self.colocated_prefill(node)
+                continue
+            chunk_s, chunk_request = self.next_chunk(node) if node.role == "colocated" else (0.0, -1)
+            if not node.active and chunk_request < 0:
+                node.wake = self.env.event()
+                yield node.wake
+                continue
+            step_s = 0.0
+            if node.active:
+                bucket = node.bucket
+                mean_kv = (node.kv_sum0 + self.growth * node.active * node.steps_done) / node.active
+                if node.last_step[0] == bucket and node.last_step[1] == mean_kv:
+                    step_s = node.last_step[2]
+                else:
+                    step_s = m.decode_step_time(bucket, mean_kv)
+                    node.last_step = (bucket, mean_kv, step_s)
+                if step_s <= 0:
+                    raise SimulationError(f"decode step time {step_s} s at batch {bucket}, KV {mean_kv:.0f}")
+                since = node.tokens_at if node.tokens_at is not None else self.env.now
+                self.steps.append((node.index, self.env.now, step_s + chunk_s, node.active, bucket,
+                                   self.env.now + step_s + chunk_s - since))
+            yield self.env.timeout(step_s + chunk_s)
+            node.busy_decode_s += step_s
+            node.busy_prefill_s += chunk_s
+            if chunk_request >= 0 and node.chunk_done >= self.prompt[chunk_request]:
+                node.chunk_request = -1
+                self.first_token(chunk_request, node)
+            if step_s > 0:
+                node.steps_done += 1
+                node.tokens_decoded += m.accepted_tokens_per_step * node.active
+                self.retire(node)
+                node.tokens_at = self.env.now if node.active else None
+
+    def retire(self, node: _Node) -> None:
+        if not node.retire or node.retire[0][0] != node.steps_done:
+            return
+        node.admit_dirty = True
+        while node.retire and node.retire[0][0] == node.steps_done:
+            _, request, group, need = heapq.heappop(node.retire)
+            node.group_count[group] -= 1
+            node.group_free[group] += need
+            node.active -= 1
+            kv0 = self.m.kept_tokens(int(self.prompt[request]))
+            node.kv_sum0 -= kv0 - self.growth * (node.steps_done - self.r["decode_steps"][request])
+            steps = self.r["decode_steps"][request]
+            node.tokens_decoded -= steps * self.m.accepted_tokens_per_step - (self.output[request] - 1)
+            node.committed -= 1
+            self.finish(request, node)
+        if node.active == 0:
+            node.kv_sum0 = 0.0   # drop rounding left by the running sum
+        self.set_bucket(node)
+
+    def colocated_prefill(self, node: _Node) -> Generator:
+        _, _, request = heapq.heappop(node.queue)
+        duration = self.prefill_duration(request)
+        node.queued_s -= duration
+        node.busy_until = self.env.now + duration
+        self.r["prefill_start_s"][request] = self.env.now
+        self.r["prefill_node"][request] = node.index
+        self.log("prefill_start", request, node.name)
+        yield self.env.timeout(duration)
+        node.busy_prefill_s += duration
+        self.first_token(request, node)
+
+    def next_chunk(self, node: _Node) -> tuple[float, int]:
+        """Co-located chunked prefill: the next chunk of the prompt in progress (or next in queue)."""
+        if self.m.chunk_tokens is None:
+            return 0.0, -1
+        if node.chunk_request < 0:
+            if not node.queue:
+                return 0.0, -1
+            _, _, node.chunk_request = heapq.heappop(node.queue)
+            node.chunk_done = 0
+            self.r["prefill_start_s"][node.chunk_request] = self.env.now
+            self.r["prefill_node"][node.chunk_request] = node.index
+            self.log("prefill_start", node.chunk_request, node.name)
+        request = node.chunk_request
+        start = node.chunk_done
+        end = min(start + self.m.chunk_tokens, int(self.prompt[request]))
+        node.chunk_done = end
+        chunk_s = self.m.prefill_time(end) - (self.m.prefill_time(start) if start else 0.0)
+        return chunk_s, request
+
+    # ---------------------------------------------------------------- run
+    def run(self) -> ServingRun:
+        self.env.process(self.arrivals())
+        for node in self.prefill:
+            self.env.process(self.prefill_node(node))
+        for node in self.decode:
+            self.env.process(self.decode_node(node))
+        self.env.run()
+        for node in self.decode:
+            if node.active or node.waiting or node.queue or node.chunk_request >= 0:
+                raise SimulationError(f"{node.name}: requests left unfinished when the events ran out")
+        return ServingRun(self.r, self.reasons, self.node_records(), self.step_arrays(), self.events or [],
+                          float(self.env.now))
+
+    def node_records(self) -> list[dict]:
+        records = []
+        for node in self.prefill + self.decode:
+            record = {"node": node.name, "index": node.index, "role": node.role,
+                      "busy_prefill_s": node.busy_prefill_s, "busy_decode_s": node.busy_decode_s}
+            if node.role != "prefill":
+                record |= {"decode_steps": node.steps_done, "tokens_decoded": node.tokens_decoded,
+                           "kv_peak_bytes": max(node.group_peak), "kv_free_bytes_at_end": min(node.group_free),
+                           "kv_capacity_bytes": self.m.kv_bytes_per_group,
+                           "ingress_bytes": node.ingress.bytes_total if node.ingress else 0.0}
+            records.append(record)
+        return records
+
+    def step_arrays(self) -> dict[str, np.ndarray]:
+        columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * 6
+        names = ("node", "start_s", "duration_s", "active", "bucket", "itl_s")
+        types = (np.int64, float, float, np.int64, np.int64, float)
+        return {n: np.asarray(c, dtype=t) for n, c, t in zip(names, columns, types, strict=True)}
+
+
+def simulate_serving(model: ServingModel, arrival_s: np.ndarray, prompt_tokens: np.ndarray,
+                     output_tokens: np.ndarray, *, record_events: bool = False) -> ServingRun:
+    """Run every request through the deployment; request ``i`` is row ``i`` of the result.
+
+    Deterministic: no random numbers are drawn here (the workload carries the seed), and
+    ties are broken by node index and arrival order.
+    """
+    if not (len(arrival_s) == len(prompt_tokens) == len(output_tokens)):
+        raise ValueError("arrival_s, prompt_tokens and output_tokens must have the same length")
+    return _Engine(model, arrival_s, prompt_tokens, output_tokens, record_events).run()

@@ -1,0 +1,210 @@
+"""GPU target: documents validate, bad values are located, closed forms, and the gate on the
+committed H100 measurement (benchmarks/gpu/h100-20261123b.csv)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from rdusim.analysis.gpu.predict import compare_rows, fit_calibration, summary
+from rdusim.cli import main
+from rdusim.config.loader import load_spec, model_path
+from rdusim.config.schema import GpuSpec, ModelSpec
+from rdusim.hw.gpu import Gpu, load_gpu_node
+from rdusim.mapping.gpu import fa2_splits, gemm
+from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+H100 = ROOT / "hw_configs/h100.yaml"
+CSV = ROOT / "benchmarks/gpu/h100-20261123b.csv"
+NEW_DOCS = ["hw_configs/h100.yaml", "hw_configs/h100-8.yaml", "hw_configs/h200.yaml", "hw_configs/h200-8.yaml",
+            "mappings/llama-3.1-8b/decode-h100.yaml", "mappings/llama-3.1-8b/prefill-h100.yaml"]
+
+
+def gpu() -> Gpu:
+    return Gpu(load_spec(H100, GpuSpec))
+
+
+def test_new_documents_validate(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", *[str(ROOT / d) for d in NEW_DOCS]]) == 0
+    assert f"{len(NEW_DOCS)} file(s) valid" in capsys.readouterr().out
+    assert load_gpu_node(ROOT / "hw_configs/h100-8.yaml").gpus == 8
+
+
+@pytest.mark.parametrize(("old", "new", "key"), [
+    ("  sms: 132 ", "  sms: 0 ", "compute.sms"),
+    ('hbm_bandwidth: "3.35 TB/s"', 'hbm_bandwidth: "-3.35 TB/s"', "memory.hbm_bandwidth"),
+    ('  bandwidth: "450 GB/s"', '  bandwidth: "-450 GB/s"', "nvlink.bandwidth"),
+])
+def test_bad_hardware_values_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            old: str, new: str, key: str) -> None:
+    text = H100.read_text()
+    assert old in text
+    bad = tmp_path / "h100.yaml"
+    bad.write_text(text.replace(old, new, 1))
+    line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if new.strip() in t)
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:{line}" in err and key in err
+
+
+def test_unknown_library_kernel_suggests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = ROOT / "mappings/llama-3.1-8b/decode-h100.yaml"
+    bad = tmp_path / "m.yaml"
+    bad.write_text(src.read_text().replace("qkv_gemm", "qkv_gem").replace("../../", str(ROOT) + "/"))
+    assert main(["validate", str(bad)]) == 2
+    assert "did you mean 'qkv_gemm'" in capsys.readouterr().err
+
+
+def cta_time(g: Gpu, nbytes: float, flops: float, tiles: int, bandwidth: float) -> float:
+    """One CTA alone on its SM: a DRAM round trip, the first tile's load, then T-1 steps of
+    overlapped load and math, then the last tile's math."""
+    load = nbytes / tiles / bandwidth
+    math_ = flops / tiles / (g.math_flops_per_s("gemm") / g.sms)
+    return g.hbm_latency_s + load + (tiles - 1) * max(load, math_) + math_
+
+
+def test_gemm_wave_quantisation_closed_form() -> None:
+    """One tile more than there are SMs: two waves. The first shares HBM among 132 CTAs; the
+    second is a single CTA with the whole bandwidth to itself (HBM is shared among resident
+    CTAs, not sliced per SM)."""
+    g = gpu()
+    m, n, k = 128 * (g.sms + 1), 256, 4096
+    (kernel,) = gemm("g", m, n, k, g)
+    assert kernel.ctas == g.sms + 1
+    (group,) = kernel.groups
+    assert group.tiles == k // 64
+    fixed = g.launch_s("stream") + g.launch_s("pipeline")
+    wave1 = cta_time(g, group.bytes, group.flops, group.tiles, g.hbm_bytes_per_s / g.sms)
+    wave2 = cta_time(g, group.bytes, group.flops, group.tiles, g.hbm_bytes_per_s)
+    t = elapsed_s(simulate_gpu([(kernel, 0)], g, mode="stream"))
+    assert t == pytest.approx(fixed + wave1 + wave2, rel=1e-9)
+    (one,) = gemm("g", 128 * g.sms, n, k, g)  # exactly one tile per SM: one wave
+    t_one = elapsed_s(simulate_gpu([(one, 0)], g, mode="stream"))
+    (g1,) = one.groups
+    assert t_one == pytest.approx(fixed + cta_time(g, g1.bytes, g1.flops, g1.tiles, g.hbm_bytes_per_s / g.sms),
+                                  rel=1e-9)
+
+
+def test_split_k_when_tiles_do_not_fill_the_gpu() -> None:
+    g = gpu()
+    main_kernel, reduce = gemm("down", 1, 4096, 14336, g)  # 32 tiles of 64x128 -> split 4
+    assert main_kernel.ctas == 128 and reduce.name == "down.splitk_reduce"
+
+
+def test_fa2_split_heuristic() -> None:
+    # 33 splits would fill 264 slots exactly but is not eligible (32 blocks each, as with 32
+    # splits); the best eligible efficiency is below 1, and 28 splits (0.848) reach 85% of it
+    assert fa2_splits(8, 264, 1024) == 28
+    assert fa2_splits(512, 264, 16) == 1       # the grid already fills 80% of the slots
+    assert fa2_splits(8, 264, 16) == 16        # capped by the number of key blocks
+
+
+def test_calibration_reads_only_calibration_rows() -> None:
+    rows = list(csv.DictReader(CSV.open()))
+    spec = load_spec(H100, GpuSpec)
+    fit = fit_calibration(rows, spec)
+    poisoned = [dict(r, median_us="1.0") if r["set"] == "prediction" else r for r in rows]
+    assert fit_calibration(poisoned, spec) == fit
+    assert fit["hbm_stream"] == pytest.approx(spec.efficiency.hbm_stream, abs=5e-4)
+    assert fit["launch_stream_s"] == pytest.approx(spec.launch.stream_s, abs=5e-9)
+    assert fit["gemm_tensor"] == pytest.approx(spec.efficiency.gemm_tensor, abs=5e-4)
+    assert fit["hbm_latency_s"] == pytest.approx(spec.memory.hbm_latency_s, abs=5e-10)
+    assert fit["pipeline_s"] == pytest.approx(spec.launch.pipeline_s, abs=5e-9)
+
+
+def test_gate_committed_h100_prediction_rows() -> None:
+    """The tolerances docs/gpu.md reports (a regression gate, not the issue's targets)."""
+    rows = [r for r in csv.DictReader(CSV.open()) if r["set"] == "prediction" and (
+        r["kind"] in ("attn_prefill", "attn_decode")
+        or (r["kind"] == "e2e_decode" and r["mode"] == "graph" and r["batch"] in ("1", "8"))
+        or (r["kind"] == "e2e_prefill" and r["seq_len"] == "1024"))]
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    compared = compare_rows(rows, gpu(), model)
+    attention = summary(compared, ("attn_prefill", "attn_decode"))
+    assert attention["n"] == 28
+    assert attention["median"] <= 0.10 and attention["worst"] <= 0.25
+    e2e = summary(compared, ("e2e_decode", "e2e_prefill"))
+    assert e2e["n"] == 5 and e2e["worst"] <= 0.15
+
+
+def test_every_library_kernel_has_a_builder() -> None:
+    from rdusim.config.schema import GPU_LIBRARY_KERNELS
+    from rdusim.mapping.gpu import _BUILDERS
+
+    assert set(GPU_LIBRARY_KERNELS) == set(_BUILDERS)
+
+
+def test_simulate_gpu_mapping_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "step.json"
+    decode = ROOT / "mappings/llama-3.1-8b/decode-h100.yaml"
+    assert main(["simulate", str(decode), "--seq-len", "1024", "--batch", "4", "--format", "json",
+                 "--out", str(out)]) == 0
+    import json
+
+    result = json.loads(out.read_text())
+    summary_ = result["summary"]
+    assert summary_["batch"] == 4 and summary_["launch"] == "graph"
+    assert sum(k["time_us"] for k in result["kernels"]) == pytest.approx(summary_["step_ms"] * 1e3, rel=1e-9)
+    # a batch beyond HBM: exit 2 with the numbers
+    assert main(["simulate", str(decode), "--seq-len", "131072", "--batch", "64"]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit on H100-SXM5-80GB" in err and "max batch" in err
+
+
+def test_compare_hw_gpu_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cmp.csv"
+    assert main(["compare-hw", str(ROOT / "mappings/llama-3.1-8b/decode.yaml"),
+                 "--hw", str(ROOT / "hw_configs/h100-8.yaml"), "--seq-len", "4096",
+                 "--policy", "none,snapstream", "--batch", "auto", "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["policy"] for r in rows] == ["full", "snapstream"]
+    full, snap = rows
+    # 4x compression keeps a quarter of the KV, so about four times the sequences fit
+    assert int(snap["max_batch"]) > 3 * int(full["max_batch"])
+    assert main(["compare-hw", str(ROOT / "mappings/llama-3.1-8b/decode.yaml"), "--hw",
+                 str(ROOT / "hw_configs/h100-8.yaml"), "--seq-len", "4096", "--batch", "many"]) == 2
+    assert "--batch" in capsys.readouterr().err
+
+
+def test_deepseek_weights_per_gpu() -> None:
+    from rdusim.mapping.gpu_mla import mla_weight_bytes
+
+    model = load_spec(model_path("deepseek-r1"), ModelSpec)
+    whole = mla_weight_bytes(model, 1)
+    assert whole == pytest.approx(671e9, rel=0.02)  # the published 671B parameters, fp8
+    per_gpu = mla_weight_bytes(model, 8)
+    assert whole / 8 < per_gpu < whole / 8 * 1.05  # replicated low-rank projections and routers
+
+
+def test_kv_policies_on_the_gpu_model() -> None:
+    """Compressing policies attend over ceil(T / c) slots; Kascade keeps the cache but attends
+    sparsely in its reuse layers: both faster than full at a long prompt, full's KV unchanged."""
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+    from rdusim.config.schema import KvPolicySpec
+
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+
+    def step(name: str, compression: float = 1.0) -> float:
+        return simulate_gpu_step(model, gpu(), layer=MEASURED_LAYER, head=[], phase="decode", batch=4,
+                                 seq_len=65536, mode="graph",
+                                 policy=KvPolicySpec(name=name, compression=compression)).seconds
+
+    full, snap, kascade = step("full"), step("snapstream", 4.0), step("kascade")
+    assert snap < kascade < full
+    assert step("snapkv", 4.0) == snap  # same kept slots, same decode kernels
+
+
+def test_gate_held_out_h100_rows() -> None:
+    """Shapes measured after the model was frozen (set=holdout): the issue's tolerances."""
+    rows = [r for r in csv.DictReader((ROOT / "benchmarks/gpu/h100-20261123-holdout.csv").open())
+            if r["set"] == "holdout" and r["kind"] != "gemm"
+            and not (r["kind"] == "e2e_decode" and r["mode"] == "eager")]
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    compared = compare_rows(rows, gpu(), model)
+    attention = [abs(r["error"]) for r in compared if r["kind"].startswith("attn")]
+    assert len(attention) == 12 and sorted(attention)[6] <= 0.10 and max(attention) <= 0.25
+    e2e = [abs(r["error"]) for r in compared if r["kind"].startswith("e2e")]
+    assert len(e2e) == 5 and max(e2e) <= 0.15
