@@ -60,6 +60,11 @@ Degree = Annotated[int, Strict(), Field(gt=0)]
 #: the largest node the simulator builds (its socket graph is explicit: n^2 links all-to-all);
 #: published SN40L deployments use 8-16 sockets (hardware-and-models.md section A)
 MAX_SOCKETS = 1024
+#: the most PCUs, PMUs or tiles a socket may have: the plan hands out PCUs one at a time
+#: (``mapping.stages.balance_pcus``) and places buffers PMU by PMU; an SN40L has 1040 of each
+MAX_UNITS = 65536
+#: the deepest model the simulator takes (it lists every layer; published LLMs have up to ~130)
+MAX_LAYERS = 1024
 
 
 Fraction = Field(gt=0.0, le=1.0)
@@ -71,9 +76,9 @@ class ComputeSpec(Spec):
     simd_ops_per_s: FlopPerS = Field(
         alias="simd_peak", description="element operations per second on the PCU SIMD lanes"
     )
-    pcus: Int = Field(gt=0)
-    pmus: Int = Field(gt=0)
-    tiles: Int = Field(gt=0)
+    pcus: Int = Field(gt=0, le=MAX_UNITS)
+    pmus: Int = Field(gt=0, le=MAX_UNITS)
+    tiles: Int = Field(gt=0, le=MAX_UNITS)
     clock_hz: Hertz = Field(alias="clock")
 
 
@@ -181,6 +186,12 @@ class MoeSpec(Spec):
     shared_experts: Int = Field(ge=0)
     intermediate: Int = Field(gt=0)
 
+    @model_validator(mode="after")
+    def _routed_fit(self) -> MoeSpec:
+        if self.experts_per_token > self.experts:
+            raise ValueError(f"experts_per_token={self.experts_per_token} exceeds experts={self.experts}")
+        return self
+
 
 class FfnSpec(Spec):
     intermediate: Int = Field(gt=0, description="dense SwiGLU width")
@@ -201,13 +212,13 @@ class DtypeSpec(Spec):
 class ModelSpec(Spec):
     kind: Literal["model"]
     name: Name
-    layers: Int = Field(gt=0)
+    layers: Int = Field(gt=0, le=MAX_LAYERS)
     hidden: Int = Field(gt=0)
     vocab: Int = Field(gt=0)
     attention: MlaSpec | GqaSpec = Field(discriminator="kind")
     ffn: FfnSpec
     dtypes: DtypeSpec = DtypeSpec()
-    mtp_layers: Int = Field(default=0, ge=0)
+    mtp_layers: Int = Field(default=0, ge=0, le=MAX_LAYERS)
     max_context: Int | None = Field(
         default=None, gt=0, alias="max_position_embeddings",
         description="longest sequence the model was trained for; longer prompts are refused",

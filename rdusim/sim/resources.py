@@ -75,15 +75,19 @@ class BandwidthPool:
 
     def _reschedule(self) -> None:
         self._generation += 1
-        share = self.rate_bytes_per_s / max(len(self._flows), 1)
-        now = self.env.now
-        # done: under epsilon, or so little left that the clock cannot advance by its time
-        # (long runs, large transfers: the serving engine's KV caches)
-        for key in [k for k, f in self._flows.items() if f[0] <= _EPSILON_BYTES or now + f[0] / share == now]:
-            self._flows.pop(key)[1].succeed()
+        while self._flows:
+            share = self.rate_bytes_per_s / len(self._flows)
+            # done: under the byte epsilon, or so little left that the clock cannot advance by it
+            # (late in a long run a float's resolution in seconds can exceed that time; waiting
+            # would re-plan forever without progress)
+            done = [k for k, f in self._flows.items()
+                    if f[0] <= _EPSILON_BYTES or self.env.now + f[0] / share <= self.env.now]
+            if not done:
+                break
+            for key in done:
+                self._flows.pop(key)[1].succeed()
         if not self._flows:
             return
-        share = self.rate_bytes_per_s / len(self._flows)
         generation = self._generation
         timer = delay(self.env, min(f[0] for f in self._flows.values()) / share)
         timer.callbacks.append(lambda _event: self._on_timer(generation))

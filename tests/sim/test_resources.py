@@ -3,7 +3,8 @@
 import pytest
 import simpy
 
-from rdusim.sim.resources import BandwidthPool
+from rdusim.errors import SimulationError
+from rdusim.sim.resources import HORIZON_S, BandwidthPool, delay
 
 
 def _times(arrivals):
@@ -45,3 +46,23 @@ def test_three_way_sharing():
 def test_rejects_non_positive_rate():
     with pytest.raises(ValueError, match="rate_bytes_per_s must be > 0"):
         BandwidthPool(simpy.Environment(), "x", 0.0)
+
+
+def test_a_transfer_below_the_clock_resolution_completes():
+    """Late in a long run a few bytes take less than one float step of the clock; the pool
+    completes them instead of re-planning forever (issue 11, class 6)."""
+    env = simpy.Environment(initial_time=1e6)  # ulp(1e6 s) ~ 1.2e-10 s: 0.1 B at 1.6 TB/s is below it
+    pool = BandwidthPool(env, "hbm", 1.6e12)
+    finished = []
+    pool.transfer(0.1).callbacks.append(lambda _event: finished.append(env.now))
+    env.run(until=env.now + 1.0)
+    assert finished == [1e6]
+
+
+def test_an_event_past_the_horizon_is_an_error():
+    env = simpy.Environment()
+    pool = BandwidthPool(env, "hbm", 1e-300)  # absurdly slow: the transfer would end at 1e303 s
+    with pytest.raises(SimulationError, match="past the simulator's horizon"):
+        pool.transfer(1e3)
+    with pytest.raises(SimulationError, match="horizon"):
+        delay(env, HORIZON_S * 2)
