@@ -208,3 +208,16 @@ def test_gate_held_out_h100_rows() -> None:
     assert len(attention) == 12 and sorted(attention)[6] <= 0.10 and max(attention) <= 0.25
     e2e = [abs(r["error"]) for r in compared if r["kind"].startswith("e2e")]
     assert len(e2e) == 5 and max(e2e) <= 0.15
+
+
+def test_compare_hw_runs_the_issue_command_at_32k(tmp_path):
+    """The issue's command: a 32K prompt on the Llama mapping whose deployment admits 8K; the SN40L
+    rows run a deployment that admits the compared prompt (raised, not refused)."""
+    from rdusim.cli import main  # noqa: PLC0415
+
+    out = tmp_path / "cmp.csv"
+    assert main(["compare-hw", str(ROOT / "mappings/llama-3.1-8b/decode.yaml"), "--hw",
+                 f"{ROOT / 'hw_configs/sn40l-16.yaml'},{ROOT / 'hw_configs/h100-8.yaml'}", "--seq-len", "32768",
+                 "--policy", "none,snapstream", "--batch", "auto", "--out", str(out)]) == 0
+    rows = out.read_text().splitlines()
+    assert len(rows) == 5 and rows[1].startswith("SN40L-16,full,64,64,32768")

@@ -21,6 +21,7 @@ from rdusim.analysis.gpu.predict import (
     simulate_gpu_mapping,
     simulate_mla_step,
 )
+from rdusim.analysis.metrics import step_figures
 from rdusim.config.loader import load_any, load_spec, model_path, read_document
 from rdusim.config.schema import (
     HBM,
@@ -64,6 +65,9 @@ def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch
     from rdusim.mapping.capacity import max_batch
 
     overrides = [f"kv_policy.name={policy.name}", f"kv_policy.compression={policy.compression}"]
+    admitted = load_spec(mapping, MappingSpec).deployment.max_prompt
+    if admitted is not None and admitted < seq_len:  # the compared deployment admits the compared prompt
+        overrides.append(f"deployment.max_prompt={seq_len}")
     sized = overrides + [f"hardware={Path(hw).resolve()}", f"workload.seq_len={seq_len}"]
     largest, reason = max_batch(mapping, overrides=sized)
     use = batch or largest
@@ -72,13 +76,13 @@ def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch
     result = simulate(mapping, seq_len=seq_len, batch=use, hw=hw, overrides=overrides)
     memory = result.to_dict()["memory"]
     hbm = sum(memory["per_socket"][HBM].values())
-    step = result.total_s
     accepted = result.plan.mapping.workload.accepted_tokens_per_step
+    figures = step_figures("decode", result.total_s, batch=use, seq_len=seq_len, accepted=accepted)
     note = f"{result.plan.system.sockets} sockets, the mapping's degrees"
     if accepted > 1:
         note += f", MTP {accepted:g} tokens/step"
     return {"hardware": result.plan.system.name, "policy": policy.name, "batch": use, "max_batch": largest,
-            "kv_len": result.plan.kv_len, "tpot_ms": step / accepted * 1e3, "tokens_per_s": use * accepted / step,
+            "kv_len": result.plan.kv_len, "tpot_ms": figures["tpot_s"] * 1e3, "tokens_per_s": figures["tokens_per_s"],
             "hbm_gb_per_device": hbm / 1e9, "note": note}
 
 
