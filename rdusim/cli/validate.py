@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"ok    {path}")
         except RdusimError as error:
             print(f"FAIL  {path}")
-            issues += str(error).splitlines()
+            issues += str(error).split("\n")  # not splitlines: a name may hold \x1e
     if issues:
         raise ConfigError(issues)
     print(f"{len(files)} file(s) valid")

@@ -25,7 +25,7 @@ def seed_mapping(model: str, phase: str, policy: str, root: Path | None = None) 
     path = base / model / f"{phase}{suffix}.yaml"
     if not path.is_file():
         shipped = sorted(p.stem for p in (base / model).glob("*.yaml"))
-        raise ConfigError(f"no shipped {phase} mapping for {model} with policy {policy!r} ({path} not found; "
+        raise ConfigError(f"--model {model}: no shipped {phase} mapping with policy {policy!r} ({path} not found; "
                           f"shipped: {', '.join(shipped)}); pass --mapping to start from another")
     return path
 
