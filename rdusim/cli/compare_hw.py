@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from rdusim.cli import command_parser
-from rdusim.cli.options import comma_list, policy_list
+from rdusim.cli.options import comma_list, finite_float, policy_list, positive_int
 from rdusim.cli.output import Outputs
 from rdusim.errors import ConfigError
 
@@ -30,10 +30,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = command_parser(subparsers, "compare-hw")
     parser.add_argument("mapping", help="an SN40L decode mapping, e.g. mappings/llama-3.1-8b/decode.yaml")
     parser.add_argument("--hw", required=True, help="comma-separated node/gpu YAMLs")
-    parser.add_argument("--seq-len", type=int, required=True, help="prompt length in tokens")
+    parser.add_argument("--seq-len", type=positive_int, required=True, help="prompt length in tokens")
     parser.add_argument("--policy", default="none", help="comma-separated KV policies (none = full)")
     parser.add_argument("--batch", default="auto", help="batch per replica, or 'auto' (largest that fits)")
-    parser.add_argument("--compression", type=float, default=POLICY_COMPRESSION,
+    parser.add_argument("--compression", type=finite_float(1.0), default=POLICY_COMPRESSION,
                         help=f"prompt tokens per kept slot for snapstream/snapkv/streamingllm (default {POLICY_COMPRESSION:g})")
     parser.add_argument("--out", help="write the table as CSV here")
     parser.add_argument("--plot", help="write a bar chart (PNG) here")
