@@ -221,3 +221,12 @@ def test_compare_hw_runs_the_issue_command_at_32k(tmp_path):
                  "--policy", "none,snapstream", "--batch", "auto", "--out", str(out)]) == 0
     rows = out.read_text().splitlines()
     assert len(rows) == 5 and rows[1].startswith("SN40L-16,full,64,64,32768")
+
+
+def test_a_tp_that_does_not_divide_the_node_is_located(capsys):
+    from rdusim.cli import main  # noqa: PLC0415
+
+    path = ROOT / "mappings/llama-3.1-8b/decode-h100.yaml"
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("tp:"))
+    assert main(["simulate", str(path), "--set", "tp=3"]) == 2
+    assert f"decode-h100.yaml:{line}: tp: 3 does not divide the 1 GPU(s)" in capsys.readouterr().err

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rdusim.config.loader import load_spec, model_path, read_document
+from rdusim.config.loader import apply_overrides, load_spec, model_path, read_document, validate
 from rdusim.config.schema import GpuMappingSpec, GpuSpec, KvPolicySpec, ModelSpec
 from rdusim.errors import ConfigError
 from rdusim.hw.gpu import Gpu, GpuNode, load_gpu_node
@@ -364,9 +364,14 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
     """A gpu_mapping document (``--set`` overrides applied) with its model and its (or
     ``hw``'s) GPU node."""
     path = Path(path)
-    spec = load_spec(path, GpuMappingSpec, overrides)
+    document = apply_overrides(read_document(path), list(overrides))
+    spec = validate(document, GpuMappingSpec)
     model = load_spec(model_path(spec.model, path.parent), ModelSpec)
     node = load_gpu_node(hw if hw is not None else (path.parent / spec.hardware).resolve())
+    if spec.tp > node.gpus or node.gpus % spec.tp:  # located here, where the document's lines are known
+        line = document.lines.get(("tp",))
+        where = f"{path}:{line}" if line else f"{path} (--set)"
+        raise ConfigError(f"{where}: tp: {spec.tp} does not divide the {node.gpus} GPU(s) of {node.name}")
     return spec, model, node
 
 
