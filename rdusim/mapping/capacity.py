@@ -26,7 +26,7 @@ from rdusim.config.schema import HBM
 from rdusim.errors import MappingError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
-from rdusim.mapping.memory import cached_layers, memory_report
+from rdusim.mapping.memory import cached_layers, memory_report, mtp_layers
 from rdusim.mapping.plan import Plan
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
 from rdusim.model.policy import kv_length
@@ -102,8 +102,7 @@ def reservations(loaded: LoadedMapping) -> dict[str, float]:
         out["prefill reserve"] = activations + full_kv * kept / prompt + full_kv / layers * (1 - kept / prompt)
     elif deployment.prefill == "remote":
         model = loaded.model
-        mtp = model.mtp_layers if spec.workload.accepted_tokens_per_step > 1 else 0
-        out["incoming cache"] = kept * kv_bytes_per_token_layer(model) * (model.layers + mtp)
+        out["incoming cache"] = kept * kv_bytes_per_token_layer(model) * (model.layers + mtp_layers(model, spec))
     out["runtime reserve"] = deployment.runtime_reserve_bytes
     return out
 

@@ -19,10 +19,12 @@ from pathlib import Path
 import pandas as pd
 
 from rdusim.analysis.calibration.fit import layer_shares, snapstream_overhead
-from rdusim.analysis.calibration.published import FIGURES, Figure
+from rdusim.analysis.calibration.published import DECODE_128K, FIGURES, Figure
+from rdusim.analysis.metrics import step_figures
 from rdusim.analysis.result import simulate
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import max_batch
+from rdusim.mapping.plan import Plan
 
 PREFILL = Path("mappings/deepseek-r1/prefill-snapstream.yaml")
 DECODE = {"full": Path("mappings/deepseek-r1/decode.yaml"), "snapstream": Path("mappings/deepseek-r1/decode-snapstream.yaml")}
@@ -43,22 +45,23 @@ def fidelity(root: Path) -> pd.DataFrame:
         values[f"SnapStream prefill overhead at {n}K"] = snapstream_overhead(prefill, n * 1024, efficiency)
     decode = {p: load_mapping(root / path) for p, path in DECODE.items()}
     lines = {p: _step_line(m) for p, m in decode.items()}
-    for policy, label, batch in (("full", "full", 16), ("snapstream", "SnapStream", 64)):
+    for policy, label in (("full", "full"), ("snapstream", "SnapStream")):
+        batch = DECODE_128K[policy]["max_batch"]
         values[f"decode 128K {label}: max batch"] = max_batch(root / DECODE[policy])[0]
-        accepted = decode[policy].spec.workload.accepted_tokens_per_step
         step0, calls, c = lines[policy]
-        values[f"decode 128K {label}: tokens/s (batch {batch})"] = batch * accepted / (step0 + calls * c)
+        values[f"decode 128K {label}: tokens/s (batch {batch})"] = _tokens_per_s(decode[policy], step0 + calls * c, batch)
     loo |= _leave_one_out(decode, lines)
     llama = simulate(root / LLAMA, hw=root / LLAMA_HW, overrides=["defaults.tp=16"], batch=1, record_events=False)
-    values["Llama-3.1-8B decode, 16 sockets, 8K, batch 1"] = 1 / llama.total_s
+    values["Llama-3.1-8B decode, 16 sockets, 8K, batch 1"] = _tokens_per_s(llama.plan, llama.total_s, 1)
     # vendor DeepSeek figures, configuration unpublished: the shipped mappings at the closest
     # stated points (per user at the smallest batch, 8K prompt; aggregate at 256 users)
     small = simulate(root / DECODE["snapstream"], seq_len=8192, batch=16, record_events=False)
-    per_user = decode["snapstream"].spec.workload.accepted_tokens_per_step / small.total_s
+    per_user = _tokens_per_s(small.plan, small.total_s, 1)  # one sequence's tokens per second
     values["DeepSeek-R1 on 16 SN40L, per user (model: SnapStream, 8K prompt, batch 16)"] = per_user
     values["DeepSeek-R1 high-speed configuration, per user (model: as above)"] = per_user
     wide = simulate(root / DECODE["snapstream"], seq_len=8192, batch=256, record_events=False)
-    values["DeepSeek-R1 high-throughput, 256 users, aggregate (model: SnapStream, 8K, batch 256)"] = 256 * 2.4 / wide.total_s
+    values["DeepSeek-R1 high-throughput, 256 users, aggregate (model: SnapStream, 8K, batch 256)"] = \
+        _tokens_per_s(wide.plan, wide.total_s, 256)
     # figures no shipped model expresses (a draft model's speculative decoding) carry no value
     return pd.DataFrame([_row(f, values.get(f.name, math.nan), loo.get(f.name)) for f in FIGURES])
 
@@ -73,18 +76,24 @@ def _step_line(loaded: LoadedMapping) -> tuple[float, int, float]:
     return result.total_s, calls, socket.software_s
 
 
+def _tokens_per_s(mapping: LoadedMapping | Plan, step_s: float, batch: int) -> float:
+    """Decode throughput of a step, by the one definition (``rdusim.analysis.metrics``)."""
+    w = mapping.spec.workload if isinstance(mapping, LoadedMapping) else mapping.mapping.workload
+    return step_figures("decode", step_s, batch=batch, seq_len=w.seq_len, accepted=w.accepted_tokens_per_step)["tokens_per_s"]
+
+
 def _leave_one_out(decode: dict[str, LoadedMapping], lines: dict[str, tuple[float, int, float]]) -> dict[str, float]:
     """Fit the call cost on one 128K point alone (exactly), predict the other: its error."""
-    targets = {"full": (16, 434.0, "decode 128K full: tokens/s (batch 16)"),
-               "snapstream": (64, 1832.0, "decode 128K SnapStream: tokens/s (batch 64)")}
+    names = {"full": "decode 128K full: tokens/s (batch 16)", "snapstream": "decode 128K SnapStream: tokens/s (batch 64)"}
+    accepted = DECODE_128K["accepted_tokens_per_step"]
     out = {}
     for held, other in (("full", "snapstream"), ("snapstream", "full")):
-        batch, tps, _ = targets[other]
+        published = DECODE_128K[other]
         step0, calls, _ = lines[other]
-        cost = (batch * 2.4 / tps - step0) / calls
-        held_batch, held_tps, name = targets[held]
+        cost = (published["max_batch"] * accepted / published["tokens_per_s"] - step0) / calls  # step at the target
         step0, calls, _ = lines[held]
-        out[name] = held_batch * 2.4 / (step0 + calls * cost) / held_tps - 1
+        batch = DECODE_128K[held]["max_batch"]
+        out[names[held]] = _tokens_per_s(decode[held], step0 + calls * cost, batch) / DECODE_128K[held]["tokens_per_s"] - 1
     return out
 
 
