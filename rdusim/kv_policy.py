@@ -36,6 +36,8 @@ ALIASES: dict[str, str] = {"none": "full"}
 
 #: policies whose cache holds a fixed budget of tokens instead of the whole prompt
 COMPRESSING: tuple[str, ...] = ("snapstream", "streamingllm", "snapkv", "h2o", "longflow")
+#: policies whose decode cache is a [sink | recent ring | top-K] slot buffer (StreamingLLM: no top-K)
+RING_BUFFER: tuple[str, ...] = ("snapstream", "streamingllm")
 #: policies whose cache never grows at decode (the others append every generated token)
 FIXED_SIZE: tuple[str, ...] = ("snapstream", "streamingllm", "h2o", "longflow")
 

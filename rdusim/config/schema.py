@@ -31,6 +31,7 @@ from rdusim.kv_policy import (
     KASCADE_FRACTION,
     KASCADE_MINIMUM,
     POLICY_NAMES,
+    RING_BUFFER,
 )
 
 OP_CLASSES = ("gemm", "attention", "elementwise", "sort", "collective")
@@ -273,7 +274,7 @@ class KvPolicySpec(Spec):
 
     @model_validator(mode="after")
     def _update_needs_a_ring(self) -> KvPolicySpec:
-        if self.kv_update == "naive" and self.name not in ("snapstream", "streamingllm"):
+        if self.kv_update == "naive" and self.name not in RING_BUFFER:
             raise ValueError(f"kv_update 'naive' applies to snapstream and streamingllm, not {self.name!r}")
         return self
 

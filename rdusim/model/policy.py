@@ -27,7 +27,13 @@ import math
 
 from rdusim.config.schema import KvPolicySpec
 from rdusim.errors import MappingError
-from rdusim.kv_policy import compressed_budget, kascade_k, kept_tokens, snapstream_slots
+from rdusim.kv_policy import (
+    RING_BUFFER,
+    compressed_budget,
+    kascade_k,
+    kept_tokens,
+    snapstream_slots,
+)
 from rdusim.model.builder import LayerBuilder
 from rdusim.model.ops import TensorUse
 
@@ -90,7 +96,7 @@ def add_policy_ops(b: LayerBuilder, policy: KvPolicySpec, phase: str, latent: bo
             _snapkv_prefill(b, latent, policy.name)
         elif policy.name == "h2o":
             _h2o_prefill(b, latent)
-    elif policy.name in ("snapstream", "streamingllm"):
+    elif policy.name in RING_BUFFER:
         _ring_update(b, policy, latent)
     elif policy.name == "h2o":
         _scan_ops(b, "h2o", latent)
@@ -110,7 +116,7 @@ def _snapkv_prefill(b: LayerBuilder, latent: bool, policy: str) -> None:
     def kv(name: str, rows: str) -> TensorUse:
         return TensorUse(name, ("batch", rows, *row), "kv", b.dt.kv, factor)
 
-    if policy in ("snapstream", "streamingllm"):
+    if policy in RING_BUFFER:
         # four gathers (two index ranges of K and V) + the sink slice
         b.add("ring_gather", "elementwise", ("batch", "ring", *row), factor, (kv("kv_cache", "ring"),),
               (kv("kv_ring", "ring"),))
