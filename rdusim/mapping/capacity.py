@@ -98,7 +98,7 @@ def reservations(loaded: LoadedMapping) -> dict[str, float]:
         out["prefill reserve"] = deployment.prefill_reserve_bytes
     elif deployment.prefill == "colocated" and spec.prefill is not None:
         path = (loaded.document.path.parent / spec.prefill).resolve()
-        activations, full_kv, layers = _prefill_footprint(str(path), prompt, str(loaded.system.source))
+        activations, full_kv, layers = _prefill_footprint(str(path), prompt, loaded.system.source)
         out["prefill reserve"] = activations + full_kv * kept / prompt + full_kv / layers * (1 - kept / prompt)
     elif deployment.prefill == "remote":
         model = loaded.model
@@ -108,10 +108,10 @@ def reservations(loaded: LoadedMapping) -> dict[str, float]:
 
 
 @functools.lru_cache(maxsize=64)
-def _prefill_footprint(path: str, seq_len: int, hardware: str) -> tuple[float, float, int]:
+def _prefill_footprint(path: str, seq_len: int, hardware: Path | None) -> tuple[float, float, int]:
     """(peak live activations, full-length KV cache, cached layers) of a prefill, per socket,
     on the given node (the decode mapping's, so ``--hw`` applies to both)."""
-    plan = build_plan(load_mapping(Path(path), seq_len=seq_len, hw=hardware if hardware != "None" else None))
+    plan = build_plan(load_mapping(Path(path), seq_len=seq_len, hw=hardware))
     hbm = memory_report(plan)[HBM]
     return hbm["activations"], hbm["kv_cache"], cached_layers(plan)
 
