@@ -70,6 +70,8 @@ def _model(folder, name):
     ("deepseek-r1", 671.03 * B, 0.01 * B),      # B.2: "our count from the config gives 671.03 B" (M1/M3: 671 B)
     ("llama-3.1-8b", 8.03 * B, 0.01 * B),       # C: 8.03 B
     ("qwen3-8b", 8.19 * B, 0.01 * B),           # C: 8.19 B
+    ("llama-3.1-70b", 70.55 * B, 0.01 * B),     # model card: 70.55 B (config.json counted)
+    ("llama-3.1-405b", 405.85 * B, 0.01 * B),   # model card: 405.85 B (config.json counted)
 ])
 def test_total_parameters_match_the_card(folder, name, card, digits):
     model = _model(folder, name)
