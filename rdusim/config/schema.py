@@ -415,8 +415,20 @@ class GpuMemorySpec(Spec):
 
 
 class GpuLinkSpec(Spec):
-    bandwidth_bytes_per_s: PositiveBytesPerS = Field(alias="bandwidth", description="per direction")
-    latency_s: NonNegativeSeconds = Field(alias="latency")
+    """A GPU's NVLinks: the line rate, and what NCCL's collectives get of it
+    (``rdusim.hw.collectives``; the two "to calibrate" quantities of docs/gpu.md)."""
+
+    bandwidth_bytes_per_s: PositiveBytesPerS = Field(alias="bandwidth", description="line rate per direction")
+    bus_bytes_per_s: PositiveBytesPerS = Field(
+        alias="bus_bandwidth", description="NCCL's achieved bus bandwidth per GPU, per direction (to calibrate)")
+    latency_scale: float = Field(gt=0.0, le=10.0, description="multiplies NCCL's latency table (to calibrate; 1 = NCCL's own)")
+
+    @model_validator(mode="after")
+    def _bus_within_line_rate(self) -> GpuLinkSpec:
+        if self.bus_bytes_per_s > self.bandwidth_bytes_per_s:
+            raise ValueError(f"bus_bandwidth ({self.bus_bytes_per_s / 1e9:g} GB/s) exceeds the line rate "
+                             f"bandwidth ({self.bandwidth_bytes_per_s / 1e9:g} GB/s)")
+        return self
 
 
 class GpuLaunchSpec(Spec):
@@ -454,6 +466,8 @@ class GpuNodeSpec(Spec):
     gpu: str = Field(description="path of the gpu YAML, relative to this file")
     gpus: int = Field(gt=0)
     topology: Literal["nvswitch"] = "nvswitch"
+    nvls: Annotated[bool, Strict()] = Field(
+        default=False, description="the NVSwitch reduces in the switch (NVLink SHARP): NCCL's NVLS algorithm")
 
 
 LaunchMode = Literal["graph", "eager", "stream"]

@@ -1,6 +1,7 @@
 """GPU hardware as data: one GPU's rates and a node of GPUs joined by NVLink/NVSwitch.
 
-Owns: ``Gpu``, ``GpuNode``, ``load_gpu_node``. Imports: config, errors. Never simulates.
+Owns: ``Gpu``, ``GpuNode``, ``load_gpu_node``. Imports: config, errors, hw.collectives. Never
+simulates.
 
 Rates are *achievable*: datasheet peak times the efficiency the GPU document gives (each
 efficiency is fitted to the calibration set of ``benchmarks/gpu`` or cited). The engine
@@ -15,11 +16,15 @@ from pathlib import Path
 from rdusim.config.loader import load_any, load_spec, read_document
 from rdusim.config.schema import GpuNodeSpec, GpuSpec
 from rdusim.errors import ConfigError
+from rdusim.hw.collectives import Fabric
 
 
 @dataclass(frozen=True)
 class Gpu:
+    """One GPU; ``nvls`` when it sits in a node whose NVSwitch reduces (the node document's)."""
+
     spec: GpuSpec
+    nvls: bool = False
 
     @property
     def name(self) -> str:
@@ -57,12 +62,10 @@ class Gpu:
                 "pipeline": launch.pipeline_s}[mode]
 
     @property
-    def nvlink_bytes_per_s(self) -> float:
-        return float(self.spec.nvlink.bandwidth_bytes_per_s)
-
-    @property
-    def nvlink_latency_s(self) -> float:
-        return float(self.spec.nvlink.latency_s)
+    def fabric(self) -> Fabric:
+        """The NVLink fabric NCCL's collectives run on (``rdusim.hw.collectives``)."""
+        link = self.spec.nvlink
+        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls)
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ def load_gpu_node(path: str | Path) -> GpuNode:
     gpu_path = (path.parent / spec.gpu).resolve()
     if not gpu_path.is_file():
         raise ConfigError(f"{path}: gpu: file {spec.gpu!r} not found (looked in {gpu_path})")
-    return GpuNode(spec.name, Gpu(load_spec(gpu_path, GpuSpec)), spec.gpus, path)
+    return GpuNode(spec.name, Gpu(load_spec(gpu_path, GpuSpec), nvls=spec.nvls), spec.gpus, path)
 
 
 def is_gpu_document(path: str | Path) -> bool:

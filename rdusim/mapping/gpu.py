@@ -1,8 +1,9 @@
 """GPU library kernels as CTA grids, and the kernels a decoder layer launches on a GPU.
 
 Owns: ``CtaGroup``, ``GpuKernel``, the kernel builders (``gemm``, ``flash_prefill``,
-``flash_decode``, ``streaming``, ``all_reduce``), ``fa2_splits`` and ``layer_kernels``.
-Imports: hw.gpu, config.schema. Never simulates: the engine (``rdusim.sim.gpu``) runs the grids.
+``flash_decode``, ``streaming``, ``collective``, ``all_reduce``), ``fa2_splits`` and
+``layer_kernels``. Imports: hw.gpu, hw.collectives, config.schema. Never simulates: the engine
+(``rdusim.sim.gpu``) runs the grids.
 
 A kernel is what the library launches: a grid of CTAs in launch order, each with the HBM
 bytes it moves and the tensor FLOPs it issues, and how many CTAs fit on one SM. Time comes
@@ -24,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rdusim.hw.collectives import CollectiveCost, collective_cost
 from rdusim.hw.gpu import Gpu
 
 BF16 = 2
@@ -48,6 +50,7 @@ class GpuKernel:
     ctas_per_sm: int
     math: str = "none"          # "gemm", "attention", "mla", "nvlink" or "none" (which rate applies)
     launches: int = 1           # host-side ops this kernel stands for (eager dispatch)
+    collective: CollectiveCost | None = None  # math "nvlink": the NCCL collective it runs
 
     @property
     def ctas(self) -> int:
@@ -178,13 +181,18 @@ def streaming(name: str, nbytes: float, gpu: Gpu, *, rows: int | None = None,
     return GpuKernel(name, (CtaGroup(ctas, nbytes / ctas),), STREAM_CTAS_PER_SM, launches=launches)
 
 
-def all_reduce(name: str, nbytes: float, group: int, gpu: Gpu) -> list[GpuKernel]:
-    """Ring all-reduce of ``nbytes`` among ``group`` GPUs, as the bytes each GPU sends over
-    NVLink; represented as a streaming kernel at the NVLink rate (see ``rdusim.sim.gpu``)."""
+def collective(name: str, op: str, nbytes: float, group: int, gpu: Gpu) -> list[GpuKernel]:
+    """An NCCL collective (``rdusim.hw.collectives``: the algorithm and protocol NCCL's tuner
+    picks) of ``nbytes`` among ``group`` GPUs: one kernel on the NVLink whose bytes are what
+    this GPU sends and whose time the engine takes from ``cost``. None on one GPU."""
     if group <= 1:
         return []
-    sent = 2.0 * (group - 1) / group * nbytes
-    return [GpuKernel(f"{name}", (CtaGroup(1, sent),), 1, math="nvlink")]
+    cost = collective_cost(op, nbytes, group, gpu.fabric)
+    return [GpuKernel(name, (CtaGroup(1, cost.wire_bytes),), 1, math="nvlink", collective=cost)]
+
+
+def all_reduce(name: str, nbytes: float, group: int, gpu: Gpu) -> list[GpuKernel]:
+    return collective(name, "all_reduce", nbytes, group, gpu)
 
 
 # ------------------------------------------------------------- a decoder layer's kernels

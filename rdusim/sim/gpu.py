@@ -13,7 +13,10 @@ its main loop with the loads of the next tile overlapping the math of this one (
 A tensor-core kernel (GEMM, attention) also pays a fixed pipeline cost (``launch.pipeline``:
 prologue, epilogue and grid drain). The launch path decides what a kernel costs before its
 CTAs run: ``stream`` (one kernel timed alone), ``graph`` (CUDA graph replay) or ``eager`` (a
-host process dispatches every op at ``eager_host`` each and the GPU runs behind it).
+host process dispatches every op at ``eager_host`` each and the GPU runs behind it). An NCCL
+collective (``math == "nvlink"``) takes the time ``rdusim.hw.collectives`` gives its algorithm
+and protocol (latency plus the GPU's wire bytes at the protocol's bus rate); its bytes are
+recorded as NVLink bytes, not HBM.
 
 Identical CTAs placed at the same instant on equally occupied SMs move as one bundle (same
 finish time under processor sharing), so a wave costs a few events, not one per CTA.
@@ -78,14 +81,14 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         start = env.now
         overhead = gap * kernel.launches + (gpu.launch_s("pipeline") if kernel.math in state.sm_flops else 0.0)
         yield env.timeout(overhead)
-        if kernel.math == "nvlink":
-            yield env.timeout(kernel.ctas * gpu.nvlink_latency_s + kernel.bytes / gpu.nvlink_bytes_per_s)
+        if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + wire bytes at its rate
+            yield env.timeout(kernel.collective.time_s)
         else:
             yield from _run_grid(env, kernel, state)
         records.append(KernelRecord(
             kernel=kernel.name, layer_type=kernel.math, layer=layer, start_s=start, end_s=env.now,
             launch_sync_s=overhead, stage_busy_s={}, stage_pcus={}, pool_busy_s={},
-            pool_bytes={HBM: kernel.bytes, "flops": kernel.flops},
+            pool_bytes={("nvlink" if kernel.math == "nvlink" else HBM): kernel.bytes, "flops": kernel.flops},
         ))
 
 

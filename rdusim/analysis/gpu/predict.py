@@ -131,7 +131,7 @@ def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str) ->
         for record in trace.kernels:
             per_kernel[record.kernel] = per_kernel.get(record.kernel, 0.0) + (record.end_s - record.start_s) * count
         launches += sum(k.launches for k in kernels) * count
-        nbytes += sum(k.bytes for k in kernels) * count
+        nbytes += sum(k.bytes for k in kernels if k.math != "nvlink") * count  # HBM, not NVLink
         flops += sum(k.flops for k in kernels) * count
     return GpuStep(seconds, per_kernel, launches, nbytes, flops)
 

@@ -1,0 +1,220 @@
+"""Collectives as NCCL runs them inside one NVLink/NVSwitch node, and the algorithm NCCL picks.
+
+Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``candidates``, ``wire_bytes`` and
+NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
+a collective kernel the ``time_s`` computed here.
+
+The facts follow NCCL's own cost model, ``src/graph/tuning.cc`` of NVIDIA/nccl (v2.19-2.20,
+commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2; cited below as *tuning.cc*), and the
+bus-bandwidth definitions of NVIDIA/nccl-tests ``doc/PERFORMANCE.md``. The code is ours.
+
+For every (algorithm, protocol) NCCL enables for a collective, its tuner predicts
+
+    time = latency + bytes / algorithm bandwidth          (tuning.cc, ncclTopoGetAlgoTime)
+
+and runs the fastest. Here:
+
+- **latency** = base latency of the (algorithm, protocol) + steps x per-hop latency on NVLink:
+  a ring all-reduce takes 2(n-1) steps, all-gather and reduce-scatter n-1; a single-node tree
+  (a chain) 2(n-1) hops; NVLS (NVLink SHARP, the NVSwitch reduces) a fixed 23 us.
+- **bandwidth** = the bytes each GPU puts on NVLink (``wire_bytes``) over the bus bandwidth
+  NCCL achieves on the GPU's NVLinks (``Fabric.bus_bytes_per_s``), times the protocol's share:
+  LL carries 4 data bytes in 8 and reaches 1/4 of it for an all-reduce (1/3 for all-gather and
+  reduce-scatter), capped at 87.7 GB/s; LL128 0.92 (120 of 128 bytes); Simple all of it; the
+  tree 0.92; NVLS 5/6 (tuning.cc's ratio for NVLS).
+
+Wire bytes per GPU for ``S`` bytes (nccl-tests' busbw factors): ring all-reduce 2(n-1)/n S,
+all-gather / reduce-scatter / all-to-all (n-1)/n S, chain tree all-reduce 2 S (every GPU
+forwards the whole buffer up and down; tuning.cc's ratio 0.5). NVLS all-reduce (multimem
+load-reduce of the GPU's slice from every GPU, then a multicast store of the result): each GPU
+sends its whole buffer once to the switch and its reduced slice once, S (n+1)/n; NVLS
+all-gather and reduce-scatter S. This n-dependence is ours (tuning.cc uses one ratio for all n);
+with it the model gives an NVLS algorithm bandwidth of 258, 265, 270, 275 GB/s at 5-8 H100s
+where NVIDIA/nccl issue #1455 reports 258, 265, 270, 273 (a check, nothing fitted to it).
+
+All-to-all is not a tuned collective in NCCL (nccl-tests' alltoall is grouped ncclSend /
+ncclRecv to every peer): one direct NVSwitch hop per peer, all peers at once, Simple protocol;
+its latency is taken as one ring Simple step (base 8.4 + 3.4 us) [A], to calibrate.
+
+Not modelled: NCCL lowering its channel count for mid-size messages, CollNet, PCIe topologies
+(no shipped document describes a PCIe node), multi-node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+US = 1e-6
+GB = 1e9
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+PROTOCOLS = ("LL", "LL128", "Simple")
+#: NCCL's order of algorithms (its tuner keeps the first of equal times)
+ALGORITHMS = ("tree", "ring", "nvls")
+
+#: tuning.cc ``baseLat`` (us): the fixed cost of one collective by (algorithm, protocol)
+BASE_LATENCY_US = {
+    ("tree", "LL"): 6.8, ("tree", "LL128"): 14.0, ("tree", "Simple"): 0.0,
+    ("ring", "LL"): 6.6, ("ring", "LL128"): 14.0, ("ring", "Simple"): 8.4,
+    ("nvls", "Simple"): 0.0,
+}
+#: tuning.cc ``hwLat[NCCL_HW_NVLINK]`` (us): per step on NVLink; NVLS's is its whole latency
+HOP_LATENCY_US = {
+    ("tree", "LL"): 0.6, ("tree", "LL128"): 1.25, ("tree", "Simple"): 28.0,
+    ("ring", "LL"): 0.6, ("ring", "LL128"): 1.9, ("ring", "Simple"): 3.4,
+    ("nvls", "Simple"): 23.0,
+}
+#: tuning.cc ``llMaxBws`` for Hopper on one node (GB/s): the most the LL protocol carries
+LL_MAX_GBPS = 87.7
+#: tuning.cc: LL128 carries 120 data bytes per 128 ("0.92 /*120.0/128.0*/")
+LL128_SHARE = 0.92
+#: tuning.cc: the tree's bus bandwidth, its LL share (1/3.8) and its single-node LL128 share (7/9)
+TREE_SHARE, TREE_LL_SHARE, TREE_LL128_SHARE = 0.92, 1 / 3.8, 7 / 9
+#: tuning.cc: the ratio it applies to NVLS's bus bandwidth
+NVLS_SHARE = 5 / 6
+#: tuning.cc ``treeCorrectionFactor`` [protocol][log2(bytes / 64)], 64 B to 256 MB: "Trees are
+#: not perfectly sticking to the model for medium sizes"
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+}
+#: [A] all-to-all (grouped send/recv): one ring Simple step, tuning.cc's 8.4 + 3.4 us
+ALL_TO_ALL_LATENCY_US = BASE_LATENCY_US[("ring", "Simple")] + HOP_LATENCY_US[("ring", "Simple")]
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The GPUs' NVLink fabric as NCCL sees it.
+
+    ``bus_bytes_per_s`` and ``latency_scale`` are the two quantities a measurement calibrates
+    (the GPU document's ``nvlink.bus_bandwidth`` and ``nvlink.latency_scale``); ``nvls`` is
+    whether the switch reduces (NVLink SHARP, the node document's ``nvls``)."""
+
+    bus_bytes_per_s: float
+    latency_scale: float = 1.0
+    nvls: bool = False
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    """One collective of ``nbytes`` among ``ranks`` GPUs as NCCL runs it."""
+
+    op: str
+    nbytes: float            # the buffer: all-reduce's S, all-gather's whole output, ...
+    ranks: int
+    algorithm: str
+    protocol: str
+    latency_s: float
+    wire_bytes: float        # bytes each GPU puts on NVLink
+    bus_bytes_per_s: float   # the rate those bytes move at (protocol and algorithm shares applied)
+
+    @property
+    def time_s(self) -> float:
+        return self.latency_s + self.wire_bytes / self.bus_bytes_per_s
+
+    @property
+    def algbw(self) -> float:
+        """nccl-tests' algorithm bandwidth, S / t."""
+        return self.nbytes / self.time_s
+
+    @property
+    def busbw(self) -> float:
+        """nccl-tests' bus bandwidth: algbw times its factor for the collective."""
+        return self.algbw * BUSBW_FACTOR[self.op](self.ranks)
+
+
+#: nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor
+BUSBW_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+}
+
+
+def wire_bytes(op: str, algorithm: str, nbytes: float, ranks: int) -> float:
+    """Bytes each GPU sends over NVLink (see the module docstring)."""
+    n = ranks
+    if algorithm == "nvls":
+        return nbytes * (n + 1) / n if op == "all_reduce" else nbytes
+    if algorithm == "tree":
+        return 2.0 * nbytes
+    return nbytes * BUSBW_FACTOR[op](n)
+
+
+def _enabled(op: str) -> list[tuple[str, str]]:
+    """(algorithm, protocol) pairs tuning.cc enables for ``op`` on one NVSwitch node: the tree
+    only for all-reduce; NVLS only with the Simple protocol."""
+    if op == "all_to_all":
+        return [("p2p", "Simple")]
+    pairs = []
+    for algorithm in ALGORITHMS:
+        if algorithm == "tree" and op != "all_reduce":
+            continue
+        for protocol in PROTOCOLS:
+            if algorithm == "nvls" and protocol != "Simple":
+                continue
+            pairs.append((algorithm, protocol))
+    return pairs
+
+
+def _rate(op: str, algorithm: str, protocol: str, nbytes: float, bus: float) -> float:
+    """Bytes per second the wire bytes move at: tuning.cc's refinements of the bus bandwidth."""
+    ll_cap = LL_MAX_GBPS * GB
+    if algorithm == "ring":
+        if protocol == "LL":
+            return min(ll_cap, bus * (1 / 4 if op == "all_reduce" else 1 / 3))
+        return bus * LL128_SHARE if protocol == "LL128" else bus
+    if algorithm == "tree":
+        rate = bus * TREE_SHARE
+        if protocol == "LL":
+            rate = min(rate * TREE_LL_SHARE, ll_cap)
+        elif protocol == "LL128":
+            rate *= TREE_LL128_SHARE
+        size_class = int(math.log2(max(1.0, nbytes / 64)))
+        table = TREE_CORRECTION[protocol]
+        return rate * (table[size_class] if size_class < len(table) else 1.0)
+    if algorithm == "nvls":
+        return bus * NVLS_SHARE
+    return bus  # all-to-all: every peer over its own NVSwitch path at the bus bandwidth
+
+
+def _latency_us(op: str, algorithm: str, protocol: str, ranks: int) -> float:
+    if algorithm == "p2p":
+        return ALL_TO_ALL_LATENCY_US
+    base, hop = BASE_LATENCY_US[(algorithm, protocol)], HOP_LATENCY_US[(algorithm, protocol)]
+    if algorithm == "nvls":
+        return hop                                   # tuning.cc: latency = intraLat
+    if algorithm == "tree":
+        return base + 2 * (ranks - 1) * hop          # single node: a chain up and down
+    steps = 2 * (ranks - 1) if op == "all_reduce" else ranks - 1
+    return base + steps * hop
+
+
+def candidates(op: str, nbytes: float, ranks: int, fabric: Fabric) -> list[CollectiveCost]:
+    """Every (algorithm, protocol) NCCL would consider, in its order, with its cost."""
+    if op not in OPS:
+        raise ValueError(f"unknown collective {op!r} (known: {', '.join(OPS)})")
+    if ranks < 2:
+        raise ValueError(f"a collective needs at least 2 GPUs, got {ranks}")
+    out = []
+    for algorithm, protocol in _enabled(op):
+        if algorithm == "nvls" and not fabric.nvls:
+            continue
+        wire = wire_bytes(op, algorithm, nbytes, ranks)
+        rate = _rate(op, algorithm, protocol, nbytes, fabric.bus_bytes_per_s)
+        latency = _latency_us(op, algorithm, protocol, ranks) * US * fabric.latency_scale
+        out.append(CollectiveCost(op, nbytes, ranks, algorithm, protocol, latency, wire, rate))
+    return out
+
+
+def collective_cost(op: str, nbytes: float, ranks: int, fabric: Fabric) -> CollectiveCost:
+    """The (algorithm, protocol) NCCL's tuner picks: the least predicted time, first of equals."""
+    best = None
+    for cost in candidates(op, nbytes, ranks, fabric):
+        if best is None or cost.time_s < best.time_s:
+            best = cost
+    assert best is not None
+    return best
