@@ -1,0 +1,165 @@
+"""NCCL collectives (rdusim.hw.collectives): closed forms, NCCL's algorithm choice, invariants,
+and the collective kernel the GPU engine charges."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rdusim.cli import main
+from rdusim.hw.collectives import (
+    BASE_LATENCY_US,
+    HOP_LATENCY_US,
+    LL_MAX_GBPS,
+    NVLS_SHARE,
+    OPS,
+    Fabric,
+    candidates,
+    collective_cost,
+)
+from rdusim.hw.gpu import load_gpu_node
+from rdusim.mapping.gpu import all_reduce, collective
+from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+BUS = 370.8e9
+NVSWITCH = Fabric(BUS, 1.0, nvls=True)
+NO_NVLS = Fabric(BUS, 1.0, nvls=False)
+GB, MB, KB = 1e9, 1e6, 1e3
+
+
+def pick(cands, algorithm, protocol):
+    return next(c for c in cands if (c.algorithm, c.protocol) == (algorithm, protocol))
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_ring_all_reduce_closed_form(n: int) -> None:
+    """Ring Simple: 8.4 + 2(n-1) x 3.4 us, and 2(n-1)/n S bytes on each GPU's NVLink at the bus rate."""
+    s = 256 * MB
+    ring = pick(candidates("all_reduce", s, n, NVSWITCH), "ring", "Simple")
+    assert ring.wire_bytes == pytest.approx(2 * (n - 1) / n * s)
+    assert ring.latency_s == pytest.approx((8.4 + 2 * (n - 1) * 3.4) * 1e-6)
+    assert ring.time_s == pytest.approx(ring.latency_s + 2 * (n - 1) / n * s / BUS)
+    # nccl-tests: busbw = algbw x 2(n-1)/n tends to the bus bandwidth at large sizes
+    assert pick(candidates("all_reduce", 64 * GB, n, NVSWITCH), "ring", "Simple").busbw == pytest.approx(BUS, rel=1e-3)
+
+
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter", "all_to_all"])
+def test_one_way_collectives_closed_form(op: str) -> None:
+    n, s = 8, 64 * GB
+    cost = collective_cost(op, s, n, NVSWITCH)
+    assert cost.wire_bytes == pytest.approx((n - 1) / n * s)
+    assert cost.algorithm in ("ring", "p2p") and cost.protocol == "Simple"
+    assert cost.busbw == pytest.approx(BUS, rel=0.01)
+
+
+def test_protocol_shares() -> None:
+    """LL: a quarter of the bus for all-reduce, capped at 87.7 GB/s; LL128 0.92; Simple all."""
+    cands = candidates("all_reduce", 1 * MB, 2, NVSWITCH)
+    assert pick(cands, "ring", "LL").bus_bytes_per_s == pytest.approx(min(BUS / 4, LL_MAX_GBPS * GB))
+    assert pick(cands, "ring", "LL128").bus_bytes_per_s == pytest.approx(BUS * 0.92)
+    assert pick(cands, "ring", "Simple").bus_bytes_per_s == pytest.approx(BUS)
+    # all-gather's LL carries a third (tuning.cc), here under the cap
+    slow = Fabric(200e9)
+    assert pick(candidates("all_gather", 1 * MB, 2, slow), "ring", "LL").bus_bytes_per_s == pytest.approx(200e9 / 3)
+
+
+def test_nvls_bandwidth_mechanism() -> None:
+    """NVLS all-reduce moves S (n+1)/n per GPU at 5/6 of the bus: algorithm bandwidth
+    B x 5/6 x n/(n+1) (NVIDIA/nccl #1455 reports 258-273 GB/s at 5-8 H100s)."""
+    for n, reported in ((5, 258), (6, 265), (7, 270), (8, 273)):
+        nvls = pick(candidates("all_reduce", 64 * GB, n, NVSWITCH), "nvls", "Simple")
+        assert nvls.wire_bytes == pytest.approx(64 * GB * (n + 1) / n)
+        assert nvls.algbw == pytest.approx(BUS * NVLS_SHARE * n / (n + 1), rel=1e-3)
+        assert abs(nvls.algbw / 1e9 - reported) / reported < 0.01
+
+
+def test_algorithm_choice_at_known_sizes() -> None:
+    """Small messages: ring LL (lowest latency); large on 8 GPUs with NVLink SHARP: NVLS
+    (nccl-tests #212: "allreduce uses NVLink SHARP by default"); on 2 GPUs never NVLS."""
+    small = collective_cost("all_reduce", 4 * KB, 8, NVSWITCH)
+    assert (small.algorithm, small.protocol) == ("ring", "LL")
+    assert small.latency_s == pytest.approx((BASE_LATENCY_US["ring", "LL"] + 14 * HOP_LATENCY_US["ring", "LL"]) * 1e-6)
+    assert collective_cost("all_reduce", 256 * MB, 8, NVSWITCH).algorithm == "nvls"
+    assert collective_cost("all_reduce", 256 * MB, 8, NO_NVLS).algorithm == "ring"
+    for size in (KB, MB, 100 * MB, GB):
+        assert collective_cost("all_reduce", size, 2, NVSWITCH).algorithm != "nvls"
+    # NCCL's tuner: the least time of every enabled pair
+    for size in (KB, 64 * KB, MB, 16 * MB, GB):
+        chosen = collective_cost("all_reduce", size, 8, NVSWITCH)
+        assert chosen.time_s == min(c.time_s for c in candidates("all_reduce", size, 8, NVSWITCH))
+
+
+def test_switch_points_are_ordered() -> None:
+    """Growing the message walks LL -> LL128/Simple -> NVLS once each on 8 GPUs: the choice is
+    monotone in size (no flip back)."""
+    order = []
+    size = 64.0
+    while size <= 4 * GB:
+        c = collective_cost("all_reduce", size, 8, NVSWITCH)
+        key = (c.algorithm, c.protocol)
+        if not order or order[-1] != key:
+            order.append(key)
+        size *= 2
+    assert order[0] == ("ring", "LL") and order[-1] == ("nvls", "Simple")
+    assert len(order) == len(set(order))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_latency_grows_with_gpus_and_time_with_bytes(op: str) -> None:
+    for size in (KB, MB, 100 * MB):
+        times = [collective_cost(op, size, n, NO_NVLS).time_s for n in range(2, 9)]
+        assert times == sorted(times)
+    floors = [collective_cost(op, 8.0, n, NO_NVLS).latency_s for n in range(2, 9)]
+    assert floors == sorted(floors)
+    sizes = [collective_cost(op, 2.0 ** k, 8, NVSWITCH).time_s for k in range(6, 31)]
+    assert sizes == sorted(sizes)
+
+
+def test_latency_scale_scales_only_latency() -> None:
+    a = collective_cost("all_reduce", 8 * KB, 2, NO_NVLS)
+    b = collective_cost("all_reduce", 8 * KB, 2, Fabric(BUS, 2.0))
+    assert b.latency_s == pytest.approx(2 * a.latency_s) and b.wire_bytes == a.wire_bytes
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="unknown collective"):
+        collective_cost("broadcast", 1.0, 2, NVSWITCH)
+    with pytest.raises(ValueError, match="at least 2"):
+        collective_cost("all_reduce", 1.0, 1, NVSWITCH)
+
+
+def test_engine_charges_the_collective_kernel() -> None:
+    """The all-reduce kernel of a TP group: NVLink bytes = the chosen algorithm's wire bytes,
+    engine time = graph launch + NCCL's time; one GPU has no collective."""
+    node = load_gpu_node(ROOT / "hw_configs/h200-8.yaml")
+    assert node.gpu.nvls and node.gpu.fabric.bus_bytes_per_s == BUS
+    assert all_reduce("ar", 1 * MB, 1, node.gpu) == []
+    for size in (16 * KB, 64 * MB):
+        (kernel,) = all_reduce("ar", size, 8, node.gpu)
+        cost = collective_cost("all_reduce", size, 8, node.gpu.fabric)
+        assert kernel.bytes == pytest.approx(cost.wire_bytes) and kernel.math == "nvlink"
+        trace = simulate_gpu([(kernel, 0)], node.gpu, mode="graph")
+        assert elapsed_s(trace) == pytest.approx(node.gpu.launch_s("graph") + cost.time_s)
+        assert trace.kernels[0].pool_bytes["nvlink"] == pytest.approx(cost.wire_bytes)
+    (a2a,) = collective("a2a", "all_to_all", 8 * MB, 8, node.gpu)
+    assert a2a.collective.algorithm == "p2p"
+
+
+def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "hw_configs/h200.yaml").read_text()
+    for old, new, key in (('bus_bandwidth: "370.8 GB/s"', 'bus_bandwidth: "470.8 GB/s"', "nvlink"),
+                          ("latency_scale: 1.0", "latency_scale: 0.0", "nvlink.latency_scale")):
+        assert old in text
+        bad = tmp_path / "h200.yaml"
+        bad.write_text(text.replace(old, new))
+        assert main(["validate", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert str(bad) in err and key in err
+    node = (ROOT / "hw_configs/h200-8.yaml").read_text().replace("gpu: h200.yaml", f"gpu: {ROOT}/hw_configs/h200.yaml")
+    bad = tmp_path / "node.yaml"
+    bad.write_text(node.replace("nvls: true", "nvls: 1"))
+    line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if t.startswith("nvls"))
+    assert main(["validate", str(bad)]) == 2
+    assert f"{bad}:{line}" in capsys.readouterr().err
