@@ -1,0 +1,207 @@
+"""Measure NCCL collectives and Llama-3.1-8B TP2 steps on a two-GPU node for rdusim's collective model.
+
+Run on a machine with (at least) two NVLink-connected GPUs, one process per GPU:
+
+    torchrun --nproc_per_node 2 benchmarks/gpu/collectives.py --out h200x2-collectives.csv
+
+What it measures (bf16 buffers, CUDA events on rank 0 after a barrier, medians after warm-up;
+every collective both launched on a stream and replayed from a CUDA graph):
+
+- ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all`` (torch.distributed on the
+  NCCL backend) of 1 KB to 1 GB, every power of two. ``size`` is nccl-tests' S: the all-reduce
+  buffer, the whole all-gather output, the whole reduce-scatter input, the whole all-to-all
+  send buffer.
+- end-to-end Llama-3.1-8B TP2 steps (random bf16 weights; heads, KV heads and FFN split over the
+  two GPUs, an all-reduce after the attention output and the FFN down projection, the LM head
+  vocabulary-parallel with an all-gather of the logits): decode steps CUDA-graph captured at
+  several batch and KV lengths, prefill of one prompt at 1K-16K tokens (eager).
+
+Every row has a ``set``: ``calibration`` (the few sizes the two "to calibrate" quantities of
+``hw_configs/h200.yaml`` are fitted to: the all-reduce latency floor at 1 KB and 4 KB, and
+the bus bandwidth at 256 MB and 1 GB, stream-launched) or ``prediction`` (every other row:
+never fitted). docs/gpu.md ("Collectives") says how the fit and the comparison are run.
+The NCCL version, the GPU names and ``NCCL_ALGO``/``NCCL_PROTO`` (if set) go into every row.
+Run with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING`` to log the algorithm NCCL chose.
+
+``--dry-run`` prints the plan (rows and sizes) without touching a GPU or torch.distributed;
+``--help`` imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from pathlib import Path
+
+SIZES = [1 << k for k in range(10, 31)]  # 1 KiB .. 1 GiB
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
+DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
+PREFILL = [1024, 4096, 16384]
+FIELDS = ["set", "kind", "name", "median_us", "reps", "op", "bytes", "ranks", "mode", "batch", "kv_len",
+          "seq_len", "nccl", "gpu", "nccl_algo", "nccl_proto"]
+
+
+def plan() -> list[dict]:
+    rows = []
+    for op in OPS:
+        for size in SIZES:
+            for mode in ("stream", "graph"):
+                set_ = "calibration" if (op, size) in CALIBRATION and mode == "stream" else "prediction"
+                rows.append({"set": set_, "kind": "collective", "name": f"{op}_{size}_{mode}", "op": op,
+                             "bytes": size, "mode": mode})
+    for batch, kv_len in DECODE:
+        rows.append({"set": "prediction", "kind": "e2e_decode_tp2", "name": f"tp2_decode_b{batch}_l{kv_len}_graph",
+                     "batch": batch, "kv_len": kv_len, "mode": "graph"})
+    for length in PREFILL:
+        rows.append({"set": "prediction", "kind": "e2e_prefill_tp2", "name": f"tp2_prefill_b1_l{length}",
+                     "batch": 1, "seq_len": length, "mode": "eager"})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="CSV to write (rank 0)")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan; no GPU, no torch")
+    ap.add_argument("--only", default="collectives,e2e", help="comma-separated: collectives, e2e")
+    ap.add_argument("--max-bytes", type=int, default=SIZES[-1], help="largest collective size")
+    args = ap.parse_args(argv)
+    if args.dry_run:
+        rows = plan()
+        for row in rows:
+            print(f"{row['set']:11s} {row['kind']:16s} {row['name']}")
+        print(f"# {len(rows)} rows, {sum(r['set'] == 'calibration' for r in rows)} calibration")
+        return 0
+    if not args.out:
+        ap.error("--out is required (or --dry-run)")
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
+    import statistics
+
+    import torch
+    import torch.distributed as dist
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from measure import BF16, Llama, LlamaShape, capture, rope_tables, sdpa  # noqa: PLC0415
+
+    rank = int(os.environ.get("RANK", "0"))
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl")
+    world = dist.get_world_size()
+    device = torch.device("cuda")
+    env = {"nccl": ".".join(map(str, torch.cuda.nccl.version())), "gpu": torch.cuda.get_device_name(),
+           "nccl_algo": os.environ.get("NCCL_ALGO", ""), "nccl_proto": os.environ.get("NCCL_PROTO", "")}
+    out: list[dict] = []
+
+    def timed(fn, reps: int = 50) -> float:
+        for _ in range(5):
+            fn()
+        torch.cuda.synchronize()
+        dist.barrier()
+        times = []
+        for _ in range(reps):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) * 1e-3)
+        return statistics.median(times)
+
+    def keep(row: dict, seconds: float) -> None:
+        row = {**row, **env, "ranks": world, "median_us": round(seconds * 1e6, 3)}
+        out.append(row)
+        if rank == 0:
+            print(f"{row['set']:11s} {row['name']:40s} {seconds * 1e6:12.1f} us", flush=True)
+
+    def measure(row: dict, fn, reps: int) -> None:
+        if row["mode"] == "graph":
+            fn = capture(None, fn).replay
+        keep({**row, "reps": reps}, timed(fn, reps=reps))
+        torch.cuda.empty_cache()
+
+    rows = plan()
+    with torch.no_grad():
+        for row in (r for r in rows if r["kind"] == "collective" and r["bytes"] <= args.max_bytes
+                    and "collectives" in args.only):
+            measure(row, _collective(row["op"], row["bytes"], world, device, dist, torch), 50)
+        if "e2e" in args.only:
+            shard = LlamaShape(q_heads=32 // world, kv_heads=8 // world, ffn=14336 // world, vocab=128256 // world)
+            model = Llama(shard, device)
+            for row in (r for r in rows if r["kind"].startswith("e2e")):
+                measure(row, _tp_step(model, row, world, device, dist, torch, F=torch.nn.functional, BF16=BF16,
+                                      rope_tables=rope_tables, sdpa=sdpa), 20)
+    if rank == 0:
+        with open(args.out, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(out)
+    dist.destroy_process_group()
+    return 0
+
+
+def _collective(op, size, world, device, dist, torch):  # pragma: no cover - needs two GPUs
+    elems = max(world, size // 2)
+    elems -= elems % world
+    if op == "all_reduce":
+        buf = torch.randn(elems, dtype=torch.bfloat16, device=device)
+        return lambda: dist.all_reduce(buf)
+    if op == "all_gather":
+        part = torch.randn(elems // world, dtype=torch.bfloat16, device=device)
+        whole = torch.empty(elems, dtype=torch.bfloat16, device=device)
+        return lambda: dist.all_gather_into_tensor(whole, part)
+    if op == "reduce_scatter":
+        whole = torch.randn(elems, dtype=torch.bfloat16, device=device)
+        part = torch.empty(elems // world, dtype=torch.bfloat16, device=device)
+        return lambda: dist.reduce_scatter_tensor(part, whole)
+    send = torch.randn(elems, dtype=torch.bfloat16, device=device)
+    recv = torch.empty_like(send)
+    return lambda: dist.all_to_all_single(recv, send)
+
+
+def _tp_step(model, row, world, device, dist, torch, *, F, BF16, rope_tables, sdpa):  # pragma: no cover
+    """One TP step of the shard ``model`` (its heads, KV heads, FFN and vocabulary slice)."""
+    s = model.s
+    batch = row["batch"]
+    prefill = row["kind"] == "e2e_prefill_tp2"
+    length = row["seq_len"] if prefill else row["kv_len"]
+    ck = [torch.randn(batch, s.kv_heads, length, s.head_dim, dtype=BF16, device=device) for _ in range(s.layers)]
+    cv = [torch.randn_like(c) for c in ck]
+    t = length if prefill else 1
+    tokens = torch.randint(0, s.vocab, (batch, t), device=device)
+    pos = torch.arange(length, device=device) if prefill else torch.tensor([length - 1], device=device)
+    cos, sin = rope_tables(s, pos)
+    logits = torch.empty(batch, 1, s.vocab * world, dtype=BF16, device=device)
+
+    def step():
+        x = F.embedding(tokens, model.embed)
+        for layer, k_cache, v_cache in zip(model.layers, ck, cv, strict=True):
+            h = F.rms_norm(x, (s.hidden,), layer["norm1"], 1e-5)
+            qkv = F.linear(h, layer["wqkv"]).view(batch, t, s.q_heads + 2 * s.kv_heads, s.head_dim).transpose(1, 2)
+            q = model.rope(qkv[:, : s.q_heads], cos, sin)
+            k = model.rope(qkv[:, s.q_heads : s.q_heads + s.kv_heads], cos, sin)
+            v = qkv[:, s.q_heads + s.kv_heads :]
+            k_cache.index_copy_(2, pos, k)
+            v_cache.index_copy_(2, pos, v)
+            o = sdpa(q, k, v, True) if prefill else sdpa(q, k_cache, v_cache, False)
+            o = F.linear(o.transpose(1, 2).reshape(batch, t, s.q_heads * s.head_dim), layer["wo"])
+            dist.all_reduce(o)
+            x = x + o
+            h = F.rms_norm(x, (s.hidden,), layer["norm2"], 1e-5)
+            gu = F.linear(h, layer["wgu"])
+            d = F.linear(F.silu(gu[..., : s.ffn]) * gu[..., s.ffn :], layer["wd"])
+            dist.all_reduce(d)
+            x = x + d
+        h = F.rms_norm(x[:, -1:], (s.hidden,), model.norm, 1e-5)
+        dist.all_gather_into_tensor(logits.view(-1), F.linear(h, model.lm_head).contiguous().view(-1))
+        return logits
+
+    return step
+
+
+if __name__ == "__main__":
+    sys.exit(main())
