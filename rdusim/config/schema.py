@@ -486,10 +486,14 @@ class GpuMappingSpec(Spec):
     hardware: str = Field(description="gpu or gpu_node YAML path, relative to this file")
     phase: Phase
     launch: LaunchMode = "graph"
-    tp: int = Field(default=1, gt=0)
+    tp: int = Field(default=1, gt=0, description="GPUs of one replica (the group its collectives span)")
+    attention: Literal["tp", "dp"] = Field(
+        default="tp", description="MLA + MoE models: heads split over the replica's GPUs (tp), or each GPU "
+        "its own sequences and their KV with the routed experts expert-parallel over all-to-all (dp)")
     workload: WorkloadSpec
     kv_policy: KvPolicySpec = KvPolicySpec()
-    layer: list[str] = Field(min_length=1, description="library kernels of one decoder layer, in order")
+    layer: list[str] = Field(default_factory=list, description="GQA models: library kernels of one decoder "
+                             "layer, in order (MLA + MoE models take theirs from rdusim.mapping.gpu_mla)")
     head: list[str] = Field(default_factory=list, description="kernels before/after the layers")
 
     @field_validator("layer", "head")

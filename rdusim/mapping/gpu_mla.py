@@ -1,16 +1,25 @@
 """DeepSeek-style layers (MLA attention, MoE FFN) as GPU library kernels, one GPU's share.
 
 Owns: ``MlaMoeShape``, ``mla_shape``, ``mla_attention_kernels``, ``ffn_kernels``,
-``head_kernels``, ``mla_weight_bytes``, ``mla_kv_bytes_per_token``. Imports: config.schema,
-hw.gpu, mapping.gpu.
+``head_kernels``, ``mtp_kernels``, ``expected_gpus_per_token``, ``mla_weight_bytes``,
+``mla_kv_bytes_per_token``. Imports: config.schema, hw.gpu, mapping.gpu.
 
-The deployment a GPU node runs (the common SGLang/vLLM layout on 8 GPUs): attention tensor
-parallel over heads (each GPU holds the whole latent KV cache of every sequence, MLA has one
-latent "KV head"), the routed experts expert-parallel (each GPU holds ``experts / ep`` of them
-and computes every token routed to them), shared experts and the dense layers' FFN tensor
-parallel; an all-reduce after attention and after the FFN. Decode uses the absorbed form
-(FlashMLA): queries are projected into the 512-wide latent space, attention reads the
-576-wide latent cache once for all heads, and the output is projected back.
+Two layouts of a group of ``tp`` GPUs (``MlaMoeShape.attention``):
+
+- ``"tp"``: attention tensor parallel over heads (each GPU holds the whole latent KV cache of
+  every sequence, MLA has one latent "KV head"), routed experts expert-parallel (each GPU holds
+  ``experts / tp`` and computes every token routed to them), shared experts and the dense
+  layers' FFN tensor parallel; an all-reduce after attention and after the FFN.
+- ``"dp"`` (what serving stacks run at high load on 8 x H200: vLLM's DeepSeek recipe "Data
+  Parallel + Expert Parallel (DP8+EP)", SGLang's ``--enable-dp-attention``): attention, the
+  dense layers, the shared expert and the LM head data parallel (each GPU serves its own
+  ``batch / tp`` sequences and holds only their KV), routed experts expert-parallel with an
+  all-to-all dispatch of each token to the GPUs of its experts and an all-to-all combine back.
+
+Decode uses the absorbed form (FlashMLA): queries are projected into the 512-wide latent
+space, attention reads the 576-wide latent cache once for all heads, and the output is
+projected back. With multi-token prediction (``query_tokens`` = 2: DeepSeek-V3's one MTP
+module drafts one token, the main model verifies it) every sequence brings two query rows.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from rdusim.mapping.gpu import (
     CtaGroup,
     GpuKernel,
     all_reduce,
+    collective,
     flash_decode,
     gemm,
     gemm_tile,
@@ -35,16 +45,32 @@ from rdusim.mapping.gpu import (
 
 @dataclass(frozen=True)
 class MlaMoeShape:
-    batch: int
+    batch: int                   # sequences of the whole group
     kv_len: int
     model: ModelSpec
-    tp: int
+    tp: int                      # GPUs of the group
     topk: int | None = None      # Kascade: keys a sparse layer attends
     anchor: bool = False
+    attention: str = "tp"        # "tp" (heads split) or "dp" (sequences split, experts EP)
+    query_tokens: int = 1        # new tokens per sequence per step (2 with one MTP draft)
+
+    @property
+    def dp(self) -> bool:
+        return self.attention == "dp"
+
+    @property
+    def seqs(self) -> int:
+        """Sequences this GPU attends for: its share under DP, all of them under TP."""
+        return math.ceil(self.batch / self.tp) if self.dp else self.batch
+
+    @property
+    def rows(self) -> int:
+        """Token rows through this GPU's attention, dense and shared-expert GEMMs."""
+        return self.seqs * self.query_tokens
 
     @property
     def heads(self) -> int:
-        return self.model.attention.heads // self.tp
+        return self.model.attention.heads if self.dp else self.model.attention.heads // self.tp
 
     @property
     def wbytes(self) -> int:
@@ -56,15 +82,18 @@ class MlaMoeShape:
         return att.kv_lora_rank + att.qk_rope_head_dim
 
 
-def mla_shape(model: ModelSpec, batch: int, kv_len: int, tp: int) -> MlaMoeShape:
+def mla_shape(model: ModelSpec, batch: int, kv_len: int, tp: int, *, attention: str = "tp",
+              query_tokens: int = 1) -> MlaMoeShape:
     if model.attention.kind != "mla" or model.ffn.moe is None:
         raise ValueError(f"{model.name}: expected an MLA model with MoE layers")
-    return MlaMoeShape(batch, kv_len, model, tp)
+    if attention not in ("tp", "dp"):
+        raise ValueError(f"attention must be 'tp' or 'dp', got {attention!r}")
+    return MlaMoeShape(batch, kv_len, model, tp, attention=attention, query_tokens=query_tokens)
 
 
 def mla_attention_kernels(s: MlaMoeShape, gpu: Gpu) -> list[GpuKernel]:
     """Norm, low-rank Q/KV projections, absorbed MLA decode attention, output projection."""
-    att, d, rows, w = s.model.attention, s.model.hidden, s.batch, s.wbytes
+    att, d, rows, w = s.model.attention, s.model.hidden, s.rows, s.wbytes
     qk = att.qk_nope_head_dim + att.qk_rope_head_dim
     out = [streaming("attn_norm", 2 * rows * d * BF16, gpu, rows=rows)]
     out += gemm("q_a_proj", rows, att.q_lora_rank, d, gpu, dtype_bytes=w)
@@ -74,45 +103,67 @@ def mla_attention_kernels(s: MlaMoeShape, gpu: Gpu) -> list[GpuKernel]:
     out.append(streaming("kv_norm_rope_append", 4 * rows * s.latent * BF16, gpu, launches=3))
     out += gemm("q_absorb", rows * s.heads, att.kv_lora_rank, att.qk_nope_head_dim, gpu)
     per_token = s.latent * DTYPE_BYTES[s.model.dtypes.kv]
+    q_rows = s.heads * s.query_tokens  # FlashMLA packs a sequence's query tokens with its heads
     if s.topk is None:
-        out += flash_decode("mla_attention", s.batch, s.heads, 1, s.kv_len, s.latent, gpu,
+        out += flash_decode("mla_attention", s.seqs, q_rows, 1, s.kv_len, s.latent, gpu,
                             kv_bytes_per_token=per_token, math_class="mla")
     else:
         if s.anchor:  # score every latent row, select top-k
-            out.append(streaming("kascade.score", s.batch * s.kv_len * (per_token + s.heads * 4), gpu))
-            out.append(streaming("kascade.topk", 2 * s.batch * s.kv_len * 4, gpu))
-        out.append(streaming("kascade.gather", 2 * s.batch * s.topk * per_token, gpu))
-        out += flash_decode("mla_attention", s.batch, s.heads, 1, s.topk, s.latent, gpu,
+            out.append(streaming("kascade.score", s.seqs * s.kv_len * (per_token + q_rows * 4), gpu))
+            out.append(streaming("kascade.topk", 2 * s.seqs * s.kv_len * 4, gpu))
+        out.append(streaming("kascade.gather", 2 * s.seqs * s.topk * per_token, gpu))
+        out += flash_decode("mla_attention", s.seqs, q_rows, 1, s.topk, s.latent, gpu,
                             kv_bytes_per_token=per_token, math_class="mla")
     out += gemm("o_absorb", rows * s.heads, att.v_head_dim, att.kv_lora_rank, gpu)
     out += gemm("o_proj", rows, d, s.heads * att.v_head_dim, gpu, dtype_bytes=w)
-    out += all_reduce("attn_all_reduce", rows * d * BF16, s.tp, gpu)
+    if not s.dp:
+        out += all_reduce("attn_all_reduce", rows * d * BF16, s.tp, gpu)
     return out
 
 
 def ffn_kernels(s: MlaMoeShape, gpu: Gpu, *, moe: bool) -> list[GpuKernel]:
-    """A dense SwiGLU layer (TP) or a MoE layer (router, local experts, shared expert)."""
-    d, rows, w = s.model.hidden, s.batch, s.wbytes
+    """A dense SwiGLU layer (TP, or whole on each GPU under DP) or a MoE layer (router, local
+    experts, shared expert; under DP an all-to-all dispatch before the experts and an
+    all-to-all combine after)."""
+    d, rows, w = s.model.hidden, s.rows, s.wbytes
+    split = 1 if s.dp else s.tp
     out = [streaming("ffn_norm", 2 * rows * d * BF16, gpu, rows=rows)]
     if not moe:
-        inter = s.model.ffn.intermediate // s.tp
+        inter = s.model.ffn.intermediate // split
         out += gemm("gate_up", rows, 2 * inter, d, gpu, dtype_bytes=w)
         out.append(streaming("silu_mul", 5 * rows * inter * BF16, gpu))
         out += gemm("down", rows, d, inter, gpu, dtype_bytes=w)
     else:
         m = s.model.ffn.moe
+        group_rows = rows * s.tp if s.dp else rows  # every token of the group reaches the experts
         out += gemm("router", rows, m.experts, d, gpu)
+        # each token goes once to each GPU holding one of its experts (DeepEP/NCCL all-to-all)
+        exchanged = rows * expected_gpus_per_token(s.model, s.tp) * d * BF16
+        if s.dp:
+            out += collective("moe_dispatch", "all_to_all", exchanged, s.tp, gpu)
         local = m.experts // s.tp
-        active = local * (1 - (1 - m.experts_per_token / m.experts) ** rows)  # expected
-        tokens = rows * m.experts_per_token / s.tp  # routed to this GPU's experts
+        active = local * (1 - (1 - m.experts_per_token / m.experts) ** group_rows)  # expected
+        tokens = group_rows * m.experts_per_token / s.tp  # routed to this GPU's experts
         out.append(_grouped("experts_gate_up", active, tokens, 2 * m.intermediate, d, w, gpu))
         out.append(streaming("experts_silu_mul", 5 * tokens * m.intermediate * BF16, gpu))
         out.append(_grouped("experts_down", active, tokens, d, m.intermediate, w, gpu))
-        shared = m.shared_experts * m.intermediate
+        if s.dp:
+            out += collective("moe_combine", "all_to_all", exchanged, s.tp, gpu)
+        shared = m.shared_experts * m.intermediate // split
         out += gemm("shared_gate_up", rows, 2 * shared, d, gpu, dtype_bytes=w)
         out += gemm("shared_down", rows, d, shared, gpu, dtype_bytes=w)
-    out += all_reduce("ffn_all_reduce", rows * d * BF16, s.tp, gpu)
+    if not s.dp:
+        out += all_reduce("ffn_all_reduce", rows * d * BF16, s.tp, gpu)
     return out
+
+
+def expected_gpus_per_token(model: ModelSpec, gpus: int) -> float:
+    """GPUs a token's ``experts_per_token`` distinct experts land on, ``experts / gpus`` per
+    GPU, routing uniform: gpus x (1 - C(E - E/g, k) / C(E, k))."""
+    m = model.ffn.moe
+    per_gpu = m.experts // gpus
+    miss = math.comb(m.experts - per_gpu, m.experts_per_token) / math.comb(m.experts, m.experts_per_token)
+    return gpus * (1 - miss)
 
 
 def _grouped(name: str, active: float, tokens: float, n: int, k: int, wbytes: int, gpu: Gpu) -> GpuKernel:
@@ -129,30 +180,57 @@ def _grouped(name: str, active: float, tokens: float, n: int, k: int, wbytes: in
 
 
 def head_kernels(s: MlaMoeShape, gpu: Gpu) -> list[GpuKernel]:
-    d = s.model.hidden
-    return [streaming("embedding", 2 * s.batch * d * BF16, gpu, rows=s.batch),
-            streaming("final_norm", 2 * s.batch * d * BF16, gpu, rows=s.batch),
-            *gemm("lm_head", s.batch, s.model.vocab // s.tp, d, gpu)]
+    """Embedding, final norm and LM head (vocabulary split under TP, whole under DP)."""
+    d, rows = s.model.hidden, s.rows
+    return [streaming("embedding", 2 * rows * d * BF16, gpu, rows=rows),
+            streaming("final_norm", 2 * rows * d * BF16, gpu, rows=rows),
+            *gemm("lm_head", rows, s.model.vocab // (1 if s.dp else s.tp), d, gpu)]
 
 
-def mla_weight_bytes(model: ModelSpec, tp: int) -> float:
-    """Weights one GPU holds: attention TP over heads (low-rank A projections replicated),
-    routed experts split ``experts / tp``, shared experts and dense FFNs TP, embeddings TP."""
+def mtp_kernels(s: MlaMoeShape, gpu: Gpu) -> list[GpuKernel]:
+    """DeepSeek-V3's MTP module drafting one token: the next token's embedding and the main
+    model's last hidden state, normed, concatenated and projected (``eh_proj``, 2d -> d), one
+    MLA + MoE block, the shared head. One query token per sequence."""
+    one = _replace(s, query_tokens=1)
+    d, rows = s.model.hidden, one.rows
+    out = [streaming("mtp.norms", 4 * rows * d * BF16, gpu, rows=rows)]
+    out += gemm("mtp.eh_proj", rows, d, 2 * d, gpu, dtype_bytes=s.wbytes)
+    out += mla_attention_kernels(one, gpu) + ffn_kernels(one, gpu, moe=True)
+    return out + head_kernels(one, gpu)[1:]
+
+
+def _replace(s: MlaMoeShape, **changes: object) -> MlaMoeShape:
+    from dataclasses import replace
+
+    return replace(s, **changes)
+
+
+def mla_weight_bytes(model: ModelSpec, tp: int, *, attention: str = "tp", mtp: bool = False) -> float:
+    """Weights one GPU holds. TP: attention split over heads (low-rank A projections
+    replicated), routed experts split ``experts / tp``, shared experts, dense FFNs and
+    embeddings split. DP: attention, dense FFNs, shared experts, router and embeddings whole on
+    every GPU, routed experts split. ``mtp`` adds the MTP module (one MLA + MoE block and its
+    2d x d projection; it shares the embedding and head)."""
     att, d, m = model.attention, model.hidden, model.ffn.moe
     w = DTYPE_BYTES[model.dtypes.weights]
+    split = 1 if attention == "dp" else tp
     qk = att.qk_nope_head_dim + att.qk_rope_head_dim
-    replicated = d * att.q_lora_rank + d * (att.kv_lora_rank + att.qk_rope_head_dim)
-    split = (att.q_lora_rank * att.heads * qk + att.kv_lora_rank * att.heads * (att.qk_nope_head_dim + att.v_head_dim)
+    low_rank = d * att.q_lora_rank + d * (att.kv_lora_rank + att.qk_rope_head_dim)
+    heads = (att.q_lora_rank * att.heads * qk + att.kv_lora_rank * att.heads * (att.qk_nope_head_dim + att.v_head_dim)
              + att.heads * att.v_head_dim * d)
-    attention = replicated + split / tp
-    dense = 3 * d * model.ffn.intermediate / tp
-    moe = (m.experts * 3 * d * m.intermediate + m.shared_experts * 3 * d * m.intermediate) / tp + m.experts * d
-    layers = (model.layers * attention + model.ffn.first_dense_layers * dense
-              + (model.layers - model.ffn.first_dense_layers) * moe)
-    return w * layers + 2 * model.vocab * d * BF16 / tp
+    attention_w = low_rank + heads / split
+    dense = 3 * d * model.ffn.intermediate / split
+    expert = 3 * d * m.intermediate
+    moe = m.experts * expert / tp + m.shared_experts * expert / split + m.experts * d
+    moe_layers = model.layers - model.ffn.first_dense_layers + (model.mtp_layers if mtp else 0)
+    layers = ((model.layers + (model.mtp_layers if mtp else 0)) * attention_w
+              + model.ffn.first_dense_layers * dense + moe_layers * moe)
+    extra = model.mtp_layers * 2 * d * d if mtp else 0
+    return w * (layers + extra) + 2 * model.vocab * d * BF16 / split
 
 
-def mla_kv_bytes_per_token(model: ModelSpec) -> float:
-    """Latent KV of one token over all layers; every tensor-parallel GPU holds all of it."""
+def mla_kv_bytes_per_token(model: ModelSpec, *, mtp: bool = False) -> float:
+    """Latent KV of one token over all layers (and the MTP module's, with ``mtp``)."""
     att = model.attention
-    return model.layers * (att.kv_lora_rank + att.qk_rope_head_dim) * DTYPE_BYTES[model.dtypes.kv]
+    layers = model.layers + (model.mtp_layers if mtp else 0)
+    return layers * (att.kv_lora_rank + att.qk_rope_head_dim) * DTYPE_BYTES[model.dtypes.kv]

@@ -7,7 +7,9 @@ SN40L documents run the mapping itself (its kernels, its degrees) at the largest
 batch that fits HBM (``mapping.capacity.max_batch``). GPU documents run the mapping's model as
 the library kernels of a PyTorch stack, CUDA-graph captured: one replica per GPU when the
 weights fit, else tensor parallel over the smallest power of two of GPUs that holds them, with
-an NVLink all-reduce after the attention output and the FFN down projection.
+an NCCL all-reduce after the attention output and the FFN down projection. A ``gpu_mapping``
+document runs as written (the serving layout it cites: DP attention + EP experts + MTP for
+DeepSeek-R1, TP8 for Llama-3.1-70B) at the compared prompt, policy and largest batch.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from rdusim.analysis.gpu.predict import (
     MEASURED_LAYER,
     kv_bytes_per_token,
+    load_gpu_mapping,
     model_bytes,
     simulate_gpu_mapping,
     simulate_mla_step,
@@ -52,7 +55,9 @@ def compare_hardware(mapping: str | Path, hws: list[str], *, seq_len: int, polic
         kind = read_document(Path(hw)).data.get("kind")
         for name in policies:
             policy = KvPolicySpec(name=name, compression=compression if name in COMPRESSING else 1.0)
-            if kind in ("gpu", "gpu_node"):
+            if kind == "gpu_mapping":
+                rows.append(_gpu_mapping_row(model, hw, seq_len, policy, batch))
+            elif kind in ("gpu", "gpu_node"):
                 rows.append(_gpu_row(spec, model, hw, seq_len, policy, batch))
             else:
                 load_any(hw)  # located errors for a bad document
@@ -118,6 +123,34 @@ def _gpu_row(spec: MappingSpec, model: ModelSpec, hw: str, seq_len: int, policy:
             "tpot_ms": result.step.seconds * 1e3, "tokens_per_s": result.tokens_per_s,
             "hbm_gb_per_device": result.hbm_bytes / 1e9,
             "note": f"{node.gpus // tp} replica(s) x TP{tp}, PyTorch kernels, CUDA graph"}
+
+
+def _gpu_mapping_row(model: ModelSpec, path: str, seq_len: int, policy: KvPolicySpec, batch: int | None) -> dict:
+    """A ``gpu_mapping`` as written (its layout, launch mode, MTP) at the compared prompt and
+    policy, at the largest batch that fits its node (or ``batch`` per replica)."""
+    spec, gmodel, node = load_gpu_mapping(path)
+    if gmodel.name != model.name:
+        raise ConfigError(f"{path}: model: {gmodel.name!r}, but the compared mapping runs {model.name!r}")
+    if spec.phase != "decode":
+        raise ConfigError(f"{path}: phase: compare-hw compares decode mappings, this one is {spec.phase}")
+    probe = simulate_gpu_mapping(spec, model, node, seq_len=seq_len, batch=1, policy=policy)
+    largest = min(probe.max_batch, MAX_GPU_BATCH)
+    if largest == 0:
+        return _empty(node.name, policy, f"{spec.name}: not one sequence fits", hardware=node.name)
+    try:
+        result = simulate_gpu_mapping(spec, model, node, seq_len=seq_len, batch=batch or largest, policy=policy)
+    except ConfigError as error:
+        return _empty(node.name, policy, str(error).splitlines()[0], hardware=node.name)
+    replicas = node.gpus // spec.tp
+    layout = (f"DP{spec.tp} attention + EP{spec.tp} experts" if result.attention == "dp"
+              else f"{replicas} replica(s) x TP{spec.tp}")
+    note = f"{spec.name}: {layout}, {spec.launch}"
+    if result.accepted > 1:
+        note += f", MTP {result.accepted:g} tokens/step"
+    return {"hardware": node.name, "policy": policy.name, "batch": result.batch * replicas,
+            "max_batch": largest * replicas, "kv_len": result.kv_len,
+            "tpot_ms": result.step.seconds / result.accepted * 1e3,  # per output token, as step_figures
+            "tokens_per_s": result.tokens_per_s, "hbm_gb_per_device": result.hbm_bytes / 1e9, "note": note}
 
 
 def _mla_row(model: ModelSpec, node: GpuNode, seq_len: int, policy: KvPolicySpec, batch: int | None) -> dict:

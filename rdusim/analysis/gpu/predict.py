@@ -31,7 +31,15 @@ from rdusim.mapping.gpu import (
     layer_kernels,
     streaming,
 )
-from rdusim.mapping.gpu_mla import ffn_kernels, head_kernels, mla_attention_kernels, mla_shape
+from rdusim.mapping.gpu_mla import (
+    ffn_kernels,
+    head_kernels,
+    mla_attention_kernels,
+    mla_kv_bytes_per_token,
+    mla_shape,
+    mla_weight_bytes,
+    mtp_kernels,
+)
 from rdusim.model.policy import kascade_anchor_layers, kascade_topk, kv_length
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
@@ -98,14 +106,16 @@ def _replace(shape: LayerShape, **changes: object) -> LayerShape:
 
 
 def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, mode: str, tp: int,
-                      policy: KvPolicySpec) -> GpuStep:
-    """A decode step of an MLA + MoE model on one GPU of a TP/EP group (``mapping.gpu_mla``).
+                      policy: KvPolicySpec, attention: str = "tp", mtp: bool = False) -> GpuStep:
+    """A decode step of an MLA + MoE model on one GPU of a group of ``tp`` (``mapping.gpu_mla``;
+    ``batch`` is the group's, ``attention`` its layout, ``mtp`` one MTP draft token verified).
 
     A layer is its attention kernels then its FFN kernels, each run from an idle GPU, so the
     step is the sum over attention roles (dense, Kascade anchor, Kascade reuse) and FFN kinds
-    (dense, MoE), each simulated once and multiplied by its layer count."""
+    (dense, MoE), each simulated once and multiplied by its layer count; with MTP, plus the MTP
+    module drafting the next step's token."""
     kept = kv_length(seq_len, policy)
-    base = mla_shape(model, batch, kept, tp)
+    base = mla_shape(model, batch, kept, tp, attention=attention, query_tokens=2 if mtp else 1)
     dense_ffn = model.ffn.first_dense_layers
     parts: list[tuple[list[GpuKernel], int]] = [(head_kernels(base, gpu), 1)]
     if policy.name == "kascade":
@@ -118,6 +128,8 @@ def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, m
         parts.append((mla_attention_kernels(base, gpu), model.layers))
     parts += [(ffn_kernels(base, gpu, moe=False), dense_ffn),
               (ffn_kernels(base, gpu, moe=True), model.layers - dense_ffn)]
+    if mtp:
+        parts.append((mtp_kernels(base, gpu), model.mtp_layers))
     return _run_parts(parts, gpu, mode)
 
 
@@ -304,12 +316,14 @@ class GpuResult:
     kv_bytes: float
     hbm_bytes: float
     max_batch: int
+    accepted: float = 1.0            # tokens accepted per sequence per decode step (MTP)
+    attention: str = "tp"
 
     @property
     def tokens_per_s(self) -> float:
         """Node throughput: each of gpus/tp replicas serves ``batch`` sequences."""
         replicas = self.gpus // self.tp
-        tokens = self.batch * (self.seq_len if self.phase == "prefill" else 1)
+        tokens = self.batch * (self.seq_len if self.phase == "prefill" else self.accepted)
         return tokens * replicas / self.step.seconds
 
 
@@ -336,6 +350,8 @@ def simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, 
     mode = mode or spec.launch
     if spec.tp > node.gpus or node.gpus % spec.tp:
         raise ConfigError(f"{spec.name}: tp={spec.tp} must divide the node's {node.gpus} GPU(s)")
+    if model.attention.kind == "mla":
+        return _simulate_mla_mapping(spec, model, node, seq_len, batch, policy, mode)
     kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
     weights = model_bytes(model) / spec.tp
     per_seq = kv_bytes_per_token(model) * kept / spec.tp
@@ -350,6 +366,32 @@ def simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, 
                              batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
     return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
                      spec.tp, step, weights, per_seq * batch, weights + per_seq * batch, max_batch)
+
+
+def _simulate_mla_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int, batch: int,
+                          policy: KvPolicySpec, mode: str) -> GpuResult:
+    """An MLA + MoE decode replica of ``spec.tp`` GPUs: weights and KV per GPU from the layout
+    (``gpu_mla``), the largest batch that fits, and one step of one GPU (all GPUs do the same)."""
+    mtp = spec.workload.accepted_tokens_per_step > 1
+    kept = kv_length(seq_len, policy)
+    weights = mla_weight_bytes(model, spec.tp, attention=spec.attention, mtp=mtp)
+    per_seq = mla_kv_bytes_per_token(model, mtp=mtp) * kept
+    free = node.gpu.hbm_capacity_bytes - weights
+    share = spec.tp if spec.attention == "dp" else 1  # sequences one GPU's HBM holds per replica sequence
+    max_batch = max(0, int(free // per_seq)) * share
+    if batch > max_batch:
+        whole = mla_weight_bytes(model, 1) / 1e9
+        raise ConfigError(
+            f"{spec.name}: batch {batch} does not fit on {spec.tp} x {node.gpu.name}: {whole:.0f} GB of "
+            f"{model.dtypes.weights} weights put {weights / 1e9:.1f} GB on each GPU (attention {spec.attention}), "
+            f"leaving {max(0.0, free) / 1e9:.1f} GB of {node.gpu.hbm_capacity_bytes / 1e9:.0f} GB for KV at "
+            f"{per_seq / 1e9:.3f} GB per sequence (max batch {max_batch})")
+    step = simulate_mla_step(model, node.gpu, batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
+                             attention=spec.attention, mtp=mtp)
+    held = math.ceil(batch / share)
+    return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
+                     spec.tp, step, weights, per_seq * held, weights + per_seq * held, max_batch,
+                     accepted=spec.workload.accepted_tokens_per_step, attention=spec.attention)
 
 
 def gpu_result_rows(result: GpuResult) -> list[dict]:
@@ -368,10 +410,27 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
     spec = validate(document, GpuMappingSpec)
     model = load_spec(model_path(spec.model, path.parent), ModelSpec)
     node = load_gpu_node(hw if hw is not None else (path.parent / spec.hardware).resolve())
+    def where(*key: str) -> str:
+        line = document.lines.get(key)
+        return f"{path}:{line}" if line else f"{path} (--set)"
+
     if spec.tp > node.gpus or node.gpus % spec.tp:  # located here, where the document's lines are known
-        line = document.lines.get(("tp",))
-        where = f"{path}:{line}" if line else f"{path} (--set)"
-        raise ConfigError(f"{where}: tp: {spec.tp} does not divide the {node.gpus} GPU(s) of {node.name}")
+        raise ConfigError(f"{where('tp')}: tp: {spec.tp} does not divide the {node.gpus} GPU(s) of {node.name}")
+    mla = model.attention.kind == "mla" and model.ffn.moe is not None
+    if mla and spec.layer:
+        raise ConfigError(f"{where('layer')}: layer: an MLA + MoE model takes its kernels from "
+                          "rdusim.mapping.gpu_mla; remove the list (choose the layout with attention: tp|dp)")
+    if not mla and not spec.layer:
+        raise ConfigError(f"{path}: layer: a {model.attention.kind} model needs its decoder layer's library "
+                          "kernels, e.g. [rms_norm, qkv_gemm, rope, kv_append, attention, o_gemm, ...]")
+    if not mla and spec.attention != "tp":
+        raise ConfigError(f"{where('attention')}: attention: {spec.attention!r} is for MLA + MoE models; "
+                          f"{model.name} splits attention by heads (tp)")
+    accepted = spec.workload.accepted_tokens_per_step
+    if accepted > 1 and (not mla or accepted > 1 + model.mtp_layers or spec.phase != "decode"):
+        raise ConfigError(f"{where('workload', 'accepted_tokens_per_step')}: workload.accepted_tokens_per_step: "
+                          f"{accepted:g} needs a decode mapping of a model with MTP modules, at most "
+                          f"1 + mtp_layers ({1 + model.mtp_layers if mla else 1}) tokens per step")
     return spec, model, node
 
 
