@@ -24,6 +24,8 @@ The NCCL version, the GPU names and ``NCCL_ALGO``/``NCCL_PROTO`` (if set) go int
 Run with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING`` to log the algorithm NCCL chose.
 
 ``--dry-run`` prints the plan (rows and sizes) without touching a GPU or torch.distributed;
+``--model HW.yaml`` prints rdusim's predictions for the same collectives at 2, 4 and 8 GPUs (the
+frozen predictions a measurement is compared with) and the sanity table of docs/gpu.md;
 ``--help`` imports nothing heavy.
 """
 
@@ -67,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="print the plan; no GPU, no torch")
     ap.add_argument("--only", default="collectives,e2e", help="comma-separated: collectives, e2e")
     ap.add_argument("--max-bytes", type=int, default=SIZES[-1], help="largest collective size")
+    ap.add_argument("--model", metavar="HW_YAML", help="print rdusim's predictions for a gpu_node document")
     args = ap.parse_args(argv)
+    if args.model:
+        return model_table(args.model)
     if args.dry_run:
         rows = plan()
         for row in rows:
@@ -77,6 +82,44 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out:
         ap.error("--out is required (or --dry-run)")
     return _run(args)
+
+
+def model_table(path: str) -> int:
+    """rdusim's NCCL model on a node document: per-collective predictions at 2/4/8 GPUs, and
+    the figures the issue quotes (a sanity check, nothing fitted to them)."""
+    from rdusim.hw.collectives import collective_cost
+    from rdusim.hw.gpu import load_gpu_node
+
+    node = load_gpu_node(path)
+    fabric = node.gpu.fabric
+    line_rate = node.gpu.spec.nvlink.bandwidth_bytes_per_s
+    print(f"# {node.name}: bus {fabric.bus_bytes_per_s / 1e9:.1f} GB/s, latency x{fabric.latency_scale:g}, "
+          f"NVLS {'on' if fabric.nvls else 'off'}")
+    print("| op | GPUs | size | algorithm/protocol | predicted (us) | busbw (GB/s) |")
+    print("|---|---:|---:|---|---:|---:|")
+    for op in OPS:
+        for n in (2, 4, 8):
+            for size in (1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 27, 1 << 30):
+                c = collective_cost(op, size, n, fabric)
+                print(f"| {op} | {n} | {_size(size)} | {c.algorithm}/{c.protocol} | {c.time_s * 1e6:.1f} | "
+                      f"{c.busbw / 1e9:.0f} |")
+    print()
+    print("| figure quoted by issue 17 (independent measurement, 8 x H100) | rdusim (this model) |")
+    print("|---|---|")
+    floor2 = collective_cost("all_reduce", 4096, 2, fabric).time_s * 1e6
+    floors = [collective_cost("all_reduce", 4096, n, fabric).time_s * 1e6 for n in (4, 8)]
+    print(f"| all-reduce floor, 2 GPUs: ~7 us | {floor2:.1f} us (4 KB) |")
+    print(f"| all-reduce floor, 4-8 GPUs: 30-40 us | {floors[0]:.1f}-{floors[1]:.1f} us (4 KB) |")
+    for size in (1 << 27, 1 << 30):
+        nccl = collective_cost("all_reduce", size, 8, fabric).time_s
+        ring = 2 * 7 / 8 * size / line_rate + 2e-6  # the replaced model: a ring at the line rate, 2 us
+        print(f"| 8 GPUs, {_size(size)}: NCCL 40-60% faster than a plain ring at the NVLink rate | "
+              f"{(ring / nccl - 1) * 100:.0f}% faster ({nccl * 1e6:.0f} vs {ring * 1e6:.0f} us) |")
+    return 0
+
+
+def _size(size: int) -> str:
+    return f"{size >> 30} GiB" if size >= 1 << 30 else f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
 
 
 def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
