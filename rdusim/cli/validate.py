@@ -1,7 +1,8 @@
 """``rdusim validate PATH...``: check YAML documents (files or folders) without simulating.
 
 A mapping is also built against its model and hardware, so infeasible mappings (SRAM,
-degrees) are reported here too. Every problem in every file is listed; exit code 2 if any.
+degrees) are reported here too; a GPU mapping is loaded with its model and node (TP degree,
+layout, layer list, MTP). Every problem in every file is listed; exit code 2 if any.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from rdusim.cli import command_parser
 from rdusim.config.loader import load_any
-from rdusim.config.schema import MappingSpec
+from rdusim.config.schema import GpuMappingSpec, MappingSpec
 from rdusim.errors import ConfigError, RdusimError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import load_mapping
@@ -31,6 +32,10 @@ def run(args: argparse.Namespace) -> int:
             spec = load_any(path)
             if isinstance(spec, MappingSpec):
                 build_plan(load_mapping(path))
+            elif isinstance(spec, GpuMappingSpec):  # its node, model and layout rules
+                from rdusim.analysis.gpu.predict import load_gpu_mapping
+
+                load_gpu_mapping(path)
             print(f"ok    {path}")
         except RdusimError as error:
             print(f"FAIL  {path}")

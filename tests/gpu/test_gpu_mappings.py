@@ -123,6 +123,8 @@ def test_layout_rules_are_located(tmp_path: Path, capsys: pytest.CaptureFixture[
     bad.write_text(DEEPSEEK.read_text().replace("../../", f"{ROOT}/") + "layer: [rms_norm]\n")
     assert main(["simulate", str(bad)]) == 2
     assert "takes its kernels from" in capsys.readouterr().err
+    assert main(["validate", str(bad)]) == 2  # validate applies the same cross-document rules
+    assert "takes its kernels from" in capsys.readouterr().err
 
 
 def test_llama_70b_tp8_pays_its_all_reduces() -> None:
