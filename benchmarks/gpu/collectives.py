@@ -104,6 +104,8 @@ def model_table(path: str) -> int:
                 print(f"| {op} | {n} | {_size(size)} | {c.algorithm}/{c.protocol} | {c.time_s * 1e6:.1f} | "
                       f"{c.busbw / 1e9:.0f} |")
     print()
+    _e2e_predictions(node)
+    print()
     print("| figure quoted by issue 17 (independent measurement, 8 x H100) | rdusim (this model) |")
     print("|---|---|")
     floor2 = collective_cost("all_reduce", 4096, 2, fabric).time_s * 1e6
@@ -116,6 +118,28 @@ def model_table(path: str) -> int:
         print(f"| 8 GPUs, {_size(size)}: NCCL 40-60% faster than a plain ring at the NVLink rate | "
               f"{(ring / nccl - 1) * 100:.0f}% faster ({nccl * 1e6:.0f} vs {ring * 1e6:.0f} us) |")
     return 0
+
+
+def _e2e_predictions(node) -> None:
+    """The TP2 rows of the plan as rdusim predicts them (MEASURED_LAYER with an all-reduce after
+    the attention output and the FFN; the LM head split by vocabulary, its logits gather not
+    modelled)."""
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    layer = list(MEASURED_LAYER)
+    layer.insert(layer.index("o_gemm") + 1, "all_reduce")
+    layer.insert(layer.index("down_gemm") + 1, "all_reduce")
+    print("| TP2 row (Llama-3.1-8B) | predicted step (us) | of which all-reduce (us) |")
+    print("|---|---:|---:|")
+    for row in (r for r in plan() if r["kind"].startswith("e2e")):
+        phase = "decode" if row["kind"] == "e2e_decode_tp2" else "prefill"
+        seq = row["kv_len"] if phase == "decode" else row["seq_len"]
+        step = simulate_gpu_step(model, node.gpu, layer=layer, head=["embedding", "lm_head"], phase=phase,
+                                 batch=row["batch"], seq_len=seq, mode=row["mode"], tp=2)
+        print(f"| {row['name']} | {step.seconds * 1e6:.1f} | {step.kernels.get('all_reduce', 0.0) * 1e6:.1f} |")
 
 
 def _size(size: int) -> str:
