@@ -173,3 +173,15 @@ def test_compare_hw_refuses_a_gpu_mapping_of_another_model(capsys: pytest.Captur
     assert main(["compare-hw", str(ROOT / "mappings/deepseek-r1/decode.yaml"), "--hw", str(LLAMA70[0]),
                  "--seq-len", "4096"]) == 2
     assert "llama-3.1-70b" in capsys.readouterr().err
+
+
+def test_a_node_too_small_is_a_row_with_the_numbers(tmp_path: Path) -> None:
+    """DeepSeek-R1 DP8/EP8 on 8 x H100 80GB: 102.5 GB of FP8 weights per GPU do not fit; the
+    comparison row says so with the numbers instead of failing."""
+    small = tmp_path / "ds-h100.yaml"
+    small.write_text(DEEPSEEK.read_text().replace("../../", f"{ROOT}/").replace("h200-8.yaml", "h100-8.yaml"))
+    out = tmp_path / "cmp.csv"
+    assert main(["compare-hw", str(ROOT / "mappings/deepseek-r1/decode.yaml"), "--hw", str(small),
+                 "--seq-len", "8192", "--out", str(out)]) == 0
+    (row,) = csv.DictReader(out.open())
+    assert row["batch"] == "0" and "102.5 GB on each GPU" in row["note"] and "of 80 GB" in row["note"]

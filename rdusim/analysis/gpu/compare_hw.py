@@ -133,10 +133,11 @@ def _gpu_mapping_row(model: ModelSpec, path: str, seq_len: int, policy: KvPolicy
         raise ConfigError(f"{path}: model: {gmodel.name!r}, but the compared mapping runs {model.name!r}")
     if spec.phase != "decode":
         raise ConfigError(f"{path}: phase: compare-hw compares decode mappings, this one is {spec.phase}")
-    probe = simulate_gpu_mapping(spec, model, node, seq_len=seq_len, batch=1, policy=policy)
+    try:  # a mapping whose node cannot hold one sequence is a row with the reason, not an error
+        probe = simulate_gpu_mapping(spec, model, node, seq_len=seq_len, batch=1, policy=policy)
+    except ConfigError as error:
+        return _empty(node.name, policy, str(error).splitlines()[0], hardware=node.name)
     largest = min(probe.max_batch, MAX_GPU_BATCH)
-    if largest == 0:
-        return _empty(node.name, policy, f"{spec.name}: not one sequence fits", hardware=node.name)
     try:
         result = simulate_gpu_mapping(spec, model, node, seq_len=seq_len, batch=batch or largest, policy=policy)
     except ConfigError as error:
