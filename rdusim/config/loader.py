@@ -165,15 +165,24 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
 
 def _check_depth(text: str, source: str) -> None:
     """Stop at the first collection nested deeper than MAX_DEPTH (libyaml's composer recurses)."""
+    def too_deep(line: int) -> ConfigError:
+        return ConfigError(f"{source}:{line}: nested more than {MAX_DEPTH} levels deep")
+
     depth = 0
-    for event in yaml.parse(text, Loader=_LOADER):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise ConfigError(f"{source}:{event.start_mark.line + 1}: nested more than {MAX_DEPTH} "
-                                  "levels deep")
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+    try:
+        for event in yaml.parse(text, Loader=_LOADER):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise too_deep(event.start_mark.line + 1)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError as error:
+        # libyaml >= 0.2.5 has its own nesting limit, hit by the scanner (which reads ahead of
+        # the events above) on a long run of flow brackets: the same failure, so the same message
+        if "maximum nesting depth" in str(error):
+            raise too_deep(_error_line(error, text)) from None
+        raise
 
 
 def _record_lines(root: yaml.Node, lines: dict[Path_, int], source: str) -> None:
