@@ -412,6 +412,9 @@ class GpuMemorySpec(Spec):
     l2_bytes: PositiveBytes = Field(alias="l2")
     shared_per_sm_bytes: PositiveBytes = Field(alias="shared_per_sm")
     hbm_latency_s: NonNegativeSeconds = Field(alias="hbm_latency", description="one dependent DRAM round trip")
+    l2_bytes_per_s: PositiveBytesPerS | None = Field(
+        default=None, alias="l2_bandwidth",
+        description="L2 -> SM bandwidth that GEMM operand panels are read at (none: not a limit)")
 
 
 class GpuLinkSpec(Spec):
@@ -439,6 +442,12 @@ class GpuLaunchSpec(Spec):
     eager_host_s: NonNegativeSeconds = Field(alias="eager_host", description="host dispatch per eager op")
     pipeline_s: NonNegativeSeconds = Field(
         alias="pipeline", description="fixed cost of a tensor-core kernel: pipeline prologue, epilogue, grid drain")
+    gemm_pipeline_s: NonNegativeSeconds | None = Field(
+        default=None, alias="gemm_pipeline",
+        description="the same for a GEMM kernel of cuBLAS (none: pipeline)")
+    gemm_step_s: NonNegativeSeconds = Field(
+        default=0.0, alias="gemm_step",
+        description="a GEMM CTA's per main-loop step cost that its loads and math do not hide (barriers)")
 
 
 class GpuEfficiencySpec(Spec):
@@ -446,6 +455,9 @@ class GpuEfficiencySpec(Spec):
 
     hbm_stream: float = Field(gt=0.0, le=1.0, description="streaming kernels' share of HBM peak")
     gemm_tensor: float = Field(gt=0.0, le=1.0, description="a full wave of GEMM tiles' share of tensor peak")
+    gemm_stream: float | None = Field(
+        default=None, gt=0.0, le=1.0,
+        description="a GEMM's operand stream's share of HBM peak (TMA tile loads; none: hbm_stream)")
     attention_tensor: float = Field(gt=0.0, le=1.0, description="FlashAttention-2 main loop's share of tensor peak")
     mla_tensor: float = Field(gt=0.0, le=1.0, description="FlashMLA decode main loop's share of tensor peak")
 

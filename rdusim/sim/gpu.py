@@ -38,9 +38,13 @@ from rdusim.sim.trace import KernelRecord, Trace
 class _Gpu:
     def __init__(self, env: simpy.Environment, gpu: Gpu) -> None:
         self.hbm = WeightedPool(env, gpu.hbm_bytes_per_s)
+        l2 = gpu.l2_bytes_per_s
+        self.l2 = WeightedPool(env, l2) if l2 else None
         self.used = [0] * gpu.sms
         self.latency_s = gpu.hbm_latency_s
         self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla")}
+        self.gemm_derate = gpu.gemm_stream_derate
+        self.gemm_step_s = gpu.launch_s("gemm_step")
 
 
 def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: str = "graph") -> Trace:
@@ -79,7 +83,8 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
     for kernel, layer in kernels:
         yield issued.get()
         start = env.now
-        overhead = gap * kernel.launches + (gpu.launch_s("pipeline") if kernel.math in state.sm_flops else 0.0)
+        fixed = gpu.launch_s("gemm_pipeline" if kernel.math == "gemm" else "pipeline")
+        overhead = gap * kernel.launches + (fixed if kernel.math in state.sm_flops else 0.0)
         yield env.timeout(overhead)
         if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + wire bytes at its rate
             yield env.timeout(kernel.collective.time_s)
@@ -137,17 +142,27 @@ def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: li
     With one step: load, then math."""
     tiles = max(1, group.tiles)
     load = n * group.bytes / tiles
+    if math == "gemm":  # TMA tile loads of a GEMM's operands reach less of HBM than a streaming copy
+        load /= state.gemm_derate
+    l2 = n * group.l2_bytes / tiles if state.l2 is not None else 0.0
     step_s = group.flops / tiles / (state.sm_flops[math] / occupancy) if math in state.sm_flops else 0.0
     if group.bytes > 0:
         yield env.timeout(state.latency_s)
-        yield state.hbm.transfer(load, n)
+        first = [state.hbm.transfer(load, n)]
+        if l2 > 0:
+            first.append(state.l2.transfer(l2, n))
+        yield env.all_of(first)
     if tiles > 1:
         flows = [state.hbm.transfer(load * (tiles - 1), n)]
+        if l2 > 0:
+            flows.append(state.l2.transfer(l2 * (tiles - 1), n))
         if step_s > 0:
             flows.append(env.timeout(step_s * (tiles - 1)))
         yield env.all_of(flows)
     if step_s > 0:
         yield env.timeout(step_s)
+    if math == "gemm" and state.gemm_step_s > 0:  # per-step barrier cost the pipeline does not hide
+        yield env.timeout(tiles * state.gemm_step_s)
     for i, k in sms:
         state.used[i] -= k
     event, freed[0] = freed[0], env.event()
