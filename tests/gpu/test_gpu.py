@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from rdusim.analysis.gpu.predict import compare_rows, fit_calibration, fit_gemm, is_gemm_calibration, summary
+from rdusim.analysis.gpu.predict import (
+    compare_rows,
+    fit_calibration,
+    fit_gemm,
+    is_gemm_calibration,
+    summary,
+)
 from rdusim.cli import main
 from rdusim.config.loader import load_spec, model_path
 from rdusim.config.schema import GpuSpec, ModelSpec
