@@ -75,6 +75,18 @@ class Gpu:
         return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s,
                 "pipeline": launch.pipeline_s, "gemm_pipeline": gemm, "gemm_step": launch.gemm_step_s}[mode]
 
+    def host_op_s(self, op: str, *, gpu_idle: bool) -> float:
+        """Host cost of one eager PyTorch op of kind ``op`` (``HOST_OPS``): the GPU document's
+        per-op cost with the GPU idle (ahead of the host) or busy (behind), else ``eager_host``."""
+        launch = self.spec.launch
+        table = launch.eager_ops_idle if gpu_idle else launch.eager_ops
+        return launch.eager_host_s if table is None else float(table[op])
+
+    @property
+    def queue_depth(self) -> int | None:
+        """Kernels the host can queue ahead of the GPU before a launch blocks (None: no limit)."""
+        return self.spec.launch.queue_depth
+
     @property
     def fabric(self) -> Fabric:
         """The NVLink fabric NCCL's collectives run on (``rdusim.hw.collectives``)."""

@@ -23,7 +23,7 @@ out of the engine; here only the structure is decided, from the libraries' own r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rdusim.hw.collectives import CollectiveCost, collective_cost
 from rdusim.hw.gpu import Gpu
@@ -51,6 +51,7 @@ class GpuKernel:
     ctas_per_sm: int
     math: str = "none"          # "gemm", "attention", "mla", "nvlink" or "none" (which rate applies)
     launches: int = 1           # host-side ops this kernel stands for (eager dispatch)
+    host_ops: tuple[str, ...] = ()  # the eager PyTorch ops the host dispatches for it (HOST_OPS kinds)
     collective: CollectiveCost | None = None  # math "nvlink": the NCCL collective it runs
 
     @property
@@ -297,8 +298,36 @@ def layer_kernels(names: list[str], s: LayerShape, gpu: Gpu, *, phase: str) -> l
     for name in names:
         if name not in _BUILDERS:
             raise ValueError(f"unknown GPU library kernel {name!r}")
-        out += _BUILDERS[name](_Ctx(s, gpu, phase))
+        built = _BUILDERS[name](_Ctx(s, gpu, phase))
+        ops = host_ops(name, phase)
+        if built and ops:  # the host dispatches the ops, then the kernels follow
+            built[0] = replace(built[0], host_ops=ops)
+        out += built
     return out
+
+
+_ROPE_CALL = ("slice", "elementwise_neg", "slice", "cat", "elementwise_mul", "elementwise_mul", "elementwise_add")
+
+
+def host_ops(name: str, phase: str) -> tuple[str, ...]:
+    """The eager PyTorch ops (``HOST_OPS`` kinds) ``measure.py``'s Llama forward dispatches for a
+    library kernel, in order: the GEMM call and its views, the rotary embedding's slices,
+    negation, cat, products and sum, the KV append's two ``index_copy_``, the SDPA call and the
+    output's transpose and reshape (a view at decode, a copy at prefill: counted as a unary op)."""
+    return {
+        "embedding": ("embedding",),
+        "rms_norm": ("rms_norm",),
+        "qkv_gemm": ("gemm", "view", "transpose"),
+        "rope": ("slice", *_ROPE_CALL, "slice", *_ROPE_CALL, "slice"),
+        "kv_append": ("index_copy", "index_copy"),
+        "attention": ("sdpa", "transpose") + (("reshape_view",) if phase == "decode" else ()),
+        "o_gemm": (("elementwise_neg",) if phase == "prefill" else ()) + ("gemm",),
+        "residual_add": ("elementwise_add",),
+        "gate_up_gemm": ("gemm",),
+        "silu_mul": ("slice", "silu", "slice", "elementwise_mul"),
+        "down_gemm": ("gemm",),
+        "lm_head": ("slice", "rms_norm", "gemm"),
+    }.get(name, ())
 
 
 @dataclass(frozen=True)

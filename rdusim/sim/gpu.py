@@ -45,6 +45,7 @@ class _Gpu:
         self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla")}
         self.gemm_derate = gpu.gemm_stream_derate
         self.gemm_step_s = gpu.launch_s("gemm_step")
+        self.unfinished = 0  # kernels issued by the host and not yet finished on the GPU
 
 
 def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: str = "graph") -> Trace:
@@ -54,9 +55,10 @@ def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: st
         raise ValueError(f"launch mode must be graph, eager or stream, got {mode!r}")
     env = simpy.Environment()
     state = _Gpu(env, gpu)
-    issued = simpy.Store(env)
+    depth = gpu.queue_depth if mode == "eager" else None
+    issued = simpy.Store(env, capacity=depth) if depth else simpy.Store(env)
     records: list[KernelRecord] = []
-    env.process(_host(env, kernels, gpu, mode, issued))
+    env.process(_host(env, kernels, gpu, mode, issued, state))
     done = env.process(_device(env, kernels, gpu, mode, state, issued, records))
     env.run(until=done)
     return Trace(kernels=tuple(records), layers_simulated=len({layer for _, layer in kernels}),
@@ -69,11 +71,20 @@ def elapsed_s(trace: Trace) -> float:
 
 
 def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
-          issued: simpy.Store) -> Generator:
-    """Eager: the host dispatches op by op; graph and stream hand every kernel over at once."""
+          issued: simpy.Store, state: _Gpu) -> Generator:
+    """Eager: the host dispatches op by op, each op of a kernel's ``host_ops`` at its kind's host
+    cost, which depends on whether the GPU keeps up (at most the last kernel issued still runs:
+    the microbenchmark's "idle" case) or has a backlog (behind the host); a kernel without ``host_ops`` costs ``launches`` x
+    ``eager_host``. A launch blocks while ``queue_depth`` kernels wait. Graph and stream hand
+    every kernel over at once."""
     for index, (kernel, _) in enumerate(kernels):
         if mode == "eager":
-            yield env.timeout(kernel.launches * gpu.launch_s("eager"))
+            if kernel.host_ops:
+                for op in kernel.host_ops:
+                    yield env.timeout(gpu.host_op_s(op, gpu_idle=state.unfinished <= 1))
+            else:
+                yield env.timeout(kernel.launches * gpu.launch_s("eager"))
+        state.unfinished += 1
         yield issued.put(index)
 
 
@@ -90,6 +101,7 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
             yield env.timeout(kernel.collective.time_s)
         else:
             yield from _run_grid(env, kernel, state)
+        state.unfinished -= 1
         records.append(KernelRecord(
             kernel=kernel.name, layer_type=kernel.math, layer=layer, start_s=start, end_s=env.now,
             launch_sync_s=overhead, stage_busy_s={}, stage_pcus={}, pool_busy_s={},

@@ -4,6 +4,7 @@ committed H100 measurement (benchmarks/gpu/h100-20261123b.csv)."""
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from rdusim.cli import main
 from rdusim.config.loader import load_spec, model_path
 from rdusim.config.schema import GpuSpec, ModelSpec
 from rdusim.hw.gpu import Gpu, load_gpu_node
-from rdusim.mapping.gpu import CtaGroup, GpuKernel, fa2_splits, gemm, gemm_plan
+from rdusim.mapping.gpu import CtaGroup, GpuKernel, fa2_splits, gemm, gemm_plan, streaming
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -260,3 +261,70 @@ def test_a_tp_that_does_not_divide_the_node_is_located(capsys):
     line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("tp:"))
     assert main(["simulate", str(path), "--set", "tp=3"]) == 2
     assert f"decode-h100.yaml:{line}: tp: 3 does not divide the 1 GPU(s)" in capsys.readouterr().err
+
+
+def _host_gpu(behind_us: float, idle_us: float, depth: int | None = None) -> Gpu:
+    from rdusim.config.schema import HOST_OPS
+
+    spec = load_spec(H100, GpuSpec)
+    launch = spec.launch.model_copy(update={
+        "eager_ops": {op: behind_us * 1e-6 for op in HOST_OPS},
+        "eager_ops_idle": {op: idle_us * 1e-6 for op in HOST_OPS}, "queue_depth": depth})
+    return Gpu(spec.model_copy(update={"launch": launch}))
+
+
+def test_eager_host_pays_the_idle_cost_when_the_gpu_has_drained_and_the_busy_cost_behind_it() -> None:
+    """Kernels of one op each. With at most the last kernel still running the GPU keeps up (the
+    microbenchmark's idle case, 20 us an op); with a backlog it is behind (10 us). Long kernels:
+    ops 1-2 are idle-priced, op 3 finds kernel 1 running and kernel 2 queued (behind), and
+    every op hides under the kernels, so the step is the first op plus the GPU's work."""
+    g = _host_gpu(10.0, 20.0)
+    long = replace(streaming("long", 3e8, g), host_ops=("gemm",))     # ~100 us on the GPU
+    alone = elapsed_s(simulate_gpu([(long, 0)], g, mode="eager")) - 20e-6
+    t3 = elapsed_s(simulate_gpu([(long, 0)] * 3, g, mode="eager"))
+    assert t3 == pytest.approx(20e-6 + 3 * alone, rel=1e-9)
+    short = replace(streaming("short", 1e3, g, rows=1), host_ops=("view",))
+    one = elapsed_s(simulate_gpu([(short, 0)], g, mode="eager")) - 20e-6
+    assert one < 10e-6  # a tiny kernel ends before the next op is dispatched
+    t3 = elapsed_s(simulate_gpu([(short, 0)] * 3, g, mode="eager"))
+    assert t3 == pytest.approx(3 * 20e-6 + one, rel=1e-9)  # host-bound: every op finds the GPU keeping up
+
+
+def test_eager_launch_queue_blocks_the_host() -> None:
+    """With a queue of one kernel the host cannot run ahead: each launch waits until the GPU
+    takes the previous one, so the host's ops no longer all hide under the kernels; with no
+    limit they do. Either way the step is at least the GPU's work and at least the host's."""
+    long = 3e8
+    free, tight = _host_gpu(10.0, 20.0), _host_gpu(10.0, 20.0, depth=1)
+    ks = [(replace(streaming("k", long, free), host_ops=("gemm",) * 3), 0)] * 4
+    t_free = elapsed_s(simulate_gpu(ks, free, mode="eager"))
+    t_tight = elapsed_s(simulate_gpu(ks, tight, mode="eager"))
+    gpu_only = elapsed_s(simulate_gpu([(k, 0) for k, _ in ks], free, mode="graph"))
+    assert t_tight >= t_free >= gpu_only * 0.99 and t_free >= 4 * 3 * 10e-6
+
+
+def test_eager_ops_are_validated() -> None:
+    from rdusim.config.schema import GpuLaunchSpec
+
+    base = {"stream": "4 us", "graph": "0.5 us", "eager_host": "8 us", "pipeline": "7 us"}
+    with pytest.raises(ValueError, match="did you mean 'gemm'"):
+        GpuLaunchSpec.model_validate({**base, "eager_ops": {"gem": "1 us"}, "eager_ops_idle": {"gemm": "1 us"}})
+    with pytest.raises(ValueError, match="go together"):
+        GpuLaunchSpec.model_validate({**base, "eager_ops": {"gemm": "1 us"}})
+
+
+def test_llama_layer_dispatches_the_ops_of_the_measured_forward() -> None:
+    """measure.py's decode layer: 4 GEMM calls, 2 norms, 13 views/slices, 12 elementwise ops,
+    2 cats, 2 index_copy_ and one SDPA call."""
+    from collections import Counter
+
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, llama_shape
+    from rdusim.mapping.gpu import layer_kernels
+
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    s = llama_shape(model, batch=1, tokens=1, kv_len=1024)
+    ops = Counter(op for k in layer_kernels(MEASURED_LAYER, s, gpu(), phase="decode") for op in k.host_ops)
+    views = ops["view"] + ops["transpose"] + ops["slice"] + ops["reshape_view"]
+    elementwise = sum(v for k, v in ops.items() if k.startswith("elementwise") or k == "silu")
+    assert (ops["gemm"], ops["rms_norm"], views, elementwise, ops["cat"], ops["index_copy"], ops["sdpa"]) == \
+        (4, 2, 13, 12, 2, 2, 1)

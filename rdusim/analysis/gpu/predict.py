@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rdusim.config.loader import apply_overrides, load_spec, model_path, read_document, validate
-from rdusim.config.schema import GpuMappingSpec, GpuSpec, KvPolicySpec, ModelSpec
+from rdusim.config.schema import HOST_OPS, GpuMappingSpec, GpuSpec, KvPolicySpec, ModelSpec
 from rdusim.errors import ConfigError
 from rdusim.hw.gpu import Gpu, GpuNode, load_gpu_node
 from rdusim.mapping.gpu import (
@@ -471,3 +471,41 @@ def fit_gemm(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
                 if value < best_loss:
                     best, best_loss = trial, value
     return {**best, "loss": best_loss}
+
+
+# ------------------------------------------------------------------- eager host dispatch
+def host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float] | int]:
+    """The host's per-op dispatch costs (``sweep.py``'s ``dispatch`` rows, set ``host``: the GPU
+    behind and idle) and the launch-queue depth, as ``launch`` fields of a GPU document."""
+    behind, idle, depth = {}, {}, None
+    for r in rows:
+        if r["set"] != "host":
+            continue
+        if r["kind"] == "dispatch":
+            op = row_extra(r)["op"]
+            if op in HOST_OPS:
+                (behind if r["mode"] == "behind" else idle)[op] = float(r["median_us"]) * 1e-6
+        elif r["kind"] == "queue":
+            depth = _int(r, "n")
+    missing = [op for op in HOST_OPS if op not in behind or op not in idle]
+    if missing:
+        raise ValueError(f"the CSV has no dispatch rows for {', '.join(missing)}")
+    return {"eager_ops": behind, "eager_ops_idle": idle, "queue_depth": depth}
+
+
+def with_host(spec: GpuSpec, rows: Iterable[dict]) -> GpuSpec:
+    """``spec`` whose eager host is the one measured in ``rows`` (the same host as their e2e rows)."""
+    launch = spec.launch.model_copy(update=host_costs(rows))
+    return spec.model_copy(update={"launch": launch})
+
+
+def sweep_model(row: dict, base: ModelSpec) -> ModelSpec:
+    """The Llama-shaped model a ``sweep.py`` e2e row ran (its shape from the row's columns)."""
+    extra = row_extra(row)
+    att = base.attention.model_copy(update={"heads": _int(row, "q_heads"), "kv_heads": _int(row, "kv_heads"),
+                                            "head_dim": _int(row, "head_dim")})
+    ffn = base.ffn.model_copy(update={"intermediate": int(extra["ffn"])})
+    layers = int(extra["layers"])
+    ffn = ffn.model_copy(update={"first_dense_layers": layers})
+    return base.model_copy(update={"name": extra["family"], "layers": layers, "hidden": int(extra["hidden"]),
+                                   "vocab": int(extra["vocab"]), "attention": att, "ffn": ffn})
