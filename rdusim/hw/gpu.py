@@ -83,6 +83,11 @@ class Gpu:
         return launch.eager_host_s if table is None else float(table[op])
 
     @property
+    def host_ops_measured(self) -> bool:
+        """True when the GPU document gives per-op host costs (``launch.eager_ops``)."""
+        return self.spec.launch.eager_ops is not None
+
+    @property
     def queue_depth(self) -> int | None:
         """Kernels the host can queue ahead of the GPU before a launch blocks (None: no limit)."""
         return self.spec.launch.queue_depth
