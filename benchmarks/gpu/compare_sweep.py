@@ -32,7 +32,8 @@ from rdusim.hw.gpu import Gpu
 from rdusim.mapping.gpu import gemm_plan, layer_kernels
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNS = ("benchmarks/gpu/h100-20261125-sweep.csv", "benchmarks/gpu/h100-20261125b-sweep.csv")
+RUNS = ("benchmarks/gpu/h100-20261125-sweep.csv", "benchmarks/gpu/h100-20261125b-sweep.csv",
+        "benchmarks/gpu/h100-20261125c-sweep.csv")  # run 3: dispatch, in-situ and decode rows only
 
 
 def _stats(errs: list[float]) -> str:
@@ -46,6 +47,8 @@ def gemm_section(runs: list[list[dict]], gpu: Gpu) -> tuple[list[str], list[list
     out = ["| run | set | m | rows | median abs error | worst |", "|---|---|---|---:|---:|---:|"]
     compared_runs = []
     for name, rows in zip(RUNS, runs, strict=True):
+        if not any(r["kind"] == "gemm" and r["set"] != "p10" for r in rows):
+            continue
         compared = []
         for r in rows:
             if r["kind"] != "gemm" or r["set"] == "p10":
@@ -101,8 +104,9 @@ def prefill_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
 
 
 def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
-    out = ["| op (host, per call) | run 1: GPU behind (us) | run 1: GPU keeping up (us) | run 2: behind | run 2: keeping up |",
-           "|---|---:|---:|---:|---:|"]
+    out = ["| op (host, per call, us) | " + " | ".join(f"run {i}: GPU behind | run {i}: keeping up" for i in
+                                                  range(1, len(runs) + 1)) + " |",
+           "|---|" + "---:|" * (2 * len(runs))]
     costs = []
     for rows in runs:
         d = {}
@@ -113,7 +117,7 @@ def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> 
     for op in HOST_OPS:
         out.append(f"| {op} | " + " | ".join(f"{d[(op, 'behind')]:.1f} | {d[(op, 'idle')]:.1f}" for d in costs) + " |")
     depth = [r["n"] for rows in runs for r in rows if r["kind"] == "queue"]
-    out += ["", f"Launch queue: the host blocks after {' and '.join(depth)} queued kernels (runs 1 and 2).", "",
+    out += ["", f"Launch queue: the host blocks after {', '.join(depth)} queued kernels (runs 1, 2, 3).", "",
             "| run | model | batch | KV | measured eager (us) | predicted (us) | error | measured graph (us) | predicted | error | host issue measured (us) | per-op sum (us) |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     compared = []
@@ -142,7 +146,7 @@ def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> 
                        f"{c['pred'] * 1e6:.0f} | {c['err'] * 100:+.1f}% | {float(g['median_us']):.0f} | {g['pred'] * 1e6:.0f} | "
                        f"{g['err'] * 100:+.1f}% | {host[key]:.0f} | {(per_layer * model.layers + head) * 1e6:.0f} |")
     out += ["", "| decode prediction group | rows | median abs error | worst |", "|---|---:|---:|---:|"]
-    for i in (1, 2):
+    for i in range(1, len(runs) + 1):
         for mode in ("eager", "graph"):
             out.append(f"| run {i}, {mode} " + _stats([c["err"] for c in compared if c["run"] == i and c["mode"] == mode]))
     return out, compared
@@ -177,7 +181,7 @@ def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict]) ->
     _parity(ax, 1e2, 2e6, "Prefill attention 4K-128K, batch 1")
     ax = axes[2]
     for mode, color in (("graph", "C2"), ("eager", "C3")):
-        for run, marker in ((1, "o"), (2, "^")):
+        for run, marker in ((1, "o"), (2, "^"), (3, "s")):
             sel = [c for c in e2e if c["mode"] == mode and c["run"] == run]
             ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], color=color,
                        marker=marker, label=f"decode step, {mode}, run {run}", s=22)
