@@ -8,6 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rdusim.analysis.gpu.predict import (
     compare_rows,
@@ -328,3 +330,19 @@ def test_llama_layer_dispatches_the_ops_of_the_measured_forward() -> None:
     elementwise = sum(v for k, v in ops.items() if k.startswith("elementwise") or k == "silu")
     assert (ops["gemm"], ops["rms_norm"], views, elementwise, ops["cat"], ops["index_copy"], ops["sdpa"]) == \
         (4, 2, 13, 12, 2, 2, 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 8192), n=st.integers(8, 65536), k=st.integers(64, 32768))
+def test_a_predicted_gemm_never_beats_its_roofline(m: int, n: int, k: int) -> None:
+    """Any shape: the simulated GEMM (with its split-K reduction) takes at least its FLOPs at the
+    tensor peak and its unique operand bytes at the HBM peak, and the plan's grid is whole
+    tiles covering the output, split at most into one wave."""
+    g = gpu()
+    t = elapsed_s(simulate_gpu([(x, 0) for x in gemm("g", m, n, k, g)], g, mode="stream"))
+    peak = g.spec.compute.tensor_peak.bf16_flops_per_s
+    assert t >= 2.0 * m * n * k / peak
+    assert t >= 2.0 * (m * k + n * k + m * n) / g.spec.memory.hbm_bytes_per_s
+    p = gemm_plan(m, n, k, g)
+    assert p.ctas == -(-m // p.bm) * -(-n // p.bn) * p.splits
+    assert p.splits == 1 or (p.ctas <= g.sms and p.k_slice >= 256)
