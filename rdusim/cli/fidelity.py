@@ -33,9 +33,16 @@ def run(args: argparse.Namespace) -> int:
         loo = "" if math.isnan(row.leave_one_out) else f"{row.leave_one_out:+.1%}"
         err = "-" if math.isnan(row.error) else (f"{row.error * 100:+.2f} pp" if share else f"{row.error:+.1%}")
         within = "n/a" if row.role == "context" else ("yes" if row.within else "**no**")
+        if row.unit in ("rises", "falls"):  # a trend: 1 when the model's order holds
+            model = "holds" if row.model == 1.0 else "does not hold"
+            err = "-"
         lines.append(f"| {row.figure} | {row.source} | {row.published} | {model} | {err} | {row.role} | {tol} "
                      f"| {within} | {loo} |")
     bad = within_tolerance(frame)
+    misses = frame[frame["role"] == "known miss"]
+    if not misses.empty:
+        lines += ["", "known misses (outside tolerance, not gated; docs/speculative.md):"]
+        lines += [f"- {row.figure}: {row.reason}" for row in misses.itertuples()]
     lines.append("")
     lines.append(f"{len(frame)} figures; gated figures outside tolerance: {len(bad)}")
     if out is not None:

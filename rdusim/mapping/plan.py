@@ -95,6 +95,11 @@ class Plan:
     def phase(self) -> str:
         return self.mapping.phase
 
+    def every_kernel(self) -> dict[tuple[str, str], KernelPlan]:
+        """Every kernel a step runs by (layer type, name): the plan's, and a speculative draft's."""
+        plans = [self] if self.speculative is None or self.speculative.draft is None else [self, self.speculative.draft]
+        return {(k.layer_type, k.name): k for p in plans for ks in p.kernels.values() for k in ks}
+
 
 #: the prefix of a draft's layer types (``draft dense``): its kernels are rows of their own
 DRAFT_PREFIX = "draft "

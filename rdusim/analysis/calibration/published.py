@@ -69,10 +69,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("decode 128K SnapStream: tokens/s (batch 64)", "methods.md s1", 1832.0, "fitted", 0.07, "tok/s"),
     Figure("Llama-3.1-8B decode, 16 sockets, 8K, batch 1", "R1 Table IV (hardware-and-models.md A.5)",
            LLAMA_8B_DECODE_8K_TOKENS_PER_S_PER_USER, "predicted", 0.10, "tok/s/user"),
-    Figure("Llama-3.1-70B decode, 16 sockets, 8K (speculative decoding: not modelled)",
-           "R1 Table IV (A.5)", 457.0, "context", float("inf"), "tok/s/user"),
-    Figure("Llama-3.1-405B decode, 16 sockets, 8K (speculative decoding: not modelled)",
-           "R1 Table IV (A.5)", 129.0, "context", float("inf"), "tok/s/user"),
+    # Llama-3.1-70B / 405B with speculative decoding (R1 Table IV): SPECULATIVE_FIGURES in
+    # rdusim.analysis.calibration.speculative
     Figure("DeepSeek-R1 on 16 SN40L, per user (model: SnapStream, 8K prompt, batch 16)", "R5 [V] (A.5): 198 tok/s/user", 198.0, "context", float("inf"),
            "tok/s/user"),
     Figure("DeepSeek-R1 high-speed configuration, per user (model: as above)", "R7 [V] (A.5): > 250 tok/s/user", (250.0, float("inf")),
