@@ -18,6 +18,10 @@ iterations, and an iteration's loaders (its weights) start when the previous ite
 starts, as far ahead as its buffers allow, sharing HBM with it; its compute waits for the
 previous iteration's end.
 
+Speculative decoding (``rdusim.model.speculative``): one step is ``k`` steps of the draft's
+kernels, then the target's kernels verifying ``k + 1`` tokens per sequence, one after the
+other on the same sockets (each kernel ends with the node's barrier, so nothing overlaps).
+
 Fast path: identical layers start from the same drained state, so each layer type is
 simulated once and multiplied (a looped type is simulated layer by layer: each iteration
 overlaps the next); symmetric sockets run identical plans, so one socket is simulated.
@@ -121,9 +125,10 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     sockets = [_make_socket(env, plan, s, copies) for s in range(0, n_sockets, copies)]
     recorder = _Recorder(record_events)
     records: list[KernelRecord] = []
-    layers = [x for x in _layer_sequence(plan, fast) if layer_types is None or x[1] in layer_types]
+    segments = [(p, [x for x in layers if layer_types is None or x[1] in layer_types])
+                for p, layers in _segments(plan, fast)]
     in_flight = _InFlight()
-    main = env.process(_run_layers(env, plan, layers, sockets, recorder, records, in_flight, coalesce))
+    main = env.process(_run_segments(env, segments, sockets, recorder, records, in_flight, coalesce))
     try:
         env.run()
     except SimulationError as error:  # past the horizon: the hardware's numbers are the cause
@@ -133,9 +138,31 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
                               f"{in_flight.diagnosis()}; {len(records)} kernel call(s) completed before it")
     return Trace(
         kernels=tuple(records), events=tuple(recorder.events), sockets_simulated=n_sockets,
-        layers_simulated=len(layers), event_count=next(env._eid),  # SimPy's own event counter
-        layer_multiplier={layer: mult for layer, _, mult in layers},
+        layers_simulated=sum(len(layers) for _, layers in segments),
+        event_count=next(env._eid),  # SimPy's own event counter
+        layer_multiplier={layer: mult for _, layers in segments for layer, _, mult in layers},
     )
+
+
+def _segments(plan: Plan, fast: bool) -> list[tuple[Plan, list[tuple[int, str, int]]]]:
+    """What one step runs, in order: a plain step is the plan's layers; a speculative step is
+    ``k`` steps of the draft's layers, then the target's verification. A draft step's layers are
+    numbered after the target's (step i: from ``target layers + i x draft layers``)."""
+    target = _layer_sequence(plan, fast)
+    sd = plan.speculative
+    if sd is None or sd.draft is None:
+        return [(plan, target)]
+    start, width = sum(plan.layer_counts.values()), sum(sd.draft.layer_counts.values())
+    drafts = [(sd.draft, [(start + i * width + layer, t, n) for layer, t, n in _layer_sequence(sd.draft, fast)])
+              for i in range(sd.k)]
+    return [*drafts, (plan, target)]
+
+
+def _run_segments(env: simpy.Environment, segments: list[tuple[Plan, list[tuple[int, str, int]]]],
+                  sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord],
+                  in_flight: _InFlight, coalesce: bool) -> Generator:
+    for plan, layers in segments:
+        yield from _run_layers(env, plan, layers, sockets, recorder, records, in_flight, coalesce)
 
 
 def _make_socket(env: simpy.Environment, plan: Plan, index: int, copies: int) -> _Socket:
