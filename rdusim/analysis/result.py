@@ -98,8 +98,11 @@ class SimulationResult:
 
 def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None, batch: int | None = None,
              hw: str | Path | None = None, overrides: list[str] | None = None, fast: bool = True,
-             record_events: bool = True, check_capacity: bool = True) -> SimulationResult:
+             record_events: bool = True, check_capacity: bool = True, coalesce: bool = True) -> SimulationResult:
     """Simulate a mapping (a YAML path or a loaded mapping) and return the breakdown.
+
+    ``coalesce=False`` runs the reference engine (one event per work item per socket; the
+    default coalesces identical work, ``rdusim.sim.engine``), for tests and benchmarks.
 
     Raises ``MappingError`` with the numbers when the mapping does not fit: SRAM per kernel
     always, HBM per socket unless ``check_capacity=False`` (a what-if beyond capacity).
@@ -120,5 +123,5 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
         if not fit.fits:
             raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {fit.reason} "
                                "(--ignore-capacity simulates it anyway)")
-    trace = simulate_plan(plan, fast=fast, record_events=record_events)
+    trace = simulate_plan(plan, fast=fast, record_events=record_events, coalesce=coalesce)
     return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory, fit)
