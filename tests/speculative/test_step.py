@@ -116,7 +116,8 @@ def test_result_reports_accepted_tokens_over_the_step(folder):
     assert split["draft_s"] > 0 and split["verify_s"] > 0
     assert split["draft_s"] + split["verify_s"] == pytest.approx(result.total_s, rel=1e-12)
     draft_rows = result.kernels[result.kernels["layer_type"] == "draft dense"]
-    assert list(draft_rows["calls"]) == [3 * 16, 3 * 16]  # k steps x 16 layers of Llama-3.2-1B
+    # the derived draft: one fused Decoder call per layer, k steps x 16 layers of Llama-3.2-1B
+    assert list(draft_rows["kernel"]) == ["Decoder"] and list(draft_rows["calls"]) == [3 * 16]
     assert result.tokens_per_s_per_user == pytest.approx(1.875 / result.total_s)
     assert result.to_dict()["speculative"]["accepted_tokens_per_step"] == pytest.approx(1.875)
 
