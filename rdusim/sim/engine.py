@@ -11,6 +11,10 @@ write-back (bounded), and hands the chunk downstream through bounded queues. A k
 ends when every stage has drained and its writes landed; the sockets then synchronise
 and the next kernel pays its launch overhead.
 
+Data-dependent loads (``Stage.loads_follow_inputs``: routed experts picked by a router in the
+same kernel): a chunk's loads start only when its inputs arrive, so they neither run ahead
+of the router nor prefetch in a looped kernel.
+
 Kernel looping (``kernel_looping: true`` in the mapping; R3 = arXiv 2410.23668, R4 in
 ../shared/reference/hardware-and-models.md A.6): consecutive calls of the same kernel are one
 call with a pipelined outer loop. The loop pays one launch, no synchronisation between
@@ -195,24 +199,23 @@ def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, rec
         inputs = [queues[(src, stage.name)] for src in stage.inputs]
         outputs = [q for (src, _), q in queues.items() if src == stage.name]
         ready = simpy.Store(env, capacity=kernel.buffer_depth)
-        env.process(_load(env, kernel, stage, ready, socket, recorder, layer))
-        runs.append(env.process(_run_stage(env, kernel, stage, inputs, outputs, ready, go, socket, recorder, layer)))
+        arrived = simpy.Store(env) if stage.loads_follow_inputs else None
+        env.process(_load(env, kernel, stage, ready, socket, recorder, layer, arrived))
+        runs.append(env.process(_run_stage(env, kernel, stage, inputs, outputs, ready, go, socket, recorder, layer,
+                                           arrived)))
         processes[stage.name] = runs[-1]
     yield env.all_of(runs)
 
 
 def _run_stage(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs: list[simpy.Store],
                outputs: list[simpy.Store], ready: simpy.Store, go: simpy.Event, socket: _Socket,
-               recorder: _Recorder, layer: int) -> Generator:
+               recorder: _Recorder, layer: int, arrived: simpy.Store | None = None) -> Generator:
     yield go
     writes: deque[simpy.Event] = deque()
     for index, chunk in enumerate(stage.chunks):
-        arrivals = 1
-        if stage.is_barrier:  # every input chunk before the first computes, none after
-            arrivals = len(stage.chunks) if index == 0 else 0
-        for queue in inputs:
-            for _ in range(arrivals):
-                yield queue.get()
+        yield from _await_inputs(stage, index, inputs)
+        if arrived is not None:  # the chunk's inputs say what to load: its loader may start
+            yield arrived.put(index)
         for item in chunk.items:
             yield ready.get()
             if item.work > 0 and stage.rate_ops_per_s > 0:
@@ -231,9 +234,23 @@ def _run_stage(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs:
         yield env.all_of(list(writes))
 
 
+def _await_inputs(stage: Stage, index: int, inputs: list[simpy.Store]) -> Generator:
+    """Wait for chunk ``index`` from every upstream stage (a barrier: every chunk before the first)."""
+    arrivals = 1
+    if stage.is_barrier:  # every input chunk before the first computes, none after
+        arrivals = len(stage.chunks) if index == 0 else 0
+    for queue in inputs:
+        for _ in range(arrivals):
+            yield queue.get()
+
+
 def _load(env: simpy.Environment, kernel: KernelPlan, stage: Stage, ready: simpy.Store, socket: _Socket,
-          recorder: _Recorder, layer: int) -> Generator:
+          recorder: _Recorder, layer: int, arrived: simpy.Store | None = None) -> Generator:
+    """Stream the stage's items ahead of compute (bounded by ``ready``); with ``arrived``
+    (data-dependent loads), a chunk's loads start only once its inputs have arrived."""
     for chunk in stage.chunks:
+        if arrived is not None:
+            yield arrived.get()
         for item in chunk.items:
             loads = [env.process(_transfer(env, socket, tier, nbytes, kernel, f"{stage.name}:read", recorder, layer))
                      for tier, nbytes in item.loads if nbytes > 0]
