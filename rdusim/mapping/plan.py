@@ -43,6 +43,8 @@ class Stage:
     op: Op | None = None                     # None for an inserted collective
     shard: dict[str, int] = field(default_factory=dict)
     is_barrier: bool = False                 # waits for every input chunk before computing
+    loads_follow_inputs: bool = False        # which bytes to load is known only once the chunk's
+                                             # inputs arrive (routed experts picked in this kernel)
 
     @property
     def work(self) -> float:
