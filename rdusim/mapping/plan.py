@@ -110,9 +110,12 @@ DRAFT_PREFIX = "draft "
 @dataclass(frozen=True)
 class SpeculativePlan:
     """A speculative decode step: ``k`` steps of the ``draft`` plan, then the target's plan
-    verifying ``k + 1`` tokens per sequence; ``accepted`` tokens per step (the acceptance model)."""
+    verifying ``k + 1`` tokens per sequence; ``accepted`` tokens per step (the acceptance model).
+    ``self_draft``: the target's own MTP module drafts (its weights and KV cache are the target's
+    MTP layer's, counted with the target's memory, not again as a draft's)."""
 
-    draft: Plan | None          # None: the target's own MTP module drafts (its kernels in the target's plan)
+    draft: Plan | None
     k: int
     rate: float
     accepted: float
+    self_draft: bool = False

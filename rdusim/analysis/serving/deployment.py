@@ -188,7 +188,7 @@ def _decode_memory(decode_path: Path, overrides: list[str], max_context: int, ba
     free = fit.capacity_bytes - fit.weights_bytes - fit.activations_bytes - fit.reserved_bytes
     shipped = kv_bytes_per_token_layer(plan.model) * cached_layers(plan)
     sd = plan.speculative
-    if sd is not None and sd.draft is not None:  # the draft's prompt cache travels with the target's
+    if sd is not None and sd.draft is not None and not sd.self_draft:  # a draft model's prompt cache too
         shipped += kv_bytes_per_token_layer(sd.draft.model) * sd.draft.model.layers
     return {"groups": groups, "free_bytes": free, "bytes_per_token_socket": per_socket,
             "bytes_per_token": shipped,
