@@ -16,7 +16,15 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import networkx as nx
 
-from rdusim.config.schema import DTYPE_BYTES, HBM, MEMORY_TIERS, MTP_DRAFT, SRAM, MappingSpec, ModelSpec
+from rdusim.config.schema import (
+    DTYPE_BYTES,
+    HBM,
+    MEMORY_TIERS,
+    MTP_DRAFT,
+    SRAM,
+    MappingSpec,
+    ModelSpec,
+)
 from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, tensor_layout
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
