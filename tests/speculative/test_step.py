@@ -173,3 +173,33 @@ def test_bad_speculative_input_is_located(folder, change, message):
     text = str(error.value)
     assert message in text
     assert str(path) in text and "speculative" in text
+
+
+# ------------------------------------------------------------------------- the draft mapping
+def test_a_named_draft_mapping_is_used_on_the_targets_node(folder):
+    node = write_node(folder, 4)
+    draft = write_mapping(folder, "draft-1b", model="llama-3.2-1b", hardware=node, phase="decode",
+                          layers=two_kernel_layers("llama-3.2-1b", "decode"), workload={"seq_len": 64},
+                          defaults={"tp": 2, "chunk_tokens": 1, "kv_block_tokens": 128})
+    plan = build_plan(load_mapping(_mapping(folder, "named", speculative=SD | {"mapping": draft.name})))
+    kernels = plan.speculative.draft.kernels["draft dense"]
+    assert [k.name for k in kernels] == ["Attention", "FFN"]           # the named mapping's two kernels
+    q_proj = next(s for s in kernels[0].stages if s.op is not None and s.op.name == "q_proj")
+    assert q_proj.shard["heads"] == 2                                   # its own TP degree
+    assert plan.speculative.draft.kv_len == plan.kv_len                 # at the target's prompt length
+
+
+def test_a_draft_that_does_not_split_over_the_node_is_derived_at_a_smaller_tp(tmp_path):
+    """Llama-3.2-3B's 24 heads do not split 16 ways: the derived draft runs at TP8, replicated."""
+    node = write_node(tmp_path, 16)
+    path = write_mapping(tmp_path, "t16", model="llama-3.1-8b", hardware=node, phase="decode",
+                         layers=two_kernel_layers("llama-3.1-8b", "decode"), workload={"seq_len": 256},
+                         defaults={"tp": 16, "chunk_tokens": 1, "kv_block_tokens": 128})
+    data = yaml.safe_load(path.read_text())
+    data["speculative"] = SD | {"draft": "llama-3.2-3b"}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    draft = build_plan(load_mapping(path)).speculative.draft
+    assert draft.mapping.defaults.tp == 8
+    (decoder,) = draft.kernels["draft dense"]
+    attention = next(s for s in decoder.stages if s.op is not None and s.op.name == "attention")
+    assert attention.shard["heads"] == 8
