@@ -203,3 +203,15 @@ def test_a_draft_that_does_not_split_over_the_node_is_derived_at_a_smaller_tp(tm
     (decoder,) = draft.kernels["draft dense"]
     attention = next(s for s in decoder.stages if s.op is not None and s.op.name == "attention")
     assert attention.shard["heads"] == 8
+
+
+def test_each_more_draft_token_costs_a_draft_step_and_a_wider_verification(folder):
+    path = _mapping(folder, "ks", speculative=SD)
+    results = [simulate(path, overrides=[f"speculative.k={k}"], record_events=False) for k in range(5)]
+    drafts = [r.speculative_split()["draft_s"] for r in results]
+    verifies = [r.speculative_split()["verify_s"] for r in results]
+    assert drafts[0] == 0.0
+    per_step = drafts[1]
+    assert drafts == pytest.approx([k * per_step for k in range(5)], rel=1e-12)  # k identical draft steps
+    assert all(b >= a for a, b in zip(verifies, verifies[1:], strict=False))       # k + 1 queries cost more
+    assert [r.accepted_tokens_per_step for r in results] == pytest.approx([2 - 0.5**k for k in range(5)])
