@@ -104,22 +104,22 @@ def live_activation_peak(graph: nx.DiGraph, kernel_of: dict[str, int], shards: d
     used inside one kernel stay in SRAM and are not counted.
     """
     n_kernels = max(kernel_of.values()) + 1
+    last_reader: dict[str, int] = {}   # tensor -> the last kernel reading it (one pass over the graph)
+    for name in graph.nodes:
+        for tensor in {t.name for t in graph.nodes[name]["op"].reads}:
+            last_reader[tensor] = max(last_reader.get(tensor, 0), kernel_of[name])
+    if LAYER_INPUT in last_reader:     # the layer output is read by the next layer's readers of its input
+        last_reader[LAYER_OUTPUT] = n_kernels + last_reader[LAYER_INPUT]
+    else:
+        last_reader.pop(LAYER_OUTPUT, None)
     live = [0.0] * (2 * n_kernels)
     for name in graph.nodes:
         op = graph.nodes[name]["op"]
         for tensor in op.writes:
             if tensor.role != "activation":
                 continue
-            last = _last_reader(graph, kernel_of, tensor.name, n_kernels)
+            last = last_reader.get(tensor.name, 0)
             nbytes = tensor.nbytes(op.sizes, tensor_layout(tensor, shards[name]))
             for boundary in range(kernel_of[name], last):
                 live[boundary] += nbytes
     return max(live)
-
-
-def _last_reader(graph: nx.DiGraph, kernel_of: dict[str, int], tensor: str, n_kernels: int) -> int:
-    readers = [kernel_of[n] for n in graph.nodes if any(t.name == tensor for t in graph.nodes[n]["op"].reads)]
-    if tensor == LAYER_OUTPUT:
-        readers = [n_kernels + kernel_of[n] for n in graph.nodes
-                   if any(t.name == LAYER_INPUT for t in graph.nodes[n]["op"].reads)]
-    return max(readers, default=0)

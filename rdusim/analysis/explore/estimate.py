@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from rdusim.analysis.metrics import step_figures
+from rdusim.analysis.result import LayerCache
 from rdusim.config.schema import DDR, HBM
 from rdusim.errors import MappingError
 from rdusim.mapping.build import build_layer, kv_length, layer_shape
@@ -125,6 +126,7 @@ class Evaluator:
     _kernel_plans: dict[Any, KernelPlan] = field(default_factory=dict)
     _kernel_estimates: dict[Any, KernelEstimate] = field(default_factory=dict)
     _graphs: dict[Any, Any] = field(default_factory=dict)
+    simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
     reserved_bytes: float = field(init=False)
     kv_len: int = field(init=False)
 
@@ -145,10 +147,14 @@ class Evaluator:
         step = np.array([[sum(k.latency_s for k in layer.kernels) for layer in row] for row in layers]) @ counts
         return [self._row(g, row, float(s)) for g, row, s in zip(genomes, layers, step, strict=True)]
 
-    def _layer(self, genome: tuple[int, ...], layer_type: str) -> LayerEstimate:
-        base = base_layer_type(layer_type)
+    def layer_key(self, genome: tuple[int, ...], layer_type: str) -> tuple[Any, ...]:
+        """What decides a layer type's kernels in this problem: the batch and its genes."""
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
-        key = (layer_type, batch, layer_genes(self.space, base, genome))
+        return (batch, layer_genes(self.space, base_layer_type(layer_type), genome))
+
+    def _layer(self, genome: tuple[int, ...], layer_type: str) -> LayerEstimate:
+        batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
+        key = (layer_type, *self.layer_key(genome, layer_type))
         if key not in self._layers:
             self._layers[key] = self._build(genome, layer_type, batch)
         return self._layers[key]

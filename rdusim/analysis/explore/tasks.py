@@ -1,7 +1,7 @@
 """What the explorer's workers run: estimate a batch of candidates, or re-simulate one.
 
-Owns: ``Genome``, ``evaluator`` (one cached ``Evaluator`` per problem and process),
-``estimate_task``, ``simulate_task``. Imports: estimate, metrics, result (simulate), mapping.
+Owns: ``Genome``, ``evaluator`` (one cached ``Evaluator`` per problem and process, with its
+kernel plans and simulated layers), ``estimate_task``, ``simulate_task``. Imports: estimate, metrics, result (simulate), mapping.
 The functions are module-level and their arguments picklable, so worker processes and Dask
 workers run the same code as this process.
 """
@@ -33,11 +33,13 @@ def estimate_task(problem: Problem, genomes: list[Genome]) -> list[dict[str, Any
 
 
 def simulate_task(problem: Problem, genome: Genome) -> dict[str, Any]:
-    """Re-score one candidate with the discrete-event simulator."""
+    """Re-score one candidate with the discrete-event simulator; a layer type whose kernels an
+    earlier candidate of this process shared (same layer key) reuses that simulation."""
     ev = evaluator(problem)
     loaded = load_candidate(ev.seed, ev.data(genome))
+    keys = {t: ev.layer_key(genome, t) for t in ev.counts}
     try:
-        result = simulate(loaded, record_events=False)
+        result = simulate(loaded, record_events=False, layers=(ev.simulated, keys))
     except MappingError as error:
         return {"genome": genome, "sim_fits": False, "sim_reason": str(error).splitlines()[0]}
     fit = hbm_fit(result.plan, loaded)
