@@ -36,3 +36,22 @@ def test_rescores_sharing_layers_reuse_them_and_match_a_fresh_simulation() -> No
     assert compared == len(genomes) == 5
     # the neighbours change only a MoE gene: the dense layers (before the MoE ones) come from the cache
     assert ev.simulated.hits - hits >= len(genomes) - 1
+
+
+def test_one_worker_and_two_give_the_same_estimates_and_ranking() -> None:
+    """Layers built on either worker, composed in the search's process: the batch layout and the
+    worker count change nothing, bit for bit."""
+    import pandas as pd
+
+    from rdusim.analysis.execution import LocalExecutor
+    from rdusim.analysis.explore.search import explore
+
+    problem = Problem(DECODE, ("workload.seq_len=32768",), "throughput", 0.1)
+    results = []
+    for workers in (1, 2):
+        executor = LocalExecutor(workers)
+        results.append(explore(problem, budget=150, rescore=3, seed=3, executor=executor))
+        executor.close()
+    one, two = results
+    pd.testing.assert_frame_equal(one.estimates, two.estimates, check_exact=True)
+    pd.testing.assert_frame_equal(one.ranking, two.ranking, check_exact=True)
