@@ -27,12 +27,13 @@ from typing import Any
 import numpy as np
 
 from rdusim.analysis.metrics import step_figures
+from rdusim.analysis.result import LayerCache
 from rdusim.config.schema import DDR, HBM
 from rdusim.errors import ConfigError, MappingError
 from rdusim.mapping.build import build_layer, kv_length, layer_shape, speculative_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import reservations
-from rdusim.mapping.memory import memory_report, memory_usage
+from rdusim.mapping.memory import LayerMemory, layer_memory, memory_of_layers, memory_report
 from rdusim.mapping.plan import KernelPlan
 from rdusim.mapping.space import (
     Space,
@@ -110,10 +111,20 @@ class Problem:
 
 @dataclass(frozen=True)
 class LayerEstimate:
+    """One layer type of a candidate, estimated: small and picklable (a worker sends it back)."""
+
     kernels: tuple[KernelEstimate, ...]
-    plans: tuple[KernelPlan, ...]           # what the estimates were made from (memory reads them)
+    memory: LayerMemory | None              # what its kernels add to the memory accounting
     activation_peak_bytes: float
     reason: str = ""                        # why it does not build ("" if it does)
+
+    @property
+    def latency_s(self) -> float:
+        return sum(k.latency_s for k in self.kernels)
+
+
+#: a layer type of a candidate: (layer type, batch, its genes)
+LayerKey = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -140,6 +151,7 @@ class Evaluator:
     _kernel_estimates: dict[Any, KernelEstimate] = field(default_factory=dict)
     _graphs: dict[Any, Any] = field(default_factory=dict)
     _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
+    simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
     reserved_bytes: float = field(init=False)
     kv_len: int = field(init=False)
 
@@ -154,22 +166,53 @@ class Evaluator:
         return candidate_data(self.space, self.seed.document.data, genome)
 
     def estimate(self, genomes: list[tuple[int, ...]]) -> list[dict[str, Any]]:
-        """One row per genome: feasibility, step time, objective figures, HBM use."""
+        """One row per genome: feasibility, step time, objective figures, HBM use.
+
+        Layers come from the cache (built here when missing); the step times of the whole
+        batch are composed with numpy, layer type by layer type in a fixed order, so a
+        genome's figures do not depend on which batch (or worker) it came in.
+        """
         layers = [[self._layer(g, t) for t in self.counts] for g in genomes]
-        counts = np.array(list(self.counts.values()), dtype=float)
-        step = np.array([[sum(k.latency_s for k in layer.kernels) for layer in row] for row in layers]) @ counts
-        drafts = [self._draft(g) for g in genomes]
+        latency = np.array([[layer.latency_s for layer in row] for row in layers]).reshape(len(genomes), -1)
+        step = np.zeros(len(genomes))
+        for column, count in enumerate(self.counts.values()):
+            step = step + latency[:, column] * float(count)
+        drafts = [self._draft(g) for g in genomes]   # a speculative candidate's k draft steps
         return [self._row(g, row, float(s) + draft.step_s, draft)
                 for g, row, s, draft in zip(genomes, layers, step, drafts, strict=True)]
 
     def _k(self, genome: tuple[int, ...]) -> int:
+        """A speculative candidate's draft length (its target layers verify k + 1 tokens), else 0."""
         sd = speculative_genes(self.space, genome)
         return 0 if sd is None else sd[1]
 
-    def _layer(self, genome: tuple[int, ...], layer_type: str) -> LayerEstimate:
-        base = base_layer_type(layer_type)
+    def layer_key(self, genome: tuple[int, ...], layer_type: str) -> tuple[Any, ...]:
+        """What decides a layer type's kernels in this problem: the batch, the draft length k (a
+        speculative target verifies k + 1 tokens) and its genes."""
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
-        key = (layer_type, batch, self._k(genome), layer_genes(self.space, base, genome))
+        return (batch, self._k(genome), layer_genes(self.space, base_layer_type(layer_type), genome))
+
+    def missing(self, genomes: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], str]]:
+        """One (genome, layer type) per layer the cache lacks, for ``build_layers`` on workers."""
+        found: dict[LayerKey, tuple[tuple[int, ...], str]] = {}
+        for genome in genomes:
+            for layer_type in self.counts:
+                key = (layer_type, *self.layer_key(genome, layer_type))
+                if key not in self._layers and key not in found:
+                    found[key] = (genome, layer_type)
+        return list(found.values())
+
+    def build_layers(self, items: list[tuple[tuple[int, ...], str]]) -> list[tuple[LayerKey, LayerEstimate]]:
+        """Estimate these layers (a worker's share of ``missing``), keyed for ``add_layers``."""
+        return [((t, *self.layer_key(g, t)), self._layer(g, t)) for g, t in items]
+
+    def add_layers(self, built: list[tuple[LayerKey, LayerEstimate]]) -> None:
+        """Layers estimated elsewhere (workers) join this cache: every worker's builds are shared."""
+        self._layers.update(built)
+
+    def _layer(self, genome: tuple[int, ...], layer_type: str) -> LayerEstimate:
+        batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
+        key = (layer_type, *self.layer_key(genome, layer_type))
         if key not in self._layers:
             self._layers[key] = self._build(genome, layer_type, batch)
         return self._layers[key]
@@ -210,13 +253,13 @@ class Evaluator:
                                                       loaded.spec.kv_policy)
             built = build_layer(loaded, layer_type, graph=self._graphs[graph_key], cache=self._kernel_plans)
         except MappingError as error:
-            return LayerEstimate((), (), 0.0, str(error).splitlines()[0])
+            return LayerEstimate((), None, 0.0, str(error).splitlines()[0])
         estimates = []
         for kernel, key in zip(built.kernels, built.keys, strict=True):
             if key not in self._kernel_estimates:
                 self._kernel_estimates[key] = kernel_estimate(kernel, loaded)
             estimates.append(self._kernel_estimates[key])
-        return LayerEstimate(tuple(estimates), built.kernels, built.activation_peak_bytes)
+        return LayerEstimate(tuple(estimates), layer_memory(built.kernels), built.activation_peak_bytes)
 
     def _row(self, genome: tuple[int, ...], layers: list[LayerEstimate], step_s: float,
              draft: DraftEstimate) -> dict[str, Any]:
@@ -252,9 +295,9 @@ class Evaluator:
         """Per socket, by ``rdusim.mapping.memory.memory_usage`` (the simulator's accounting;
         a candidate differs from the seed only in its kernels, batch and draft), plus a
         speculative candidate's draft weights and KV cache (as ``memory_report`` adds them)."""
-        kernels = {t: layer.plans for t, layer in zip(self.counts, layers, strict=True)}
-        report = memory_usage(self.seed.spec, self.seed.model, self.counts, kernels, batch, self.kv_len,
-                              max(layer.activation_peak_bytes for layer in layers))
+        memory = {t: layer.memory for t, layer in zip(self.counts, layers, strict=True) if layer.memory is not None}
+        report = memory_of_layers(self.seed.spec, self.seed.model, self.counts, memory, batch, self.kv_len,
+                                  max(layer.activation_peak_bytes for layer in layers))
         hbm, reserved = dict(report[HBM]), self.reserved_bytes
         hbm["weights"] += draft.weights_bytes
         hbm["kv_cache"] += draft.kv_bytes
