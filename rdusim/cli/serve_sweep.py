@@ -20,6 +20,7 @@ from rdusim.analysis.serving.deployment import (
     serve_sweep,
     sustained_rates,
 )
+from rdusim.analysis.serving.workload import check_workload_size
 from rdusim.cli import command_parser
 from rdusim.cli.output import Outputs
 from rdusim.cli.serve import add_workload_arguments, slo_from, workload_spec
@@ -65,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.attainment <= 1:
         raise ConfigError(f"--attainment: expected a fraction in (0, 1], got {args.attainment:g}")
     workload = workload_spec(args)
+    for rate in rates:  # every point's size, before any deployment is loaded
+        check_workload_size(rate, duration_s=workload.duration_s, requests=workload.requests)
     slo = Slo(args.slo_ttft_s, args.slo_tpot_ms / 1e3) if None not in (args.slo_ttft_s, args.slo_tpot_ms) \
         else slo_from(args, load_deployment(paths[0]))
     first = load_deployment(paths[0])
