@@ -31,6 +31,7 @@ from rdusim.analysis.serving.workload import (
     read_trace,
 )
 from rdusim.cli import command_parser
+from rdusim.cli.options import nonnegative_int
 from rdusim.cli.output import Outputs
 from rdusim.errors import ConfigError
 
@@ -46,7 +47,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"lognormal:MEDIAN,SIGMA | fixed:N | uniform:A,B (default {DEFAULT_PROMPT})")
     group.add_argument("--output-tokens", default=DEFAULT_OUTPUT, help=f"same forms (default {DEFAULT_OUTPUT})")
     group.add_argument("--arrivals", default="poisson", help="poisson | gamma:CV (bursty when CV > 1)")
-    group.add_argument("--seed", type=int, default=0, help="workload seed (same seed, same requests)")
+    group.add_argument("--seed", type=nonnegative_int, default=0, help="workload seed (same seed, same requests)")
     slo = parser.add_argument_group("SLOs (default: the serving file's slo)")
     slo.add_argument("--slo-ttft-s", type=float, help="time to first token limit, seconds")
     slo.add_argument("--slo-tpot-ms", type=float, help="time per output token limit, milliseconds")

@@ -22,6 +22,7 @@ from rdusim.analysis.serving.deployment import (
 )
 from rdusim.analysis.serving.workload import check_workload_size
 from rdusim.cli import command_parser
+from rdusim.cli.options import positive_int
 from rdusim.cli.output import Outputs
 from rdusim.cli.serve import add_workload_arguments, slo_from, workload_spec
 from rdusim.errors import ConfigError
@@ -34,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_workload_arguments(parser)
     parser.add_argument("--attainment", type=float, default=0.9,
                         help="a rate is sustained when this fraction of requests meets both SLOs (default 0.9)")
-    parser.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    parser.add_argument("--workers", type=positive_int, help="worker processes (default: all cores)")
     parser.add_argument("--dask", metavar="ADDRESS", help="run the points on this Dask scheduler")
     parser.add_argument("--out", help="output folder (created): sweep.csv, sustained.csv")
     parser.add_argument("--plot", help="goodput-vs-rate figure (PNG)")
