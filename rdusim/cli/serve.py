@@ -29,6 +29,7 @@ from rdusim.analysis.serving.workload import (
 from rdusim.cli import command_parser
 from rdusim.cli.options import nonnegative_int
 from rdusim.cli.output import Outputs
+from rdusim.cli.progress import bar, updater
 from rdusim.errors import ConfigError
 
 DEFAULT_PROMPT = "lognormal:32768,0.5"
@@ -92,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
     if (args.rate is None) == (args.trace is None):
         raise ConfigError("give either --rate (a generated workload) or --trace FILE")
     if args.trace is not None:
-        workload = read_trace(args.trace, layout=args.trace_format, time_scale=args.time_scale)
+        with bar(None, "reading trace", "B", unit_scale=True) as reading:
+            workload = read_trace(args.trace, layout=args.trace_format, time_scale=args.time_scale,
+                                  progress=updater(reading))
     else:
         spec = workload_spec(args)
         workload = spec.at(args.rate) if args.rate is not None else None
@@ -100,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     deployment = load_deployment(args.deployment, args.overrides)
     slo = early or slo_from(args, deployment)
     check_slo_possible(deployment, workload, slo)
-    result = run_serving(deployment, workload, slo, record_events=False)
+    with bar(len(workload), "serve", "req") as served:  # requests finished or rejected
+        result = run_serving(deployment, workload, slo, record_events=False, progress=updater(served))
     text = format_summary(result.summary, result.nodes)
     if out is not None:
         import matplotlib  # noqa: PLC0415 (heavy: only when writing figures)

@@ -20,6 +20,7 @@ from rdusim.analysis.serving.workload import check_workload_size
 from rdusim.cli import command_parser
 from rdusim.cli.options import positive_int
 from rdusim.cli.output import Outputs
+from rdusim.cli.progress import ProgressExecutor, bar
 from rdusim.cli.serve import add_workload_arguments, slo_from, workload_spec
 from rdusim.errors import ConfigError
 
@@ -71,11 +72,13 @@ def run(args: argparse.Namespace) -> int:
     check_slo_possible(first, workload.at(rates[0]), slo)
     from rdusim.analysis.execution import make_executor  # noqa: PLC0415 (dask only if asked)
 
-    executor = make_executor(args.workers, args.dask)
+    tasks = bar(len(paths) * (1 + len(rates)), "serve-sweep", "task")  # loads, then (deployment, rate) points
+    executor = ProgressExecutor(make_executor(args.workers, args.dask), tasks)
     try:
         frame = serve_sweep(paths, rates, workload, slo, executor)
     finally:
         executor.close()
+        tasks.close()
     sustained = sustained_rates(frame, args.attainment)
     text = _format(frame, sustained, slo, args.attainment)
     if out is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -33,10 +34,17 @@ LLAMA = Path("mappings/llama-3.1-8b/decode.yaml")
 LLAMA_HW = Path("hw_configs/sn40l-16.yaml")
 
 
-def fidelity(root: Path) -> pd.DataFrame:
-    """One row per figure: published, model, error, role, tolerance, within, leave-one-out."""
+def fidelity(root: Path, progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """One row per figure: published, model, error, role, tolerance, within, leave-one-out
+    (``progress(done, total)`` after each of its stages of simulations)."""
     values: dict[str, float] = {}
     loo: dict[str, float] = {}
+    stages = iter(range(1, 7))
+
+    def advance() -> None:
+        if progress is not None:
+            progress(next(stages), 6)
+
     prefill = load_mapping(root / PREFILL)
     efficiency = prefill.system.socket.spec.efficiency.model_dump()
     shares = layer_shares(prefill, efficiency)
@@ -44,25 +52,31 @@ def fidelity(root: Path) -> pd.DataFrame:
         values[f"prefill 128K MoE-layer share: {kernel}"] = share
     for n in (32, 64, 128):
         values[f"SnapStream prefill overhead at {n}K"] = snapstream_overhead(prefill, n * 1024, efficiency)
+    advance()
     decode = {p: load_mapping(root / path) for p, path in DECODE.items()}
     lines = {p: _step_line(m) for p, m in decode.items()}
+    advance()
     for policy, label in (("full", "full"), ("snapstream", "SnapStream")):
         batch = DECODE_128K[policy]["max_batch"]
         values[f"decode 128K {label}: max batch"] = max_batch(root / DECODE[policy])[0]
         step0, calls, c = lines[policy]
         values[f"decode 128K {label}: tokens/s (batch {batch})"] = _tokens_per_s(decode[policy], step0 + calls * c, batch)
     loo |= _leave_one_out(decode, lines)
+    advance()
     llama = simulate(root / LLAMA, hw=root / LLAMA_HW, overrides=["defaults.tp=16"], batch=1, record_events=False)
     values["Llama-3.1-8B decode, 16 sockets, 8K, batch 1"] = _tokens_per_s(llama.plan, llama.total_s, 1)
+    advance()
     # vendor DeepSeek figures, configuration unpublished: the shipped mappings at the closest
     # stated points (per user at the smallest batch, 8K prompt; aggregate at 256 users)
     small = simulate(root / DECODE["snapstream"], seq_len=8192, batch=16, record_events=False)
     per_user = _tokens_per_s(small.plan, small.total_s, 1)  # one sequence's tokens per second
+    advance()
     values["DeepSeek-R1 on 16 SN40L, per user (model: SnapStream, 8K prompt, batch 16)"] = per_user
     values["DeepSeek-R1 high-speed configuration, per user (model: as above)"] = per_user
     wide = simulate(root / DECODE["snapstream"], seq_len=8192, batch=256, record_events=False)
     values["DeepSeek-R1 high-throughput, 256 users, aggregate (model: SnapStream, 8K, batch 256)"] = \
         _tokens_per_s(wide.plan, wide.total_s, 256)
+    advance()
     # figures no shipped model expresses (a draft model's speculative decoding) carry no value
     return pd.DataFrame([_row(f, values.get(f.name, math.nan), loo.get(f.name)) for f in FIGURES])
 
