@@ -20,6 +20,7 @@ from rdusim.analysis.serving.metrics import Slo, check_slo_possible, default_slo
 from rdusim.analysis.serving.perfetto import serving_trace
 from rdusim.analysis.serving.run import run_serving
 from rdusim.analysis.serving.workload import (
+    MAX_OUTPUT_TOKENS,
     TRACE_FORMATS,
     GeneratedWorkload,
     parse_arrivals,
@@ -55,7 +56,7 @@ def workload_spec(args: argparse.Namespace) -> GeneratedWorkload:
         raise ConfigError("give --duration or --requests, not both")
     duration = args.duration if args.requests is None else None
     return GeneratedWorkload(parse_distribution(args.prompt_tokens, "--prompt-tokens"),
-                        parse_distribution(args.output_tokens, "--output-tokens"),
+                        parse_distribution(args.output_tokens, "--output-tokens", MAX_OUTPUT_TOKENS),
                         duration_s=600.0 if duration is None and args.requests is None else duration,
                         requests=args.requests, seed=args.seed, cv=parse_arrivals(args.arrivals))
 

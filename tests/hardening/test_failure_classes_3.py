@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from rdusim.analysis.serving.workload import (
+    MAX_OUTPUT_TOKENS,
     MAX_REQUESTS,
     LengthDistribution,
     parse_distribution,
@@ -88,7 +89,7 @@ def test_3_distribution_parameters_are_checked_where_parsed(workspace, text, fra
     assert_input_error(run_cli("serve", SERVE, "--rate", "1", "--requests", "10", "--prompt-tokens", text, *SLO),
                        "--prompt-tokens: ", fragment)
     assert_input_error(run_cli("serve-sweep", SERVE, "--rate", "1", "--requests", "10", "--output-tokens", text,
-                               *SLO), "--output-tokens: ", fragment)
+                               *SLO), "--output-tokens: ", fragment.replace(str(MAX_TOKENS), str(MAX_OUTPUT_TOKENS)))
 
 
 def test_3_samples_never_overflow():
@@ -106,6 +107,9 @@ def test_3_trace_token_counts_are_bounded(workspace):
     trace.write_text(PLAIN + "0,10,5\n1,99999999999999999999999,5\n")
     assert_input_error(run_cli("serve", SERVE, "--trace", trace, *SLO),
                        f"{trace}:3:2: prompt_tokens: expected a whole number of tokens in [1, {MAX_TOKENS}]")
+    trace.write_text(PLAIN + "0,10,5\n1,10,16777216\n")  # an output whose decode steps would run for hours
+    assert_input_error(run_cli("serve", SERVE, "--trace", trace, *SLO),
+                       f"{trace}:3:3: output_tokens: expected a whole number of tokens in [0, {MAX_OUTPUT_TOKENS}]")
     trace.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1' + "0" * 5000 + "}\n")
     assert_input_error(run_cli("serve", SERVE, "--trace", trace, *SLO), f"{trace}:1:")
 

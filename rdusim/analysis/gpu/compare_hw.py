@@ -93,7 +93,7 @@ def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch
 
 def _gpu_row(spec: MappingSpec, model: ModelSpec, hw: str, seq_len: int, policy: KvPolicySpec,
              batch: int | None) -> dict:
-    node = load_gpu_node(hw)
+    node = load_gpu_node(hw, "--hw")
     if model.attention.kind == "mla" and model.ffn.moe is not None:
         return _mla_row(model, node, seq_len, policy, batch)
     if model.attention.kind != "gqa" or model.ffn.moe is not None:

@@ -440,7 +440,8 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
         return document.where(key)
 
     model = load_spec(model_path(spec.model, path.parent, where=f"{where('model')}: model"), ModelSpec)
-    node = load_gpu_node(hw if hw is not None else (path.parent / spec.hardware).resolve())
+    node = load_gpu_node(hw, "--hw") if hw is not None else \
+        load_gpu_node((path.parent / spec.hardware).resolve(), f"{where('hardware')}: hardware")
 
     # every rule that spans the mapping, its model and its node is checked here, where the
     # document's lines are known, and located at the key that the rule is about

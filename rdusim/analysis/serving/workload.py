@@ -44,6 +44,10 @@ from rdusim.errors import ConfigError
 from rdusim.units import format_bytes
 
 # ------------------------------------------------------------------------ input limits
+#: the longest output of one request, in tokens: its decode steps run one after another
+#: (~20,000 engine steps/s, benchmarks/serve_speed.py), so it bounds a run's length; 2^20 is
+#: far beyond the generation limits of published models (tens of thousands of tokens)
+MAX_OUTPUT_TOKENS = 2**20
 #: the most requests one run simulates (generated or replayed): about 5 minutes of the
 #: request engine (benchmarks/serve_speed.py: ~20,000 requests/s) and a few GiB of memory
 MAX_REQUESTS = 5_000_000
@@ -87,6 +91,7 @@ class LengthDistribution:
 
     kind: str
     params: tuple[float, ...]
+    maximum: int = MAX_TOKENS      # the longest length drawn (the lognormal tail is cut there)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.kind == "fixed":
@@ -95,9 +100,9 @@ class LengthDistribution:
             return rng.integers(int(self.params[0]), int(self.params[1]), n, endpoint=True, dtype=np.int64)
         median, sigma = self.params
         draws = rng.lognormal(math.log(median), sigma, n)
-        # the tail beyond MAX_TOKENS is cut there (such a request is then refused by the
+        # the tail beyond the maximum is cut there (a prompt that long is then refused by the
         # deployment's max_context, with its reason), never converted past int64
-        return np.clip(np.rint(draws), 1, MAX_TOKENS).astype(np.int64)
+        return np.clip(np.rint(draws), 1, self.maximum).astype(np.int64)
 
     def __str__(self) -> str:
         return f"{self.kind}:{','.join(f'{p:g}' for p in self.params)}"
@@ -106,12 +111,14 @@ class LengthDistribution:
 _ARITY = {"fixed": 1, "uniform": 2, "lognormal": 2}
 
 
-def parse_distribution(text: str, option: str) -> LengthDistribution:
+def parse_distribution(text: str, option: str, maximum: int = MAX_TOKENS) -> LengthDistribution:
     """Parse ``KIND:P1[,P2]``; ``option`` names the flag in error messages.
 
     Every parameter is checked against its range here: token counts are whole numbers in
-    [1, MAX_TOKENS], a lognormal's SIGMA in [0, MAX_SIGMA].
+    [1, ``maximum``] (MAX_TOKENS for prompts, MAX_OUTPUT_TOKENS for outputs), a lognormal's
+    SIGMA in [0, MAX_SIGMA].
     """
+    limit = "MAX_OUTPUT_TOKENS" if maximum == MAX_OUTPUT_TOKENS else "MAX_TOKENS"
     forms = "lognormal:MEDIAN,SIGMA, fixed:N or uniform:A,B"
     kind, sep, rest = text.strip().partition(":")
     kind = kind.strip()
@@ -128,14 +135,14 @@ def parse_distribution(text: str, option: str) -> LengthDistribution:
     tokens = {"fixed": params, "uniform": params, "lognormal": params[:1]}[kind]
     whole = kind != "lognormal"
     for value in tokens:
-        if not (1 <= value <= MAX_TOKENS) or (whole and value != int(value)):
+        if not (1 <= value <= maximum) or (whole and value != int(value)):
             raise ConfigError(f"{option}: {text!r}: a token count must be {'a whole number ' if whole else ''}"
-                              f"in [1, {MAX_TOKENS}] (MAX_TOKENS), got {value:g}")
+                              f"in [1, {maximum}] ({limit}), got {value:g}")
     if kind == "uniform" and params[0] > params[1]:
         raise ConfigError(f"{option}: uniform:A,B needs A <= B, got {text!r}")
     if kind == "lognormal" and not 0 <= params[1] <= MAX_SIGMA:
         raise ConfigError(f"{option}: lognormal:MEDIAN,SIGMA needs SIGMA in [0, {MAX_SIGMA:g}], got {params[1]:g}")
-    return LengthDistribution(kind, params)
+    return LengthDistribution(kind, params, maximum)
 
 
 def parse_arrivals(text: str) -> float:
@@ -231,7 +238,7 @@ def read_trace(path: str | Path, *, layout: str = "auto", time_scale: float = 1.
     path = Path(path)
     if not text.strip():
         raise ConfigError(f"{path}:1: an empty trace; expected a CSV header or JSON lines")
-    first = next(line for line in io.StringIO(text) if line.strip())
+    first = next(line for line in io.StringIO(text, newline="") if line.strip())
     is_json = first.lstrip().startswith("{")
     if layout == "auto":
         layout = _detect(path, text, first, is_json)
@@ -249,7 +256,7 @@ def read_trace(path: str | Path, *, layout: str = "auto", time_scale: float = 1.
 
 
 def _detect(path: Path, text: str, first: str, is_json: bool) -> str:
-    line = text[: text.index(first)].count("\n") + 1
+    line = len(io.StringIO(text[: text.index(first)], newline="").readlines()) + 1
     if is_json:
         try:
             keys = json.loads(first)
@@ -330,7 +337,8 @@ def _csv_rows(text: str, rows: _Rows) -> None:
             raw = row[index[arrival_col]].strip()
             arrival = _timestamp(raw, where) if unit == 0.0 else _number(raw, where, arrival_col) * unit
             prompt = _tokens(row[index[prompt_col]], f"{path}:{line}:{index[prompt_col] + 1}", prompt_col, 1)
-            output = _tokens(row[index[output_col]], f"{path}:{line}:{index[output_col] + 1}", output_col, 0)
+            output = _tokens(row[index[output_col]], f"{path}:{line}:{index[output_col] + 1}", output_col, 0,
+                             MAX_OUTPUT_TOKENS)
             if output == 0:
                 if layout == "burstgpt":
                     rows.skipped += 1    # BurstGPT logs failed requests with 0 response tokens
@@ -348,7 +356,7 @@ def _json_rows(text: str, rows: _Rows) -> None:
     if unit == 0.0:
         raise ConfigError(f"{path}: the {layout} layout is CSV, not JSONL")
     position = 0
-    for line_no, line in enumerate(io.StringIO(text), 1):
+    for line_no, line in enumerate(io.StringIO(text, newline=""), 1):  # \n, \r\n or \r
         position += len(line)
         if not line.strip():
             continue
@@ -367,7 +375,8 @@ def _json_rows(text: str, rows: _Rows) -> None:
             values.append(record[key])
         arrival = _number(values[0], f"{path}:{line_no}:{_json_column(line, arrival_col)}", arrival_col) * unit
         prompt = _tokens(values[1], f"{path}:{line_no}:{_json_column(line, prompt_col)}", prompt_col, 1)
-        output = _tokens(values[2], f"{path}:{line_no}:{_json_column(line, output_col)}", output_col, 1)
+        output = _tokens(values[2], f"{path}:{line_no}:{_json_column(line, output_col)}", output_col, 1,
+                         MAX_OUTPUT_TOKENS)
         rows.add(line_no, arrival, prompt, output, position)
 
 
@@ -385,14 +394,14 @@ def _number(raw: object, where: str, column: str) -> float:
     return value
 
 
-def _tokens(raw: object, where: str, column: str, minimum: int) -> int:
+def _tokens(raw: object, where: str, column: str, minimum: int, maximum: int = MAX_TOKENS) -> int:
     text = raw.strip() if isinstance(raw, str) else raw
     try:
         value = int(text) if not isinstance(text, (bool, float)) else int("x")
     except (TypeError, ValueError):
         value = -1
-    if not minimum <= value <= MAX_TOKENS:
-        raise ConfigError(f"{where}: {column}: expected a whole number of tokens in [{minimum}, {MAX_TOKENS}], "
+    if not minimum <= value <= maximum:
+        raise ConfigError(f"{where}: {column}: expected a whole number of tokens in [{minimum}, {maximum}], "
                           f"got {_shown(raw)}")
     return value
 
