@@ -45,11 +45,13 @@ from rdusim.units import format_bytes
 
 # ------------------------------------------------------------------------ input limits
 #: the longest output of one request, in tokens: its decode steps run one after another
-#: (~20,000 engine steps/s, benchmarks/serve_speed.py), so it bounds a run's length; 2^20 is
-#: far beyond the generation limits of published models (tens of thousands of tokens)
+#: (the engine runs ~30,000 decode steps/s: 891,844 in 30.4 s, benchmarks/RESULTS.md,
+#: Serving), so it bounds a run's length to under a minute; 2^20 is far beyond the
+#: generation limits of published models (tens of thousands of tokens)
 MAX_OUTPUT_TOKENS = 2**20
-#: the most requests one run simulates (generated or replayed): about 5 minutes of the
-#: request engine (benchmarks/serve_speed.py: ~20,000 requests/s) and a few GiB of memory
+#: the most requests one run simulates (generated or replayed): ~25 minutes of the request
+#: engine at its benchmarked 3,300 requests/s (benchmarks/RESULTS.md, Serving) and ~5 GiB
+#: of memory (BYTES_PER_REQUEST); a trace of a few million rows still replays
 MAX_REQUESTS = 5_000_000
 #: memory one request costs end to end (its workload row, the engine's per-request arrays,
 #: the request frame and its CSV): measured with `rdusim serve` at 20,000 and 80,000
@@ -57,11 +59,11 @@ MAX_REQUESTS = 5_000_000
 BYTES_PER_REQUEST = 1024
 #: the largest trace file read: ~5M rows of the Azure layout (~60 bytes a row) with room
 MAX_TRACE_BYTES = 512 * 2**20
-#: widest lognormal spread: SIGMA = 10 puts the 99th percentile 10^10 times the median;
-#: published length distributions have SIGMA around 0.5-1.5
+#: widest lognormal spread: SIGMA = 10 puts the 99th percentile 10^10 times the median
+#: (the serve defaults use 0.5 and 0.6)
 MAX_SIGMA = 10.0
-#: the burstiest arrivals (``gamma:CV``): CV = 10 is far past measured production traces
-#: (CV 1-4); the number of gaps drawn grows with CV
+#: the burstiest arrivals (``gamma:CV``): at CV = 10 most gaps are near zero and a few are
+#: huge; the number of gaps drawn up front grows with CV
 MAX_CV = 10.0
 #: ``--time-scale`` range: a million times faster or slower than the trace
 TIME_SCALE_RANGE = (1e-6, 1e6)
