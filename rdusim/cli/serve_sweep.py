@@ -18,7 +18,7 @@ from rdusim.analysis.serving.metrics import Slo, check_slo_possible
 from rdusim.analysis.serving.sweep import serve_sweep, sustained_rates
 from rdusim.analysis.serving.workload import check_workload_size
 from rdusim.cli import command_parser
-from rdusim.cli.options import positive_int
+from rdusim.cli.options import MAX_LIST_ITEMS, comma_list, positive_int
 from rdusim.cli.output import Outputs
 from rdusim.cli.progress import ProgressExecutor, bar
 from rdusim.cli.serve import add_workload_arguments, slo_from, workload_spec
@@ -40,12 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _rates(text: str) -> list[float]:
-    try:
-        rates = [float(r) for r in text.split(",") if r.strip()]
-    except ValueError:
-        raise ConfigError(f"--rate: expected comma-separated numbers, got {text!r}") from None
-    if not rates:
-        raise ConfigError("--rate: no rates given")
+    rates = comma_list("--rate", text, float, "comma-separated requests per second, e.g. 0.1,0.2,0.5")
     for rate in rates:
         if not rate > 0 or rate == float("inf"):
             raise ConfigError(f"--rate: every rate must be a positive number of requests per second, got {rate:g}")
@@ -56,13 +51,16 @@ def run(args: argparse.Namespace) -> int:
     outputs = Outputs()
     out = outputs.folder("--out", args.out)
     plot = outputs.file("--plot", args.plot)
-    paths = [p.strip() for p in args.deployments.split(",") if p.strip()]
+    paths = comma_list("DEPLOYMENTS", args.deployments, str, "comma-separated serving YAMLs")
     for path in paths:
         if not Path(path).is_file():
             raise ConfigError(f"{path}: file not found")
     rates = _rates(args.rate)
     if not 0 < args.attainment <= 1:
         raise ConfigError(f"--attainment: expected a fraction in (0, 1], got {args.attainment:g}")
+    if len(paths) * len(rates) > MAX_LIST_ITEMS:
+        raise ConfigError(f"DEPLOYMENTS x --rate: {len(paths)} x {len(rates)} = {len(paths) * len(rates)} serving "
+                          f"runs; at most {MAX_LIST_ITEMS}: split the sweep")
     workload = workload_spec(args)
     for rate in rates:  # every point's size, before any deployment is loaded
         check_workload_size(rate, duration_s=workload.duration_s, requests=workload.requests)

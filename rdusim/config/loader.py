@@ -461,6 +461,12 @@ def model_path(name_or_path: str, relative_to: Path | None = None, where: str = 
                       "(or a path ending in .yaml)")
 
 
+def yaml_value(value: Any) -> str:
+    """``value`` as YAML text for an override's right-hand side (``1e300`` is ``1.0e+300``:
+    Python's ``1e+300`` would read back as text)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
+
+
 def dump_document(data: Any) -> str:
     """YAML text of raw document data, keys in the order given (the inverse of reading)."""
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)

@@ -229,3 +229,23 @@ def test_7_any_document_of_another_kind_is_one_line(workspace, argv, expected, g
 def test_serving_sizes_are_bounded_at_their_key(workspace, override, key):
     assert_input_error(run_cli("serve", SERVE, "--rate", "1", "--requests", "10", "--set", override, *SLO),
                        f"{SERVE} (--set {override!r}): {key}: ")
+
+
+# ---------------------------------------------------------------- sweep grids: comma lists and their product
+def test_sweep_grids_are_bounded(workspace):
+    many = ",".join(str(r) for r in range(1, 1502))
+    assert_input_error(run_cli("serve-sweep", SERVE, "--rate", many, "--requests", "5", *SLO),
+                       "--rate: 1501 values; at most 1000")
+    assert_input_error(run_cli("serve-sweep", ",".join([SERVE] * 40), "--rate", ",".join(["1"] * 30), "--requests",
+                               "5", *SLO), "DEPLOYMENTS x --rate: 40 x 30 = 1200 serving runs; at most 1000")
+    assert_input_error(run_cli("sweep", "mappings/llama-3.1-8b/decode.yaml", "--seq-len", many),
+                       "--seq-len: 1501 values; at most 1000")
+    assert_input_error(run_cli("serve-sweep", SERVE, "--rate", "1,nope", "--requests", "5", *SLO),
+                       "--rate: expected comma-separated requests per second")
+
+
+def test_compare_hw_overrides_name_their_option(workspace):
+    result = run_cli("compare-hw", "mappings/llama-3.1-8b/decode.yaml", "--hw", "hw_configs/sn40l-16.yaml",
+                     "--seq-len", "8192", "--policy", "snapstream", "--compression", "1e300")
+    assert result.code == 0, result.err  # 1e300 reaches the mapping as a number: the row says why it is empty
+    assert "(compression 1e+300)" in result.out

@@ -25,7 +25,14 @@ from rdusim.analysis.gpu.predict import (
     simulate_mla_step,
 )
 from rdusim.analysis.metrics import step_figures
-from rdusim.config.loader import load_any, load_spec, model_path, read_document
+from rdusim.config.loader import (
+    Override,
+    load_any,
+    load_spec,
+    model_path,
+    read_document,
+    yaml_value,
+)
 from rdusim.config.schema import (
     HBM,
     GpuMappingSpec,
@@ -69,11 +76,15 @@ def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch
     from rdusim.analysis.result import simulate
     from rdusim.mapping.capacity import max_batch
 
-    overrides = [f"kv_policy.name={policy.name}", f"kv_policy.compression={policy.compression}"]
+    # each override labelled with the option that asked for it, so a message names that option
+    compression = yaml_value(float(policy.compression))
+    overrides: list[Override] = [(f"--policy {policy.name}", f"kv_policy.name={policy.name}"),
+                                 (f"--compression {policy.compression:g}", f"kv_policy.compression={compression}")]
     admitted = load_spec(mapping, MappingSpec).deployment.max_prompt
     if admitted is not None and admitted < seq_len:  # the compared deployment admits the compared prompt
-        overrides.append(f"deployment.max_prompt={seq_len}")
-    sized = overrides + [f"hardware={Path(hw).resolve()}", f"workload.seq_len={seq_len}"]
+        overrides.append((f"--seq-len {seq_len}", f"deployment.max_prompt={seq_len}"))
+    sized = overrides + [(f"--hw {hw}", f"hardware={Path(hw).resolve()}"),
+                         (f"--seq-len {seq_len}", f"workload.seq_len={seq_len}")]
     largest, reason = max_batch(mapping, overrides=sized)
     use = batch or largest
     if use == 0:
