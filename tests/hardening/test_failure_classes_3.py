@@ -130,6 +130,17 @@ def test_4_absurd_gpu_sizes_are_refused_at_load(workspace, document, old, new, k
     assert_input_error(run_cli("validate", document), f"{document}:{line}: {key}")
 
 
+@pytest.mark.parametrize(("old", "new"), [('"3.35 TB/s"', '"1e-300 B/s"'), ('"989.4 TFLOP/s"', '"1e-300 FLOP/s"'),
+                                          ('"0.352 us"', '"1e300 s"')])
+def test_4_absurd_gpu_rates_stop_at_the_horizon(workspace, old, new):
+    """The GPU engine's events go through the same horizon as the SN40L engine's: an exit 2
+    naming the GPU document, not minutes of events at float precision's limit."""
+    path = workspace / "hw_configs/h100.yaml"
+    path.write_text(path.read_text().replace(old, new))
+    result = run_cli("simulate", "mappings/llama-3.1-8b/decode-h100.yaml", "--format", "json")
+    assert_input_error(result, f"{path}: an event would end at t=", "past the simulator's horizon")
+
+
 def test_4_a_gpu_prompt_past_every_context_is_refused(workspace):
     assert_input_error(run_cli("simulate", "mappings/llama-3.1-8b/prefill-h100.yaml", "--seq-len", "100000000"),
                        "prefill-h100.yaml (--seq-len 100000000): workload.seq_len: 100000000 tokens exceed "

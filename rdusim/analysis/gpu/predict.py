@@ -26,7 +26,7 @@ from rdusim.config.loader import (
     validate,
 )
 from rdusim.config.schema import MAX_TOKENS, GpuMappingSpec, GpuSpec, KvPolicySpec, ModelSpec
-from rdusim.errors import ConfigError
+from rdusim.errors import ConfigError, SimulationError
 from rdusim.hw.gpu import Gpu, GpuNode, load_gpu_node
 from rdusim.mapping.gpu import (
     GpuKernel,
@@ -350,7 +350,18 @@ def kv_bytes_per_token(model: ModelSpec) -> float:
 def simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, *, seq_len: int | None = None,
                          batch: int | None = None, policy: KvPolicySpec | None = None,
                          mode: str | None = None) -> GpuResult:
-    """Simulate a ``gpu_mapping`` on a GPU node: one replica of ``tp`` GPUs, the others copies."""
+    """Simulate a ``gpu_mapping`` on a GPU node: one replica of ``tp`` GPUs, the others copies.
+
+    A rate so small (or a latency so large) that the engine passes its horizon is reported
+    against the GPU document that gave it."""
+    try:
+        return _simulate_gpu_mapping(spec, model, node, seq_len=seq_len, batch=batch, policy=policy, mode=mode)
+    except SimulationError as error:
+        raise SimulationError(f"{node.source or node.name}: {error}") from None
+
+
+def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, *, seq_len: int | None,
+                          batch: int | None, policy: KvPolicySpec | None, mode: str | None) -> GpuResult:
     seq_len = seq_len or spec.workload.seq_len
     batch = batch or spec.workload.batch
     policy = policy or spec.kv_policy
