@@ -9,13 +9,12 @@ import argparse
 import os
 import sys
 
-from tqdm import tqdm
-
 from rdusim.analysis.execution import make_executor
 from rdusim.analysis.sweep import sweep
 from rdusim.cli import command_parser
 from rdusim.cli.options import finite_float, policy_list, positive_int, positive_ints
 from rdusim.cli.output import Outputs
+from rdusim.cli.progress import bar, updater
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -41,19 +40,15 @@ def run(args: argparse.Namespace) -> int:
     seq_lens = positive_ints("--seq-len", args.seq_len)
     policies = policy_list("--policy", args.policy)
     batches = "auto" if args.batch == "auto" else positive_ints("--batch", args.batch)
-    bar = tqdm(total=len(seq_lens) * len(policies), desc="sweep", unit="config", file=sys.stderr,
-               disable=not sys.stderr.isatty())
-
-    def progress(done: int, total: int) -> None:
-        bar.update(done - bar.n)
+    configs = bar(len(seq_lens) * len(policies), "sweep", "config")
 
     executor = make_executor(min(args.workers or os.cpu_count() or 1, len(seq_lens) * len(policies)), args.dask)
     try:
         frame = sweep(args.mapping, seq_lens, policies, batches, compression=args.compression,
-                      executor=executor, progress=progress)
+                      executor=executor, progress=updater(configs))
     finally:
         executor.close()
-        bar.close()
+        configs.close()
     if plot is not None:
         from rdusim.analysis.plots import sweep_figure_png  # noqa: PLC0415 (matplotlib only when plotting)
 

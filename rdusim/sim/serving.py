@@ -206,11 +206,15 @@ class _Node:
 
 class _Engine:
     def __init__(self, model: ServingModel, arrival_s: np.ndarray, prompt: np.ndarray, output: np.ndarray,
-                 record_events: bool, coalesce: bool = True) -> None:
+                 record_events: bool, coalesce: bool = True,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.m = model
         self.coalesce = coalesce
+        self.progress = progress
+        self.settled = 0                                 # requests finished or rejected
         self.env = simpy.Environment()
         n = len(arrival_s)
+        self.progress_every = max(1, n // 1000)
         self.arrival = np.asarray(arrival_s, dtype=float)
         self.prompt = np.asarray(prompt, dtype=np.int64)
         self.output = np.asarray(output, dtype=np.int64)
@@ -278,6 +282,7 @@ class _Engine:
         if reason:
             self.reasons[request] = reason
             self.log("reject", request, "")
+            self.settle()
             return
         pool = self.decode if self.m.layout == "colocated" else self.prefill
         now = self.env.now
@@ -362,6 +367,13 @@ class _Engine:
     def finish(self, request: int, node: _Node) -> None:
         self.r["finish_s"][request] = self.env.now
         self.log("finish", request, node.name)
+        self.settle()
+
+    def settle(self) -> None:
+        """One more request done or rejected: report progress every 0.1% of them."""
+        self.settled += 1
+        if self.progress is not None and (self.settled % self.progress_every == 0 or self.settled == len(self.arrival)):
+            self.progress(self.settled, len(self.arrival))
 
     # ---------------------------------------------------------------- decode nodes
     def admit(self, node: _Node) -> None:
@@ -606,8 +618,11 @@ class _Engine:
 
 
 def simulate_serving(model: ServingModel, arrival_s: np.ndarray, prompt_tokens: np.ndarray,
-                     output_tokens: np.ndarray, *, record_events: bool = False, coalesce: bool = True) -> ServingRun:
+                     output_tokens: np.ndarray, *, record_events: bool = False, coalesce: bool = True,
+                     progress: Callable[[int, int], None] | None = None) -> ServingRun:
     """Run every request through the deployment; request ``i`` is row ``i`` of the result.
+
+    ``progress(settled, total)`` is called as requests finish or are rejected (every 0.1%).
 
     Deterministic: no random numbers are drawn here (the workload carries the seed), and
     ties are broken by node index and arrival order. ``coalesce=False`` runs a disaggregated
@@ -616,4 +631,4 @@ def simulate_serving(model: ServingModel, arrival_s: np.ndarray, prompt_tokens: 
     """
     if not (len(arrival_s) == len(prompt_tokens) == len(output_tokens)):
         raise ValueError("arrival_s, prompt_tokens and output_tokens must have the same length")
-    return _Engine(model, arrival_s, prompt_tokens, output_tokens, record_events, coalesce).run()
+    return _Engine(model, arrival_s, prompt_tokens, output_tokens, record_events, coalesce, progress).run()
