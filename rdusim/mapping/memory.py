@@ -17,7 +17,15 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from rdusim.config.schema import DTYPE_BYTES, HBM, MEMORY_TIERS, SRAM, MappingSpec, ModelSpec
+from rdusim.config.schema import (
+    DTYPE_BYTES,
+    HBM,
+    MEMORY_TIERS,
+    MTP_DRAFT,
+    SRAM,
+    MappingSpec,
+    ModelSpec,
+)
 from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, tensor_layout
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
@@ -33,7 +41,7 @@ def memory_report(plan: Plan) -> dict[str, dict[str, float]]:
     report = memory_usage(plan.mapping, plan.model, plan.layer_counts, plan.kernels, plan.batch, plan.kv_len,
                           max(plan.activation_peak_bytes.values(), default=0.0))
     sd = plan.speculative
-    if sd is not None and sd.draft is not None:
+    if sd is not None and sd.draft is not None and not sd.self_draft:
         draft = memory_report(sd.draft)
         for tier in MEMORY_TIERS:
             for use in ("weights", "kv_cache"):
@@ -115,8 +123,11 @@ def cached_layers(plan: Plan) -> int:
 
 def mtp_layers(model: ModelSpec, mapping: MappingSpec) -> int:
     """Multi-token-prediction layers in use: the model's, when the workload accepts more than
-    one token per step (hardware-and-models.md B.3: "MTP layer KV (if MTP is used): +1 layer")."""
-    return model.mtp_layers if mapping.workload.accepted_tokens_per_step > 1 else 0
+    one token per step, or when the MTP module drafts for speculative decoding (``speculative:
+    {draft: mtp}``, k > 0) (hardware-and-models.md B.3: "MTP layer KV (if MTP is used): +1 layer")."""
+    sd = mapping.speculative
+    drafting = sd is not None and sd.draft == MTP_DRAFT and sd.k > 0
+    return model.mtp_layers if mapping.workload.accepted_tokens_per_step > 1 or drafting else 0
 
 
 def head_weight_bytes(model: ModelSpec) -> float:

@@ -31,6 +31,7 @@ from rdusim.analysis.calibration.published import (
     FIGURES,
     Figure,
 )
+from rdusim.analysis.calibration.speculative import speculative_figures
 from rdusim.analysis.metrics import step_figures
 from rdusim.analysis.result import simulate
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
@@ -127,7 +128,7 @@ def _deepseek_vendor(root: Path) -> dict[str, float | Modelled]:
 
 #: every group of figures, in the order of ``FIGURES`` (a figure no group computes has no
 #: value: only a known miss may be left so)
-GROUPS: tuple[Group, ...] = (_research_prefill, _research_decode, _llama, _deepseek_vendor)
+GROUPS: tuple[Group, ...] = (_research_prefill, _research_decode, _llama, _deepseek_vendor, speculative_figures)
 
 
 def _step_line(loaded: LoadedMapping) -> tuple[float, int, float]:
