@@ -241,6 +241,8 @@ class Run:
     kept: list[Tensor]  # per layer (Hkv, n) int64 ascending: prompt tokens of the first step
     first_logits: Tensor  # (V,) logits of the first decode step
     tokens: list[int]  # the greedy tokens (the first from the prefill)
+    step_logits: list[Tensor] = field(default_factory=list)  # (V,) of every decode step
+    held_end: list[Tensor] = field(default_factory=list)  # per layer (Hkv, n): last step's keys
     qkv: list[tuple[Tensor, Tensor, Tensor]] = field(default_factory=list)  # captured (HF side)
 
 
@@ -255,18 +257,26 @@ def _match_positions(full: Tensor, kept: Tensor) -> Tensor:
 
 
 @contextlib.contextmanager
-def _capture(model: Any, store: dict[int, tuple[Tensor, Tensor, Tensor]]) -> Iterator[None]:
-    """Record each layer's post-RoPE queries and whole-prompt keys/values during prefill.
+def _capture(
+    model: Any,
+    store: dict[int, tuple[Tensor, Tensor, Tensor]],
+    new_keys: dict[int, list[Tensor]],
+    attended: dict[int, Tensor],
+) -> Iterator[None]:
+    """Record each layer's post-RoPE queries and whole-prompt keys/values during prefill, and
+    the key of every decoded token (to recover which positions kvpress holds).
 
     Registered before kvpress's hooks, so it runs first and sees the uncompressed cache.
     """
 
     def hook(module: Any, args: Any, kwargs: dict[str, Any], output: Any) -> None:
         hidden = kwargs["hidden_states"]
-        if hidden.shape[1] == 1:
-            return
         layer = module.layer_idx
         cache = kwargs["past_key_values"].layers[layer]
+        if hidden.shape[1] == 1:  # a decode step: the new key, and what this step attends to
+            new_keys.setdefault(layer, []).append(cache.keys[:, :, -1:].clone())
+            attended[layer] = cache.keys.clone()
+            return
         heads, dim = module.config.num_attention_heads, module.head_dim
         q = module.q_proj(hidden).view(1, hidden.shape[1], heads, dim).transpose(1, 2)
         cos, sin = kwargs["position_embeddings"]
@@ -293,15 +303,16 @@ def run_kvpress(
     prefill_press = case.prefill_press(tokens, budget)
     cache = transformers.DynamicCache()
     captured: dict[int, tuple[Tensor, Tensor, Tensor]] = {}
-    with torch.inference_mode():
+    new_keys: dict[int, list[Tensor]] = {}
+    attended: dict[int, Tensor] = {}  # per layer, the keys the latest decode step attended to
+    with torch.inference_mode(), _capture(model, captured, new_keys, attended):
         press_ctx = prefill_press(model) if prefill_press is not None else contextlib.nullcontext()
-        with _capture(model, captured), press_ctx:
+        with press_ctx:
             logits = model(input_ids=torch.tensor([ids]), past_key_values=cache).logits[0, -1]
         layers = range(len(model.model.layers))
         kept = [_match_positions(captured[i][1][0], cache.layers[i].keys[0]) for i in layers]
         decode_press = case.decode_press(tokens, budget) if case.decode_press else None
-        generated = [int(logits.argmax())]
-        first_logits = logits
+        generated, step_logits = [int(logits.argmax())], []
         with decode_press(model) if decode_press is not None else contextlib.nullcontext():
             for step in range(steps - 1):
                 if generated[-1] in stop_ids:
@@ -310,11 +321,15 @@ def run_kvpress(
                     input_ids=torch.tensor([[generated[-1]]]), past_key_values=cache,
                     position_ids=torch.tensor([[tokens + step]]),
                 ).logits[0, -1]  # fmt: skip
-                if step == 0:
-                    first_logits = out
+                step_logits.append(out)
                 generated.append(int(out.argmax()))
+        stream = [torch.cat([captured[i][1], *new_keys.get(i, [])], dim=2)[0] for i in layers]
+        last = [attended.get(i, cache.layers[i].keys)[0] for i in layers]
+        held_end = [_match_positions(stream[i], last[i]) for i in layers]
     qkv = [captured[i] for i in layers]
-    return Run(kept=kept, first_logits=first_logits, tokens=generated, qkv=qkv)
+    first = step_logits[0] if step_logits else logits
+    return Run(kept=kept, first_logits=first, tokens=generated, step_logits=step_logits,
+               held_end=held_end, qkv=qkv)  # fmt: skip
 
 
 # --- the rdusim side ---------------------------------------------------------------------
@@ -354,18 +369,20 @@ def run_rdusim(
             for layer in prefill.layers
         ]
     stack = lm.CacheStack(list(caches))
-    generated = [int(prefill.logits.argmax())]
-    first_logits, kept = prefill.logits, []
+    generated, step_logits, kept = [int(prefill.logits.argmax())], [], []
     with torch.inference_mode():
         for step in range(steps - 1):
             if generated[-1] in stop_ids:
                 break
             out = model.llama.decode(generated[-1], prefill.prompt_tokens + step, stack)
             if step == 0:
-                first_logits = out
                 kept = [_attended_prompt(cache, prefill.prompt_tokens) for cache in caches]
+            step_logits.append(out)
             generated.append(int(out.argmax()))
-    return Run(kept=kept, first_logits=first_logits, tokens=generated)
+    held_end = [_attended_prompt(cache, prefill.prompt_tokens + steps) for cache in caches]
+    first = step_logits[0] if step_logits else prefill.logits
+    return Run(kept=kept, first_logits=first, tokens=generated, step_logits=step_logits,
+               held_end=held_end)  # fmt: skip
 
 
 # --- metrics -----------------------------------------------------------------------------
@@ -412,6 +429,8 @@ class Comparison:
     jaccard_kernel_min: float
     max_logit_diff: float
     logit_scale: float  # max |logit| of kvpress's first-step logits
+    max_logit_diff_agreed: float  # over every decode step before the greedy tokens diverge
+    jaccard_end: float  # tokens the last decode step attends to (meaningful while agreeing)
     greedy_agree: int
     greedy_tokens: int
     rdusim_text: str
@@ -424,6 +443,10 @@ def compare(case: Case, prompt: str, ids: list[int], budget: int,
     ours = run_rdusim(case, ids, budget, GREEDY_TOKENS, prefill=prefill)
     kernel_kept = rdusim_kernel_kept(case, reference.qkv, budget)
     model = rdusim_model()
+    agree = common_prefix(ours.tokens, reference.tokens)
+    # step s feeds token s; its logits are comparable while tokens 0..s agree
+    agreed = [(a - b).abs().max() for a, b in zip(ours.step_logits, reference.step_logits,
+                                                   strict=False)][:agree]  # fmt: skip
     return Comparison(
         case=case.name, prompt=prompt, budget=budget, tokens=len(ids),
         jaccard=jaccard(ours.kept, reference.kept),
@@ -432,7 +455,9 @@ def compare(case: Case, prompt: str, ids: list[int], budget: int,
         jaccard_kernel_min=min_jaccard(kernel_kept, reference.kept),
         max_logit_diff=float((ours.first_logits - reference.first_logits).abs().max()),
         logit_scale=float(reference.first_logits.abs().max()),
-        greedy_agree=common_prefix(ours.tokens, reference.tokens),
+        max_logit_diff_agreed=float(max(agreed)) if agreed else float("nan"),
+        jaccard_end=jaccard(ours.held_end, reference.held_end),
+        greedy_agree=agree,
         greedy_tokens=GREEDY_TOKENS,
         rdusim_text=model.decode(ours.tokens), kvpress_text=model.decode(reference.tokens),
     )  # fmt: skip
