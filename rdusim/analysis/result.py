@@ -144,8 +144,8 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
     ``coalesce=False`` runs the reference engine (one event per work item per socket; the
     default coalesces identical work, ``rdusim.sim.engine``), for tests and benchmarks.
     ``layers=(cache, keys)`` takes each layer type's simulation from ``cache`` by its key in
-    ``keys`` (fast path, no events; the mapping explorer's re-scores); a speculative plan is
-    simulated whole (its draft steps precede the target's layers).
+    ``keys`` (fast path, no events; the mapping explorer's re-scores); a speculative plan's
+    step (its draft's steps, then the verification) is simulated whole.
 
     Raises ``MappingError`` with the numbers when the mapping does not fit: SRAM per kernel
     always, HBM per socket unless ``check_capacity=False`` (a what-if beyond capacity).
@@ -166,7 +166,7 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
         if not fit.fits:
             raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {fit.reason} "
                                "(--ignore-capacity simulates it anyway)")
-    if layers is not None and plan.speculative is None:  # a speculative step's draft segments: simulated whole
+    if layers is not None and plan.speculative is None:  # a speculative step (draft + verify) runs whole
         trace = layers[0].trace(plan, layers[1])
     else:
         trace = simulate_plan(plan, fast=fast, record_events=record_events, coalesce=coalesce)

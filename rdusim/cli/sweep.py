@@ -9,8 +9,6 @@ import argparse
 import os
 import sys
 
-from tqdm import tqdm
-
 from rdusim.analysis.execution import make_executor
 from rdusim.analysis.sweep import sweep
 from rdusim.cli import command_parser
@@ -22,6 +20,7 @@ from rdusim.cli.options import (
     positive_ints,
 )
 from rdusim.cli.output import Outputs
+from rdusim.cli.progress import bar, updater
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -51,19 +50,15 @@ def run(args: argparse.Namespace) -> int:
     batches = "auto" if args.batch == "auto" else positive_ints("--batch", args.batch)
     draft_ks = None if args.draft_k is None else nonnegative_ints("--draft-k", args.draft_k)
     groups = len(seq_lens) * len(policies) * len(draft_ks or [None])
-    bar = tqdm(total=groups, desc="sweep", unit="config", file=sys.stderr,
-               disable=not sys.stderr.isatty())
-
-    def progress(done: int, total: int) -> None:
-        bar.update(done - bar.n)
+    configs = bar(groups, "sweep", "config")
 
     executor = make_executor(min(args.workers or os.cpu_count() or 1, groups), args.dask)
     try:
         frame = sweep(args.mapping, seq_lens, policies, batches, compression=args.compression,
-                      executor=executor, progress=progress, draft_ks=draft_ks)
+                      executor=executor, progress=updater(configs), draft_ks=draft_ks)
     finally:
         executor.close()
-        bar.close()
+        configs.close()
     if plot is not None:
         from rdusim.analysis.plots import sweep_figure_png  # noqa: PLC0415 (matplotlib only when plotting)
 

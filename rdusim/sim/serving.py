@@ -216,20 +216,24 @@ class _Node:
     bucket: int = 0                                   # compiled batch of the current membership
     last_step: tuple = (None, None, 0.0)              # (bucket, mean KV, seconds) of the last step
     tokens_at: float | None = None                    # last delivery to requests still active
-    deliveries: dict = field(default_factory=dict)    # speculative: step number -> tokens it delivers
     block: list[float] | None = None                  # coalesced decode: step ends of the steps in flight
     block_steps: int = 0                              # how many of them run (cut by a request ready mid-block)
     block_done: simpy.Event | None = None
     block_generation: int = 0
+    deliveries: dict = field(default_factory=dict)    # speculative: step number -> tokens it delivers
 
 
 class _Engine:
     def __init__(self, model: ServingModel, arrival_s: np.ndarray, prompt: np.ndarray, output: np.ndarray,
-                 record_events: bool, coalesce: bool = True) -> None:
+                 record_events: bool, coalesce: bool = True,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.m = model
         self.coalesce = coalesce
+        self.progress = progress
+        self.settled = 0                                 # requests finished or rejected
         self.env = simpy.Environment()
         n = len(arrival_s)
+        self.progress_every = max(1, n // 1000)
         self.arrival = np.asarray(arrival_s, dtype=float)
         self.prompt = np.asarray(prompt, dtype=np.int64)
         self.output = np.asarray(output, dtype=np.int64)
@@ -239,9 +243,9 @@ class _Engine:
         self.r["output_tokens"][:] = self.output
         self.reasons: dict[int, str] = {}
         self.events: list[tuple[float, str, int, str]] | None = [] if record_events else None
-        self.steps: list[tuple[int, float, float, int, int, float, float]] = []
+        self.steps: list[tuple[int, float, float, int, int, float]] = []
         # coalesced decode steps, one compact column each (8 bytes a value: a million requests make ~10M steps)
-        self.step_blocks = tuple(array.array(code) for code in "qddqqdd")
+        self.step_blocks = tuple(array.array(code) for code in "qddqqdd")  # the columns of step_arrays
         self.seq = 0
         colocated = model.layout == "colocated"
         self.prefill = [] if colocated else [
@@ -297,6 +301,7 @@ class _Engine:
         if reason:
             self.reasons[request] = reason
             self.log("reject", request, "")
+            self.settle()
             return
         pool = self.decode if self.m.layout == "colocated" else self.prefill
         now = self.env.now
@@ -381,6 +386,13 @@ class _Engine:
     def finish(self, request: int, node: _Node) -> None:
         self.r["finish_s"][request] = self.env.now
         self.log("finish", request, node.name)
+        self.settle()
+
+    def settle(self) -> None:
+        """One more request done or rejected: report progress every 0.1% of them."""
+        self.settled += 1
+        if self.progress is not None and (self.settled % self.progress_every == 0 or self.settled == len(self.arrival)):
+            self.progress(self.settled, len(self.arrival))
 
     # ---------------------------------------------------------------- decode nodes
     def admit(self, node: _Node) -> None:
@@ -522,8 +534,8 @@ class _Engine:
             starts.append(start)
             itl.append(end - since)
             busy += durations[j]
-            # speculative decoding: the bursts booked on this step (schedule_bursts), else the expectation
-            step_tokens = node.deliveries.pop(node.steps_done + j + 1, 0) if m.draft_tokens else per_step
+            # speculative decoding: the bursts drawn at admission for this step
+            step_tokens = node.deliveries.pop(node.steps_done + 1 + j, 0) if m.draft_tokens else per_step
             delivered.append(step_tokens)
             tokens += step_tokens
             since = start = end
@@ -634,7 +646,7 @@ class _Engine:
         """Every decode step in start order (blocks of coalesced steps merged in: start time, then node)."""
         names = ("node", "start_s", "duration_s", "active", "bucket", "itl_s", "tokens")
         types = (np.int64, float, float, np.int64, np.int64, float, float)
-        columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * 7
+        columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * len(names)
         out = {n: np.asarray(c, dtype=t) for n, c, t in zip(names, columns, types, strict=True)}
         if len(self.step_blocks[0]):   # coalesced steps were recorded when their block ended: put them in start order
             out = {n: np.concatenate([out[n], np.frombuffer(c, dtype=t)])
@@ -646,8 +658,11 @@ class _Engine:
 
 
 def simulate_serving(model: ServingModel, arrival_s: np.ndarray, prompt_tokens: np.ndarray,
-                     output_tokens: np.ndarray, *, record_events: bool = False, coalesce: bool = True) -> ServingRun:
+                     output_tokens: np.ndarray, *, record_events: bool = False, coalesce: bool = True,
+                     progress: Callable[[int, int], None] | None = None) -> ServingRun:
     """Run every request through the deployment; request ``i`` is row ``i`` of the result.
+
+    ``progress(settled, total)`` is called as requests finish or are rejected (every 0.1%).
 
     Deterministic: no random numbers are drawn here (the workload carries the seed), and
     ties are broken by node index and arrival order. ``coalesce=False`` runs a disaggregated
@@ -656,4 +671,4 @@ def simulate_serving(model: ServingModel, arrival_s: np.ndarray, prompt_tokens: 
     """
     if not (len(arrival_s) == len(prompt_tokens) == len(output_tokens)):
         raise ValueError("arrival_s, prompt_tokens and output_tokens must have the same length")
-    return _Engine(model, arrival_s, prompt_tokens, output_tokens, record_events, coalesce).run()
+    return _Engine(model, arrival_s, prompt_tokens, output_tokens, record_events, coalesce, progress).run()

@@ -60,11 +60,14 @@ class Modelled:
 Group = Callable[[Path], dict[str, "float | Modelled"]]
 
 
-def fidelity(root: Path) -> pd.DataFrame:
-    """One row per figure: published, model, error, role, tolerance, within, leave-one-out, reason."""
+def fidelity(root: Path, progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """One row per figure: published, model, error, role, tolerance, within, leave-one-out, reason
+    (``progress(done, total)`` after each group of simulations)."""
     values: dict[str, float | Modelled] = {}
-    for group in GROUPS:
+    for done, group in enumerate(GROUPS, start=1):
         values |= group(root)
+        if progress is not None:
+            progress(done, len(GROUPS))
     unknown = set(values) - {f.name for f in FIGURES}
     if unknown:  # a group computing a figure the table does not list is a bug, not a row
         raise KeyError(f"fidelity groups compute figures FIGURES does not list: {sorted(unknown)}")

@@ -150,8 +150,8 @@ class Evaluator:
     _kernel_plans: dict[Any, KernelPlan] = field(default_factory=dict)
     _kernel_estimates: dict[Any, KernelEstimate] = field(default_factory=dict)
     _graphs: dict[Any, Any] = field(default_factory=dict)
-    _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
     simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
+    _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
     reserved_bytes: float = field(init=False)
     kv_len: int = field(init=False)
 
@@ -177,19 +177,18 @@ class Evaluator:
         step = np.zeros(len(genomes))
         for column, count in enumerate(self.counts.values()):
             step = step + latency[:, column] * float(count)
-        drafts = [self._draft(g) for g in genomes]   # a speculative candidate's k draft steps
+        drafts = [self._draft(g) for g in genomes]
         return [self._row(g, row, float(s) + draft.step_s, draft)
                 for g, row, s, draft in zip(genomes, layers, step, drafts, strict=True)]
 
     def _k(self, genome: tuple[int, ...]) -> int:
-        """A speculative candidate's draft length (its target layers verify k + 1 tokens), else 0."""
         sd = speculative_genes(self.space, genome)
         return 0 if sd is None else sd[1]
 
     def layer_key(self, genome: tuple[int, ...], layer_type: str) -> tuple[Any, ...]:
-        """What decides a layer type's kernels in this problem: the batch, the draft length k (a
-        speculative target verifies k + 1 tokens) and its genes."""
+        """What decides a layer type's kernels in this problem: the batch and its genes."""
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
+        # the draft length shapes the verification pass (k + 1 tokens per sequence)
         return (batch, self._k(genome), layer_genes(self.space, base_layer_type(layer_type), genome))
 
     def missing(self, genomes: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], str]]:

@@ -71,10 +71,9 @@ def explore(problem: Problem, *, budget: int = 1000, rescore: int = 20, seed: in
         distinct = feasible.drop_duplicates(subset=["step_s", "hbm_used_bytes", "batch"])
         picks = list(dict.fromkeys([*distinct["genome"].head(rescore), space.seed]))
         start = time.perf_counter()
-        sims = executor.map(simulate_task, [(problem, g) for g in picks])
+        sims = executor.map(simulate_task, [(problem, g) for g in picks],
+                            progress=(lambda done, total: progress("simulate", done, total)) if progress else None)
         sim_s = time.perf_counter() - start
-        if progress:
-            progress("simulate", len(picks), len(picks))
     finally:
         if own:
             executor.close()
