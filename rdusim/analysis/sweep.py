@@ -35,14 +35,17 @@ def policy_overrides(policy: str, compression: float) -> list[str]:
             f"kv_policy.compression={compression if policy in COMPRESSING else 1}"]
 
 
-def sweep(mapping: str | Path, seq_lens: list[int], policies: list[str], batches: list[int] | str = "auto",
+def sweep(mapping: str | Path, seq_lens: list[int] | None, policies: list[str], batches: list[int] | str = "auto",
           *, compression: float = 4.0, workers: int | None = None, executor: Executor | None = None,
           progress: Progress | None = None) -> pd.DataFrame:
     """Simulate every point; infeasible points are rows with ``fits=False`` and a reason.
 
     The (prompt length, policy) groups run on ``executor`` (default: ``workers`` local
-    processes, at most one per group); rows come back in input order.
+    processes, at most one per group); rows come back in input order. ``seq_lens=None``
+    sweeps the mapping's own prompt length.
     """
+    if seq_lens is None:
+        seq_lens = [load_mapping(mapping).spec.workload.seq_len]
     tasks = [(str(mapping), s, parse_policy(p), batches, compression) for s in seq_lens for p in policies]
     for seq_len in seq_lens:  # file and option errors up front, not from inside a worker
         load_mapping(mapping, seq_len=seq_len)

@@ -21,7 +21,8 @@ from rdusim.cli.output import Outputs
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = command_parser(subparsers, "sweep")
     parser.add_argument("mapping", help="a decode mapping, e.g. mappings/deepseek-r1/decode.yaml")
-    parser.add_argument("--seq-len", default="131072", help="comma-separated prompt lengths")
+    parser.add_argument("--seq-len", default=None,
+                        help="comma-separated prompt lengths (default: the mapping's own workload.seq_len)")
     parser.add_argument("--policy", default="none", help="comma-separated KV policies ('none' = full cache)")
     parser.add_argument("--batch", default="auto",
                         help="'auto' (powers of two up to the first that does not fit) or comma-separated sizes")
@@ -38,16 +39,17 @@ def run(args: argparse.Namespace) -> int:
     outputs = Outputs()
     out = outputs.file("--out", args.out)
     plot = outputs.file("--plot", args.plot)
-    seq_lens = positive_ints("--seq-len", args.seq_len)
+    seq_lens = None if args.seq_len is None else positive_ints("--seq-len", args.seq_len)
     policies = policy_list("--policy", args.policy)
     batches = "auto" if args.batch == "auto" else positive_ints("--batch", args.batch)
-    bar = tqdm(total=len(seq_lens) * len(policies), desc="sweep", unit="config", file=sys.stderr,
+    groups = len(policies) * (1 if seq_lens is None else len(seq_lens))
+    bar = tqdm(total=groups, desc="sweep", unit="config", file=sys.stderr,
                disable=not sys.stderr.isatty())
 
     def progress(done: int, total: int) -> None:
         bar.update(done - bar.n)
 
-    executor = make_executor(min(args.workers or os.cpu_count() or 1, len(seq_lens) * len(policies)), args.dask)
+    executor = make_executor(min(args.workers or os.cpu_count() or 1, groups), args.dask)
     try:
         frame = sweep(args.mapping, seq_lens, policies, batches, compression=args.compression,
                       executor=executor, progress=progress)
