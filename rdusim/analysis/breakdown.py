@@ -36,7 +36,8 @@ def roofline_s(kernel: KernelPlan, plan: Plan) -> float:
 def kernel_breakdown(plan: Plan, trace: Trace) -> pd.DataFrame:
     """One row per (layer type, kernel), in execution order."""
     rows = []
-    plans = {(k.layer_type, k.name): k for kernels in plan.kernels.values() for k in kernels}
+    every = [plan] if plan.speculative is None or plan.speculative.draft is None else [plan, plan.speculative.draft]
+    plans = {(k.layer_type, k.name): k for p in every for kernels in p.kernels.values() for k in kernels}
     for record in trace.kernels:
         kernel = plans[(record.layer_type, record.kernel)]
         calls = trace.layer_multiplier.get(record.layer, 1)

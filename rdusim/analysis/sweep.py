@@ -25,6 +25,7 @@ from rdusim.kv_policy import COMPRESSING, parse_policy
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import load_mapping
 from rdusim.mapping.capacity import batch_candidates, hbm_fit, kv_overflow, max_batch
+from rdusim.model.speculative import accepted_tokens_per_step
 from rdusim.sim.engine import simulate_plan
 
 SWEEP_COLUMNS = ["model", "seq_len", "policy", "kv_len", "batch", "fits", "reason", "step_s", "ttft_s", "tpot_s",
@@ -95,7 +96,7 @@ def _point(mapping: str, overrides: list[str], seq_len: int, policy: str, batch:
     frame = kernel_breakdown(plan, simulate_plan(plan, record_events=False))
     w = loaded.spec.workload
     figures = step_figures(loaded.spec.phase, float(frame["latency_s"].sum()), batch=batch, seq_len=w.seq_len,
-                           accepted=w.accepted_tokens_per_step)
+                           accepted=accepted_tokens_per_step(loaded.spec))
     return row | {k: figures[k] for k in ("step_s", "ttft_s", "tpot_s", "tokens_per_s")} | {
         "bound": frame.loc[frame["latency_s"].idxmax(), "bound"]}
 

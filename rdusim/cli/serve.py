@@ -15,17 +15,13 @@ import json
 import sys
 from typing import Any
 
-from rdusim.analysis.serving.deployment import (
-    GeneratedWorkload,
-    Slo,
-    check_slo_possible,
-    default_slo,
-    load_deployment,
-    run_serving,
-    serving_trace,
-)
+from rdusim.analysis.serving.deployment import load_deployment
+from rdusim.analysis.serving.metrics import Slo, check_slo_possible, default_slo
+from rdusim.analysis.serving.perfetto import serving_trace
+from rdusim.analysis.serving.run import run_serving
 from rdusim.analysis.serving.workload import (
     TRACE_FORMATS,
+    GeneratedWorkload,
     parse_arrivals,
     parse_distribution,
     read_trace,

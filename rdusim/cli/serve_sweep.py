@@ -13,13 +13,9 @@ import io
 import sys
 from pathlib import Path
 
-from rdusim.analysis.serving.deployment import (
-    Slo,
-    check_slo_possible,
-    load_deployment,
-    serve_sweep,
-    sustained_rates,
-)
+from rdusim.analysis.serving.deployment import load_deployment
+from rdusim.analysis.serving.metrics import Slo, check_slo_possible
+from rdusim.analysis.serving.sweep import serve_sweep, sustained_rates
 from rdusim.cli import command_parser
 from rdusim.cli.output import Outputs
 from rdusim.cli.serve import add_workload_arguments, slo_from, workload_spec

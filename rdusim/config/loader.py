@@ -357,6 +357,8 @@ def _allowed_keys(spec_type: type[BaseModel], at: Path_) -> list[str]:
         current = _field_type(current, part)
         if current is None:
             return []
+    if typing.get_origin(current) in (typing.Union, types.UnionType):  # an optional section
+        current = next((m for m in typing.get_args(current) if isinstance(m, type) and issubclass(m, BaseModel)), None)
     if isinstance(current, type) and issubclass(current, BaseModel):
         return [f.alias or name for name, f in current.model_fields.items()]
     return []

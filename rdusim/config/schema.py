@@ -220,6 +220,9 @@ class ModelSpec(Spec):
     ffn: FfnSpec
     dtypes: DtypeSpec = DtypeSpec()
     mtp_layers: Int = Field(default=0, ge=0, le=MAX_LAYERS)
+    tied_embeddings: Annotated[bool, Strict()] = Field(
+        default=False, alias="tie_word_embeddings",
+        description="config.json tie_word_embeddings: the output head reuses the embedding matrix")
     max_context: Int | None = Field(
         default=None, gt=0, alias="max_position_embeddings",
         description="longest sequence the model was trained for; longer prompts are refused",
@@ -347,6 +350,39 @@ class DeploymentSpec(Spec):
         "no public figure, 0 by default (sensitivity in docs/calibration.md)")
 
 
+#: the most draft tokens a speculative step proposes (R4 studies k up to 9; serving stacks use <= 10)
+MAX_DRAFT_TOKENS = 64
+#: ``speculative.draft`` naming the target's own multi-token-prediction module (self-speculation)
+MTP_DRAFT = "mtp"
+
+
+class AcceptanceSpec(Spec):
+    """Per-token acceptance of draft tokens (the closed form in ``rdusim.model.speculative``)."""
+
+    rate: Real = Field(ge=0.0, le=1.0, description="probability that the target accepts a draft token, "
+                       "given it accepted the ones before it")
+    source: Name = Field(description="the public measurement the rate comes from (a citation), never a "
+                         "number chosen to hit a figure")
+
+
+class SpeculativeSpec(Spec):
+    """Speculative decoding: a draft model proposes ``k`` tokens, the target verifies ``k + 1`` at once."""
+
+    draft: Name = Field(description="draft model: a model document name (e.g. llama-3.2-1b) or path, "
+                        "or 'mtp' for the target's own multi-token-prediction module")
+    mapping: Name | None = Field(
+        default=None, description="the draft's decode mapping (relative to this file); default: derived "
+        "from this mapping's kernels on the same node")
+    k: Int = Field(ge=0, le=MAX_DRAFT_TOKENS, description="draft tokens per step")
+    acceptance: AcceptanceSpec
+
+    @model_validator(mode="after")
+    def _mtp_has_no_mapping(self) -> SpeculativeSpec:
+        if self.draft == MTP_DRAFT and self.mapping is not None:
+            raise ValueError("draft 'mtp' runs the target's own MTP module; it takes no mapping")
+        return self
+
+
 class MappingSpec(Spec):
     kind: Literal["mapping"]
     name: Name
@@ -363,6 +399,8 @@ class MappingSpec(Spec):
         description="decode only: the prefill mapping that shares the node (continuous batching); "
         "HBM keeps its peak activations for the same prompt length free",
     )
+    speculative: SpeculativeSpec | None = Field(
+        default=None, description="decode only: speculative decoding (docs/speculative.md)")
 
     @field_validator("prefill")
     @classmethod

@@ -7,6 +7,7 @@ sharding, stages, model, hw. Raises ``MappingError`` listing every problem with 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 from dataclasses import dataclass
@@ -14,15 +15,17 @@ from typing import Any
 
 import networkx as nx
 
-from rdusim.config.schema import SRAM, KernelSpec
+from rdusim.config.schema import MTP_DRAFT, SRAM, KernelSpec
 from rdusim.errors import MappingError
 from rdusim.mapping.bundle import LoadedMapping
+from rdusim.mapping.draft import draft_candidates
 from rdusim.mapping.memory import live_activation_peak
-from rdusim.mapping.plan import KernelPlan, Plan
+from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan, SpeculativePlan
 from rdusim.mapping.sharding import Layout, aligned_kv_degree, collectives, op_shard
 from rdusim.mapping.stages import KernelContext, build_kernel, check_item_budget
 from rdusim.model.ops import Op
 from rdusim.model.policy import kv_length as policy_kv_length
+from rdusim.model.speculative import expected_accepted
 from rdusim.model.transformer import HEAD, Shape, base_layer_type, layer_counts, layer_graph
 from rdusim.units import format_bytes
 
@@ -33,10 +36,19 @@ def kv_length(loaded: LoadedMapping) -> int:
 
 
 def layer_shape(loaded: LoadedMapping) -> Shape:
+    """The workload of one layer: a prefill pass over the prompt, or a decode step of one query
+    token per sequence, or ``k + 1`` under speculative decoding (the verification: attention of
+    ``k + 1`` queries against the cache, GEMMs of ``batch x (k + 1)`` rows, ``k + 1`` KV writes)."""
     w = loaded.spec.workload
     if loaded.spec.phase == "prefill":
         return Shape("prefill", w.batch, w.seq_len, w.seq_len)
-    return Shape("decode", w.batch, 1, kv_length(loaded))
+    return Shape("decode", w.batch, query_tokens(loaded), kv_length(loaded))
+
+
+def query_tokens(loaded: LoadedMapping) -> int:
+    """Query tokens per sequence of a decode step: 1, or ``k + 1`` verified under speculative decoding."""
+    sd = loaded.spec.speculative
+    return 1 if sd is None else sd.k + 1
 
 
 def build_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Plan:
@@ -62,7 +74,39 @@ def build_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Plan:
     if issues:
         raise MappingError(issues)
     return Plan(spec, model, loaded.system, counts, kernels, spec.workload.seq_len,
-                spec.workload.batch, kv_length(loaded), activation_peak_bytes=activations)
+                spec.workload.batch, kv_length(loaded), activation_peak_bytes=activations,
+                speculative=speculative_plan(loaded, check_sram=check_sram))
+
+
+def speculative_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> SpeculativePlan | None:
+    """The draft side of a speculative decode mapping (None without ``speculative``, or with ``k = 0``:
+    nothing is drafted, the step is plain decoding and the draft is not loaded)."""
+    sd = loaded.spec.speculative
+    if sd is None or sd.k == 0:
+        return None
+    accepted = expected_accepted(sd.acceptance.rate, sd.k)
+    if sd.draft == MTP_DRAFT:
+        return SpeculativePlan(None, sd.k, sd.acceptance.rate, accepted)
+    failures: list[str] = []
+    for candidate in draft_candidates(loaded):
+        try:
+            draft = build_plan(candidate, check_sram=check_sram)
+        except MappingError as error:
+            failures.append(f"at TP {candidate.spec.defaults.tp}: {error.issues[0]}")
+            continue
+        return SpeculativePlan(_as_draft(draft), sd.k, sd.acceptance.rate, accepted)
+    raise MappingError([f"{loaded.where('speculative', 'draft')}: the draft {sd.draft} does not build on "
+                        f"{loaded.system.name}:", *failures])
+
+
+def _as_draft(plan: Plan) -> Plan:
+    """The draft's plan with its layer types named ``draft <type>`` (rows of their own in reports)."""
+    rename = {t: DRAFT_PREFIX + t for t in plan.layer_counts}
+    kernels = {rename[t]: tuple(dataclasses.replace(k, layer_type=rename[t]) for k in ks)
+               for t, ks in plan.kernels.items()}
+    return dataclasses.replace(plan, layer_counts={rename[t]: n for t, n in plan.layer_counts.items()},
+                               kernels=kernels,
+                               activation_peak_bytes={rename[t]: b for t, b in plan.activation_peak_bytes.items()})
 
 
 @dataclass(frozen=True)
@@ -115,7 +159,8 @@ def _kernel_key(ctx: KernelContext, index: int) -> tuple[Any, ...]:
     found = tuple(c for c in ctx.collectives if c.producer in ops or c.consumer in ops)
     outside = tuple(ctx.needed_outside(t, index) for n in ops for t in ctx.graph.nodes[n]["op"].writes)
     batch = ctx.loaded.spec.workload.batch
-    return (ctx.layer_type, batch, ctx.kernel_specs[index].model_dump_json(), shards, found, outside)
+    return (ctx.layer_type, batch, query_tokens(ctx.loaded), ctx.kernel_specs[index].model_dump_json(), shards,
+            found, outside)
 
 
 def _attach_policy_ops(kernel_specs: list[KernelSpec], graph: nx.DiGraph) -> list[KernelSpec]:

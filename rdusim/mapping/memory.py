@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import networkx as nx
 
 from rdusim.config.schema import DTYPE_BYTES, HBM, MEMORY_TIERS, SRAM, MappingSpec, ModelSpec
-from rdusim.mapping.plan import KernelPlan, Plan
+from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, tensor_layout
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
 from rdusim.model.transformer import HEAD, LAYER_INPUT, LAYER_OUTPUT
@@ -26,9 +26,20 @@ USES = ("weights", "kv_cache", "activations", "working_set")
 
 
 def memory_report(plan: Plan) -> dict[str, dict[str, float]]:
-    """``{tier: {use: bytes per socket}}``."""
-    return memory_usage(plan.mapping, plan.model, plan.layer_counts, plan.kernels, plan.batch, plan.kv_len,
-                        max(plan.activation_peak_bytes.values(), default=0.0))
+    """``{tier: {use: bytes per socket}}``; a speculative plan's draft model adds its weights and
+    KV cache (both stay in HBM beside the target's), and the larger of the two activation peaks
+    and SRAM working sets (the draft and the verification run one after the other)."""
+    report = memory_usage(plan.mapping, plan.model, plan.layer_counts, plan.kernels, plan.batch, plan.kv_len,
+                          max(plan.activation_peak_bytes.values(), default=0.0))
+    sd = plan.speculative
+    if sd is not None and sd.draft is not None:
+        draft = memory_report(sd.draft)
+        for tier in MEMORY_TIERS:
+            for use in ("weights", "kv_cache"):
+                report[tier][use] += draft[tier][use]
+            for use in ("activations", "working_set"):
+                report[tier][use] = max(report[tier][use], draft[tier][use])
+    return report
 
 
 def memory_usage(mapping: MappingSpec, model: ModelSpec, layer_counts: Mapping[str, int],
@@ -40,7 +51,8 @@ def memory_usage(mapping: MappingSpec, model: ModelSpec, layer_counts: Mapping[s
     estimator the kernel plans it has cached for a candidate.
     """
     report = {tier: dict.fromkeys(USES, 0.0) for tier in MEMORY_TIERS}
-    decoder = {t: ks for t, ks in kernels.items() if t != HEAD}  # the head layer: counted once below
+    # the head layer (a draft's too): counted once below
+    decoder = {t: ks for t, ks in kernels.items() if t.removeprefix(DRAFT_PREFIX) != HEAD}
     for layer_type, layer_kernels in decoder.items():
         for kernel in layer_kernels:
             report[kernel.weights_tier]["weights"] += kernel_weight_bytes(kernel) * layer_counts[layer_type]
@@ -75,9 +87,11 @@ def mtp_layers(model: ModelSpec, mapping: MappingSpec) -> int:
 
 
 def head_weight_bytes(model: ModelSpec) -> float:
-    """Embedding and output head (not tied): two vocab x hidden matrices, split by vocabulary
-    across the mapping's TP degree by the caller."""
-    return 2 * model.vocab * model.hidden * DTYPE_BYTES[model.dtypes.activations]
+    """Embedding and output head: two vocab x hidden matrices (one when the model ties them,
+    config.json ``tie_word_embeddings``), split by vocabulary across the mapping's TP degree by
+    the caller."""
+    matrices = 1 if model.tied_embeddings else 2
+    return matrices * model.vocab * model.hidden * DTYPE_BYTES[model.dtypes.activations]
 
 
 def kv_split(kernels: Iterable[KernelPlan]) -> int:

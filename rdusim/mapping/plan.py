@@ -91,7 +91,23 @@ class Plan:
     batch: int
     kv_len: int
     activation_peak_bytes: dict[str, float] = field(default_factory=dict)  # per layer type, per socket
+    speculative: SpeculativePlan | None = None  # decode with a draft: this plan is the verification
 
     @property
     def phase(self) -> str:
         return self.mapping.phase
+
+
+#: the prefix of a draft's layer types (``draft dense``): its kernels are rows of their own
+DRAFT_PREFIX = "draft "
+
+
+@dataclass(frozen=True)
+class SpeculativePlan:
+    """A speculative decode step: ``k`` steps of the ``draft`` plan, then the target's plan
+    verifying ``k + 1`` tokens per sequence; ``accepted`` tokens per step (the acceptance model)."""
+
+    draft: Plan | None          # None: the target's own MTP module drafts (its kernels in the target's plan)
+    k: int
+    rate: float
+    accepted: float

@@ -94,7 +94,14 @@ def _chunking(ctx: KernelContext, index: int) -> tuple[list[str], int, int]:
     # a kernel streams its token rows; only a kernel without any (SnapKV's) streams keys
     token_ops = [n for n in ops if "seq" in ctx.graph.nodes[n]["op"].loop] or ops
     rows = max(_rows(ctx.graph.nodes[n]["op"], ctx.shards[n]) for n in token_ops)
-    n_chunks = max(1, math.ceil(rows / chunk_tokens))
+    per_chunk = chunk_tokens
+    if ctx.loaded.spec.phase == "decode":
+        # a speculative verification's k + 1 queries of one sequence attend the same cache: a
+        # chunk holds whole sequences, so each K/V block is read once for all of them (1 query
+        # per sequence in plain decoding: unchanged)
+        queries = ctx.graph.nodes[token_ops[0]]["op"].sizes.get("seq", 1)
+        per_chunk = -(-chunk_tokens // queries) * queries
+    n_chunks = max(1, math.ceil(rows / per_chunk))
     if spec.max_chunks is not None:
         n_chunks = min(n_chunks, spec.max_chunks)
     return ops, chunk_tokens, n_chunks

@@ -1,7 +1,8 @@
 """Shared bandwidth as a SimPy resource: concurrent transfers split it fairly.
 
-Owns: ``BandwidthPool``, ``WeightedPool``, ``delay`` (every timeout of the simulation, bounded by
-``HORIZON_S``). Imports: simpy, errors.
+Owns: ``BandwidthPool``, ``WeightedPool``, ``transfer_all`` (transfers that start together, one
+event when the last lands), ``delay`` (every timeout of the simulation, bounded by ``HORIZON_S``).
+Imports: simpy, errors.
 
 A pool serves its active transfers by processor sharing: with n transfers in flight each
 progresses at rate/n, and every arrival or completion re-divides the rate. A lone stream
@@ -13,6 +14,7 @@ the simulation instead of being assumed.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import simpy
 
@@ -58,11 +60,14 @@ class BandwidthPool:
         if nbytes <= _EPSILON_BYTES:
             done.succeed()
             return done
+        self._add(nbytes, done)
+        return done
+
+    def _add(self, nbytes: float, waiter: simpy.Event | _Part) -> None:
         self._advance()
-        self._flows[next(self._ids)] = [float(nbytes), done]
+        self._flows[next(self._ids)] = [float(nbytes), waiter]
         self.bytes_total += nbytes
         self._reschedule()
-        return done
 
     def _advance(self) -> None:
         elapsed = self.env.now - self._updated_s
@@ -85,7 +90,7 @@ class BandwidthPool:
             if not done:
                 break
             for key in done:
-                self._flows.pop(key)[1].succeed()
+                self._flows.pop(key)[1].succeed()   # an Event, or a _Part of transfer_all
         if not self._flows:
             return
         generation = self._generation
@@ -97,6 +102,49 @@ class BandwidthPool:
             return  # a newer arrival or completion re-planned the pool
         self._advance()
         self._reschedule()
+
+
+class _Part:
+    """One transfer of a ``transfer_all`` group: its landing counts the group down (no event of its own)."""
+
+    __slots__ = ("group", "index")
+
+    def __init__(self, group: _Group, index: int) -> None:
+        self.group, self.index = group, index
+
+    def succeed(self) -> None:
+        self.group.landed(self.index)
+
+
+class _Group:
+    __slots__ = ("done", "left", "on_landed")
+
+    def __init__(self, done: simpy.Event, left: int, on_landed: Callable[[int, float], None] | None) -> None:
+        self.done, self.left, self.on_landed = done, left, on_landed
+
+    def landed(self, index: int) -> None:
+        if self.on_landed is not None:
+            self.on_landed(index, self.done.env.now)
+        self.left -= 1
+        if self.left == 0:
+            self.done.succeed()
+
+
+def transfer_all(env: simpy.Environment, parts: list[tuple[BandwidthPool, float]],
+                 on_landed: Callable[[int, float], None] | None = None) -> simpy.Event:
+    """Transfers that start together (each its own flow in its pool, sharing it as ``transfer``
+    does): one event that fires when the last has landed, instead of one per transfer and a
+    condition over them. ``on_landed(i, t)`` is told when part ``i`` lands (trace records)."""
+    done = env.event()
+    group = _Group(done, len(parts), on_landed)
+    for index, (pool, nbytes) in enumerate(parts):
+        if nbytes <= _EPSILON_BYTES:
+            group.landed(index)
+        else:
+            pool._add(nbytes, _Part(group, index))
+    if not parts:
+        done.succeed()
+    return done
 
 
 class WeightedPool:

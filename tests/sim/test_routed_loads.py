@@ -47,3 +47,16 @@ def test_only_routed_experts_with_an_in_kernel_router_follow_their_inputs():
     split = build_plan(load_mapping(DECODE, batch=16, seq_len=4096, overrides=["defaults.expert_weights=routed"]))
     # the published two-kernel layer: the routes come from the previous call, so nothing waits
     assert not any(s.loads_follow_inputs for ks in split.kernels.values() for k in ks for s in k.stages)
+
+
+@pytest.mark.parametrize("looping", [False, True])
+def test_routed_loads_same_on_the_reference_engine(looping):
+    """The coalesced engine's loader counter releases a chunk's loads when its inputs arrive,
+    exactly as the reference engine's loader process does."""
+    overrides = [*FUSED, "defaults.expert_weights=routed", f"defaults.kernel_looping={str(looping).lower()}"]
+    reference = simulate(DECODE, batch=1, seq_len=4096, overrides=overrides, coalesce=False)
+    coalesced = simulate(DECODE, batch=1, seq_len=4096, overrides=overrides)
+    assert reference.total_s == pytest.approx(coalesced.total_s, rel=1e-9)
+    assert [(k.kernel, k.layer) for k in reference.trace.kernels] == [(k.kernel, k.layer) for k in coalesced.trace.kernels]
+    for a, b in zip(reference.trace.kernels, coalesced.trace.kernels, strict=True):
+        assert a.end_s == pytest.approx(b.end_s, rel=1e-9)

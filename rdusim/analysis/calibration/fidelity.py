@@ -36,6 +36,7 @@ from rdusim.analysis.result import SimulationResult, simulate
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import max_batch
 from rdusim.mapping.plan import Plan
+from rdusim.model.speculative import accepted_tokens_per_step
 
 PREFILL = Path("mappings/deepseek-r1/prefill-snapstream.yaml")
 DECODE = {"full": Path("mappings/deepseek-r1/decode.yaml"), "snapstream": Path("mappings/deepseek-r1/decode-snapstream.yaml")}
@@ -184,8 +185,9 @@ def _step_line(loaded: LoadedMapping) -> tuple[float, int, float]:
 
 def _tokens_per_s(mapping: LoadedMapping | Plan, step_s: float, batch: int) -> float:
     """Decode throughput of a step, by the one definition (``rdusim.analysis.metrics``)."""
-    w = mapping.spec.workload if isinstance(mapping, LoadedMapping) else mapping.mapping.workload
-    return step_figures("decode", step_s, batch=batch, seq_len=w.seq_len, accepted=w.accepted_tokens_per_step)["tokens_per_s"]
+    spec = mapping.spec if isinstance(mapping, LoadedMapping) else mapping.mapping
+    return step_figures("decode", step_s, batch=batch, seq_len=spec.workload.seq_len,
+                        accepted=accepted_tokens_per_step(spec))["tokens_per_s"]
 
 
 def _leave_one_out(decode: dict[str, LoadedMapping], lines: dict[str, tuple[float, int, float]]) -> dict[str, float]:

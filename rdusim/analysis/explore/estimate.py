@@ -41,6 +41,7 @@ from rdusim.mapping.space import (
     load_candidate,
     space_from_seed,
 )
+from rdusim.model.speculative import accepted_tokens_per_step
 from rdusim.model.transformer import base_layer_type, layer_graph
 
 
@@ -192,7 +193,7 @@ class Evaluator:
 
     def _figures(self, step_s: float, batch: int) -> dict[str, float]:
         w = self.seed.spec.workload
-        return step_figures(self.space.phase, step_s, batch=batch, seq_len=w.seq_len, accepted=w.accepted_tokens_per_step)
+        return step_figures(self.space.phase, step_s, batch=batch, seq_len=w.seq_len, accepted=accepted_tokens_per_step(self.seed.spec))
 
     def _memory(self, layers: list[LayerEstimate], batch: int) -> dict[str, float]:
         """Per socket, by ``rdusim.mapping.memory.memory_usage`` (the simulator's accounting;

@@ -81,7 +81,7 @@ def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch
     result = simulate(mapping, seq_len=seq_len, batch=use, hw=hw, overrides=overrides)
     memory = result.to_dict()["memory"]
     hbm = sum(memory["per_socket"][HBM].values())
-    accepted = result.plan.mapping.workload.accepted_tokens_per_step
+    accepted = result.accepted_tokens_per_step
     figures = step_figures("decode", result.total_s, batch=use, seq_len=seq_len, accepted=accepted)
     note = f"{result.plan.system.sockets} sockets, the mapping's degrees"
     if accepted > 1:

@@ -1,6 +1,7 @@
 """Request workloads for the serving simulation: generated (Poisson, bursty) or read from traces.
 
 Owns: ``Workload``, ``LengthDistribution`` / ``parse_distribution``, ``generate_workload``,
+``GeneratedWorkload`` (a generated workload without its rate, which a sweep sets),
 ``read_trace`` and the trace layouts it reads (``TRACE_FORMATS``). Imports: errors, numpy.
 
 Generated arrivals are a renewal process: inter-arrival gaps with mean ``1 / rate``,
@@ -293,3 +294,19 @@ def _timestamp(raw: str, where: str) -> float:
         raise ConfigError(f"{where}: TIMESTAMP: expected a date like 2023-11-16 18:15:46.680590, "
                           f"got {raw!r}") from None
     return stamp.replace(tzinfo=UTC).timestamp()
+
+
+@dataclass(frozen=True)
+class GeneratedWorkload:
+    """A generated workload without its rate (a sweep sets that)."""
+
+    prompt: LengthDistribution
+    output: LengthDistribution
+    duration_s: float | None = 600.0
+    requests: int | None = None
+    seed: int = 0
+    cv: float = 1.0
+
+    def at(self, rate: float) -> Workload:
+        return generate_workload(rate, self.prompt, self.output, seed=self.seed, duration_s=self.duration_s,
+                                 requests=self.requests, cv=self.cv)
