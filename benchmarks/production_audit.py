@@ -21,6 +21,7 @@ from rdusim.analysis.calibration.published import (
 )
 from rdusim.analysis.metrics import step_figures
 from rdusim.analysis.result import SimulationResult, simulate
+from rdusim.model.speculative import accepted_tokens_per_step
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEED = ROOT / "mappings/deepseek-r1/decode-high-speed.yaml"
@@ -51,7 +52,7 @@ def _node(topology: str, folder: Path, p2p_latency_us: float | None = None) -> P
 def _per_user(result: SimulationResult) -> float:
     spec = result.plan.mapping
     return step_figures("decode", result.total_s, batch=1, seq_len=spec.workload.seq_len,
-                        accepted=spec.workload.accepted_tokens_per_step)["tokens_per_s"]
+                        accepted=accepted_tokens_per_step(spec))["tokens_per_s"]
 
 
 def _row(label: str, source: str, result: SimulationResult, base: float) -> str:
@@ -62,7 +63,7 @@ def _row(label: str, source: str, result: SimulationResult, base: float) -> str:
 def high_speed(folder: Path) -> list[str]:
     base = simulate(SPEED, record_events=False)
     roofline = base.kernels["roofline_s"].sum()
-    accepted = base.plan.mapping.workload.accepted_tokens_per_step
+    accepted = accepted_tokens_per_step(base.plan.mapping)
     lines = [f"High-speed mapping, batch 1, 8K: step {base.total_s * 1e3:.2f} ms, HBM roofline {roofline * 1e3:.2f} ms "
              f"({roofline / base.total_s:.0%}), {_per_user(base):.0f} tok/s/user ({accepted:g} token(s) per step). "
              f"R7's {DEEPSEEK_R1_HIGH_SPEED_TOKENS_PER_S_PER_USER:g} needs a "
@@ -87,6 +88,9 @@ def high_speed(folder: Path) -> list[str]:
          {"overrides": ["defaults.weights=ddr"]}),
         ("attention keys split (flash-decoding)", "calibration.md, decode cost structure",
          {"overrides": ["defaults.attention_split=keys"]}),
+        ("MTP as self-speculation, k = 1, acceptance 0.85 (draft pass not charged yet)",
+         "M3 s5.4.3 (B.3): 2nd-token acceptance 85-90%",
+         {"overrides": ["speculative={draft: mtp, k: 1, acceptance: {rate: 0.85, source: 'M3 s5.4.3'}}"]}),
         *((f"batch {b} (the model template's batch sizes)", "SambaStack DeepSeek-R1 template: 1, 2, 4, 8",
            {"batch": b}) for b in (2, 4, 8)),
     ]
