@@ -120,13 +120,17 @@ def plot_shares(frame: pd.DataFrame, published: Mapping[str, float] | None = Non
 
 def plot_sweep(frame: pd.DataFrame, axes: np.ndarray | None = None) -> np.ndarray:
     """Throughput (top row) and time per output token (bottom row) against batch; one
-    column per prompt length, one line per policy.
+    column per prompt length, one line per policy (and draft length ``k``, when the sweep has
+    several: ``sweep --draft-k``).
 
     Each line ends at its largest batch that fits; an ``x`` on the x-axis marks the first
     batch that does not (the table says why). Policies that keep the same number of
     tokens coincide: their lines overlap.
     """
     seq_lens = sorted(frame["seq_len"].unique())
+    ks = frame["draft_k"].dropna().unique() if "draft_k" in frame else []
+    if len(ks) > 1:  # one line per (policy, k)
+        frame = frame.assign(policy=[f"{p} k={int(k)}" for p, k in zip(frame["policy"], frame["draft_k"], strict=True)])
     if axes is None:
         figure = Figure(figsize=(4.2 * len(seq_lens), 7), layout="constrained")
         axes = np.asarray(figure.subplots(2, len(seq_lens), squeeze=False, sharex="col"))

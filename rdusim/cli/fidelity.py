@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rdusim.cli import command_parser
 from rdusim.cli.output import Outputs
+from rdusim.cli.progress import bar, updater
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -19,11 +20,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rdusim.analysis.calibration.fidelity import fidelity, known_misses, within_tolerance
+    from rdusim.analysis.calibration.fidelity import (
+        GROUPS,
+        fidelity,
+        known_misses,
+        within_tolerance,
+    )
 
     outputs = Outputs()
     out = outputs.file("--out", args.out)  # checked before the work
-    frame = fidelity(Path(args.root))
+    with bar(len(GROUPS), "fidelity", "group") as stages:
+        frame = fidelity(Path(args.root), progress=updater(stages))
     lines = ["| figure | source | published | model | error | role | tolerance | within | leave-one-out |",
              "|---|---|---:|---:|---:|---|---:|---|---:|"]
     for row in frame.itertuples():

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rdusim.analysis.result import SimulationResult
+from rdusim.cli.progress import held
 from rdusim.errors import ConfigError
 from rdusim.units import format_bytes
 
@@ -87,10 +88,11 @@ class Outputs:
                 raise
             raise ConfigError(f"{self._option_of(error)}: cannot write {error.filename or ''}: "
                               f"{error.strerror or error}") from None
-        for tmp, path in staged:
-            os.replace(tmp, path)
-        for folder in self._folders.values():
-            _remove_stale(folder, set(self._content))
+        with held():  # a signal now would leave some outputs new and others old: it waits
+            for tmp, path in staged:
+                os.replace(tmp, path)
+            for folder in self._folders.values():
+                _remove_stale(folder, set(self._content))
         return [path for _, path in staged]
 
     def discard(self) -> None:

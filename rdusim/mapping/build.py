@@ -86,7 +86,8 @@ def speculative_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Specu
         return None
     accepted = expected_accepted(sd.acceptance.rate, sd.k)
     if sd.draft == MTP_DRAFT:
-        return SpeculativePlan(None, sd.k, sd.acceptance.rate, accepted)
+        return SpeculativePlan(_as_draft(_mtp_draft(loaded, check_sram)), sd.k, sd.acceptance.rate, accepted,
+                               self_draft=True)
     failures: list[str] = []
     for candidate in draft_candidates(loaded):
         try:
@@ -97,6 +98,21 @@ def speculative_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Specu
         return SpeculativePlan(_as_draft(draft), sd.k, sd.acceptance.rate, accepted)
     raise MappingError([f"{loaded.where('speculative', 'draft')}: the draft {sd.draft} does not build on "
                         f"{loaded.system.name}:", *failures])
+
+
+def _mtp_draft(loaded: LoadedMapping, check_sram: bool) -> Plan:
+    """Self-speculation with the target's multi-token-prediction module (DeepSeek-V3 report,
+    arXiv 2412.19437, section 2.2): each draft step runs the MTP module for one token per
+    sequence, i.e. ``mtp_layers`` decoder layers of the target's last layer type (DeepSeek: an
+    MLA + MoE block) and the per-step head (embedding, shared output head, sampling), with the
+    target's own kernels at one query token. Its weights and KV cache are the MTP layer's
+    (``memory.mtp_layers``); the embedding and output head are the target's, shared."""
+    plain = build_plan(dataclasses.replace(loaded, spec=loaded.spec.model_copy(update={"speculative": None})),
+                       check_sram=check_sram)
+    last = [t for t in plain.layer_counts if t != HEAD][-1]
+    counts = {last: loaded.model.mtp_layers} | ({HEAD: 1} if HEAD in plain.layer_counts else {})
+    return dataclasses.replace(plain, layer_counts=counts, kernels={t: plain.kernels[t] for t in counts},
+                               activation_peak_bytes={t: plain.activation_peak_bytes[t] for t in counts})
 
 
 def _as_draft(plan: Plan) -> Plan:

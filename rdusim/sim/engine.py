@@ -117,13 +117,15 @@ class _Recorder:
 
 
 def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
-                  layer_types: tuple[str, ...] | None = None, coalesce: bool = True) -> Trace:
+                  layer_types: tuple[str, ...] | None = None, coalesce: bool = True, start_s: float = 0.0) -> Trace:
     """Simulate one forward pass (prefill) or one decode step of ``plan``.
 
     ``layer_types`` restricts the run to some layer types (calibration needs only one).
-    ``coalesce=False`` runs the reference engine (one event per item per socket).
+    ``coalesce=False`` runs the reference engine (one event per item per socket). ``start_s``
+    starts the clock there (a layer type simulated on its own at the time it starts in the
+    whole run: the node is drained and synchronised then, so its times come out bit for bit).
     """
-    env = simpy.Environment()
+    env = simpy.Environment(initial_time=start_s)
     n_sockets = 1 if fast else plan.system.sockets  # every socket of a plan runs the same kernels
     copies = n_sockets if coalesce else 1
     sockets = [_make_socket(env, plan, s, copies) for s in range(0, n_sockets, copies)]

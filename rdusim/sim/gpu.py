@@ -31,7 +31,7 @@ import simpy
 from rdusim.config.schema import HBM
 from rdusim.hw.gpu import Gpu
 from rdusim.mapping.gpu import CtaGroup, GpuKernel
-from rdusim.sim.resources import WeightedPool
+from rdusim.sim.resources import WeightedPool, delay
 from rdusim.sim.trace import KernelRecord, Trace
 
 
@@ -69,7 +69,7 @@ def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu:
     """Eager: the host dispatches op by op; graph and stream hand every kernel over at once."""
     for index, (kernel, _) in enumerate(kernels):
         if mode == "eager":
-            yield env.timeout(kernel.launches * gpu.launch_s("eager"))
+            yield delay(env, kernel.launches * gpu.launch_s("eager"))
         yield issued.put(index)
 
 
@@ -80,9 +80,9 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         yield issued.get()
         start = env.now
         overhead = gap * kernel.launches + (gpu.launch_s("pipeline") if kernel.math in state.sm_flops else 0.0)
-        yield env.timeout(overhead)
+        yield delay(env, overhead)
         if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + wire bytes at its rate
-            yield env.timeout(kernel.collective.time_s)
+            yield delay(env, kernel.collective.time_s)
         else:
             yield from _run_grid(env, kernel, state)
         records.append(KernelRecord(
@@ -139,15 +139,15 @@ def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: li
     load = n * group.bytes / tiles
     step_s = group.flops / tiles / (state.sm_flops[math] / occupancy) if math in state.sm_flops else 0.0
     if group.bytes > 0:
-        yield env.timeout(state.latency_s)
+        yield delay(env, state.latency_s)
         yield state.hbm.transfer(load, n)
     if tiles > 1:
         flows = [state.hbm.transfer(load * (tiles - 1), n)]
         if step_s > 0:
-            flows.append(env.timeout(step_s * (tiles - 1)))
+            flows.append(delay(env, step_s * (tiles - 1)))
         yield env.all_of(flows)
     if step_s > 0:
-        yield env.timeout(step_s)
+        yield delay(env, step_s)
     for i, k in sms:
         state.used[i] -= k
     event, freed[0] = freed[0], env.event()

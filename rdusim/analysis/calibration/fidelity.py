@@ -31,6 +31,7 @@ from rdusim.analysis.calibration.published import (
     FIGURES,
     Figure,
 )
+from rdusim.analysis.calibration.speculative import speculative_figures
 from rdusim.analysis.metrics import step_figures
 from rdusim.analysis.result import SimulationResult, simulate
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
@@ -73,11 +74,14 @@ class Modelled:
 Group = Callable[[Path], dict[str, "float | Modelled"]]
 
 
-def fidelity(root: Path) -> pd.DataFrame:
-    """One row per figure: published, model, error, role, tolerance, within, leave-one-out, reason."""
+def fidelity(root: Path, progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """One row per figure: published, model, error, role, tolerance, within, leave-one-out, reason
+    (``progress(done, total)`` after each group of simulations)."""
     values: dict[str, float | Modelled] = {}
-    for group in GROUPS:
+    for done, group in enumerate(GROUPS, start=1):
         values |= group(root)
+        if progress is not None:
+            progress(done, len(GROUPS))
     unknown = set(values) - {f.name for f in FIGURES}
     if unknown:  # a group computing a figure the table does not list is a bug, not a row
         raise KeyError(f"fidelity groups compute figures FIGURES does not list: {sorted(unknown)}")
@@ -170,7 +174,8 @@ def _kernel_looping(root: Path) -> dict[str, float | Modelled]:
 
 #: every group of figures, in the order of ``FIGURES`` (a figure no group computes has no
 #: value: only a known miss may be left so)
-GROUPS: tuple[Group, ...] = (_research_prefill, _research_decode, _llama, _kernel_looping, _deepseek_production)
+GROUPS: tuple[Group, ...] = (_research_prefill, _research_decode, _llama, _kernel_looping, _deepseek_production,
+                             speculative_figures)
 
 
 def _step_line(loaded: LoadedMapping) -> tuple[float, int, float]:

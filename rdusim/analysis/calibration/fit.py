@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import optimize
 
 from rdusim.analysis.breakdown import kernel_breakdown
 from rdusim.analysis.calibration import prefill_compare
@@ -164,27 +165,16 @@ def decode_tokens_per_s(loaded: LoadedMapping, software_launch_s: float) -> floa
 
 
 def fit_decode_overhead(points: dict[str, tuple[LoadedMapping, float]], *, upper_s: float = 2e-3,
-                        iterations: int = 40) -> DecodeCalibration:
-    """One parameter, the software-orchestrated call cost, by golden-section search on the
-    squared log error of throughput against the published figures."""
+                        tolerance_s: float = 1e-10) -> DecodeCalibration:
+    """One parameter, the software-orchestrated call cost, by bounded Brent minimisation
+    (``scipy.optimize.minimize_scalar``) of the squared log error of throughput against the
+    published figures over [0, ``upper_s``], to ``tolerance_s``; reported to 0.1 us."""
 
     def error(overhead_s: float) -> float:
         return sum(math.log(decode_tokens_per_s(m, overhead_s) / tps) ** 2 for m, tps in points.values())
 
-    lo, hi = 0.0, upper_s
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = error(a), error(b)
-    for _ in range(iterations):
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = error(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = error(b)
-    overhead = round((lo + hi) / 2, 7)
+    found = optimize.minimize_scalar(error, bounds=(0.0, upper_s), method="bounded", options={"xatol": tolerance_s})
+    overhead = round(float(found.x), 7)
     fitted = {k: decode_tokens_per_s(m, overhead) for k, (m, _) in points.items()}
     return DecodeCalibration(overhead, fitted, {k: tps for k, (_, tps) in points.items()})
 

@@ -121,7 +121,35 @@ _BATCH_ONE = ("the high-speed mapping's batch-1 step runs at about 75% of its HB
               "configurations')")
 _R5_DATED = (" R5's figure is dated 'at the time of writing' (DAC 2025), before R7's '> 250 ... as we had highlighted "
              "earlier this year' on the same rack: one configuration cannot meet both.")
-_SPECULATIVE = "speculative decoding is not modelled yet (P11 item 1): no value"
+#: the acceptance rate the SD mappings cite, and what it gives at R4's k = 9 (docs/speculative.md)
+_RATE = ("the cited acceptance rate (0.777: a Llama-3.2-1B draft of a Llama-3.1-8B target, greedy; no published "
+         "rate for this pair) gives 4.12 tokens per step at k=9 and at most 4.48 for any k")
+_R4_RATE = (f"{_RATE}; the figure needs about 6 (a near 0.9), and R4's summaries do not state the rate behind it "
+            "(docs/speculative.md, sensitivity table)")
+
+#: Speculative decoding (P11): R1 Table IV's 70B/405B rows, predicted by the SD production
+#: mappings, and R4's speedups and trends (reader summaries [S], A.5/A.6), predicted by the same
+#: mappings at R4's points; a speedup is SD tokens/s/user over the same mapping at k = 0 (plain
+#: decoding). Computed by ``rdusim.analysis.calibration.speculative``.
+SPECULATIVE_FIGURES: tuple[Figure, ...] = (
+    Figure("Llama-3.1-70B decode, 16 sockets, 8K, speculative decoding", "R1 Table IV (A.5)",
+           LLAMA_70B_DECODE_8K_TOKENS_PER_S_PER_USER, "predicted", PAPER_TOLERANCE, "tok/s/user"),
+    Figure("Llama-3.1-405B decode, 16 sockets, 8K, speculative decoding", "R1 Table IV (A.5)",
+           LLAMA_405B_DECODE_8K_TOKENS_PER_S_PER_USER, "known miss", PAPER_TOLERANCE, "tok/s/user",
+           "810 GB of BF16 weights over the node's 25.6 TB/s take 31.6 ms per target pass at HBM peak, so 129 "
+           f"tok/s/user needs >= 4.08 tokens per pass even at 100% of peak with a free draft; {_RATE}, which "
+           "leaves no room for the 3B draft's steps or the achieved bandwidth"),
+    Figure("SD speedup, 405B + 3B draft, k=9, BS 1, 4K", "R4 Fig. 14/Table 4 [S] (A.5): up to 6.1x", 6.1,
+           "known miss", PAPER_TOLERANCE, "x", _R4_RATE),
+    Figure("SD speedup, 70B + 1B draft, k=9, BS 1, 4K", "R4 Table 4 [S] (A.6)", 4.7, "known miss",
+           PAPER_TOLERANCE, "x", _R4_RATE),
+    Figure("SD speedup vs target/draft size ratio (k=9, BS 1, 4K)", "R4 Table 4 [S] (A.6)", "rises", "predicted",
+           float("inf"), "x"),
+    Figure("SD speedup vs k (70B + 1B, BS 1, 4K)", "R4 Table 4 [S] (A.6)", "rises", "predicted", float("inf"), "x"),
+    Figure("SD speedup vs batch (70B + 1B, k=9, 4K)", "R4 Table 4 [S] (A.6)", "falls", "predicted", float("inf"), "x"),
+    Figure("SD speedup vs sequence length 4K -> 32K (70B + 1B, k=9, BS 1)", "R4 Table 4 [S] (A.6)", "falls",
+           "predicted", float("inf"), "x"),
+)
 
 #: methods.md section 1 and hardware-and-models.md A.5; ``rdusim fidelity`` computes each one
 FIGURES: tuple[Figure, ...] = (
@@ -135,10 +163,6 @@ FIGURES: tuple[Figure, ...] = (
     Figure("decode 128K SnapStream: tokens/s (batch 64)", "methods.md s1", 1832.0, "fitted", 0.07, "tok/s"),
     Figure("Llama-3.1-8B decode, 16 sockets, 8K, batch 1", "R1 Table IV (hardware-and-models.md A.5)",
            LLAMA_8B_DECODE_8K_TOKENS_PER_S_PER_USER, "predicted", PAPER_TOLERANCE, "tok/s/user"),
-    Figure("Llama-3.1-70B decode, 16 sockets, 8K, speculative decoding", "R1 Table IV (A.5)",
-           LLAMA_70B_DECODE_8K_TOKENS_PER_S_PER_USER, "known miss", PAPER_TOLERANCE, "tok/s/user", _SPECULATIVE),
-    Figure("Llama-3.1-405B decode, 16 sockets, 8K, speculative decoding", "R1 Table IV (A.5)",
-           LLAMA_405B_DECODE_8K_TOKENS_PER_S_PER_USER, "known miss", PAPER_TOLERANCE, "tok/s/user", _SPECULATIVE),
     Figure("R3: kernel looping decode speedup, largest over the configurations", "R3 abstract (A.5): 'up to 2.2x'",
            KERNEL_LOOPING_MAX_SPEEDUP, "known miss", PAPER_TOLERANCE, "x", _LOOPING_SPEEDUP),
     Figure("R3: kernel-looped decode, share of the HBM roofline, 8 sockets (best model)",
@@ -161,4 +185,5 @@ FIGURES: tuple[Figure, ...] = (
     Figure(f"DeepSeek-R1 high-throughput, {DEEPSEEK_R1_HIGH_THROUGHPUT_USERS} users, aggregate",
            "R7 [V] (A.5): about 4,500 tok/s", DEEPSEEK_R1_HIGH_THROUGHPUT_TOKENS_PER_S, "predicted", VENDOR_TOLERANCE,
            "tok/s"),
+    *SPECULATIVE_FIGURES,
 )
