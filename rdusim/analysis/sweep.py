@@ -42,14 +42,17 @@ def policy_overrides(policy: str, compression: float) -> list[str]:
             f"kv_policy.compression={compression if policy in COMPRESSING else 1}"]
 
 
-def sweep(mapping: str | Path, seq_lens: list[int], policies: list[str], batches: list[int] | str = "auto",
+def sweep(mapping: str | Path, seq_lens: list[int] | None, policies: list[str], batches: list[int] | str = "auto",
           *, compression: float = 4.0, workers: int | None = None, executor: Executor | None = None,
           progress: Progress | None = None, draft_ks: list[int] | None = None) -> pd.DataFrame:
     """Simulate every point; infeasible points are rows with ``fits=False`` and a reason.
 
     The (prompt length, policy, draft length) groups run on ``executor`` (default: ``workers``
-    local processes, at most one per group); rows come back in input order.
+    local processes, at most one per group); rows come back in input order. ``seq_lens=None``
+    sweeps the mapping's own prompt length.
     """
+    if seq_lens is None:
+        seq_lens = [load_mapping(mapping).spec.workload.seq_len]
     ks: list[int | None] = list(draft_ks) if draft_ks else [None]
     tasks = [(str(mapping), s, parse_policy(p), batches, compression, k) for s in seq_lens for p in policies
              for k in ks]

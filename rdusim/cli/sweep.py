@@ -26,7 +26,8 @@ from rdusim.cli.progress import bar, updater
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = command_parser(subparsers, "sweep")
     parser.add_argument("mapping", help="a decode mapping, e.g. mappings/deepseek-r1/decode.yaml")
-    parser.add_argument("--seq-len", default="131072", help="comma-separated prompt lengths")
+    parser.add_argument("--seq-len", default=None,
+                        help="comma-separated prompt lengths (default: the mapping's own workload.seq_len)")
     parser.add_argument("--policy", default="none", help="comma-separated KV policies ('none' = full cache)")
     parser.add_argument("--batch", default="auto",
                         help="'auto' (powers of two up to the first that does not fit) or comma-separated sizes")
@@ -45,11 +46,11 @@ def run(args: argparse.Namespace) -> int:
     outputs = Outputs()
     out = outputs.file("--out", args.out)
     plot = outputs.file("--plot", args.plot)
-    seq_lens = positive_ints("--seq-len", args.seq_len)
+    seq_lens = None if args.seq_len is None else positive_ints("--seq-len", args.seq_len)
     policies = policy_list("--policy", args.policy)
     batches = "auto" if args.batch == "auto" else positive_ints("--batch", args.batch)
     draft_ks = None if args.draft_k is None else nonnegative_ints("--draft-k", args.draft_k)
-    groups = len(seq_lens) * len(policies) * len(draft_ks or [None])
+    groups = (1 if seq_lens is None else len(seq_lens)) * len(policies) * len(draft_ks or [None])
     configs = bar(groups, "sweep", "config")
 
     executor = make_executor(min(args.workers or os.cpu_count() or 1, groups), args.dask)

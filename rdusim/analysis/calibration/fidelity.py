@@ -33,7 +33,7 @@ from rdusim.analysis.calibration.published import (
 )
 from rdusim.analysis.calibration.speculative import speculative_figures
 from rdusim.analysis.metrics import step_figures
-from rdusim.analysis.result import simulate
+from rdusim.analysis.result import SimulationResult, simulate
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import max_batch
 from rdusim.mapping.plan import Plan
@@ -43,6 +43,20 @@ PREFILL = Path("mappings/deepseek-r1/prefill-snapstream.yaml")
 DECODE = {"full": Path("mappings/deepseek-r1/decode.yaml"), "snapstream": Path("mappings/deepseek-r1/decode-snapstream.yaml")}
 LLAMA = Path("mappings/llama-3.1-8b/decode.yaml")
 LLAMA_HW = Path("hw_configs/sn40l-16.yaml")
+#: the production DeepSeek-R1 mappings (docs/calibration.md, "Production configurations")
+PRODUCTION = {"speed": Path("mappings/deepseek-r1/decode-high-speed.yaml"),
+              "throughput": Path("mappings/deepseek-r1/decode-high-throughput.yaml")}
+#: R3's kernel looping, on every SN40L configuration rdusim ships at batch 1 (mapping, node,
+#: overrides): Llama-3.1-8B and 70B on 8 and 16 sockets (BF16, 8K, hardware orchestration, one
+#: fused call per layer, R1 section VI-B), DeepSeek-R1's high-speed mapping on 16
+LOOPING: dict[str, tuple[Path, Path | None, tuple[str, ...]]] = {
+    "Llama-3.1-8B, 8 sockets": (LLAMA, Path("hw_configs/sn40l-8.yaml"), ("defaults.tp=8",)),
+    "Llama-3.1-8B, 16 sockets": (LLAMA, LLAMA_HW, ("defaults.tp=16",)),
+    "Llama-3.1-70B, 8 sockets": (Path("mappings/llama-3.1-70b/decode-tp16.yaml"), Path("hw_configs/sn40l-8.yaml"),
+                                 ("defaults.tp=8",)),
+    "Llama-3.1-70B, 16 sockets": (Path("mappings/llama-3.1-70b/decode-tp16.yaml"), None, ()),
+    "DeepSeek-R1 high-speed, 16 sockets": (PRODUCTION["speed"], None, ()),
+}
 
 
 @dataclass(frozen=True)
@@ -109,26 +123,59 @@ def _llama(root: Path) -> dict[str, float | Modelled]:
         _tokens_per_s(llama.plan, llama.total_s, 1), detail="mappings/llama-3.1-8b/decode.yaml, TP16, batch 1")}
 
 
-def _deepseek_vendor(root: Path) -> dict[str, float | Modelled]:
-    """R5/R7's vendor DeepSeek figures (configuration unpublished): for now the research
-    mapping at the closest stated points (per user at batch 16, 8K prompt; aggregate at 256)."""
-    small = simulate(root / DECODE["snapstream"], seq_len=8192, batch=16, record_events=False)
-    per_user = Modelled(_tokens_per_s(small.plan, small.total_s, 1),  # one sequence's tokens per second
-                        detail="research mapping decode-snapstream.yaml, 8K prompt, batch 16")
-    wide = simulate(root / DECODE["snapstream"], seq_len=8192, batch=DEEPSEEK_R1_HIGH_THROUGHPUT_USERS,
-                    record_events=False)
+def _deepseek_production(root: Path) -> dict[str, float | Modelled]:
+    """R5/R7's vendor DeepSeek-R1 figures against the production mappings (docs/calibration.md,
+    "Production configurations"): per user from the high-speed one, the aggregate from the
+    high-throughput one."""
+    speed = simulate(root / PRODUCTION["speed"], record_events=False)
+    per_user = Modelled(_tokens_per_s(speed.plan, speed.total_s, 1),  # one sequence's tokens per second
+                        detail=f"{PRODUCTION['speed'].name}: {_step_detail(speed)}")
+    wide = simulate(root / PRODUCTION["throughput"], record_events=False)
     return {
         "DeepSeek-R1 on 16 SN40L, per user": per_user,
         "DeepSeek-R1 high-speed configuration, per user": per_user,
         f"DeepSeek-R1 high-throughput, {DEEPSEEK_R1_HIGH_THROUGHPUT_USERS} users, aggregate": Modelled(
-            _tokens_per_s(wide.plan, wide.total_s, DEEPSEEK_R1_HIGH_THROUGHPUT_USERS),
-            detail=f"research mapping decode-snapstream.yaml, 8K prompt, batch {DEEPSEEK_R1_HIGH_THROUGHPUT_USERS}"),
+            _tokens_per_s(wide.plan, wide.total_s, wide.plan.batch),
+            detail=f"{PRODUCTION['throughput'].name}: {_step_detail(wide)}"),
     }
+
+
+def _step_detail(result: SimulationResult) -> str:
+    roofline = result.kernels["roofline_s"].sum() / result.total_s
+    return (f"batch {result.plan.batch}, {result.plan.seq_len // 1024}K; step {result.total_s * 1e3:.3g} ms, "
+            f"{roofline:.0%} of its roofline")
+
+
+def _kernel_looping(root: Path) -> dict[str, float | Modelled]:
+    """R3's kernel-looping figures: every configuration with and without looping, batch 1."""
+    steps: dict[str, tuple[float, float, float]] = {}   # label -> (plain step, looped step, looped roofline share)
+    for label, (path, hw, overrides) in LOOPING.items():
+        plain, looped = (simulate(root / path, hw=None if hw is None else root / hw, batch=1, record_events=False,
+                                  overrides=[*overrides, f"defaults.kernel_looping={flag}"])
+                         for flag in ("false", "true"))
+        steps[label] = (plain.total_s, looped.total_s, looped.kernels["roofline_s"].sum() / looped.total_s)
+    speedups = {label: plain / looped for label, (plain, looped, _) in steps.items()}
+    best = max(speedups, key=speedups.__getitem__)
+    values: dict[str, float | Modelled] = {
+        "R3: kernel looping decode speedup, largest over the configurations": Modelled(
+            speedups[best], detail=f"{best}; all: " + ", ".join(f"{k} {v:.2f}x" for k, v in speedups.items()))}
+    for sockets in (8, 16):
+        shares = {k: share for k, (_, _, share) in steps.items() if k.endswith(f"{sockets} sockets")}
+        top = max(shares, key=shares.__getitem__)
+        values[f"R3: kernel-looped decode, share of the HBM roofline, {sockets} sockets (best model)"] = Modelled(
+            shares[top], detail=f"{top}; all: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
+    small = ("Llama-3.1-8B, 8 sockets", "Llama-3.1-8B, 16 sockets")
+    values["R3: kernel looping's speedup grows from 8 to 16 sockets (Llama-3.1-8B, batch 1)"] = Modelled(
+        points=tuple((label.split(", ")[1], speedups[label]) for label in small))
+    values["R3: kernel-looped decode speeds up from 8 to 16 sockets (Llama-3.1-8B, batch 1)"] = Modelled(
+        points=tuple((label.split(", ")[1], 1.0 / steps[label][1]) for label in small))
+    return values
 
 
 #: every group of figures, in the order of ``FIGURES`` (a figure no group computes has no
 #: value: only a known miss may be left so)
-GROUPS: tuple[Group, ...] = (_research_prefill, _research_decode, _llama, _deepseek_vendor, speculative_figures)
+GROUPS: tuple[Group, ...] = (_research_prefill, _research_decode, _llama, _kernel_looping, _deepseek_production,
+                             speculative_figures)
 
 
 def _step_line(loaded: LoadedMapping) -> tuple[float, int, float]:
