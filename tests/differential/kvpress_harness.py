@@ -231,6 +231,7 @@ def rdusim_model() -> lm.LanguageModel:
 def hf_model() -> Any:
     """transformers' Llama from the same GGUF file, local files only, fp32."""
     path = rdusim_model().path
+    transformers.utils.logging.disable_progress_bar()
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, dtype=torch.float32, local_files_only=True
     )
