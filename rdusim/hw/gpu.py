@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rdusim.config.loader import load_any, load_spec, read_document
-from rdusim.config.schema import GpuNodeSpec, GpuSpec
+from rdusim.config.loader import check_kind, load_any, load_spec, read_document
+from rdusim.config.schema import GpuSpec
 from rdusim.errors import ConfigError
 from rdusim.hw.collectives import Fabric
 
@@ -109,17 +109,18 @@ class GpuNode:
     source: Path | None = None
 
 
-def load_gpu_node(path: str | Path) -> GpuNode:
-    """Load a ``gpu`` document (a node of one) or a ``gpu_node`` document and its GPU."""
+def load_gpu_node(path: str | Path, what: str = "") -> GpuNode:
+    """Load a ``gpu`` document (a node of one) or a ``gpu_node`` document and its GPU
+    (``what``: the option or key that named it, for messages)."""
     path = Path(path)
+    check_kind(path, ("gpu", "gpu_node"), what or "a GPU hardware path")
     spec = load_any(path)
     if isinstance(spec, GpuSpec):
         return GpuNode(spec.name, Gpu(spec), 1, path)
-    if not isinstance(spec, GpuNodeSpec):
-        raise ConfigError(f"{path}: expected a document of kind 'gpu' or 'gpu_node', got {spec.kind!r}")
     gpu_path = (path.parent / spec.gpu).resolve()
     if not gpu_path.is_file():
-        raise ConfigError(f"{path}: gpu: file {spec.gpu!r} not found (looked in {gpu_path})")
+        line = read_document(path).lines.get(("gpu",), 1)
+        raise ConfigError(f"{path}:{line}: gpu: file {spec.gpu!r} not found (looked in {gpu_path})")
     return GpuNode(spec.name, Gpu(load_spec(gpu_path, GpuSpec), nvls=spec.nvls), spec.gpus, path)
 
 

@@ -31,7 +31,7 @@ import simpy
 from rdusim.config.schema import HBM
 from rdusim.hw.gpu import Gpu
 from rdusim.mapping.gpu import CtaGroup, GpuKernel
-from rdusim.sim.resources import WeightedPool
+from rdusim.sim.resources import WeightedPool, delay
 from rdusim.sim.trace import KernelRecord, Trace
 
 
@@ -81,9 +81,9 @@ def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu:
         if mode == "eager":
             if kernel.host_ops and gpu.host_ops_measured:
                 for op in kernel.host_ops:
-                    yield env.timeout(gpu.host_op_s(op, gpu_idle=state.unfinished <= 1))
+                    yield delay(env, gpu.host_op_s(op, gpu_idle=state.unfinished <= 1))
             else:
-                yield env.timeout(kernel.launches * gpu.launch_s("eager"))
+                yield delay(env, kernel.launches * gpu.launch_s("eager"))
         state.unfinished += 1
         yield issued.put(index)
 
@@ -96,9 +96,9 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         start = env.now
         fixed = gpu.launch_s("gemm_pipeline" if kernel.math == "gemm" else "pipeline")
         overhead = gap * kernel.launches + (fixed if kernel.math in state.sm_flops else 0.0)
-        yield env.timeout(overhead)
+        yield delay(env, overhead)
         if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + wire bytes at its rate
-            yield env.timeout(kernel.collective.time_s)
+            yield delay(env, kernel.collective.time_s)
         else:
             yield from _run_grid(env, kernel, state)
         state.unfinished -= 1
@@ -159,7 +159,7 @@ def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: li
     l2 = n * group.l2_bytes / tiles if state.l2 is not None else 0.0
     step_s = group.flops / tiles / (state.sm_flops[math] / occupancy) if math in state.sm_flops else 0.0
     if group.bytes > 0:
-        yield env.timeout(state.latency_s)
+        yield delay(env, state.latency_s)
         first = [state.hbm.transfer(load, n)]
         if l2 > 0:
             first.append(state.l2.transfer(l2, n))
@@ -169,12 +169,12 @@ def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: li
         if l2 > 0:
             flows.append(state.l2.transfer(l2 * (tiles - 1), n))
         if step_s > 0:
-            flows.append(env.timeout(step_s * (tiles - 1)))
+            flows.append(delay(env, step_s * (tiles - 1)))
         yield env.all_of(flows)
     if step_s > 0:
-        yield env.timeout(step_s)
+        yield delay(env, step_s)
     if math == "gemm" and state.gemm_step_s > 0:  # per-step barrier cost the pipeline does not hide
-        yield env.timeout(tiles * state.gemm_step_s)
+        yield delay(env, tiles * state.gemm_step_s)
     for i, k in sms:
         state.used[i] -= k
     event, freed[0] = freed[0], env.event()

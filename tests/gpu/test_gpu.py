@@ -256,13 +256,18 @@ def test_compare_hw_runs_the_issue_command_at_32k(tmp_path):
     assert len(rows) == 5 and rows[1].startswith("SN40L-16,full,64,64,32768")
 
 
-def test_a_tp_that_does_not_divide_the_node_is_located(capsys):
+def test_a_tp_that_does_not_divide_the_node_is_located(capsys, tmp_path):
     from rdusim.cli import main  # noqa: PLC0415
 
     path = ROOT / "mappings/llama-3.1-8b/decode-h100.yaml"
     line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("tp:"))
-    assert main(["simulate", str(path), "--set", "tp=3"]) == 2
-    assert f"decode-h100.yaml:{line}: tp: 3 does not divide the 1 GPU(s)" in capsys.readouterr().err
+    assert main(["simulate", str(path), "--set", "tp=3"]) == 2  # a value set by an option names the option
+    assert "decode-h100.yaml (--set 'tp=3'): tp: 3 does not divide the 1 GPU(s)" in capsys.readouterr().err
+    copy = tmp_path / "tp3.yaml"
+    copy.write_text(path.read_text().replace("tp: 1", "tp: 3").replace(
+        "../../hw_configs/h100.yaml", str(ROOT / "hw_configs/h100.yaml")))
+    assert main(["simulate", str(copy)]) == 2  # a value in the file names its line
+    assert f"tp3.yaml:{line}: tp: 3 does not divide the 1 GPU(s)" in capsys.readouterr().err
 
 
 def _host_gpu(behind_us: float, idle_us: float, depth: int | None = None) -> Gpu:

@@ -17,9 +17,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rdusim.config.loader import apply_overrides, load_spec, model_path, read_document, validate
-from rdusim.config.schema import HOST_OPS, GpuMappingSpec, GpuSpec, KvPolicySpec, ModelSpec
-from rdusim.errors import ConfigError
+from rdusim.config.loader import (
+    Override,
+    apply_overrides,
+    load_spec,
+    model_path,
+    read_document,
+    validate,
+)
+from rdusim.config.schema import (
+    HOST_OPS,
+    MAX_TOKENS,
+    GpuMappingSpec,
+    GpuSpec,
+    KvPolicySpec,
+    ModelSpec,
+)
+from rdusim.errors import ConfigError, SimulationError
 from rdusim.hw.gpu import Gpu, GpuNode, load_gpu_node
 from rdusim.mapping.gpu import (
     GpuKernel,
@@ -306,7 +320,18 @@ def kv_bytes_per_token(model: ModelSpec) -> float:
 def simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, *, seq_len: int | None = None,
                          batch: int | None = None, policy: KvPolicySpec | None = None,
                          mode: str | None = None) -> GpuResult:
-    """Simulate a ``gpu_mapping`` on a GPU node: one replica of ``tp`` GPUs, the others copies."""
+    """Simulate a ``gpu_mapping`` on a GPU node: one replica of ``tp`` GPUs, the others copies.
+
+    A rate so small (or a latency so large) that the engine passes its horizon is reported
+    against the GPU document that gave it."""
+    try:
+        return _simulate_gpu_mapping(spec, model, node, seq_len=seq_len, batch=batch, policy=policy, mode=mode)
+    except SimulationError as error:
+        raise SimulationError(f"{node.source or node.name}: {error}") from None
+
+
+def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, *, seq_len: int | None,
+                          batch: int | None, policy: KvPolicySpec | None, mode: str | None) -> GpuResult:
     seq_len = seq_len or spec.workload.seq_len
     batch = batch or spec.workload.batch
     policy = policy or spec.kv_policy
@@ -316,15 +341,7 @@ def simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, 
     if model.attention.kind == "mla":
         return _simulate_mla_mapping(spec, model, node, seq_len, batch, policy, mode)
     kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
-    weights = model_bytes(model) / spec.tp
-    per_seq = kv_bytes_per_token(model) * kept / spec.tp
-    free = node.gpu.hbm_capacity_bytes - weights
-    max_batch = max(0, int(free // per_seq)) if per_seq else 0
-    if batch > max_batch:
-        raise ConfigError(
-            f"{spec.name}: batch {batch} does not fit on {node.gpu.name}: weights {weights / 1e9:.1f} GB + "
-            f"KV {batch} x {per_seq / 1e9:.3f} GB > HBM {node.gpu.hbm_capacity_bytes / 1e9:.0f} GB "
-            f"(max batch {max_batch})")
+    weights, per_seq, max_batch = _gqa_fit(spec, model, node, seq_len, batch, policy)
     step = simulate_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
                              batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
     return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
@@ -337,8 +354,39 @@ def _simulate_mla_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
     (``gpu_mla``), the largest batch that fits, and one step of one GPU (all GPUs do the same)."""
     mtp = spec.workload.accepted_tokens_per_step > 1
     kept = kv_length(seq_len, policy)
+    weights, per_seq, max_batch = _mla_fit(spec, model, node, seq_len, batch, policy)
+    share = spec.tp if spec.attention == "dp" else 1  # sequences one GPU's HBM holds per replica sequence
+    step = simulate_mla_step(model, node.gpu, batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
+                             attention=spec.attention, mtp=mtp)
+    held = math.ceil(batch / share)
+    return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
+                     spec.tp, step, weights, per_seq * held, weights + per_seq * held, max_batch,
+                     accepted=spec.workload.accepted_tokens_per_step, attention=spec.attention)
+
+
+def _gqa_fit(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int, batch: int,
+             policy: KvPolicySpec) -> tuple[float, float, int]:
+    """(weights, KV bytes per sequence, largest batch) per GPU of a GQA replica, or a ConfigError
+    with the numbers when ``batch`` does not fit."""
+    kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
+    weights = model_bytes(model) / spec.tp
+    per_seq = kv_bytes_per_token(model) * kept / spec.tp
+    free = node.gpu.hbm_capacity_bytes - weights
+    max_batch = max(0, int(free // per_seq)) if per_seq else 0
+    if batch > max_batch:
+        raise ConfigError(
+            f"{spec.name}: batch {batch} does not fit on {node.gpu.name}: weights {weights / 1e9:.1f} GB + "
+            f"KV {batch} x {per_seq / 1e9:.3f} GB > HBM {node.gpu.hbm_capacity_bytes / 1e9:.0f} GB "
+            f"(max batch {max_batch})")
+    return weights, per_seq, max_batch
+
+
+def _mla_fit(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int, batch: int,
+             policy: KvPolicySpec) -> tuple[float, float, int]:
+    """The same for an MLA + MoE replica (its layout puts weights and KV per GPU)."""
+    mtp = spec.workload.accepted_tokens_per_step > 1
     weights = mla_weight_bytes(model, spec.tp, attention=spec.attention, mtp=mtp)
-    per_seq = mla_kv_bytes_per_token(model, mtp=mtp) * kept
+    per_seq = mla_kv_bytes_per_token(model, mtp=mtp) * kv_length(seq_len, policy)
     free = node.gpu.hbm_capacity_bytes - weights
     share = spec.tp if spec.attention == "dp" else 1  # sequences one GPU's HBM holds per replica sequence
     max_batch = max(0, int(free // per_seq)) * share
@@ -349,12 +397,7 @@ def _simulate_mla_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
             f"{model.dtypes.weights} weights put {weights / 1e9:.1f} GB on each GPU (attention {spec.attention}), "
             f"leaving {max(0.0, free) / 1e9:.1f} GB of {node.gpu.hbm_capacity_bytes / 1e9:.0f} GB for KV at "
             f"{per_seq / 1e9:.3f} GB per sequence (max batch {max_batch})")
-    step = simulate_mla_step(model, node.gpu, batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
-                             attention=spec.attention, mtp=mtp)
-    held = math.ceil(batch / share)
-    return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
-                     spec.tp, step, weights, per_seq * held, weights + per_seq * held, max_batch,
-                     accepted=spec.workload.accepted_tokens_per_step, attention=spec.attention)
+    return weights, per_seq, max_batch
 
 
 def gpu_result_rows(result: GpuResult) -> list[dict]:
@@ -365,21 +408,41 @@ def gpu_result_rows(result: GpuResult) -> list[dict]:
 
 
 def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
-                     overrides: list[str] = ()) -> tuple[GpuMappingSpec, ModelSpec, GpuNode]:
+                     overrides: list[Override] = (), *, check_fit: bool = True,
+                     ) -> tuple[GpuMappingSpec, ModelSpec, GpuNode]:
     """A gpu_mapping document (``--set`` overrides applied) with its model and its (or
-    ``hw``'s) GPU node."""
+    ``hw``'s) GPU node; ``check_fit``: its own workload must fit the node's HBM (off when the
+    caller runs it at other sizes, as compare-hw does)."""
     path = Path(path)
     document = apply_overrides(read_document(path), list(overrides))
     spec = validate(document, GpuMappingSpec)
-    model = load_spec(model_path(spec.model, path.parent), ModelSpec)
-    node = load_gpu_node(hw if hw is not None else (path.parent / spec.hardware).resolve())
-    def where(*key: str) -> str:
-        line = document.lines.get(key)
-        return f"{path}:{line}" if line else f"{path} (--set)"
 
-    if spec.tp > node.gpus or node.gpus % spec.tp:  # located here, where the document's lines are known
-        raise ConfigError(f"{where('tp')}: tp: {spec.tp} does not divide the {node.gpus} GPU(s) of {node.name}")
+    def where(*key: str) -> str:
+        return document.where(key)
+
+    model = load_spec(model_path(spec.model, path.parent, where=f"{where('model')}: model"), ModelSpec)
+    node = load_gpu_node(hw, "--hw") if hw is not None else \
+        load_gpu_node((path.parent / spec.hardware).resolve(), f"{where('hardware')}: hardware")
+
+    # every rule that spans the mapping, its model and its node is checked here, where the
+    # document's lines are known, and located at the key that the rule is about
     mla = model.attention.kind == "mla" and model.ffn.moe is not None
+    gqa = model.attention.kind == "gqa" and model.ffn.moe is None
+    if not (mla or gqa):
+        ffn = "a mixture-of-experts" if model.ffn.moe is not None else "a dense"
+        raise ConfigError(f"{where('model')}: model: {model.name} has {model.attention.kind.upper()} attention "
+                          f"and {ffn} FFN, which no GPU library kernels here cover: GPU mappings take GQA "
+                          "attention with a dense FFN (the layer list) or MLA attention with mixture-of-experts "
+                          "(rdusim.mapping.gpu_mla)")
+    if mla and spec.phase != "decode":
+        raise ConfigError(f"{where('phase')}: phase: {spec.phase}: the MLA + MoE GPU kernels "
+                          f"(rdusim.mapping.gpu_mla) model decode steps only; {model.name} needs phase: decode")
+    limit, why = (model.max_context, f"{model.name}'s context") if model.max_context else (MAX_TOKENS, "MAX_TOKENS")
+    if spec.workload.seq_len > limit:
+        raise ConfigError(f"{where('workload', 'seq_len')}: workload.seq_len: {spec.workload.seq_len} tokens exceed "
+                          f"{why} of {limit} tokens" + (" (max_position_embeddings)" if model.max_context else ""))
+    if spec.tp > node.gpus or node.gpus % spec.tp:
+        raise ConfigError(f"{where('tp')}: tp: {spec.tp} does not divide the {node.gpus} GPU(s) of {node.name}")
     if mla and spec.layer:
         raise ConfigError(f"{where('layer')}: layer: an MLA + MoE model takes its kernels from "
                           "rdusim.mapping.gpu_mla; remove the list (choose the layout with attention: tp|dp)")
@@ -394,6 +457,13 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
         raise ConfigError(f"{where('workload', 'accepted_tokens_per_step')}: workload.accepted_tokens_per_step: "
                           f"{accepted:g} needs a decode mapping of a model with MTP modules, at most "
                           f"1 + mtp_layers ({1 + model.mtp_layers if mla else 1}) tokens per step")
+    fit = _mla_fit if mla else _gqa_fit
+    try:
+        if check_fit:
+            fit(spec, model, node, spec.workload.seq_len, spec.workload.batch, spec.kv_policy)
+    except ConfigError as error:
+        raise ConfigError(f"{where('workload', 'batch')}: workload.batch: "
+                          f"{str(error).removeprefix(spec.name + ': ')}") from None
     return spec, model, node
 
 
