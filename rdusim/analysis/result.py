@@ -20,7 +20,8 @@ from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import HbmFit, hbm_fit, kv_overflow
 from rdusim.mapping.memory import memory_report
-from rdusim.mapping.plan import Plan
+from rdusim.mapping.plan import DRAFT_PREFIX, Plan
+from rdusim.model.speculative import accepted_tokens_per_step
 from rdusim.sim.engine import simulate_plan
 from rdusim.sim.trace import Trace
 
@@ -41,8 +42,39 @@ class SimulationResult:
 
     @property
     def total_s(self) -> float:
-        """Prefill: time to first token. Decode: time of one step."""
+        """Prefill: time to first token. Decode: time of one step (a speculative step: the draft's
+        ``k`` steps and the verification)."""
         return float(self.kernels["latency_s"].sum())
+
+    @property
+    def accepted_tokens_per_step(self) -> float:
+        """Decode: tokens a step yields per sequence (speculative: the acceptance model's expectation)."""
+        return accepted_tokens_per_step(self.plan.mapping)
+
+    @property
+    def tokens_per_s_per_user(self) -> float:
+        """Decode: accepted tokens per step / step time."""
+        return self.accepted_tokens_per_step / self.total_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Decode: every sequence's accepted tokens per second."""
+        return self.plan.batch * self.tokens_per_s_per_user
+
+    def speculative_split(self) -> dict[str, float]:
+        """A step's time in the draft's kernels and in the target's (the verification)."""
+        draft = self.kernels["layer_type"].str.startswith(DRAFT_PREFIX)
+        return {"draft_s": float(self.kernels.loc[draft, "latency_s"].sum()),
+                "verify_s": float(self.kernels.loc[~draft, "latency_s"].sum())}
+
+    def _speculative(self) -> dict | None:
+        sd = self.plan.mapping.speculative
+        if sd is None:
+            return None
+        return {"draft": sd.draft, "k": sd.k, "acceptance_rate": sd.acceptance.rate,
+                "acceptance_source": sd.acceptance.source, **self.speculative_split(),
+                "accepted_tokens_per_step": self.accepted_tokens_per_step,
+                "tokens_per_s_per_user": self.tokens_per_s_per_user}
 
     def _budget(self) -> dict[str, float] | None:
         """Decode: HBM per socket by use and reserve, free, and the margin to the next batch."""
@@ -60,7 +92,7 @@ class SimulationResult:
             "mapping": spec.name, "model": self.plan.model.name, "hardware": self.plan.system.name,
             "phase": self.phase, "seq_len": self.plan.seq_len, "batch": self.plan.batch,
             "kv_policy": spec.kv_policy.name, "kv_len": self.plan.kv_len, "total_s": self.total_s,
-            "kernels": self.kernels.to_dict(orient="records"),
+            "kernels": self.kernels.to_dict(orient="records"), "speculative": self._speculative(),
             "memory": {"sockets": self.plan.system.sockets, "per_socket": self.memory,
                        "hbm_budget": self._budget()},
             "simulation": {"events": self.trace.event_count, "sockets_simulated": self.trace.sockets_simulated,
@@ -112,7 +144,8 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
     ``coalesce=False`` runs the reference engine (one event per work item per socket; the
     default coalesces identical work, ``rdusim.sim.engine``), for tests and benchmarks.
     ``layers=(cache, keys)`` takes each layer type's simulation from ``cache`` by its key in
-    ``keys`` (fast path, no events; the mapping explorer's re-scores).
+    ``keys`` (fast path, no events; the mapping explorer's re-scores); a speculative plan's
+    step (its draft's steps, then the verification) is simulated whole.
 
     Raises ``MappingError`` with the numbers when the mapping does not fit: SRAM per kernel
     always, HBM per socket unless ``check_capacity=False`` (a what-if beyond capacity).
@@ -133,7 +166,7 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
         if not fit.fits:
             raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {fit.reason} "
                                "(--ignore-capacity simulates it anyway)")
-    if layers is not None:
+    if layers is not None and plan.speculative is None:  # a speculative step (draft + verify) runs whole
         trace = layers[0].trace(plan, layers[1])
     else:
         trace = simulate_plan(plan, fast=fast, record_events=record_events, coalesce=coalesce)

@@ -17,8 +17,16 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from rdusim.config.schema import DTYPE_BYTES, HBM, MEMORY_TIERS, SRAM, MappingSpec, ModelSpec
-from rdusim.mapping.plan import KernelPlan, Plan
+from rdusim.config.schema import (
+    DTYPE_BYTES,
+    HBM,
+    MEMORY_TIERS,
+    MTP_DRAFT,
+    SRAM,
+    MappingSpec,
+    ModelSpec,
+)
+from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, tensor_layout
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
 from rdusim.model.transformer import HEAD, LAYER_INPUT, LAYER_OUTPUT
@@ -27,9 +35,20 @@ USES = ("weights", "kv_cache", "activations", "working_set")
 
 
 def memory_report(plan: Plan) -> dict[str, dict[str, float]]:
-    """``{tier: {use: bytes per socket}}``."""
-    return memory_usage(plan.mapping, plan.model, plan.layer_counts, plan.kernels, plan.batch, plan.kv_len,
-                        max(plan.activation_peak_bytes.values(), default=0.0))
+    """``{tier: {use: bytes per socket}}``; a speculative plan's draft model adds its weights and
+    KV cache (both stay in HBM beside the target's), and the larger of the two activation peaks
+    and SRAM working sets (the draft and the verification run one after the other)."""
+    report = memory_usage(plan.mapping, plan.model, plan.layer_counts, plan.kernels, plan.batch, plan.kv_len,
+                          max(plan.activation_peak_bytes.values(), default=0.0))
+    sd = plan.speculative
+    if sd is not None and sd.draft is not None and not sd.self_draft:
+        draft = memory_report(sd.draft)
+        for tier in MEMORY_TIERS:
+            for use in ("weights", "kv_cache"):
+                report[tier][use] += draft[tier][use]
+            for use in ("activations", "working_set"):
+                report[tier][use] = max(report[tier][use], draft[tier][use])
+    return report
 
 
 @dataclass(frozen=True)
@@ -70,7 +89,8 @@ def memory_of_layers(mapping: MappingSpec, model: ModelSpec, layer_counts: Mappi
                      activation_peak_bytes: float) -> dict[str, dict[str, float]]:
     """``memory_usage`` from each layer type's ``LayerMemory``."""
     report = {tier: dict.fromkeys(USES, 0.0) for tier in MEMORY_TIERS}
-    decoder = {t: layer for t, layer in layers.items() if t != HEAD}  # the head layer: counted once below
+    # the head layer (a draft's too): counted once below
+    decoder = {t: layer for t, layer in layers.items() if t.removeprefix(DRAFT_PREFIX) != HEAD}
     for layer_type, layer in decoder.items():
         for tier, nbytes in layer.weights:
             report[tier]["weights"] += nbytes * layer_counts[layer_type]
@@ -103,14 +123,19 @@ def cached_layers(plan: Plan) -> int:
 
 def mtp_layers(model: ModelSpec, mapping: MappingSpec) -> int:
     """Multi-token-prediction layers in use: the model's, when the workload accepts more than
-    one token per step (hardware-and-models.md B.3: "MTP layer KV (if MTP is used): +1 layer")."""
-    return model.mtp_layers if mapping.workload.accepted_tokens_per_step > 1 else 0
+    one token per step, or when the MTP module drafts for speculative decoding (``speculative:
+    {draft: mtp}``, k > 0) (hardware-and-models.md B.3: "MTP layer KV (if MTP is used): +1 layer")."""
+    sd = mapping.speculative
+    drafting = sd is not None and sd.draft == MTP_DRAFT and sd.k > 0
+    return model.mtp_layers if mapping.workload.accepted_tokens_per_step > 1 or drafting else 0
 
 
 def head_weight_bytes(model: ModelSpec) -> float:
-    """Embedding and output head (not tied): two vocab x hidden matrices, split by vocabulary
-    across the mapping's TP degree by the caller."""
-    return 2 * model.vocab * model.hidden * DTYPE_BYTES[model.dtypes.activations]
+    """Embedding and output head: two vocab x hidden matrices (one when the model ties them,
+    config.json ``tie_word_embeddings``), split by vocabulary across the mapping's TP degree by
+    the caller."""
+    matrices = 1 if model.tied_embeddings else 2
+    return matrices * model.vocab * model.hidden * DTYPE_BYTES[model.dtypes.activations]
 
 
 def kv_split(kernels: Iterable[KernelPlan]) -> int:

@@ -184,9 +184,9 @@ class WeightedPool:
         if not self._flows:
             return
         total = sum(f[1] for f in self._flows.values())
-        delay = min(f[0] / f[1] for f in self._flows.values()) * total / self.rate
+        wait = min(f[0] / f[1] for f in self._flows.values()) * total / self.rate
         generation = self._generation
-        self.env.timeout(delay).callbacks.append(lambda _e: self._on_timer(generation))
+        delay(self.env, wait).callbacks.append(lambda _e: self._on_timer(generation))
 
     def _on_timer(self, generation: int) -> None:
         if generation == self._generation:

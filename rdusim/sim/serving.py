@@ -25,6 +25,14 @@ builds them by running the kernel simulator, tests pass closed forms. Semantics:
   bucket that holds the groups' largest share, at the active requests' mean KV length;
   each step accepts ``accepted_tokens_per_step`` tokens per request (multi-token
   prediction); a request retires after ``ceil((output - 1) / accepted)`` steps.
+- **Speculative decoding** (``draft_tokens`` k > 0): each step delivers to each request a
+  burst of 1 to k + 1 tokens, drawn token by token with the acceptance rate
+  (``rdusim.model.speculative.draw_accepted``) from a generator seeded by (``seed``, request),
+  so a request's bursts do not depend on what else runs; its last burst is cut at its output
+  length, and it retires after the step that completes it. The mean KV length the step time
+  is read at grows by the expected burst (``accepted_tokens_per_step``). Each step records
+  the tokens it delivered (``steps["tokens"]``); the inter-token latency ``itl_s`` is the gap
+  between deliveries to a request (a burst is one delivery, as a streaming client sees it).
 - **Co-located** nodes also hold a prefill queue: between two decode steps a waiting
   prompt is prefilled whole (decode stalls), or, with ``chunk_tokens``, one chunk rides
   along with every decode step (the step lasts decode + chunk).
@@ -44,6 +52,7 @@ import numpy as np
 import simpy
 
 from rdusim.errors import SimulationError
+from rdusim.model.speculative import draw_accepted, expected_accepted
 from rdusim.sim.resources import BandwidthPool
 
 # ------------------------------------------------------------------------ step-time tables
@@ -132,6 +141,9 @@ class ServingModel:
     link_latency_s: float = 0.0
     scheduling: str = "fcfs"                       # "fcfs" | "shortest_prompt_first"
     chunk_tokens: int | None = None                # co-located chunked prefill
+    draft_tokens: int = 0                          # speculative decoding: k drafted per step (0: off)
+    acceptance_rate: float = 0.0                   # per-token acceptance of a draft token
+    seed: int = 0                                  # of the accepted-token draws
 
     def __post_init__(self) -> None:
         if not self.batch_buckets or list(self.batch_buckets) != sorted(set(self.batch_buckets)):
@@ -140,6 +152,11 @@ class ServingModel:
             raise ValueError(f"every batch bucket must be a multiple of the {self.kv_groups} DP groups")
         if self.layout == "disaggregated" and self.prefill_nodes < 1:
             raise ValueError("a disaggregated deployment needs prefill nodes")
+        if self.draft_tokens and abs(self.accepted_tokens_per_step
+                                     - expected_accepted(self.acceptance_rate, self.draft_tokens)) > 1e-9:
+            raise ValueError("under speculative decoding accepted_tokens_per_step is the acceptance model's "
+                             f"expectation ({expected_accepted(self.acceptance_rate, self.draft_tokens):g}), "
+                             f"got {self.accepted_tokens_per_step:g}")
 
     def kv_final_tokens(self, prompt_tokens: int, output_tokens: int) -> int:
         """KV tokens a request holds at its last decode step (what admission reserves)."""
@@ -159,7 +176,8 @@ class ServingRun:
     nodes: list[dict]                  # per node: name, role, busy_prefill_s, busy_decode_s, ...
     steps: dict[str, np.ndarray]       # every decode step: node, start_s, duration_s (with a co-located
                                        # prefill chunk), active, bucket, itl_s (since the last delivery
-                                       # to requests still active: a stall for a whole prefill counts)
+                                       # to requests still active: a stall for a whole prefill counts),
+                                       # tokens (delivered by the step, to every active request)
     events: list[tuple[float, str, int, str]]  # (time, event, request id, node), in order
     end_s: float
 
@@ -202,15 +220,20 @@ class _Node:
     block_steps: int = 0                              # how many of them run (cut by a request ready mid-block)
     block_done: simpy.Event | None = None
     block_generation: int = 0
+    deliveries: dict = field(default_factory=dict)    # speculative: step number -> tokens it delivers
 
 
 class _Engine:
     def __init__(self, model: ServingModel, arrival_s: np.ndarray, prompt: np.ndarray, output: np.ndarray,
-                 record_events: bool, coalesce: bool = True) -> None:
+                 record_events: bool, coalesce: bool = True,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.m = model
         self.coalesce = coalesce
+        self.progress = progress
+        self.settled = 0                                 # requests finished or rejected
         self.env = simpy.Environment()
         n = len(arrival_s)
+        self.progress_every = max(1, n // 1000)
         self.arrival = np.asarray(arrival_s, dtype=float)
         self.prompt = np.asarray(prompt, dtype=np.int64)
         self.output = np.asarray(output, dtype=np.int64)
@@ -222,7 +245,7 @@ class _Engine:
         self.events: list[tuple[float, str, int, str]] | None = [] if record_events else None
         self.steps: list[tuple[int, float, float, int, int, float]] = []
         # coalesced decode steps, one compact column each (8 bytes a value: a million requests make ~10M steps)
-        self.step_blocks = tuple(array.array(code) for code in "qddqqd")
+        self.step_blocks = tuple(array.array(code) for code in "qddqqdd")  # the columns of step_arrays
         self.seq = 0
         colocated = model.layout == "colocated"
         self.prefill = [] if colocated else [
@@ -278,6 +301,7 @@ class _Engine:
         if reason:
             self.reasons[request] = reason
             self.log("reject", request, "")
+            self.settle()
             return
         pool = self.decode if self.m.layout == "colocated" else self.prefill
         now = self.env.now
@@ -362,6 +386,13 @@ class _Engine:
     def finish(self, request: int, node: _Node) -> None:
         self.r["finish_s"][request] = self.env.now
         self.log("finish", request, node.name)
+        self.settle()
+
+    def settle(self) -> None:
+        """One more request done or rejected: report progress every 0.1% of them."""
+        self.settled += 1
+        if self.progress is not None and (self.settled % self.progress_every == 0 or self.settled == len(self.arrival)):
+            self.progress(self.settled, len(self.arrival))
 
     # ---------------------------------------------------------------- decode nodes
     def admit(self, node: _Node) -> None:
@@ -386,7 +417,8 @@ class _Engine:
             node.group_count[best] += 1
             node.group_free[best] -= need
             node.group_peak[best] = max(node.group_peak[best], m.kv_bytes_per_group - node.group_free[best])
-            steps = math.ceil((int(self.output[request]) - 1) / m.accepted_tokens_per_step)
+            steps = self.schedule_bursts(node, request) if m.draft_tokens else \
+                math.ceil((int(self.output[request]) - 1) / m.accepted_tokens_per_step)
             heapq.heappush(node.retire, (node.steps_done + steps, request, best, need))
             kv0 = self.kept[request]
             node.kv_sum0 += kv0 - self.growth * node.steps_done
@@ -396,6 +428,20 @@ class _Engine:
             self.r["decode_steps"][request] = steps
             self.log("admit", request, node.name)
         self.set_bucket(node)
+
+    def schedule_bursts(self, node: _Node, request: int) -> int:
+        """Speculative decoding: draw the request's bursts, book each on the step that delivers it,
+        and return how many steps it takes (the last burst cut at its output length)."""
+        m = self.m
+        rng = np.random.default_rng([m.seed, request])
+        uniform = rng.random
+        left, step = int(self.output[request]) - 1, node.steps_done
+        while left > 0:
+            burst = min(draw_accepted(m.acceptance_rate, m.draft_tokens, uniform), left)
+            step += 1
+            node.deliveries[step] = node.deliveries.get(step, 0) + burst
+            left -= burst
+        return step - node.steps_done
 
     def set_bucket(self, node: _Node) -> None:
         need = max(node.group_count) * self.m.kv_groups
@@ -416,7 +462,7 @@ class _Engine:
                 node.wake = self.env.event()
                 yield node.wake
                 continue
-            step_s = 0.0
+            step_s, tokens = 0.0, 0.0
             if node.active:
                 bucket = node.bucket
                 mean_kv = (node.kv_sum0 + self.growth * node.active * node.steps_done) / node.active
@@ -428,8 +474,10 @@ class _Engine:
                 if step_s <= 0:
                     raise SimulationError(f"decode step time {step_s} s at batch {bucket}, KV {mean_kv:.0f}")
                 since = node.tokens_at if node.tokens_at is not None else self.env.now
+                tokens = node.deliveries.pop(node.steps_done + 1, 0) if m.draft_tokens else \
+                    m.accepted_tokens_per_step * node.active
                 self.steps.append((node.index, self.env.now, step_s + chunk_s, node.active, bucket,
-                                   self.env.now + step_s + chunk_s - since))
+                                   self.env.now + step_s + chunk_s - since, tokens))
             yield self.env.timeout(step_s + chunk_s)
             node.busy_decode_s += step_s
             node.busy_prefill_s += chunk_s
@@ -438,7 +486,7 @@ class _Engine:
                 self.first_token(chunk_request, node)
             if step_s > 0:
                 node.steps_done += 1
-                node.tokens_decoded += m.accepted_tokens_per_step * node.active
+                node.tokens_decoded += tokens
                 self.retire(node)
                 node.tokens_at = self.env.now if node.active else None
 
@@ -480,13 +528,16 @@ class _Engine:
         columns[2].extend(durations[:n])
         columns[3].extend([active] * n)
         columns[4].extend([bucket] * n)
-        starts, itl = columns[1], columns[5]
+        starts, itl, delivered = columns[1], columns[5], columns[6]
         for j in range(n):
             end = ends[j]
             starts.append(start)
             itl.append(end - since)
             busy += durations[j]
-            tokens += per_step
+            # speculative decoding: the bursts drawn at admission for this step
+            step_tokens = node.deliveries.pop(node.steps_done + 1 + j, 0) if m.draft_tokens else per_step
+            delivered.append(step_tokens)
+            tokens += step_tokens
             since = start = end
         node.busy_decode_s, node.tokens_decoded = busy, tokens
         node.steps_done += n
@@ -536,7 +587,8 @@ class _Engine:
             kv0 = self.kept[request]
             node.kv_sum0 -= kv0 - self.growth * (node.steps_done - self.r["decode_steps"][request])
             steps = self.r["decode_steps"][request]
-            node.tokens_decoded -= steps * self.m.accepted_tokens_per_step - (self.output[request] - 1)
+            if not self.m.draft_tokens:  # the fractional tokens of the last step beyond the output
+                node.tokens_decoded -= steps * self.m.accepted_tokens_per_step - (self.output[request] - 1)
             node.committed -= 1
             self.finish(request, node)
         if node.active == 0:
@@ -592,9 +644,9 @@ class _Engine:
 
     def step_arrays(self) -> dict[str, np.ndarray]:
         """Every decode step in start order (blocks of coalesced steps merged in: start time, then node)."""
-        names = ("node", "start_s", "duration_s", "active", "bucket", "itl_s")
-        types = (np.int64, float, float, np.int64, np.int64, float)
-        columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * 6
+        names = ("node", "start_s", "duration_s", "active", "bucket", "itl_s", "tokens")
+        types = (np.int64, float, float, np.int64, np.int64, float, float)
+        columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * len(names)
         out = {n: np.asarray(c, dtype=t) for n, c, t in zip(names, columns, types, strict=True)}
         if len(self.step_blocks[0]):   # coalesced steps were recorded when their block ended: put them in start order
             blocks = dict(zip(names, self.step_blocks, strict=True))
@@ -610,8 +662,11 @@ class _Engine:
 
 
 def simulate_serving(model: ServingModel, arrival_s: np.ndarray, prompt_tokens: np.ndarray,
-                     output_tokens: np.ndarray, *, record_events: bool = False, coalesce: bool = True) -> ServingRun:
+                     output_tokens: np.ndarray, *, record_events: bool = False, coalesce: bool = True,
+                     progress: Callable[[int, int], None] | None = None) -> ServingRun:
     """Run every request through the deployment; request ``i`` is row ``i`` of the result.
+
+    ``progress(settled, total)`` is called as requests finish or are rejected (every 0.1%).
 
     Deterministic: no random numbers are drawn here (the workload carries the seed), and
     ties are broken by node index and arrival order. ``coalesce=False`` runs a disaggregated
@@ -620,4 +675,4 @@ def simulate_serving(model: ServingModel, arrival_s: np.ndarray, prompt_tokens: 
     """
     if not (len(arrival_s) == len(prompt_tokens) == len(output_tokens)):
         raise ValueError("arrival_s, prompt_tokens and output_tokens must have the same length")
-    return _Engine(model, arrival_s, prompt_tokens, output_tokens, record_events, coalesce).run()
+    return _Engine(model, arrival_s, prompt_tokens, output_tokens, record_events, coalesce, progress).run()

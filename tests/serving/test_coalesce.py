@@ -64,3 +64,20 @@ def test_shipped_deployment_same_as_step_by_step() -> None:
                                  parse_distribution("uniform:2,64", "o"), seed=1, requests=2000)
     reference, coalesced = _both(deployment.model, workload.arrival_s, workload.prompt_tokens, workload.output_tokens)
     _assert_same(reference, coalesced)
+
+
+@given(seed=st.integers(0, 2**16), k=st.integers(1, 5), rate=st.sampled_from([0.3, 0.7, 0.9]))
+def test_speculative_bursts_same_as_step_by_step(seed, k, rate) -> None:
+    """Speculative decoding: the bursts drawn at admission land on the same steps in a block."""
+    from rdusim.model.speculative import expected_accepted
+
+    rng = np.random.default_rng(seed)
+    n = 200
+    arrivals = np.cumsum(rng.exponential(0.05, n))
+    prompts, outputs = rng.integers(50, 1500, n), rng.integers(1, 120, n)
+    model = synthetic_model(prefill_nodes=2, decode_nodes=2, kv_groups=2, batch_buckets=(2, 4, 8, 16),
+                            prefill_time=lambda p: p / 20000.0, decode_step_time=lambda b, kv: 0.02 + 0.001 * b,
+                            draft_tokens=k, acceptance_rate=rate, accepted_tokens_per_step=expected_accepted(rate, k))
+    reference, coalesced = _both(model, arrivals, prompts, outputs)
+    _assert_same(reference, coalesced)
+    assert coalesced.steps["tokens"].sum() == int((outputs - 1).clip(min=0).sum())

@@ -20,6 +20,7 @@ batch of candidates is composed with numpy.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,11 +29,11 @@ import numpy as np
 from rdusim.analysis.metrics import step_figures
 from rdusim.analysis.result import LayerCache
 from rdusim.config.schema import DDR, HBM
-from rdusim.errors import MappingError
-from rdusim.mapping.build import build_layer, kv_length, layer_shape
+from rdusim.errors import ConfigError, MappingError
+from rdusim.mapping.build import build_layer, kv_length, layer_shape, speculative_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import reservations
-from rdusim.mapping.memory import LayerMemory, layer_memory, memory_of_layers
+from rdusim.mapping.memory import LayerMemory, layer_memory, memory_of_layers, memory_report
 from rdusim.mapping.plan import KernelPlan
 from rdusim.mapping.space import (
     Space,
@@ -41,7 +42,9 @@ from rdusim.mapping.space import (
     layer_types,
     load_candidate,
     space_from_seed,
+    speculative_genes,
 )
+from rdusim.model.speculative import accepted_tokens_per_step, expected_accepted
 from rdusim.model.transformer import base_layer_type, layer_graph
 
 
@@ -124,6 +127,17 @@ class LayerEstimate:
 LayerKey = tuple[Any, ...]
 
 
+@dataclass(frozen=True)
+class DraftEstimate:
+    """A speculative candidate's draft: its k steps, and what it holds in HBM per socket."""
+
+    step_s: float = 0.0
+    weights_bytes: float = 0.0
+    kv_bytes: float = 0.0
+    activations_bytes: float = 0.0
+    reason: str = ""
+
+
 @dataclass
 class Evaluator:
     """Estimates candidates of one problem, caching kernels and layers across calls."""
@@ -137,6 +151,7 @@ class Evaluator:
     _kernel_estimates: dict[Any, KernelEstimate] = field(default_factory=dict)
     _graphs: dict[Any, Any] = field(default_factory=dict)
     simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
+    _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
     reserved_bytes: float = field(init=False)
     kv_len: int = field(init=False)
 
@@ -162,12 +177,19 @@ class Evaluator:
         step = np.zeros(len(genomes))
         for column, count in enumerate(self.counts.values()):
             step = step + latency[:, column] * float(count)
-        return [self._row(g, row, float(s)) for g, row, s in zip(genomes, layers, step, strict=True)]
+        drafts = [self._draft(g) for g in genomes]
+        return [self._row(g, row, float(s) + draft.step_s, draft)
+                for g, row, s, draft in zip(genomes, layers, step, drafts, strict=True)]
+
+    def _k(self, genome: tuple[int, ...]) -> int:
+        sd = speculative_genes(self.space, genome)
+        return 0 if sd is None else sd[1]
 
     def layer_key(self, genome: tuple[int, ...], layer_type: str) -> tuple[Any, ...]:
         """What decides a layer type's kernels in this problem: the batch and its genes."""
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
-        return (batch, layer_genes(self.space, base_layer_type(layer_type), genome))
+        # the draft length shapes the verification pass (k + 1 tokens per sequence)
+        return (batch, self._k(genome), layer_genes(self.space, base_layer_type(layer_type), genome))
 
     def missing(self, genomes: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], str]]:
         """One (genome, layer type) per layer the cache lacks, for ``build_layers`` on workers."""
@@ -194,10 +216,37 @@ class Evaluator:
             self._layers[key] = self._build(genome, layer_type, batch)
         return self._layers[key]
 
+    def _draft(self, genome: tuple[int, ...]) -> DraftEstimate:
+        """A speculative candidate's k draft steps (time, and the draft's HBM), by the same closed
+        form; the draft's mapping depends on the draft model and batch only (rdusim.mapping.draft)."""
+        sd = speculative_genes(self.space, genome)
+        if sd is None or sd[1] == 0:
+            return DraftEstimate()
+        draft, k = sd
+        batch = self.space.value(genome, "batch")
+        key = (draft, batch)
+        if key not in self._drafts:
+            self._drafts[key] = self._build_draft(genome)
+        one = self._drafts[key]
+        return dataclasses.replace(one, step_s=k * one.step_s)
+
+    def _build_draft(self, genome: tuple[int, ...]) -> DraftEstimate:
+        try:
+            loaded = load_candidate(self.seed, self.data(genome))
+            plan = speculative_plan(loaded)
+        except (MappingError, ConfigError) as error:
+            return DraftEstimate(reason=f"draft: {str(error).splitlines()[0]}")
+        assert plan is not None and plan.draft is not None
+        draft = plan.draft
+        step = sum(kernel_estimate(kernel, loaded).latency_s * draft.layer_counts[t]
+                   for t, kernels in draft.kernels.items() for kernel in kernels)
+        hbm = memory_report(draft)[HBM]
+        return DraftEstimate(step, hbm["weights"], hbm["kv_cache"], hbm["activations"])
+
     def _build(self, genome: tuple[int, ...], layer_type: str, batch: int) -> LayerEstimate:
         try:
             loaded = load_candidate(self.seed, self.data(genome))
-            graph_key = (layer_type, batch)
+            graph_key = (layer_type, batch, self._k(genome))
             if graph_key not in self._graphs:
                 self._graphs[graph_key] = layer_graph(loaded.model, layer_type, layer_shape(loaded),
                                                       loaded.spec.kv_policy)
@@ -211,15 +260,18 @@ class Evaluator:
             estimates.append(self._kernel_estimates[key])
         return LayerEstimate(tuple(estimates), layer_memory(built.kernels), built.activation_peak_bytes)
 
-    def _row(self, genome: tuple[int, ...], layers: list[LayerEstimate], step_s: float) -> dict[str, Any]:
+    def _row(self, genome: tuple[int, ...], layers: list[LayerEstimate], step_s: float,
+             draft: DraftEstimate) -> dict[str, Any]:
         spec = self.seed.spec
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else spec.workload.batch
         row: dict[str, Any] = {"genome": genome, "batch": batch, "fits": True, "reason": ""}
-        broken = next((layer.reason for layer in layers if layer.reason), "")
+        broken = next((layer.reason for layer in layers if layer.reason), "") or draft.reason
         if broken:
             return row | {"fits": False, "reason": broken}
-        memory = self._memory(layers, batch)
-        row |= memory | self._figures(step_s, batch)
+        memory = self._memory(layers, batch, draft)
+        row |= memory | self._figures(step_s, batch, genome)
+        if draft.step_s:
+            row["draft_s"] = draft.step_s
         row["kernel_s"] = {(t, k.name): k.latency_s * n for (t, n), layer in zip(self.counts.items(), layers, strict=True)
                            for k in layer.kernels}
         if memory["hbm_used_bytes"] > memory["hbm_capacity_bytes"]:
@@ -231,17 +283,24 @@ class Evaluator:
             row |= {"fits": False, "reason": f"TPOT {row['tpot_s'] * 1e3:.3f} ms over the SLO"}
         return row
 
-    def _figures(self, step_s: float, batch: int) -> dict[str, float]:
-        w = self.seed.spec.workload
-        return step_figures(self.space.phase, step_s, batch=batch, seq_len=w.seq_len, accepted=w.accepted_tokens_per_step)
+    def _figures(self, step_s: float, batch: int, genome: tuple[int, ...]) -> dict[str, float]:
+        spec = self.seed.spec
+        sd = speculative_genes(self.space, genome)
+        accepted = accepted_tokens_per_step(spec) if sd is None or spec.speculative is None else \
+            expected_accepted(spec.speculative.acceptance.rate, sd[1])
+        return step_figures(self.space.phase, step_s, batch=batch, seq_len=spec.workload.seq_len, accepted=accepted)
 
-    def _memory(self, layers: list[LayerEstimate], batch: int) -> dict[str, float]:
+    def _memory(self, layers: list[LayerEstimate], batch: int, draft: DraftEstimate) -> dict[str, float]:
         """Per socket, by ``rdusim.mapping.memory.memory_usage`` (the simulator's accounting;
-        a candidate differs from the seed only in its kernels and batch)."""
+        a candidate differs from the seed only in its kernels, batch and draft), plus a
+        speculative candidate's draft weights and KV cache (as ``memory_report`` adds them)."""
         memory = {t: layer.memory for t, layer in zip(self.counts, layers, strict=True) if layer.memory is not None}
         report = memory_of_layers(self.seed.spec, self.seed.model, self.counts, memory, batch, self.kv_len,
                                   max(layer.activation_peak_bytes for layer in layers))
-        hbm, reserved = report[HBM], self.reserved_bytes
+        hbm, reserved = dict(report[HBM]), self.reserved_bytes
+        hbm["weights"] += draft.weights_bytes
+        hbm["kv_cache"] += draft.kv_bytes
+        hbm["activations"] = max(hbm["activations"], draft.activations_bytes)
         used = hbm["weights"] + hbm["kv_cache"] + hbm["activations"] + reserved
         return {"hbm_used_bytes": used, "hbm_weights_bytes": hbm["weights"], "hbm_kv_bytes": hbm["kv_cache"],
                 "hbm_activations_bytes": hbm["activations"], "hbm_reserved_bytes": reserved,

@@ -30,7 +30,7 @@ from rdusim.analysis.explore.estimate import Evaluator, Problem
 from rdusim.analysis.explore.tasks import Genome, evaluator, layers_task, simulate_task
 from rdusim.analysis.metrics import STEP_FIGURES
 from rdusim.errors import ConfigError
-from rdusim.mapping.space import Space
+from rdusim.mapping.space import Space, speculative_genes
 
 Progress = Callable[[str, int, int], None]
 
@@ -71,10 +71,9 @@ def explore(problem: Problem, *, budget: int = 1000, rescore: int = 20, seed: in
         distinct = feasible.drop_duplicates(subset=["step_s", "hbm_used_bytes", "batch"])
         picks = list(dict.fromkeys([*distinct["genome"].head(rescore), space.seed]))
         start = time.perf_counter()
-        sims = executor.map(simulate_task, [(problem, g) for g in picks])
+        sims = executor.map(simulate_task, [(problem, g) for g in picks],
+                            progress=(lambda done, total: progress("simulate", done, total)) if progress else None)
         sim_s = time.perf_counter() - start
-        if progress:
-            progress("simulate", len(picks), len(picks))
     finally:
         if own:
             executor.close()
@@ -163,8 +162,12 @@ def _child(space: Space, rng: np.random.Generator, parents: list[Genome]) -> Gen
 
 # ------------------------------------------------------------------------ tables
 def describe(space: Space, genome: Genome) -> dict[str, Any]:
-    """Readable columns for a genome: kernels per layer type and attention strategy."""
+    """Readable columns for a genome: kernels per layer type and attention strategy (and, for a
+    speculative seed, the draft model and its length k)."""
     out: dict[str, Any] = {}
+    sd = speculative_genes(space, genome)
+    if sd is not None:
+        out["draft"], out["draft_k"] = sd
     for layer in space.layers:
         base = layer.layer_type
         cuts = sum(1 for i, free in enumerate(layer.cut_is_free) if not free or space.value(genome, f"{base}.cut{i}"))

@@ -16,6 +16,7 @@ from rdusim.analysis.result import simulate
 from rdusim.errors import MappingError
 from rdusim.mapping.capacity import hbm_fit
 from rdusim.mapping.space import load_candidate
+from rdusim.model.speculative import accepted_tokens_per_step
 
 Genome = tuple[int, ...]
 
@@ -46,7 +47,7 @@ def simulate_task(problem: Problem, genome: Genome) -> dict[str, Any]:
     fit = hbm_fit(result.plan, loaded)
     w = loaded.spec.workload
     figures = step_figures(loaded.spec.phase, result.total_s, batch=w.batch, seq_len=w.seq_len,
-                           accepted=w.accepted_tokens_per_step)
+                           accepted=accepted_tokens_per_step(loaded.spec))
     slo, tpot = problem.slo_tpot_s, figures["tpot_s"]
     reason = fit.reason or (f"TPOT {tpot * 1e3:.3f} ms over the SLO" if slo and tpot > slo else "")
     kernels = result.kernels[["layer_type", "kernel", "latency_s", "bound"]].to_dict(orient="records")

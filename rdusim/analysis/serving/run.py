@@ -6,6 +6,7 @@ request engine), pandas. Writes no files.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from rdusim.analysis.serving.metrics import (
     summarise,
 )
 from rdusim.analysis.serving.workload import Workload
+from rdusim.errors import SimulationError
 from rdusim.sim.serving import ServingRun, simulate_serving
 
 
@@ -35,11 +37,15 @@ class ServingResult:
 
 
 def run_serving(deployment: Deployment, workload: Workload, slo: Slo | None = None, *,
-                record_events: bool = True) -> ServingResult:
-    """Run the workload through the deployment and measure it."""
+                record_events: bool = True, progress: Callable[[int, int], None] | None = None) -> ServingResult:
+    """Run the workload through the deployment and measure it (``progress(settled, total)``:
+    requests finished or rejected so far)."""
     slo = slo or default_slo(deployment)
-    run = simulate_serving(deployment.model, workload.arrival_s, workload.prompt_tokens, workload.output_tokens,
-                           record_events=record_events)
+    try:
+        run = simulate_serving(deployment.model, workload.arrival_s, workload.prompt_tokens, workload.output_tokens,
+                               record_events=record_events, progress=progress)
+    except SimulationError as error:  # a rate of the deployment too small for the engine's horizon
+        raise SimulationError(f"{deployment.path}: {error}") from None
     requests = request_frame(run, slo)
     summary = summarise(run, requests, slo) | {"deployment": deployment.name, "policy": deployment.policy,
                                                "skipped_trace_rows": workload.skipped, "workload": workload.source}
