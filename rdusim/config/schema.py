@@ -538,6 +538,10 @@ class GpuEfficiencySpec(Spec):
     gemm_stream: float | None = Field(
         default=None, gt=0.0, le=1.0,
         description="a GEMM's operand stream's share of HBM peak (TMA tile loads; none: hbm_stream)")
+    strided_stream: float | None = Field(
+        default=None, gt=0.0, le=1.0,
+        description="PyTorch's non-vectorised elementwise path (an operand not contiguous) as a share of "
+                    "HBM peak (none: hbm_stream)")
     attention_tensor: float = Field(gt=0.0, le=1.0, description="FlashAttention-2 main loop's share of tensor peak")
     mla_tensor: float = Field(gt=0.0, le=1.0, description="FlashMLA decode main loop's share of tensor peak")
 

@@ -46,6 +46,12 @@ class Gpu:
         return 1.0 if eff.gemm_stream is None else eff.gemm_stream / eff.hbm_stream
 
     @property
+    def strided_stream_derate(self) -> float:
+        """PyTorch's non-vectorised elementwise kernels' HBM rate as a share of a streaming kernel's."""
+        eff = self.spec.efficiency
+        return 1.0 if eff.strided_stream is None else eff.strided_stream / eff.hbm_stream
+
+    @property
     def hbm_latency_s(self) -> float:
         """A CTA's first bytes arrive one DRAM round trip after it starts."""
         return float(self.spec.memory.hbm_latency_s)

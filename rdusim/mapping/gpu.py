@@ -53,6 +53,7 @@ class GpuKernel:
     launches: int = 1           # host-side ops this kernel stands for (eager dispatch)
     host_ops: tuple[str, ...] = ()  # the eager PyTorch ops the host dispatches for it (HOST_OPS kinds)
     collective: CollectiveCost | None = None  # math "nvlink": the NCCL collective it runs
+    strided: bool = False       # PyTorch's non-vectorised elementwise path (an operand not contiguous)
 
     @property
     def ctas(self) -> int:
@@ -244,14 +245,18 @@ STREAM_CTAS_PER_SM = 16  # 2048 resident threads per SM / 128-thread blocks
 
 
 def streaming(name: str, nbytes: float, gpu: Gpu, *, rows: int | None = None,
-              launches: int = 1) -> GpuKernel:
+              launches: int = 1, strided: bool = False) -> GpuKernel:
     """A memory-bound kernel (norm, elementwise, gather, copy): ``nbytes`` read + written.
 
     ``rows`` gives one CTA per row (fused RMSNorm); otherwise the grid fills every SM.
+    ``strided``: a PyTorch elementwise op with an operand that is not contiguous takes
+    TensorIterator's non-vectorised path (``elementwise_kernel<128, 4>``: one 2-byte element per
+    load, offsets computed per element) instead of ``vectorized_elementwise_kernel<8>``
+    (16-byte loads), and streams at ``efficiency.strided_stream`` of HBM peak.
     """
     ctas = rows if rows is not None else gpu.sms * STREAM_CTAS_PER_SM
     ctas = max(1, ctas)
-    return GpuKernel(name, (CtaGroup(ctas, nbytes / ctas),), STREAM_CTAS_PER_SM, launches=launches)
+    return GpuKernel(name, (CtaGroup(ctas, nbytes / ctas),), STREAM_CTAS_PER_SM, launches=launches, strided=strided)
 
 
 def collective(name: str, op: str, nbytes: float, group: int, gpu: Gpu) -> list[GpuKernel]:
@@ -365,15 +370,20 @@ _BUILDERS = {
     "embedding": lambda c: [streaming("embedding", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
     "rms_norm": lambda c: [streaming("rms_norm", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
     "qkv_gemm": lambda c: gemm("qkv_gemm", c.rows, (c.hq + 2 * c.hkv) * c.s.head_dim, c.s.hidden, c.gpu),
+    # rotate_half slices x[..., :hd/2] and x[..., hd/2:]: its neg and muls run on strided views at
+    # every row count (elementwise_kernel<128, 4> in h100-20261125-kernels.csv, batch 1 decode)
     "rope": lambda c: [streaming("rope", 15 * c.rows * (c.hq + c.hkv) * c.s.head_dim * BF16, c.gpu,
-                                 launches=10)],
+                                 launches=10, strided=True)],
     "kv_append": lambda c: [streaming("kv_append", 4 * c.rows * c.hkv * c.s.head_dim * BF16, c.gpu,
                                       launches=2)],
     "attention": lambda c: _attention(c.s, c.hq, c.hkv, c.gpu, c.phase),
     "o_gemm": _o_gemm,
     "residual_add": lambda c: [streaming("residual_add", 3 * c.rows * c.s.hidden * BF16, c.gpu)],
     "gate_up_gemm": lambda c: gemm("gate_up_gemm", c.rows, 2 * c.s.ffn // c.s.tp, c.s.hidden, c.gpu),
-    "silu_mul": lambda c: [streaming("silu_mul", 5 * c.rows * (c.s.ffn // c.s.tp) * BF16, c.gpu, launches=2)],
+    # silu(gu[..., :f]) * gu[..., f:]: the halves of the gate-up output are strided views (row
+    # stride 2f) unless there is one row, so both ops take the non-vectorised path
+    "silu_mul": lambda c: [streaming("silu_mul", 5 * c.rows * (c.s.ffn // c.s.tp) * BF16, c.gpu, launches=2,
+                                     strided=c.rows > 1)],
     "down_gemm": lambda c: gemm("down_gemm", c.rows, c.s.hidden, c.s.ffn // c.s.tp, c.gpu),
     "all_reduce": lambda c: all_reduce("all_reduce", c.rows * c.s.hidden * BF16, c.s.tp, c.gpu),
     "lm_head": _lm_head,

@@ -44,6 +44,7 @@ class _Gpu:
         self.latency_s = gpu.hbm_latency_s
         self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla")}
         self.gemm_derate = gpu.gemm_stream_derate
+        self.strided_derate = gpu.strided_stream_derate
         self.gemm_step_s = gpu.launch_s("gemm_step")
         self.unfinished = 0  # kernels issued by the host and not yet finished on the GPU
 
@@ -140,13 +141,14 @@ def _run_grid(env: simpy.Environment, kernel: GpuKernel, state: _Gpu) -> Generat
                     bundle[0] += n
                     bundle[1].append((i, n))
             for occupancy, (n, sms) in bundles.items():
-                running.append(env.process(_bundle(env, state, n, occupancy, sms, group, kernel.math, freed)))
+                running.append(env.process(_bundle(env, state, n, occupancy, sms, group, kernel.math, freed,
+                                                   strided=kernel.strided)))
     if running:
         yield env.all_of(running)
 
 
 def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: list[tuple[int, int]],
-            group: CtaGroup, math: str, freed: list[simpy.Event]) -> Generator:
+            group: CtaGroup, math: str, freed: list[simpy.Event], *, strided: bool = False) -> Generator:
     """``n`` identical CTAs, each on an SM holding ``occupancy`` CTAs, through their main loop.
 
     One DRAM round trip fills the pipeline and the first step's loads are exposed; then the
@@ -156,6 +158,8 @@ def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: li
     load = n * group.bytes / tiles
     if math == "gemm":  # TMA tile loads of a GEMM's operands reach less of HBM than a streaming copy
         load /= state.gemm_derate
+    elif strided:  # PyTorch's non-vectorised elementwise path reaches less of HBM than a copy
+        load /= state.strided_derate
     l2 = n * group.l2_bytes / tiles if state.l2 is not None else 0.0
     step_s = group.flops / tiles / (state.sm_flops[math] / occupancy) if math in state.sm_flops else 0.0
     if group.bytes > 0:

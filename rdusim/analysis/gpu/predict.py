@@ -180,7 +180,8 @@ def row_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
     if kind == "rmsnorm":
         return [streaming("rms_norm", float(row["bytes"]), gpu, rows=_int(row, "m"))]
     if kind == "silu_mul":
-        return [streaming("silu_mul", 5 * _int(row, "m") * _int(row, "n") * 2, gpu, launches=2)]
+        return [streaming("silu_mul", 5 * _int(row, "m") * _int(row, "n") * 2, gpu, launches=2,
+                          strided=_int(row, "m") > 1)]
     if kind == "launch":
         return [streaming("tiny", 2 * 256 * 4, gpu, rows=1)]
     b, hq, hkv, hd = (_int(row, k) for k in ("batch", "q_heads", "kv_heads", "head_dim"))
@@ -234,7 +235,8 @@ def hbm_latency(rows: Iterable[dict]) -> float:
 
 
 def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
-    """Fit ``hbm_stream`` and ``launch.stream`` to the copy rows of P10's CSV. Reads
+    """Fit ``hbm_stream`` and ``launch.stream`` to the copy rows of P10's CSV, and
+    ``strided_stream`` to its largest ``silu_mul`` calibration row. Reads
     ``set == calibration`` rows only (and the ``hardware`` latency rows, a constant of the
     device). The GEMM constants come from ``fit_gemm`` (a ``sweep.py`` CSV's GEMM calibration
     subset); ``launch.pipeline``, now FlashAttention's fixed cost, keeps P10's value.
@@ -250,8 +252,19 @@ def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     slope = sum((x - mx) * (y - my) for x, y in copies) / sum((x - mx) ** 2 for x in xs)
     intercept = my - slope * mx
-    return {"hbm_stream": 1.0 / slope / spec.memory.hbm_bytes_per_s, "launch_stream_s": intercept - latency,
-            "hbm_latency_s": latency}
+    launch = intercept - latency
+    fit = {"hbm_stream": 1.0 / slope / spec.memory.hbm_bytes_per_s, "launch_stream_s": launch,
+           "hbm_latency_s": latency}
+    # PyTorch's non-vectorised elementwise path: the largest SiLU-and-multiply row (two kernels on
+    # strided halves of a [m, 2n] tensor, 5 m n bf16 elements moved, all SMs busy): time = two
+    # launches + one DRAM round trip + bytes / (peak x strided_stream).
+    strided = [r for r in calibration if r["kind"] == "silu_mul"]
+    if strided:
+        row = max(strided, key=lambda r: _int(r, "m"))
+        nbytes = 5 * _int(row, "m") * _int(row, "n") * 2
+        seconds = float(row["median_us"]) * 1e-6 - 2 * launch - latency
+        fit["strided_stream"] = nbytes / seconds / spec.memory.hbm_bytes_per_s
+    return fit
 
 
 def compare_rows(rows: Iterable[dict], gpu: Gpu, model: ModelSpec | None) -> list[dict]:
