@@ -15,6 +15,7 @@ from rdusim.analysis.gpu.predict import (
     compare_rows,
     fit_calibration,
     fit_gemm,
+    fit_pipeline,
     is_gemm_calibration,
     summary,
 )
@@ -126,6 +127,21 @@ def test_calibration_reads_only_calibration_rows() -> None:
     assert fit["hbm_stream"] == pytest.approx(spec.efficiency.hbm_stream, abs=5e-4)
     assert fit["launch_stream_s"] == pytest.approx(spec.launch.stream_s, abs=5e-9)
     assert fit["hbm_latency_s"] == pytest.approx(spec.memory.hbm_latency_s, abs=5e-10)
+    assert fit["strided_stream"] == pytest.approx(spec.efficiency.strided_stream, abs=5e-4)
+
+
+def test_pipeline_fit_reproduces_the_committed_constant_from_calibration_rows_only() -> None:
+    """launch.pipeline (FlashAttention's fixed cost since P12) is P10's fit: under P10's fixed-tile
+    GEMM model, square8192 gives the tensor rate and down_m16 the fixed cost (7.02 us, 0.808)."""
+    rows = list(csv.DictReader(CSV.open()))
+    spec = load_spec(H100, GpuSpec)
+    fit = fit_pipeline(rows, spec)
+    poisoned = [dict(r, median_us="1.0") if r["set"] == "prediction" else r for r in rows]
+    assert fit_pipeline(poisoned, spec) == fit
+    assert fit["pipeline_s"] == pytest.approx(spec.launch.pipeline_s, abs=5e-9)
+    assert fit["p10_gemm_tensor"] == pytest.approx(0.808, abs=5e-4)
+    slower = [dict(r, median_us=str(float(r["median_us"]) + 1.0)) if r["name"] == "down_m16" else r for r in rows]
+    assert fit_pipeline(slower, spec)["pipeline_s"] == pytest.approx(fit["pipeline_s"] + 1e-6, abs=2e-8)
 
 
 def test_gemm_fit_reads_only_the_calibration_subset_and_gives_the_committed_constants() -> None:

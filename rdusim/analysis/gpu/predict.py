@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,10 @@ from rdusim.config.schema import (
 from rdusim.errors import ConfigError, SimulationError
 from rdusim.hw.gpu import Gpu, GpuNode, load_gpu_node
 from rdusim.mapping.gpu import (
+    BF16,
+    GEMM_K_STEP,
+    SPLIT_K_MIN_DEPTH,
+    CtaGroup,
     GpuKernel,
     LayerShape,
     flash_decode,
@@ -265,6 +269,69 @@ def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
         seconds = float(row["median_us"]) * 1e-6 - 2 * launch - latency
         fit["strided_stream"] = nbytes / seconds / spec.memory.hbm_bytes_per_s
     return fit
+
+
+# ------------------------------------------- launch.pipeline: P10's fit, reproduced
+def p10_gemm(m: int, n: int, k: int, gpu: Gpu) -> list[GpuKernel]:
+    """P10's fixed-tile GEMM model, the model under which ``launch.pipeline`` was fitted (and
+    nothing else uses): a 64x128 tile for m <= 64 else 128x256, split-K up to one wave (slices of
+    at least ``SPLIT_K_MIN_DEPTH``), each operand read from HBM once, no L2 limit, no per-step
+    cost. Kept so that ``fit_pipeline`` reproduces the constant P12 keeps for FlashAttention."""
+    bm, bn = (64, 128) if m <= 64 else (128, 256)
+    tiles = math.ceil(m / bm) * math.ceil(n / bn)
+    splits = max(1, min(gpu.sms // tiles, k // SPLIT_K_MIN_DEPTH)) if tiles < gpu.sms else 1
+    ctas = tiles * splits
+    k_slice = math.ceil(k / splits)
+    out = m * n * (4 * splits if splits > 1 else BF16)
+    main = GpuKernel("gemm", (CtaGroup(ctas, ((m * k + n * k) * BF16 + out) / ctas, 2.0 * bm * bn * k_slice,
+                                       math.ceil(k_slice / GEMM_K_STEP)),), ctas_per_sm=1, math="gemm")
+    if splits == 1:
+        return [main]
+    return [main, streaming("gemm.splitk_reduce", m * n * (4 * splits + BF16), gpu)]
+
+
+def fit_pipeline(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
+    """``launch.pipeline`` as P10 fitted it, from P10's CSV's calibration rows: under P10's
+    fixed-tile GEMM model (``p10_gemm``; GEMMs pay ``pipeline`` and no L2 or per-step cost), the
+    tensor rate from the largest calibration GEMM (square8192) and the fixed cost from the
+    skinniest (down_m16, 16 x 4096 x 14336: memory-bound, so the fixed cost shows), alternated
+    four times, each by bisection; ``hbm_stream``, ``launch.stream`` and the latency from
+    ``fit_calibration``. Returns the pipeline and P10's tensor rate (``p10_gemm_tensor``, which
+    P12's GEMM model no longer uses)."""
+    rows = list(rows)
+    base = fit_calibration(rows, spec)
+    gemms = [r for r in rows if r["set"] == "calibration" and r["kind"] == "gemm"]
+    big = max(gemms, key=lambda r: float(r["flops"]))
+    skinny = min(gemms, key=lambda r: float(r["m"]))
+
+    def time(row: dict, tensor: float, pipeline_s: float) -> float:
+        eff = spec.efficiency.model_copy(update={"hbm_stream": base["hbm_stream"], "gemm_tensor": tensor,
+                                                 "gemm_stream": None, "strided_stream": None})
+        launch = spec.launch.model_copy(update={"stream_s": base["launch_stream_s"], "pipeline_s": pipeline_s,
+                                                "gemm_pipeline_s": pipeline_s, "gemm_step_s": 0.0})
+        memory = spec.memory.model_copy(update={"hbm_latency_s": base["hbm_latency_s"], "l2_bytes_per_s": None})
+        gpu = Gpu(spec.model_copy(update={"efficiency": eff, "launch": launch, "memory": memory}))
+        kernels = p10_gemm(_int(row, "m"), _int(row, "n"), _int(row, "k"), gpu)
+        return elapsed_s(simulate_gpu([(k, 0) for k in kernels], gpu, mode="stream"))
+
+    tensor, pipeline_s = 0.8, 0.0
+    for _ in range(4):
+        fixed = pipeline_s
+        tensor = _bisect(lambda x, p=fixed: time(big, x, p), float(big["median_us"]) * 1e-6, 0.05, 1.0,
+                         falling=True)
+        rate = tensor
+        pipeline_s = _bisect(lambda x, e=rate: time(skinny, e, x), float(skinny["median_us"]) * 1e-6, 0.0,
+                             100e-6, falling=False)
+    return {"pipeline_s": pipeline_s, "p10_gemm_tensor": tensor}
+
+
+def _bisect(f: Callable[[float], float], target: float, lo: float, hi: float, *, falling: bool) -> float:
+    """The x in [lo, hi] where the monotonic f(x) meets target (40 halvings)."""
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        above = f(mid) > target
+        lo, hi = (mid, hi) if above == falling else (lo, mid)
+    return (lo + hi) / 2
 
 
 def compare_rows(rows: Iterable[dict], gpu: Gpu, model: ModelSpec | None) -> list[dict]:
