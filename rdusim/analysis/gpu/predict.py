@@ -243,7 +243,7 @@ def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     ``strided_stream`` to its largest ``silu_mul`` calibration row. Reads
     ``set == calibration`` rows only (and the ``hardware`` latency rows, a constant of the
     device). The GEMM constants come from ``fit_gemm`` (a ``sweep.py`` CSV's GEMM calibration
-    subset); ``launch.pipeline``, now FlashAttention's fixed cost, keeps P10's value.
+    subset); ``launch.pipeline``, now FlashAttention's fixed cost, from ``fit_pipeline`` (P10's fit).
 
     A copy is one wave of streaming CTAs: its time is launch + one DRAM round trip + bytes /
     bandwidth, so the least-squares slope gives the bandwidth and the intercept minus the
