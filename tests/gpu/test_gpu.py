@@ -17,6 +17,7 @@ from rdusim.analysis.gpu.predict import (
     fit_gemm,
     fit_pipeline,
     is_gemm_calibration,
+    row_kernels,
     summary,
 )
 from rdusim.cli import main
@@ -173,6 +174,31 @@ def test_gate_committed_h100_prediction_rows() -> None:
     assert attention["median"] <= 0.10 and attention["worst"] <= 0.25
     e2e = summary(compared, ("e2e_decode", "e2e_prefill"))
     assert e2e["n"] == 5 and e2e["worst"] <= 0.15
+
+
+def test_p10_single_gpu_figures_no_worse_than_p10() -> None:
+    """Issue 17's acceptance: graph decode and prefill steps of P10's CSV no worse than P10's model
+    (docs/gpu.md: graph decode median 8.5%, worst 13.0%; prefill median 7.7%, worst 8.8%)."""
+    rows = [r for r in csv.DictReader(CSV.open()) if r["set"] == "prediction" and r["kind"] in ("e2e_decode", "e2e_prefill")]
+    compared = compare_rows(rows, gpu(), load_spec(model_path("llama-3.1-8b"), ModelSpec))
+    graph = summary(compared, ("e2e_decode",), "graph")
+    prefill = summary(compared, ("e2e_prefill",))
+    assert graph["n"] == 8 and graph["median"] <= 0.085 and graph["worst"] <= 0.130
+    assert prefill["n"] == 3 and prefill["median"] <= 0.077 and prefill["worst"] <= 0.088
+
+
+def test_strided_elementwise_kernels_stream_at_their_own_rate() -> None:
+    """A strided kernel moves its bytes at strided_stream of HBM peak: launch + one DRAM round trip
+    + bytes / rate; a one-row SiLU-and-multiply is contiguous (vectorised) and streams as a copy."""
+    g = gpu()
+    nbytes = 1e9
+    for strided, share in ((False, g.spec.efficiency.hbm_stream), (True, g.spec.efficiency.strided_stream)):
+        kernel = streaming("k", nbytes, g, strided=strided)
+        t = elapsed_s(simulate_gpu([(kernel, 0)], g, mode="stream"))
+        expected = g.launch_s("stream") + g.hbm_latency_s + nbytes / (g.spec.memory.hbm_bytes_per_s * share)
+        assert t == pytest.approx(expected, rel=1e-9)
+    assert not row_kernels({"kind": "silu_mul", "m": "1", "n": "14336"}, g)[0].strided
+    assert row_kernels({"kind": "silu_mul", "m": "64", "n": "14336"}, g)[0].strided
 
 
 def test_every_library_kernel_has_a_builder() -> None:
