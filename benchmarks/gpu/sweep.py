@@ -275,6 +275,82 @@ def dispatch_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
              n=depth)
 
 
+INSITU_KINDS = {  # torch function name -> the HOST_OPS kind rdusim's kernels name
+    "linear": "gemm", "view": "view", "transpose": "transpose", "__getitem__": "slice",
+    "reshape": "reshape_view", "__add__": "elementwise_add", "add": "elementwise_add",
+    "__mul__": "elementwise_mul", "mul": "elementwise_mul", "__neg__": "elementwise_neg", "neg": "elementwise_neg",
+    "silu": "silu", "cat": "cat", "index_copy_": "index_copy", "rms_norm": "rms_norm", "embedding": "embedding",
+    "scaled_dot_product_attention": "sdpa",
+}
+
+
+def insitu_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Host cost of each op kind inside Llama-3.1-8B's eager decode forward (batch 1, 2K keys):
+    a TorchFunctionMode times every torch call the forward makes (set ``host``, mode ``insitu``);
+    the mode's own cost per call (the same forward timed with and without it, over the number of
+    calls) is subtracted; ``glue`` is what the forward's host time holds beyond its ops (Python,
+    the SDPA backend context), per layer. Calibration input for the eager host (Llama-3.1-8B
+    only); the other models' eager rows stay predictions."""
+    from torch.overrides import TorchFunctionMode
+
+    layers, hidden, hq, hkv, hd, ffn, vocab = DECODE_MODELS["llama3.1-8b"]
+    s = M.LlamaShape(layers=layers, hidden=hidden, q_heads=hq, kv_heads=hkv, head_dim=hd, ffn=ffn, vocab=vocab)
+    model = M.Llama(s, ctx.device)
+    batch, kv_len = 1, 2048
+    ck = [torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device) for _ in range(layers)]
+    cv = [torch.randn_like(c) for c in ck]
+    tokens = torch.randint(0, vocab, (batch, 1), device=ctx.device)
+    pos = torch.tensor([kv_len - 1], device=ctx.device)
+    cos, sin = M.rope_tables(s, pos)
+    times: dict[str, list[float]] = {}
+    calls = [0]
+
+    class Timer(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            t0 = time.perf_counter()
+            out = func(*args, **(kwargs or {}))
+            name = getattr(func, "__name__", str(func))
+            times.setdefault(name, []).append(time.perf_counter() - t0)
+            calls[0] += 1
+            return out
+
+    def step() -> torch.Tensor:
+        return model.forward(tokens, ck, cv, pos, cos, sin, prefill=False)
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    plain = []
+    for _ in range(9):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        plain.append(time.perf_counter() - t0)
+    timed = []
+    for _ in range(9):
+        times.clear()
+        calls[0] = 0
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with Timer():
+            step()
+        timed.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    n_calls = calls[0]
+    overhead = max(0.0, (statistics.median(timed) - statistics.median(plain)) / n_calls)
+    inside = 0.0
+    for name, ts in sorted(times.items()):
+        kind = INSITU_KINDS.get(name, name)
+        cost = statistics.median(ts)
+        inside += sum(ts)
+        M.record(ctx, "host", "insitu", f"insitu_{name}", cost, len(ts), mode="insitu", op=kind,
+                 calls_per_step=len(ts))
+    glue = (statistics.median(plain) - inside) / layers
+    M.record(ctx, "host", "insitu", "insitu_glue_per_layer", glue, 9, mode="insitu", op="glue",
+             calls_per_step=layers, timer_overhead_us=round(overhead * 1e6, 3), plain_us=round(statistics.median(plain) * 1e6, 1))
+    torch.cuda.empty_cache()
+
+
 DECODE_MODELS = {  # layers, hidden, q_heads, kv_heads, head_dim, ffn, vocab (config.json)
     "llama3.1-8b": (32, 4096, 32, 8, 128, 14336, 128256),
     "llama3.2-3b": (28, 3072, 24, 8, 128, 8192, 128256),
@@ -351,7 +427,7 @@ def p10_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
 
 
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
-            "e2e": e2e_rows}
+            "e2e": e2e_rows, "insitu": insitu_rows}
 
 
 def host_report() -> str:

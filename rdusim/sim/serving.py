@@ -649,11 +649,15 @@ class _Engine:
         columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * len(names)
         out = {n: np.asarray(c, dtype=t) for n, c, t in zip(names, columns, types, strict=True)}
         if len(self.step_blocks[0]):   # coalesced steps were recorded when their block ended: put them in start order
-            out = {n: np.concatenate([out[n], np.frombuffer(c, dtype=t)])
-                   for n, c, t in zip(names, self.step_blocks, types, strict=True)}
+            blocks = dict(zip(names, self.step_blocks, strict=True))
             self.step_blocks = ()
-            order = np.lexsort((out["node"], out["start_s"]))
-            out = {n: column[order] for n, column in out.items()}
+            merged = {}
+            for n, t in zip(names, types, strict=True):   # a column at a time: ~10M steps at a million requests
+                column = np.frombuffer(blocks.pop(n), dtype=t)
+                merged[n] = np.concatenate([out.pop(n), column]) if len(self.steps) else column
+            order = np.lexsort((merged["node"], merged["start_s"]))
+            for n in names:
+                out[n] = merged.pop(n)[order]
         return out
 
 

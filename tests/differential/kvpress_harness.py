@@ -93,10 +93,10 @@ def _full(q: Tensor, k: Tensor, v: Tensor, lengths: Tensor, budget: int, room: i
     return FullCache.from_prefill(k, v, q, lengths, capacity=k.shape[2] + room)
 
 
-def _snapkv(count_pad: bool) -> Builder:
+def _snapkv(count_pad: bool, pool: int) -> Builder:
     def build(q: Tensor, k: Tensor, v: Tensor, lengths: Tensor, budget: int, room: int) -> SlotCache:
         return SnapKVCache.from_prefill(
-            k, v, q, lengths, budget=budget, capacity=budget + room, window=WINDOW, pool=POOL,
+            k, v, q, lengths, budget=budget, capacity=budget + room, window=WINDOW, pool=pool,
             pool_count_pad=count_pad,
         )  # fmt: skip
 
@@ -127,10 +127,13 @@ def _h2o_native(q: Tensor, k: Tensor, v: Tensor, lengths: Tensor, budget: int, r
 # --- the cases ---------------------------------------------------------------------------
 
 
-def _snapkv_press(tokens: int, budget: int) -> Any:
-    return kvpress.SnapKVPress(
-        compression_ratio=ratio_for(tokens, budget), window_size=WINDOW, kernel_size=POOL
-    )
+def _snapkv_press(pool: int) -> PressFactory:
+    def factory(tokens: int, budget: int) -> Any:
+        return kvpress.SnapKVPress(
+            compression_ratio=ratio_for(tokens, budget), window_size=WINDOW, kernel_size=pool
+        )
+
+    return factory
 
 
 @dataclass
@@ -182,13 +185,13 @@ def _observed_press(tokens: int, budget: int) -> Any:
     return kvpress.ObservedAttentionPress(compression_ratio=ratio_for(tokens, budget))
 
 
-CASES: dict[str, Case] = {
-    case.name: case
-    for case in (
+def make_cases(pool: int = POOL) -> dict[str, Case]:
+    """Every case, with SnapKV's pooling kernel ``pool`` on both sides."""
+    cases = (
         Case("full", lambda t, b: None, _full, note="no compression: the forward-pass floor"),
-        Case("snapkv", _snapkv_press, _snapkv(True),
+        Case("snapkv", _snapkv_press(pool), _snapkv(True, pool),
              note="rdusim pool_count_pad=True; kvpress SnapKVPress"),
-        Case("snapkv-rdusim-pool", _snapkv_press, _snapkv(False), matching=False,
+        Case("snapkv-rdusim-pool", _snapkv_press(pool), _snapkv(False, pool), matching=False,
              note="rdusim's default pooling (padded cells not counted) vs kvpress"),
         Case("streamingllm", _ring_prefill(SortedStreamingLLMPress), _streamingllm,
              decode_press=_ring_decode(SortedStreamingLLMPress),
@@ -205,8 +208,15 @@ CASES: dict[str, Case] = {
                   "ObservedAttentionPress"),
         Case("h2o-rdusim", _observed_press, _h2o_native, attn="eager", matching=False,
              note="rdusim's H2O (sum, half recent, decode eviction) vs ObservedAttentionPress"),
-    )
-}  # fmt: skip
+    )  # fmt: skip
+    return {case.name: case for case in cases}
+
+
+CASES = make_cases()
+#: Passkey runs use pool 11 on both sides: a 5-digit key is 5 tokens and the window votes for
+#: where it starts; rdusim's passkey default (rdusim.kernels.lm.PasskeySpec.pool) for that reason
+PASSKEY_POOL = 11
+PASSKEY_CASES = make_cases(PASSKEY_POOL)
 
 
 # --- models ------------------------------------------------------------------------------
@@ -221,6 +231,7 @@ def rdusim_model() -> lm.LanguageModel:
 def hf_model() -> Any:
     """transformers' Llama from the same GGUF file, local files only, fp32."""
     path = rdusim_model().path
+    transformers.utils.logging.disable_progress_bar()
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, dtype=torch.float32, local_files_only=True
     )

@@ -49,7 +49,9 @@ def passkey_rows(trials: int) -> list[dict[str, object]]:
         )
         prefill = lm.prefill_prompt(model, prompt.token_ids)
         for case in PASSKEY_CASES:
-            answers = harness.passkey_answers(harness.CASES[case], prompt, BUDGETS, prefill)
+            answers = harness.passkey_answers(
+                harness.PASSKEY_CASES[case], prompt, BUDGETS, prefill
+            )
             for budget, (ours, theirs) in answers.items():
                 counts = tally[case, budget]
                 counts[0] += ours

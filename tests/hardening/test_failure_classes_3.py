@@ -66,6 +66,26 @@ def test_2_generated_workload_size_is_refused_up_front(workspace, argv, fragment
     assert_input_error(run_cli(*argv, *SLO), *fragments)
 
 
+def test_2_arrivals_past_the_horizon_are_refused_up_front(workspace):
+    trace = workspace / "far.csv"
+    trace.write_text(PLAIN + "0,1000,5\n20000000,1000,5\n")
+    assert_input_error(run_cli("serve", SERVE, "--trace", trace, *SLO),
+                       f"{trace}:3: this request arrives 2e+07 s after the first", "at most 1e+07 s")
+    result = run_cli("serve", SERVE, "--trace", trace, "--time-scale", "0.1", *SLO)  # 2e6 s: replayed
+    assert result.code == 0, result.err
+    assert_input_error(run_cli("serve", SERVE, "--rate", "0.01", "--duration", "1e8", *SLO),
+                       "--duration 1e+08 s: arrivals over more than 1e+07 s")
+    assert_input_error(run_cli("serve", SERVE, "--rate", "1e-6", "--requests", "100", *SLO),
+                       "--requests 100 at --rate 1e-06/s (about 1e+08 s of arrivals)")
+
+
+def test_2_serving_rates_past_the_horizon_name_the_serving_file(workspace):
+    result = run_cli("serve", SERVE, "--rate", "1", "--requests", "20", "--set", "interconnect.bandwidth=1e-300 B/s",
+                     *SLO)  # found while running (the deployment's step tables are built first): no time guard
+    assert result.code == 2 and "Traceback" not in result.err, result.err
+    assert f"{SERVE}: an event would end at t=inf s, past the simulator's horizon" in result.err
+
+
 def test_2_a_trace_longer_than_the_limit_is_refused_at_its_row(workspace, monkeypatch):
     import rdusim.analysis.serving.workload as workload  # noqa: PLC0415
 
@@ -253,6 +273,13 @@ def test_sweep_grids_are_bounded(workspace):
                        "--seq-len: 1501 values; at most 1000")
     assert_input_error(run_cli("serve-sweep", SERVE, "--rate", "1,nope", "--requests", "5", *SLO),
                        "--rate: expected comma-separated requests per second")
+
+
+def test_serving_overrides_keep_numbers_numbers(workspace):
+    """A serving file's decode.accepted_tokens_per_step reaches the decode mapping as a number."""
+    result = run_cli("serve", SERVE, "--rate", "1", "--requests", "20", "--set",
+                     "decode.accepted_tokens_per_step=1e300", *SLO)
+    assert "Traceback" not in result.err and "a valid number" not in result.err, result.err
 
 
 def test_compare_hw_overrides_name_their_option(workspace):

@@ -74,10 +74,10 @@ def test_fast_path_equals_every_layer_on_every_socket():
 
 
 def test_sampled_routing_is_seeded():
-    # routing decides the bytes only when the experts a batch does not pick are skipped, and
-    # the seed only when tokens can share experts (batch 16; at batch 1 a token's 8 are distinct)
+    # routing decides the bytes only when the experts a batch does not pick are skipped
+    # (the research decode mapping: at its batch the sampled routes leave experts unpicked)
+    decode = ROOT / "mappings" / "deepseek-r1" / "decode.yaml"
     routed = ["defaults.expert_weights=routed", "workload.routing=sampled"]
-    decode = ROOT / "mappings/deepseek-r1/decode.yaml"
     a = simulate(decode, seq_len=SMALL, overrides=[*routed, "workload.seed=3"])
     b = simulate(decode, seq_len=SMALL, overrides=[*routed, "workload.seed=3"])
     c = simulate(decode, seq_len=SMALL, overrides=[*routed, "workload.seed=4"])

@@ -104,3 +104,17 @@ def test_a_deployment_with_a_speculative_decode_mapping(tmp_path):
     assert result.summary["completed"] == 40
     assert result.summary["mean_tokens_per_step"] > 1.5
     assert (done["tokens_per_step"] > 1).all() and (done["tokens_per_step"] <= K + 1).all()
+
+
+def test_coalesced_decode_blocks_deliver_the_same_bursts_as_the_step_by_step_engine():
+    arrivals, prompts, outputs = _workload(400, seed=9)
+    model = _sd_model(prefill_nodes=2, decode_nodes=2, kv_groups=2, batch_buckets=(2, 4, 8, 16),
+                      prefill_time=lambda p: p / 5000.0, decode_step_time=lambda b, kv: 0.01 + 0.001 * b + kv * 1e-7)
+    blocks = simulate_serving(model, arrivals, prompts, outputs, record_events=True)
+    steps = simulate_serving(model, arrivals, prompts, outputs, record_events=True, coalesce=False)
+    assert blocks.events == steps.events
+    for key in blocks.requests:
+        assert np.array_equal(blocks.requests[key], steps.requests[key], equal_nan=True), key
+    for key in blocks.steps:
+        assert np.array_equal(blocks.steps[key], steps.steps[key]), key
+    assert blocks.nodes == steps.nodes and blocks.end_s == steps.end_s

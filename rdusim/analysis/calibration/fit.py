@@ -2,7 +2,7 @@
 
 Owns: ``fit_efficiencies``, ``layer_shares``, ``with_efficiencies``, ``snapstream_overhead``,
 ``fit_decode_overhead``, ``with_software_launch``.
-Imports: mapping, sim, analysis.breakdown, numpy.
+Imports: mapping, sim, analysis.breakdown, numpy, scipy.
 
 The fit is explicit and reproducible: five parameters (gemm, attention, elementwise,
 sort, collective), each constrained to (0, 1] so the model stays physical, minimise the
@@ -11,6 +11,11 @@ squared error (in percentage points) of the simulated MoE-layer shares against
 then a deterministic Nelder-Mead from the grid's best point (one simplex from a fixed start
 can stall in a poor valley). Nothing else is tuned; predictions at other prompt lengths are
 reported separately and never enter the objective.
+
+The simplex is this module's own ``nelder_mead`` (inside contraction only), not scipy's:
+``scipy.optimize.minimize(method="Nelder-Mead")`` from the same start and budget takes another
+path and ends at other constants (docs/calibration.md, Optimisers), so it would refit the
+shipped ones. The decode constant uses ``scipy.optimize.minimize_scalar`` (same result).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ import pandas as pd
 
 from rdusim.analysis.result import simulate
 from rdusim.analysis.sweep import smallest_batch
-from rdusim.config.loader import Document, apply_overrides, read_document, validate
+from rdusim.config.loader import Document, apply_overrides, read_document, validate, yaml_value
 from rdusim.config.serving import ServingSpec
 from rdusim.errors import ConfigError, MappingError
 from rdusim.kv_policy import COMPRESSING, FIXED_SIZE
@@ -145,7 +145,7 @@ def _decode_overrides(spec: ServingSpec) -> list[str]:
     if spec.layout == "disaggregated":
         overrides.append("prefill=null")       # decode nodes run no prefill: no HBM reserve for one
     if spec.decode.accepted_tokens_per_step is not None:
-        overrides.append(f"workload.accepted_tokens_per_step={spec.decode.accepted_tokens_per_step}")
+        overrides.append(f"workload.accepted_tokens_per_step={yaml_value(spec.decode.accepted_tokens_per_step)}")
     return overrides
 
 

@@ -22,6 +22,7 @@ from rdusim.analysis.serving.metrics import (
     summarise,
 )
 from rdusim.analysis.serving.workload import Workload
+from rdusim.errors import SimulationError
 from rdusim.sim.serving import ServingRun, simulate_serving
 
 
@@ -40,8 +41,11 @@ def run_serving(deployment: Deployment, workload: Workload, slo: Slo | None = No
     """Run the workload through the deployment and measure it (``progress(settled, total)``:
     requests finished or rejected so far)."""
     slo = slo or default_slo(deployment)
-    run = simulate_serving(deployment.model, workload.arrival_s, workload.prompt_tokens, workload.output_tokens,
-                           record_events=record_events, progress=progress)
+    try:
+        run = simulate_serving(deployment.model, workload.arrival_s, workload.prompt_tokens, workload.output_tokens,
+                               record_events=record_events, progress=progress)
+    except SimulationError as error:  # a rate of the deployment too small for the engine's horizon
+        raise SimulationError(f"{deployment.path}: {error}") from None
     requests = request_frame(run, slo)
     summary = summarise(run, requests, slo) | {"deployment": deployment.name, "policy": deployment.policy,
                                                "skipped_trace_rows": workload.skipped, "workload": workload.source}

@@ -41,6 +41,7 @@ import numpy as np
 from rdusim.config.loader import read_text
 from rdusim.config.schema import MAX_TOKENS
 from rdusim.errors import ConfigError
+from rdusim.sim.resources import HORIZON_S
 from rdusim.units import format_bytes
 
 # ------------------------------------------------------------------------ input limits
@@ -67,6 +68,9 @@ MAX_SIGMA = 10.0
 MAX_CV = 10.0
 #: ``--time-scale`` range: a million times faster or slower than the trace
 TIME_SCALE_RANGE = (1e-6, 1e6)
+#: the longest span of arrivals, in seconds (116 days): the request engine's clock runs on the
+#: simulator's horizon (rdusim.sim.resources.HORIZON_S); a week-long published trace is 6e5 s
+MAX_SPAN_S = HORIZON_S
 #: the largest arrival time a trace row may give (in its own unit; an epoch in
 #: microseconds is ~1.7e15): finite after scaling, whatever the layout
 MAX_ARRIVAL = 1e18
@@ -205,6 +209,12 @@ def check_workload_size(rate: float, *, duration_s: float | None = None, request
         raise ConfigError(f"{given}: about {expected:.3g} requests, which would take about "
                           f"{format_bytes(expected * BYTES_PER_REQUEST)} of memory to simulate; the limit is "
                           f"{MAX_REQUESTS} requests per run (lower the rate or the duration)")
+    span = float(duration_s) if duration_s is not None else float(requests) / rate
+    if span > MAX_SPAN_S:
+        given_span = f"--duration {duration_s:g} s" if duration_s is not None else \
+            f"--requests {requests} at --rate {rate:g}/s (about {span:.3g} s of arrivals)"
+        raise ConfigError(f"{given_span}: arrivals over more than {MAX_SPAN_S:.0e} s (the simulator's horizon, "
+                          "116 days); raise the rate or shorten the run")
     return math.ceil(expected)
 
 
@@ -253,6 +263,11 @@ def read_trace(path: str | Path, *, layout: str = "auto", time_scale: float = 1.
         raise ConfigError(f"{path}: no requests to replay ({reader.skipped} failed rows skipped)")
     t = np.asarray(reader.arrivals, dtype=float)
     t = (t - t.min()) * time_scale
+    if t.max() > MAX_SPAN_S:
+        row = int(np.argmax(t > MAX_SPAN_S))
+        raise ConfigError(f"{path}:{reader.lines[row]}: this request arrives {t[row]:.3g} s after the first "
+                          f"(x --time-scale {time_scale:g}); the arrivals must span at most {MAX_SPAN_S:.0e} s "
+                          "(the simulator's horizon, 116 days): replay a part, or a smaller --time-scale")
     return Workload(t, np.asarray(reader.prompts, dtype=np.int64), np.asarray(reader.outputs, dtype=np.int64),
                     reader.skipped, source=f"{path.name} ({layout}, time scale {time_scale:g})")
 
@@ -295,6 +310,7 @@ class _Rows:
     def __init__(self, path: Path, layout: str, size: int, progress: Progress | None) -> None:
         self.path, self.layout, self.size, self.progress = path, layout, size, progress
         self.arrivals: list[float] = []
+        self.lines: list[int] = []
         self.prompts: list[int] = []
         self.outputs: list[int] = []
         self.skipped = 0
@@ -305,6 +321,7 @@ class _Rows:
                               f"{format_bytes(MAX_REQUESTS * BYTES_PER_REQUEST)} of memory to simulate them); "
                               "replay a part of the trace")
         self.arrivals.append(arrival)
+        self.lines.append(line)
         self.prompts.append(prompt)
         self.outputs.append(output)
         if self.progress is not None and len(self.arrivals) % 8192 == 0:
