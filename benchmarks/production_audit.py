@@ -88,7 +88,7 @@ def high_speed(folder: Path) -> list[str]:
          {"overrides": ["defaults.weights=ddr"]}),
         ("attention keys split (flash-decoding)", "calibration.md, decode cost structure",
          {"overrides": ["defaults.attention_split=keys"]}),
-        ("MTP as self-speculation, k = 1, acceptance 0.85 (draft pass not charged yet)",
+        ("MTP as self-speculation, k = 1, acceptance 0.85 (the MTP layer drafts)",
          "M3 s5.4.3 (B.3): 2nd-token acceptance 85-90%",
          {"overrides": ["speculative={draft: mtp, k: 1, acceptance: {rate: 0.85, source: 'M3 s5.4.3'}}"]}),
         *((f"batch {b} (the model template's batch sizes)", "SambaStack DeepSeek-R1 template: 1, 2, 4, 8",

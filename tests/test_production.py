@@ -70,3 +70,16 @@ def test_the_throughput_configuration_splits_sequences_over_the_sockets():
     attention = next(s for k in result.plan.kernels["moe"] for s in k.stages if s.name == "attention")
     assert attention.shard == {"batch": 16}
     assert attention.load_bytes("hbm") == 16 * 8192 * LATENT_BYTES           # its 16 sequences' caches, once
+
+
+def test_sweep_set_applies_an_override_at_every_point(tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    mtp = "speculative={draft: mtp, k: 1, acceptance: {rate: 0.85, source: 'DeepSeek-V3 report'}}"
+    assert main(["sweep", str(SPEED), "--batch", "1", "--draft-k", "0,1", "--set", mtp, "--workers", "1",
+                 "--out", str(out)]) == 0
+    plain, drafted = csv.DictReader(out.open())
+    assert (int(plain["draft_k"]), int(drafted["draft_k"])) == (0, 1)
+    assert float(drafted["accepted_tokens_per_step"]) == pytest.approx(1.85)
+    assert float(plain["tokens_per_s"]) == pytest.approx(1 / simulate(SPEED, record_events=False).total_s)
+    assert main(["sweep", str(SPEED), "--batch", "1", "--set", "defaults.expert_weight=all"]) == 2
+    assert "did you mean 'expert_weights'?" in capsys.readouterr().err

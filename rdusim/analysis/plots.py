@@ -198,8 +198,9 @@ def pareto_figure_png(estimates: pd.DataFrame, front: pd.DataFrame) -> bytes:
 def plot_speed_throughput(frame: pd.DataFrame, published: pd.DataFrame, ax: Axes | None = None) -> Axes:
     """Tokens/s per user (x) against aggregate tokens/s (y), log-log: one line per
     configuration through its batches (labelled at the ends), the published figures on the
-    same axes: a point where the aggregate is stated, a dashed vertical line where only the
-    per-user speed is (``rdusim.analysis.frontier``). Colours follow the model."""
+    same axes: a point where the aggregate is stated, a dashed vertical line (one dash pattern
+    each) where only the per-user speed is (``rdusim.analysis.frontier``). Colours follow the
+    model."""
     ax = _new_axes(ax, (9.0, 6.0))
     models = list(dict.fromkeys([*frame["model"], *published["model"]]))
     colors = {m: _PALETTE[i % len(_PALETTE)] for i, m in enumerate(models)}
@@ -211,9 +212,10 @@ def plot_speed_throughput(frame: pd.DataFrame, published: pd.DataFrame, ax: Axes
         for end in (group.iloc[0], group.iloc[-1]):
             ax.annotate(f"b{int(end['batch'])}", (end["tokens_per_s_per_user"], end["tokens_per_s"]),
                         textcoords="offset points", xytext=(4, 4), fontsize=7)
+    dashes = iter(["--", ":", "-.", (0, (5, 1, 1, 1))] * len(published))
     for row in published.itertuples():
         if np.isnan(row.tokens_per_s):
-            ax.axvline(row.tokens_per_s_per_user, color=colors[row.model], linestyle="--", linewidth=1.0,
+            ax.axvline(row.tokens_per_s_per_user, color=colors[row.model], linestyle=next(dashes), linewidth=1.2,
                        label=f"{row.model}, {row.label}")
         else:
             ax.scatter([row.tokens_per_s_per_user], [row.tokens_per_s], marker="*", s=220, color=colors[row.model],

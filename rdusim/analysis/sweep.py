@@ -44,20 +44,23 @@ def policy_overrides(policy: str, compression: float) -> list[str]:
 
 def sweep(mapping: str | Path, seq_lens: list[int] | None, policies: list[str], batches: list[int] | str = "auto",
           *, compression: float = 4.0, workers: int | None = None, executor: Executor | None = None,
-          progress: Progress | None = None, draft_ks: list[int] | None = None) -> pd.DataFrame:
+          progress: Progress | None = None, draft_ks: list[int] | None = None,
+          overrides: list[str] | None = None) -> pd.DataFrame:
     """Simulate every point; infeasible points are rows with ``fits=False`` and a reason.
 
     The (prompt length, policy, draft length) groups run on ``executor`` (default: ``workers``
     local processes, at most one per group); rows come back in input order. ``seq_lens=None``
-    sweeps the mapping's own prompt length.
+    sweeps the mapping's own prompt length. ``overrides`` (``KEY=VALUE``, as ``--set``) apply to
+    every point, before the sweep's own axes.
     """
+    extra = tuple(overrides or ())
     if seq_lens is None:
-        seq_lens = [load_mapping(mapping).spec.workload.seq_len]
+        seq_lens = [load_mapping(mapping, overrides=list(extra)).spec.workload.seq_len]
     ks: list[int | None] = list(draft_ks) if draft_ks else [None]
-    tasks = [(str(mapping), s, parse_policy(p), batches, compression, k) for s in seq_lens for p in policies
+    tasks = [(str(mapping), s, parse_policy(p), batches, compression, k, extra) for s in seq_lens for p in policies
              for k in ks]
     for seq_len in seq_lens:  # file and option errors up front, not from inside a worker
-        loaded = load_mapping(mapping, seq_len=seq_len)
+        loaded = load_mapping(mapping, seq_len=seq_len, overrides=list(extra))
         if draft_ks and loaded.spec.speculative is None:
             raise ConfigError(f"--draft-k: {mapping} has no speculative section (a draft model and its "
                               "acceptance rate); the draft length applies to speculative decode mappings")
@@ -72,12 +75,13 @@ def sweep(mapping: str | Path, seq_lens: list[int] | None, policies: list[str], 
 
 
 def _run_group(mapping: str, seq_len: int, policy: str, batches: list[int] | str, compression: float,
-               draft_k: int | None = None) -> list[dict]:
-    overrides = [f"workload.seq_len={seq_len}", *policy_overrides(policy, compression)]
+               draft_k: int | None = None, extra: tuple[str, ...] = ()) -> list[dict]:
+    overrides = [*extra, f"workload.seq_len={seq_len}", *policy_overrides(policy, compression)]
     if draft_k is not None:
         overrides.append(f"speculative.k={draft_k}")
     auto = batches == "auto"
-    candidates = batch_candidates(smallest_batch(load_mapping(mapping).spec)) if auto else list(batches)
+    candidates = batch_candidates(smallest_batch(load_mapping(mapping, overrides=list(extra)).spec)) \
+        if auto else list(batches)
     rows: list[dict] = []
     for batch in candidates:
         row = _point(mapping, overrides + [f"workload.batch={batch}"], seq_len, policy, batch)

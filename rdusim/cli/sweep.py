@@ -37,6 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "(0 = plain decoding)")
     parser.add_argument("--workers", type=positive_int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--dask", metavar="ADDRESS", help="run the points on this Dask scheduler")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any mapping key at every point, e.g. --set defaults.kernel_looping=true "
+                        "(repeatable)")
     parser.add_argument("--out", help="write the table as CSV here (default: print it)")
     parser.add_argument("--plot", help="write throughput and time-per-token plots here (PNG)")
     parser.set_defaults(handler=run)
@@ -56,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     executor = make_executor(min(args.workers or os.cpu_count() or 1, groups), args.dask)
     try:
         frame = sweep(args.mapping, seq_lens, policies, batches, compression=args.compression,
-                      executor=executor, progress=updater(configs), draft_ks=draft_ks)
+                      executor=executor, progress=updater(configs), draft_ks=draft_ks,
+                      overrides=args.overrides)
     finally:
         executor.close()
         configs.close()
