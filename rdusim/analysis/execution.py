@@ -46,8 +46,15 @@ class LocalExecutor:
                 if progress:
                     progress(len(results), len(args))
             return results
-        futures = [self._pool.submit(fn, *a) for a in args]
         try:
+            # the first submit forks the workers: with Ctrl-C and SIGTERM held back until then, a
+            # signal in that window waits in the child until ``_worker_init`` ignores it (the
+            # parent's own pending one arrives when the mask is restored, inside this ``try``)
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+            try:
+                futures = [self._pool.submit(fn, *a) for a in args]
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
             for done, _ in enumerate(as_completed(futures), 1):
                 if progress:
                     progress(done, len(futures))
@@ -72,10 +79,18 @@ class LocalExecutor:
             process.join(timeout=5)
 
 
+#: the signals that stop a command (``rdusim.cli.progress.signals``)
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 def _worker_init() -> None:
     """Workers ignore Ctrl-C (a terminal sends it to the whole process group): the parent
-    handles it once and stops them, so no worker prints a traceback."""
+    handles it once and stops them, so no worker prints a traceback. A worker starts with the
+    stop signals blocked (``LocalExecutor.map``): a Ctrl-C from before this point is dropped,
+    a SIGTERM (how the parent stops a worker) ends it as usual."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
 class DaskExecutor:
