@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rdusim.analysis.serving.deployment import interpolation_error, load_deployment, run_serving
+from rdusim.analysis.serving.deployment import interpolation_error, load_deployment
+from rdusim.analysis.serving.run import run_serving
 from rdusim.analysis.serving.workload import generate_workload, parse_distribution
 
 ROOT = Path(__file__).resolve().parents[1]

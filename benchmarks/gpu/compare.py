@@ -13,7 +13,7 @@ import argparse
 import csv
 from pathlib import Path
 
-from rdusim.analysis.gpu.predict import compare_rows, fit_calibration, summary
+from rdusim.analysis.gpu.predict import compare_rows, fit_calibration, fit_pipeline, summary
 from rdusim.config.loader import load_spec, model_path
 from rdusim.config.schema import GpuSpec, ModelSpec
 from rdusim.hw.gpu import Gpu
@@ -37,6 +37,7 @@ def main() -> int:
     rows = list(csv.DictReader(open(args.csv)))
     spec = load_spec(args.hw, GpuSpec)
     print("calibration fit (calibration rows only):", fit_calibration(rows, spec))
+    print("launch.pipeline (P10's fit, calibration GEMMs square8192 and down_m16):", fit_pipeline(rows, spec))
     model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
     compared = compare_rows(rows, Gpu(spec), model)
     table = ["| set | row | measured (us) | predicted (us) | error |", "|---|---|---:|---:|---:|"]

@@ -36,7 +36,7 @@ def roofline_s(kernel: KernelPlan, plan: Plan) -> float:
 def kernel_breakdown(plan: Plan, trace: Trace) -> pd.DataFrame:
     """One row per (layer type, kernel), in execution order."""
     rows = []
-    plans = {(k.layer_type, k.name): k for kernels in plan.kernels.values() for k in kernels}
+    plans = plan.every_kernel()
     for record in trace.kernels:
         kernel = plans[(record.layer_type, record.kernel)]
         calls = trace.layer_multiplier.get(record.layer, 1)

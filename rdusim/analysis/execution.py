@@ -10,6 +10,7 @@ results in submission order, so what a run computes never depends on where it ra
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Protocol
@@ -34,7 +35,7 @@ class LocalExecutor:
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = max(1, workers or os.cpu_count() or 1)
-        self._pool = ProcessPoolExecutor(self.workers) if self.workers > 1 else None
+        self._pool = ProcessPoolExecutor(self.workers, initializer=_worker_init) if self.workers > 1 else None
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]],
             progress: Progress | None = None) -> list[Any]:
@@ -46,14 +47,35 @@ class LocalExecutor:
                     progress(len(results), len(args))
             return results
         futures = [self._pool.submit(fn, *a) for a in args]
-        for done, _ in enumerate(as_completed(futures), 1):
-            if progress:
-                progress(done, len(futures))
-        return [f.result() for f in futures]
+        try:
+            for done, _ in enumerate(as_completed(futures), 1):
+                if progress:
+                    progress(done, len(futures))
+            return [f.result() for f in futures]
+        except BaseException:  # an error, Ctrl-C or SIGTERM: stop the workers now, not after their tasks
+            self._stop()
+            raise
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
+
+    def _stop(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        processes = list(getattr(pool, "_processes", {}).values())  # the pool's own workers, no others
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(timeout=5)
+
+
+def _worker_init() -> None:
+    """Workers ignore Ctrl-C (a terminal sends it to the whole process group): the parent
+    handles it once and stops them, so no worker prints a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class DaskExecutor:

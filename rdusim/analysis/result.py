@@ -1,12 +1,16 @@
 """``simulate()``: the one-call Python API, and the result it returns.
 
-Owns: ``SimulationResult``, ``simulate``. Imports: mapping, sim, breakdown, pandas.
+Owns: ``SimulationResult``, ``simulate``, ``LayerCache`` (simulated layer types kept by a
+caller's key, so candidates sharing a layer type reuse its simulation). Imports: mapping, sim,
+breakdown, pandas.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -16,7 +20,8 @@ from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import HbmFit, hbm_fit, kv_overflow
 from rdusim.mapping.memory import memory_report
-from rdusim.mapping.plan import Plan
+from rdusim.mapping.plan import DRAFT_PREFIX, Plan
+from rdusim.model.speculative import accepted_tokens_per_step
 from rdusim.sim.engine import simulate_plan
 from rdusim.sim.trace import Trace
 
@@ -37,8 +42,39 @@ class SimulationResult:
 
     @property
     def total_s(self) -> float:
-        """Prefill: time to first token. Decode: time of one step."""
+        """Prefill: time to first token. Decode: time of one step (a speculative step: the draft's
+        ``k`` steps and the verification)."""
         return float(self.kernels["latency_s"].sum())
+
+    @property
+    def accepted_tokens_per_step(self) -> float:
+        """Decode: tokens a step yields per sequence (speculative: the acceptance model's expectation)."""
+        return accepted_tokens_per_step(self.plan.mapping)
+
+    @property
+    def tokens_per_s_per_user(self) -> float:
+        """Decode: accepted tokens per step / step time."""
+        return self.accepted_tokens_per_step / self.total_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Decode: every sequence's accepted tokens per second."""
+        return self.plan.batch * self.tokens_per_s_per_user
+
+    def speculative_split(self) -> dict[str, float]:
+        """A step's time in the draft's kernels and in the target's (the verification)."""
+        draft = self.kernels["layer_type"].str.startswith(DRAFT_PREFIX)
+        return {"draft_s": float(self.kernels.loc[draft, "latency_s"].sum()),
+                "verify_s": float(self.kernels.loc[~draft, "latency_s"].sum())}
+
+    def _speculative(self) -> dict | None:
+        sd = self.plan.mapping.speculative
+        if sd is None:
+            return None
+        return {"draft": sd.draft, "k": sd.k, "acceptance_rate": sd.acceptance.rate,
+                "acceptance_source": sd.acceptance.source, **self.speculative_split(),
+                "accepted_tokens_per_step": self.accepted_tokens_per_step,
+                "tokens_per_s_per_user": self.tokens_per_s_per_user}
 
     def _budget(self) -> dict[str, float] | None:
         """Decode: HBM per socket by use and reserve, free, and the margin to the next batch."""
@@ -56,7 +92,7 @@ class SimulationResult:
             "mapping": spec.name, "model": self.plan.model.name, "hardware": self.plan.system.name,
             "phase": self.phase, "seq_len": self.plan.seq_len, "batch": self.plan.batch,
             "kv_policy": spec.kv_policy.name, "kv_len": self.plan.kv_len, "total_s": self.total_s,
-            "kernels": self.kernels.to_dict(orient="records"),
+            "kernels": self.kernels.to_dict(orient="records"), "speculative": self._speculative(),
             "memory": {"sockets": self.plan.system.sockets, "per_socket": self.memory,
                        "hbm_budget": self._budget()},
             "simulation": {"events": self.trace.event_count, "sockets_simulated": self.trace.sockets_simulated,
@@ -64,10 +100,52 @@ class SimulationResult:
         }
 
 
+@dataclass
+class LayerCache:
+    """Simulated layer types (fast path, no events), kept by the caller's keys of every layer
+    type up to and including that one.
+
+    On the fast path a layer type starts from a drained, synchronised node, so its kernel
+    records depend on its own kernels (the node and workload are fixed by the caller for one
+    cache) and on the time it starts, which the earlier layer types decide: a candidate whose
+    layer types up to this one have the same keys reuses its simulation, which
+    ``simulate_plan(start_s=...)`` ran at the same start time. Kernel times come out bit for
+    bit; the per-kernel busy times differ in the last bits only (the pools' running totals
+    start from zero instead of the earlier layers' sums).
+    """
+
+    traces: dict[tuple[Any, ...], Trace] = field(default_factory=dict)
+    hits: int = 0
+
+    def trace(self, plan: Plan, keys: Mapping[str, Hashable]) -> Trace:
+        parts: list[Trace] = []
+        prefix: tuple[Any, ...] = ()
+        for layer_type in plan.layer_counts:
+            prefix = (*prefix, (layer_type, keys[layer_type]))
+            if prefix in self.traces:
+                self.hits += 1
+            else:
+                start = parts[-1].kernels[-1].end_s if parts and parts[-1].kernels else 0.0
+                self.traces[prefix] = simulate_plan(plan, record_events=False, layer_types=(layer_type,),
+                                                    start_s=start)
+            parts.append(self.traces[prefix])
+        return Trace(kernels=tuple(k for part in parts for k in part.kernels), sockets_simulated=1,
+                     layers_simulated=sum(p.layers_simulated for p in parts),
+                     event_count=sum(p.event_count for p in parts),
+                     layer_multiplier={k: v for p in parts for k, v in p.layer_multiplier.items()})
+
+
 def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None, batch: int | None = None,
              hw: str | Path | None = None, overrides: list[str] | None = None, fast: bool = True,
-             record_events: bool = True, check_capacity: bool = True) -> SimulationResult:
+             record_events: bool = True, check_capacity: bool = True, coalesce: bool = True,
+             layers: tuple[LayerCache, Mapping[str, Hashable]] | None = None) -> SimulationResult:
     """Simulate a mapping (a YAML path or a loaded mapping) and return the breakdown.
+
+    ``coalesce=False`` runs the reference engine (one event per work item per socket; the
+    default coalesces identical work, ``rdusim.sim.engine``), for tests and benchmarks.
+    ``layers=(cache, keys)`` takes each layer type's simulation from ``cache`` by its key in
+    ``keys`` (fast path, no events; the mapping explorer's re-scores); a speculative plan's
+    step (its draft's steps, then the verification) is simulated whole.
 
     Raises ``MappingError`` with the numbers when the mapping does not fit: SRAM per kernel
     always, HBM per socket unless ``check_capacity=False`` (a what-if beyond capacity).
@@ -88,5 +166,8 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
         if not fit.fits:
             raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {fit.reason} "
                                "(--ignore-capacity simulates it anyway)")
-    trace = simulate_plan(plan, fast=fast, record_events=record_events)
+    if layers is not None and plan.speculative is None:  # a speculative step (draft + verify) runs whole
+        trace = layers[0].trace(plan, layers[1])
+    else:
+        trace = simulate_plan(plan, fast=fast, record_events=record_events, coalesce=coalesce)
     return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory, fit)

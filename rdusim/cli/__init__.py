@@ -1,7 +1,8 @@
 """Command-line interface: the only layer that writes files or prints results.
 
 Owns: argument parsing, the subcommand table, turning ``RdusimError`` into a message and
-exit code 2, and any other exception (a bug) into one line and exit code 1. Imports: everything below it, but only the subcommand that runs.
+exit code 2, an interruption (Ctrl-C, SIGTERM: ``rdusim.cli.progress``) into one line and
+exit code 130 or 143, and any other exception (a bug) into one line and exit code 1. Imports: everything below it, but only the subcommand that runs.
 
 Each subcommand lives in its own module with two functions, ``add_parser(subparsers)``
 and ``run(args) -> int``; ``COMMANDS`` lists them in help order with their one-line help.
@@ -37,7 +38,8 @@ COMMANDS: dict[str, str] = {
 #: exit codes: 0 ok, 1 an internal error (a bug), 2 bad input (files, options, infeasible mappings)
 EXIT_BUG = 1
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130   # 128 + SIGINT (Ctrl-C)
+EXIT_TERMINATED = 143    # 128 + SIGTERM
 BUG_TRACKER = "the rdusim issue tracker (the project's GitHub issues)"
 
 
@@ -54,10 +56,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rdusim {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         if only is None or name == only:
             importlib.import_module(f"rdusim.cli.{name.replace('-', '_')}").add_parser(subparsers)
+            subparsers.choices[name].add_argument(  # also after the subcommand, where users type it
+                "-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                help="no progress bars (they are shown on a terminal only)")
         else:
             subparsers.add_parser(name, help=COMMANDS[name])
     return parser
@@ -80,8 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    from rdusim.cli.progress import Terminated, set_quiet, signals  # noqa: PLC0415 (tqdm only when running)
+
+    set_quiet(args.quiet)
     try:
-        return int(args.handler(args))
+        with signals():
+            return int(args.handler(args))
     except BrokenPipeError:  # e.g. `rdusim schema mapping | head`: the reader went away
         sys.stderr.close()
         return 0
@@ -93,8 +103,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {line}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"rdusim {args.command}: interrupted", file=sys.stderr)
+        print(f"rdusim {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Terminated:
+        print(f"rdusim {args.command}: terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_TERMINATED
     except Exception as error:  # noqa: BLE001 (anything else is a bug: say so, once, and where to report it)
         if args.debug:
             raise

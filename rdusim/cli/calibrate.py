@@ -9,12 +9,9 @@ prefill overhead, maximum batch and throughput at other prompt lengths.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-
-from tqdm import tqdm
 
 from rdusim.analysis.calibration.fit import (
     fit_decode_overhead,
@@ -31,6 +28,7 @@ from rdusim.analysis.calibration.published import (
 from rdusim.cli import command_parser
 from rdusim.cli.options import positive_int, positive_ints
 from rdusim.cli.output import write_atomic
+from rdusim.cli.progress import bar
 from rdusim.errors import ConfigError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
@@ -95,16 +93,16 @@ def _socket_yaml(loaded: LoadedMapping) -> Path:
 def _prefill(args: argparse.Namespace, predict: list[int]) -> None:
     loaded = load_mapping(args.mapping)
 
-    bar = tqdm(total=args.max_evaluations, desc="prefill fit", unit="eval", file=sys.stderr, disable=None)
+    fit_bar = bar(args.max_evaluations, "prefill fit", "eval")
 
     def progress(count: int, error: float) -> None:
-        bar.update(count - bar.n)
-        bar.set_postfix_str(f"squared error {error:8.3f} pp^2")
+        fit_bar.update(count - fit_bar.n)
+        fit_bar.set_postfix_str(f"squared error {error:8.3f} pp^2")
 
     print(f"prefill: fitting {', '.join(PREFILL_128K_MOE_SHARES)} (128K MoE layer, methods.md section 1)")
     result = fit_efficiencies(loaded, PREFILL_128K_MOE_SHARES, max_evaluations=args.max_evaluations,
                               progress=progress)
-    bar.close()
+    fit_bar.close()
     print(f"\n{'kernel':<24} {'fitted':>8} {'published':>10} {'error pp':>9}")
     for kernel, published in PREFILL_128K_MOE_SHARES.items():
         fitted = result.fitted[kernel]

@@ -21,6 +21,7 @@ from pathlib import Path
 from rdusim.cli import command_parser
 from rdusim.cli.options import comma_list, finite_float, policy_list, positive_int
 from rdusim.cli.output import Outputs
+from rdusim.config.loader import check_kind
 from rdusim.errors import ConfigError
 
 POLICY_COMPRESSION = 4.0  # prompt tokens per kept slot for compressing policies (the R1 mappings' 4x)
@@ -48,9 +49,12 @@ def run(args: argparse.Namespace) -> int:
     plot = outputs.file("--plot", args.plot)
     hws = comma_list("--hw", args.hw, str, "comma-separated hardware YAML files")
     policies = policy_list("--policy", args.policy)
+    check_kind(args.mapping, ("mapping",), "compare-hw MAPPING",
+               "give an SN40L decode mapping here and GPU documents (gpu, gpu_node, gpu_mapping) in --hw")
     for hw in hws:
         if not Path(hw).is_file():
             raise ConfigError(f"--hw: file {hw!r} not found")
+        check_kind(hw, ("node", "gpu", "gpu_node", "gpu_mapping"), "--hw")
     if args.batch != "auto" and (not args.batch.isdigit() or int(args.batch) < 1):
         raise ConfigError(f"--batch: expected a positive integer or 'auto', got {args.batch!r}")
     batch = None if args.batch == "auto" else int(args.batch)

@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from rdusim.analysis.execution import make_executor
 from rdusim.analysis.explore.estimate import Problem
 from rdusim.analysis.explore.export import seed_mapping, standalone_document
@@ -22,6 +20,7 @@ from rdusim.analysis.sweep import policy_overrides
 from rdusim.cli import command_parser
 from rdusim.cli.options import bounded_int, finite_float, nonnegative_int, policy_list, positive_int
 from rdusim.cli.output import Outputs
+from rdusim.cli.progress import bar
 from rdusim.config.loader import dump_document
 from rdusim.errors import ConfigError
 from rdusim.mapping.bundle import load_mapping
@@ -86,17 +85,17 @@ def run(args: argparse.Namespace) -> int:
     bars: dict[str, Any] = {}
 
     def progress(stage: str, done: int, total: int) -> None:
-        # disable=None: bars on a terminal, silence in logs and CI
-        bar = bars.setdefault(stage, tqdm(total=total, desc=stage, unit="cand", file=sys.stderr, disable=None))
-        bar.update(done - bar.n)
+        if stage not in bars:  # one bar per stage (setdefault would open a new one every call)
+            bars[stage] = bar(total, stage, "cand")
+        bars[stage].update(done - bars[stage].n)
 
     try:
         result = explore(problem, budget=args.budget, rescore=args.top, seed=args.seed, executor=executor,
                          progress=progress)
     finally:
         executor.close()
-        for bar in bars.values():
-            bar.close()
+        for stage_bar in bars.values():
+            stage_bar.close()
     sys.stdout.write(summary(result, args.top))
     if out is not None:
         _write(result, outputs, out, args.top)
@@ -106,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 def summary(result: ExploreResult, top: int) -> str:
     r = result.ranking
     columns = [c for c in ("rank", "est_rank", "batch", "sim_step_s", "sim_latency_s", "sim_tokens_per_s",
-                           "sim_hbm_used_bytes", "dense_kernels", "moe_kernels", "dense_attention",
+                           "sim_hbm_used_bytes", "draft", "draft_k", "dense_kernels", "moe_kernels", "dense_attention",
                            "moe_attention", "is_seed", "why") if c in r.columns]
     table = r.head(top + 1)[columns].to_string(index=False, float_format=lambda v: f"{v:.6g}")
     a = result.agreement

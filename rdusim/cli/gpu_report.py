@@ -23,8 +23,12 @@ def run_gpu(args: argparse.Namespace) -> int:
                           "use --format csv for the per-kernel times")
     outputs = Outputs()
     out = outputs.file("--out", args.out)  # checked before any work
-    spec, model, node = load_gpu_mapping(args.mapping, args.hw, args.overrides)
-    result = simulate_gpu_mapping(spec, model, node, seq_len=args.seq_len, batch=args.batch)
+    overrides = list(args.overrides)  # --seq-len and --batch as overrides: errors name the option
+    for option, key, value in (("--seq-len", "seq_len", args.seq_len), ("--batch", "batch", args.batch)):
+        if value is not None:
+            overrides.append((f"{option} {value}", f"workload.{key}={value}"))
+    spec, model, node = load_gpu_mapping(args.mapping, args.hw, overrides)
+    result = simulate_gpu_mapping(spec, model, node)
     rows = gpu_result_rows(result)
     summary = {
         "mapping": result.name, "hardware": result.hardware, "phase": result.phase,

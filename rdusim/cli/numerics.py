@@ -37,6 +37,7 @@ from rdusim.cli.options import (
     positive_ints,
 )
 from rdusim.cli.output import Outputs
+from rdusim.cli.progress import bar
 from rdusim.config.loader import read_text
 from rdusim.errors import ConfigError
 from rdusim.kernels import lm
@@ -140,8 +141,8 @@ def _run_passkey(args: argparse.Namespace, model: lm.LanguageModel, policies: li
     if max(spec.contexts) > limit or min(spec.contexts) < 128:
         raise ConfigError(f"--context: each length must lie in [128, {limit}], got {args.context}")
     started = time.perf_counter()
-    with _passkey_progress(spec) as bar:
-        records = _guarded(lambda: lm.run_passkey(model, spec, progress=lambda _record: bar.update()))
+    with _passkey_progress(spec) as answers:
+        records = _guarded(lambda: lm.run_passkey(model, spec, progress=lambda _record: answers.update()))
     table = passkey_table(records)
     _emit(table, args.out, outputs)
     if args.trials_out:
@@ -170,7 +171,8 @@ def _run_divergence(args: argparse.Namespace, model: lm.LanguageModel, policies:
         policies=tuple(policies), budget=args.budget, prompt_tokens=prompt_tokens, steps=steps,
         sink=args.sink, window=args.window, pool=args.pool,
     )  # fmt: skip
-    result = _guarded(lambda: lm.run_divergence(model, token_ids, spec))
+    with bar(steps, "divergence", "step") as done:
+        result = _guarded(lambda: lm.run_divergence(model, token_ids, spec, progress=lambda step: done.update()))
     step_table, recall_table = divergence_tables(result.steps, result.recall)
     summary = divergence_summary(step_table)
     _emit(summary, Path(f"{args.out}-summary.csv") if args.out else None, outputs)
@@ -225,10 +227,9 @@ def _read_text(path: Path) -> str:
 
 
 def _passkey_progress(spec: lm.PasskeySpec) -> tqdm:
-    """A progress bar over every answer (on a terminal; in a log, a line every half minute)."""
+    """A progress bar over every answer (on a terminal, unless --quiet)."""
     total = len(spec.contexts) * len(spec.depths) * spec.trials * len(spec.policies)
-    return tqdm(total=total, desc="passkey", unit="answer", file=sys.stderr,
-                mininterval=0.1 if sys.stderr.isatty() else 30.0)
+    return bar(total, "passkey", "answer")
 
 
 def _records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:

@@ -20,15 +20,24 @@ from rdusim.kv_policy import parse_policy
 
 T = TypeVar("T")
 
+#: the most values of one comma-separated option: each is at least one simulation (a sweep
+#: point, a serving run, a hardware row), and a sweep multiplies them
+MAX_LIST_ITEMS = 1000
+
 
 def comma_list(option: str, text: str, convert: Callable[[str], T], expected: str) -> list[T]:
-    """The comma-separated values of ``option`` (blank items skipped; at least one value)."""
+    """The comma-separated values of ``option`` (blank items skipped; 1 to MAX_LIST_ITEMS values)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if len(parts) > MAX_LIST_ITEMS:
+        raise ConfigError(f"{option}: {len(parts)} values; at most {MAX_LIST_ITEMS} (each is at least one "
+                          "simulation): split the run")
     try:
-        values = [convert(part.strip()) for part in text.split(",") if part.strip()]
+        values = [convert(part) for part in parts]
     except ValueError:
         values = []
     if not values:
-        raise ConfigError(f"{option}: expected {expected}, got {text!r}")
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise ConfigError(f"{option}: expected {expected}, got {shown!r}")
     return values
 
 
@@ -36,7 +45,16 @@ def positive_ints(option: str, text: str) -> list[int]:
     """Comma-separated integers > 0."""
     values = comma_list(option, text, int, "comma-separated positive integers")
     if any(v <= 0 for v in values):
-        raise ConfigError(f"{option}: expected comma-separated positive integers, got {text!r}")
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise ConfigError(f"{option}: expected comma-separated positive integers, got {shown!r}")
+    return values
+
+
+def nonnegative_ints(option: str, text: str) -> list[int]:
+    """Comma-separated integers >= 0."""
+    values = comma_list(option, text, int, "comma-separated integers >= 0")
+    if any(v < 0 for v in values):
+        raise ConfigError(f"{option}: expected comma-separated integers >= 0, got {text!r}")
     return values
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rdusim.analysis.result import SimulationResult
+from rdusim.cli.progress import held
 from rdusim.errors import ConfigError
 from rdusim.units import format_bytes
 
@@ -87,10 +88,11 @@ class Outputs:
                 raise
             raise ConfigError(f"{self._option_of(error)}: cannot write {error.filename or ''}: "
                               f"{error.strerror or error}") from None
-        for tmp, path in staged:
-            os.replace(tmp, path)
-        for folder in self._folders.values():
-            _remove_stale(folder, set(self._content))
+        with held():  # a signal now would leave some outputs new and others old: it waits
+            for tmp, path in staged:
+                os.replace(tmp, path)
+            for folder in self._folders.values():
+                _remove_stale(folder, set(self._content))
         return [path for _, path in staged]
 
     def discard(self) -> None:
@@ -225,24 +227,39 @@ def _remove_empty(folder: Path) -> None:
         pass
 
 
+def _speculative_lines(result: SimulationResult) -> list[str]:
+    """Under speculative decoding: the step's draft/verify split and the tokens it yields."""
+    sd = result.plan.mapping.speculative
+    if sd is None:
+        return []
+    split = result.speculative_split()
+    return [f"speculative: draft {sd.draft}, k={sd.k}, acceptance rate {sd.acceptance.rate:g} "
+            f"({sd.acceptance.source})",
+            f"  draft {split['draft_s'] * 1e3:.3f} ms ({sd.k} steps) + verify {split['verify_s'] * 1e3:.3f} ms "
+            f"({sd.k + 1} tokens per sequence); accepted tokens per step {result.accepted_tokens_per_step:.3f}; "
+            f"{result.tokens_per_s_per_user:.1f} tok/s/user, {result.tokens_per_s:.1f} tok/s in all"]
+
+
 def format_table(result: SimulationResult) -> str:
     plan = result.plan
     spec = plan.mapping
+    width = max([6, *(len(t) for t in result.kernels["layer_type"])])
     lines = [
         f"{spec.name}: {plan.model.name} {plan.phase} on {plan.system.name} "
         f"({plan.system.sockets} sockets), seq_len={plan.seq_len}, batch={plan.batch}, "
         f"kv_policy={spec.kv_policy.name} (kv_len={plan.kv_len})", "",
-        f"{'kernel':<24} {'layer':<6} {'calls':>5} {'latency ms':>11} {'share':>7} {'compute ms':>11} "
+        f"{'kernel':<24} {'layer':<{width}} {'calls':>5} {'latency ms':>11} {'share':>7} {'compute ms':>11} "
         f"{'memory ms':>10} {'comm ms':>9} {'bound':<8} {'PCU%':>5} {'HBM%':>5}",
     ]
     for row in result.kernels.itertuples():
         lines.append(
-            f"{row.kernel:<24} {row.layer_type:<6} {row.calls:>5} {row.latency_s * 1e3:>11.3f} "
+            f"{row.kernel:<24} {row.layer_type:<{width}} {row.calls:>5} {row.latency_s * 1e3:>11.3f} "
             f"{row.share * 100:>6.2f}% {row.compute_s * 1e3:>11.3f} {row.memory_s * 1e3:>10.3f} "
             f"{row.comm_s * 1e3:>9.3f} {row.bound:<8} {row.pcu_util * 100:>5.1f} {row.hbm_util * 100:>5.1f}")
     label = "time to first token" if plan.phase == "prefill" else "decode step"
-    lines += ["", f"{label}: {result.total_s * 1e3:.3f} ms  (share = fraction of its layer type's time)", "",
-              "memory per socket (each of the symmetric sockets):"]
+    lines += ["", f"{label}: {result.total_s * 1e3:.3f} ms  (share = fraction of its layer type's time)"]
+    lines += _speculative_lines(result)
+    lines += ["", "memory per socket (each of the symmetric sockets):"]
     for tier, uses in result.memory.items():
         used = {u: b for u, b in uses.items() if b > 0}
         if used:

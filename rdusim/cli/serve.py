@@ -15,23 +15,22 @@ import json
 import sys
 from typing import Any
 
-from rdusim.analysis.serving.deployment import (
-    GeneratedWorkload,
-    Slo,
-    check_slo_possible,
-    default_slo,
-    load_deployment,
-    run_serving,
-    serving_trace,
-)
+from rdusim.analysis.serving.deployment import load_deployment
+from rdusim.analysis.serving.metrics import Slo, check_slo_possible, default_slo
+from rdusim.analysis.serving.perfetto import serving_trace
+from rdusim.analysis.serving.run import run_serving
 from rdusim.analysis.serving.workload import (
+    MAX_OUTPUT_TOKENS,
     TRACE_FORMATS,
+    GeneratedWorkload,
     parse_arrivals,
     parse_distribution,
     read_trace,
 )
 from rdusim.cli import command_parser
+from rdusim.cli.options import nonnegative_int
 from rdusim.cli.output import Outputs
+from rdusim.cli.progress import bar, updater
 from rdusim.errors import ConfigError
 
 DEFAULT_PROMPT = "lognormal:32768,0.5"
@@ -46,7 +45,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"lognormal:MEDIAN,SIGMA | fixed:N | uniform:A,B (default {DEFAULT_PROMPT})")
     group.add_argument("--output-tokens", default=DEFAULT_OUTPUT, help=f"same forms (default {DEFAULT_OUTPUT})")
     group.add_argument("--arrivals", default="poisson", help="poisson | gamma:CV (bursty when CV > 1)")
-    group.add_argument("--seed", type=int, default=0, help="workload seed (same seed, same requests)")
+    group.add_argument("--seed", type=nonnegative_int, default=0, help="workload seed (same seed, same requests)")
     slo = parser.add_argument_group("SLOs (default: the serving file's slo)")
     slo.add_argument("--slo-ttft-s", type=float, help="time to first token limit, seconds")
     slo.add_argument("--slo-tpot-ms", type=float, help="time per output token limit, milliseconds")
@@ -57,7 +56,7 @@ def workload_spec(args: argparse.Namespace) -> GeneratedWorkload:
         raise ConfigError("give --duration or --requests, not both")
     duration = args.duration if args.requests is None else None
     return GeneratedWorkload(parse_distribution(args.prompt_tokens, "--prompt-tokens"),
-                        parse_distribution(args.output_tokens, "--output-tokens"),
+                        parse_distribution(args.output_tokens, "--output-tokens", MAX_OUTPUT_TOKENS),
                         duration_s=600.0 if duration is None and args.requests is None else duration,
                         requests=args.requests, seed=args.seed, cv=parse_arrivals(args.arrivals))
 
@@ -95,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     if (args.rate is None) == (args.trace is None):
         raise ConfigError("give either --rate (a generated workload) or --trace FILE")
     if args.trace is not None:
-        workload = read_trace(args.trace, layout=args.trace_format, time_scale=args.time_scale)
+        with bar(None, "reading trace", "B", unit_scale=True) as reading:
+            workload = read_trace(args.trace, layout=args.trace_format, time_scale=args.time_scale,
+                                  progress=updater(reading))
     else:
         spec = workload_spec(args)
         workload = spec.at(args.rate) if args.rate is not None else None
@@ -103,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
     deployment = load_deployment(args.deployment, args.overrides)
     slo = early or slo_from(args, deployment)
     check_slo_possible(deployment, workload, slo)
-    result = run_serving(deployment, workload, slo, record_events=False)
+    with bar(len(workload), "serve", "req") as served:  # requests finished or rejected
+        result = run_serving(deployment, workload, slo, record_events=False, progress=updater(served))
     text = format_summary(result.summary, result.nodes)
     if out is not None:
         import matplotlib  # noqa: PLC0415 (heavy: only when writing figures)
@@ -150,7 +152,8 @@ def format_summary(s: dict[str, Any], nodes: Any) -> str:
              f"{'metric':<6} {'mean':>10} {'median':>10} {'p90':>10} {'p99':>10}  (ms)"]
     for key, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E")):
         lines.append(f"{label:<6} " + " ".join(f"{s[f'{q}_{key}_ms']:>10.1f}" for q in ("mean", "median", "p90", "p99")))
-    lines += ["", f"mean decode batch {s['mean_decode_batch']:.1f}; KV shipped "
+    lines += ["", f"mean decode batch {s['mean_decode_batch']:.1f}; tokens per request per step "
+              f"{s['mean_tokens_per_step']:.2f} (ITL: between deliveries; TPOT: per token); KV shipped "
               f"{s['kv_bytes_shipped'] / 1e9:.1f} GB", "node utilisation: " + ", ".join(
                   f"{row.node} {row.utilisation * 100:.0f}%" for row in nodes.itertuples())]
     for reason, count in s.get("rejections", {}).items():

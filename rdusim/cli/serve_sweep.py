@@ -13,15 +13,14 @@ import io
 import sys
 from pathlib import Path
 
-from rdusim.analysis.serving.deployment import (
-    Slo,
-    check_slo_possible,
-    load_deployment,
-    serve_sweep,
-    sustained_rates,
-)
+from rdusim.analysis.serving.deployment import load_deployment
+from rdusim.analysis.serving.metrics import Slo, check_slo_possible
+from rdusim.analysis.serving.sweep import serve_sweep, sustained_rates
+from rdusim.analysis.serving.workload import check_workload_size
 from rdusim.cli import command_parser
+from rdusim.cli.options import MAX_LIST_ITEMS, comma_list, positive_int
 from rdusim.cli.output import Outputs
+from rdusim.cli.progress import ProgressExecutor, bar
 from rdusim.cli.serve import add_workload_arguments, slo_from, workload_spec
 from rdusim.errors import ConfigError
 
@@ -33,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_workload_arguments(parser)
     parser.add_argument("--attainment", type=float, default=0.9,
                         help="a rate is sustained when this fraction of requests meets both SLOs (default 0.9)")
-    parser.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    parser.add_argument("--workers", type=positive_int, help="worker processes (default: all cores)")
     parser.add_argument("--dask", metavar="ADDRESS", help="run the points on this Dask scheduler")
     parser.add_argument("--out", help="output folder (created): sweep.csv, sustained.csv")
     parser.add_argument("--plot", help="goodput-vs-rate figure (PNG)")
@@ -41,12 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _rates(text: str) -> list[float]:
-    try:
-        rates = [float(r) for r in text.split(",") if r.strip()]
-    except ValueError:
-        raise ConfigError(f"--rate: expected comma-separated numbers, got {text!r}") from None
-    if not rates:
-        raise ConfigError("--rate: no rates given")
+    rates = comma_list("--rate", text, float, "comma-separated requests per second, e.g. 0.1,0.2,0.5")
     for rate in rates:
         if not rate > 0 or rate == float("inf"):
             raise ConfigError(f"--rate: every rate must be a positive number of requests per second, got {rate:g}")
@@ -57,25 +51,32 @@ def run(args: argparse.Namespace) -> int:
     outputs = Outputs()
     out = outputs.folder("--out", args.out)
     plot = outputs.file("--plot", args.plot)
-    paths = [p.strip() for p in args.deployments.split(",") if p.strip()]
+    paths = comma_list("DEPLOYMENTS", args.deployments, str, "comma-separated serving YAMLs")
     for path in paths:
         if not Path(path).is_file():
             raise ConfigError(f"{path}: file not found")
     rates = _rates(args.rate)
     if not 0 < args.attainment <= 1:
         raise ConfigError(f"--attainment: expected a fraction in (0, 1], got {args.attainment:g}")
+    if len(paths) * len(rates) > MAX_LIST_ITEMS:
+        raise ConfigError(f"DEPLOYMENTS x --rate: {len(paths)} x {len(rates)} = {len(paths) * len(rates)} serving "
+                          f"runs; at most {MAX_LIST_ITEMS}: split the sweep")
     workload = workload_spec(args)
+    for rate in rates:  # every point's size, before any deployment is loaded
+        check_workload_size(rate, duration_s=workload.duration_s, requests=workload.requests)
     slo = Slo(args.slo_ttft_s, args.slo_tpot_ms / 1e3) if None not in (args.slo_ttft_s, args.slo_tpot_ms) \
         else slo_from(args, load_deployment(paths[0]))
     first = load_deployment(paths[0])
     check_slo_possible(first, workload.at(rates[0]), slo)
     from rdusim.analysis.execution import make_executor  # noqa: PLC0415 (dask only if asked)
 
-    executor = make_executor(args.workers, args.dask)
+    tasks = bar(len(paths) * (1 + len(rates)), "serve-sweep", "task")  # loads, then (deployment, rate) points
+    executor = ProgressExecutor(make_executor(args.workers, args.dask), tasks)
     try:
         frame = serve_sweep(paths, rates, workload, slo, executor)
     finally:
         executor.close()
+        tasks.close()
     sustained = sustained_rates(frame, args.attainment)
     text = _format(frame, sustained, slo, args.attainment)
     if out is not None:

@@ -77,15 +77,19 @@ MAX_DEPTH = 64
 MAX_VALUES = 100_000  # after alias expansion (a "billion laughs" expands to 10^9)
 
 
-def read_text(path: str | Path, what: str = "") -> str:
+def read_text(path: str | Path, what: str = "", *, limit: int = MAX_DOCUMENT_BYTES,
+              expected: str = "a YAML file") -> str:
     """The UTF-8 text of a regular file, or a ConfigError saying why it cannot be read.
 
+    The one reader of every text input (YAML documents, request traces, prompt files).
     ``what`` names the option or key that gave the path (``--hw``, ``prefill``), if any.
     Directories, FIFOs and devices (``/dev/null``) are refused before opening, so a FIFO
-    never blocks; the size is capped at ``MAX_DOCUMENT_BYTES``.
+    never blocks; the size is capped at ``limit`` bytes (``MAX_DOCUMENT_BYTES`` for a
+    document); a leading byte-order mark (spreadsheet programs write one) is dropped;
+    text that is not UTF-8 is refused at ``FILE:LINE`` of the first bad byte.
     """
     if not str(path).strip():
-        raise ConfigError(f"{what + ': ' if what else ''}{str(path)!r}: an empty path; expected a YAML file")
+        raise ConfigError(f"{what + ': ' if what else ''}{str(path)!r}: an empty path; expected {expected}")
     path = Path(path)
     label = f"{what}: {path}" if what else str(path)
     try:
@@ -100,15 +104,17 @@ def read_text(path: str | Path, what: str = "") -> str:
         raise ConfigError(f"{label}: is a folder, not a file")
     if not stat.S_ISREG(info.st_mode):
         raise ConfigError(f"{label}: is not a regular file ({_file_type(info.st_mode)})")
-    if info.st_size > MAX_DOCUMENT_BYTES:
-        raise ConfigError(f"{label}: {info.st_size} bytes; documents are limited to {MAX_DOCUMENT_BYTES}")
+    if info.st_size > limit:
+        raise ConfigError(f"{label}: {info.st_size} bytes; the limit is {limit} ({expected})")
     try:
         with open(path, "rb") as handle:
-            raw = handle.read(MAX_DOCUMENT_BYTES + 1)
+            raw = handle.read(limit + 1)
     except OSError as error:
         raise ConfigError(f"{label}: cannot read ({error.strerror or error})") from None
+    if len(raw) > limit:  # the file grew while it was read
+        raise ConfigError(f"{label}: more than {limit} bytes; the limit is {limit} ({expected})")
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         line = raw.count(b"\n", 0, error.start) + 1
         raise ConfigError(f"{label}:{line}: not UTF-8 text (byte 0x{raw[error.start]:02x} at offset "
@@ -311,11 +317,39 @@ def _deep_copy(data: Any) -> Any:
 
 # ------------------------------------------------------------------------ validation
 def validate(document: Document, spec_type: type[BaseModel]) -> Any:
-    """Validate raw data against a spec type; raise one ConfigError listing every issue."""
+    """Validate raw data against a spec type; raise one ConfigError listing every issue.
+
+    A document of another known kind (a ``gpu_mapping`` where a ``mapping`` is expected) is
+    one line at its ``kind`` key, not a page of schema errors.
+    """
+    expected = _kind_of_spec(spec_type)
+    kind = document.data.get("kind") if isinstance(document.data, dict) else None
+    if expected is not None and isinstance(kind, str) and kind in DOCUMENT_KINDS and kind != expected:
+        raise ConfigError(f"{document.where(('kind',))}: kind: expected a document of kind {expected!r} here, "
+                          f"this one is {kind!r}")
     try:
         return spec_type.model_validate(document.data)
     except ValidationError as error:
         raise ConfigError([_locate(document, spec_type, e) for e in error.errors()]) from None
+
+
+def _kind_of_spec(spec_type: type[BaseModel]) -> str | None:
+    """The ``kind`` a spec type's documents declare (``kind: Literal["mapping"]``), if any."""
+    field = spec_type.model_fields.get("kind")
+    values = typing.get_args(field.annotation) if field is not None else ()
+    return values[0] if len(values) == 1 and isinstance(values[0], str) else None
+
+
+def check_kind(path: str | Path, kinds: tuple[str, ...], what: str, hint: str = "") -> str:
+    """The ``kind`` of the document at ``path`` when it is one of ``kinds``, else one located
+    line saying what ``what`` (an argument or option) takes, and ``hint`` (where it goes)."""
+    document = read_document(path, what)
+    kind = document.data.get("kind")
+    if kind not in kinds:
+        names = " or ".join(repr(k) for k in kinds)
+        raise ConfigError(f"{document.where(('kind',))}: kind: {what} takes a document of kind {names}, "
+                          f"this one is {kind!r}" + (f"; {hint}" if hint else ""))
+    return kind
 
 
 def _locate(document: Document, spec_type: type[BaseModel], error: Any) -> str:
@@ -357,6 +391,8 @@ def _allowed_keys(spec_type: type[BaseModel], at: Path_) -> list[str]:
         current = _field_type(current, part)
         if current is None:
             return []
+    if typing.get_origin(current) in (typing.Union, types.UnionType):  # an optional section
+        current = next((m for m in typing.get_args(current) if isinstance(m, type) and issubclass(m, BaseModel)), None)
     if isinstance(current, type) and issubclass(current, BaseModel):
         return [f.alias or name for name, f in current.model_fields.items()]
     return []
@@ -423,6 +459,12 @@ def model_path(name_or_path: str, relative_to: Path | None = None, where: str = 
     prefix = f"{where}: " if where else ""
     raise ConfigError(f"{prefix}unknown model {name_or_path!r}; known: {', '.join(known)}{hint} "
                       "(or a path ending in .yaml)")
+
+
+def yaml_value(value: Any) -> str:
+    """``value`` as YAML text for an override's right-hand side (``1e300`` is ``1.0e+300``:
+    Python's ``1e+300`` would read back as text)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
 
 
 def dump_document(data: Any) -> str:

@@ -64,6 +64,11 @@ MAX_SOCKETS = 1024
 #: the most PCUs, PMUs or tiles a socket may have: the plan hands out PCUs one at a time
 #: (``mapping.stages.balance_pcus``) and places buffers PMU by PMU; an SN40L has 1040 of each
 MAX_UNITS = 65536
+#: the longest sequence, in tokens, of any document or request (a workload's seq_len, a
+#: serving file's max_context and grids, a request's prompt or output): 16M, beyond the
+#: longest published context windows (10M tokens); token counts stay exact in float64
+#: products with bytes per token, and a sampled length never overflows int64
+MAX_TOKENS = 2**24
 #: the deepest model the simulator takes (it lists every layer; published LLMs have up to ~130)
 MAX_LAYERS = 1024
 
@@ -220,6 +225,9 @@ class ModelSpec(Spec):
     ffn: FfnSpec
     dtypes: DtypeSpec = DtypeSpec()
     mtp_layers: Int = Field(default=0, ge=0, le=MAX_LAYERS)
+    tied_embeddings: Annotated[bool, Strict()] = Field(
+        default=False, alias="tie_word_embeddings",
+        description="config.json tie_word_embeddings: the output head reuses the embedding matrix")
     max_context: Int | None = Field(
         default=None, gt=0, alias="max_position_embeddings",
         description="longest sequence the model was trained for; longer prompts are refused",
@@ -347,6 +355,39 @@ class DeploymentSpec(Spec):
         "no public figure, 0 by default (sensitivity in docs/calibration.md)")
 
 
+#: the most draft tokens a speculative step proposes (R4 studies k up to 9; serving stacks use <= 10)
+MAX_DRAFT_TOKENS = 64
+#: ``speculative.draft`` naming the target's own multi-token-prediction module (self-speculation)
+MTP_DRAFT = "mtp"
+
+
+class AcceptanceSpec(Spec):
+    """Per-token acceptance of draft tokens (the closed form in ``rdusim.model.speculative``)."""
+
+    rate: Real = Field(ge=0.0, le=1.0, description="probability that the target accepts a draft token, "
+                       "given it accepted the ones before it")
+    source: Name = Field(description="the public measurement the rate comes from (a citation), never a "
+                         "number chosen to hit a figure")
+
+
+class SpeculativeSpec(Spec):
+    """Speculative decoding: a draft model proposes ``k`` tokens, the target verifies ``k + 1`` at once."""
+
+    draft: Name = Field(description="draft model: a model document name (e.g. llama-3.2-1b) or path, "
+                        "or 'mtp' for the target's own multi-token-prediction module")
+    mapping: Name | None = Field(
+        default=None, description="the draft's decode mapping (relative to this file); default: derived "
+        "from this mapping's kernels on the same node")
+    k: Int = Field(ge=0, le=MAX_DRAFT_TOKENS, description="draft tokens per step")
+    acceptance: AcceptanceSpec
+
+    @model_validator(mode="after")
+    def _mtp_has_no_mapping(self) -> SpeculativeSpec:
+        if self.draft == MTP_DRAFT and self.mapping is not None:
+            raise ValueError("draft 'mtp' runs the target's own MTP module; it takes no mapping")
+        return self
+
+
 class MappingSpec(Spec):
     kind: Literal["mapping"]
     name: Name
@@ -363,6 +404,8 @@ class MappingSpec(Spec):
         description="decode only: the prefill mapping that shares the node (continuous batching); "
         "HBM keeps its peak activations for the same prompt length free",
     )
+    speculative: SpeculativeSpec | None = Field(
+        default=None, description="decode only: speculative decoding (docs/speculative.md)")
 
     @field_validator("prefill")
     @classmethod
@@ -399,8 +442,17 @@ class GpuTensorPeakSpec(Spec):
     fp8_flops_per_s: PositiveFlopPerS = Field(alias="fp8")
 
 
+#: the most SMs a GPU document may have: the GPU engine places CTAs SM by SM (a streaming
+#: kernel launches 16 per SM), so time grows with SMs; an H100 has 132 (hardware-and-models.md
+#: section D.1), and 1024 SMs runs a step in ~1 s
+MAX_SMS = 1024
+#: the most GPUs of one NVLink node (the same bound as an SN40L node's sockets, MAX_SOCKETS);
+#: the shipped nodes have 8
+MAX_GPUS = MAX_SOCKETS
+
+
 class GpuComputeSpec(Spec):
-    sms: int = Field(gt=0, description="streaming multiprocessors")
+    sms: Int = Field(gt=0, le=MAX_SMS, description="streaming multiprocessors")
     clock_hz: Annotated[Hertz, Field(gt=0)] = Field(alias="clock")
     tensor_peak: GpuTensorPeakSpec
     fp32_flops_per_s: PositiveFlopPerS = Field(alias="fp32_peak", description="non-tensor FP32")
@@ -412,6 +464,9 @@ class GpuMemorySpec(Spec):
     l2_bytes: PositiveBytes = Field(alias="l2")
     shared_per_sm_bytes: PositiveBytes = Field(alias="shared_per_sm")
     hbm_latency_s: NonNegativeSeconds = Field(alias="hbm_latency", description="one dependent DRAM round trip")
+    l2_bytes_per_s: PositiveBytesPerS | None = Field(
+        default=None, alias="l2_bandwidth",
+        description="L2 -> SM bandwidth that GEMM operand panels are read at (none: not a limit)")
 
 
 class GpuLinkSpec(Spec):
@@ -431,6 +486,12 @@ class GpuLinkSpec(Spec):
         return self
 
 
+#: PyTorch eager ops whose host cost a GPU document may give (``launch.eager_ops``), as the
+#: dispatch microbenchmark of benchmarks/gpu/sweep.py names them
+HOST_OPS = ("gemm", "view", "transpose", "slice", "reshape_view", "elementwise_add", "elementwise_mul",
+            "elementwise_neg", "silu", "cat", "index_copy", "rms_norm", "embedding", "sdpa")
+
+
 class GpuLaunchSpec(Spec):
     """What one kernel costs before its CTAs run, by how it is launched."""
 
@@ -439,6 +500,34 @@ class GpuLaunchSpec(Spec):
     eager_host_s: NonNegativeSeconds = Field(alias="eager_host", description="host dispatch per eager op")
     pipeline_s: NonNegativeSeconds = Field(
         alias="pipeline", description="fixed cost of a tensor-core kernel: pipeline prologue, epilogue, grid drain")
+    gemm_pipeline_s: NonNegativeSeconds | None = Field(
+        default=None, alias="gemm_pipeline",
+        description="the same for a GEMM kernel of cuBLAS (none: pipeline)")
+    gemm_step_s: NonNegativeSeconds = Field(
+        default=0.0, alias="gemm_step",
+        description="a GEMM CTA's per main-loop step cost that its loads and math do not hide (barriers)")
+    eager_ops: dict[str, NonNegativeSeconds] | None = Field(
+        default=None, description="host cost of one eager PyTorch op by kind while the GPU is busy (behind)")
+    eager_ops_idle: dict[str, NonNegativeSeconds] | None = Field(
+        default=None, description="the same while the GPU is idle (ahead of the host)")
+    queue_depth: int | None = Field(
+        default=None, gt=0, description="kernels the host can queue before a launch blocks")
+
+    @model_validator(mode="after")
+    def _known_ops(self) -> GpuLaunchSpec:
+        if (self.eager_ops is None) != (self.eager_ops_idle is None):
+            raise ValueError("eager_ops and eager_ops_idle go together (the GPU behind and idle)")
+        for key in ("eager_ops", "eager_ops_idle"):
+            ops = getattr(self, key) or {}
+            for op in ops:
+                if op not in HOST_OPS:
+                    close = difflib.get_close_matches(op, HOST_OPS, n=1)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    raise ValueError(f"{key}: unknown op {op!r}{hint} (known: {', '.join(HOST_OPS)})")
+            missing = [op for op in HOST_OPS if op not in ops]
+            if ops and missing:
+                raise ValueError(f"{key}: missing {', '.join(missing)}")
+        return self
 
 
 class GpuEfficiencySpec(Spec):
@@ -446,6 +535,13 @@ class GpuEfficiencySpec(Spec):
 
     hbm_stream: float = Field(gt=0.0, le=1.0, description="streaming kernels' share of HBM peak")
     gemm_tensor: float = Field(gt=0.0, le=1.0, description="a full wave of GEMM tiles' share of tensor peak")
+    gemm_stream: float | None = Field(
+        default=None, gt=0.0, le=1.0,
+        description="a GEMM's operand stream's share of HBM peak (TMA tile loads; none: hbm_stream)")
+    strided_stream: float | None = Field(
+        default=None, gt=0.0, le=1.0,
+        description="PyTorch's non-vectorised elementwise path (an operand not contiguous) as a share of "
+                    "HBM peak (none: hbm_stream)")
     attention_tensor: float = Field(gt=0.0, le=1.0, description="FlashAttention-2 main loop's share of tensor peak")
     mla_tensor: float = Field(gt=0.0, le=1.0, description="FlashMLA decode main loop's share of tensor peak")
 
@@ -464,7 +560,7 @@ class GpuNodeSpec(Spec):
     kind: Literal["gpu_node"]
     name: str
     gpu: str = Field(description="path of the gpu YAML, relative to this file")
-    gpus: int = Field(gt=0)
+    gpus: Int = Field(gt=0, le=MAX_GPUS)
     topology: Literal["nvswitch"] = "nvswitch"
     nvls: Annotated[bool, Strict()] = Field(
         default=False, description="the NVSwitch reduces in the switch (NVLink SHARP): NCCL's NVLS algorithm")
@@ -486,7 +582,7 @@ class GpuMappingSpec(Spec):
     hardware: str = Field(description="gpu or gpu_node YAML path, relative to this file")
     phase: Phase
     launch: LaunchMode = "graph"
-    tp: int = Field(default=1, gt=0, description="GPUs of one replica (the group its collectives span)")
+    tp: Int = Field(default=1, gt=0, le=MAX_GPUS, description="GPUs of one replica (the group its collectives span)")
     attention: Literal["tp", "dp"] = Field(
         default="tp", description="MLA + MoE models: heads split over the replica's GPUs (tp), or each GPU "
         "its own sequences and their KV with the routed experts expert-parallel over all-to-all (dp)")

@@ -14,50 +14,70 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from rdusim.config.quantity import BytesPerS, Seconds
-from rdusim.config.schema import Spec
+from rdusim.config.schema import MAX_TOKENS, Spec
+
+#: nodes of one pool: the request engine keeps a process and a queue per node, and a
+#: deployment of this size is far past any published one (SN40L racks of 16 sockets)
+MAX_NODES = 4096
+#: points of a step-time grid: each is a run of the kernel simulator (~0.1-1 s)
+MAX_GRID_POINTS = 64
+#: the largest compiled decode batch: the decode table simulates every power of two up to it
+MAX_BATCH = 2**20
 
 Layout = Literal["disaggregated", "colocated"]
 Scheduling = Literal["fcfs", "shortest_prompt_first"]
 
 
+def _token_grid(grid: list[int] | None) -> list[int] | None:
+    """A step-time grid: strictly increasing token counts in [1, MAX_TOKENS]."""
+    if grid is not None and (any(not 0 < g <= MAX_TOKENS for g in grid) or sorted(set(grid)) != grid):
+        shown = grid if len(grid) <= 8 else [*grid[:8], "..."]
+        raise ValueError(f"must be strictly increasing token counts in [1, {MAX_TOKENS}], got {shown}")
+    return grid
+
+
 class ServingPrefillSpec(Spec):
     mapping: str = Field(description="prefill mapping YAML, relative to this file")
-    nodes: int | None = Field(default=None, gt=0, description="prefill nodes (disaggregated only)")
+    nodes: int | None = Field(default=None, gt=0, le=MAX_NODES, description="prefill nodes (disaggregated only)")
     chunk_tokens: int | None = Field(
-        default=None, gt=0,
+        default=None, gt=0, le=MAX_TOKENS,
         description="co-located only: prompt tokens prefilled per decode step (chunked prefill); "
         "default: a whole prompt at batch 1 between two decode steps",
     )
     grid: list[int] | None = Field(
-        default=None, min_length=2,
+        default=None, min_length=2, max_length=MAX_GRID_POINTS,
         description="prompt lengths simulated for the prefill-time table (default: steps of sqrt(2) "
         "from 1024 to 8192, then powers of two up to decode.max_context)",
     )
 
+    _grid = field_validator("grid")(_token_grid)
+
 
 class ServingDecodeSpec(Spec):
     mapping: str = Field(description="decode mapping YAML, relative to this file")
-    nodes: int = Field(gt=0, description="decode nodes (co-located: the whole pool)")
+    nodes: int = Field(gt=0, le=MAX_NODES, description="decode nodes (co-located: the whole pool)")
     max_context: int | None = Field(
-        default=None, gt=0,
+        default=None, gt=0, le=MAX_TOKENS,
         description="longest prompt the deployment accepts, in tokens; the decode graphs are compiled "
         "for it (default: the decode mapping's workload.seq_len)",
     )
     max_batch: int | None = Field(
-        default=None, gt=0,
+        default=None, gt=0, le=MAX_BATCH,
         description="largest compiled batch (default: rdusim.mapping.capacity.max_batch at max_context)",
     )
     accepted_tokens_per_step: float | None = Field(
         default=None, ge=1.0, description="multi-token prediction (default: the decode mapping's)",
     )
     kv_grid: list[int] | None = Field(
-        default=None, min_length=2,
+        default=None, min_length=2, max_length=MAX_GRID_POINTS,
         description="KV lengths simulated for the decode step-time table (default: powers of two "
         "from 1024 to max_context)",
     )
+
+    _grid = field_validator("kv_grid")(_token_grid)
 
 
 class InterconnectSpec(Spec):
@@ -97,7 +117,4 @@ class ServingSpec(Spec):
         elif self.prefill.nodes is not None:
             raise ValueError("co-located: one pool of decode.nodes nodes runs both phases; "
                              "remove prefill.nodes")
-        for name, grid in (("prefill.grid", self.prefill.grid), ("decode.kv_grid", self.decode.kv_grid)):
-            if grid is not None and (any(g <= 0 for g in grid) or sorted(set(grid)) != grid):
-                raise ValueError(f"{name} must be strictly increasing positive token counts, got {grid}")
         return self

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rdusim.config.loader import load_any, load_spec, read_document
-from rdusim.config.schema import GpuNodeSpec, GpuSpec
+from rdusim.config.loader import check_kind, load_any, load_spec, read_document
+from rdusim.config.schema import GpuSpec
 from rdusim.errors import ConfigError
 from rdusim.hw.collectives import Fabric
 
@@ -40,9 +40,27 @@ class Gpu:
         return self.spec.memory.hbm_bytes_per_s * self.spec.efficiency.hbm_stream
 
     @property
+    def gemm_stream_derate(self) -> float:
+        """A GEMM's operand stream's HBM rate as a share of a streaming kernel's (<= 1 slows it)."""
+        eff = self.spec.efficiency
+        return 1.0 if eff.gemm_stream is None else eff.gemm_stream / eff.hbm_stream
+
+    @property
+    def strided_stream_derate(self) -> float:
+        """PyTorch's non-vectorised elementwise kernels' HBM rate as a share of a streaming kernel's."""
+        eff = self.spec.efficiency
+        return 1.0 if eff.strided_stream is None else eff.strided_stream / eff.hbm_stream
+
+    @property
     def hbm_latency_s(self) -> float:
         """A CTA's first bytes arrive one DRAM round trip after it starts."""
         return float(self.spec.memory.hbm_latency_s)
+
+    @property
+    def l2_bytes_per_s(self) -> float | None:
+        """L2 -> SM bandwidth at which GEMM CTAs read their operand panels (None: no limit)."""
+        rate = self.spec.memory.l2_bytes_per_s
+        return None if rate is None else float(rate)
 
     @property
     def hbm_capacity_bytes(self) -> float:
@@ -56,10 +74,29 @@ class Gpu:
 
     def launch_s(self, mode: str) -> float:
         """Per-kernel cost before the CTAs run: ``stream`` (timed alone), ``graph``, ``eager``, and
-        ``pipeline``, the fixed cost every tensor-core kernel adds."""
+        ``pipeline``, the fixed cost every tensor-core kernel adds (``gemm_pipeline`` for a cuBLAS
+        GEMM, where the GPU document gives one)."""
         launch = self.spec.launch
+        gemm = launch.pipeline_s if launch.gemm_pipeline_s is None else launch.gemm_pipeline_s
         return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s,
-                "pipeline": launch.pipeline_s}[mode]
+                "pipeline": launch.pipeline_s, "gemm_pipeline": gemm, "gemm_step": launch.gemm_step_s}[mode]
+
+    def host_op_s(self, op: str, *, gpu_idle: bool) -> float:
+        """Host cost of one eager PyTorch op of kind ``op`` (``HOST_OPS``): the GPU document's
+        per-op cost with the GPU idle (ahead of the host) or busy (behind), else ``eager_host``."""
+        launch = self.spec.launch
+        table = launch.eager_ops_idle if gpu_idle else launch.eager_ops
+        return launch.eager_host_s if table is None else float(table[op])
+
+    @property
+    def host_ops_measured(self) -> bool:
+        """True when the GPU document gives per-op host costs (``launch.eager_ops``)."""
+        return self.spec.launch.eager_ops is not None
+
+    @property
+    def queue_depth(self) -> int | None:
+        """Kernels the host can queue ahead of the GPU before a launch blocks (None: no limit)."""
+        return self.spec.launch.queue_depth
 
     @property
     def fabric(self) -> Fabric:
@@ -78,17 +115,18 @@ class GpuNode:
     source: Path | None = None
 
 
-def load_gpu_node(path: str | Path) -> GpuNode:
-    """Load a ``gpu`` document (a node of one) or a ``gpu_node`` document and its GPU."""
+def load_gpu_node(path: str | Path, what: str = "") -> GpuNode:
+    """Load a ``gpu`` document (a node of one) or a ``gpu_node`` document and its GPU
+    (``what``: the option or key that named it, for messages)."""
     path = Path(path)
+    check_kind(path, ("gpu", "gpu_node"), what or "a GPU hardware path")
     spec = load_any(path)
     if isinstance(spec, GpuSpec):
         return GpuNode(spec.name, Gpu(spec), 1, path)
-    if not isinstance(spec, GpuNodeSpec):
-        raise ConfigError(f"{path}: expected a document of kind 'gpu' or 'gpu_node', got {spec.kind!r}")
     gpu_path = (path.parent / spec.gpu).resolve()
     if not gpu_path.is_file():
-        raise ConfigError(f"{path}: gpu: file {spec.gpu!r} not found (looked in {gpu_path})")
+        line = read_document(path).lines.get(("gpu",), 1)
+        raise ConfigError(f"{path}:{line}: gpu: file {spec.gpu!r} not found (looked in {gpu_path})")
     return GpuNode(spec.name, Gpu(load_spec(gpu_path, GpuSpec), nvls=spec.nvls), spec.gpus, path)
 
 

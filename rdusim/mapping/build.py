@@ -7,6 +7,7 @@ sharding, stages, model, hw. Raises ``MappingError`` listing every problem with 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 from dataclasses import dataclass
@@ -14,14 +15,17 @@ from typing import Any
 
 import networkx as nx
 
-from rdusim.config.schema import SRAM, KernelSpec
+from rdusim.config.schema import MTP_DRAFT, SRAM, KernelSpec
 from rdusim.errors import MappingError
 from rdusim.mapping.bundle import LoadedMapping
+from rdusim.mapping.draft import draft_candidates
 from rdusim.mapping.memory import live_activation_peak
-from rdusim.mapping.plan import KernelPlan, Plan
-from rdusim.mapping.sharding import Layout, collectives, op_shard
+from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan, SpeculativePlan
+from rdusim.mapping.sharding import Layout, aligned_kv_degree, collectives, op_shard
 from rdusim.mapping.stages import KernelContext, build_kernel, check_item_budget
+from rdusim.model.ops import Op
 from rdusim.model.policy import kv_length as policy_kv_length
+from rdusim.model.speculative import expected_accepted
 from rdusim.model.transformer import HEAD, Shape, base_layer_type, layer_counts, layer_graph
 from rdusim.units import format_bytes
 
@@ -32,10 +36,19 @@ def kv_length(loaded: LoadedMapping) -> int:
 
 
 def layer_shape(loaded: LoadedMapping) -> Shape:
+    """The workload of one layer: a prefill pass over the prompt, or a decode step of one query
+    token per sequence, or ``k + 1`` under speculative decoding (the verification: attention of
+    ``k + 1`` queries against the cache, GEMMs of ``batch x (k + 1)`` rows, ``k + 1`` KV writes)."""
     w = loaded.spec.workload
     if loaded.spec.phase == "prefill":
         return Shape("prefill", w.batch, w.seq_len, w.seq_len)
-    return Shape("decode", w.batch, 1, kv_length(loaded))
+    return Shape("decode", w.batch, query_tokens(loaded), kv_length(loaded))
+
+
+def query_tokens(loaded: LoadedMapping) -> int:
+    """Query tokens per sequence of a decode step: 1, or ``k + 1`` verified under speculative decoding."""
+    sd = loaded.spec.speculative
+    return 1 if sd is None else sd.k + 1
 
 
 def build_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Plan:
@@ -61,7 +74,55 @@ def build_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Plan:
     if issues:
         raise MappingError(issues)
     return Plan(spec, model, loaded.system, counts, kernels, spec.workload.seq_len,
-                spec.workload.batch, kv_length(loaded), activation_peak_bytes=activations)
+                spec.workload.batch, kv_length(loaded), activation_peak_bytes=activations,
+                speculative=speculative_plan(loaded, check_sram=check_sram))
+
+
+def speculative_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> SpeculativePlan | None:
+    """The draft side of a speculative decode mapping (None without ``speculative``, or with ``k = 0``:
+    nothing is drafted, the step is plain decoding and the draft is not loaded)."""
+    sd = loaded.spec.speculative
+    if sd is None or sd.k == 0:
+        return None
+    accepted = expected_accepted(sd.acceptance.rate, sd.k)
+    if sd.draft == MTP_DRAFT:
+        return SpeculativePlan(_as_draft(_mtp_draft(loaded, check_sram)), sd.k, sd.acceptance.rate, accepted,
+                               self_draft=True)
+    failures: list[str] = []
+    for candidate in draft_candidates(loaded):
+        try:
+            draft = build_plan(candidate, check_sram=check_sram)
+        except MappingError as error:
+            failures.append(f"at TP {candidate.spec.defaults.tp}: {error.issues[0]}")
+            continue
+        return SpeculativePlan(_as_draft(draft), sd.k, sd.acceptance.rate, accepted)
+    raise MappingError([f"{loaded.where('speculative', 'draft')}: the draft {sd.draft} does not build on "
+                        f"{loaded.system.name}:", *failures])
+
+
+def _mtp_draft(loaded: LoadedMapping, check_sram: bool) -> Plan:
+    """Self-speculation with the target's multi-token-prediction module (DeepSeek-V3 report,
+    arXiv 2412.19437, section 2.2): each draft step runs the MTP module for one token per
+    sequence, i.e. ``mtp_layers`` decoder layers of the target's last layer type (DeepSeek: an
+    MLA + MoE block) and the per-step head (embedding, shared output head, sampling), with the
+    target's own kernels at one query token. Its weights and KV cache are the MTP layer's
+    (``memory.mtp_layers``); the embedding and output head are the target's, shared."""
+    plain = build_plan(dataclasses.replace(loaded, spec=loaded.spec.model_copy(update={"speculative": None})),
+                       check_sram=check_sram)
+    last = [t for t in plain.layer_counts if t != HEAD][-1]
+    counts = {last: loaded.model.mtp_layers} | ({HEAD: 1} if HEAD in plain.layer_counts else {})
+    return dataclasses.replace(plain, layer_counts=counts, kernels={t: plain.kernels[t] for t in counts},
+                               activation_peak_bytes={t: plain.activation_peak_bytes[t] for t in counts})
+
+
+def _as_draft(plan: Plan) -> Plan:
+    """The draft's plan with its layer types named ``draft <type>`` (rows of their own in reports)."""
+    rename = {t: DRAFT_PREFIX + t for t in plan.layer_counts}
+    kernels = {rename[t]: tuple(dataclasses.replace(k, layer_type=rename[t]) for k in ks)
+               for t, ks in plan.kernels.items()}
+    return dataclasses.replace(plan, layer_counts={rename[t]: n for t, n in plan.layer_counts.items()},
+                               kernels=kernels,
+                               activation_peak_bytes={rename[t]: b for t, b in plan.activation_peak_bytes.items()})
 
 
 @dataclass(frozen=True)
@@ -114,7 +175,8 @@ def _kernel_key(ctx: KernelContext, index: int) -> tuple[Any, ...]:
     found = tuple(c for c in ctx.collectives if c.producer in ops or c.consumer in ops)
     outside = tuple(ctx.needed_outside(t, index) for n in ops for t in ctx.graph.nodes[n]["op"].writes)
     batch = ctx.loaded.spec.workload.batch
-    return (ctx.layer_type, batch, ctx.kernel_specs[index].model_dump_json(), shards, found, outside)
+    return (ctx.layer_type, batch, query_tokens(ctx.loaded), ctx.kernel_specs[index].model_dump_json(), shards,
+            found, outside)
 
 
 def _attach_policy_ops(kernel_specs: list[KernelSpec], graph: nx.DiGraph) -> list[KernelSpec]:
@@ -214,13 +276,29 @@ def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
                                   f"(it has {', '.join(d for d in op.sizes if d in op.loop)})")
                 elif op.sizes[dim] % degree:
                     issues.append(f"{where}: degree {degree} does not divide {dim}={op.sizes[dim]} "
-                                  f"of op {name!r}")
+                                  f"of op {name!r}{_fewer_sequences_hint(op, dim, degree)}")
+            if "heads" in shard and "kv_heads" in shard and shard["kv_heads"] != aligned_kv_degree(op, shard["heads"]):
+                issues.append(f"{where}: op {name!r} splits heads {shard['heads']} ways and kv_heads "
+                              f"{shard['kv_heads']} ways, but a socket holding {op.sizes['heads'] // shard['heads']} "
+                              f"query heads needs exactly their KV heads: kv_heads "
+                              f"{aligned_kv_degree(op, shard['heads'])} (or leave kv_heads out)")
             # a socket holding a group of query heads holds their KV head: aligned, not extra
             used = math.prod(k for d, k in shard.items() if not (d == "kv_heads" and "heads" in shard))
             if used > sockets or sockets % used:
                 issues.append(f"{where}: op {name!r} is split {used} ways ({shard}), which does not "
                               f"fit or divide the {sockets} sockets of {loaded.system.name}")
     return sorted(set(issues), key=issues.index)
+
+
+def _fewer_sequences_hint(op: Op, dim: str, degree: int) -> str:
+    """A decode batch smaller than attention's data-parallel degree: say how to shard instead."""
+    if dim != "batch" or op.op_class != "attention" or "heads" not in op.sizes:
+        return ""
+    heads = op.sizes["heads"]
+    fit = degree if heads % degree == 0 else math.gcd(heads, degree)
+    whole = " (MLA: each socket keeps the whole latent cache)" if op.sizes.get("kv_heads", 1) == 1 else ""
+    return (f"; with fewer sequences than sockets, shard attention by heads instead: "
+            f"shard: {{{op.name}: {{heads: {fit}}}}}{whole}")
 
 
 def _check_sram(loaded: LoadedMapping, layer_type: str, plans: tuple[KernelPlan, ...]) -> list[str]:

@@ -1,6 +1,6 @@
 """A mapping YAML with the model and hardware it names, loaded and validated as YAML.
 
-Owns: ``LoadedMapping``, ``load_mapping``, ``validate_mapping``, ``resolve_kernels``, located
+Owns: ``LoadedMapping``, ``load_mapping``, ``validate_mapping``, ``resolve_kernels``, ``draft_model``, located
 messages for cross-document errors (the model, hardware and companion prefill mapping a
 mapping names; the model's context length). Imports: config, hw.
 
@@ -23,7 +23,7 @@ from rdusim.config.loader import (
     read_document,
     validate,
 )
-from rdusim.config.schema import KernelSpec, MappingDefaultsSpec, MappingSpec, ModelSpec
+from rdusim.config.schema import MTP_DRAFT, KernelSpec, MappingDefaultsSpec, MappingSpec, ModelSpec
 from rdusim.errors import ConfigError
 from rdusim.hw.system import System, load_system
 
@@ -85,6 +85,7 @@ def load_mapping(path: str | Path, *, overrides: list[Override] | None = None, s
     _check_context(loaded)
     if spec.prefill is not None:
         _check_prefill(loaded)
+    check_speculative(loaded)
     return loaded
 
 
@@ -115,3 +116,36 @@ def _check_prefill(loaded: LoadedMapping) -> None:
     if companion.model.name != loaded.model.name:
         raise ConfigError(f"{where}: {loaded.spec.prefill!r} maps {companion.model.name}, this mapping "
                           f"maps {loaded.model.name}")
+
+
+def check_speculative(loaded: LoadedMapping) -> None:
+    """A speculative mapping decodes, does not also set MTP tokens per step, and (when a separate
+    model drafts) shares the target's vocabulary."""
+    spec = loaded.spec
+    sd = spec.speculative
+    if sd is None:
+        return
+    if spec.phase != "decode":
+        raise ConfigError(f"{loaded.where('speculative')}: speculative decoding applies to decode mappings "
+                          f"(a draft proposes tokens, the target verifies them); this is a {spec.phase} mapping")
+    if spec.workload.accepted_tokens_per_step != 1.0:
+        raise ConfigError(f"{loaded.where('workload', 'accepted_tokens_per_step')}: "
+                          "workload.accepted_tokens_per_step and speculative both set the tokens of a step; "
+                          "keep speculative (it derives them from speculative.acceptance.rate and k)")
+    if sd.draft == MTP_DRAFT:
+        if loaded.model.mtp_layers == 0:
+            raise ConfigError(f"{loaded.where('speculative', 'draft')}: draft 'mtp' drafts with the target's "
+                              f"multi-token-prediction module, but {loaded.model.name} has mtp_layers: 0")
+        return
+    draft = draft_model(loaded)
+    if draft.vocab != loaded.model.vocab:
+        raise ConfigError(f"{loaded.where('speculative', 'draft')}: draft {draft.name} has a {draft.vocab}-token "
+                          f"vocabulary, the target {loaded.model.name} {loaded.model.vocab}; a draft must share "
+                          "the target's tokenizer")
+
+
+def draft_model(loaded: LoadedMapping) -> ModelSpec:
+    where = loaded.where("speculative", "draft")
+    assert loaded.spec.speculative is not None
+    path = model_path(loaded.spec.speculative.draft, loaded.document.path.parent, where)
+    return validate(read_document(path, where), ModelSpec)

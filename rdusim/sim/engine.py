@@ -11,6 +11,10 @@ write-back (bounded), and hands the chunk downstream through bounded queues. A k
 ends when every stage has drained and its writes landed; the sockets then synchronise
 and the next kernel pays its launch overhead.
 
+Data-dependent loads (``Stage.loads_follow_inputs``: routed experts picked by a router in the
+same kernel): a chunk's loads start only when its inputs arrive, so they neither run ahead
+of the router nor prefetch in a looped kernel.
+
 Kernel looping (``kernel_looping: true`` in the mapping; R3 = arXiv 2410.23668, R4 in
 ../shared/reference/hardware-and-models.md A.6): consecutive calls of the same kernel are one
 call with a pipelined outer loop. The loop pays one launch, no synchronisation between
@@ -18,16 +22,40 @@ iterations, and an iteration's loaders (its weights) start when the previous ite
 starts, as far ahead as its buffers allow, sharing HBM with it; its compute waits for the
 previous iteration's end.
 
+Speculative decoding (``rdusim.model.speculative``): one step is ``k`` steps of the draft's
+kernels, then the target's kernels verifying ``k + 1`` tokens per sequence, one after the
+other on the same sockets (each kernel ends with the node's barrier, so nothing overlaps).
+
 Fast path: identical layers start from the same drained state, so each layer type is
 simulated once and multiplied (a looped type is simulated layer by layer: each iteration
 overlaps the next); symmetric sockets run identical plans, so one socket is simulated.
 ``fast=False`` runs every layer on every socket (tests check both agree).
+
+Coalescing (``coalesce=True``, the default; ``coalesce=False`` is the reference engine, one
+event per work item per socket, and tests/sim/test_coalesce.py checks both agree to 1e-9 on
+every shipped mapping). Identical work that starts together on equal resources moves as one
+event carrying a count; nothing is assumed about overlap or contention:
+
+- sockets: every socket of a plan runs the same kernels on its own pools, and sockets meet only
+  at the kernel barrier (a fixed sync time), so the ``fast=False`` path simulates one socket
+  standing for all of them (``_Socket.copies``; trace events are written for each socket);
+- an item's loads start together: one ``transfer_all`` event when the last lands (each load is
+  still its own flow in its pool's processor sharing), not one process per load and a
+  condition over them; write-backs are pool events, not processes;
+- the loader-to-compute buffer is a counter (``_Feed``) instead of a SimPy store: item ``k``'s
+  loads start when item ``k-1``'s have landed and compute has taken item ``k - depth`` (the
+  store's capacity rule), and compute waits only for an item whose loads are still in flight.
+
+Summation order: events at the same simulated time run in another order than in the reference
+engine, so a pool's ``bytes_total`` adds the same transfers in another order (float rounding,
+about 1e-16 relative); every time is computed from the same sequence of pool states and comes
+out the same.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 import simpy
@@ -35,7 +63,7 @@ import simpy
 from rdusim.config.schema import OFF_CHIP_TIERS
 from rdusim.errors import SimulationError
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
-from rdusim.sim.resources import BandwidthPool, delay
+from rdusim.sim.resources import BandwidthPool, delay, transfer_all
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
 
@@ -44,6 +72,11 @@ class _Socket:
     index: int
     pools: dict[str, BandwidthPool]     # HBM, DDR, "p2p"
     p2p_latency_s: float
+    copies: int = 1                     # identical sockets it stands for: index, index + 1, ...
+
+    @property
+    def indices(self) -> range:
+        return range(self.index, self.index + self.copies)
 
 
 @dataclass
@@ -68,31 +101,40 @@ class _Recorder:
         self.events: list[TraceEvent] = []
         self.busy: dict[tuple[int, str], float] = {}
 
-    def compute(self, socket: int, stage: str, kernel: str, layer: int, start: float, end: float, work: float) -> None:
-        key = (socket, stage)
+    def compute(self, socket: _Socket, stage: str, kernel: str, layer: int, start: float, end: float,
+                work: float) -> None:
+        key = (socket.index, stage)
         self.busy[key] = self.busy.get(key, 0.0) + end - start
         if self.enabled:
-            self.events.append(TraceEvent(socket, f"compute:{stage}", stage, kernel, layer, start, end, 0.0, work))
+            for index in socket.indices:
+                self.events.append(TraceEvent(index, f"compute:{stage}", stage, kernel, layer, start, end, 0.0, work))
 
-    def transfer(self, socket: int, track: str, name: str, kernel: str, layer: int, start: float, end: float, nbytes: float) -> None:
+    def transfer(self, socket: _Socket, track: str, name: str, kernel: str, layer: int, start: float, end: float,
+                 nbytes: float) -> None:
         if self.enabled:
-            self.events.append(TraceEvent(socket, track, name, kernel, layer, start, end, nbytes))
+            for index in socket.indices:
+                self.events.append(TraceEvent(index, track, name, kernel, layer, start, end, nbytes))
 
 
 def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
-                  layer_types: tuple[str, ...] | None = None) -> Trace:
+                  layer_types: tuple[str, ...] | None = None, coalesce: bool = True, start_s: float = 0.0) -> Trace:
     """Simulate one forward pass (prefill) or one decode step of ``plan``.
 
     ``layer_types`` restricts the run to some layer types (calibration needs only one).
+    ``coalesce=False`` runs the reference engine (one event per item per socket). ``start_s``
+    starts the clock there (a layer type simulated on its own at the time it starts in the
+    whole run: the node is drained and synchronised then, so its times come out bit for bit).
     """
-    env = simpy.Environment()
+    env = simpy.Environment(initial_time=start_s)
     n_sockets = 1 if fast else plan.system.sockets  # every socket of a plan runs the same kernels
-    sockets = [_make_socket(env, plan, s) for s in range(n_sockets)]
+    copies = n_sockets if coalesce else 1
+    sockets = [_make_socket(env, plan, s, copies) for s in range(0, n_sockets, copies)]
     recorder = _Recorder(record_events)
     records: list[KernelRecord] = []
-    layers = [x for x in _layer_sequence(plan, fast) if layer_types is None or x[1] in layer_types]
+    segments = [(p, [x for x in layers if layer_types is None or x[1] in layer_types])
+                for p, layers in _segments(plan, fast)]
     in_flight = _InFlight()
-    main = env.process(_run_layers(env, plan, layers, sockets, recorder, records, in_flight))
+    main = env.process(_run_segments(env, segments, sockets, recorder, records, in_flight, coalesce))
     try:
         env.run()
     except SimulationError as error:  # past the horizon: the hardware's numbers are the cause
@@ -102,16 +144,38 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
                               f"{in_flight.diagnosis()}; {len(records)} kernel call(s) completed before it")
     return Trace(
         kernels=tuple(records), events=tuple(recorder.events), sockets_simulated=n_sockets,
-        layers_simulated=len(layers), event_count=next(env._eid),  # SimPy's own event counter
-        layer_multiplier={layer: mult for layer, _, mult in layers},
+        layers_simulated=sum(len(layers) for _, layers in segments),
+        event_count=next(env._eid),  # SimPy's own event counter
+        layer_multiplier={layer: mult for _, layers in segments for layer, _, mult in layers},
     )
 
 
-def _make_socket(env: simpy.Environment, plan: Plan, index: int) -> _Socket:
+def _segments(plan: Plan, fast: bool) -> list[tuple[Plan, list[tuple[int, str, int]]]]:
+    """What one step runs, in order: a plain step is the plan's layers; a speculative step is
+    ``k`` steps of the draft's layers, then the target's verification. A draft step's layers are
+    numbered after the target's (step i: from ``target layers + i x draft layers``)."""
+    target = _layer_sequence(plan, fast)
+    sd = plan.speculative
+    if sd is None or sd.draft is None:
+        return [(plan, target)]
+    start, width = sum(plan.layer_counts.values()), sum(sd.draft.layer_counts.values())
+    drafts = [(sd.draft, [(start + i * width + layer, t, n) for layer, t, n in _layer_sequence(sd.draft, fast)])
+              for i in range(sd.k)]
+    return [*drafts, (plan, target)]
+
+
+def _run_segments(env: simpy.Environment, segments: list[tuple[Plan, list[tuple[int, str, int]]]],
+                  sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord],
+                  in_flight: _InFlight, coalesce: bool) -> Generator:
+    for plan, layers in segments:
+        yield from _run_layers(env, plan, layers, sockets, recorder, records, in_flight, coalesce)
+
+
+def _make_socket(env: simpy.Environment, plan: Plan, index: int, copies: int) -> _Socket:
     socket = plan.system.socket
     pools = {tier: BandwidthPool(env, f"{tier}{index}", socket.tier_bytes_per_s(tier)) for tier in OFF_CHIP_TIERS}
     pools["p2p"] = BandwidthPool(env, f"p2p{index}", socket.p2p_bytes_per_s)
-    return _Socket(index, pools, socket.p2p_latency_s)
+    return _Socket(index, pools, socket.p2p_latency_s, copies)
 
 
 def _layer_sequence(plan: Plan, fast: bool) -> list[tuple[int, str, int]]:
@@ -133,7 +197,7 @@ def _looped(plan: Plan, layer_type: str) -> bool:
 
 def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str, int]],
                 sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord],
-                in_flight: _InFlight) -> Generator:
+                in_flight: _InFlight, coalesce: bool) -> Generator:
     system = plan.system
     calls = [(layer, layer_type, kernel) for layer, layer_type, _ in layers for kernel in plan.kernels[layer_type]]
     started: _Started | None = None  # a looped iteration, already loading
@@ -145,14 +209,14 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
         if started is None:
             launch_sync_s = system.socket.launch_s(kernel.orchestration)
             yield delay(env, launch_sync_s)
-            started = _start(env, kernel, sockets, recorder, layer, env.event().succeed())
+            started = _start(env, kernel, sockets, recorder, layer, env.event().succeed(), coalesce)
         runs, stages = started
         in_flight.kernel, in_flight.layer_type, in_flight.layer, in_flight.stages = kernel.name, layer_type, layer, stages
         done = env.all_of(runs)
         following = calls[index + 1] if index + 1 < len(calls) else None
         looping = following is not None and following[1] == layer_type and _looped(plan, layer_type)
         # the next iteration's loaders start now (bounded by its buffers); its compute waits for this one
-        started = _start(env, following[2], sockets, recorder, following[0], done) \
+        started = _start(env, following[2], sockets, recorder, following[0], done, coalesce) \
             if looping and following is not None else None
         yield done
         if not looping:
@@ -166,9 +230,9 @@ _Started = tuple[list[simpy.Process], dict[str, simpy.Process]]
 
 
 def _start(env: simpy.Environment, kernel: KernelPlan, sockets: list[_Socket], recorder: _Recorder, layer: int,
-           go: simpy.Event) -> _Started:
+           go: simpy.Event, coalesce: bool) -> _Started:
     stages: dict[str, simpy.Process] = {}
-    return [env.process(_run_kernel(env, kernel, s, recorder, layer, go, stages)) for s in sockets], stages
+    return [env.process(_run_kernel(env, kernel, s, recorder, layer, go, stages, coalesce)) for s in sockets], stages
 
 
 def _record(kernel: KernelPlan, layer: int, start: float, end: float, launch_sync_s: float, socket: _Socket,
@@ -185,7 +249,7 @@ def _record(kernel: KernelPlan, layer: int, start: float, end: float, launch_syn
 
 
 def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, recorder: _Recorder,
-                layer: int, go: simpy.Event, processes: dict[str, simpy.Process]) -> Generator:
+                layer: int, go: simpy.Event, processes: dict[str, simpy.Process], coalesce: bool) -> Generator:
     """Every stage's loader starts at once; its compute waits for ``go`` (a looped iteration:
     the previous iteration's end)."""
     queues = {(src, stage.name): simpy.Store(env, capacity=kernel.buffer_depth)
@@ -194,31 +258,36 @@ def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, rec
     for stage in kernel.stages:
         inputs = [queues[(src, stage.name)] for src in stage.inputs]
         outputs = [q for (src, _), q in queues.items() if src == stage.name]
-        ready = simpy.Store(env, capacity=kernel.buffer_depth)
-        env.process(_load(env, kernel, stage, ready, socket, recorder, layer))
-        runs.append(env.process(_run_stage(env, kernel, stage, inputs, outputs, ready, go, socket, recorder, layer)))
+        if coalesce:
+            feed = _Feed(env, kernel, stage, socket, recorder, layer)
+            runs.append(env.process(_run_stage_coalesced(env, kernel, stage, inputs, outputs, feed, go, socket,
+                                                         recorder, layer)))
+        else:
+            ready = simpy.Store(env, capacity=kernel.buffer_depth)
+            arrived = simpy.Store(env) if stage.loads_follow_inputs else None
+            env.process(_load(env, kernel, stage, ready, socket, recorder, layer, arrived))
+            runs.append(env.process(_run_stage(env, kernel, stage, inputs, outputs, ready, go, socket, recorder,
+                                               layer, arrived)))
         processes[stage.name] = runs[-1]
     yield env.all_of(runs)
 
 
+# ------------------------------------------------------------------------ reference engine (coalesce=False)
 def _run_stage(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs: list[simpy.Store],
                outputs: list[simpy.Store], ready: simpy.Store, go: simpy.Event, socket: _Socket,
-               recorder: _Recorder, layer: int) -> Generator:
+               recorder: _Recorder, layer: int, arrived: simpy.Store | None = None) -> Generator:
     yield go
     writes: deque[simpy.Event] = deque()
     for index, chunk in enumerate(stage.chunks):
-        arrivals = 1
-        if stage.is_barrier:  # every input chunk before the first computes, none after
-            arrivals = len(stage.chunks) if index == 0 else 0
-        for queue in inputs:
-            for _ in range(arrivals):
-                yield queue.get()
+        yield from _await_inputs(stage, index, inputs)
+        if arrived is not None:  # the chunk's inputs say what to load: its loader may start
+            yield arrived.put(index)
         for item in chunk.items:
             yield ready.get()
             if item.work > 0 and stage.rate_ops_per_s > 0:
                 start = env.now
                 yield delay(env, item.work / stage.rate_ops_per_s)
-                recorder.compute(socket.index, stage.name, kernel.name, layer, start, env.now, item.work)
+                recorder.compute(socket, stage.name, kernel.name, layer, start, env.now, item.work)
         if chunk.p2p_bytes > 0:
             yield from _send(env, kernel, stage, chunk.p2p_bytes, chunk.p2p_steps, socket, recorder, layer)
         for tier, nbytes in chunk.stores:
@@ -231,9 +300,23 @@ def _run_stage(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs:
         yield env.all_of(list(writes))
 
 
+def _await_inputs(stage: Stage, index: int, inputs: list[simpy.Store]) -> Generator:
+    """Wait for chunk ``index`` from every upstream stage (a barrier: every chunk before the first)."""
+    arrivals = 1
+    if stage.is_barrier:  # every input chunk before the first computes, none after
+        arrivals = len(stage.chunks) if index == 0 else 0
+    for queue in inputs:
+        for _ in range(arrivals):
+            yield queue.get()
+
+
 def _load(env: simpy.Environment, kernel: KernelPlan, stage: Stage, ready: simpy.Store, socket: _Socket,
-          recorder: _Recorder, layer: int) -> Generator:
+          recorder: _Recorder, layer: int, arrived: simpy.Store | None = None) -> Generator:
+    """Stream the stage's items ahead of compute (bounded by ``ready``); with ``arrived``
+    (data-dependent loads), a chunk's loads start only once its inputs have arrived."""
     for chunk in stage.chunks:
+        if arrived is not None:
+            yield arrived.get()
         for item in chunk.items:
             loads = [env.process(_transfer(env, socket, tier, nbytes, kernel, f"{stage.name}:read", recorder, layer))
                      for tier, nbytes in item.loads if nbytes > 0]
@@ -246,7 +329,7 @@ def _transfer(env: simpy.Environment, socket: _Socket, tier: str, nbytes: float,
               recorder: _Recorder, layer: int) -> Generator:
     start = env.now
     yield socket.pools[tier].transfer(nbytes)
-    recorder.transfer(socket.index, tier, name, kernel.name, layer, start, env.now, nbytes)
+    recorder.transfer(socket, tier, name, kernel.name, layer, start, env.now, nbytes)
 
 
 def _send(env: simpy.Environment, kernel: KernelPlan, stage: Stage, nbytes: float, steps: int, socket: _Socket,
@@ -255,4 +338,109 @@ def _send(env: simpy.Environment, kernel: KernelPlan, stage: Stage, nbytes: floa
     start = env.now
     yield delay(env, steps * socket.p2p_latency_s)
     yield socket.pools["p2p"].transfer(nbytes)
-    recorder.transfer(socket.index, "p2p", stage.name, kernel.name, layer, start, env.now, nbytes)
+    recorder.transfer(socket, "p2p", stage.name, kernel.name, layer, start, env.now, nbytes)
+
+
+# ------------------------------------------------------------------------ coalesced engine (the default)
+class _Feed:
+    """A stage's loader as a counter, not a process: item ``k``'s loads (one ``transfer_all``)
+    start when item ``k - 1``'s have landed and compute has taken item ``k - depth``; the same
+    rule as the reference engine's loader putting into a store of capacity ``depth``."""
+
+    def __init__(self, env: simpy.Environment, kernel: KernelPlan, stage: Stage, socket: _Socket,
+                 recorder: _Recorder, layer: int) -> None:
+        self.env, self.kernel, self.stage, self.socket, self.recorder, self.layer = \
+            env, kernel, stage, socket, recorder, layer
+        self.items = [item for chunk in stage.chunks for item in chunk.items]
+        self.landed = [False] * len(self.items)
+        self.events: list[simpy.Event | None] = [None] * len(self.items)
+        self.started = 0     # items whose loads have started
+        self.taken = 0       # items compute has taken
+        # items whose loads may start: all of them, unless loads follow inputs (data-dependent
+        # loads: a chunk's items are released when its inputs arrive, as in the reference loader)
+        self.released = 0 if stage.loads_follow_inputs else len(self.items)
+        self._pump()
+
+    def _pump(self) -> None:
+        depth, items = self.kernel.buffer_depth, self.items
+        while self.started < len(items):
+            k = self.started
+            if (k > 0 and not self.landed[k - 1]) or self.taken < k - depth or k >= self.released:
+                return
+            self.started += 1
+            loads = [(tier, nbytes) for tier, nbytes in items[k].loads if nbytes > 0]
+            if not loads:
+                self.landed[k] = True
+                continue
+            event = transfer_all(self.env, [(self.socket.pools[tier], nbytes) for tier, nbytes in loads],
+                                 self._recording(loads) if self.recorder.enabled else None)
+            event.callbacks.append(lambda _event, k=k: self._landed(k))
+            self.events[k] = event
+            return
+
+    def _recording(self, loads: list[tuple[str, float]]) -> Callable[[int, float], None]:
+        start, name = self.env.now, f"{self.stage.name}:read"
+
+        def record(index: int, end: float) -> None:
+            tier, nbytes = loads[index]
+            self.recorder.transfer(self.socket, tier, name, self.kernel.name, self.layer, start, end, nbytes)
+        return record
+
+    def _landed(self, k: int) -> None:
+        self.landed[k] = True
+        self._pump()
+
+    def release(self, count: int) -> None:
+        """A chunk's inputs arrived: its ``count`` items may load (``Stage.loads_follow_inputs``)."""
+        self.released += count
+        self._pump()
+
+    def take(self) -> Generator:
+        """Compute takes the next item: waits only while its loads are in flight."""
+        k = self.taken
+        if not self.landed[k]:
+            event = self.events[k]
+            if event is None:  # cannot happen: item k starts when item k - 1 lands, before compute takes it
+                raise SimulationError(f"{self.stage.name}: item {k} taken before its loads started")
+            yield event
+        self.taken += 1
+        self._pump()
+
+
+def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs: list[simpy.Store],
+                         outputs: list[simpy.Store], feed: _Feed, go: simpy.Event, socket: _Socket,
+                         recorder: _Recorder, layer: int) -> Generator:
+    """``_run_stage`` with the loader as a ``_Feed`` and write-backs as pool events."""
+    yield go
+    writes: deque[simpy.Event] = deque()
+    for index, chunk in enumerate(stage.chunks):
+        yield from _await_inputs(stage, index, inputs)
+        if stage.loads_follow_inputs:  # the chunk's inputs say what to load
+            feed.release(len(chunk.items))
+        for item in chunk.items:
+            yield from feed.take()
+            if item.work > 0 and stage.rate_ops_per_s > 0:
+                start = env.now
+                yield delay(env, item.work / stage.rate_ops_per_s)
+                recorder.compute(socket, stage.name, kernel.name, layer, start, env.now, item.work)
+        if chunk.p2p_bytes > 0:
+            yield from _send(env, kernel, stage, chunk.p2p_bytes, chunk.p2p_steps, socket, recorder, layer)
+        for tier, nbytes in chunk.stores:
+            writes.append(_write(env, socket, tier, nbytes, kernel, f"{stage.name}:write", recorder, layer))
+        while len(writes) > kernel.buffer_depth:
+            yield writes.popleft()
+        for queue in outputs:
+            yield queue.put(index)
+    if writes:
+        yield env.all_of(list(writes))
+
+
+def _write(env: simpy.Environment, socket: _Socket, tier: str, nbytes: float, kernel: KernelPlan, name: str,
+           recorder: _Recorder, layer: int) -> simpy.Event:
+    """A write-back as the pool's own event (the reference engine wraps it in a process)."""
+    start = env.now
+    event = socket.pools[tier].transfer(nbytes)
+    if recorder.enabled:
+        event.callbacks.append(lambda _event: recorder.transfer(socket, tier, name, kernel.name, layer, start,
+                                                                env.now, nbytes))
+    return event

@@ -1,7 +1,8 @@
 """Shared bandwidth as a SimPy resource: concurrent transfers split it fairly.
 
-Owns: ``BandwidthPool``, ``WeightedPool``, ``delay`` (every timeout of the simulation, bounded by
-``HORIZON_S``). Imports: simpy, errors.
+Owns: ``BandwidthPool``, ``WeightedPool``, ``transfer_all`` (transfers that start together, one
+event when the last lands), ``delay`` (every timeout of the simulation, bounded by ``HORIZON_S``).
+Imports: simpy, errors.
 
 A pool serves its active transfers by processor sharing: with n transfers in flight each
 progresses at rate/n, and every arrival or completion re-divides the rate. A lone stream
@@ -13,6 +14,7 @@ the simulation instead of being assumed.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import simpy
 
@@ -29,7 +31,7 @@ HORIZON_S = 1e7
 
 def delay(env: simpy.Environment, seconds: float) -> simpy.Timeout:
     """``env.timeout(seconds)``, refused when it would end past the horizon (or is not a number)."""
-    if not env.now + seconds <= HORIZON_S:
+    if not env._now + seconds <= HORIZON_S:   # noqa: SLF001 (env.now without the property call)
         raise SimulationError(f"an event would end at t={env.now + seconds:.3g} s, past the simulator's horizon "
                               f"of {HORIZON_S:.0e} s: a rate or efficiency in the hardware is too small (or a "
                               "duration too large) for a meaningful simulation")
@@ -58,38 +60,42 @@ class BandwidthPool:
         if nbytes <= _EPSILON_BYTES:
             done.succeed()
             return done
-        self._advance()
-        self._flows[next(self._ids)] = [float(nbytes), done]
-        self.bytes_total += nbytes
-        self._reschedule()
+        self._add(nbytes, done)
         return done
 
+    def _add(self, nbytes: float, waiter: simpy.Event | _Part) -> None:
+        self._advance()
+        self._flows[next(self._ids)] = [float(nbytes), waiter]
+        self.bytes_total += nbytes
+        self._reschedule()
+
     def _advance(self) -> None:
-        elapsed = self.env.now - self._updated_s
+        now = self.env.now
+        elapsed = now - self._updated_s
         if elapsed > 0 and self._flows:
             served = self.rate_bytes_per_s / len(self._flows) * elapsed
             for flow in self._flows.values():
                 flow[0] -= served
             self.busy_s += elapsed
-        self._updated_s = self.env.now
+        self._updated_s = now
 
     def _reschedule(self) -> None:
         self._generation += 1
-        while self._flows:
-            share = self.rate_bytes_per_s / len(self._flows)
+        flows, now = self._flows, self.env.now
+        while flows:
+            share = self.rate_bytes_per_s / len(flows)
             # done: under the byte epsilon, or so little left that the clock cannot advance by it
             # (late in a long run a float's resolution in seconds can exceed that time; waiting
             # would re-plan forever without progress)
-            done = [k for k, f in self._flows.items()
-                    if f[0] <= _EPSILON_BYTES or self.env.now + f[0] / share <= self.env.now]
+            done = [k for k, f in flows.items() if f[0] <= _EPSILON_BYTES or now + f[0] / share <= now]
             if not done:
                 break
             for key in done:
-                self._flows.pop(key)[1].succeed()
-        if not self._flows:
+                flows.pop(key)[1].succeed()   # an Event, or a _Part of transfer_all
+        if not flows:
             return
         generation = self._generation
-        timer = delay(self.env, min(f[0] for f in self._flows.values()) / share)
+        timer = delay(self.env, min(f[0] for f in flows.values()) / share)
         timer.callbacks.append(lambda _event: self._on_timer(generation))
 
     def _on_timer(self, generation: int) -> None:
@@ -97,6 +103,49 @@ class BandwidthPool:
             return  # a newer arrival or completion re-planned the pool
         self._advance()
         self._reschedule()
+
+
+class _Part:
+    """One transfer of a ``transfer_all`` group: its landing counts the group down (no event of its own)."""
+
+    __slots__ = ("group", "index")
+
+    def __init__(self, group: _Group, index: int) -> None:
+        self.group, self.index = group, index
+
+    def succeed(self) -> None:
+        self.group.landed(self.index)
+
+
+class _Group:
+    __slots__ = ("done", "left", "on_landed")
+
+    def __init__(self, done: simpy.Event, left: int, on_landed: Callable[[int, float], None] | None) -> None:
+        self.done, self.left, self.on_landed = done, left, on_landed
+
+    def landed(self, index: int) -> None:
+        if self.on_landed is not None:
+            self.on_landed(index, self.done.env.now)
+        self.left -= 1
+        if self.left == 0:
+            self.done.succeed()
+
+
+def transfer_all(env: simpy.Environment, parts: list[tuple[BandwidthPool, float]],
+                 on_landed: Callable[[int, float], None] | None = None) -> simpy.Event:
+    """Transfers that start together (each its own flow in its pool, sharing it as ``transfer``
+    does): one event that fires when the last has landed, instead of one per transfer and a
+    condition over them. ``on_landed(i, t)`` is told when part ``i`` lands (trace records)."""
+    done = env.event()
+    group = _Group(done, len(parts), on_landed)
+    for index, (pool, nbytes) in enumerate(parts):
+        if nbytes <= _EPSILON_BYTES:
+            group.landed(index)
+        else:
+            pool._add(nbytes, _Part(group, index))
+    if not parts:
+        done.succeed()
+    return done
 
 
 class WeightedPool:
@@ -135,9 +184,9 @@ class WeightedPool:
         if not self._flows:
             return
         total = sum(f[1] for f in self._flows.values())
-        delay = min(f[0] / f[1] for f in self._flows.values()) * total / self.rate
+        wait = min(f[0] / f[1] for f in self._flows.values()) * total / self.rate
         generation = self._generation
-        self.env.timeout(delay).callbacks.append(lambda _e: self._on_timer(generation))
+        delay(self.env, wait).callbacks.append(lambda _e: self._on_timer(generation))
 
     def _on_timer(self, generation: int) -> None:
         if generation == self._generation:

@@ -23,16 +23,16 @@ from hypothesis import strategies as st
 from tests.hardening.conftest import GUARD_S, ROOT, Run
 
 
-def _is_gpu(path: Path) -> bool:
-    return bool(re.search(r"^kind: gpu", path.read_text(), re.MULTILINE))
+def kind_of(path: Path) -> str:
+    found = re.search(r"^kind: (\w+)", path.read_text(), re.MULTILINE)
+    return found.group(1) if found else ""
 
 
-#: documents the fuzzer starts from, relative to the workspace (mappings, nodes, sockets, models)
-#: (GPU documents, ``kind: gpu_*``, are left out for now: the GPU path reports its cross-document
-#: errors by mapping name, without file and line; see the P8 report)
+#: documents the fuzzer starts from, relative to the workspace: mappings, serving files, GPU
+#: mappings, nodes, sockets, GPUs, GPU nodes and models
 DOCUMENTS = sorted(
-    [str(p.relative_to(ROOT)) for p in (ROOT / "mappings").rglob("*.yaml") if not _is_gpu(p)]
-    + [str(p.relative_to(ROOT)) for p in (ROOT / "hw_configs").glob("*.yaml") if not _is_gpu(p)]
+    [str(p.relative_to(ROOT)) for p in (ROOT / "mappings").rglob("*.yaml")]
+    + [str(p.relative_to(ROOT)) for p in (ROOT / "hw_configs").glob("*.yaml")]
 ) + [f"models/{p.name}" for p in sorted((ROOT / "rdusim" / "config" / "models").glob("*.yaml"))]
 
 #: a valid run may legitimately take a while (DeepSeek prefill at 128K); longer is a hang
@@ -127,6 +127,92 @@ def _source(name: str) -> Path:
     if name.startswith("models/"):
         return ROOT / "rdusim" / "config" / name
     return ROOT / name
+
+
+# ------------------------------------------------------------------------ request traces
+#: layout -> (header or JSON keys, format of one row from (arrival seconds, prompt, output))
+def _azure_time(seconds: float) -> str:
+    whole = int(seconds)
+    return f"2023-11-16 {whole // 3600:02d}:{whole // 60 % 60:02d}:{whole % 60:02d}." \
+           f"{round((seconds - whole) * 1e6):06d}0"
+
+
+TRACE_LAYOUTS: dict[str, tuple[list[str], Any]] = {
+    "azure": (["TIMESTAMP", "ContextTokens", "GeneratedTokens"], lambda t, p, o: [_azure_time(t), p, o]),
+    "burstgpt": (["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type"],
+                 lambda t, p, o: [t, "ChatGPT", p, o, p + o, "Conversation log"]),
+    "plain": (["arrival_s", "prompt_tokens", "output_tokens"], lambda t, p, o: [t, p, o]),
+    "mooncake": (["timestamp", "input_length", "output_length"], lambda t, p, o: [round(t * 1000), p, o]),
+    "plain-jsonl": (["arrival_s", "prompt_tokens", "output_tokens"], lambda t, p, o: [t, p, o]),
+}
+TRACE_VALUES = st.sampled_from([0, -1, 1.5, 2**63, 10**30, "", " ", "x", "1e400", "nan", "-inf", None, True,
+                                "1,2", '"', "\x00", "\u00e9", 1e-320, "0x10", "1_000", [], {}])
+ENCODINGS = ["utf-8", "utf-8", "utf-8-sig", "utf-16", "latin-1", "cp1252"]
+NEWLINES = ["\n", "\n", "\r\n", "\r"]
+
+
+def _trace_text(layout: str, header: list[str], rows: list[list[Any]]) -> str:
+    if layout in ("mooncake", "plain-jsonl"):
+        return "".join(json.dumps(dict(zip(header, row, strict=False))) + "\n" for row in rows)
+    def cell(value: Any) -> str:
+        text = str(value)
+        return f'"{text}"' if "," in text else text
+    return ",".join(header) + "\n" + "".join(",".join(cell(v) for v in row) + "\n" for row in rows)
+
+
+@st.composite
+def valid_traces(draw: st.DrawFn, max_output: int = 2**20) -> tuple[str, str, list[tuple[float, int, int]]]:
+    """(layout, text, requests): a well-formed trace in any layout and order, with the requests
+    it holds as (arrival seconds, prompt tokens, output tokens) in file order."""
+    layout = draw(st.sampled_from(sorted(TRACE_LAYOUTS)))
+    header, row = TRACE_LAYOUTS[layout]
+    n = draw(st.integers(1, 60))
+    times = draw(st.lists(st.integers(0, 36_000_000), min_size=n, max_size=n))   # milliseconds
+    prompts = draw(st.lists(st.integers(1, 2**24), min_size=n, max_size=n))
+    outputs = draw(st.lists(st.integers(1, max_output), min_size=n, max_size=n))
+    if draw(st.booleans()):
+        times.sort()
+    requests = [(t / 1000, p, o) for t, p, o in zip(times, prompts, outputs, strict=True)]
+    return layout, _trace_text(layout, header, [row(*r) for r in requests]), requests
+
+
+@st.composite
+def traces(draw: st.DrawFn) -> tuple[bytes, str]:
+    """(bytes, description): a trace in any layout, mutated (cells, rows, header), encoded in
+    any of several encodings with any line ending; also empty and oversized-number traces."""
+    layout, text, requests = draw(valid_traces(max_output=2048))  # a valid run replays them all
+    header, row = TRACE_LAYOUTS[layout]
+    rows = [row(*r) for r in requests]
+    edits = []
+    for _ in range(draw(st.integers(0, 3))):
+        edit = draw(st.sampled_from(["cell", "cell", "drop_cell", "extra_cell", "blank_row", "duplicate_row",
+                                     "header", "truncate", "empty", "shuffle"]))
+        edits.append(edit)
+        at = draw(st.integers(0, max(0, len(rows) - 1)))
+        if edit == "cell" and rows:
+            rows[at][draw(st.integers(0, len(rows[at]) - 1))] = draw(TRACE_VALUES)
+        elif edit == "drop_cell" and rows and rows[at]:
+            rows[at].pop()
+        elif edit == "extra_cell" and rows:
+            rows[at].append(draw(TRACE_VALUES))
+        elif edit == "blank_row":
+            rows.insert(at, [""] * len(header))
+        elif edit == "duplicate_row" and rows:
+            rows.insert(at, list(rows[at]))
+        elif edit == "header":
+            header = list(header)
+            header[draw(st.integers(0, len(header) - 1))] = draw(st.sampled_from(["", " x", "TIMESTAMP", "Ärrival"]))
+        elif edit == "empty":
+            rows = []
+        elif edit == "shuffle":
+            rows = draw(st.permutations(rows))
+    text = _trace_text(layout, header, rows)
+    if "truncate" in edits:
+        text = text[: draw(st.integers(0, len(text)))]
+    newline = draw(st.sampled_from(NEWLINES))
+    encoding = draw(st.sampled_from(ENCODINGS))
+    data = text.replace("\n", newline).encode(encoding, errors="replace")
+    return data, f"{layout} {edits} {encoding} {newline!r}"[:200]
 
 
 # ------------------------------------------------------------------------ CLI argument vectors

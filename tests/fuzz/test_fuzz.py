@@ -13,9 +13,20 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.fuzz.strategies import check_contract, cli_argvs, mutated_documents
+from rdusim.analysis.serving.workload import read_trace
+from tests.fuzz.strategies import (
+    NEWLINES,
+    check_contract,
+    cli_argvs,
+    kind_of,
+    mutated_documents,
+    traces,
+    valid_traces,
+)
 from tests.hardening.conftest import ROOT, files_under, run_cli
 
 
@@ -38,8 +49,19 @@ def workspace() -> Iterator[Path]:
             os.chdir(previous)
 
 
+SLO = ["--slo-ttft-s", "1000", "--slo-tpot-ms", "10000"]
+
+
 def _follow_up(name: str, target: Path) -> list[str]:
     """A simulation that reads the mutated document (at a modest prompt length)."""
+    kind = kind_of(ROOT / name) if not name.startswith("models/") else "model"
+    if kind == "serving":
+        return ["serve", str(target), "--rate", "1", "--requests", "20", *SLO]
+    if kind == "gpu_mapping":
+        return ["simulate", str(target), "--seq-len", "4096", "--format", "json"]
+    if kind in ("gpu", "gpu_node"):
+        return ["simulate", "mappings/llama-3.1-8b/decode-h100.yaml", "--seq-len", "4096", "--format", "json",
+                "--hw", str(target)]
     if name.startswith("mappings/"):
         return ["simulate", str(target), "--seq-len", "4096", "--format", "json"]
     if name.startswith("models/"):
@@ -71,3 +93,30 @@ def test_command_lines_keep_the_contract(argv: list[str]) -> None:
         result = run_cli(*argv)
         check_contract(result, before, files_under(root), " ".join(map(repr, argv)),
                        [a for a in argv if not a.startswith("-")])
+
+
+@given(traces())
+def test_mutated_traces_keep_the_contract(case: tuple[bytes, str]) -> None:
+    data, edit = case
+    with workspace() as root:
+        (root / "trace.csv").write_bytes(data)
+        argv = ["serve", "mappings/deepseek-r1/serve.yaml", "--trace", "trace.csv", *SLO]
+        before = files_under(root)
+        result = run_cli(*argv)
+        check_contract(result, before, files_under(root), f"serve --trace after {edit}", ["trace.csv", "--trace"])
+
+
+@given(valid_traces(), st.sampled_from(["utf-8", "utf-8-sig"]), st.sampled_from(NEWLINES))
+def test_valid_traces_are_read_exactly(case: tuple[str, str, list], encoding: str, newline: str) -> None:
+    """Every layout, in any order, with or without a byte-order mark, with any line ending:
+    the requests of the file, in file order, arrivals relative to the first."""
+    layout, text, requests = case
+    with tempfile.TemporaryDirectory(prefix="rdusim-trace-") as name:
+        path = Path(name) / ("trace.jsonl" if layout in ("mooncake", "plain-jsonl") else "trace.csv")
+        path.write_bytes(text.replace("\n", newline).encode(encoding))
+        workload = read_trace(path)
+    arrivals = np.array([r[0] for r in requests])
+    np.testing.assert_allclose(workload.arrival_s, arrivals - arrivals.min(), rtol=0, atol=1e-6)
+    assert workload.prompt_tokens.tolist() == [r[1] for r in requests]
+    assert workload.output_tokens.tolist() == [r[2] for r in requests]
+    assert workload.skipped == 0

@@ -97,13 +97,10 @@ def test_sweep_same_rows_in_process_on_a_pool_and_on_dask() -> None:
     import distributed
 
     from rdusim.analysis.execution import DaskExecutor, LocalExecutor
-    from rdusim.analysis.serving.deployment import (
-        GeneratedWorkload,
-        Slo,
-        load_deployment,
-        serve_sweep,
-    )
-    from rdusim.analysis.serving.workload import parse_distribution
+    from rdusim.analysis.serving.deployment import load_deployment
+    from rdusim.analysis.serving.metrics import Slo
+    from rdusim.analysis.serving.sweep import serve_sweep
+    from rdusim.analysis.serving.workload import GeneratedWorkload, parse_distribution
 
     deployment = load_deployment(SMALL)
     workload = GeneratedWorkload(parse_distribution("lognormal:1024,0.4", "p"), parse_distribution("uniform:2,64", "o"),

@@ -25,7 +25,14 @@ from rdusim.analysis.gpu.predict import (
     simulate_mla_step,
 )
 from rdusim.analysis.metrics import step_figures
-from rdusim.config.loader import load_any, load_spec, model_path, read_document
+from rdusim.config.loader import (
+    Override,
+    load_any,
+    load_spec,
+    model_path,
+    read_document,
+    yaml_value,
+)
 from rdusim.config.schema import (
     HBM,
     GpuMappingSpec,
@@ -69,11 +76,15 @@ def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch
     from rdusim.analysis.result import simulate
     from rdusim.mapping.capacity import max_batch
 
-    overrides = [f"kv_policy.name={policy.name}", f"kv_policy.compression={policy.compression}"]
+    # each override labelled with the option that asked for it, so a message names that option
+    compression = yaml_value(float(policy.compression))
+    overrides: list[Override] = [(f"--policy {policy.name}", f"kv_policy.name={policy.name}"),
+                                 (f"--compression {policy.compression:g}", f"kv_policy.compression={compression}")]
     admitted = load_spec(mapping, MappingSpec).deployment.max_prompt
     if admitted is not None and admitted < seq_len:  # the compared deployment admits the compared prompt
-        overrides.append(f"deployment.max_prompt={seq_len}")
-    sized = overrides + [f"hardware={Path(hw).resolve()}", f"workload.seq_len={seq_len}"]
+        overrides.append((f"--seq-len {seq_len}", f"deployment.max_prompt={seq_len}"))
+    sized = overrides + [(f"--hw {hw}", f"hardware={Path(hw).resolve()}"),
+                         (f"--seq-len {seq_len}", f"workload.seq_len={seq_len}")]
     largest, reason = max_batch(mapping, overrides=sized)
     use = batch or largest
     if use == 0:
@@ -81,7 +92,7 @@ def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch
     result = simulate(mapping, seq_len=seq_len, batch=use, hw=hw, overrides=overrides)
     memory = result.to_dict()["memory"]
     hbm = sum(memory["per_socket"][HBM].values())
-    accepted = result.plan.mapping.workload.accepted_tokens_per_step
+    accepted = result.accepted_tokens_per_step
     figures = step_figures("decode", result.total_s, batch=use, seq_len=seq_len, accepted=accepted)
     note = f"{result.plan.system.sockets} sockets, the mapping's degrees"
     if accepted > 1:
@@ -93,7 +104,7 @@ def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch
 
 def _gpu_row(spec: MappingSpec, model: ModelSpec, hw: str, seq_len: int, policy: KvPolicySpec,
              batch: int | None) -> dict:
-    node = load_gpu_node(hw)
+    node = load_gpu_node(hw, "--hw")
     if model.attention.kind == "mla" and model.ffn.moe is not None:
         return _mla_row(model, node, seq_len, policy, batch)
     if model.attention.kind != "gqa" or model.ffn.moe is not None:
@@ -128,7 +139,7 @@ def _gpu_row(spec: MappingSpec, model: ModelSpec, hw: str, seq_len: int, policy:
 def _gpu_mapping_row(model: ModelSpec, path: str, seq_len: int, policy: KvPolicySpec, batch: int | None) -> dict:
     """A ``gpu_mapping`` as written (its layout, launch mode, MTP) at the compared prompt and
     policy, at the largest batch that fits its node (or ``batch`` per replica)."""
-    spec, gmodel, node = load_gpu_mapping(path)
+    spec, gmodel, node = load_gpu_mapping(path, check_fit=False)
     if gmodel.name != model.name:
         raise ConfigError(f"{path}: model: {gmodel.name!r}, but the compared mapping runs {model.name!r}")
     if spec.phase != "decode":

@@ -17,11 +17,29 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rdusim.config.loader import apply_overrides, load_spec, model_path, read_document, validate
-from rdusim.config.schema import GpuMappingSpec, GpuSpec, KvPolicySpec, ModelSpec
-from rdusim.errors import ConfigError
+from rdusim.config.loader import (
+    Override,
+    apply_overrides,
+    load_spec,
+    model_path,
+    read_document,
+    validate,
+)
+from rdusim.config.schema import (
+    HOST_OPS,
+    MAX_TOKENS,
+    GpuMappingSpec,
+    GpuSpec,
+    KvPolicySpec,
+    ModelSpec,
+)
+from rdusim.errors import ConfigError, SimulationError
 from rdusim.hw.gpu import Gpu, GpuNode, load_gpu_node
 from rdusim.mapping.gpu import (
+    BF16,
+    GEMM_K_STEP,
+    SPLIT_K_MIN_DEPTH,
+    CtaGroup,
     GpuKernel,
     LayerShape,
     flash_decode,
@@ -166,7 +184,8 @@ def row_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
     if kind == "rmsnorm":
         return [streaming("rms_norm", float(row["bytes"]), gpu, rows=_int(row, "m"))]
     if kind == "silu_mul":
-        return [streaming("silu_mul", 5 * _int(row, "m") * _int(row, "n") * 2, gpu, launches=2)]
+        return [streaming("silu_mul", 5 * _int(row, "m") * _int(row, "n") * 2, gpu, launches=2,
+                          strided=_int(row, "m") > 1)]
     if kind == "launch":
         return [streaming("tiny", 2 * 256 * 4, gpu, rows=1)]
     b, hq, hkv, hd = (_int(row, k) for k in ("batch", "q_heads", "kv_heads", "head_dim"))
@@ -220,10 +239,11 @@ def hbm_latency(rows: Iterable[dict]) -> float:
 
 
 def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
-    """Fit ``hbm_stream`` and ``launch.stream`` to the copy rows, ``gemm_tensor`` to the largest
-    calibration GEMM and ``launch.pipeline`` to the skinniest (memory-bound, so it shows a
-    tensor-core kernel's fixed cost). Reads ``set == calibration`` rows only (and the
-    ``hardware`` latency rows, a constant of the device).
+    """Fit ``hbm_stream`` and ``launch.stream`` to the copy rows of P10's CSV, and
+    ``strided_stream`` to its largest ``silu_mul`` calibration row. Reads
+    ``set == calibration`` rows only (and the ``hardware`` latency rows, a constant of the
+    device). The GEMM constants come from ``fit_gemm`` (a ``sweep.py`` CSV's GEMM calibration
+    subset); ``launch.pipeline``, now FlashAttention's fixed cost, from ``fit_pipeline`` (P10's fit).
 
     A copy is one wave of streaming CTAs: its time is launch + one DRAM round trip + bytes /
     bandwidth, so the least-squares slope gives the bandwidth and the intercept minus the
@@ -236,28 +256,73 @@ def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     slope = sum((x - mx) * (y - my) for x, y in copies) / sum((x - mx) ** 2 for x in xs)
     intercept = my - slope * mx
-    hbm_stream = 1.0 / slope / spec.memory.hbm_bytes_per_s
-    stream_s = intercept - latency
-    gemms = [r for r in calibration if r["kind"] == "gemm"]
+    launch = intercept - latency
+    fit = {"hbm_stream": 1.0 / slope / spec.memory.hbm_bytes_per_s, "launch_stream_s": launch,
+           "hbm_latency_s": latency}
+    # PyTorch's non-vectorised elementwise path: the largest SiLU-and-multiply row (two kernels on
+    # strided halves of a [m, 2n] tensor, 5 m n bf16 elements moved, all SMs busy): time = two
+    # launches + one DRAM round trip + bytes / (peak x strided_stream).
+    strided = [r for r in calibration if r["kind"] == "silu_mul"]
+    if strided:
+        row = max(strided, key=lambda r: _int(r, "m"))
+        nbytes = 5 * _int(row, "m") * _int(row, "n") * 2
+        seconds = float(row["median_us"]) * 1e-6 - 2 * launch - latency
+        fit["strided_stream"] = nbytes / seconds / spec.memory.hbm_bytes_per_s
+    return fit
+
+
+# ------------------------------------------- launch.pipeline: P10's fit, reproduced
+def p10_gemm(m: int, n: int, k: int, gpu: Gpu) -> list[GpuKernel]:
+    """P10's fixed-tile GEMM model, the model under which ``launch.pipeline`` was fitted (and
+    nothing else uses): a 64x128 tile for m <= 64 else 128x256, split-K up to one wave (slices of
+    at least ``SPLIT_K_MIN_DEPTH``), each operand read from HBM once, no L2 limit, no per-step
+    cost. Kept so that ``fit_pipeline`` reproduces the constant P12 keeps for FlashAttention."""
+    bm, bn = (64, 128) if m <= 64 else (128, 256)
+    tiles = math.ceil(m / bm) * math.ceil(n / bn)
+    splits = max(1, min(gpu.sms // tiles, k // SPLIT_K_MIN_DEPTH)) if tiles < gpu.sms else 1
+    ctas = tiles * splits
+    k_slice = math.ceil(k / splits)
+    out = m * n * (4 * splits if splits > 1 else BF16)
+    main = GpuKernel("gemm", (CtaGroup(ctas, ((m * k + n * k) * BF16 + out) / ctas, 2.0 * bm * bn * k_slice,
+                                       math.ceil(k_slice / GEMM_K_STEP)),), ctas_per_sm=1, math="gemm")
+    if splits == 1:
+        return [main]
+    return [main, streaming("gemm.splitk_reduce", m * n * (4 * splits + BF16), gpu)]
+
+
+def fit_pipeline(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
+    """``launch.pipeline`` as P10 fitted it, from P10's CSV's calibration rows: under P10's
+    fixed-tile GEMM model (``p10_gemm``; GEMMs pay ``pipeline`` and no L2 or per-step cost), the
+    tensor rate from the largest calibration GEMM (square8192) and the fixed cost from the
+    skinniest (down_m16, 16 x 4096 x 14336: memory-bound, so the fixed cost shows), alternated
+    four times, each by bisection; ``hbm_stream``, ``launch.stream`` and the latency from
+    ``fit_calibration``. Returns the pipeline and P10's tensor rate (``p10_gemm_tensor``, which
+    P12's GEMM model no longer uses)."""
+    rows = list(rows)
+    base = fit_calibration(rows, spec)
+    gemms = [r for r in rows if r["set"] == "calibration" and r["kind"] == "gemm"]
     big = max(gemms, key=lambda r: float(r["flops"]))
     skinny = min(gemms, key=lambda r: float(r["m"]))
-    gemm_tensor, pipeline_s = 0.8, 0.0
-    for _ in range(4):  # alternate: tensor rate from the largest GEMM, fixed cost from the skinny one
+
+    def time(row: dict, tensor: float, pipeline_s: float) -> float:
+        eff = spec.efficiency.model_copy(update={"hbm_stream": base["hbm_stream"], "gemm_tensor": tensor,
+                                                 "gemm_stream": None, "strided_stream": None})
+        launch = spec.launch.model_copy(update={"stream_s": base["launch_stream_s"], "pipeline_s": pipeline_s,
+                                                "gemm_pipeline_s": pipeline_s, "gemm_step_s": 0.0})
+        memory = spec.memory.model_copy(update={"hbm_latency_s": base["hbm_latency_s"], "l2_bytes_per_s": None})
+        gpu = Gpu(spec.model_copy(update={"efficiency": eff, "launch": launch, "memory": memory}))
+        kernels = p10_gemm(_int(row, "m"), _int(row, "n"), _int(row, "k"), gpu)
+        return elapsed_s(simulate_gpu([(k, 0) for k in kernels], gpu, mode="stream"))
+
+    tensor, pipeline_s = 0.8, 0.0
+    for _ in range(4):
         fixed = pipeline_s
-        gemm_tensor = _bisect(lambda x, p=fixed: _time(big, spec, hbm_stream, x, stream_s, latency, p),
-                              float(big["median_us"]) * 1e-6, 0.05, 1.0, falling=True)
-        rate = gemm_tensor
-        pipeline_s = _bisect(lambda x, e=rate: _time(skinny, spec, hbm_stream, e, stream_s, latency, x),
-                             float(skinny["median_us"]) * 1e-6, 0.0, 100e-6, falling=False)
-    return {"hbm_stream": hbm_stream, "launch_stream_s": stream_s, "gemm_tensor": gemm_tensor,
-            "hbm_latency_s": latency, "pipeline_s": pipeline_s}
-
-
-def _time(row: dict, spec: GpuSpec, hbm_stream: float, gemm_tensor: float, stream_s: float, latency: float,
-          pipeline_s: float) -> float:
-    gpu = _with(spec, hbm_stream=hbm_stream, gemm_tensor=gemm_tensor, stream_s=stream_s, latency_s=latency,
-                pipeline_s=pipeline_s)
-    return elapsed_s(simulate_gpu([(k, 0) for k in row_kernels(row, gpu)], gpu, mode="stream"))
+        tensor = _bisect(lambda x, p=fixed: time(big, x, p), float(big["median_us"]) * 1e-6, 0.05, 1.0,
+                         falling=True)
+        rate = tensor
+        pipeline_s = _bisect(lambda x, e=rate: time(skinny, e, x), float(skinny["median_us"]) * 1e-6, 0.0,
+                             100e-6, falling=False)
+    return {"pipeline_s": pipeline_s, "p10_gemm_tensor": tensor}
 
 
 def _bisect(f: Callable[[float], float], target: float, lo: float, hi: float, *, falling: bool) -> float:
@@ -267,14 +332,6 @@ def _bisect(f: Callable[[float], float], target: float, lo: float, hi: float, *,
         above = f(mid) > target
         lo, hi = (mid, hi) if above == falling else (lo, mid)
     return (lo + hi) / 2
-
-
-def _with(spec: GpuSpec, *, hbm_stream: float, gemm_tensor: float, stream_s: float, latency_s: float,
-          pipeline_s: float) -> Gpu:
-    eff = spec.efficiency.model_copy(update={"hbm_stream": hbm_stream, "gemm_tensor": gemm_tensor})
-    launch = spec.launch.model_copy(update={"stream_s": stream_s, "pipeline_s": pipeline_s})
-    memory = spec.memory.model_copy(update={"hbm_latency_s": latency_s})
-    return Gpu(spec.model_copy(update={"efficiency": eff, "launch": launch, "memory": memory}))
 
 
 def compare_rows(rows: Iterable[dict], gpu: Gpu, model: ModelSpec | None) -> list[dict]:
@@ -343,7 +400,18 @@ def kv_bytes_per_token(model: ModelSpec) -> float:
 def simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, *, seq_len: int | None = None,
                          batch: int | None = None, policy: KvPolicySpec | None = None,
                          mode: str | None = None) -> GpuResult:
-    """Simulate a ``gpu_mapping`` on a GPU node: one replica of ``tp`` GPUs, the others copies."""
+    """Simulate a ``gpu_mapping`` on a GPU node: one replica of ``tp`` GPUs, the others copies.
+
+    A rate so small (or a latency so large) that the engine passes its horizon is reported
+    against the GPU document that gave it."""
+    try:
+        return _simulate_gpu_mapping(spec, model, node, seq_len=seq_len, batch=batch, policy=policy, mode=mode)
+    except SimulationError as error:
+        raise SimulationError(f"{node.source or node.name}: {error}") from None
+
+
+def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, *, seq_len: int | None,
+                          batch: int | None, policy: KvPolicySpec | None, mode: str | None) -> GpuResult:
     seq_len = seq_len or spec.workload.seq_len
     batch = batch or spec.workload.batch
     policy = policy or spec.kv_policy
@@ -353,15 +421,7 @@ def simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, 
     if model.attention.kind == "mla":
         return _simulate_mla_mapping(spec, model, node, seq_len, batch, policy, mode)
     kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
-    weights = model_bytes(model) / spec.tp
-    per_seq = kv_bytes_per_token(model) * kept / spec.tp
-    free = node.gpu.hbm_capacity_bytes - weights
-    max_batch = max(0, int(free // per_seq)) if per_seq else 0
-    if batch > max_batch:
-        raise ConfigError(
-            f"{spec.name}: batch {batch} does not fit on {node.gpu.name}: weights {weights / 1e9:.1f} GB + "
-            f"KV {batch} x {per_seq / 1e9:.3f} GB > HBM {node.gpu.hbm_capacity_bytes / 1e9:.0f} GB "
-            f"(max batch {max_batch})")
+    weights, per_seq, max_batch = _gqa_fit(spec, model, node, seq_len, batch, policy)
     step = simulate_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
                              batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
     return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
@@ -374,8 +434,39 @@ def _simulate_mla_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
     (``gpu_mla``), the largest batch that fits, and one step of one GPU (all GPUs do the same)."""
     mtp = spec.workload.accepted_tokens_per_step > 1
     kept = kv_length(seq_len, policy)
+    weights, per_seq, max_batch = _mla_fit(spec, model, node, seq_len, batch, policy)
+    share = spec.tp if spec.attention == "dp" else 1  # sequences one GPU's HBM holds per replica sequence
+    step = simulate_mla_step(model, node.gpu, batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
+                             attention=spec.attention, mtp=mtp)
+    held = math.ceil(batch / share)
+    return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
+                     spec.tp, step, weights, per_seq * held, weights + per_seq * held, max_batch,
+                     accepted=spec.workload.accepted_tokens_per_step, attention=spec.attention)
+
+
+def _gqa_fit(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int, batch: int,
+             policy: KvPolicySpec) -> tuple[float, float, int]:
+    """(weights, KV bytes per sequence, largest batch) per GPU of a GQA replica, or a ConfigError
+    with the numbers when ``batch`` does not fit."""
+    kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
+    weights = model_bytes(model) / spec.tp
+    per_seq = kv_bytes_per_token(model) * kept / spec.tp
+    free = node.gpu.hbm_capacity_bytes - weights
+    max_batch = max(0, int(free // per_seq)) if per_seq else 0
+    if batch > max_batch:
+        raise ConfigError(
+            f"{spec.name}: batch {batch} does not fit on {node.gpu.name}: weights {weights / 1e9:.1f} GB + "
+            f"KV {batch} x {per_seq / 1e9:.3f} GB > HBM {node.gpu.hbm_capacity_bytes / 1e9:.0f} GB "
+            f"(max batch {max_batch})")
+    return weights, per_seq, max_batch
+
+
+def _mla_fit(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int, batch: int,
+             policy: KvPolicySpec) -> tuple[float, float, int]:
+    """The same for an MLA + MoE replica (its layout puts weights and KV per GPU)."""
+    mtp = spec.workload.accepted_tokens_per_step > 1
     weights = mla_weight_bytes(model, spec.tp, attention=spec.attention, mtp=mtp)
-    per_seq = mla_kv_bytes_per_token(model, mtp=mtp) * kept
+    per_seq = mla_kv_bytes_per_token(model, mtp=mtp) * kv_length(seq_len, policy)
     free = node.gpu.hbm_capacity_bytes - weights
     share = spec.tp if spec.attention == "dp" else 1  # sequences one GPU's HBM holds per replica sequence
     max_batch = max(0, int(free // per_seq)) * share
@@ -386,12 +477,7 @@ def _simulate_mla_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
             f"{model.dtypes.weights} weights put {weights / 1e9:.1f} GB on each GPU (attention {spec.attention}), "
             f"leaving {max(0.0, free) / 1e9:.1f} GB of {node.gpu.hbm_capacity_bytes / 1e9:.0f} GB for KV at "
             f"{per_seq / 1e9:.3f} GB per sequence (max batch {max_batch})")
-    step = simulate_mla_step(model, node.gpu, batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
-                             attention=spec.attention, mtp=mtp)
-    held = math.ceil(batch / share)
-    return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
-                     spec.tp, step, weights, per_seq * held, weights + per_seq * held, max_batch,
-                     accepted=spec.workload.accepted_tokens_per_step, attention=spec.attention)
+    return weights, per_seq, max_batch
 
 
 def gpu_result_rows(result: GpuResult) -> list[dict]:
@@ -402,21 +488,41 @@ def gpu_result_rows(result: GpuResult) -> list[dict]:
 
 
 def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
-                     overrides: list[str] = ()) -> tuple[GpuMappingSpec, ModelSpec, GpuNode]:
+                     overrides: list[Override] = (), *, check_fit: bool = True,
+                     ) -> tuple[GpuMappingSpec, ModelSpec, GpuNode]:
     """A gpu_mapping document (``--set`` overrides applied) with its model and its (or
-    ``hw``'s) GPU node."""
+    ``hw``'s) GPU node; ``check_fit``: its own workload must fit the node's HBM (off when the
+    caller runs it at other sizes, as compare-hw does)."""
     path = Path(path)
     document = apply_overrides(read_document(path), list(overrides))
     spec = validate(document, GpuMappingSpec)
-    model = load_spec(model_path(spec.model, path.parent), ModelSpec)
-    node = load_gpu_node(hw if hw is not None else (path.parent / spec.hardware).resolve())
-    def where(*key: str) -> str:
-        line = document.lines.get(key)
-        return f"{path}:{line}" if line else f"{path} (--set)"
 
-    if spec.tp > node.gpus or node.gpus % spec.tp:  # located here, where the document's lines are known
-        raise ConfigError(f"{where('tp')}: tp: {spec.tp} does not divide the {node.gpus} GPU(s) of {node.name}")
+    def where(*key: str) -> str:
+        return document.where(key)
+
+    model = load_spec(model_path(spec.model, path.parent, where=f"{where('model')}: model"), ModelSpec)
+    node = load_gpu_node(hw, "--hw") if hw is not None else \
+        load_gpu_node((path.parent / spec.hardware).resolve(), f"{where('hardware')}: hardware")
+
+    # every rule that spans the mapping, its model and its node is checked here, where the
+    # document's lines are known, and located at the key that the rule is about
     mla = model.attention.kind == "mla" and model.ffn.moe is not None
+    gqa = model.attention.kind == "gqa" and model.ffn.moe is None
+    if not (mla or gqa):
+        ffn = "a mixture-of-experts" if model.ffn.moe is not None else "a dense"
+        raise ConfigError(f"{where('model')}: model: {model.name} has {model.attention.kind.upper()} attention "
+                          f"and {ffn} FFN, which no GPU library kernels here cover: GPU mappings take GQA "
+                          "attention with a dense FFN (the layer list) or MLA attention with mixture-of-experts "
+                          "(rdusim.mapping.gpu_mla)")
+    if mla and spec.phase != "decode":
+        raise ConfigError(f"{where('phase')}: phase: {spec.phase}: the MLA + MoE GPU kernels "
+                          f"(rdusim.mapping.gpu_mla) model decode steps only; {model.name} needs phase: decode")
+    limit, why = (model.max_context, f"{model.name}'s context") if model.max_context else (MAX_TOKENS, "MAX_TOKENS")
+    if spec.workload.seq_len > limit:
+        raise ConfigError(f"{where('workload', 'seq_len')}: workload.seq_len: {spec.workload.seq_len} tokens exceed "
+                          f"{why} of {limit} tokens" + (" (max_position_embeddings)" if model.max_context else ""))
+    if spec.tp > node.gpus or node.gpus % spec.tp:
+        raise ConfigError(f"{where('tp')}: tp: {spec.tp} does not divide the {node.gpus} GPU(s) of {node.name}")
     if mla and spec.layer:
         raise ConfigError(f"{where('layer')}: layer: an MLA + MoE model takes its kernels from "
                           "rdusim.mapping.gpu_mla; remove the list (choose the layout with attention: tp|dp)")
@@ -431,9 +537,125 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
         raise ConfigError(f"{where('workload', 'accepted_tokens_per_step')}: workload.accepted_tokens_per_step: "
                           f"{accepted:g} needs a decode mapping of a model with MTP modules, at most "
                           f"1 + mtp_layers ({1 + model.mtp_layers if mla else 1}) tokens per step")
+    fit = _mla_fit if mla else _gqa_fit
+    try:
+        if check_fit:
+            fit(spec, model, node, spec.workload.seq_len, spec.workload.batch, spec.kv_policy)
+    except ConfigError as error:
+        raise ConfigError(f"{where('workload', 'batch')}: workload.batch: "
+                          f"{str(error).removeprefix(spec.name + ': ')}") from None
     return spec, model, node
 
 
 def is_gpu_mapping(path: str | Path) -> bool:
     path = Path(path)
     return path.is_file() and read_document(path).data.get("kind") == "gpu_mapping"
+
+
+# ------------------------------------------------------------------- GEMM calibration
+#: the grid ``fit_gemm`` searches (each a constant of hw_configs/<gpu>.yaml)
+GEMM_FIT_GRID = {
+    "gemm_tensor": [0.76 + 0.02 * i for i in range(10)],
+    "gemm_stream": [0.66 + 0.03 * i for i in range(10)],
+    "gemm_pipeline_s": [0.5e-6 * i for i in range(9)],
+    "l2_bytes_per_s": [4e12 + 1e12 * i for i in range(13)],
+    "gemm_step_s": [10e-9 * i for i in range(9)],
+}
+
+
+def gemm_spec(spec: GpuSpec, *, gemm_tensor: float, gemm_stream: float, gemm_pipeline_s: float,
+              l2_bytes_per_s: float, gemm_step_s: float) -> GpuSpec:
+    """``spec`` with the five GEMM constants replaced."""
+    eff = spec.efficiency.model_copy(update={"gemm_tensor": gemm_tensor, "gemm_stream": gemm_stream})
+    launch = spec.launch.model_copy(update={"gemm_pipeline_s": gemm_pipeline_s, "gemm_step_s": gemm_step_s})
+    memory = spec.memory.model_copy(update={"l2_bytes_per_s": l2_bytes_per_s})
+    return spec.model_copy(update={"efficiency": eff, "launch": launch, "memory": memory})
+
+
+#: the GEMM calibration subset of a ``sweep.py`` CSV: Llama-3.1-8B's four layer GEMMs at TP 1 and 8,
+#: m in {16, 256, 4096} (24 of 1452 shapes). sweep.py declared the TP-1 rows before measuring;
+#: the TP-8 rows were added after the first fit, because TP-1 rows (all >= 23 us) leave the
+#: fixed cost of a small kernel undetermined (docs/gpu.md, GEMM tile selection).
+GEMM_CALIBRATION = {("llama3.1-8b", tp, m) for tp in (1, 8) for m in (16, 256, 4096)}
+
+
+def row_extra(row: dict) -> dict[str, str]:
+    """The ``extra`` column of a benchmark row (``key=value;...``) as a dict."""
+    return dict(item.split("=", 1) for item in row.get("extra", "").split(";") if "=" in item)
+
+
+def is_gemm_calibration(row: dict) -> bool:
+    """A GEMM row of ``GEMM_CALIBRATION`` (the only GEMM rows ``fit_gemm`` reads)."""
+    if row["kind"] != "gemm":
+        return False
+    extra = row_extra(row)
+    if "family" not in extra:
+        return row["set"] == "calibration"
+    return (extra["family"], int(extra["tp"]), int(float(row["m"]))) in GEMM_CALIBRATION
+
+
+def fit_gemm(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
+    """Fit the GEMM model's five constants (tensor rate of a full wave, the operand stream's HBM
+    share, the per-kernel prologue/epilogue, the per-step cost, the L2 panel bandwidth) to the ``calibration`` GEMM
+    rows of a ``sweep.py`` CSV: the grid point (``GEMM_FIT_GRID``) with the least sum of squared
+    log errors, refined by one pass over each constant's neighbours."""
+    cal = [r for r in rows if is_gemm_calibration(r)]
+    if not cal:
+        raise ValueError("the CSV has no calibration GEMM rows")
+
+    def loss(point: dict[str, float]) -> float:
+        gpu = Gpu(gemm_spec(spec, **point))
+        total = 0.0
+        for r in cal:
+            pred = elapsed_s(simulate_gpu([(k, 0) for k in row_kernels(r, gpu)], gpu, mode="stream"))
+            total += math.log(pred / (float(r["median_us"]) * 1e-6)) ** 2
+        return total
+
+    best = {key: values[len(values) // 2] for key, values in GEMM_FIT_GRID.items()}
+    best_loss = loss(best)
+    for _ in range(4):  # coordinate descent over the grid
+        for key, values in GEMM_FIT_GRID.items():
+            for v in values:
+                trial = {**best, key: v}
+                value = loss(trial)
+                if value < best_loss:
+                    best, best_loss = trial, value
+    return {**best, "loss": best_loss}
+
+
+# ------------------------------------------------------------------- eager host dispatch
+def host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float] | int]:
+    """The host's per-op dispatch costs (``sweep.py``'s ``dispatch`` rows, set ``host``: the GPU
+    behind and idle) and the launch-queue depth, as ``launch`` fields of a GPU document."""
+    behind, idle, depth = {}, {}, None
+    for r in rows:
+        if r["set"] != "host":
+            continue
+        if r["kind"] == "dispatch":
+            op = row_extra(r)["op"]
+            if op in HOST_OPS:
+                (behind if r["mode"] == "behind" else idle)[op] = float(r["median_us"]) * 1e-6
+        elif r["kind"] == "queue":
+            depth = _int(r, "n")
+    missing = [op for op in HOST_OPS if op not in behind or op not in idle]
+    if missing:
+        raise ValueError(f"the CSV has no dispatch rows for {', '.join(missing)}")
+    return {"eager_ops": behind, "eager_ops_idle": idle, "queue_depth": depth}
+
+
+def with_host(spec: GpuSpec, rows: Iterable[dict]) -> GpuSpec:
+    """``spec`` whose eager host is the one measured in ``rows`` (the same host as their e2e rows)."""
+    launch = spec.launch.model_copy(update=host_costs(rows))
+    return spec.model_copy(update={"launch": launch})
+
+
+def sweep_model(row: dict, base: ModelSpec) -> ModelSpec:
+    """The Llama-shaped model a ``sweep.py`` e2e row ran (its shape from the row's columns)."""
+    extra = row_extra(row)
+    att = base.attention.model_copy(update={"heads": _int(row, "q_heads"), "kv_heads": _int(row, "kv_heads"),
+                                            "head_dim": _int(row, "head_dim")})
+    ffn = base.ffn.model_copy(update={"intermediate": int(extra["ffn"])})
+    layers = int(extra["layers"])
+    ffn = ffn.model_copy(update={"first_dense_layers": layers})
+    return base.model_copy(update={"name": extra["family"], "layers": layers, "hidden": int(extra["hidden"]),
+                                   "vocab": int(extra["vocab"]), "attention": att, "ffn": ffn})

@@ -1,6 +1,7 @@
 """Request workloads for the serving simulation: generated (Poisson, bursty) or read from traces.
 
 Owns: ``Workload``, ``LengthDistribution`` / ``parse_distribution``, ``generate_workload``,
+``GeneratedWorkload`` (a generated workload without its rate, which a sweep sets),
 ``read_trace`` and the trace layouts it reads (``TRACE_FORMATS``). Imports: errors, numpy.
 
 Generated arrivals are a renewal process: inter-arrival gaps with mean ``1 / rate``,
@@ -27,15 +28,52 @@ A malformed row raises ``ConfigError`` with the file, line and column.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
+from rdusim.config.loader import read_text
+from rdusim.config.schema import MAX_TOKENS
 from rdusim.errors import ConfigError
+from rdusim.sim.resources import HORIZON_S
+from rdusim.units import format_bytes
+
+# ------------------------------------------------------------------------ input limits
+#: the longest output of one request, in tokens: its decode steps run one after another
+#: (the engine runs ~30,000 decode steps/s: 891,844 in 30.4 s, benchmarks/RESULTS.md,
+#: Serving), so it bounds a run's length to under a minute; 2^20 is far beyond the
+#: generation limits of published models (tens of thousands of tokens)
+MAX_OUTPUT_TOKENS = 2**20
+#: the most requests one run simulates (generated or replayed): ~25 minutes of the request
+#: engine at its benchmarked 3,300 requests/s (benchmarks/RESULTS.md, Serving) and ~5 GiB
+#: of memory (BYTES_PER_REQUEST); a trace of a few million rows still replays
+MAX_REQUESTS = 5_000_000
+#: memory one request costs end to end (its workload row, the engine's per-request arrays,
+#: the request frame and its CSV): measured with `rdusim serve` at 20,000 and 80,000
+#: requests (peak RSS 198 MB and 227 MB: ~0.5 KB per request), doubled for the outputs
+BYTES_PER_REQUEST = 1024
+#: the largest trace file read: ~5M rows of the Azure layout (~60 bytes a row) with room
+MAX_TRACE_BYTES = 512 * 2**20
+#: widest lognormal spread: SIGMA = 10 puts the 99th percentile 10^10 times the median
+#: (the serve defaults use 0.5 and 0.6)
+MAX_SIGMA = 10.0
+#: the burstiest arrivals (``gamma:CV``): at CV = 10 most gaps are near zero and a few are
+#: huge; the number of gaps drawn up front grows with CV
+MAX_CV = 10.0
+#: ``--time-scale`` range: a million times faster or slower than the trace
+TIME_SCALE_RANGE = (1e-6, 1e6)
+#: the longest span of arrivals, in seconds (116 days): the request engine's clock runs on the
+#: simulator's horizon (rdusim.sim.resources.HORIZON_S); a week-long published trace is 6e5 s
+MAX_SPAN_S = HORIZON_S
+#: the largest arrival time a trace row may give (in its own unit; an epoch in
+#: microseconds is ~1.7e15): finite after scaling, whatever the layout
+MAX_ARRIVAL = 1e18
 
 
 @dataclass(frozen=True)
@@ -59,6 +97,7 @@ class LengthDistribution:
 
     kind: str
     params: tuple[float, ...]
+    maximum: int = MAX_TOKENS      # the longest length drawn (the lognormal tail is cut there)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.kind == "fixed":
@@ -67,7 +106,9 @@ class LengthDistribution:
             return rng.integers(int(self.params[0]), int(self.params[1]), n, endpoint=True, dtype=np.int64)
         median, sigma = self.params
         draws = rng.lognormal(math.log(median), sigma, n)
-        return np.maximum(np.rint(draws), 1).astype(np.int64)
+        # the tail beyond the maximum is cut there (a prompt that long is then refused by the
+        # deployment's max_context, with its reason), never converted past int64
+        return np.clip(np.rint(draws), 1, self.maximum).astype(np.int64)
 
     def __str__(self) -> str:
         return f"{self.kind}:{','.join(f'{p:g}' for p in self.params)}"
@@ -76,25 +117,38 @@ class LengthDistribution:
 _ARITY = {"fixed": 1, "uniform": 2, "lognormal": 2}
 
 
-def parse_distribution(text: str, option: str) -> LengthDistribution:
-    """Parse ``KIND:P1[,P2]``; ``option`` names the flag in error messages."""
-    kind, sep, rest = text.partition(":")
+def parse_distribution(text: str, option: str, maximum: int = MAX_TOKENS) -> LengthDistribution:
+    """Parse ``KIND:P1[,P2]``; ``option`` names the flag in error messages.
+
+    Every parameter is checked against its range here: token counts are whole numbers in
+    [1, ``maximum``] (MAX_TOKENS for prompts, MAX_OUTPUT_TOKENS for outputs), a lognormal's
+    SIGMA in [0, MAX_SIGMA].
+    """
+    limit = "MAX_OUTPUT_TOKENS" if maximum == MAX_OUTPUT_TOKENS else "MAX_TOKENS"
+    forms = "lognormal:MEDIAN,SIGMA, fixed:N or uniform:A,B"
+    kind, sep, rest = text.strip().partition(":")
+    kind = kind.strip()
     if kind not in _ARITY or not sep:
-        raise ConfigError(f"{option}: expected lognormal:MEDIAN,SIGMA, fixed:N or uniform:A,B; got {text!r}")
+        raise ConfigError(f"{option}: expected {forms}; got {text!r}")
     try:
         params = tuple(float(p) for p in rest.split(","))
     except ValueError:
-        raise ConfigError(f"{option}: {text!r}: parameters must be numbers") from None
+        raise ConfigError(f"{option}: {text!r}: parameters must be numbers ({forms})") from None
     if len(params) != _ARITY[kind]:
         raise ConfigError(f"{option}: {kind} takes {_ARITY[kind]} parameter(s), got {text!r}")
-    if kind == "fixed" and (params[0] < 1 or params[0] != int(params[0])):
-        raise ConfigError(f"{option}: fixed:N needs a whole number of tokens >= 1, got {text!r}")
-    if kind == "uniform" and not (1 <= params[0] <= params[1]) or kind == "uniform" and (
-            params[0] != int(params[0]) or params[1] != int(params[1])):
-        raise ConfigError(f"{option}: uniform:A,B needs whole numbers 1 <= A <= B, got {text!r}")
-    if kind == "lognormal" and not (params[0] >= 1 and params[1] >= 0 and math.isfinite(params[1])):
-        raise ConfigError(f"{option}: lognormal:MEDIAN,SIGMA needs MEDIAN >= 1 and SIGMA >= 0, got {text!r}")
-    return LengthDistribution(kind, params)
+    if not all(math.isfinite(p) for p in params):
+        raise ConfigError(f"{option}: {text!r}: parameters must be finite numbers")
+    tokens = {"fixed": params, "uniform": params, "lognormal": params[:1]}[kind]
+    whole = kind != "lognormal"
+    for value in tokens:
+        if not (1 <= value <= maximum) or (whole and value != int(value)):
+            raise ConfigError(f"{option}: {text!r}: a token count must be {'a whole number ' if whole else ''}"
+                              f"in [1, {maximum}] ({limit}), got {value:g}")
+    if kind == "uniform" and params[0] > params[1]:
+        raise ConfigError(f"{option}: uniform:A,B needs A <= B, got {text!r}")
+    if kind == "lognormal" and not 0 <= params[1] <= MAX_SIGMA:
+        raise ConfigError(f"{option}: lognormal:MEDIAN,SIGMA needs SIGMA in [0, {MAX_SIGMA:g}], got {params[1]:g}")
+    return LengthDistribution(kind, params, maximum)
 
 
 def parse_arrivals(text: str) -> float:
@@ -106,8 +160,8 @@ def parse_arrivals(text: str) -> float:
         cv = float(rest) if kind == "gamma" else float("nan")
     except ValueError:
         cv = float("nan")
-    if not (cv > 0 and math.isfinite(cv)):
-        raise ConfigError(f"--arrivals: expected poisson or gamma:CV with CV > 0, got {text!r}")
+    if not (0 < cv <= MAX_CV):
+        raise ConfigError(f"--arrivals: expected poisson or gamma:CV with CV in (0, {MAX_CV:g}], got {text!r}")
     return cv
 
 
@@ -115,14 +169,7 @@ def generate_workload(rate: float, prompt: LengthDistribution, output: LengthDis
                       duration_s: float | None = None, requests: int | None = None,
                       cv: float = 1.0) -> Workload:
     """Arrivals at ``rate`` per second for ``duration_s`` seconds (or exactly ``requests``)."""
-    if not (rate > 0 and math.isfinite(rate)):
-        raise ConfigError(f"--rate: expected a positive number of requests per second, got {rate:g}")
-    if (duration_s is None) == (requests is None):
-        raise ConfigError("give either a duration or a number of requests")
-    if duration_s is not None and not (duration_s > 0 and math.isfinite(duration_s)):
-        raise ConfigError(f"--duration: expected a positive number of seconds, got {duration_s:g}")
-    if requests is not None and requests <= 0:
-        raise ConfigError(f"--requests: expected a positive count, got {requests}")
+    check_workload_size(rate, duration_s=duration_s, requests=requests)
     gaps_rng, prompt_rng, output_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
     shape = 1.0 / (cv * cv)
     if requests is None:
@@ -142,6 +189,35 @@ def generate_workload(rate: float, prompt: LengthDistribution, output: LengthDis
                            f"output {output}, seed {seed}")
 
 
+def check_workload_size(rate: float, *, duration_s: float | None = None, requests: int | None = None) -> int:
+    """The number of requests a generated workload will have (its mean for a duration), or
+    a ConfigError when an option is out of range or the count exceeds MAX_REQUESTS: refused
+    before anything is allocated."""
+    if not (rate > 0 and math.isfinite(rate)):
+        raise ConfigError(f"--rate: expected a positive number of requests per second, got {rate:g}")
+    if (duration_s is None) == (requests is None):
+        raise ConfigError("give either a duration or a number of requests")
+    if duration_s is not None and not (duration_s > 0 and math.isfinite(duration_s)):
+        raise ConfigError(f"--duration: expected a positive number of seconds, got {duration_s:g}")
+    if requests is not None and requests <= 0:
+        raise ConfigError(f"--requests: expected a positive count, got {requests}")
+    if requests is not None:
+        expected, given = float(requests), f"--requests {requests}"
+    else:
+        expected, given = rate * float(duration_s or 0.0), f"--rate {rate:g} x --duration {duration_s:g} s"
+    if expected > MAX_REQUESTS:
+        raise ConfigError(f"{given}: about {expected:.3g} requests, which would take about "
+                          f"{format_bytes(expected * BYTES_PER_REQUEST)} of memory to simulate; the limit is "
+                          f"{MAX_REQUESTS} requests per run (lower the rate or the duration)")
+    span = float(duration_s) if duration_s is not None else float(requests) / rate
+    if span > MAX_SPAN_S:
+        given_span = f"--duration {duration_s:g} s" if duration_s is not None else \
+            f"--requests {requests} at --rate {rate:g}/s (about {span:.3g} s of arrivals)"
+        raise ConfigError(f"{given_span}: arrivals over more than {MAX_SPAN_S:.0e} s (the simulator's horizon, "
+                          "116 days); raise the rate or shorten the run")
+    return math.ceil(expected)
+
+
 # ------------------------------------------------------------------------ traces
 
 #: layout name -> (file kind, arrival column, time unit in seconds, prompt column, output column)
@@ -153,60 +229,121 @@ TRACE_FORMATS: dict[str, tuple[str, str, float, str, str]] = {
 }
 
 
-def read_trace(path: str | Path, *, layout: str = "auto", time_scale: float = 1.0) -> Workload:
-    """Read a trace file; ``layout`` is one of ``TRACE_FORMATS`` or ``auto`` (from the header)."""
+Progress = Callable[[int, int], None]
+
+
+def read_trace(path: str | Path, *, layout: str = "auto", time_scale: float = 1.0,
+               progress: Progress | None = None) -> Workload:
+    """Read a trace file; ``layout`` is one of ``TRACE_FORMATS`` or ``auto`` (from the header).
+
+    The file goes through the same reader as the YAML documents (``read_text``: a regular
+    file, at most MAX_TRACE_BYTES, UTF-8, a byte-order mark dropped); every bad row is a
+    ConfigError at ``FILE:LINE:COLUMN``. ``progress(bytes_read, total_bytes)`` is called
+    every few thousand rows.
+    """
+    lo, hi = TIME_SCALE_RANGE
+    if not (lo <= time_scale <= hi):
+        raise ConfigError(f"--time-scale: expected a factor in [{lo:g}, {hi:g}], got {time_scale:g}")
+    if layout != "auto" and layout not in TRACE_FORMATS:
+        raise ConfigError(f"--trace-format: expected auto or one of {', '.join(TRACE_FORMATS)}, got {layout!r}")
+    text = read_text(path, "--trace", limit=MAX_TRACE_BYTES, expected="a request trace, CSV or JSONL")
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"--trace: file {str(path)!r} not found")
-    if not (time_scale > 0 and math.isfinite(time_scale)):
-        raise ConfigError(f"--time-scale: expected a positive factor, got {time_scale:g}")
-    with path.open(encoding="utf-8", newline="") as handle:
-        first = handle.readline()
+    if not text.strip():
+        raise ConfigError(f"{path}:1: an empty trace; expected a CSV header or JSON lines")
+    first = next(line for line in io.StringIO(text, newline="") if line.strip())
     is_json = first.lstrip().startswith("{")
     if layout == "auto":
-        layout = _detect(path, first, is_json)
-    if layout not in TRACE_FORMATS:
-        raise ConfigError(f"--trace-format: expected auto or one of {', '.join(TRACE_FORMATS)}, got {layout!r}")
-    rows = _json_rows(path, layout) if is_json else _csv_rows(path, layout)
-    arrivals, prompts, outputs, skipped = rows
-    if not arrivals:
-        raise ConfigError(f"{path}: no requests to replay ({skipped} failed rows skipped)")
-    t = np.asarray(arrivals, dtype=float)
+        layout = _detect(path, text, first, is_json)
+    reader = _Rows(path, layout, len(text), progress)
+    if is_json:
+        _json_rows(text, reader)
+    else:
+        _csv_rows(text, reader)
+    if not reader.arrivals:
+        raise ConfigError(f"{path}: no requests to replay ({reader.skipped} failed rows skipped)")
+    t = np.asarray(reader.arrivals, dtype=float)
     t = (t - t.min()) * time_scale
-    return Workload(t, np.asarray(prompts, dtype=np.int64), np.asarray(outputs, dtype=np.int64), skipped,
-                    source=f"{path.name} ({layout}, time scale {time_scale:g})")
+    if t.max() > MAX_SPAN_S:
+        row = int(np.argmax(t > MAX_SPAN_S))
+        raise ConfigError(f"{path}:{reader.lines[row]}: this request arrives {t[row]:.3g} s after the first "
+                          f"(x --time-scale {time_scale:g}); the arrivals must span at most {MAX_SPAN_S:.0e} s "
+                          "(the simulator's horizon, 116 days): replay a part, or a smaller --time-scale")
+    return Workload(t, np.asarray(reader.prompts, dtype=np.int64), np.asarray(reader.outputs, dtype=np.int64),
+                    reader.skipped, source=f"{path.name} ({layout}, time scale {time_scale:g})")
 
 
-def _detect(path: Path, first: str, is_json: bool) -> str:
+def _detect(path: Path, text: str, first: str, is_json: bool) -> str:
+    line = len(io.StringIO(text[: text.index(first)], newline="").readlines()) + 1
     if is_json:
         try:
-            keys = set(json.loads(first))
-        except (json.JSONDecodeError, TypeError):
-            raise ConfigError(f"{path}:1:1: not a JSON object") from None
+            keys = json.loads(first)
+        except (ValueError, RecursionError) as error:
+            column = error.colno if isinstance(error, json.JSONDecodeError) else 1
+            raise ConfigError(f"{path}:{line}:{column}: invalid JSON: {getattr(error, 'msg', str(error)[:80])}") from None
+        if not isinstance(keys, dict):
+            raise ConfigError(f"{path}:{line}:1: expected a JSON object per line")
         for name, (_, arrival, _, prompt, output) in TRACE_FORMATS.items():
-            if {arrival, prompt, output} <= keys:
+            if {arrival, prompt, output} <= set(keys):
                 return name
-        raise ConfigError(f"{path}:1: JSONL keys {sorted(keys)} match no known layout "
+        raise ConfigError(f"{path}:{line}: JSONL keys {sorted(keys)[:20]} match no known layout "
                           "(mooncake: timestamp, input_length, output_length; plain: arrival_s, "
                           "prompt_tokens, output_tokens)")
-    header = [h.strip() for h in next(csv.reader([first]))]
+    header = _header(first, f"{path}:{line}")
     for name, (kind, arrival, _, prompt, output) in TRACE_FORMATS.items():
         if kind == "csv" and {arrival, prompt, output} <= set(header):
             return name
-    raise ConfigError(f"{path}:1: CSV header {header} matches no known layout (azure: TIMESTAMP, ContextTokens, "
-                      "GeneratedTokens; burstgpt: Timestamp, Request tokens, Response tokens; plain: arrival_s, "
-                      "prompt_tokens, output_tokens)")
+    raise ConfigError(f"{path}:{line}: CSV header {header[:20]} matches no known layout (azure: TIMESTAMP, "
+                      "ContextTokens, GeneratedTokens; burstgpt: Timestamp, Request tokens, Response tokens; "
+                      "plain: arrival_s, prompt_tokens, output_tokens)")
 
 
-def _csv_rows(path: Path, layout: str) -> tuple[list, list, list, int]:
+def _header(line: str, where: str) -> list[str]:
+    try:
+        return [h.strip() for h in next(csv.reader([line]), [])]
+    except csv.Error as error:
+        raise ConfigError(f"{where}: the header is not valid CSV ({error})") from None
+
+
+class _Rows:
+    """The requests read so far, with the request-count limit and progress."""
+
+    def __init__(self, path: Path, layout: str, size: int, progress: Progress | None) -> None:
+        self.path, self.layout, self.size, self.progress = path, layout, size, progress
+        self.arrivals: list[float] = []
+        self.lines: list[int] = []
+        self.prompts: list[int] = []
+        self.outputs: list[int] = []
+        self.skipped = 0
+
+    def add(self, line: int, arrival: float, prompt: int, output: int, position: int) -> None:
+        if len(self.arrivals) >= MAX_REQUESTS:
+            raise ConfigError(f"{self.path}:{line}: more than {MAX_REQUESTS} requests (the limit per run; about "
+                              f"{format_bytes(MAX_REQUESTS * BYTES_PER_REQUEST)} of memory to simulate them); "
+                              "replay a part of the trace")
+        self.arrivals.append(arrival)
+        self.lines.append(line)
+        self.prompts.append(prompt)
+        self.outputs.append(output)
+        if self.progress is not None and len(self.arrivals) % 8192 == 0:
+            self.progress(position, self.size)
+
+
+def _csv_rows(text: str, rows: _Rows) -> None:
+    path, layout = rows.path, rows.layout
     _, arrival_col, unit, prompt_col, output_col = TRACE_FORMATS[layout]
-    arrivals, prompts, outputs, skipped = [], [], [], 0
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle)
-        header = [h.strip() for h in next(reader, [])]
+    handle = io.StringIO(text, newline="")
+    reader = csv.reader(handle)
+    try:
+        header: list[str] = []
+        while not any(header):
+            row = next(reader, None)
+            if row is None:
+                raise ConfigError(f"{path}:{reader.line_num}: {layout} trace: no header row")
+            header = [h.strip() for h in row]
         missing = [c for c in (arrival_col, prompt_col, output_col) if c not in header]
         if missing:
-            raise ConfigError(f"{path}:1: {layout} trace: missing column(s) {', '.join(missing)}; header is {header}")
+            raise ConfigError(f"{path}:{reader.line_num}: {layout} trace: missing column(s) {', '.join(missing)}; "
+                              f"header is {header[:20]}")
         index = {c: header.index(c) for c in (arrival_col, prompt_col, output_col)}
         for row in reader:
             line = reader.line_num
@@ -214,49 +351,52 @@ def _csv_rows(path: Path, layout: str) -> tuple[list, list, list, int]:
                 continue
             if len(row) != len(header):
                 raise ConfigError(f"{path}:{line}:{min(len(row), len(header)) + 1}: expected {len(header)} "
-                                  f"fields ({', '.join(header)}), got {len(row)}")
+                                  f"fields ({', '.join(header[:20])}), got {len(row)}")
             where = f"{path}:{line}:{index[arrival_col] + 1}"
             raw = row[index[arrival_col]].strip()
             arrival = _timestamp(raw, where) if unit == 0.0 else _number(raw, where, arrival_col) * unit
             prompt = _tokens(row[index[prompt_col]], f"{path}:{line}:{index[prompt_col] + 1}", prompt_col, 1)
-            output = _tokens(row[index[output_col]], f"{path}:{line}:{index[output_col] + 1}", output_col, 0)
+            output = _tokens(row[index[output_col]], f"{path}:{line}:{index[output_col] + 1}", output_col, 0,
+                             MAX_OUTPUT_TOKENS)
             if output == 0:
                 if layout == "burstgpt":
-                    skipped += 1    # BurstGPT logs failed requests with 0 response tokens
+                    rows.skipped += 1    # BurstGPT logs failed requests with 0 response tokens
                     continue
                 raise ConfigError(f"{path}:{line}:{index[output_col] + 1}: {output_col}: a request "
                                   "generates at least 1 token, got 0")
-            arrivals.append(arrival)
-            prompts.append(prompt)
-            outputs.append(output)
-    return arrivals, prompts, outputs, skipped
+            rows.add(line, arrival, prompt, output, handle.tell())
+    except csv.Error as error:
+        raise ConfigError(f"{path}:{reader.line_num}: not valid CSV ({error})") from None
 
 
-def _json_rows(path: Path, layout: str) -> tuple[list, list, list, int]:
+def _json_rows(text: str, rows: _Rows) -> None:
+    path, layout = rows.path, rows.layout
     _, arrival_col, unit, prompt_col, output_col = TRACE_FORMATS[layout]
     if unit == 0.0:
         raise ConfigError(f"{path}: the {layout} layout is CSV, not JSONL")
-    arrivals, prompts, outputs = [], [], []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ConfigError(f"{path}:{line_no}:{error.colno}: invalid JSON: {error.msg}") from None
-            if not isinstance(record, dict):
-                raise ConfigError(f"{path}:{line_no}:1: expected a JSON object per line")
-            values = []
-            for key in (arrival_col, prompt_col, output_col):
-                if key not in record:
-                    raise ConfigError(f"{path}:{line_no}:1: missing key {key!r}")
-                values.append(record[key])
-            column = _json_column(line, arrival_col)
-            arrivals.append(_number(values[0], f"{path}:{line_no}:{column}", arrival_col) * unit)
-            prompts.append(_tokens(values[1], f"{path}:{line_no}:{_json_column(line, prompt_col)}", prompt_col, 1))
-            outputs.append(_tokens(values[2], f"{path}:{line_no}:{_json_column(line, output_col)}", output_col, 1))
-    return arrivals, prompts, outputs, 0
+    position = 0
+    for line_no, line in enumerate(io.StringIO(text, newline=""), 1):  # \n, \r\n or \r
+        position += len(line)
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError) as error:  # ValueError: also an integer of 5000 digits
+            msg = error.msg if isinstance(error, json.JSONDecodeError) else str(error)[:80] or "nested too deeply"
+            col = error.colno if isinstance(error, json.JSONDecodeError) else 1
+            raise ConfigError(f"{path}:{line_no}:{col}: invalid JSON: {msg}") from None
+        if not isinstance(record, dict):
+            raise ConfigError(f"{path}:{line_no}:1: expected a JSON object per line")
+        values = []
+        for key in (arrival_col, prompt_col, output_col):
+            if key not in record:
+                raise ConfigError(f"{path}:{line_no}:1: missing key {key!r}")
+            values.append(record[key])
+        arrival = _number(values[0], f"{path}:{line_no}:{_json_column(line, arrival_col)}", arrival_col) * unit
+        prompt = _tokens(values[1], f"{path}:{line_no}:{_json_column(line, prompt_col)}", prompt_col, 1)
+        output = _tokens(values[2], f"{path}:{line_no}:{_json_column(line, output_col)}", output_col, 1,
+                         MAX_OUTPUT_TOKENS)
+        rows.add(line_no, arrival, prompt, output, position)
 
 
 def _json_column(line: str, key: str) -> int:
@@ -268,20 +408,27 @@ def _number(raw: object, where: str, column: str) -> float:
         value = float(raw) if not isinstance(raw, bool) else float("nan")
     except (TypeError, ValueError):
         value = float("nan")
-    if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{where}: {column}: expected a non-negative number, got {raw!r}")
+    if not (0 <= value <= MAX_ARRIVAL):
+        raise ConfigError(f"{where}: {column}: expected a number in [0, {MAX_ARRIVAL:g}], got {_shown(raw)}")
     return value
 
 
-def _tokens(raw: object, where: str, column: str, minimum: int) -> int:
+def _tokens(raw: object, where: str, column: str, minimum: int, maximum: int = MAX_TOKENS) -> int:
     text = raw.strip() if isinstance(raw, str) else raw
     try:
         value = int(text) if not isinstance(text, (bool, float)) else int("x")
     except (TypeError, ValueError):
         value = -1
-    if value < minimum:
-        raise ConfigError(f"{where}: {column}: expected a whole number of tokens >= {minimum}, got {raw!r}")
+    if not minimum <= value <= maximum:
+        raise ConfigError(f"{where}: {column}: expected a whole number of tokens in [{minimum}, {maximum}], "
+                          f"got {_shown(raw)}")
     return value
+
+
+def _shown(raw: object) -> str:
+    """A cell as the message quotes it (a huge cell is cut)."""
+    text = repr(raw)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _timestamp(raw: str, where: str) -> float:
@@ -291,5 +438,21 @@ def _timestamp(raw: str, where: str) -> float:
         stamp = datetime.fromisoformat(date + (dot + fraction[:6] if dot else ""))
     except ValueError:
         raise ConfigError(f"{where}: TIMESTAMP: expected a date like 2023-11-16 18:15:46.680590, "
-                          f"got {raw!r}") from None
+                          f"got {_shown(raw)}") from None
     return stamp.replace(tzinfo=UTC).timestamp()
+
+
+@dataclass(frozen=True)
+class GeneratedWorkload:
+    """A generated workload without its rate (a sweep sets that)."""
+
+    prompt: LengthDistribution
+    output: LengthDistribution
+    duration_s: float | None = 600.0
+    requests: int | None = None
+    seed: int = 0
+    cv: float = 1.0
+
+    def at(self, rate: float) -> Workload:
+        return generate_workload(rate, self.prompt, self.output, seed=self.seed, duration_s=self.duration_s,
+                                 requests=self.requests, cv=self.cv)

@@ -1,0 +1,231 @@
+"""Predicted vs measured on the P12 sweep CSVs (``sweep.py``): GEMM tile selection, long
+prefill attention, eager host dispatch. Rewrites docs/gpu.md's P12 sections and parity plots.
+
+    PYTHONPATH=. python benchmarks/gpu/compare_sweep.py [--fit]
+
+``--fit`` first prints ``fit_gemm`` on the first CSV's 24 GEMM calibration rows (the five GEMM
+constants in hw_configs/h100.yaml come from it). Every other GEMM row, every prefill row and every
+e2e row is a prediction. The eager rows are predicted with the per-op host costs measured by the
+dispatch microbenchmark of the same run (same host), never from the e2e rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+from pathlib import Path
+
+from rdusim.analysis.gpu.predict import (
+    MEASURED_LAYER,
+    fit_gemm,
+    is_gemm_calibration,
+    llama_shape,
+    predict_row,
+    row_extra,
+    sweep_model,
+    with_host,
+)
+from rdusim.config.loader import load_spec, model_path
+from rdusim.config.schema import HOST_OPS, GpuSpec, ModelSpec
+from rdusim.hw.gpu import Gpu
+from rdusim.mapping.gpu import gemm_plan, layer_kernels
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ("benchmarks/gpu/h100-20261125-sweep.csv", "benchmarks/gpu/h100-20261125b-sweep.csv",
+        "benchmarks/gpu/h100-20261125c-sweep.csv")  # run 3: dispatch, in-situ and decode rows only
+
+
+def _stats(errs: list[float]) -> str:
+    if not errs:
+        return "| 0 | — | — |"
+    a = [abs(e) for e in errs]
+    return f"| {len(a)} | {statistics.median(a) * 100:.1f}% | {max(a) * 100:.1f}% |"
+
+
+def gemm_section(runs: list[list[dict]], gpu: Gpu) -> tuple[list[str], list[list[dict]]]:
+    out = ["| run | set | m | rows | median abs error | worst |", "|---|---|---|---:|---:|---:|"]
+    compared_runs = []
+    for name, rows in zip(RUNS, runs, strict=True):
+        if not any(r["kind"] == "gemm" and r["set"] != "p10" for r in rows):
+            continue
+        compared = []
+        for r in rows:
+            if r["kind"] != "gemm" or r["set"] == "p10":
+                continue
+            pred = predict_row(r, gpu)
+            t = float(r["median_us"]) * 1e-6
+            compared.append({**r, "pred": pred, "err": (pred - t) / t, "cal": is_gemm_calibration(r)})
+        compared_runs.append(compared)
+        label = Path(name).name
+        for set_, keep in (("calibration", True), ("prediction", False)):
+            sel = [c for c in compared if c["cal"] == keep]
+            out.append(f"| {label} | {set_} | all {_stats([c['err'] for c in sel])}")
+            if not keep:
+                for lo, hi in ((1, 16), (17, 128), (129, 1024), (1025, 8192)):
+                    errs = [c["err"] for c in sel if lo <= int(c["m"]) <= hi]
+                    out.append(f"| {label} | prediction | {lo}-{hi} {_stats(errs)}")
+    pred = [c for c in compared_runs[0] if not c["cal"]]
+    out += ["", "| family (first run, prediction set) | rows | median abs error | worst | median signed |",
+            "|---|---:|---:|---:|---:|"]
+    for fam in sorted({row_extra(c)["family"] for c in pred}):
+        errs = [c["err"] for c in pred if row_extra(c)["family"] == fam]
+        out.append(f"| {fam} {_stats(errs)} {statistics.median(errs) * 100:+.1f}% |")
+    out += ["", "| worst predicted rows (first run) | m | n | k | measured (us) | predicted (us) | error | tile (BN x BM), splits |",
+            "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for c in sorted(pred, key=lambda c: -abs(c["err"]))[:12]:
+        m, n, k = int(c["m"]), int(c["n"]), int(c["k"])
+        p = gemm_plan(m, n, k, gpu)
+        out.append(f"| {c['name']} | {m} | {n} | {k} | {float(c['median_us']):.1f} | {c['pred'] * 1e6:.1f} | "
+                   f"{c['err'] * 100:+.1f}% | {p.bn} x {p.bm}, {p.splits} |")
+    return out, compared_runs
+
+
+def prefill_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
+    by = {r["name"]: r for r in rows}
+    out = ["| heads (q x kv x hd) | tokens | FA2 measured (us) | predicted (us) | error | FA2 TFLOP/s | cuDNN measured (us) | cuDNN TFLOP/s |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    compared = []
+    for r in rows:
+        if r["kind"] != "attn_prefill" or not r["name"].startswith("flash_"):
+            continue
+        pred = predict_row(r, gpu)
+        t = float(r["median_us"]) * 1e-6
+        c = {**r, "pred": pred, "err": (pred - t) / t}
+        compared.append(c)
+        cud = by.get(r["name"].replace("flash_", "cudnn_"))
+        tf = float(r["flops"]) / t / 1e12
+        cud_s = "—" if cud is None else f"{float(cud['median_us']):.0f} | {float(r['flops']) / float(cud['median_us']) / 1e6:.0f}"
+        out.append(f"| {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {t * 1e6:.0f} | "
+                   f"{pred * 1e6:.0f} | {c['err'] * 100:+.1f}% | {tf:.0f} | {cud_s} |")
+    out += ["", f"FA2 rows: {_stats([c['err'] for c in compared])[2:]} (rows, median abs, worst); "
+            "4K-128K, five head shapes, batch 1."]
+    return out, compared
+
+
+def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
+    out = ["| op (host, per call, us) | " + " | ".join(f"run {i}: GPU behind | run {i}: keeping up" for i in
+                                                  range(1, len(runs) + 1)) + " |",
+           "|---|" + "---:|" * (2 * len(runs))]
+    costs = []
+    for rows in runs:
+        d = {}
+        for r in rows:
+            if r["kind"] == "dispatch":
+                d[(row_extra(r)["op"], r["mode"])] = float(r["median_us"])
+        costs.append(d)
+    for op in HOST_OPS:
+        out.append(f"| {op} | " + " | ".join(f"{d[(op, 'behind')]:.1f} | {d[(op, 'idle')]:.1f}" for d in costs) + " |")
+    depth = [r["n"] for rows in runs for r in rows if r["kind"] == "queue"]
+    out += ["", f"Launch queue: the host blocks after {', '.join(depth)} queued kernels (runs 1, 2, 3).", "",
+            "| run | model | batch | KV | measured eager (us) | predicted (us) | error | measured graph (us) | predicted | error | host issue measured (us) | per-op sum (us) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    compared = []
+    for i, rows in enumerate(runs, 1):
+        gpu = Gpu(with_host(spec, rows))
+        host = {r["name"].replace("_host_issue", ""): float(r["median_us"]) for r in rows if r["kind"] == "e2e_host"}
+        e2e = {}
+        for r in rows:
+            if r["kind"] == "e2e_decode":
+                pred = predict_row(r, gpu, sweep_model(r, base))
+                t = float(r["median_us"]) * 1e-6
+                e2e[r["name"]] = c = {**r, "pred": pred, "err": (pred - t) / t, "run": i}
+                compared.append(c)
+        for name, c in e2e.items():
+            if c["mode"] != "eager":
+                continue
+            g = e2e[name.replace("_eager", "_graph")]
+            model = sweep_model(c, base)
+            s = llama_shape(model, batch=int(c["batch"]), tokens=1, kv_len=int(c["kv_len"]))
+            per_layer = sum(gpu.host_op_s(op, gpu_idle=True) for k in layer_kernels(MEASURED_LAYER, s, gpu, phase="decode")
+                            for op in k.host_ops)
+            head = sum(gpu.host_op_s(op, gpu_idle=True) for k in layer_kernels(["embedding", "lm_head"], s, gpu,
+                                                                             phase="decode") for op in k.host_ops)
+            key = name.replace("_eager", "")
+            out.append(f"| {i} | {row_extra(c)['family']} | {c['batch']} | {c['kv_len']} | {float(c['median_us']):.0f} | "
+                       f"{c['pred'] * 1e6:.0f} | {c['err'] * 100:+.1f}% | {float(g['median_us']):.0f} | {g['pred'] * 1e6:.0f} | "
+                       f"{g['err'] * 100:+.1f}% | {host[key]:.0f} | {(per_layer * model.layers + head) * 1e6:.0f} |")
+    out += ["", "| decode prediction group | rows | median abs error | worst |", "|---|---:|---:|---:|"]
+    for i in range(1, len(runs) + 1):
+        for mode in ("eager", "graph"):
+            out.append(f"| run {i}, {mode} " + _stats([c["err"] for c in compared if c["run"] == i and c["mode"] == mode]))
+    return out, compared
+
+
+def _between(text: str, marker: str, lines: list[str]) -> str:
+    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
+    head, rest = text.split(start)
+    _, tail = rest.split(end)
+    return head + start + "\n" + "\n".join(lines) + "\n" + end + tail
+
+
+def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.3))
+    ax = axes[0]
+    cal = [c for c in gemm_runs[0] if c["cal"]]
+    pred = [c for c in gemm_runs[0] if not c["cal"]]
+    for sel, label, style in ((pred, "prediction (1428 shapes)", dict(s=6, alpha=0.5)),
+                              (cal, "calibration (24)", dict(s=30, marker="x", color="k"))):
+        ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], label=label, **style)
+    _parity(ax, 3, 2e4, "GEMMs, H100 (bf16, cold L2)")
+    ax = axes[1]
+    for hd, color in ((128, "C0"), (64, "C1")):
+        sel = [c for c in prefill if int(c["head_dim"]) == hd]
+        ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], color=color,
+                   label=f"FA2 causal prefill, head_dim {hd}", s=18)
+    _parity(ax, 1e2, 2e6, "Prefill attention 4K-128K, batch 1")
+    ax = axes[2]
+    for mode, color in (("graph", "C2"), ("eager", "C3")):
+        for run, marker in ((1, "o"), (2, "^"), (3, "s")):
+            sel = [c for c in e2e if c["mode"] == mode and c["run"] == run]
+            ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], color=color,
+                       marker=marker, label=f"decode step, {mode}, run {run}", s=22)
+    _parity(ax, 1e3, 5e4, "Decode steps of 4 Llama-shaped models")
+    fig.tight_layout()
+    fig.savefig(ROOT / "docs/img/gpu-p12-parity.png", dpi=100)
+
+
+def _parity(ax, lo: float, hi: float, title: str) -> None:
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    for f in (0.85, 1.15):
+        ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured (us)")
+    ax.set_ylabel("rdusim predicted (us)")
+    ax.set_title(title + " (dotted: ±15%)", fontsize=9)
+    ax.legend(fontsize=7)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fit", action="store_true", help="print fit_gemm on the first run's calibration rows")
+    args = ap.parse_args()
+    spec = load_spec(ROOT / "hw_configs/h100.yaml", GpuSpec)
+    runs = [list(csv.DictReader((ROOT / r).open())) for r in RUNS]
+    if args.fit:
+        print("fit_gemm (24 calibration rows):", fit_gemm(runs[0], spec))
+    gpu = Gpu(spec)
+    base = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    gemm_lines, gemm_runs = gemm_section(runs, gpu)
+    prefill_lines, prefill = prefill_section(runs[0], gpu)
+    dispatch_lines, e2e = dispatch_section(runs, spec, base)
+    doc = ROOT / "docs/gpu.md"
+    text = doc.read_text()
+    for marker, lines in (("p12-gemm", gemm_lines), ("p12-prefill", prefill_lines), ("p12-dispatch", dispatch_lines)):
+        text = _between(text, marker, lines)
+    doc.write_text(text)
+    print("\n".join(gemm_lines[:12] + [""] + prefill_lines[-1:] + [""] + dispatch_lines[-6:]))
+    _plots(gemm_runs, prefill, e2e)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""Serving metrics: SLOs and what a request-level run measures.
+
+Owns: ``Slo`` (``default_slo``, ``check_slo_possible``), the per-request frame
+(``request_frame``, ``REQUEST_COLUMNS``), the summary named as serving benchmarks name things
+(``summarise``: mean, median, p90, p99 of TTFT, TPOT, ITL, E2E latency; goodput; SLO
+attainment), node utilisations (``node_frame``) and the decode batch histogram
+(``batch_histogram``). Imports: deployment (its model), workload, sim (``ServingRun``), numpy,
+pandas. Writes no files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rdusim.analysis.serving.deployment import Deployment
+from rdusim.analysis.serving.workload import Workload
+from rdusim.errors import ConfigError
+from rdusim.sim.serving import ServingRun
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_s: float
+    tpot_s: float
+
+    def __post_init__(self) -> None:
+        for name, value in (("--slo-ttft-s", self.ttft_s), ("--slo-tpot-ms", self.tpot_s)):
+            if not (value > 0 and math.isfinite(value)):
+                raise ConfigError(f"{name}: an SLO must be a positive, finite time, got {value:g}")
+
+
+REQUEST_COLUMNS = ["request", "arrival_s", "prompt_tokens", "output_tokens", "status", "reason", "queue_s",
+                   "ttft_s", "transfer_s", "decode_wait_s", "tpot_s", "e2e_s", "prefill_node", "decode_node",
+                   "kv_bytes_shipped", "kv_bytes_reserved", "met_slo"]
+
+
+def check_slo_possible(deployment: Deployment, workload: Workload, slo: Slo) -> None:
+    """Raise ``ConfigError`` when no request of the workload could meet an SLO even on an idle
+    deployment: TTFT below the shortest prompt's prefill, or TPOT below one decode step of
+    the smallest batch over the shortest cache, per accepted token."""
+    if not len(workload):
+        return
+    model = deployment.model
+    shortest = int(workload.prompt_tokens.min())
+    ttft = model.prefill_time(shortest)
+    if slo.ttft_s < ttft:
+        raise ConfigError(f"--slo-ttft-s {slo.ttft_s:g}: impossible on {deployment.name}: the shortest prompt "
+                          f"({shortest} tokens) alone takes {ttft:.3g} s to prefill")
+    tpot = model.decode_step_time(model.batch_buckets[0], model.kept_tokens(shortest)) \
+        / model.accepted_tokens_per_step
+    if slo.tpot_s < tpot and (workload.output_tokens > 1).any():
+        raise ConfigError(f"--slo-tpot-ms {slo.tpot_s * 1e3:g}: impossible on {deployment.name}: one decode step "
+                          f"at the smallest batch ({model.batch_buckets[0]}) takes {tpot * 1e3:.3g} ms per "
+                          f"accepted token")
+
+
+def default_slo(deployment: Deployment) -> Slo:
+    if deployment.spec.slo is None:
+        raise ConfigError(f"{deployment.path}: no slo in the serving file; give --slo-ttft-s and --slo-tpot-ms")
+    return Slo(deployment.spec.slo.ttft_s, deployment.spec.slo.tpot_s)
+
+
+def request_frame(run: ServingRun, slo: Slo) -> pd.DataFrame:
+    r = run.requests
+    names = {n["index"]: n["node"] for n in run.nodes}
+    n = len(r["arrival_s"])
+    rejected = np.zeros(n, dtype=bool)
+    rejected[list(run.reasons)] = True
+    output = r["output_tokens"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(output > 1, (r["finish_s"] - r["first_token_s"]) / (output - 1), np.nan)
+    ttft = r["first_token_s"] - r["arrival_s"]
+    met = ~rejected & (ttft <= slo.ttft_s) & ((output <= 1) | (tpot <= slo.tpot_s))
+    frame = pd.DataFrame({
+        "request": np.arange(n), "arrival_s": r["arrival_s"], "prompt_tokens": r["prompt_tokens"],
+        "output_tokens": output, "status": np.where(rejected, "rejected", "done"),
+        "reason": [run.reasons.get(i, "") for i in range(n)], "queue_s": r["prefill_start_s"] - r["arrival_s"],
+        "ttft_s": ttft, "transfer_s": r["decode_ready_s"] - r["first_token_s"],
+        "decode_wait_s": r["admitted_s"] - r["decode_ready_s"], "tpot_s": tpot, "e2e_s": r["finish_s"] - r["arrival_s"],
+        "prefill_node": [names.get(int(i), "") if i == i else "" for i in r["prefill_node"]],
+        "decode_node": [names.get(int(i), "") if i == i else "" for i in r["decode_node"]],
+        "kv_bytes_shipped": r["kv_bytes_shipped"], "kv_bytes_reserved": r["kv_bytes_reserved"], "met_slo": met,
+        # tokens each decode step delivered to this request on average (bursts under speculative decoding)
+        "tokens_per_step": np.where(r["decode_steps"] > 0, (output - 1) / np.where(r["decode_steps"] > 0,
+                                                                                   r["decode_steps"], 1), np.nan)})
+    frame[["prompt_tokens", "output_tokens"]] = frame[["prompt_tokens", "output_tokens"]].astype(np.int64)
+    return frame
+
+
+def _stats(prefix: str, values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
+    """mean, median, p90, p99 in milliseconds (serving benchmarks' names), NaN when empty."""
+    values = np.asarray(values, dtype=float)
+    keep = ~np.isnan(values)
+    values = values[keep]
+    out = {f"{k}_{prefix}_ms": float("nan") for k in ("mean", "median", "p90", "p99")}
+    if not len(values):
+        return out
+    if weights is None:
+        weights = np.ones_like(values)
+    else:
+        weights = np.asarray(weights, dtype=float)[keep]
+    order = np.argsort(values, kind="stable")
+    values, weights = values[order], weights[order]
+    cumulative = np.cumsum(weights) / weights.sum()
+    out[f"mean_{prefix}_ms"] = float(np.average(values, weights=weights) * 1e3)
+    for name, q in (("median", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        out[f"{name}_{prefix}_ms"] = float(values[min(np.searchsorted(cumulative, q), len(values) - 1)] * 1e3)
+    return out
+
+
+def summarise(run: ServingRun, requests: pd.DataFrame, slo: Slo) -> dict[str, Any]:
+    done = requests.loc[requests["status"] == "done",   # only the columns summed (a million rows: no strings copied)
+                        ["prompt_tokens", "output_tokens", "kv_bytes_shipped", "ttft_s", "tpot_s", "e2e_s"]]
+    duration = max(run.end_s, 1e-12)   # first arrival (time 0) to the last event
+    good = int(requests["met_slo"].sum())
+    summary: dict[str, Any] = {
+        "requests": len(requests), "completed": len(done), "rejected": int((requests["status"] == "rejected").sum()),
+        "duration_s": duration, "total_input_tokens": int(done["prompt_tokens"].sum()),
+        "total_output_tokens": int(done["output_tokens"].sum()),
+        "request_throughput": len(done) / duration, "output_throughput": float(done["output_tokens"].sum()) / duration,
+        "total_token_throughput": float(done["prompt_tokens"].sum() + done["output_tokens"].sum()) / duration,
+        "request_goodput": good / duration, "slo_attainment": good / max(len(requests), 1),
+        "slo_ttft_s": slo.ttft_s, "slo_tpot_s": slo.tpot_s,
+        "kv_bytes_shipped": float(done["kv_bytes_shipped"].sum()),
+    }
+    summary |= _stats("ttft", done["ttft_s"].to_numpy())
+    summary |= _stats("tpot", done["tpot_s"].to_numpy())
+    summary |= _stats("itl", run.steps["itl_s"], run.steps["active"])
+    summary |= _stats("e2el", done["e2e_s"].to_numpy())
+    summary["mean_decode_batch"] = float(np.average(run.steps["active"], weights=run.steps["duration_s"])) \
+        if len(run.steps["active"]) else 0.0
+    # tokens a request receives per decode step (a burst under speculative decoding): every
+    # delivery of every step; the ITL above is the gap between deliveries, TPOT counts each token
+    summary["mean_tokens_per_step"] = float(run.steps["tokens"].sum() / run.steps["active"].sum()) \
+        if run.steps["active"].sum() else 0.0
+    buckets, counts = np.unique(run.steps["bucket"], return_counts=True)
+    summary["decode_steps_per_batch_bucket"] = {str(int(b)): int(c) for b, c in zip(buckets, counts, strict=True)}
+    reasons = requests.loc[requests["status"] == "rejected", "reason"]
+    summary["rejections"] = {str(k): int(v) for k, v in reasons.str.replace(r"\d[\d.]*", "N", regex=True)
+                             .value_counts().items()}
+    return summary
+
+
+def node_frame(run: ServingRun, duration_s: float) -> pd.DataFrame:
+    frame = pd.DataFrame(run.nodes)
+    frame["utilisation"] = (frame["busy_prefill_s"] + frame["busy_decode_s"]) / duration_s
+    return frame
+
+
+def batch_histogram(run: ServingRun) -> pd.DataFrame:
+    steps = pd.DataFrame({"bucket": run.steps["bucket"], "active": run.steps["active"],
+                          "duration_s": run.steps["duration_s"]})
+    frame = steps.groupby(["bucket", "active"]).agg(steps=("duration_s", "size"), time_s=("duration_s", "sum"))
+    return frame.reset_index()

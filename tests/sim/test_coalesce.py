@@ -1,0 +1,113 @@
+"""The coalesced engine (the default) against the reference engine (``coalesce=False``: one
+event per work item per socket): the same kernel records and trace events to 1e-9 relative on
+every shipped mapping, on the general path (every layer on every socket), and on random
+pipelines (Hypothesis) that stress the loader-to-compute buffer rule; and fewer events."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rdusim.analysis.result import simulate
+from rdusim.mapping.build import build_plan
+from rdusim.mapping.bundle import load_mapping
+from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
+from rdusim.sim.engine import simulate_plan
+from rdusim.sim.trace import Trace
+from tests.conftest import LLAMA, MAPPINGS
+from tests.synthetic import FLOP_PER_S, two_kernel_layers, write_mapping, write_node
+
+REL = 1e-9
+
+
+def _close(a: float, b: float) -> bool:
+    return a == b or math.isclose(a, b, rel_tol=REL, abs_tol=1e-18)
+
+
+def _assert_same(reference: Trace, coalesced: Trace) -> None:
+    assert len(reference.kernels) == len(coalesced.kernels)
+    for a, b in zip(reference.kernels, coalesced.kernels, strict=True):
+        assert (a.kernel, a.layer, a.layer_type, a.stage_pcus) == (b.kernel, b.layer, b.layer_type, b.stage_pcus)
+        for x, y in [(a.start_s, b.start_s), (a.end_s, b.end_s), (a.launch_sync_s, b.launch_sync_s)]:
+            assert _close(x, y), (a.kernel, a.layer, x, y)
+        for field in ("stage_busy_s", "pool_busy_s", "pool_bytes"):
+            left, right = getattr(a, field), getattr(b, field)
+            assert left.keys() == right.keys()
+            assert all(_close(left[k], right[k]) for k in left), (a.kernel, field, left, right)
+    assert reference.layer_multiplier == coalesced.layer_multiplier
+    assert reference.sockets_simulated == coalesced.sockets_simulated
+
+    def rows(trace: Trace) -> list[tuple]:
+        return sorted((e.socket, e.track, e.name, e.kernel, e.layer, e.start_s, e.end_s, e.nbytes, e.work)
+                      for e in trace.events)
+
+    left, right = rows(reference), rows(coalesced)
+    assert len(left) == len(right)
+    for x, y in zip(left, right, strict=True):
+        assert x[:5] == y[:5] and all(_close(p, q) for p, q in zip(x[5:], y[5:], strict=True)), (x, y)
+
+
+@pytest.mark.parametrize("mapping", MAPPINGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_shipped_mapping_same_as_the_reference_engine(mapping) -> None:
+    reference = simulate(mapping, coalesce=False)   # as shipped: DeepSeek-R1 prefill at 128K
+    coalesced = simulate(mapping)
+    _assert_same(reference.trace, coalesced.trace)
+    assert _close(reference.total_s, coalesced.total_s)
+    assert coalesced.trace.event_count < reference.trace.event_count
+
+
+@pytest.mark.parametrize("overrides", [[], ["defaults.kernel_looping=true"]], ids=["plain", "looped"])
+def test_general_path_sockets_coalesced_same_as_every_socket_simulated(overrides) -> None:
+    kw = {"seq_len": 2048, "fast": False, "overrides": overrides}
+    reference = simulate(LLAMA, coalesce=False, **kw)
+    coalesced = simulate(LLAMA, **kw)
+    _assert_same(reference.trace, coalesced.trace)
+    assert {e.socket for e in coalesced.trace.events} == set(range(reference.plan.system.sockets))
+    assert coalesced.trace.event_count * 4 < reference.trace.event_count
+
+
+@pytest.fixture(scope="module")
+def synthetic_plan(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("coalesce")
+    node = write_node(folder, 2)
+    path = write_mapping(folder, "base", model="llama-3.1-8b", hardware=node, phase="prefill",
+                         layers=two_kernel_layers("llama-3.1-8b", "prefill"), workload={"seq_len": 64})
+    return build_plan(load_mapping(path))
+
+
+_item = st.builds(lambda w, h, d: Item(w, tuple(x for x in (("hbm", h), ("ddr", d)) if x[1] > 0)),
+                  st.sampled_from([0.0, 1e3, 2e3, 5e3]), st.sampled_from([0.0, 0.0, 1e3, 3e3]),
+                  st.sampled_from([0.0, 0.0, 0.0, 1e2]))
+_chunk = st.builds(lambda items, p2p, store: Chunk(tuple(items), p2p_bytes=p2p, p2p_steps=1 if p2p else 0,
+                                                   stores=(("hbm", store),) if store else ()),
+                   st.lists(_item, min_size=1, max_size=4), st.sampled_from([0.0, 0.0, 1e3]),
+                   st.sampled_from([0.0, 0.0, 2e3]))
+
+
+@st.composite
+def _kernels(draw) -> tuple[KernelPlan, ...]:
+    kernels = []
+    for k in range(draw(st.integers(1, 2))):
+        n_chunks = draw(st.integers(1, 4))
+        stages = []
+        for s in range(draw(st.integers(1, 3))):
+            chunks = tuple(draw(st.lists(_chunk, min_size=n_chunks, max_size=n_chunks)))
+            inputs = (f"s{s - 1}",) if s else ()
+            barrier = bool(s) and draw(st.booleans())
+            stages.append(Stage(f"s{s}", "gemm", 1, FLOP_PER_S, inputs, chunks, is_barrier=barrier))
+        kernels.append(KernelPlan(f"K{k}", "dense", tuple(stages), sram_bytes=0.0, chunk_tokens=1,
+                                  weights_tier="hbm", buffer_depth=draw(st.integers(1, 3))))
+    return tuple(kernels)
+
+
+@given(kernels=_kernels(), layers=st.integers(1, 3), looping=st.booleans())
+def test_random_pipelines_same_as_the_reference_engine(synthetic_plan, kernels, layers, looping) -> None:
+    mapping = synthetic_plan.mapping.model_copy(
+        update={"defaults": synthetic_plan.mapping.defaults.model_copy(update={"kernel_looping": looping})})
+    plan = dataclasses.replace(synthetic_plan, kernels={"dense": kernels}, layer_counts={"dense": layers},
+                               mapping=mapping)
+    _assert_same(simulate_plan(plan, fast=False, coalesce=False), simulate_plan(plan, fast=False))
