@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from rdusim.analysis.serving.workload import read_trace
 from tests.fuzz.strategies import (
     NEWLINES,
+    SERVE,
     check_contract,
     cli_argvs,
     kind_of,
@@ -89,6 +90,7 @@ def test_mutated_documents_keep_the_contract(case: tuple[str, bytes, str]) -> No
 @given(cli_argvs())
 def test_command_lines_keep_the_contract(argv: list[str]) -> None:
     with workspace() as root:
+        (root / "trace.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,1000,4\n0.5,2000,8\n")
         before = files_under(root)
         result = run_cli(*argv)
         check_contract(result, before, files_under(root), " ".join(map(repr, argv)),
@@ -100,7 +102,7 @@ def test_mutated_traces_keep_the_contract(case: tuple[bytes, str]) -> None:
     data, edit = case
     with workspace() as root:
         (root / "trace.csv").write_bytes(data)
-        argv = ["serve", "mappings/deepseek-r1/serve.yaml", "--trace", "trace.csv", *SLO]
+        argv = ["serve", SERVE, "--trace", "trace.csv", *SLO]
         before = files_under(root)
         result = run_cli(*argv)
         check_contract(result, before, files_under(root), f"serve --trace after {edit}", ["trace.csv", "--trace"])
