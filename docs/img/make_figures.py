@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rdusim.analysis.calibration.prefill_compare import breakdown_frames, compare_prefill
-from rdusim.analysis.plots import plot_breakdown, plot_sweep
+from rdusim.analysis.frontier import published_points, speed_throughput
+from rdusim.analysis.plots import plot_breakdown, plot_speed_throughput, plot_sweep
 from rdusim.analysis.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +34,13 @@ def decode_sweep() -> None:
     _save(figure, "decode-sweep.png")
 
 
+def speed_or_throughput() -> None:
+    """The README's "Configured for speed or for throughput" (notebooks/06 draws the same)."""
+    ax = plot_speed_throughput(speed_throughput(root=ROOT), published_points())
+    ax.set_title("SN40L-16, 8K prompts: tokens/s per user vs aggregate, over batch (model lines, published marks)")
+    _save(ax.figure, "speed-throughput.png")
+
+
 def _save(figure, name: str) -> None:  # noqa: ANN001 (a matplotlib Figure)
     out = Path(__file__).with_name(name)
     figure.savefig(out, dpi=110)
@@ -42,6 +50,7 @@ def _save(figure, name: str) -> None:  # noqa: ANN001 (a matplotlib Figure)
 def main() -> None:
     prefill_breakdown()
     decode_sweep()
+    speed_or_throughput()
 
 
 if __name__ == "__main__":

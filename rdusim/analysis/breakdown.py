@@ -36,8 +36,7 @@ def roofline_s(kernel: KernelPlan, plan: Plan) -> float:
 def kernel_breakdown(plan: Plan, trace: Trace) -> pd.DataFrame:
     """One row per (layer type, kernel), in execution order."""
     rows = []
-    every = [plan] if plan.speculative is None or plan.speculative.draft is None else [plan, plan.speculative.draft]
-    plans = {(k.layer_type, k.name): k for p in every for kernels in p.kernels.values() for k in kernels}
+    plans = plan.every_kernel()
     for record in trace.kernels:
         kernel = plans[(record.layer_type, record.kernel)]
         calls = trace.layer_multiplier.get(record.layer, 1)

@@ -1,6 +1,7 @@
 """Figures of simulation results (the KV-policy numerics have theirs in ``analysis.numerics``).
 
-Owns: ``plot_breakdown``, ``plot_shares``, ``plot_sweep``, ``plot_pareto``, ``kernel_color`` and
+Owns: ``plot_breakdown``, ``plot_shares``, ``plot_sweep``, ``plot_pareto``, ``plot_speed_throughput``,
+``kernel_color`` and
 the PNG helpers ``figure_png``, ``sweep_figure_png``, ``pareto_figure_png``. Imports:
 matplotlib, pandas, numpy.
 
@@ -119,13 +120,17 @@ def plot_shares(frame: pd.DataFrame, published: Mapping[str, float] | None = Non
 
 def plot_sweep(frame: pd.DataFrame, axes: np.ndarray | None = None) -> np.ndarray:
     """Throughput (top row) and time per output token (bottom row) against batch; one
-    column per prompt length, one line per policy.
+    column per prompt length, one line per policy (and draft length ``k``, when the sweep has
+    several: ``sweep --draft-k``).
 
     Each line ends at its largest batch that fits; an ``x`` on the x-axis marks the first
     batch that does not (the table says why). Policies that keep the same number of
     tokens coincide: their lines overlap.
     """
     seq_lens = sorted(frame["seq_len"].unique())
+    ks = frame["draft_k"].dropna().unique() if "draft_k" in frame else []
+    if len(ks) > 1:  # one line per (policy, k)
+        frame = frame.assign(policy=[f"{p} k={int(k)}" for p, k in zip(frame["policy"], frame["draft_k"], strict=True)])
     if axes is None:
         figure = Figure(figsize=(4.2 * len(seq_lens), 7), layout="constrained")
         axes = np.asarray(figure.subplots(2, len(seq_lens), squeeze=False, sharex="col"))
@@ -188,3 +193,35 @@ def plot_pareto(estimates: pd.DataFrame, front: pd.DataFrame, ax: Axes | None = 
 def pareto_figure_png(estimates: pd.DataFrame, front: pd.DataFrame) -> bytes:
     ax = plot_pareto(estimates, front)
     return figure_png(ax.figure)
+
+
+def plot_speed_throughput(frame: pd.DataFrame, published: pd.DataFrame, ax: Axes | None = None) -> Axes:
+    """Tokens/s per user (x) against aggregate tokens/s (y), log-log: one line per
+    configuration through its batches (labelled at the ends), the published figures on the
+    same axes: a point where the aggregate is stated, a dashed vertical line where only the
+    per-user speed is (``rdusim.analysis.frontier``). Colours follow the model."""
+    ax = _new_axes(ax, (9.0, 6.0))
+    models = list(dict.fromkeys([*frame["model"], *published["model"]]))
+    colors = {m: _PALETTE[i % len(_PALETTE)] for i, m in enumerate(models)}
+    markers = ["o", "s", "^", "D", "v", "P"]
+    for i, (label, group) in enumerate(frame.groupby("configuration", sort=False)):
+        group = group.sort_values("batch")
+        ax.plot(group["tokens_per_s_per_user"], group["tokens_per_s"], marker=markers[i % len(markers)],
+                color=colors[group["model"].iloc[0]], label=label, alpha=0.85)
+        for end in (group.iloc[0], group.iloc[-1]):
+            ax.annotate(f"b{int(end['batch'])}", (end["tokens_per_s_per_user"], end["tokens_per_s"]),
+                        textcoords="offset points", xytext=(4, 4), fontsize=7)
+    for row in published.itertuples():
+        if np.isnan(row.tokens_per_s):
+            ax.axvline(row.tokens_per_s_per_user, color=colors[row.model], linestyle="--", linewidth=1.0,
+                       label=f"{row.model}, {row.label}")
+        else:
+            ax.scatter([row.tokens_per_s_per_user], [row.tokens_per_s], marker="*", s=220, color=colors[row.model],
+                       edgecolor="black", zorder=5, label=f"{row.model}, {row.label}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("output tokens/s per user")
+    ax.set_ylabel("output tokens/s, aggregate")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return ax

@@ -1,12 +1,16 @@
 """``simulate()``: the one-call Python API, and the result it returns.
 
-Owns: ``SimulationResult``, ``simulate``. Imports: mapping, sim, breakdown, pandas.
+Owns: ``SimulationResult``, ``simulate``, ``LayerCache`` (simulated layer types kept by a
+caller's key, so candidates sharing a layer type reuse its simulation). Imports: mapping, sim,
+breakdown, pandas.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -96,13 +100,52 @@ class SimulationResult:
         }
 
 
+@dataclass
+class LayerCache:
+    """Simulated layer types (fast path, no events), kept by the caller's keys of every layer
+    type up to and including that one.
+
+    On the fast path a layer type starts from a drained, synchronised node, so its kernel
+    records depend on its own kernels (the node and workload are fixed by the caller for one
+    cache) and on the time it starts, which the earlier layer types decide: a candidate whose
+    layer types up to this one have the same keys reuses its simulation, which
+    ``simulate_plan(start_s=...)`` ran at the same start time. Kernel times come out bit for
+    bit; the per-kernel busy times differ in the last bits only (the pools' running totals
+    start from zero instead of the earlier layers' sums).
+    """
+
+    traces: dict[tuple[Any, ...], Trace] = field(default_factory=dict)
+    hits: int = 0
+
+    def trace(self, plan: Plan, keys: Mapping[str, Hashable]) -> Trace:
+        parts: list[Trace] = []
+        prefix: tuple[Any, ...] = ()
+        for layer_type in plan.layer_counts:
+            prefix = (*prefix, (layer_type, keys[layer_type]))
+            if prefix in self.traces:
+                self.hits += 1
+            else:
+                start = parts[-1].kernels[-1].end_s if parts and parts[-1].kernels else 0.0
+                self.traces[prefix] = simulate_plan(plan, record_events=False, layer_types=(layer_type,),
+                                                    start_s=start)
+            parts.append(self.traces[prefix])
+        return Trace(kernels=tuple(k for part in parts for k in part.kernels), sockets_simulated=1,
+                     layers_simulated=sum(p.layers_simulated for p in parts),
+                     event_count=sum(p.event_count for p in parts),
+                     layer_multiplier={k: v for p in parts for k, v in p.layer_multiplier.items()})
+
+
 def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None, batch: int | None = None,
              hw: str | Path | None = None, overrides: list[str] | None = None, fast: bool = True,
-             record_events: bool = True, check_capacity: bool = True, coalesce: bool = True) -> SimulationResult:
+             record_events: bool = True, check_capacity: bool = True, coalesce: bool = True,
+             layers: tuple[LayerCache, Mapping[str, Hashable]] | None = None) -> SimulationResult:
     """Simulate a mapping (a YAML path or a loaded mapping) and return the breakdown.
 
     ``coalesce=False`` runs the reference engine (one event per work item per socket; the
     default coalesces identical work, ``rdusim.sim.engine``), for tests and benchmarks.
+    ``layers=(cache, keys)`` takes each layer type's simulation from ``cache`` by its key in
+    ``keys`` (fast path, no events; the mapping explorer's re-scores); a speculative plan's
+    step (its draft's steps, then the verification) is simulated whole.
 
     Raises ``MappingError`` with the numbers when the mapping does not fit: SRAM per kernel
     always, HBM per socket unless ``check_capacity=False`` (a what-if beyond capacity).
@@ -123,5 +166,8 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
         if not fit.fits:
             raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {fit.reason} "
                                "(--ignore-capacity simulates it anyway)")
-    trace = simulate_plan(plan, fast=fast, record_events=record_events, coalesce=coalesce)
+    if layers is not None and plan.speculative is None:  # a speculative step (draft + verify) runs whole
+        trace = layers[0].trace(plan, layers[1])
+    else:
+        trace = simulate_plan(plan, fast=fast, record_events=record_events, coalesce=coalesce)
     return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory, fit)

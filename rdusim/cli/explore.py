@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 def summary(result: ExploreResult, top: int) -> str:
     r = result.ranking
     columns = [c for c in ("rank", "est_rank", "batch", "sim_step_s", "sim_latency_s", "sim_tokens_per_s",
-                           "sim_hbm_used_bytes", "dense_kernels", "moe_kernels", "dense_attention",
+                           "sim_hbm_used_bytes", "draft", "draft_k", "dense_kernels", "moe_kernels", "dense_attention",
                            "moe_attention", "is_seed", "why") if c in r.columns]
     table = r.head(top + 1)[columns].to_string(index=False, float_format=lambda v: f"{v:.6g}")
     a = result.agreement

@@ -50,6 +50,14 @@ def positive_ints(option: str, text: str) -> list[int]:
     return values
 
 
+def nonnegative_ints(option: str, text: str) -> list[int]:
+    """Comma-separated integers >= 0."""
+    values = comma_list(option, text, int, "comma-separated integers >= 0")
+    if any(v < 0 for v in values):
+        raise ConfigError(f"{option}: expected comma-separated integers >= 0, got {text!r}")
+    return values
+
+
 def policy_list(option: str, text: str) -> list[str]:
     """Comma-separated KV-policy names (``none`` = ``full``), each once, in order."""
     def parse(name: str) -> str:

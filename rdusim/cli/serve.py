@@ -152,7 +152,8 @@ def format_summary(s: dict[str, Any], nodes: Any) -> str:
              f"{'metric':<6} {'mean':>10} {'median':>10} {'p90':>10} {'p99':>10}  (ms)"]
     for key, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E")):
         lines.append(f"{label:<6} " + " ".join(f"{s[f'{q}_{key}_ms']:>10.1f}" for q in ("mean", "median", "p90", "p99")))
-    lines += ["", f"mean decode batch {s['mean_decode_batch']:.1f}; KV shipped "
+    lines += ["", f"mean decode batch {s['mean_decode_batch']:.1f}; tokens per request per step "
+              f"{s['mean_tokens_per_step']:.2f} (ITL: between deliveries; TPOT: per token); KV shipped "
               f"{s['kv_bytes_shipped'] / 1e9:.1f} GB", "node utilisation: " + ", ".join(
                   f"{row.node} {row.utilisation * 100:.0f}%" for row in nodes.itertuples())]
     for reason, count in s.get("rejections", {}).items():

@@ -464,6 +464,9 @@ class GpuMemorySpec(Spec):
     l2_bytes: PositiveBytes = Field(alias="l2")
     shared_per_sm_bytes: PositiveBytes = Field(alias="shared_per_sm")
     hbm_latency_s: NonNegativeSeconds = Field(alias="hbm_latency", description="one dependent DRAM round trip")
+    l2_bytes_per_s: PositiveBytesPerS | None = Field(
+        default=None, alias="l2_bandwidth",
+        description="L2 -> SM bandwidth that GEMM operand panels are read at (none: not a limit)")
 
 
 class GpuLinkSpec(Spec):
@@ -483,6 +486,12 @@ class GpuLinkSpec(Spec):
         return self
 
 
+#: PyTorch eager ops whose host cost a GPU document may give (``launch.eager_ops``), as the
+#: dispatch microbenchmark of benchmarks/gpu/sweep.py names them
+HOST_OPS = ("gemm", "view", "transpose", "slice", "reshape_view", "elementwise_add", "elementwise_mul",
+            "elementwise_neg", "silu", "cat", "index_copy", "rms_norm", "embedding", "sdpa")
+
+
 class GpuLaunchSpec(Spec):
     """What one kernel costs before its CTAs run, by how it is launched."""
 
@@ -491,6 +500,34 @@ class GpuLaunchSpec(Spec):
     eager_host_s: NonNegativeSeconds = Field(alias="eager_host", description="host dispatch per eager op")
     pipeline_s: NonNegativeSeconds = Field(
         alias="pipeline", description="fixed cost of a tensor-core kernel: pipeline prologue, epilogue, grid drain")
+    gemm_pipeline_s: NonNegativeSeconds | None = Field(
+        default=None, alias="gemm_pipeline",
+        description="the same for a GEMM kernel of cuBLAS (none: pipeline)")
+    gemm_step_s: NonNegativeSeconds = Field(
+        default=0.0, alias="gemm_step",
+        description="a GEMM CTA's per main-loop step cost that its loads and math do not hide (barriers)")
+    eager_ops: dict[str, NonNegativeSeconds] | None = Field(
+        default=None, description="host cost of one eager PyTorch op by kind while the GPU is busy (behind)")
+    eager_ops_idle: dict[str, NonNegativeSeconds] | None = Field(
+        default=None, description="the same while the GPU is idle (ahead of the host)")
+    queue_depth: int | None = Field(
+        default=None, gt=0, description="kernels the host can queue before a launch blocks")
+
+    @model_validator(mode="after")
+    def _known_ops(self) -> GpuLaunchSpec:
+        if (self.eager_ops is None) != (self.eager_ops_idle is None):
+            raise ValueError("eager_ops and eager_ops_idle go together (the GPU behind and idle)")
+        for key in ("eager_ops", "eager_ops_idle"):
+            ops = getattr(self, key) or {}
+            for op in ops:
+                if op not in HOST_OPS:
+                    close = difflib.get_close_matches(op, HOST_OPS, n=1)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    raise ValueError(f"{key}: unknown op {op!r}{hint} (known: {', '.join(HOST_OPS)})")
+            missing = [op for op in HOST_OPS if op not in ops]
+            if ops and missing:
+                raise ValueError(f"{key}: missing {', '.join(missing)}")
+        return self
 
 
 class GpuEfficiencySpec(Spec):
@@ -498,6 +535,9 @@ class GpuEfficiencySpec(Spec):
 
     hbm_stream: float = Field(gt=0.0, le=1.0, description="streaming kernels' share of HBM peak")
     gemm_tensor: float = Field(gt=0.0, le=1.0, description="a full wave of GEMM tiles' share of tensor peak")
+    gemm_stream: float | None = Field(
+        default=None, gt=0.0, le=1.0,
+        description="a GEMM's operand stream's share of HBM peak (TMA tile loads; none: hbm_stream)")
     attention_tensor: float = Field(gt=0.0, le=1.0, description="FlashAttention-2 main loop's share of tensor peak")
     mla_tensor: float = Field(gt=0.0, le=1.0, description="FlashMLA decode main loop's share of tensor peak")
 

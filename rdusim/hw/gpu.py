@@ -40,9 +40,21 @@ class Gpu:
         return self.spec.memory.hbm_bytes_per_s * self.spec.efficiency.hbm_stream
 
     @property
+    def gemm_stream_derate(self) -> float:
+        """A GEMM's operand stream's HBM rate as a share of a streaming kernel's (<= 1 slows it)."""
+        eff = self.spec.efficiency
+        return 1.0 if eff.gemm_stream is None else eff.gemm_stream / eff.hbm_stream
+
+    @property
     def hbm_latency_s(self) -> float:
         """A CTA's first bytes arrive one DRAM round trip after it starts."""
         return float(self.spec.memory.hbm_latency_s)
+
+    @property
+    def l2_bytes_per_s(self) -> float | None:
+        """L2 -> SM bandwidth at which GEMM CTAs read their operand panels (None: no limit)."""
+        rate = self.spec.memory.l2_bytes_per_s
+        return None if rate is None else float(rate)
 
     @property
     def hbm_capacity_bytes(self) -> float:
@@ -56,10 +68,24 @@ class Gpu:
 
     def launch_s(self, mode: str) -> float:
         """Per-kernel cost before the CTAs run: ``stream`` (timed alone), ``graph``, ``eager``, and
-        ``pipeline``, the fixed cost every tensor-core kernel adds."""
+        ``pipeline``, the fixed cost every tensor-core kernel adds (``gemm_pipeline`` for a cuBLAS
+        GEMM, where the GPU document gives one)."""
         launch = self.spec.launch
+        gemm = launch.pipeline_s if launch.gemm_pipeline_s is None else launch.gemm_pipeline_s
         return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s,
-                "pipeline": launch.pipeline_s}[mode]
+                "pipeline": launch.pipeline_s, "gemm_pipeline": gemm, "gemm_step": launch.gemm_step_s}[mode]
+
+    def host_op_s(self, op: str, *, gpu_idle: bool) -> float:
+        """Host cost of one eager PyTorch op of kind ``op`` (``HOST_OPS``): the GPU document's
+        per-op cost with the GPU idle (ahead of the host) or busy (behind), else ``eager_host``."""
+        launch = self.spec.launch
+        table = launch.eager_ops_idle if gpu_idle else launch.eager_ops
+        return launch.eager_host_s if table is None else float(table[op])
+
+    @property
+    def queue_depth(self) -> int | None:
+        """Kernels the host can queue ahead of the GPU before a launch blocks (None: no limit)."""
+        return self.spec.launch.queue_depth
 
     @property
     def fabric(self) -> Fabric:

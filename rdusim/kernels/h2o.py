@@ -1,6 +1,7 @@
 """H2O: heavy hitters by accumulated attention plus the most recent tokens, fixed capacity.
 
-Owns: ``H2OCache``, ``accumulated_attention``, ``h2o_positions``. Imports: torch,
+Owns: ``H2OCache``, ``accumulated_attention``, ``h2o_positions``, ``seen_by``,
+``ranking_scores``. Imports: torch,
 ``attention``, ``cache``, ``selection``, ``validation``.
 
 Semantics (methods.md section 4), per KV head: a token's score is the attention weight it has
@@ -11,11 +12,17 @@ group. Capacity ``C = heavy + recent``. Prefill keeps the last ``recent`` prompt
 last ``recent`` tokens once the new one is in) with the lowest score, ties to the lower
 position; the new token starts at score 0. ``attend`` then adds this step's weights to the
 scores, so call it exactly once per step.
+
+Option ``normalize="mean"`` ranks a token by its accumulated attention divided by the number of
+queries that have seen it (``length - position``: every query from the token itself on), at
+prefill and at every eviction. At prefill this is kvpress's ``ObservedAttentionPress`` score,
+which removes the sum's bias toward early tokens; the stored ``scores`` stay the sums. The
+default ``"sum"`` is methods.md section 4. Either way the cache holds ``heavy + recent`` tokens.
 """
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
 import torch
 from torch import Tensor
@@ -23,9 +30,12 @@ from torch import Tensor
 from rdusim.kernels.attention import default_scale, grouped_logits, masked_softmax, score_dtype
 from rdusim.kernels.cache import SlotCache, gather_tokens
 from rdusim.kernels.selection import compact_positions, select_top
-from rdusim.kernels.validation import check_int, check_prefill, check_step
+from rdusim.kernels.validation import check_choice, check_int, check_prefill, check_step
 
 _ROW_CHUNK = 256  # prompt queries per block: bounds the (B, Hq, rows, T) temporary
+
+Normalize = Literal["sum", "mean"]
+NORMALIZE_CHOICES: tuple[Normalize, ...] = ("sum", "mean")
 
 
 def accumulated_attention(
@@ -54,7 +64,34 @@ def accumulated_attention(
     return total
 
 
-def h2o_positions(scores: Tensor, lengths: Tensor, *, heavy: int, recent: int) -> Tensor:
+def seen_by(positions: Tensor, lengths: Tensor) -> Tensor:
+    """How many queries have seen each token so far: ``length - position`` (at least 1).
+
+    Shapes
+    ------
+    positions (B, H, N) int64 (``-1`` allowed, the result there is meaningless), lengths (B,)
+    -> (B, H, N) int64.
+    """
+    return (lengths[:, None, None] - positions).clamp(min=1)
+
+
+def ranking_scores(
+    scores: Tensor, positions: Tensor, lengths: Tensor, normalize: Normalize
+) -> Tensor:
+    """The scores H2O ranks by: the sums, or with ``"mean"`` the sums over ``seen_by``.
+
+    Shapes
+    ------
+    scores (B, H, N), positions (B, H, N) or broadcastable, lengths (B,) -> (B, H, N).
+    """
+    if normalize == "sum":
+        return scores
+    return scores / seen_by(positions, lengths).to(scores.dtype)
+
+
+def h2o_positions(
+    scores: Tensor, lengths: Tensor, *, heavy: int, recent: int, normalize: Normalize = "sum"
+) -> Tensor:
     """Prompt tokens kept at prefill: the last ``recent`` and the ``heavy`` best earlier ones.
 
     Shapes
@@ -64,7 +101,8 @@ def h2o_positions(scores: Tensor, lengths: Tensor, *, heavy: int, recent: int) -
     b, hkv, tokens = scores.shape
     token = torch.arange(tokens, device=scores.device)
     older = token[None, :] < (lengths - recent)[:, None]  # (B, T): not among the recent
-    top = select_top(scores, older[:, None, :], heavy)  # (B, Hkv, heavy)
+    ranked = ranking_scores(scores, token[None, None, :], lengths, normalize)  # (B, Hkv, T)
+    top = select_top(ranked, older[:, None, :], heavy)  # (B, Hkv, heavy)
     latest = lengths[:, None] - recent + torch.arange(recent, device=scores.device)  # (B, R)
     latest = torch.where(latest >= 0, latest, -1)[:, None, :].expand(b, hkv, recent)  # (B,Hkv,R)
     return compact_positions(torch.cat([top, latest], dim=2), heavy + recent)
@@ -88,10 +126,12 @@ class H2OCache(SlotCache):
         scores: Tensor,
         *,
         recent: int,
+        normalize: Normalize = "sum",
     ) -> None:
         super().__init__(keys, values, positions, lengths)
         self.scores = scores
         self.recent = recent
+        self.normalize = check_choice("normalize", normalize, NORMALIZE_CHOICES)
 
     @classmethod
     def from_prefill(
@@ -104,6 +144,7 @@ class H2OCache(SlotCache):
         heavy: int,
         recent: int,
         scale: float | None = None,
+        normalize: Normalize = "sum",
     ) -> Self:
         """Keep the ``recent`` last prompt tokens and the ``heavy`` most-attended earlier ones.
 
@@ -117,13 +158,20 @@ class H2OCache(SlotCache):
             Heavy-hitter and recent slots (``heavy >= 0``, ``recent >= 0``, sum >= 1).
         scale
             Logit scale, ``1 / sqrt(Dk)`` by default; pass the same scale to ``attend``.
+        normalize
+            ``"sum"`` (methods.md: rank by accumulated attention) or ``"mean"`` (rank by
+            accumulated attention over the number of queries that saw the token, kvpress's
+            ``ObservedAttentionPress``), at prefill and at every eviction.
         """
         check_prefill(keys, values, queries, lengths)
         check_int("heavy", heavy, 0)
         check_int("recent", recent, 0)
         check_int("heavy + recent", heavy + recent, 1)
+        check_choice("normalize", normalize, NORMALIZE_CHOICES)
         total = accumulated_attention(keys, queries, lengths, scale=scale)  # (B, Hkv, T)
-        positions = h2o_positions(total, lengths, heavy=heavy, recent=recent)  # (B, Hkv, C)
+        positions = h2o_positions(
+            total, lengths, heavy=heavy, recent=recent, normalize=normalize
+        )  # (B, Hkv, C)
         scores = torch.where(positions >= 0, total.gather(2, positions.clamp(min=0)), 0.0)
         return cls(
             gather_tokens(keys, positions),
@@ -132,6 +180,7 @@ class H2OCache(SlotCache):
             lengths.clone(),
             scores,
             recent=recent,
+            normalize=normalize,
         )
 
     def append(self, k_new: Tensor, v_new: Tensor) -> None:
@@ -149,13 +198,15 @@ class H2OCache(SlotCache):
 
     def victim(self) -> Tensor:
         """(B, Hkv) slot the next token goes to: the lowest empty slot if any, else the
-        lowest-scored token older than the last ``recent`` (ties to the lower position)."""
+        lowest-ranked token older than the last ``recent`` (ties to the lower position); the
+        rank is the score, or with ``normalize="mean"`` the score over ``seen_by``."""
         empty = self.positions < 0  # (B, Hkv, C)
         first_empty = empty.to(torch.uint8).argmax(dim=-1)  # argmax returns the first maximum
         newest_evictable = (self.lengths - self.recent)[:, None, None]  # (B, 1, 1)
         evictable = ~empty & (self.positions <= newest_evictable)
         # +inf only excludes: a full cache always holds heavy + 1 >= 1 evictable tokens.
-        masked = torch.where(evictable, self.scores, float("inf"))
+        ranked = ranking_scores(self.scores, self.positions, self.lengths, self.normalize)
+        masked = torch.where(evictable, ranked, float("inf"))
         tied = evictable & (masked == masked.amin(dim=-1, keepdim=True))
         never = torch.iinfo(torch.int64).max
         lowest = torch.where(tied, self.positions, never).argmin(dim=-1)  # (B, Hkv)

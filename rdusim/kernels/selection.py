@@ -63,13 +63,17 @@ def window_votes(
     return probs.sum(dim=(2, 3))  # (B, Hkv, T)
 
 
-def pool_votes(votes: Tensor, candidates: Tensor, pool: int) -> Tensor:
+def pool_votes(votes: Tensor, candidates: Tensor, pool: int, *, count_pad: bool = False) -> Tensor:
     """Average-pool votes along the token axis over the candidate set only.
 
     Kernel ``pool`` (odd), stride 1, padding ``pool // 2``; cells outside the candidate set
-    (padding, and tokens that are not candidates) are neither summed nor counted: each value is
-    the mean of the candidate votes within ``pool // 2`` positions. Values at non-candidates are
-    finite but meaningless.
+    (padding, and tokens that are not candidates) are never summed. By default they are not
+    counted either: each value is the mean of the candidate votes within ``pool // 2``
+    positions (rdusim's convention). With ``count_pad`` they count as zeros, so every sum is
+    divided by ``pool``: ``torch.nn.functional.avg_pool1d``'s default ``count_include_pad=True``
+    applied to the candidate range, as SnapKV's official code and kvpress's ``SnapKVPress`` do
+    (the tokens next to the range's edges are damped). Values at non-candidates are finite but
+    meaningless.
 
     Shapes
     ------
@@ -79,6 +83,8 @@ def pool_votes(votes: Tensor, candidates: Tensor, pool: int) -> Tensor:
     inside = candidates[:, None, :]  # (B, 1, T)
     summed = F.pad(torch.where(inside, votes, 0.0), (half, half))  # (B, H, T + 2*half)
     sums = summed.unfold(-1, pool, 1).sum(dim=-1)  # (B, H, T)
+    if count_pad:
+        return sums / pool
     counted = F.pad(inside.to(votes.dtype), (half, half))  # (B, 1, T + 2*half)
     counts = counted.unfold(-1, pool, 1).sum(dim=-1)  # (B, 1, T)
     return sums / counts.clamp(min=1.0)

@@ -8,6 +8,11 @@ visible prompt keys; their probabilities on the prefix ``[0, L-W)`` are summed o
 the query heads of each KV head, average-pooled over the prefix (padded cells not counted), and
 the best ``budget - W`` prefix tokens are kept per KV head (ties to the lower position), plus
 the whole window. A prompt no longer than ``budget`` is kept whole.
+
+Option ``pool_count_pad=True`` divides every pooled sum by ``P`` (cells beyond the prefix count
+as zeros), the ``count_include_pad`` convention of SnapKV's official code and kvpress's
+``SnapKVPress``; it changes which tokens are kept near the prefix edges, never how many
+(docs/kernels.md, "Differential tests against kvpress").
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from rdusim.kernels.selection import (
     select_top,
     window_votes,
 )
-from rdusim.kernels.validation import check_int, check_pool, check_prefill
+from rdusim.kernels.validation import check_flag, check_int, check_pool, check_prefill
 from rdusim.kv_policy import DEFAULT_POOL, DEFAULT_WINDOW
 
 
@@ -39,6 +44,7 @@ def snapkv_positions(
     window: int,
     pool: int,
     scale: float | None,
+    pool_count_pad: bool = False,
 ) -> Tensor:
     """The prompt tokens SnapKV keeps, ascending, ``-1`` padded: ``min(L, budget)`` per row.
 
@@ -54,7 +60,8 @@ def snapkv_positions(
     votes = window_votes(
         queries, keys, lengths, window=window, key_set=visible, scale=scale
     )  # (B, Hkv, T)
-    top = select_top(pool_votes(votes, prefix, pool), prefix[:, None, :], budget - window)
+    pooled = pool_votes(votes, prefix, pool, count_pad=pool_count_pad)  # (B, Hkv, T)
+    top = select_top(pooled, prefix[:, None, :], budget - window)
     rows, row_valid = observation_rows(lengths, window)  # (B, W)
     kept_window = torch.where(row_valid, rows, -1)[:, None, :].expand(b, hkv, window)  # (B,Hkv,W)
     return compact_positions(torch.cat([top, kept_window], dim=2), min(budget, tokens))
@@ -76,6 +83,7 @@ class SnapKVCache(AppendCache):
         window: int = DEFAULT_WINDOW,
         pool: int = DEFAULT_POOL,
         scale: float | None = None,
+        pool_count_pad: bool = False,
     ) -> Self:
         """Compress the prompt to at most ``budget`` tokens per KV head.
 
@@ -93,15 +101,21 @@ class SnapKVCache(AppendCache):
             Observation window W >= 1 and odd pooling kernel P.
         scale
             Logit scale of the voting softmax, ``1 / sqrt(Dk)`` by default.
+        pool_count_pad
+            Divide every pooled sum by ``pool`` (zero padding counted, kvpress's and SnapKV's
+            ``avg_pool1d`` default) instead of by the number of prefix cells in the kernel
+            (rdusim's default). Only which tokens are kept can change, not how many.
         """
         shape = check_prefill(keys, values, queries, lengths)
         check_int("window", window, 1)
         check_int("budget", budget, window)
         check_int("capacity", capacity, min(budget, shape.tokens))
         check_pool(pool)
+        check_flag("pool_count_pad", pool_count_pad)
         kept = snapkv_positions(
-            keys, queries, lengths, budget=budget, window=window, pool=pool, scale=scale
-        )
+            keys, queries, lengths, budget=budget, window=window, pool=pool, scale=scale,
+            pool_count_pad=pool_count_pad,
+        )  # fmt: skip
         positions = pad_slots(kept, capacity)  # (B, Hkv, C)
         return cls(
             gather_tokens(keys, positions),

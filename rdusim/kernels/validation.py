@@ -1,7 +1,7 @@
 """Checks of the tensors and integers that every cache takes, with exact ``ValueError`` messages.
 
 Owns: ``PrefillShape``, ``check_prefill``, ``check_step``, ``check_query``, ``check_int``,
-``check_pool``. Imports: torch.
+``check_pool``, ``check_flag``, ``check_choice``. Imports: torch.
 
 Shape checks read only static shapes, dtypes and devices. The one data-dependent check, that
 every length lies in ``[0, T]``, runs once per prefill (a single host sync), never per decode step.
@@ -31,6 +31,20 @@ def check_int(name: str, value: object, minimum: int) -> int:
     """Return ``value`` if it is an ``int`` (not a bool) of at least ``minimum``, else raise."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def check_flag(name: str, value: object) -> bool:
+    """Return ``value`` if it is a ``bool``, else raise (a truthy string is not a flag)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise naming them."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     return value
 
 

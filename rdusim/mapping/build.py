@@ -21,8 +21,9 @@ from rdusim.mapping.bundle import LoadedMapping
 from rdusim.mapping.draft import draft_candidates
 from rdusim.mapping.memory import live_activation_peak
 from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan, SpeculativePlan
-from rdusim.mapping.sharding import Layout, collectives, op_shard
+from rdusim.mapping.sharding import Layout, aligned_kv_degree, collectives, op_shard
 from rdusim.mapping.stages import KernelContext, build_kernel, check_item_budget
+from rdusim.model.ops import Op
 from rdusim.model.policy import kv_length as policy_kv_length
 from rdusim.model.speculative import expected_accepted
 from rdusim.model.transformer import HEAD, Shape, base_layer_type, layer_counts, layer_graph
@@ -85,7 +86,8 @@ def speculative_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Specu
         return None
     accepted = expected_accepted(sd.acceptance.rate, sd.k)
     if sd.draft == MTP_DRAFT:
-        return SpeculativePlan(None, sd.k, sd.acceptance.rate, accepted)
+        return SpeculativePlan(_as_draft(_mtp_draft(loaded, check_sram)), sd.k, sd.acceptance.rate, accepted,
+                               self_draft=True)
     failures: list[str] = []
     for candidate in draft_candidates(loaded):
         try:
@@ -96,6 +98,21 @@ def speculative_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Specu
         return SpeculativePlan(_as_draft(draft), sd.k, sd.acceptance.rate, accepted)
     raise MappingError([f"{loaded.where('speculative', 'draft')}: the draft {sd.draft} does not build on "
                         f"{loaded.system.name}:", *failures])
+
+
+def _mtp_draft(loaded: LoadedMapping, check_sram: bool) -> Plan:
+    """Self-speculation with the target's multi-token-prediction module (DeepSeek-V3 report,
+    arXiv 2412.19437, section 2.2): each draft step runs the MTP module for one token per
+    sequence, i.e. ``mtp_layers`` decoder layers of the target's last layer type (DeepSeek: an
+    MLA + MoE block) and the per-step head (embedding, shared output head, sampling), with the
+    target's own kernels at one query token. Its weights and KV cache are the MTP layer's
+    (``memory.mtp_layers``); the embedding and output head are the target's, shared."""
+    plain = build_plan(dataclasses.replace(loaded, spec=loaded.spec.model_copy(update={"speculative": None})),
+                       check_sram=check_sram)
+    last = [t for t in plain.layer_counts if t != HEAD][-1]
+    counts = {last: loaded.model.mtp_layers} | ({HEAD: 1} if HEAD in plain.layer_counts else {})
+    return dataclasses.replace(plain, layer_counts=counts, kernels={t: plain.kernels[t] for t in counts},
+                               activation_peak_bytes={t: plain.activation_peak_bytes[t] for t in counts})
 
 
 def _as_draft(plan: Plan) -> Plan:
@@ -259,13 +276,29 @@ def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
                                   f"(it has {', '.join(d for d in op.sizes if d in op.loop)})")
                 elif op.sizes[dim] % degree:
                     issues.append(f"{where}: degree {degree} does not divide {dim}={op.sizes[dim]} "
-                                  f"of op {name!r}")
+                                  f"of op {name!r}{_fewer_sequences_hint(op, dim, degree)}")
+            if "heads" in shard and "kv_heads" in shard and shard["kv_heads"] != aligned_kv_degree(op, shard["heads"]):
+                issues.append(f"{where}: op {name!r} splits heads {shard['heads']} ways and kv_heads "
+                              f"{shard['kv_heads']} ways, but a socket holding {op.sizes['heads'] // shard['heads']} "
+                              f"query heads needs exactly their KV heads: kv_heads "
+                              f"{aligned_kv_degree(op, shard['heads'])} (or leave kv_heads out)")
             # a socket holding a group of query heads holds their KV head: aligned, not extra
             used = math.prod(k for d, k in shard.items() if not (d == "kv_heads" and "heads" in shard))
             if used > sockets or sockets % used:
                 issues.append(f"{where}: op {name!r} is split {used} ways ({shard}), which does not "
                               f"fit or divide the {sockets} sockets of {loaded.system.name}")
     return sorted(set(issues), key=issues.index)
+
+
+def _fewer_sequences_hint(op: Op, dim: str, degree: int) -> str:
+    """A decode batch smaller than attention's data-parallel degree: say how to shard instead."""
+    if dim != "batch" or op.op_class != "attention" or "heads" not in op.sizes:
+        return ""
+    heads = op.sizes["heads"]
+    fit = degree if heads % degree == 0 else math.gcd(heads, degree)
+    whole = " (MLA: each socket keeps the whole latent cache)" if op.sizes.get("kv_heads", 1) == 1 else ""
+    return (f"; with fewer sequences than sockets, shard attention by heads instead: "
+            f"shard: {{{op.name}: {{heads: {fit}}}}}{whole}")
 
 
 def _check_sram(loaded: LoadedMapping, layer_type: str, plans: tuple[KernelPlan, ...]) -> list[str]:

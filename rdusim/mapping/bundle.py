@@ -145,7 +145,7 @@ def check_speculative(loaded: LoadedMapping) -> None:
 
 
 def draft_model(loaded: LoadedMapping) -> ModelSpec:
-    where = f"{loaded.where('speculative', 'draft')}: speculative.draft"
+    where = loaded.where("speculative", "draft")
     assert loaded.spec.speculative is not None
     path = model_path(loaded.spec.speculative.draft, loaded.document.path.parent, where)
     return validate(read_document(path, where), ModelSpec)

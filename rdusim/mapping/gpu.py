@@ -23,7 +23,7 @@ out of the engine; here only the structure is decided, from the libraries' own r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rdusim.hw.collectives import CollectiveCost, collective_cost
 from rdusim.hw.gpu import Gpu
@@ -41,6 +41,7 @@ class CtaGroup:
     bytes: float
     flops: float = 0.0
     tiles: int = 1
+    l2_bytes: float = 0.0  # bytes each CTA reads through L2 (GEMM operand panels; 0: not limited)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class GpuKernel:
     ctas_per_sm: int
     math: str = "none"          # "gemm", "attention", "mla", "nvlink" or "none" (which rate applies)
     launches: int = 1           # host-side ops this kernel stands for (eager dispatch)
+    host_ops: tuple[str, ...] = ()  # the eager PyTorch ops the host dispatches for it (HOST_OPS kinds)
     collective: CollectiveCost | None = None  # math "nvlink": the NCCL collective it runs
 
     @property
@@ -69,30 +71,101 @@ class GpuKernel:
 #: smallest K slice a split-K CTA is given: four 64-deep K steps keep its pipeline full
 SPLIT_K_MIN_DEPTH = 256
 GEMM_K_STEP = 64  # K depth of one main-loop step (one shared-memory stage) of a Hopper GEMM
+#: Output tiles cuBLAS 13's Hopper kernels use: the kernel names ``nvjet_sm90_tst_{A}x{B}_64x{stages}_..._TN{T|N}``
+#: that cuBLAS launched for 1452 GEMM shapes (benchmarks/gpu/h100-20261125-kernels.csv). A ``TNT``
+#: kernel computes C^T = W x^T (A along n, B along m); a ``TNN`` kernel C = x W^T (A along m, B
+#: along n): e.g. 512 x 768 x 4096 ran 48x64 TNN, 11 x 12 = 132 tiles, one per SM. Both
+#: orientations of every observed (A, B) are candidates (``GEMM_TILES`` lists (BN, BM)).
+_OBSERVED_TILES = (
+    (8, 64), (16, 64), (24, 64), (32, 64), (40, 64), (48, 64), (64, 8), (64, 16), (64, 32), (64, 40),
+    (64, 64), (72, 64), (80, 64), (80, 128), (88, 64), (88, 128), (96, 64), (96, 128), (112, 64),
+    (112, 128), (128, 8), (128, 16), (128, 32), (128, 64), (128, 128), (128, 160), (128, 256),
+    (144, 64), (144, 128), (160, 192), (168, 128), (176, 128), (192, 8), (192, 16), (192, 32),
+    (192, 64), (192, 128), (192, 192), (224, 64), (224, 128), (256, 8), (256, 16), (256, 32),
+    (256, 64), (256, 128), (320, 64), (320, 128), (384, 8), (448, 64), (512, 16), (512, 32),
+)
+GEMM_TILES = tuple(sorted(set(_OBSERVED_TILES) | {(b, a) for a, b in _OBSERVED_TILES}))
+SPLIT_K_MAX = 16
+GEMM_CLUSTER = 2  # CTAs of a thread-block cluster sharing one operand panel by TMA multicast
+GEMM_TIE = 0.01  # estimates within 1% are equal: the closed form cannot tell them apart
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """A GEMM's launch: output tile (``bn`` x ``bm``), K splits, CTAs, and the bytes each CTA
+    moves from HBM (unique operands, shared through L2) and reads through L2 (its panels)."""
+
+    bn: int
+    bm: int
+    splits: int
+    ctas: int
+    k_slice: int
+    hbm_bytes: float
+    l2_bytes_per_cta: float
+    estimate_s: float
+
+
+def gemm_plan(m: int, n: int, k: int, gpu: Gpu, *, dtype_bytes: int = BF16) -> GemmPlan:
+    """The tile and split-K a library heuristic picks: of the candidate tiles (``GEMM_TILE_N`` x
+    the two smallest ``GEMM_TILE_M`` that hold ``m``, and the 256 x 128 tile once m >= 256) and
+    split counts (while the grid is under one wave and each slice keeps ``SPLIT_K_MIN_DEPTH``),
+    the one whose closed-form time is least (``_gemm_estimate``: the larger of HBM bytes, L2
+    panel bytes and per-CTA math over whole waves, plus each wave's unhidden per-step cost and
+    a split-K reduction). Within
+    ``GEMM_TIE`` of the least (a memory-bound GEMM, where many tiles tie), the least padded
+    output, then the grid that fills more SMs, then fewer splits."""
+    plans = []
+    for bn, bm in GEMM_TILES:
+        tiles = math.ceil(n / bn) * math.ceil(m / bm)
+        for splits in range(1, SPLIT_K_MAX + 1):
+            if splits > 1 and (tiles * splits > gpu.sms or k // splits < SPLIT_K_MIN_DEPTH):
+                break
+            plans.append(_gemm_estimate(m, n, k, bn, bm, splits, gpu, dtype_bytes))
+    fastest = min(p.estimate_s for p in plans)
+    near = [p for p in plans if p.estimate_s <= fastest * (1 + GEMM_TIE)]
+    return min(near, key=lambda p: (p.ctas // p.splits * p.bn * p.bm, -min(p.ctas, gpu.sms), p.splits, -p.bn))
+
+
+def _gemm_estimate(m: int, n: int, k: int, bn: int, bm: int, splits: int, gpu: Gpu,
+                   dtype_bytes: int) -> GemmPlan:
+    tiles = math.ceil(n / bn) * math.ceil(m / bm)
+    ctas = tiles * splits
+    k_slice = math.ceil(k / splits)
+    out = m * n * (4 * splits if splits > 1 else dtype_bytes)
+    hbm = (m * k + n * k) * dtype_bytes + out  # each operand leaves HBM once (L2 shares panels)
+    # the CTA's two operand panels, read through L2; the kernels run in clusters of two CTAs
+    # (``_2x1_``/``_1x2_`` in the names) that TMA-multicast the larger panel, so each CTA reads
+    # half of it
+    l2_cta = (max(bn, bm) / GEMM_CLUSTER + min(bn, bm)) * k_slice * dtype_bytes
+    waves = math.ceil(ctas / gpu.sms)
+    math_s = waves * 2.0 * bn * bm * k_slice / (gpu.math_flops_per_s("gemm") / gpu.sms)
+    l2_rate = gpu.l2_bytes_per_s
+    l2_s = ctas * l2_cta / l2_rate if l2_rate else 0.0
+    hbm_s = hbm / (gpu.hbm_bytes_per_s * gpu.gemm_stream_derate)
+    # the per-step cost the main loop does not hide is paid once per wave
+    est = max(hbm_s, l2_s, math_s) + waves * math.ceil(k_slice / GEMM_K_STEP) * gpu.launch_s("gemm_step")
+    if splits > 1:  # the reduction kernel: its launch and its bytes
+        est += gpu.launch_s("stream") + m * n * (4 * splits + dtype_bytes) / gpu.hbm_bytes_per_s
+    return GemmPlan(bn, bm, splits, ctas, k_slice, hbm, l2_cta, est)
 
 
 def gemm_tile(m: int) -> tuple[int, int]:
-    """(BM, BN) of the output tile: 128x256 for large M, 64x128 for skinny (decode) GEMMs."""
+    """(BM, BN) of a large GEMM's output tile at ``m`` rows (the old fixed choice; kept for
+    callers that size a tile without a GPU)."""
     return (64, 128) if m <= 64 else (128, 256)
 
 
 def gemm(name: str, m: int, n: int, k: int, gpu: Gpu, *, dtype_bytes: int = BF16) -> list[GpuKernel]:
-    """y (M, N) = x (M, K) W^T: the main kernel, plus a split-K reduction when K is split."""
-    bm, bn = gemm_tile(m)
-    tiles = math.ceil(m / bm) * math.ceil(n / bn)
-    splits = 1
-    if tiles < gpu.sms:
-        splits = max(1, min(gpu.sms // tiles, k // SPLIT_K_MIN_DEPTH))
-    ctas = tiles * splits
-    k_slice = math.ceil(k / splits)
-    unique = (m * k + n * k) * dtype_bytes  # each operand leaves HBM once (L2 shares panels)
-    out = m * n * (4 * splits if splits > 1 else dtype_bytes)
-    steps = math.ceil(k_slice / GEMM_K_STEP)
-    main = GpuKernel(name, (CtaGroup(ctas, (unique + out) / ctas, 2.0 * bm * bn * k_slice, steps),),
+    """y (M, N) = x (M, K) W^T: the main kernel (``gemm_plan``'s tile and splits), plus a
+    split-K reduction when K is split."""
+    p = gemm_plan(m, n, k, gpu, dtype_bytes=dtype_bytes)
+    steps = math.ceil(p.k_slice / GEMM_K_STEP)
+    main = GpuKernel(name, (CtaGroup(p.ctas, p.hbm_bytes / p.ctas, 2.0 * p.bn * p.bm * p.k_slice, steps,
+                                     l2_bytes=p.l2_bytes_per_cta),),
                      ctas_per_sm=1, math="gemm")
-    if splits == 1:
+    if p.splits == 1:
         return [main]
-    return [main, streaming(f"{name}.splitk_reduce", m * n * (4 * splits + dtype_bytes), gpu)]
+    return [main, streaming(f"{name}.splitk_reduce", m * n * (4 * p.splits + dtype_bytes), gpu)]
 
 
 # ------------------------------------------------------------------------- attention
@@ -225,8 +298,36 @@ def layer_kernels(names: list[str], s: LayerShape, gpu: Gpu, *, phase: str) -> l
     for name in names:
         if name not in _BUILDERS:
             raise ValueError(f"unknown GPU library kernel {name!r}")
-        out += _BUILDERS[name](_Ctx(s, gpu, phase))
+        built = _BUILDERS[name](_Ctx(s, gpu, phase))
+        ops = host_ops(name, phase)
+        if built and ops:  # the host dispatches the ops, then the kernels follow
+            built[0] = replace(built[0], host_ops=ops)
+        out += built
     return out
+
+
+_ROPE_CALL = ("slice", "elementwise_neg", "slice", "cat", "elementwise_mul", "elementwise_mul", "elementwise_add")
+
+
+def host_ops(name: str, phase: str) -> tuple[str, ...]:
+    """The eager PyTorch ops (``HOST_OPS`` kinds) ``measure.py``'s Llama forward dispatches for a
+    library kernel, in order: the GEMM call and its views, the rotary embedding's slices,
+    negation, cat, products and sum, the KV append's two ``index_copy_``, the SDPA call and the
+    output's transpose and reshape (a view at decode, a copy at prefill: counted as a unary op)."""
+    return {
+        "embedding": ("embedding",),
+        "rms_norm": ("rms_norm",),
+        "qkv_gemm": ("gemm", "view", "transpose"),
+        "rope": ("slice", *_ROPE_CALL, "slice", *_ROPE_CALL, "slice"),
+        "kv_append": ("index_copy", "index_copy"),
+        "attention": ("sdpa", "transpose") + (("reshape_view",) if phase == "decode" else ()),
+        "o_gemm": (("elementwise_neg",) if phase == "prefill" else ()) + ("gemm",),
+        "residual_add": ("elementwise_add",),
+        "gate_up_gemm": ("gemm",),
+        "silu_mul": ("slice", "silu", "slice", "elementwise_mul"),
+        "down_gemm": ("gemm",),
+        "lm_head": ("slice", "rms_norm", "gemm"),
+    }.get(name, ())
 
 
 @dataclass(frozen=True)

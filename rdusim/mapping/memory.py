@@ -1,8 +1,8 @@
 """Memory per socket and tier, by use: weights, KV cache, activations, SRAM working set.
 
-Owns: ``memory_report`` / ``memory_usage`` (the one memory accounting, shared with the
-analytical estimator), ``kv_cache_bytes_per_socket``, ``cached_layers``, ``kernel_weight_bytes``,
-``kv_split``, ``live_activation_peak``. Imports: plan, sharding, model, config.
+Owns: ``memory_report`` / ``memory_usage`` / ``memory_of_layers`` (the one memory accounting,
+shared with the analytical estimator through ``LayerMemory`` / ``layer_memory``),
+``kv_cache_bytes_per_socket``, ``cached_layers``, ``kernel_weight_bytes``, ``kv_split``, ``live_activation_peak``. Imports: plan, sharding, model, config.
 Weights: every layer's weight tensors as its ops are sharded, in the tier the mapping puts
 them, plus embedding and output head (split by vocabulary across TP). KV cache: kept
 tokens x bytes per token x layers, split as the mapping shards attention (DP splits
@@ -13,10 +13,19 @@ between two kernels of a layer.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import networkx as nx
 
-from rdusim.config.schema import DTYPE_BYTES, HBM, MEMORY_TIERS, SRAM, MappingSpec, ModelSpec
+from rdusim.config.schema import (
+    DTYPE_BYTES,
+    HBM,
+    MEMORY_TIERS,
+    MTP_DRAFT,
+    SRAM,
+    MappingSpec,
+    ModelSpec,
+)
 from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, tensor_layout
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
@@ -32,7 +41,7 @@ def memory_report(plan: Plan) -> dict[str, dict[str, float]]:
     report = memory_usage(plan.mapping, plan.model, plan.layer_counts, plan.kernels, plan.batch, plan.kv_len,
                           max(plan.activation_peak_bytes.values(), default=0.0))
     sd = plan.speculative
-    if sd is not None and sd.draft is not None:
+    if sd is not None and sd.draft is not None and not sd.self_draft:
         draft = memory_report(sd.draft)
         for tier in MEMORY_TIERS:
             for use in ("weights", "kv_cache"):
@@ -42,31 +51,63 @@ def memory_report(plan: Plan) -> dict[str, dict[str, float]]:
     return report
 
 
+@dataclass(frozen=True)
+class LayerMemory:
+    """What one layer type's kernels contribute to the memory accounting (picklable, small):
+    per kernel in order its weights' tier and bytes per socket; the KV split of its last
+    attention stage (None: no attention); its largest SRAM working set."""
+
+    weights: tuple[tuple[str, float], ...]
+    kv_split: int | None
+    sram_bytes: float
+
+
+def layer_memory(kernels: Sequence[KernelPlan]) -> LayerMemory:
+    split = None
+    for kernel in kernels:
+        for stage in kernel.stages:
+            if stage.op is not None and stage.op.op_class == "attention":
+                split = stage.shard.get("batch", 1) * stage.shard.get("kv_heads", 1)
+    return LayerMemory(tuple((k.weights_tier, kernel_weight_bytes(k)) for k in kernels), split,
+                       max((k.sram_bytes for k in kernels), default=0.0))
+
+
 def memory_usage(mapping: MappingSpec, model: ModelSpec, layer_counts: Mapping[str, int],
                  kernels: Mapping[str, Sequence[KernelPlan]], batch: int, kv_len: int,
                  activation_peak_bytes: float) -> dict[str, dict[str, float]]:
     """``{tier: {use: bytes per socket}}`` of a mapping's kernels per layer type.
 
     The one memory accounting: ``memory_report`` gives it a built plan, the analytical
-    estimator the kernel plans it has cached for a candidate.
+    estimator the per-layer summaries (``layer_memory``) of a candidate's cached kernels.
     """
+    layers = {t: layer_memory(ks) for t, ks in kernels.items()}
+    return memory_of_layers(mapping, model, layer_counts, layers, batch, kv_len, activation_peak_bytes)
+
+
+def memory_of_layers(mapping: MappingSpec, model: ModelSpec, layer_counts: Mapping[str, int],
+                     layers: Mapping[str, LayerMemory], batch: int, kv_len: int,
+                     activation_peak_bytes: float) -> dict[str, dict[str, float]]:
+    """``memory_usage`` from each layer type's ``LayerMemory``."""
     report = {tier: dict.fromkeys(USES, 0.0) for tier in MEMORY_TIERS}
     # the head layer (a draft's too): counted once below
-    decoder = {t: ks for t, ks in kernels.items() if t.removeprefix(DRAFT_PREFIX) != HEAD}
-    for layer_type, layer_kernels in decoder.items():
-        for kernel in layer_kernels:
-            report[kernel.weights_tier]["weights"] += kernel_weight_bytes(kernel) * layer_counts[layer_type]
+    decoder = {t: layer for t, layer in layers.items() if t.removeprefix(DRAFT_PREFIX) != HEAD}
+    for layer_type, layer in decoder.items():
+        for tier, nbytes in layer.weights:
+            report[tier]["weights"] += nbytes * layer_counts[layer_type]
     report[HBM]["weights"] += head_weight_bytes(model) / mapping.defaults.tp
     mtp = mtp_layers(model, mapping)
     if mtp:
         # multi-token prediction: one more decoder layer (DeepSeek: an MoE layer, M1 in
         # hardware-and-models.md B.2), sharded like the last decoder layer type
         last = list(decoder)[-1]
-        report[HBM]["weights"] += mtp * sum(kernel_weight_bytes(k) for k in decoder[last])
-    split = kv_split(k for layer_kernels in kernels.values() for k in layer_kernels)
+        report[HBM]["weights"] += mtp * sum(nbytes for _, nbytes in decoder[last].weights)
+    split = 1   # sockets the KV cache is split over: the last attention stage's (kv_split)
+    for layer in layers.values():
+        if layer.kv_split is not None:
+            split = layer.kv_split
     report[HBM]["kv_cache"] = batch * kv_len * kv_bytes_per_token_layer(model) * (model.layers + mtp) / split
     report[HBM]["activations"] = activation_peak_bytes
-    report[SRAM]["working_set"] = max(k.sram_bytes for ks in kernels.values() for k in ks)
+    report[SRAM]["working_set"] = max(layer.sram_bytes for layer in layers.values())
     return report
 
 
@@ -82,8 +123,11 @@ def cached_layers(plan: Plan) -> int:
 
 def mtp_layers(model: ModelSpec, mapping: MappingSpec) -> int:
     """Multi-token-prediction layers in use: the model's, when the workload accepts more than
-    one token per step (hardware-and-models.md B.3: "MTP layer KV (if MTP is used): +1 layer")."""
-    return model.mtp_layers if mapping.workload.accepted_tokens_per_step > 1 else 0
+    one token per step, or when the MTP module drafts for speculative decoding (``speculative:
+    {draft: mtp}``, k > 0) (hardware-and-models.md B.3: "MTP layer KV (if MTP is used): +1 layer")."""
+    sd = mapping.speculative
+    drafting = sd is not None and sd.draft == MTP_DRAFT and sd.k > 0
+    return model.mtp_layers if mapping.workload.accepted_tokens_per_step > 1 or drafting else 0
 
 
 def head_weight_bytes(model: ModelSpec) -> float:
@@ -118,22 +162,22 @@ def live_activation_peak(graph: nx.DiGraph, kernel_of: dict[str, int], shards: d
     used inside one kernel stay in SRAM and are not counted.
     """
     n_kernels = max(kernel_of.values()) + 1
+    last_reader: dict[str, int] = {}   # tensor -> the last kernel reading it (one pass over the graph)
+    for name in graph.nodes:
+        for tensor in {t.name for t in graph.nodes[name]["op"].reads}:
+            last_reader[tensor] = max(last_reader.get(tensor, 0), kernel_of[name])
+    if LAYER_INPUT in last_reader:     # the layer output is read by the next layer's readers of its input
+        last_reader[LAYER_OUTPUT] = n_kernels + last_reader[LAYER_INPUT]
+    else:
+        last_reader.pop(LAYER_OUTPUT, None)
     live = [0.0] * (2 * n_kernels)
     for name in graph.nodes:
         op = graph.nodes[name]["op"]
         for tensor in op.writes:
             if tensor.role != "activation":
                 continue
-            last = _last_reader(graph, kernel_of, tensor.name, n_kernels)
+            last = last_reader.get(tensor.name, 0)
             nbytes = tensor.nbytes(op.sizes, tensor_layout(tensor, shards[name]))
             for boundary in range(kernel_of[name], last):
                 live[boundary] += nbytes
     return max(live)
-
-
-def _last_reader(graph: nx.DiGraph, kernel_of: dict[str, int], tensor: str, n_kernels: int) -> int:
-    readers = [kernel_of[n] for n in graph.nodes if any(t.name == tensor for t in graph.nodes[n]["op"].reads)]
-    if tensor == LAYER_OUTPUT:
-        readers = [n_kernels + kernel_of[n] for n in graph.nodes
-                   if any(t.name == LAYER_INPUT for t in graph.nodes[n]["op"].reads)]
-    return max(readers, default=0)

@@ -43,6 +43,8 @@ class Stage:
     op: Op | None = None                     # None for an inserted collective
     shard: dict[str, int] = field(default_factory=dict)
     is_barrier: bool = False                 # waits for every input chunk before computing
+    loads_follow_inputs: bool = False        # which bytes to load is known only once the chunk's
+                                             # inputs arrive (routed experts picked in this kernel)
 
     @property
     def work(self) -> float:
@@ -95,6 +97,11 @@ class Plan:
     def phase(self) -> str:
         return self.mapping.phase
 
+    def every_kernel(self) -> dict[tuple[str, str], KernelPlan]:
+        """Every kernel a step runs by (layer type, name): the plan's, and a speculative draft's."""
+        plans = [self] if self.speculative is None or self.speculative.draft is None else [self, self.speculative.draft]
+        return {(k.layer_type, k.name): k for p in plans for ks in p.kernels.values() for k in ks}
+
 
 #: the prefix of a draft's layer types (``draft dense``): its kernels are rows of their own
 DRAFT_PREFIX = "draft "
@@ -103,9 +110,12 @@ DRAFT_PREFIX = "draft "
 @dataclass(frozen=True)
 class SpeculativePlan:
     """A speculative decode step: ``k`` steps of the ``draft`` plan, then the target's plan
-    verifying ``k + 1`` tokens per sequence; ``accepted`` tokens per step (the acceptance model)."""
+    verifying ``k + 1`` tokens per sequence; ``accepted`` tokens per step (the acceptance model).
+    ``self_draft``: the target's own MTP module drafts (its weights and KV cache are the target's
+    MTP layer's, counted with the target's memory, not again as a draft's)."""
 
-    draft: Plan | None          # None: the target's own MTP module drafts (its kernels in the target's plan)
+    draft: Plan | None
     k: int
     rate: float
     accepted: float
+    self_draft: bool = False

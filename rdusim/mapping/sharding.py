@@ -48,9 +48,9 @@ def op_shard(op: Op, kernel: KernelSpec) -> Layout:
     replaces TP/DP for that op), else kernel TP on the op's TP dimension and DP on batch
     (``kernel`` as resolved by ``rdusim.mapping.bundle.resolve_kernels``)."""
     if op.name in kernel.shard:
-        return {d: k for d, k in kernel.shard[op.name].items() if k > 1}
+        return _aligned_kv_heads(op, {d: k for d, k in kernel.shard[op.name].items() if k > 1})
     if op.attach_to in kernel.shard:  # a policy's op follows the op it serves
-        return {d: k for d, k in kernel.shard[op.attach_to].items() if k > 1 and d in op.sizes}
+        return _aligned_kv_heads(op, {d: k for d, k in kernel.shard[op.attach_to].items() if k > 1 and d in op.sizes})
     tp = kernel.tp or 1
     dp = kernel.dp or 1
     shard: Layout = {}
@@ -61,10 +61,28 @@ def op_shard(op: Op, kernel: KernelSpec) -> Layout:
         else:
             shard[op.tp_dim] = tp
         if op.tp_dim == "heads" and op.sizes.get("kv_heads", 1) > 1:
-            shard["kv_heads"] = math.gcd(tp, op.sizes["kv_heads"])
+            shard["kv_heads"] = aligned_kv_degree(op, tp)
     if dp > 1:
         shard["batch"] = dp
     return {d: k for d, k in shard.items() if k > 1}
+
+
+def aligned_kv_degree(op: Op, heads_degree: int) -> int:
+    """KV-head degree that goes with splitting query heads ``heads_degree`` ways: a socket
+    holding a group of query heads holds exactly their KV heads (GQA group ``heads //
+    kv_heads``); more sockets than KV heads replicate each KV head across its rank group."""
+    return math.gcd(heads_degree, op.sizes.get("kv_heads", 1))
+
+
+def _aligned_kv_heads(op: Op, shard: Layout) -> Layout:
+    """An explicit ``heads`` split of an op with several KV heads splits its KV heads with it
+    (the same rule as the TP path): without it every socket would read every KV head.
+    MLA has one latent KV head per token: it is replicated, each socket reads it whole."""
+    if "heads" in shard and "kv_heads" not in shard and op.sizes.get("kv_heads", 1) > 1:
+        degree = aligned_kv_degree(op, shard["heads"])
+        if degree > 1:
+            return {**shard, "kv_heads": degree}
+    return shard
 
 
 def tensor_layout(tensor: TensorUse, shard: Layout) -> Layout:

@@ -16,7 +16,11 @@ is); the genes are:
   ``chunk`` (powers of two around the seed's) and ``weights`` (hbm/ddr); a kernel made of
   several segments takes the settings of its lead segment (the one with attention, else
   its first);
-- ``batch`` (decode only): powers of two.
+- ``batch`` (decode only): powers of two;
+- speculative decode seeds (a draft model, not MTP): ``sd.k``, the draft length (0 = plain
+  decoding), and ``sd.draft``, the draft model among the packaged models that share the
+  target's vocabulary and are smaller than it (the draft's mapping is derived on the node,
+  ``rdusim.mapping.draft``, unless the candidate keeps the seed's draft and its mapping).
 
 The seed genome spells the seed mapping (same kernels, same degrees), so the seed is
 always in the space.
@@ -29,13 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rdusim.config.loader import Document
-from rdusim.config.schema import DDR, HBM, KernelSpec, KvPolicySpec
+from rdusim.config.loader import MODELS_DIR, Document, read_document, validate
+from rdusim.config.schema import DDR, HBM, MTP_DRAFT, KernelSpec, KvPolicySpec, ModelSpec
 from rdusim.mapping.build import layer_shape
 from rdusim.mapping.bundle import LoadedMapping, validate_mapping
 from rdusim.model.transformer import HEAD, base_layer_type, layer_counts, layer_graph
 
 BATCHES = tuple(2**k for k in range(11))       # 1 .. 1024
+#: draft lengths the explorer tries (R4 studies up to 9; serving stacks use a few to ~10)
+DRAFT_KS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16)
 CHUNK_STEPS = (-2, -1, 0, 1, 2)                # seed chunk x 2**step
 KERNEL_KEYS = ("max_chunks", "kv_block_tokens", "buffer_depth", "orchestration")
 
@@ -96,6 +102,12 @@ def space_from_seed(loaded: LoadedMapping) -> Space:
         batches = tuple(sorted(set(BATCHES) | {spec.workload.batch}))
         genes.append(Gene("batch", batches))
         seed.append(batches.index(spec.workload.batch))
+    sd = spec.speculative
+    if sd is not None and sd.draft != MTP_DRAFT:
+        ks = tuple(sorted(set(DRAFT_KS) | {sd.k}))
+        drafts = draft_choices(loaded)
+        genes += [Gene(SD_K, ks), Gene(SD_DRAFT, drafts)]
+        seed += [ks.index(sd.k), drafts.index(sd.draft)]
     layers = []
     for base, kernels in spec.layers.items():
         layer = _layer_space(loaded, base, kernels)
@@ -104,6 +116,34 @@ def space_from_seed(loaded: LoadedMapping) -> Space:
     index = {g.name: i for i, g in enumerate(genes)}
     return Space(Path(loaded.document.path).resolve(), spec.phase, sockets, tuple(genes), tuple(layers),
                  tuple(seed), index)
+
+
+SD_K, SD_DRAFT = "sd.k", "sd.draft"
+
+
+def draft_choices(loaded: LoadedMapping) -> tuple[str, ...]:
+    """The seed's draft model and every packaged dense model that shares the target's vocabulary
+    (a draft must share its tokenizer) and has fewer parameters than the target."""
+    assert loaded.spec.speculative is not None
+    target = loaded.model
+    names = {loaded.spec.speculative.draft}
+    for path in sorted(MODELS_DIR.glob("*.yaml")):
+        model = validate(read_document(path), ModelSpec)
+        if model.vocab == target.vocab and model.ffn.moe is None and _parameters(model) < _parameters(target):
+            names.add(model.name)
+    return tuple(sorted(names))
+
+
+def _parameters(model: ModelSpec) -> float:
+    """Decoder parameters, to order models by size (attention as 4 hidden^2, a dense SwiGLU FFN)."""
+    return model.layers * (4 * model.hidden**2 + 3 * model.hidden * model.ffn.intermediate)
+
+
+def speculative_genes(space: Space, genome: tuple[int, ...]) -> tuple[str, int] | None:
+    """(draft model, k) a genome spells, or None when the seed is not speculative."""
+    if SD_K not in space.index:
+        return None
+    return space.value(genome, SD_DRAFT), space.value(genome, SD_K)
 
 
 def _layer_space(loaded: LoadedMapping, base: str, kernels: list[KernelSpec]) -> LayerSpace:
@@ -184,6 +224,13 @@ def candidate_data(space: Space, seed_data: dict[str, Any], genome: tuple[int, .
     data["layers"] = {layer.layer_type: _kernels(space, layer, genome) for layer in space.layers}
     if space.phase == "decode":
         data["workload"] = dict(seed_data["workload"]) | {"batch": space.value(genome, "batch")}
+    sd = speculative_genes(space, genome)
+    if sd is not None:
+        draft, k = sd
+        speculative = dict(seed_data["speculative"]) | {"draft": draft, "k": k}
+        if draft != seed_data["speculative"]["draft"]:
+            speculative.pop("mapping", None)  # another draft: its mapping is derived
+        data["speculative"] = speculative
     return data
 
 

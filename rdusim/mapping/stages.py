@@ -25,6 +25,7 @@ from rdusim.model.ops import Op, TensorUse
 from rdusim.model.transformer import (
     LAYER_INPUT,
     LAYER_OUTPUT,
+    ROUTES,
     STREAM_DIMS,
     TOKEN_DIMS,
     base_layer_type,
@@ -82,6 +83,7 @@ class _Draft:
     resident_bytes: float = 0.0
     out_bytes_per_chunk: float = 0.0
     max_pcus: int | None = None             # independent instances per socket, if capped
+    loads_follow_inputs: bool = False       # data-dependent loads (see ``_op_stage``)
 
 
 def _chunking(ctx: KernelContext, index: int) -> tuple[list[str], int, int]:
@@ -209,8 +211,14 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     if op.whole_operand:  # at least one whole sequence's output on chip at once
         sequences = max(1, op.sizes["batch"] // shard.get("batch", 1))
         out = max(out, out * n_chunks / sequences)
+    # routed experts whose routes are made in this kernel: which experts' weights a chunk
+    # streams is known only when its routes (and the rows they carry) arrive, so those loads
+    # cannot run ahead of the router (a looped kernel cannot prefetch them either); routes
+    # made by an earlier kernel call are known when this one starts
+    router = next((n for n in ctx.graph.nodes if any(t.name == ROUTES for t in ctx.graph.nodes[n]["op"].writes)), None)
+    follow = op.routed and spec.expert_weights == "routed" and router is not None and ctx.kernel_of[router] == index
     return _Draft(name, op.op_class, inputs, chunks, op, shard, resident_bytes=sum(b for _, b in resident),
-                  out_bytes_per_chunk=out, max_pcus=_pcu_cap(ctx, op, shard, spec))
+                  out_bytes_per_chunk=out, max_pcus=_pcu_cap(ctx, op, shard, spec), loads_follow_inputs=follow)
 
 
 def _pcu_cap(ctx: KernelContext, op: Op, shard: Layout, spec: KernelSpec) -> int | None:
@@ -348,7 +356,8 @@ def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
         n = pcus.get(x.name, 0)
         rate = socket.achievable_ops_per_s(x.op_class) * n / socket.pcus if n else 0.0
         barrier = x.op is not None and x.op.is_barrier
-        stages.append(Stage(x.name, x.op_class, n, rate, tuple(x.inputs), tuple(x.chunks), x.op, dict(x.shard), barrier))
+        stages.append(Stage(x.name, x.op_class, n, rate, tuple(x.inputs), tuple(x.chunks), x.op, dict(x.shard), barrier,
+                            x.loads_follow_inputs))
     return tuple(stages)
 
 

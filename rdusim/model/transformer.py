@@ -29,6 +29,7 @@ TOKEN_DIMS = ("batch", "seq", "kv_seq", "window", "ring", "capacity", "topk_slot
 STREAM_DIMS = ("seq", "kv_seq", "capacity", "ring", "topk_slots")
 FP32 = 4
 ROUTE_BYTES = 8  # expert index (int32) + gate weight (fp32) per routed slot
+ROUTES = "routes"  # the router's output: each token's experts (what routed expert ops read)
 
 
 @dataclass(frozen=True)
@@ -227,11 +228,11 @@ def _moe(b: LayerBuilder) -> None:
     passes = math.log2(b.sizes["routed"]) * (math.log2(b.sizes["routed"]) + 1) / 2
     b.add("router_topk", "sort", ("batch", "seq", "routed"), passes,
           (b.act("logits", "batch", "seq", "routed", nbytes=FP32),),
-          (b.act("routes", "batch", "seq", "topk", nbytes=ROUTE_BYTES),))
+          (b.act(ROUTES, "batch", "seq", "topk", nbytes=ROUTE_BYTES),))
     # the token selection is an address-generated gather of hn (no copy in HBM): each token
     # row streams through the experts its routes name
     b.add("moe_up", "gemm", ("batch", "seq", "slots", "hidden", "ffn_moe"), 4.0,
-          (hn, b.act("routes", "batch", "seq", "topk", nbytes=ROUTE_BYTES),
+          (hn, b.act(ROUTES, "batch", "seq", "topk", nbytes=ROUTE_BYTES),
            b.weight("w_moe_up", "experts", "hidden", "ffn_moe", factor=2)),
           (b.act("moe_h", "batch", "seq", "slots", "ffn_moe", nbytes=2 * b.dt.act),),
           reduce=("hidden",), tp_dim="ffn_moe", routed=True)

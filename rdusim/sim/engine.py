@@ -11,6 +11,10 @@ write-back (bounded), and hands the chunk downstream through bounded queues. A k
 ends when every stage has drained and its writes landed; the sockets then synchronise
 and the next kernel pays its launch overhead.
 
+Data-dependent loads (``Stage.loads_follow_inputs``: routed experts picked by a router in the
+same kernel): a chunk's loads start only when its inputs arrive, so they neither run ahead
+of the router nor prefetch in a looped kernel.
+
 Kernel looping (``kernel_looping: true`` in the mapping; R3 = arXiv 2410.23668, R4 in
 ../shared/reference/hardware-and-models.md A.6): consecutive calls of the same kernel are one
 call with a pipelined outer loop. The loop pays one launch, no synchronisation between
@@ -113,13 +117,15 @@ class _Recorder:
 
 
 def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
-                  layer_types: tuple[str, ...] | None = None, coalesce: bool = True) -> Trace:
+                  layer_types: tuple[str, ...] | None = None, coalesce: bool = True, start_s: float = 0.0) -> Trace:
     """Simulate one forward pass (prefill) or one decode step of ``plan``.
 
     ``layer_types`` restricts the run to some layer types (calibration needs only one).
-    ``coalesce=False`` runs the reference engine (one event per item per socket).
+    ``coalesce=False`` runs the reference engine (one event per item per socket). ``start_s``
+    starts the clock there (a layer type simulated on its own at the time it starts in the
+    whole run: the node is drained and synchronised then, so its times come out bit for bit).
     """
-    env = simpy.Environment()
+    env = simpy.Environment(initial_time=start_s)
     n_sockets = 1 if fast else plan.system.sockets  # every socket of a plan runs the same kernels
     copies = n_sockets if coalesce else 1
     sockets = [_make_socket(env, plan, s, copies) for s in range(0, n_sockets, copies)]
@@ -258,9 +264,10 @@ def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, rec
                                                          recorder, layer)))
         else:
             ready = simpy.Store(env, capacity=kernel.buffer_depth)
-            env.process(_load(env, kernel, stage, ready, socket, recorder, layer))
+            arrived = simpy.Store(env) if stage.loads_follow_inputs else None
+            env.process(_load(env, kernel, stage, ready, socket, recorder, layer, arrived))
             runs.append(env.process(_run_stage(env, kernel, stage, inputs, outputs, ready, go, socket, recorder,
-                                               layer)))
+                                               layer, arrived)))
         processes[stage.name] = runs[-1]
     yield env.all_of(runs)
 
@@ -268,16 +275,13 @@ def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, rec
 # ------------------------------------------------------------------------ reference engine (coalesce=False)
 def _run_stage(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs: list[simpy.Store],
                outputs: list[simpy.Store], ready: simpy.Store, go: simpy.Event, socket: _Socket,
-               recorder: _Recorder, layer: int) -> Generator:
+               recorder: _Recorder, layer: int, arrived: simpy.Store | None = None) -> Generator:
     yield go
     writes: deque[simpy.Event] = deque()
     for index, chunk in enumerate(stage.chunks):
-        arrivals = 1
-        if stage.is_barrier:  # every input chunk before the first computes, none after
-            arrivals = len(stage.chunks) if index == 0 else 0
-        for queue in inputs:
-            for _ in range(arrivals):
-                yield queue.get()
+        yield from _await_inputs(stage, index, inputs)
+        if arrived is not None:  # the chunk's inputs say what to load: its loader may start
+            yield arrived.put(index)
         for item in chunk.items:
             yield ready.get()
             if item.work > 0 and stage.rate_ops_per_s > 0:
@@ -296,9 +300,23 @@ def _run_stage(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs:
         yield env.all_of(list(writes))
 
 
+def _await_inputs(stage: Stage, index: int, inputs: list[simpy.Store]) -> Generator:
+    """Wait for chunk ``index`` from every upstream stage (a barrier: every chunk before the first)."""
+    arrivals = 1
+    if stage.is_barrier:  # every input chunk before the first computes, none after
+        arrivals = len(stage.chunks) if index == 0 else 0
+    for queue in inputs:
+        for _ in range(arrivals):
+            yield queue.get()
+
+
 def _load(env: simpy.Environment, kernel: KernelPlan, stage: Stage, ready: simpy.Store, socket: _Socket,
-          recorder: _Recorder, layer: int) -> Generator:
+          recorder: _Recorder, layer: int, arrived: simpy.Store | None = None) -> Generator:
+    """Stream the stage's items ahead of compute (bounded by ``ready``); with ``arrived``
+    (data-dependent loads), a chunk's loads start only once its inputs have arrived."""
     for chunk in stage.chunks:
+        if arrived is not None:
+            yield arrived.get()
         for item in chunk.items:
             loads = [env.process(_transfer(env, socket, tier, nbytes, kernel, f"{stage.name}:read", recorder, layer))
                      for tier, nbytes in item.loads if nbytes > 0]
@@ -338,13 +356,16 @@ class _Feed:
         self.events: list[simpy.Event | None] = [None] * len(self.items)
         self.started = 0     # items whose loads have started
         self.taken = 0       # items compute has taken
+        # items whose loads may start: all of them, unless loads follow inputs (data-dependent
+        # loads: a chunk's items are released when its inputs arrive, as in the reference loader)
+        self.released = 0 if stage.loads_follow_inputs else len(self.items)
         self._pump()
 
     def _pump(self) -> None:
         depth, items = self.kernel.buffer_depth, self.items
         while self.started < len(items):
             k = self.started
-            if (k > 0 and not self.landed[k - 1]) or self.taken < k - depth:
+            if (k > 0 and not self.landed[k - 1]) or self.taken < k - depth or k >= self.released:
                 return
             self.started += 1
             loads = [(tier, nbytes) for tier, nbytes in items[k].loads if nbytes > 0]
@@ -369,6 +390,11 @@ class _Feed:
         self.landed[k] = True
         self._pump()
 
+    def release(self, count: int) -> None:
+        """A chunk's inputs arrived: its ``count`` items may load (``Stage.loads_follow_inputs``)."""
+        self.released += count
+        self._pump()
+
     def take(self) -> Generator:
         """Compute takes the next item: waits only while its loads are in flight."""
         k = self.taken
@@ -388,12 +414,9 @@ def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stag
     yield go
     writes: deque[simpy.Event] = deque()
     for index, chunk in enumerate(stage.chunks):
-        arrivals = 1
-        if stage.is_barrier:  # every input chunk before the first computes, none after
-            arrivals = len(stage.chunks) if index == 0 else 0
-        for queue in inputs:
-            for _ in range(arrivals):
-                yield queue.get()
+        yield from _await_inputs(stage, index, inputs)
+        if stage.loads_follow_inputs:  # the chunk's inputs say what to load
+            feed.release(len(chunk.items))
         for item in chunk.items:
             yield from feed.take()
             if item.work > 0 and stage.rate_ops_per_s > 0:

@@ -38,9 +38,14 @@ from rdusim.sim.trace import KernelRecord, Trace
 class _Gpu:
     def __init__(self, env: simpy.Environment, gpu: Gpu) -> None:
         self.hbm = WeightedPool(env, gpu.hbm_bytes_per_s)
+        l2 = gpu.l2_bytes_per_s
+        self.l2 = WeightedPool(env, l2) if l2 else None
         self.used = [0] * gpu.sms
         self.latency_s = gpu.hbm_latency_s
         self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla")}
+        self.gemm_derate = gpu.gemm_stream_derate
+        self.gemm_step_s = gpu.launch_s("gemm_step")
+        self.unfinished = 0  # kernels issued by the host and not yet finished on the GPU
 
 
 def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: str = "graph") -> Trace:
@@ -50,9 +55,10 @@ def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: st
         raise ValueError(f"launch mode must be graph, eager or stream, got {mode!r}")
     env = simpy.Environment()
     state = _Gpu(env, gpu)
-    issued = simpy.Store(env)
+    depth = gpu.queue_depth if mode == "eager" else None
+    issued = simpy.Store(env, capacity=depth) if depth else simpy.Store(env)
     records: list[KernelRecord] = []
-    env.process(_host(env, kernels, gpu, mode, issued))
+    env.process(_host(env, kernels, gpu, mode, issued, state))
     done = env.process(_device(env, kernels, gpu, mode, state, issued, records))
     env.run(until=done)
     return Trace(kernels=tuple(records), layers_simulated=len({layer for _, layer in kernels}),
@@ -65,11 +71,20 @@ def elapsed_s(trace: Trace) -> float:
 
 
 def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
-          issued: simpy.Store) -> Generator:
-    """Eager: the host dispatches op by op; graph and stream hand every kernel over at once."""
+          issued: simpy.Store, state: _Gpu) -> Generator:
+    """Eager: the host dispatches op by op, each op of a kernel's ``host_ops`` at its kind's host
+    cost, which depends on whether the GPU keeps up (at most the last kernel issued still runs:
+    the microbenchmark's "idle" case) or has a backlog (behind the host); a kernel without ``host_ops`` costs ``launches`` x
+    ``eager_host``. A launch blocks while ``queue_depth`` kernels wait. Graph and stream hand
+    every kernel over at once."""
     for index, (kernel, _) in enumerate(kernels):
         if mode == "eager":
-            yield delay(env, kernel.launches * gpu.launch_s("eager"))
+            if kernel.host_ops:
+                for op in kernel.host_ops:
+                    yield delay(env, gpu.host_op_s(op, gpu_idle=state.unfinished <= 1))
+            else:
+                yield delay(env, kernel.launches * gpu.launch_s("eager"))
+        state.unfinished += 1
         yield issued.put(index)
 
 
@@ -79,12 +94,14 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
     for kernel, layer in kernels:
         yield issued.get()
         start = env.now
-        overhead = gap * kernel.launches + (gpu.launch_s("pipeline") if kernel.math in state.sm_flops else 0.0)
+        fixed = gpu.launch_s("gemm_pipeline" if kernel.math == "gemm" else "pipeline")
+        overhead = gap * kernel.launches + (fixed if kernel.math in state.sm_flops else 0.0)
         yield delay(env, overhead)
         if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + wire bytes at its rate
             yield delay(env, kernel.collective.time_s)
         else:
             yield from _run_grid(env, kernel, state)
+        state.unfinished -= 1
         records.append(KernelRecord(
             kernel=kernel.name, layer_type=kernel.math, layer=layer, start_s=start, end_s=env.now,
             launch_sync_s=overhead, stage_busy_s={}, stage_pcus={}, pool_busy_s={},
@@ -137,17 +154,27 @@ def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: li
     With one step: load, then math."""
     tiles = max(1, group.tiles)
     load = n * group.bytes / tiles
+    if math == "gemm":  # TMA tile loads of a GEMM's operands reach less of HBM than a streaming copy
+        load /= state.gemm_derate
+    l2 = n * group.l2_bytes / tiles if state.l2 is not None else 0.0
     step_s = group.flops / tiles / (state.sm_flops[math] / occupancy) if math in state.sm_flops else 0.0
     if group.bytes > 0:
         yield delay(env, state.latency_s)
-        yield state.hbm.transfer(load, n)
+        first = [state.hbm.transfer(load, n)]
+        if l2 > 0:
+            first.append(state.l2.transfer(l2, n))
+        yield env.all_of(first)
     if tiles > 1:
         flows = [state.hbm.transfer(load * (tiles - 1), n)]
+        if l2 > 0:
+            flows.append(state.l2.transfer(l2 * (tiles - 1), n))
         if step_s > 0:
             flows.append(delay(env, step_s * (tiles - 1)))
         yield env.all_of(flows)
     if step_s > 0:
         yield delay(env, step_s)
+    if math == "gemm" and state.gemm_step_s > 0:  # per-step barrier cost the pipeline does not hide
+        yield delay(env, tiles * state.gemm_step_s)
     for i, k in sms:
         state.used[i] -= k
     event, freed[0] = freed[0], env.event()

@@ -31,7 +31,7 @@ HORIZON_S = 1e7
 
 def delay(env: simpy.Environment, seconds: float) -> simpy.Timeout:
     """``env.timeout(seconds)``, refused when it would end past the horizon (or is not a number)."""
-    if not env.now + seconds <= HORIZON_S:
+    if not env._now + seconds <= HORIZON_S:   # noqa: SLF001 (env.now without the property call)
         raise SimulationError(f"an event would end at t={env.now + seconds:.3g} s, past the simulator's horizon "
                               f"of {HORIZON_S:.0e} s: a rate or efficiency in the hardware is too small (or a "
                               "duration too large) for a meaningful simulation")
@@ -70,31 +70,32 @@ class BandwidthPool:
         self._reschedule()
 
     def _advance(self) -> None:
-        elapsed = self.env.now - self._updated_s
+        now = self.env.now
+        elapsed = now - self._updated_s
         if elapsed > 0 and self._flows:
             served = self.rate_bytes_per_s / len(self._flows) * elapsed
             for flow in self._flows.values():
                 flow[0] -= served
             self.busy_s += elapsed
-        self._updated_s = self.env.now
+        self._updated_s = now
 
     def _reschedule(self) -> None:
         self._generation += 1
-        while self._flows:
-            share = self.rate_bytes_per_s / len(self._flows)
+        flows, now = self._flows, self.env.now
+        while flows:
+            share = self.rate_bytes_per_s / len(flows)
             # done: under the byte epsilon, or so little left that the clock cannot advance by it
             # (late in a long run a float's resolution in seconds can exceed that time; waiting
             # would re-plan forever without progress)
-            done = [k for k, f in self._flows.items()
-                    if f[0] <= _EPSILON_BYTES or self.env.now + f[0] / share <= self.env.now]
+            done = [k for k, f in flows.items() if f[0] <= _EPSILON_BYTES or now + f[0] / share <= now]
             if not done:
                 break
             for key in done:
-                self._flows.pop(key)[1].succeed()   # an Event, or a _Part of transfer_all
-        if not self._flows:
+                flows.pop(key)[1].succeed()   # an Event, or a _Part of transfer_all
+        if not flows:
             return
         generation = self._generation
-        timer = delay(self.env, min(f[0] for f in self._flows.values()) / share)
+        timer = delay(self.env, min(f[0] for f in flows.values()) / share)
         timer.callbacks.append(lambda _event: self._on_timer(generation))
 
     def _on_timer(self, generation: int) -> None:

@@ -25,6 +25,14 @@ builds them by running the kernel simulator, tests pass closed forms. Semantics:
   bucket that holds the groups' largest share, at the active requests' mean KV length;
   each step accepts ``accepted_tokens_per_step`` tokens per request (multi-token
   prediction); a request retires after ``ceil((output - 1) / accepted)`` steps.
+- **Speculative decoding** (``draft_tokens`` k > 0): each step delivers to each request a
+  burst of 1 to k + 1 tokens, drawn token by token with the acceptance rate
+  (``rdusim.model.speculative.draw_accepted``) from a generator seeded by (``seed``, request),
+  so a request's bursts do not depend on what else runs; its last burst is cut at its output
+  length, and it retires after the step that completes it. The mean KV length the step time
+  is read at grows by the expected burst (``accepted_tokens_per_step``). Each step records
+  the tokens it delivered (``steps["tokens"]``); the inter-token latency ``itl_s`` is the gap
+  between deliveries to a request (a burst is one delivery, as a streaming client sees it).
 - **Co-located** nodes also hold a prefill queue: between two decode steps a waiting
   prompt is prefilled whole (decode stalls), or, with ``chunk_tokens``, one chunk rides
   along with every decode step (the step lasts decode + chunk).
@@ -32,6 +40,7 @@ builds them by running the kernel simulator, tests pass closed forms. Semantics:
 
 from __future__ import annotations
 
+import array
 import bisect
 import heapq
 import math
@@ -43,6 +52,7 @@ import numpy as np
 import simpy
 
 from rdusim.errors import SimulationError
+from rdusim.model.speculative import draw_accepted, expected_accepted
 from rdusim.sim.resources import BandwidthPool
 
 # ------------------------------------------------------------------------ step-time tables
@@ -92,6 +102,15 @@ class DecodeTable:
         slope = (row[i + 1] - row[i]) / (grid[i + 1] - grid[i])
         return max(row[i] + slope * (kv_tokens - grid[i]), 0.0)
 
+    def many(self, bucket: int, kv_tokens: np.ndarray) -> np.ndarray:
+        """``self(bucket, kv)`` for an array of KV lengths, the same operations element-wise
+        (so the same bits)."""
+        row = np.asarray(self.seconds[self.buckets.index(bucket)], dtype=float)
+        grid = np.asarray(self.kv_tokens, dtype=float)
+        i = np.clip(np.searchsorted(grid, kv_tokens, side="right") - 1, 0, len(grid) - 2)
+        slope = (row[i + 1] - row[i]) / (grid[i + 1] - grid[i])
+        return np.maximum(row[i] + slope * (kv_tokens - grid[i]), 0.0)
+
 
 # ------------------------------------------------------------------------ the deployment
 
@@ -122,6 +141,9 @@ class ServingModel:
     link_latency_s: float = 0.0
     scheduling: str = "fcfs"                       # "fcfs" | "shortest_prompt_first"
     chunk_tokens: int | None = None                # co-located chunked prefill
+    draft_tokens: int = 0                          # speculative decoding: k drafted per step (0: off)
+    acceptance_rate: float = 0.0                   # per-token acceptance of a draft token
+    seed: int = 0                                  # of the accepted-token draws
 
     def __post_init__(self) -> None:
         if not self.batch_buckets or list(self.batch_buckets) != sorted(set(self.batch_buckets)):
@@ -130,6 +152,11 @@ class ServingModel:
             raise ValueError(f"every batch bucket must be a multiple of the {self.kv_groups} DP groups")
         if self.layout == "disaggregated" and self.prefill_nodes < 1:
             raise ValueError("a disaggregated deployment needs prefill nodes")
+        if self.draft_tokens and abs(self.accepted_tokens_per_step
+                                     - expected_accepted(self.acceptance_rate, self.draft_tokens)) > 1e-9:
+            raise ValueError("under speculative decoding accepted_tokens_per_step is the acceptance model's "
+                             f"expectation ({expected_accepted(self.acceptance_rate, self.draft_tokens):g}), "
+                             f"got {self.accepted_tokens_per_step:g}")
 
     def kv_final_tokens(self, prompt_tokens: int, output_tokens: int) -> int:
         """KV tokens a request holds at its last decode step (what admission reserves)."""
@@ -149,7 +176,8 @@ class ServingRun:
     nodes: list[dict]                  # per node: name, role, busy_prefill_s, busy_decode_s, ...
     steps: dict[str, np.ndarray]       # every decode step: node, start_s, duration_s (with a co-located
                                        # prefill chunk), active, bucket, itl_s (since the last delivery
-                                       # to requests still active: a stall for a whole prefill counts)
+                                       # to requests still active: a stall for a whole prefill counts),
+                                       # tokens (delivered by the step, to every active request)
     events: list[tuple[float, str, int, str]]  # (time, event, request id, node), in order
     end_s: float
 
@@ -188,12 +216,19 @@ class _Node:
     bucket: int = 0                                   # compiled batch of the current membership
     last_step: tuple = (None, None, 0.0)              # (bucket, mean KV, seconds) of the last step
     tokens_at: float | None = None                    # last delivery to requests still active
+    block: list[float] | None = None                  # coalesced decode: step ends of the steps in flight
+    block_steps: int = 0                              # how many of them run (cut by a request ready mid-block)
+    block_done: simpy.Event | None = None
+    block_generation: int = 0
+    deliveries: dict = field(default_factory=dict)    # speculative: step number -> tokens it delivers
 
 
 class _Engine:
     def __init__(self, model: ServingModel, arrival_s: np.ndarray, prompt: np.ndarray, output: np.ndarray,
-                 record_events: bool, progress: Callable[[int, int], None] | None = None) -> None:
+                 record_events: bool, coalesce: bool = True,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.m = model
+        self.coalesce = coalesce
         self.progress = progress
         self.settled = 0                                 # requests finished or rejected
         self.env = simpy.Environment()
@@ -208,7 +243,9 @@ class _Engine:
         self.r["output_tokens"][:] = self.output
         self.reasons: dict[int, str] = {}
         self.events: list[tuple[float, str, int, str]] | None = [] if record_events else None
-        self.steps: list[tuple[int, float, float, int, int]] = []
+        self.steps: list[tuple[int, float, float, int, int, float]] = []
+        # coalesced decode steps, one compact column each (8 bytes a value: a million requests make ~10M steps)
+        self.step_blocks = tuple(array.array(code) for code in "qddqqdd")  # the columns of step_arrays
         self.seq = 0
         colocated = model.layout == "colocated"
         self.prefill = [] if colocated else [
@@ -223,7 +260,11 @@ class _Engine:
                 node.ingress = BandwidthPool(self.env, f"{node.name}.ingress", model.link_bytes_per_s)
         self.per_group_max = model.batch_buckets[-1] // model.kv_groups
         self.growth = model.accepted_tokens_per_step if model.kv_grows else 0.0
-        self.prefill_s = np.array([model.prefill_time(int(p)) for p in self.prompt]) if not colocated or \
+        # per request, looked up once per distinct prompt length (the same calls as one per request)
+        unique, index = np.unique(self.prompt, return_inverse=True)
+        self.kept = [model.kept_tokens(int(p)) for p in unique]
+        self.kept = [self.kept[i] for i in index.tolist()]
+        self.prefill_s = np.array([model.prefill_time(int(p)) for p in unique])[index] if not colocated or \
             model.chunk_tokens is None else None
 
     # ---------------------------------------------------------------- bookkeeping
@@ -234,6 +275,11 @@ class _Engine:
     def wake(self, node: _Node) -> None:
         if node.wake is not None and not node.wake.triggered:
             node.wake.succeed()
+
+    def kv_final(self, request: int) -> int:
+        """``ServingModel.kv_final_tokens`` from the request's kept tokens (looked up once)."""
+        kept = self.kept[request]
+        return kept + max(int(self.output[request]) - 1, 0) if self.m.kv_grows else kept
 
     def prefill_duration(self, request: int) -> float:
         if self.prefill_s is not None:
@@ -273,9 +319,9 @@ class _Engine:
         prompt, output = int(self.prompt[request]), int(self.output[request])
         if prompt > self.m.max_context:
             return f"prompt of {prompt} tokens exceeds max_context {self.m.max_context}"
-        need = self.m.kv_final_tokens(prompt, output) * self.m.kv_bytes_per_token
+        need = self.kv_final(request) * self.m.kv_bytes_per_token
         if output > 1 and need > self.m.kv_bytes_per_group:
-            return (f"its KV cache ({self.m.kv_final_tokens(prompt, output)} tokens, {need / 2**30:.2f} GiB "
+            return (f"its KV cache ({self.kv_final(request)} tokens, {need / 2**30:.2f} GiB "
                     f"per socket) never fits the {self.m.kv_bytes_per_group / 2**30:.2f} GiB a decode socket "
                     "has free")
         return ""
@@ -319,7 +365,7 @@ class _Engine:
         self.env.process(self.transfer(request, node, target))
 
     def transfer(self, request: int, source: _Node, target: _Node) -> Generator:
-        nbytes = self.m.kept_tokens(int(self.prompt[request])) * self.m.shipped_bytes_per_token
+        nbytes = self.kept[request] * self.m.shipped_bytes_per_token
         self.r["kv_bytes_shipped"][request] = nbytes
         self.log("transfer_start", request, target.name)
         if self.m.link_latency_s > 0:
@@ -334,6 +380,8 @@ class _Engine:
         node.waiting.append(request)
         node.admit_dirty = True
         self.wake(node)
+        if node.block is not None:
+            self.cut_block(node)
 
     def finish(self, request: int, node: _Node) -> None:
         self.r["finish_s"][request] = self.env.now
@@ -354,7 +402,7 @@ class _Engine:
         m = self.m
         while node.waiting and node.active < self.per_group_max * m.kv_groups:
             request = node.waiting[0]
-            kv_final = m.kv_final_tokens(int(self.prompt[request]), int(self.output[request]))
+            kv_final = self.kv_final(request)
             need = kv_final * m.kv_bytes_per_token
             best = -1
             for g in range(m.kv_groups):
@@ -369,9 +417,10 @@ class _Engine:
             node.group_count[best] += 1
             node.group_free[best] -= need
             node.group_peak[best] = max(node.group_peak[best], m.kv_bytes_per_group - node.group_free[best])
-            steps = math.ceil((int(self.output[request]) - 1) / m.accepted_tokens_per_step)
+            steps = self.schedule_bursts(node, request) if m.draft_tokens else \
+                math.ceil((int(self.output[request]) - 1) / m.accepted_tokens_per_step)
             heapq.heappush(node.retire, (node.steps_done + steps, request, best, need))
-            kv0 = m.kept_tokens(int(self.prompt[request]))
+            kv0 = self.kept[request]
             node.kv_sum0 += kv0 - self.growth * node.steps_done
             node.active += 1
             self.r["admitted_s"][request] = self.env.now
@@ -379,6 +428,20 @@ class _Engine:
             self.r["decode_steps"][request] = steps
             self.log("admit", request, node.name)
         self.set_bucket(node)
+
+    def schedule_bursts(self, node: _Node, request: int) -> int:
+        """Speculative decoding: draw the request's bursts, book each on the step that delivers it,
+        and return how many steps it takes (the last burst cut at its output length)."""
+        m = self.m
+        rng = np.random.default_rng([m.seed, request])
+        uniform = rng.random
+        left, step = int(self.output[request]) - 1, node.steps_done
+        while left > 0:
+            burst = min(draw_accepted(m.acceptance_rate, m.draft_tokens, uniform), left)
+            step += 1
+            node.deliveries[step] = node.deliveries.get(step, 0) + burst
+            left -= burst
+        return step - node.steps_done
 
     def set_bucket(self, node: _Node) -> None:
         need = max(node.group_count) * self.m.kv_groups
@@ -388,6 +451,9 @@ class _Engine:
         m = self.m
         while True:
             self.admit(node)
+            if self.coalesce and node.role == "decode" and node.active:
+                yield from self.decode_block(node)
+                continue
             if node.role == "colocated" and node.queue and m.chunk_tokens is None:
                 yield from self.prefill_next(node)
                 continue
@@ -396,7 +462,7 @@ class _Engine:
                 node.wake = self.env.event()
                 yield node.wake
                 continue
-            step_s = 0.0
+            step_s, tokens = 0.0, 0.0
             if node.active:
                 bucket = node.bucket
                 mean_kv = (node.kv_sum0 + self.growth * node.active * node.steps_done) / node.active
@@ -408,8 +474,10 @@ class _Engine:
                 if step_s <= 0:
                     raise SimulationError(f"decode step time {step_s} s at batch {bucket}, KV {mean_kv:.0f}")
                 since = node.tokens_at if node.tokens_at is not None else self.env.now
+                tokens = node.deliveries.pop(node.steps_done + 1, 0) if m.draft_tokens else \
+                    m.accepted_tokens_per_step * node.active
                 self.steps.append((node.index, self.env.now, step_s + chunk_s, node.active, bucket,
-                                   self.env.now + step_s + chunk_s - since))
+                                   self.env.now + step_s + chunk_s - since, tokens))
             yield self.env.timeout(step_s + chunk_s)
             node.busy_decode_s += step_s
             node.busy_prefill_s += chunk_s
@@ -418,9 +486,94 @@ class _Engine:
                 self.first_token(chunk_request, node)
             if step_s > 0:
                 node.steps_done += 1
-                node.tokens_decoded += m.accepted_tokens_per_step * node.active
+                node.tokens_decoded += tokens
                 self.retire(node)
                 node.tokens_at = self.env.now if node.active else None
+
+    # ---------------------------------------------------------------- coalesced decode (the default)
+    def decode_block(self, node: _Node) -> Generator:
+        """The steps up to the next retirement as one event: between two disturbances a decode
+        node's membership is fixed, so each step's time is known in advance (the mean KV grows
+        by a fixed amount a step). A request ready mid-block cuts it at the next step boundary,
+        where the per-step engine would admit it. Every number is computed with the same
+        operations in the same order as the per-step engine (``coalesce=False``)."""
+        m, now = self.m, self.env.now
+        count = node.retire[0][0] - node.steps_done
+        bucket, active, growth, kv_sum0 = node.bucket, node.active, self.growth, node.kv_sum0
+        last_bucket, last_kv, last_s = node.last_step
+        ends, durations, t = [], [], now
+        for steps_done in range(node.steps_done, node.steps_done + count):
+            mean_kv = (kv_sum0 + growth * active * steps_done) / active
+            if last_bucket == bucket and last_kv == mean_kv:
+                step_s = last_s
+            else:
+                step_s = m.decode_step_time(bucket, mean_kv)
+                last_bucket, last_kv, last_s = bucket, mean_kv, step_s
+            if step_s <= 0:
+                if not durations:
+                    raise SimulationError(f"decode step time {step_s} s at batch {bucket}, KV {mean_kv:.0f}")
+                break    # run up to the bad step, which then fails as it would step by step
+            durations.append(step_s)
+            t = t + step_s
+            ends.append(t)
+        node.block = ends
+        yield from self.wait_block(node, len(ends))
+        n = node.block_steps
+        node.block = None
+        since = node.tokens_at if node.tokens_at is not None else now
+        start, busy, tokens = now, node.busy_decode_s, node.tokens_decoded
+        per_step = m.accepted_tokens_per_step * active
+        columns = self.step_blocks
+        columns[0].extend([node.index] * n)
+        columns[2].extend(durations[:n])
+        columns[3].extend([active] * n)
+        columns[4].extend([bucket] * n)
+        starts, itl, delivered = columns[1], columns[5], columns[6]
+        for j in range(n):
+            end = ends[j]
+            starts.append(start)
+            itl.append(end - since)
+            busy += durations[j]
+            # speculative decoding: the bursts drawn at admission for this step
+            step_tokens = node.deliveries.pop(node.steps_done + 1 + j, 0) if m.draft_tokens else per_step
+            delivered.append(step_tokens)
+            tokens += step_tokens
+            since = start = end
+        node.busy_decode_s, node.tokens_decoded = busy, tokens
+        node.steps_done += n
+        node.last_step = (last_bucket, last_kv, last_s) if n == len(ends) else node.last_step
+        self.retire(node)
+        node.tokens_at = self.env.now if node.active else None
+
+    def wait_block(self, node: _Node, count: int) -> Generator:
+        node.block_done = self.env.event()
+        self.end_block_at(node, count)
+        yield node.block_done
+
+    def end_block_at(self, node: _Node, count: int) -> None:
+        """(Re)arm the block's end at its ``count``-th step end, exactly that float."""
+        assert node.block is not None
+        node.block_generation += 1
+        node.block_steps = count
+        generation, end, now = node.block_generation, node.block[count - 1], self.env.now
+        wait = end - now
+        while now + wait < end:
+            wait = math.nextafter(wait, math.inf)
+        while now + wait > end:
+            wait = math.nextafter(wait, -math.inf)
+        timer = self.env.timeout(wait)
+        timer.callbacks.append(lambda _e: self.block_timer(node, generation))
+
+    def block_timer(self, node: _Node, generation: int) -> None:
+        if generation == node.block_generation and node.block_done is not None:
+            node.block_done.succeed()
+
+    def cut_block(self, node: _Node) -> None:
+        """A request became ready mid-block: the block ends at the step end now or next."""
+        assert node.block is not None
+        count = bisect.bisect_left(node.block, self.env.now) + 1
+        if count < node.block_steps:
+            self.end_block_at(node, count)
 
     def retire(self, node: _Node) -> None:
         if not node.retire or node.retire[0][0] != node.steps_done:
@@ -431,10 +584,11 @@ class _Engine:
             node.group_count[group] -= 1
             node.group_free[group] += need
             node.active -= 1
-            kv0 = self.m.kept_tokens(int(self.prompt[request]))
+            kv0 = self.kept[request]
             node.kv_sum0 -= kv0 - self.growth * (node.steps_done - self.r["decode_steps"][request])
             steps = self.r["decode_steps"][request]
-            node.tokens_decoded -= steps * self.m.accepted_tokens_per_step - (self.output[request] - 1)
+            if not self.m.draft_tokens:  # the fractional tokens of the last step beyond the output
+                node.tokens_decoded -= steps * self.m.accepted_tokens_per_step - (self.output[request] - 1)
             node.committed -= 1
             self.finish(request, node)
         if node.active == 0:
@@ -489,22 +643,32 @@ class _Engine:
         return records
 
     def step_arrays(self) -> dict[str, np.ndarray]:
-        columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * 6
-        names = ("node", "start_s", "duration_s", "active", "bucket", "itl_s")
-        types = (np.int64, float, float, np.int64, np.int64, float)
-        return {n: np.asarray(c, dtype=t) for n, c, t in zip(names, columns, types, strict=True)}
+        """Every decode step in start order (blocks of coalesced steps merged in: start time, then node)."""
+        names = ("node", "start_s", "duration_s", "active", "bucket", "itl_s", "tokens")
+        types = (np.int64, float, float, np.int64, np.int64, float, float)
+        columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * len(names)
+        out = {n: np.asarray(c, dtype=t) for n, c, t in zip(names, columns, types, strict=True)}
+        if len(self.step_blocks[0]):   # coalesced steps were recorded when their block ended: put them in start order
+            out = {n: np.concatenate([out[n], np.frombuffer(c, dtype=t)])
+                   for n, c, t in zip(names, self.step_blocks, types, strict=True)}
+            self.step_blocks = ()
+            order = np.lexsort((out["node"], out["start_s"]))
+            out = {n: column[order] for n, column in out.items()}
+        return out
 
 
 def simulate_serving(model: ServingModel, arrival_s: np.ndarray, prompt_tokens: np.ndarray,
-                     output_tokens: np.ndarray, *, record_events: bool = False,
+                     output_tokens: np.ndarray, *, record_events: bool = False, coalesce: bool = True,
                      progress: Callable[[int, int], None] | None = None) -> ServingRun:
     """Run every request through the deployment; request ``i`` is row ``i`` of the result.
 
     ``progress(settled, total)`` is called as requests finish or are rejected (every 0.1%).
 
     Deterministic: no random numbers are drawn here (the workload carries the seed), and
-    ties are broken by node index and arrival order.
+    ties are broken by node index and arrival order. ``coalesce=False`` runs a disaggregated
+    deployment's decode nodes step by step (one event per step) instead of a block of steps
+    per event between disturbances; both give the same numbers.
     """
     if not (len(arrival_s) == len(prompt_tokens) == len(output_tokens)):
         raise ValueError("arrival_s, prompt_tokens and output_tokens must have the same length")
-    return _Engine(model, arrival_s, prompt_tokens, output_tokens, record_events, progress).run()
+    return _Engine(model, arrival_s, prompt_tokens, output_tokens, record_events, coalesce, progress).run()

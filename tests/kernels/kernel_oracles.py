@@ -26,13 +26,16 @@ def dot(a: Tensor, b: Tensor) -> float:
     return float((a.double() * b.double()).sum())
 
 
-def pooled(votes: dict[int, float], candidates: list[int], pool: int) -> dict[int, float]:
-    """Mean of the candidate votes within ``pool // 2`` positions (padding not counted)."""
+def pooled(
+    votes: dict[int, float], candidates: list[int], pool: int, count_pad: bool = False
+) -> dict[int, float]:
+    """Mean of the candidate votes within ``pool // 2`` positions: over the candidates only, or
+    with ``count_pad`` over all ``pool`` cells (non-candidates count as zeros)."""
     half, inside = pool // 2, set(candidates)
     out = {}
     for t in candidates:
         window = [votes[u] for u in range(t - half, t + half + 1) if u in inside]
-        out[t] = sum(window) / len(window)
+        out[t] = sum(window) / (pool if count_pad else len(window))
     return out
 
 
@@ -95,6 +98,7 @@ def snapkv_kept(
     window: int,
     pool: int,
     scale: float,
+    pool_count_pad: bool = False,
 ) -> tuple[dict[tuple[int, int], list[int]], dict[tuple[int, int], dict[int, float]]]:
     """SnapKV's kept prompt tokens per (b, h) and the pooled scores of the prefix."""
     kept, scores = {}, {}
@@ -102,7 +106,7 @@ def snapkv_kept(
         length = lengths[b]
         prefix = list(range(max(0, length - window)))
         votes = window_votes(keys, queries, b, h, length, window, list(range(length)), scale)
-        scores[b, h] = pooled({t: votes[t] for t in prefix}, prefix, pool)
+        scores[b, h] = pooled({t: votes[t] for t in prefix}, prefix, pool, pool_count_pad)
         kept[b, h] = best(scores[b, h], budget - window) + list(range(len(prefix), length))
     return kept, scores
 

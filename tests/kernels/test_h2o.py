@@ -32,10 +32,10 @@ def test_prefill_scores_equal_an_explicit_loop(device):
 class ListH2O:
     """H2O for one (sequence, KV head) as a dict {position: [key, value, score]}."""
 
-    def __init__(self, prompt, scores, b, h, heavy, recent):
-        self.heavy, self.recent = heavy, recent
+    def __init__(self, prompt, scores, b, h, heavy, recent, normalize="sum"):
+        self.heavy, self.recent, self.normalize = heavy, recent, normalize
         length = int(prompt.lengths[b])
-        older = {t: s for t, s in scores.items() if t < length - recent}
+        older = {t: self.rank(s, t, length) for t, s in scores.items() if t < length - recent}
         kept = oracle.best(older, heavy) + list(range(max(0, length - recent), length))
         keys, values = prompt.keys[b, h].cpu(), prompt.values[b, h].cpu()
         self.slots = {t: [keys[t], values[t], scores[t]] for t in kept}
@@ -45,7 +45,7 @@ class ListH2O:
         t = self.length
         if len(self.slots) == self.heavy + self.recent:
             evictable = [p for p in self.slots if p <= t - self.recent]
-            victim = min(evictable, key=lambda p: (self.slots[p][2], p))
+            victim = min(evictable, key=lambda p: (self.rank(self.slots[p][2], p, t), p))
             del self.slots[victim]
         self.slots[t] = [key, value, 0.0]
         self.length += 1
@@ -59,16 +59,20 @@ class ListH2O:
             outs.append(out)
         return outs
 
+    def rank(self, score, position, length):
+        """The sum, or with "mean" the sum over the queries that saw the token so far."""
+        return score if self.normalize == "sum" else score / (length - position)
 
-def check_against_list_model(prompt, heavy, recent, steps, seed):
-    cache = H2OCache.from_prefill(*prompt, heavy=heavy, recent=recent)
+
+def check_against_list_model(prompt, heavy, recent, steps, seed, normalize="sum"):
+    cache = H2OCache.from_prefill(*prompt, heavy=heavy, recent=recent, normalize=normalize)
     b_size, hkv = prompt.keys.shape[:2]
     group = prompt.queries.shape[1] // hkv
     scores = oracle.accumulated(
         prompt.keys.cpu(), prompt.queries.cpu(), prompt.lengths.tolist(), SCALE
     )
     models = {
-        (b, h): ListH2O(prompt, scores[b, h], b, h, heavy, recent)
+        (b, h): ListH2O(prompt, scores[b, h], b, h, heavy, recent, normalize)
         for b, h in itertools.product(range(b_size), range(hkv))
     }
     for step in range(steps):
@@ -92,9 +96,10 @@ def check_against_list_model(prompt, heavy, recent, steps, seed):
                 assert out[b, h * group + g, 0].tolist() == pytest.approx(want[g], abs=1e-10)
 
 
-def test_decode_matches_list_model(device):
+@pytest.mark.parametrize("normalize", ["sum", "mean"])
+def test_decode_matches_list_model(normalize, device):
     prompt = make_prompt(2, [12, 5, 9], kv_heads=2, group=2, device=device)
-    check_against_list_model(prompt, heavy=3, recent=2, steps=12, seed=40)
+    check_against_list_model(prompt, heavy=3, recent=2, steps=12, seed=40, normalize=normalize)
 
 
 @KERNEL_SETTINGS
@@ -104,12 +109,23 @@ def test_decode_matches_list_model(device):
     recent=st.integers(0, 3),
     steps=st.integers(1, 8),
     seed=st.integers(0, 2**16),
+    normalize=st.sampled_from(["sum", "mean"]),
 )
-def test_decode_matches_list_model_property(lengths, heavy, recent, steps, seed, device):
+def test_decode_matches_list_model_property(
+    lengths, heavy, recent, steps, seed, normalize, device
+):
     if heavy + recent == 0:
         heavy = 1
     prompt = make_prompt(seed, lengths, kv_heads=2, group=2, key_dim=8, device=device)
-    check_against_list_model(prompt, heavy=heavy, recent=recent, steps=steps, seed=seed)
+    check_against_list_model(
+        prompt, heavy=heavy, recent=recent, steps=steps, seed=seed, normalize=normalize
+    )
+
+
+def test_invalid_normalize_raises(device):
+    prompt = make_prompt(3, [6], device=device)
+    with pytest.raises(ValueError, match="normalize must be one of 'sum', 'mean', got 'max'"):
+        H2OCache.from_prefill(*prompt, heavy=2, recent=1, normalize="max")
 
 
 def test_recent_tokens_are_never_evicted(device):

@@ -10,6 +10,7 @@ import pytest
 import torch
 from kernel_inputs import make_prompt
 
+from rdusim.kernels import SnapKVCache
 from rdusim.kernels.selection import pool_votes, select_top, window_votes
 from rdusim.kernels.snapkv import snapkv_positions
 from rdusim.kernels.snapstream import topk_positions
@@ -116,6 +117,26 @@ def test_pooling_divides_by_valid_cells_only(device):
     candidates = ((token >= 2) & (token < 6))[None]
     got = pool_votes(votes.double(), candidates, 3)[0, 0, 2:6].tolist()
     assert got == [1.5, 7 / 3, 14 / 3, 6.0]
+
+
+@pytest.mark.parametrize("count_pad", [False, True])
+def test_pooling_over_a_prefix_equals_torch_avg_pool(count_pad, device):
+    # Candidates [0, 9) of 12 tokens: rdusim's default is avg_pool1d(count_include_pad=False),
+    # count_pad=True is avg_pool1d's default (kvpress's SnapKVPress, SnapKV's official code).
+    votes = torch.rand(2, 3, 12, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    candidates = (torch.arange(12) < 9)[None, :].expand(2, 12).to(device)
+    got = pool_votes(votes.to(device), candidates, 5, count_pad=count_pad)[..., :9].cpu()
+    want = torch.nn.functional.avg_pool1d(
+        votes[..., :9], kernel_size=5, stride=1, padding=2, count_include_pad=count_pad
+    )
+    torch.testing.assert_close(got, want, rtol=1e-14, atol=0)
+
+
+def test_snapkv_pool_count_pad_must_be_a_bool(device):
+    prompt = make_prompt(3, [10], device=device)
+    with pytest.raises(ValueError, match="pool_count_pad must be True or False, got 'yes'"):
+        SnapKVCache.from_prefill(*prompt, budget=6, capacity=6, window=2, pool=3,
+                                 pool_count_pad="yes")  # fmt: skip
 
 
 def test_pool_of_one_is_identity(device):

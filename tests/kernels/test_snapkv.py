@@ -26,6 +26,7 @@ def snapkv_configs(draw):
         "window": window,
         "budget": draw(st.integers(window, window + 8)),
         "pool": draw(st.sampled_from([1, 3, 5])),
+        "pool_count_pad": draw(st.booleans()),
         "seed": draw(st.integers(0, 2**16)),
     }
 
@@ -41,7 +42,7 @@ def test_snapkv_selection_matches_loop_oracle_property(cfg, device):
         key_dim=4,
         device=device,
     )
-    params = {k: cfg[k] for k in ("budget", "window", "pool")}
+    params = {k: cfg[k] for k in ("budget", "window", "pool", "pool_count_pad")}
     got = snapkv_positions(prompt.keys, prompt.queries, prompt.lengths, scale=None, **params)
     want, _ = oracle.snapkv_kept(
         prompt.keys.cpu(), prompt.queries.cpu(), cfg["lengths"], scale=1 / math.sqrt(4), **params

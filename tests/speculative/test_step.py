@@ -116,7 +116,8 @@ def test_result_reports_accepted_tokens_over_the_step(folder):
     assert split["draft_s"] > 0 and split["verify_s"] > 0
     assert split["draft_s"] + split["verify_s"] == pytest.approx(result.total_s, rel=1e-12)
     draft_rows = result.kernels[result.kernels["layer_type"] == "draft dense"]
-    assert list(draft_rows["calls"]) == [3 * 16, 3 * 16]  # k steps x 16 layers of Llama-3.2-1B
+    # the derived draft: one fused Decoder call per layer, k steps x 16 layers of Llama-3.2-1B
+    assert list(draft_rows["kernel"]) == ["Decoder"] and list(draft_rows["calls"]) == [3 * 16]
     assert result.tokens_per_s_per_user == pytest.approx(1.875 / result.total_s)
     assert result.to_dict()["speculative"]["accepted_tokens_per_step"] == pytest.approx(1.875)
 
@@ -172,3 +173,45 @@ def test_bad_speculative_input_is_located(folder, change, message):
     text = str(error.value)
     assert message in text
     assert str(path) in text and "speculative" in text
+
+
+# ------------------------------------------------------------------------- the draft mapping
+def test_a_named_draft_mapping_is_used_on_the_targets_node(folder):
+    node = write_node(folder, 4)
+    draft = write_mapping(folder, "draft-1b", model="llama-3.2-1b", hardware=node, phase="decode",
+                          layers=two_kernel_layers("llama-3.2-1b", "decode"), workload={"seq_len": 64},
+                          defaults={"tp": 2, "chunk_tokens": 1, "kv_block_tokens": 128})
+    plan = build_plan(load_mapping(_mapping(folder, "named", speculative=SD | {"mapping": draft.name})))
+    kernels = plan.speculative.draft.kernels["draft dense"]
+    assert [k.name for k in kernels] == ["Attention", "FFN"]           # the named mapping's two kernels
+    q_proj = next(s for s in kernels[0].stages if s.op is not None and s.op.name == "q_proj")
+    assert q_proj.shard["heads"] == 2                                   # its own TP degree
+    assert plan.speculative.draft.kv_len == plan.kv_len                 # at the target's prompt length
+
+
+def test_a_draft_that_does_not_split_over_the_node_is_derived_at_a_smaller_tp(tmp_path):
+    """Llama-3.2-3B's 24 heads do not split 16 ways: the derived draft runs at TP8, replicated."""
+    node = write_node(tmp_path, 16)
+    path = write_mapping(tmp_path, "t16", model="llama-3.1-8b", hardware=node, phase="decode",
+                         layers=two_kernel_layers("llama-3.1-8b", "decode"), workload={"seq_len": 256},
+                         defaults={"tp": 16, "chunk_tokens": 1, "kv_block_tokens": 128})
+    data = yaml.safe_load(path.read_text())
+    data["speculative"] = SD | {"draft": "llama-3.2-3b"}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    draft = build_plan(load_mapping(path)).speculative.draft
+    assert draft.mapping.defaults.tp == 8
+    (decoder,) = draft.kernels["draft dense"]
+    attention = next(s for s in decoder.stages if s.op is not None and s.op.name == "attention")
+    assert attention.shard["heads"] == 8
+
+
+def test_each_more_draft_token_costs_a_draft_step_and_a_wider_verification(folder):
+    path = _mapping(folder, "ks", speculative=SD)
+    results = [simulate(path, overrides=[f"speculative.k={k}"], record_events=False) for k in range(5)]
+    drafts = [r.speculative_split()["draft_s"] for r in results]
+    verifies = [r.speculative_split()["verify_s"] for r in results]
+    assert drafts[0] == 0.0
+    per_step = drafts[1]
+    assert drafts == pytest.approx([k * per_step for k in range(5)], rel=1e-12)  # k identical draft steps
+    assert all(b >= a for a, b in zip(verifies, verifies[1:], strict=False))       # k + 1 queries cost more
+    assert [r.accepted_tokens_per_step for r in results] == pytest.approx([2 - 0.5**k for k in range(5)])

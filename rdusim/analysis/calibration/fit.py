@@ -2,7 +2,7 @@
 
 Owns: ``fit_efficiencies``, ``layer_shares``, ``with_efficiencies``, ``snapstream_overhead``,
 ``fit_decode_overhead``, ``with_software_launch``.
-Imports: mapping, sim, analysis.breakdown, numpy.
+Imports: mapping, sim, analysis.breakdown, numpy, scipy.
 
 The fit is explicit and reproducible: five parameters (gemm, attention, elementwise,
 sort, collective), each constrained to (0, 1] so the model stays physical, minimise the
@@ -11,6 +11,11 @@ squared error (in percentage points) of the simulated MoE-layer shares against
 then a deterministic Nelder-Mead from the grid's best point (one simplex from a fixed start
 can stall in a poor valley). Nothing else is tuned; predictions at other prompt lengths are
 reported separately and never enter the objective.
+
+The simplex is this module's own ``nelder_mead`` (inside contraction only), not scipy's:
+``scipy.optimize.minimize(method="Nelder-Mead")`` from the same start and budget takes another
+path and ends at other constants (docs/calibration.md, Optimisers), so it would refit the
+shipped ones. The decode constant uses ``scipy.optimize.minimize_scalar`` (same result).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import optimize
 
 from rdusim.analysis.breakdown import kernel_breakdown
 from rdusim.analysis.calibration import prefill_compare
@@ -164,27 +170,16 @@ def decode_tokens_per_s(loaded: LoadedMapping, software_launch_s: float) -> floa
 
 
 def fit_decode_overhead(points: dict[str, tuple[LoadedMapping, float]], *, upper_s: float = 2e-3,
-                        iterations: int = 40) -> DecodeCalibration:
-    """One parameter, the software-orchestrated call cost, by golden-section search on the
-    squared log error of throughput against the published figures."""
+                        tolerance_s: float = 1e-10) -> DecodeCalibration:
+    """One parameter, the software-orchestrated call cost, by bounded Brent minimisation
+    (``scipy.optimize.minimize_scalar``) of the squared log error of throughput against the
+    published figures over [0, ``upper_s``], to ``tolerance_s``; reported to 0.1 us."""
 
     def error(overhead_s: float) -> float:
         return sum(math.log(decode_tokens_per_s(m, overhead_s) / tps) ** 2 for m, tps in points.values())
 
-    lo, hi = 0.0, upper_s
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = error(a), error(b)
-    for _ in range(iterations):
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = error(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = error(b)
-    overhead = round((lo + hi) / 2, 7)
+    found = optimize.minimize_scalar(error, bounds=(0.0, upper_s), method="bounded", options={"xatol": tolerance_s})
+    overhead = round(float(found.x), 7)
     fitted = {k: decode_tokens_per_s(m, overhead) for k, (m, _) in points.items()}
     return DecodeCalibration(overhead, fitted, {k: tps for k, (_, tps) in points.items()})
 

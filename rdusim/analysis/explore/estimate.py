@@ -20,18 +20,20 @@ batch of candidates is composed with numpy.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from rdusim.analysis.metrics import step_figures
+from rdusim.analysis.result import LayerCache
 from rdusim.config.schema import DDR, HBM
-from rdusim.errors import MappingError
-from rdusim.mapping.build import build_layer, kv_length, layer_shape
+from rdusim.errors import ConfigError, MappingError
+from rdusim.mapping.build import build_layer, kv_length, layer_shape, speculative_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import reservations
-from rdusim.mapping.memory import memory_usage
+from rdusim.mapping.memory import LayerMemory, layer_memory, memory_of_layers, memory_report
 from rdusim.mapping.plan import KernelPlan
 from rdusim.mapping.space import (
     Space,
@@ -40,8 +42,9 @@ from rdusim.mapping.space import (
     layer_types,
     load_candidate,
     space_from_seed,
+    speculative_genes,
 )
-from rdusim.model.speculative import accepted_tokens_per_step
+from rdusim.model.speculative import accepted_tokens_per_step, expected_accepted
 from rdusim.model.transformer import base_layer_type, layer_graph
 
 
@@ -108,10 +111,31 @@ class Problem:
 
 @dataclass(frozen=True)
 class LayerEstimate:
+    """One layer type of a candidate, estimated: small and picklable (a worker sends it back)."""
+
     kernels: tuple[KernelEstimate, ...]
-    plans: tuple[KernelPlan, ...]           # what the estimates were made from (memory reads them)
+    memory: LayerMemory | None              # what its kernels add to the memory accounting
     activation_peak_bytes: float
     reason: str = ""                        # why it does not build ("" if it does)
+
+    @property
+    def latency_s(self) -> float:
+        return sum(k.latency_s for k in self.kernels)
+
+
+#: a layer type of a candidate: (layer type, batch, its genes)
+LayerKey = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class DraftEstimate:
+    """A speculative candidate's draft: its k steps, and what it holds in HBM per socket."""
+
+    step_s: float = 0.0
+    weights_bytes: float = 0.0
+    kv_bytes: float = 0.0
+    activations_bytes: float = 0.0
+    reason: str = ""
 
 
 @dataclass
@@ -126,6 +150,8 @@ class Evaluator:
     _kernel_plans: dict[Any, KernelPlan] = field(default_factory=dict)
     _kernel_estimates: dict[Any, KernelEstimate] = field(default_factory=dict)
     _graphs: dict[Any, Any] = field(default_factory=dict)
+    simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
+    _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
     reserved_bytes: float = field(init=False)
     kv_len: int = field(init=False)
 
@@ -140,46 +166,112 @@ class Evaluator:
         return candidate_data(self.space, self.seed.document.data, genome)
 
     def estimate(self, genomes: list[tuple[int, ...]]) -> list[dict[str, Any]]:
-        """One row per genome: feasibility, step time, objective figures, HBM use."""
+        """One row per genome: feasibility, step time, objective figures, HBM use.
+
+        Layers come from the cache (built here when missing); the step times of the whole
+        batch are composed with numpy, layer type by layer type in a fixed order, so a
+        genome's figures do not depend on which batch (or worker) it came in.
+        """
         layers = [[self._layer(g, t) for t in self.counts] for g in genomes]
-        counts = np.array(list(self.counts.values()), dtype=float)
-        step = np.array([[sum(k.latency_s for k in layer.kernels) for layer in row] for row in layers]) @ counts
-        return [self._row(g, row, float(s)) for g, row, s in zip(genomes, layers, step, strict=True)]
+        latency = np.array([[layer.latency_s for layer in row] for row in layers]).reshape(len(genomes), -1)
+        step = np.zeros(len(genomes))
+        for column, count in enumerate(self.counts.values()):
+            step = step + latency[:, column] * float(count)
+        drafts = [self._draft(g) for g in genomes]
+        return [self._row(g, row, float(s) + draft.step_s, draft)
+                for g, row, s, draft in zip(genomes, layers, step, drafts, strict=True)]
+
+    def _k(self, genome: tuple[int, ...]) -> int:
+        sd = speculative_genes(self.space, genome)
+        return 0 if sd is None else sd[1]
+
+    def layer_key(self, genome: tuple[int, ...], layer_type: str) -> tuple[Any, ...]:
+        """What decides a layer type's kernels in this problem: the batch and its genes."""
+        batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
+        # the draft length shapes the verification pass (k + 1 tokens per sequence)
+        return (batch, self._k(genome), layer_genes(self.space, base_layer_type(layer_type), genome))
+
+    def missing(self, genomes: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], str]]:
+        """One (genome, layer type) per layer the cache lacks, for ``build_layers`` on workers."""
+        found: dict[LayerKey, tuple[tuple[int, ...], str]] = {}
+        for genome in genomes:
+            for layer_type in self.counts:
+                key = (layer_type, *self.layer_key(genome, layer_type))
+                if key not in self._layers and key not in found:
+                    found[key] = (genome, layer_type)
+        return list(found.values())
+
+    def build_layers(self, items: list[tuple[tuple[int, ...], str]]) -> list[tuple[LayerKey, LayerEstimate]]:
+        """Estimate these layers (a worker's share of ``missing``), keyed for ``add_layers``."""
+        return [((t, *self.layer_key(g, t)), self._layer(g, t)) for g, t in items]
+
+    def add_layers(self, built: list[tuple[LayerKey, LayerEstimate]]) -> None:
+        """Layers estimated elsewhere (workers) join this cache: every worker's builds are shared."""
+        self._layers.update(built)
 
     def _layer(self, genome: tuple[int, ...], layer_type: str) -> LayerEstimate:
-        base = base_layer_type(layer_type)
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
-        key = (layer_type, batch, layer_genes(self.space, base, genome))
+        key = (layer_type, *self.layer_key(genome, layer_type))
         if key not in self._layers:
             self._layers[key] = self._build(genome, layer_type, batch)
         return self._layers[key]
 
+    def _draft(self, genome: tuple[int, ...]) -> DraftEstimate:
+        """A speculative candidate's k draft steps (time, and the draft's HBM), by the same closed
+        form; the draft's mapping depends on the draft model and batch only (rdusim.mapping.draft)."""
+        sd = speculative_genes(self.space, genome)
+        if sd is None or sd[1] == 0:
+            return DraftEstimate()
+        draft, k = sd
+        batch = self.space.value(genome, "batch")
+        key = (draft, batch)
+        if key not in self._drafts:
+            self._drafts[key] = self._build_draft(genome)
+        one = self._drafts[key]
+        return dataclasses.replace(one, step_s=k * one.step_s)
+
+    def _build_draft(self, genome: tuple[int, ...]) -> DraftEstimate:
+        try:
+            loaded = load_candidate(self.seed, self.data(genome))
+            plan = speculative_plan(loaded)
+        except (MappingError, ConfigError) as error:
+            return DraftEstimate(reason=f"draft: {str(error).splitlines()[0]}")
+        assert plan is not None and plan.draft is not None
+        draft = plan.draft
+        step = sum(kernel_estimate(kernel, loaded).latency_s * draft.layer_counts[t]
+                   for t, kernels in draft.kernels.items() for kernel in kernels)
+        hbm = memory_report(draft)[HBM]
+        return DraftEstimate(step, hbm["weights"], hbm["kv_cache"], hbm["activations"])
+
     def _build(self, genome: tuple[int, ...], layer_type: str, batch: int) -> LayerEstimate:
         try:
             loaded = load_candidate(self.seed, self.data(genome))
-            graph_key = (layer_type, batch)
+            graph_key = (layer_type, batch, self._k(genome))
             if graph_key not in self._graphs:
                 self._graphs[graph_key] = layer_graph(loaded.model, layer_type, layer_shape(loaded),
                                                       loaded.spec.kv_policy)
             built = build_layer(loaded, layer_type, graph=self._graphs[graph_key], cache=self._kernel_plans)
         except MappingError as error:
-            return LayerEstimate((), (), 0.0, str(error).splitlines()[0])
+            return LayerEstimate((), None, 0.0, str(error).splitlines()[0])
         estimates = []
         for kernel, key in zip(built.kernels, built.keys, strict=True):
             if key not in self._kernel_estimates:
                 self._kernel_estimates[key] = kernel_estimate(kernel, loaded)
             estimates.append(self._kernel_estimates[key])
-        return LayerEstimate(tuple(estimates), built.kernels, built.activation_peak_bytes)
+        return LayerEstimate(tuple(estimates), layer_memory(built.kernels), built.activation_peak_bytes)
 
-    def _row(self, genome: tuple[int, ...], layers: list[LayerEstimate], step_s: float) -> dict[str, Any]:
+    def _row(self, genome: tuple[int, ...], layers: list[LayerEstimate], step_s: float,
+             draft: DraftEstimate) -> dict[str, Any]:
         spec = self.seed.spec
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else spec.workload.batch
         row: dict[str, Any] = {"genome": genome, "batch": batch, "fits": True, "reason": ""}
-        broken = next((layer.reason for layer in layers if layer.reason), "")
+        broken = next((layer.reason for layer in layers if layer.reason), "") or draft.reason
         if broken:
             return row | {"fits": False, "reason": broken}
-        memory = self._memory(layers, batch)
-        row |= memory | self._figures(step_s, batch)
+        memory = self._memory(layers, batch, draft)
+        row |= memory | self._figures(step_s, batch, genome)
+        if draft.step_s:
+            row["draft_s"] = draft.step_s
         row["kernel_s"] = {(t, k.name): k.latency_s * n for (t, n), layer in zip(self.counts.items(), layers, strict=True)
                            for k in layer.kernels}
         if memory["hbm_used_bytes"] > memory["hbm_capacity_bytes"]:
@@ -191,17 +283,24 @@ class Evaluator:
             row |= {"fits": False, "reason": f"TPOT {row['tpot_s'] * 1e3:.3f} ms over the SLO"}
         return row
 
-    def _figures(self, step_s: float, batch: int) -> dict[str, float]:
-        w = self.seed.spec.workload
-        return step_figures(self.space.phase, step_s, batch=batch, seq_len=w.seq_len, accepted=accepted_tokens_per_step(self.seed.spec))
+    def _figures(self, step_s: float, batch: int, genome: tuple[int, ...]) -> dict[str, float]:
+        spec = self.seed.spec
+        sd = speculative_genes(self.space, genome)
+        accepted = accepted_tokens_per_step(spec) if sd is None or spec.speculative is None else \
+            expected_accepted(spec.speculative.acceptance.rate, sd[1])
+        return step_figures(self.space.phase, step_s, batch=batch, seq_len=spec.workload.seq_len, accepted=accepted)
 
-    def _memory(self, layers: list[LayerEstimate], batch: int) -> dict[str, float]:
+    def _memory(self, layers: list[LayerEstimate], batch: int, draft: DraftEstimate) -> dict[str, float]:
         """Per socket, by ``rdusim.mapping.memory.memory_usage`` (the simulator's accounting;
-        a candidate differs from the seed only in its kernels and batch)."""
-        kernels = {t: layer.plans for t, layer in zip(self.counts, layers, strict=True)}
-        report = memory_usage(self.seed.spec, self.seed.model, self.counts, kernels, batch, self.kv_len,
-                              max(layer.activation_peak_bytes for layer in layers))
-        hbm, reserved = report[HBM], self.reserved_bytes
+        a candidate differs from the seed only in its kernels, batch and draft), plus a
+        speculative candidate's draft weights and KV cache (as ``memory_report`` adds them)."""
+        memory = {t: layer.memory for t, layer in zip(self.counts, layers, strict=True) if layer.memory is not None}
+        report = memory_of_layers(self.seed.spec, self.seed.model, self.counts, memory, batch, self.kv_len,
+                                  max(layer.activation_peak_bytes for layer in layers))
+        hbm, reserved = dict(report[HBM]), self.reserved_bytes
+        hbm["weights"] += draft.weights_bytes
+        hbm["kv_cache"] += draft.kv_bytes
+        hbm["activations"] = max(hbm["activations"], draft.activations_bytes)
         used = hbm["weights"] + hbm["kv_cache"] + hbm["activations"] + reserved
         return {"hbm_used_bytes": used, "hbm_weights_bytes": hbm["weights"], "hbm_kv_bytes": hbm["kv_cache"],
                 "hbm_activations_bytes": hbm["activations"], "hbm_reserved_bytes": reserved,

@@ -37,5 +37,8 @@ def standalone_document(result: ExploreResult, genome: Genome) -> dict[str, Any]
     for key in ("hardware", "prefill"):
         if data.get(key):
             data[key] = str((base / data[key]).resolve())
+    speculative = data.get("speculative")
+    if isinstance(speculative, dict) and speculative.get("mapping"):  # a named draft mapping
+        data["speculative"] = speculative | {"mapping": str((base / speculative["mapping"]).resolve())}
     data["name"] = f"{data['name']}-explored"
     return data

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,10 +27,10 @@ import pandas as pd
 
 from rdusim.analysis.execution import Executor, LocalExecutor
 from rdusim.analysis.explore.estimate import Evaluator, Problem
-from rdusim.analysis.explore.tasks import Genome, estimate_task, evaluator, simulate_task
+from rdusim.analysis.explore.tasks import Genome, evaluator, layers_task, simulate_task
 from rdusim.analysis.metrics import STEP_FIGURES
 from rdusim.errors import ConfigError
-from rdusim.mapping.space import Space
+from rdusim.mapping.space import Space, speculative_genes
 
 Progress = Callable[[str, int, int], None]
 
@@ -86,12 +87,20 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
             progress: Progress | None) -> tuple[str, dict[Genome, dict[str, Any]]]:
     rows: dict[Genome, dict[str, Any]] = {}
 
+    ev = evaluator(problem)
+
     def run(genomes: list[Genome]) -> None:
+        """Workers estimate the layers no earlier batch built (each once, similar layers on the same
+        worker, whose kernel plans they share); this process's evaluator keeps every layer and
+        composes the batch's rows."""
         genomes = [g for g in dict.fromkeys(genomes) if g not in rows][: budget - len(rows)]
-        n = max(1, min(len(genomes), executor.workers * 2))
-        chunks = [genomes[i::n] for i in range(n)]
-        for chunk, result in zip(chunks, executor.map(estimate_task, [(problem, c) for c in chunks]), strict=True):
-            rows.update(zip(chunk, result, strict=True))
+        missing = sorted(ev.missing(genomes), key=lambda item: (item[1], ev.layer_key(*item)))
+        n = max(1, min(len(missing), executor.workers * 2))
+        size = math.ceil(len(missing) / n)
+        chunks = [missing[i:i + size] for i in range(0, len(missing), size)] if missing else []
+        for built in executor.map(layers_task, [(problem, c) for c in chunks]):
+            ev.add_layers(built)
+        rows.update(zip(genomes, ev.estimate(genomes), strict=True))
         if progress:
             progress("estimate", len(rows), budget)
 
@@ -153,8 +162,12 @@ def _child(space: Space, rng: np.random.Generator, parents: list[Genome]) -> Gen
 
 # ------------------------------------------------------------------------ tables
 def describe(space: Space, genome: Genome) -> dict[str, Any]:
-    """Readable columns for a genome: kernels per layer type and attention strategy."""
+    """Readable columns for a genome: kernels per layer type and attention strategy (and, for a
+    speculative seed, the draft model and its length k)."""
     out: dict[str, Any] = {}
+    sd = speculative_genes(space, genome)
+    if sd is not None:
+        out["draft"], out["draft_k"] = sd
     for layer in space.layers:
         base = layer.layer_type
         cuts = sum(1 for i, free in enumerate(layer.cut_is_free) if not free or space.value(genome, f"{base}.cut{i}"))

@@ -1,7 +1,7 @@
 """What the explorer's workers run: estimate a batch of candidates, or re-simulate one.
 
-Owns: ``Genome``, ``evaluator`` (one cached ``Evaluator`` per problem and process),
-``estimate_task``, ``simulate_task``. Imports: estimate, metrics, result (simulate), mapping.
+Owns: ``Genome``, ``evaluator`` (one cached ``Evaluator`` per problem and process, with its
+kernel plans and simulated layers), ``layers_task``, ``simulate_task``. Imports: estimate, metrics, result (simulate), mapping.
 The functions are module-level and their arguments picklable, so worker processes and Dask
 workers run the same code as this process.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rdusim.analysis.explore.estimate import Evaluator, Problem
+from rdusim.analysis.explore.estimate import Evaluator, LayerEstimate, LayerKey, Problem
 from rdusim.analysis.metrics import step_figures
 from rdusim.analysis.result import simulate
 from rdusim.errors import MappingError
@@ -29,16 +29,19 @@ def evaluator(problem: Problem) -> Evaluator:
     return _EVALUATORS[problem]
 
 
-def estimate_task(problem: Problem, genomes: list[Genome]) -> list[dict[str, Any]]:
-    return evaluator(problem).estimate(genomes)
+def layers_task(problem: Problem, items: list[tuple[Genome, str]]) -> list[tuple[LayerKey, LayerEstimate]]:
+    """Estimate layers the search's own evaluator lacks; it shares them with every later batch."""
+    return evaluator(problem).build_layers(items)
 
 
 def simulate_task(problem: Problem, genome: Genome) -> dict[str, Any]:
-    """Re-score one candidate with the discrete-event simulator."""
+    """Re-score one candidate with the discrete-event simulator; a layer type whose kernels an
+    earlier candidate of this process shared (same layer key) reuses that simulation."""
     ev = evaluator(problem)
     loaded = load_candidate(ev.seed, ev.data(genome))
+    keys = {t: ev.layer_key(genome, t) for t in ev.counts}
     try:
-        result = simulate(loaded, record_events=False)
+        result = simulate(loaded, record_events=False, layers=(ev.simulated, keys))
     except MappingError as error:
         return {"genome": genome, "sim_fits": False, "sim_reason": str(error).splitlines()[0]}
     fit = hbm_fit(result.plan, loaded)

@@ -46,6 +46,7 @@ from rdusim.mapping.capacity import batch_candidates, hbm_fit, max_batch
 from rdusim.mapping.memory import cached_layers, kv_cache_bytes_per_socket
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
 from rdusim.model.policy import kv_length
+from rdusim.model.speculative import accepted_tokens_per_step
 from rdusim.sim.serving import DecodeTable, PrefillTable, ServingModel
 
 GRID_START = 1024
@@ -88,7 +89,8 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
     buckets, reason = _batch_buckets(document, spec, decode_path, decode_overrides, max_context)
     memory = _decode_memory(decode_path, decode_overrides, max_context, buckets[-1])
     policy = decode.spec.kv_policy
-    accepted = decode.spec.workload.accepted_tokens_per_step
+    accepted = accepted_tokens_per_step(decode.spec)   # speculative: the acceptance model's expectation
+    sd = decode.spec.speculative
     prefill_table, decode_table = _step_tables(document, spec, prefill_path, decode_path, decode_overrides,
                                                buckets, max_context)
     link = spec.interconnect
@@ -102,7 +104,9 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
         accepted_tokens_per_step=accepted, max_context=max_context,
         link_bytes_per_s=link.bandwidth_bytes_per_s if link else math.inf,
         link_latency_s=link.latency_s if link else 0.0, scheduling=spec.scheduling,
-        chunk_tokens=spec.prefill.chunk_tokens)
+        chunk_tokens=spec.prefill.chunk_tokens,
+        draft_tokens=sd.k if sd is not None else 0,
+        acceptance_rate=sd.acceptance.rate if sd is not None else 0.0, seed=decode.spec.workload.seed)
     info = {"prefill_mapping": str(prefill_path), "decode_mapping": str(decode_path), "max_context": max_context,
             "decode_overrides": tuple(decode_overrides),
             "model": decode.model.name, "hardware": decode.system.name} | memory
@@ -179,10 +183,15 @@ def _decode_memory(decode_path: Path, overrides: list[str], max_context: int, ba
             for stage in kernel.stages:
                 if stage.op is not None and stage.op.op_class == "attention":
                     groups = stage.shard.get("batch", 1)
+    # per socket: the target's cache and a speculative draft's (memory_report holds both)
     per_socket = kv_cache_bytes_per_socket(plan) * groups / (plan.batch * plan.kv_len)
     free = fit.capacity_bytes - fit.weights_bytes - fit.activations_bytes - fit.reserved_bytes
+    shipped = kv_bytes_per_token_layer(plan.model) * cached_layers(plan)
+    sd = plan.speculative
+    if sd is not None and sd.draft is not None and not sd.self_draft:  # a draft model's prompt cache too
+        shipped += kv_bytes_per_token_layer(sd.draft.model) * sd.draft.model.layers
     return {"groups": groups, "free_bytes": free, "bytes_per_token_socket": per_socket,
-            "bytes_per_token": kv_bytes_per_token_layer(plan.model) * cached_layers(plan),
+            "bytes_per_token": shipped,
             "hbm_capacity_bytes": fit.capacity_bytes, "hbm_weights_bytes": fit.weights_bytes,
             "hbm_activations_bytes": fit.activations_bytes, "hbm_reserved_bytes": fit.reserved_bytes}
 

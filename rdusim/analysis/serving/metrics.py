@@ -84,7 +84,10 @@ def request_frame(run: ServingRun, slo: Slo) -> pd.DataFrame:
         "decode_wait_s": r["admitted_s"] - r["decode_ready_s"], "tpot_s": tpot, "e2e_s": r["finish_s"] - r["arrival_s"],
         "prefill_node": [names.get(int(i), "") if i == i else "" for i in r["prefill_node"]],
         "decode_node": [names.get(int(i), "") if i == i else "" for i in r["decode_node"]],
-        "kv_bytes_shipped": r["kv_bytes_shipped"], "kv_bytes_reserved": r["kv_bytes_reserved"], "met_slo": met})
+        "kv_bytes_shipped": r["kv_bytes_shipped"], "kv_bytes_reserved": r["kv_bytes_reserved"], "met_slo": met,
+        # tokens each decode step delivered to this request on average (bursts under speculative decoding)
+        "tokens_per_step": np.where(r["decode_steps"] > 0, (output - 1) / np.where(r["decode_steps"] > 0,
+                                                                                   r["decode_steps"], 1), np.nan)})
     frame[["prompt_tokens", "output_tokens"]] = frame[["prompt_tokens", "output_tokens"]].astype(np.int64)
     return frame
 
@@ -130,6 +133,10 @@ def summarise(run: ServingRun, requests: pd.DataFrame, slo: Slo) -> dict[str, An
     summary |= _stats("e2el", done["e2e_s"].to_numpy())
     summary["mean_decode_batch"] = float(np.average(run.steps["active"], weights=run.steps["duration_s"])) \
         if len(run.steps["active"]) else 0.0
+    # tokens a request receives per decode step (a burst under speculative decoding): every
+    # delivery of every step; the ITL above is the gap between deliveries, TPOT counts each token
+    summary["mean_tokens_per_step"] = float(run.steps["tokens"].sum() / run.steps["active"].sum()) \
+        if run.steps["active"].sum() else 0.0
     buckets, counts = np.unique(run.steps["bucket"], return_counts=True)
     summary["decode_steps_per_batch_bucket"] = {str(int(b)): int(c) for b, c in zip(buckets, counts, strict=True)}
     reasons = requests.loc[requests["status"] == "rejected", "reason"]

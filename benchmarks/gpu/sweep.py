@@ -1,0 +1,425 @@
+"""Measure what P10's run did not cover: GEMMs that do not fill the GPU, long-context prefill
+attention, eager host dispatch per op kind, and decode steps of several Llama-shaped models.
+
+Run on the GPU machine (bf16, CUDA events, medians after warm-up; same timing and cold-L2
+rules as ``measure.py``, whose helpers it imports):
+
+    python benchmarks/gpu/sweep.py --out sweep.csv --kernels kernels.csv [--quick]
+
+Sections (``--only``):
+
+- ``gemm``: y = x W^T for the layer shapes of several model families (Llama-3.1-8B/70B,
+  Qwen2.5-7B/72B, Mistral-Nemo-12B, Mixtral-8x22B, Llama-3.2-1B and gpt-oss-20b (head_dim 64),
+  DeepSeek-V3 MLA projections and experts) at tensor-parallel slices TP 1, 2, 4, 8 and
+  m = 1 ... 8192 rows. Kernel time only, a cold L2 before every repetition. The kernels cuBLAS
+  launched for each shape (names carry the tile and split-K choice) go to ``--kernels``.
+- ``prefill``: causal SDPA at batch 1, 4K-128K tokens, five head shapes (GQA, head_dim 64 and
+  128), on the FlashAttention backend, and cuDNN's where it runs; two non-causal rows.
+- ``dispatch``: host cost of one eager PyTorch op by kind (F.linear, a view, an elementwise op,
+  torch.cat, index_copy_, F.rms_norm, F.embedding, SDPA, the rotary embedding as measure.py
+  writes it), with the GPU behind the host (a sleep kernel queued first, so only the host is
+  timed) and with the GPU idle (tiny kernels, wall time per op); and the depth of the launch
+  queue (ops the host can queue before it blocks).
+- ``e2e``: decode steps, eager and CUDA-graph replayed, of Llama-3.1-8B, Llama-3.2-3B,
+  Llama-3.2-1B (head_dim 64) and Qwen2.5-7B shapes at batch 1, 16, 64; also the host time to
+  issue one eager step (set ``host``).
+- ``p10``: P10's copy, calibration GEMMs and pointer chase, to tie this machine to P10's.
+
+Sets: ``calibration`` rows are the only ones a model may be fitted to (named here, before any
+measurement: the GEMMs of Llama-3.1-8B at TP 1 with m in {16, 256, 4096}); ``host`` rows are
+inputs measured on the host (dispatch per op kind, queue depth); everything else is
+``prediction``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import measure as M  # noqa: E402  (measure.py beside this file)
+
+BF16 = torch.bfloat16
+
+# (hidden, q_heads, kv_heads, head_dim, ffn) from each model's config.json
+FAMILIES = {
+    "llama3.1-8b": (4096, 32, 8, 128, 14336),
+    "llama3.1-70b": (8192, 64, 8, 128, 28672),
+    "qwen2.5-7b": (3584, 28, 4, 128, 18944),
+    "qwen2.5-72b": (8192, 64, 8, 128, 29568),
+    "mistral-nemo-12b": (5120, 32, 8, 128, 14336),
+    "mixtral-8x22b": (6144, 48, 8, 128, 16384),
+    "llama3.2-1b": (2048, 32, 8, 64, 8192),
+    "gpt-oss-20b": (2880, 64, 8, 64, 2880),
+}
+MS = [1, 4, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+TPS = [1, 2, 4, 8]
+CALIBRATION = {("llama3.1-8b", 1, m) for m in (16, 256, 4096)}
+
+
+def family_gemms(name: str, tp: int) -> list[tuple[str, int, int]]:
+    """(op, n, k) of one layer's GEMMs on one GPU of a TP group."""
+    if name == "deepseek-v3":  # MLA: heads split by TP; experts whole (expert parallel)
+        return [("q_a", 1536, 7168), ("q_b", 128 * 192 // tp, 1536), ("kv_a", 576, 7168),
+                ("kv_b", 128 * 256 // tp, 512), ("o", 7168, 128 * 128 // tp),
+                ("expert_gate_up", 4096, 7168), ("expert_down", 7168, 2048)]
+    h, hq, hkv, hd, ffn = FAMILIES[name]
+    kv = max(1, hkv // tp)
+    return [("qkv", (hq // tp + 2 * kv) * hd, h), ("o", h, hq // tp * hd),
+            ("gate_up", 2 * ffn // tp, h), ("down", h, ffn // tp)]
+
+
+def kernel_names(fn) -> list[tuple[str, float]]:
+    """(name, device microseconds) of the GPU kernels one call of ``fn`` launched."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    out = []
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            out.append((e.time_range.start, e.name, e.time_range.elapsed_us()))
+    return [(n, d) for _, n, d in sorted(out)]
+
+
+def gemm_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    families = list(FAMILIES) + ["deepseek-v3"]
+    if quick:
+        families = ["llama3.1-8b", "llama3.1-70b", "qwen2.5-7b", "llama3.2-1b", "deepseek-v3"]
+    seen: set[tuple[int, int, int]] = set()
+    order: list[tuple[str, int, int, int]] = []
+    for fam in families:
+        for tp in TPS:
+            for op, n, k in family_gemms(fam, tp):
+                w = torch.randn(n, k, dtype=BF16, device=ctx.device)
+                for m in MS:
+                    if (m, n, k) in seen:
+                        continue
+                    seen.add((m, n, k))
+                    x = torch.randn(m, k, dtype=BF16, device=ctx.device)
+                    t, reps = M.time_fn(ctx, lambda x=x, w=w: F.linear(x, w), budget_s=0.04,
+                                        min_reps=5, max_reps=30)
+                    set_ = "calibration" if (fam, tp, m) in CALIBRATION else "prediction"
+                    name = f"{fam}_tp{tp}_{op}_m{m}"
+                    M.record(ctx, set_, "gemm", name, t, reps, m=m, n=n, k=k, flops=2 * m * n * k,
+                             bytes=2 * (m * k + n * k + m * n), family=fam, tp=tp, op=op)
+                    order.append((name, m, n, k))
+                    del x
+                del w
+        torch.cuda.empty_cache()
+    # which kernels cuBLAS chose: a second pass, every 3rd shape in a spread order, 90 s at most
+    deadline = time.perf_counter() + 90.0
+    for name, m, n, k in order[::3] + order[1::3] + order[2::3]:
+        if time.perf_counter() > deadline:
+            break
+        x = torch.randn(m, k, dtype=BF16, device=ctx.device)
+        w = torch.randn(n, k, dtype=BF16, device=ctx.device)
+        try:
+            names = kernel_names(lambda x=x, w=w: F.linear(x, w))
+        except Exception as exc:  # keep the timing rows even if the profiler fails
+            print(f"profiler failed: {exc}", file=sys.stderr)
+            break
+        for i, (kn, dur) in enumerate(names):
+            kernels.append({"row": name, "m": m, "n": n, "k": k, "index": i, "kernel": kn,
+                            "device_us": round(dur, 3)})
+    print(f"gemm kernels named for {len({r['row'] for r in kernels})} shapes", flush=True)
+
+
+HEADS = [(32, 8, 128), (64, 8, 128), (28, 4, 128), (32, 8, 64), (8, 1, 128)]
+LENGTHS = [4096, 8192, 16384, 32768, 65536, 131072]
+
+
+def prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]
+    try:  # PyTorch's pluggable FlashAttention implementations (FA3 where registered)
+        from torch.nn.attention import list_flash_attention_impls
+
+        print("flash attention impls:", list_flash_attention_impls(), flush=True)
+    except Exception as exc:
+        print("no list_flash_attention_impls:", exc, flush=True)
+    try:
+        import flash_attn_interface  # noqa: F401  FlashAttention-3 (hopper/) if installed
+        print("flash_attn_interface (FA3) importable", flush=True)
+    except Exception as exc:
+        print("FA3 not importable:", exc, flush=True)
+    heads = HEADS[:3] if quick else HEADS
+    for bname, backend in backends:
+        for hq, hkv, hd in heads:
+            for length in LENGTHS:
+                q = torch.randn(1, hq, length, hd, dtype=BF16, device=ctx.device)
+                k = torch.randn(1, hkv, length, hd, dtype=BF16, device=ctx.device)
+                v = torch.randn_like(k)
+
+                def fn(q=q, k=k, v=v, causal=True, backend=backend, gqa=hq != hkv):
+                    with sdpa_kernel([backend]):
+                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+                try:
+                    t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
+                except RuntimeError as exc:
+                    print(f"{bname} refused {hq}x{hkv}x{hd} l{length}: {exc}", file=sys.stderr)
+                    break
+                flops = 4 * hq * hd * length * (length + 1) // 2
+                name = f"{bname}_prefill_h{hq}x{hkv}x{hd}_l{length}"
+                M.record(ctx, "prediction", "attn_prefill", name, t, reps, batch=1, seq_len=length,
+                         kv_len=length, q_heads=hq, kv_heads=hkv, head_dim=hd, flops=flops,
+                         bytes=2 * length * hd * (2 * hq + 2 * hkv), backend=bname)
+                if length in (8192, 65536) and (hq, hkv, hd) == (32, 8, 128):
+                    try:
+                        for kn, dur in kernel_names(fn):
+                            kernels.append({"row": name, "m": length, "n": hq, "k": hd, "index": 0,
+                                            "kernel": kn, "device_us": round(dur, 3)})
+                    except Exception as exc:
+                        print(f"profiler failed: {exc}", file=sys.stderr)
+                    if bname == "flash" and length <= 65536:
+                        t, reps = M.time_fn(ctx, lambda fn=fn: fn(causal=False), budget_s=0.3,
+                                            min_reps=3, max_reps=20)
+                        M.record(ctx, "prediction", "attn_prefill_full", f"{bname}_full_h{hq}x{hkv}x{hd}_l{length}",
+                                 t, reps, batch=1, seq_len=length, kv_len=length, q_heads=hq,
+                                 kv_heads=hkv, head_dim=hd, flops=4 * hq * hd * length * length,
+                                 backend=bname, mode="noncausal")
+                del q, k, v
+                torch.cuda.empty_cache()
+
+
+def dispatch_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Host seconds per eager op by kind (GPU behind: a sleep kernel queued first; GPU idle)."""
+    dev = ctx.device
+    x1 = torch.randn(1, 4096, dtype=BF16, device=dev)
+    x32 = torch.randn(32, 4096, dtype=BF16, device=dev)
+    w = torch.randn(4096, 4096, dtype=BF16, device=dev)
+    wt = torch.randn(64, 64, dtype=BF16, device=dev)
+    xt = torch.randn(1, 64, dtype=BF16, device=dev)
+    a = torch.randn(1, 1, 32, 128, dtype=BF16, device=dev)
+    b = torch.randn_like(a)
+    norm_w = torch.ones(4096, dtype=BF16, device=dev)
+    table = torch.randn(128256, 4096, dtype=BF16, device=dev)
+    tok = torch.randint(0, 128256, (1, 1), device=dev)
+    q = torch.randn(1, 32, 1, 128, dtype=BF16, device=dev)
+    kc = torch.randn(1, 8, 1024, 128, dtype=BF16, device=dev)
+    vc = torch.randn_like(kc)
+    knew = torch.randn(1, 8, 1, 128, dtype=BF16, device=dev)
+    pos = torch.tensor([1000], device=dev)
+    qkv = torch.randn(1, 1, 6144, dtype=BF16, device=dev)
+    cos = torch.randn(1, 128, dtype=BF16, device=dev)
+    sin = torch.randn(1, 128, dtype=BF16, device=dev)
+    model = M.Llama(M.TINY_LLAMA, dev)
+    qh = torch.randn(1, 32, 1, 128, dtype=BF16, device=dev)
+    ops = {
+        "gemm": lambda: F.linear(x1, w),
+        "gemm_m32": lambda: F.linear(x32, w),
+        "gemm_tiny": lambda: F.linear(xt, wt),
+        "view": lambda: qkv.view(1, 1, 48, 128),
+        "transpose": lambda: a.transpose(1, 2),
+        "slice": lambda: qkv[..., :4096],
+        "reshape_view": lambda: a.reshape(1, 1, 4096),
+        "elementwise_add": lambda: a + b,
+        "elementwise_mul": lambda: a * b,
+        "elementwise_neg": lambda: -a,
+        "silu": lambda: F.silu(a),
+        "cat": lambda: torch.cat((a, b), dim=-1),
+        "index_copy": lambda: kc.index_copy_(2, pos, knew),
+        "rms_norm": lambda: F.rms_norm(x1, (4096,), norm_w, 1e-5),
+        "embedding": lambda: F.embedding(tok, table),
+        "sdpa": lambda: M.sdpa(q, kc, vc, False),
+        "rope": lambda: model.rope(qh, cos, sin),
+    }
+    n, trials = (100, 7) if not quick else (100, 5)
+    sleep_cycles = int(20e-3 * 1.98e9)  # 20 ms at the boost clock: more than 100 ops take on the host
+    for name, fn in ops.items():
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        behind, idle = [], []
+        for _ in range(trials):
+            torch.cuda._sleep(sleep_cycles)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            behind.append((time.perf_counter() - t0) / n)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            torch.cuda.synchronize()
+            idle.append((time.perf_counter() - t0) / n)
+        M.record(ctx, "host", "dispatch", f"dispatch_{name}_behind", statistics.median(behind), trials,
+                 mode="behind", op=name)
+        M.record(ctx, "host", "dispatch", f"dispatch_{name}_idle", statistics.median(idle), trials,
+                 mode="idle", op=name)
+    # launch queue depth: ops queued behind a long sleep until the host blocks
+    y = torch.zeros(16, device=dev)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(300e-3 * 1.98e9))
+    stamps = []
+    for _ in range(4000):
+        t0 = time.perf_counter()
+        y.add_(1.0)
+        stamps.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    depth = next((i for i, s in enumerate(stamps) if s > 1e-3), len(stamps))
+    M.record(ctx, "host", "queue", "launch_queue_depth", stamps[depth] if depth < len(stamps) else 0.0, 1,
+             n=depth)
+
+
+DECODE_MODELS = {  # layers, hidden, q_heads, kv_heads, head_dim, ffn, vocab (config.json)
+    "llama3.1-8b": (32, 4096, 32, 8, 128, 14336, 128256),
+    "llama3.2-3b": (28, 3072, 24, 8, 128, 8192, 128256),
+    "llama3.2-1b": (16, 2048, 32, 8, 64, 8192, 128256),
+    "qwen2.5-7b": (28, 3584, 28, 4, 128, 18944, 152064),
+}
+
+
+def e2e_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    cases = [(1, 2048), (16, 2048), (64, 1024)]
+    models = list(DECODE_MODELS) if not quick else ["llama3.1-8b", "llama3.2-1b"]
+    for name in models:
+        layers, hidden, hq, hkv, hd, ffn, vocab = DECODE_MODELS[name]
+        s = M.LlamaShape(layers=layers, hidden=hidden, q_heads=hq, kv_heads=hkv, head_dim=hd,
+                         ffn=ffn, vocab=vocab)
+        model = M.Llama(s, ctx.device)
+        for batch, kv_len in cases:
+            decode_case(ctx, model, name, batch, kv_len, kernels)
+            torch.cuda.empty_cache()
+        del model
+        torch.cuda.empty_cache()
+
+
+def decode_case(ctx: M.Ctx, model: M.Llama, fam: str, batch: int, kv_len: int, kernels: list[dict]) -> None:
+    s = model.s
+    ck = [torch.randn(batch, s.kv_heads, kv_len, s.head_dim, dtype=BF16, device=ctx.device)
+          for _ in range(s.layers)]
+    cv = [torch.randn_like(c) for c in ck]
+    tokens = torch.randint(0, s.vocab, (batch, 1), device=ctx.device)
+    pos = torch.tensor([kv_len - 1], device=ctx.device)
+    cos, sin = M.rope_tables(s, pos)
+
+    def step() -> torch.Tensor:
+        return model.forward(tokens, ck, cv, pos, cos, sin, prefill=False)
+
+    common = dict(batch=batch, kv_len=kv_len, q_heads=s.q_heads, kv_heads=s.kv_heads,
+                  head_dim=s.head_dim, family=fam, layers=s.layers, hidden=s.hidden, ffn=s.ffn,
+                  vocab=s.vocab)
+    t, reps = M.time_fn(ctx, step, cold=False, budget_s=0.4, max_reps=40)
+    M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{batch}_l{kv_len}_eager", t, reps,
+             mode="eager", **common)
+    hosts = []
+    for _ in range(7):  # host time to issue one eager step from an idle GPU (nothing awaited)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        hosts.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    M.record(ctx, "host", "e2e_host", f"{fam}_decode_b{batch}_l{kv_len}_host_issue", statistics.median(hosts),
+             len(hosts), mode="eager", **common)
+    if batch == 1 and fam == "llama3.1-8b":
+        try:
+            for i, (kn, dur) in enumerate(kernel_names(step)):
+                kernels.append({"row": f"{fam}_decode_b{batch}_l{kv_len}_eager", "m": batch, "n": kv_len,
+                                "k": 0, "index": i, "kernel": kn, "device_us": round(dur, 3)})
+        except Exception as exc:
+            print(f"profiler failed: {exc}", file=sys.stderr)
+    g = M.capture(ctx, step)
+    t, reps = M.time_fn(ctx, g.replay, cold=False, budget_s=0.4, max_reps=40)
+    M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{batch}_l{kv_len}_graph", t, reps,
+             mode="graph", **common)
+    del g
+    torch.cuda.synchronize()
+
+
+def p10_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    M.latency_rows(ctx)
+    M.copy_rows(ctx)
+    for name, m, n, k in M.CALIBRATION_GEMMS:
+        x = torch.randn(m, k, dtype=BF16, device=ctx.device)
+        w = torch.randn(n, k, dtype=BF16, device=ctx.device)
+        t, reps = M.time_fn(ctx, lambda x=x, w=w: F.linear(x, w))
+        M.record(ctx, "p10", "gemm", f"p10_{name}", t, reps, m=m, n=n, k=k, flops=2 * m * n * k)
+
+
+SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
+            "e2e": e2e_rows}
+
+
+def host_report() -> str:
+    out = [f"python {sys.version.split()[0]} torch {torch.__version__} cuda {torch.version.cuda}",
+           f"platform {platform.platform()} cpus {os.cpu_count()}"]
+    for cmd in (["nvidia-smi"], ["nvidia-smi", "-q", "-d", "CLOCK,PERFORMANCE,POWER"], ["lscpu"]):
+        try:
+            out.append("$ " + " ".join(cmd))
+            out.append(subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout)
+        except (OSError, subprocess.SubprocessError) as exc:
+            out.append(f"failed: {exc}")
+    if torch.cuda.is_available():
+        out.append(f"cudnn {torch.backends.cudnn.version()}")
+        out.append(str(torch.cuda.get_device_properties(0)))
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--kernels", required=True, help="CSV of the kernels each profiled row launched")
+    ap.add_argument("--env", help="write nvidia-smi, lscpu and versions here")
+    ap.add_argument("--quick", action="store_true", help="fewer families, heads and models (a second GPU)")
+    ap.add_argument("--only", default=",".join(SECTIONS))
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("sweep.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    if args.env:
+        Path(args.env).write_text(host_report())
+    ctx = M.Ctx(device=torch.device("cuda"), tiny=False)
+    torch.manual_seed(0)
+    ctx.env = M.environment(ctx)
+    ctx.env["sdpa_backend"] = M.pick_sdpa_backend(ctx)
+    ctx.env["cpu"] = platform.processor() or _cpu_model()
+    print(ctx.env, flush=True)
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
+    ctx.flush_buf = torch.zeros(64 << 20, dtype=torch.float32, device=ctx.device)
+    kernels: list[dict] = []
+    for name in args.only.split(","):
+        start = time.perf_counter()
+        try:
+            with torch.no_grad():
+                SECTIONS[name](ctx, args.quick, kernels)
+        except Exception as exc:  # keep every other section's rows
+            print(f"section {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"# section {name}: {time.perf_counter() - start:.1f} s", flush=True)
+        write(args.out, ctx)
+        with open(args.kernels, "w", newline="") as fh:
+            wr = csv.DictWriter(fh, fieldnames=["row", "m", "n", "k", "index", "kernel", "device_us"])
+            wr.writeheader()
+            wr.writerows(kernels)
+    return 0
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def write(path: str, ctx: M.Ctx) -> None:
+    M.write(path, ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The request engine's coalesced decode (a block of steps per event between disturbances, the
+default) against the step-by-step engine (``coalesce=False``): the same per-request times, steps,
+node records and event log, bit for bit, on random deployments and workloads (Hypothesis) and
+on a shipped deployment with its simulated step tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rdusim.sim.serving import DecodeTable, ServingRun, simulate_serving
+from tests.serving.conftest import synthetic_model
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _assert_same(a: ServingRun, b: ServingRun) -> None:
+    for key in a.requests:
+        np.testing.assert_array_equal(a.requests[key], b.requests[key], err_msg=key)
+    for key in a.steps:
+        np.testing.assert_array_equal(a.steps[key], b.steps[key], err_msg=key)
+    assert a.nodes == b.nodes
+    assert a.reasons == b.reasons
+    assert a.end_s == b.end_s
+    assert a.events == b.events
+
+
+def _both(model, arrivals, prompts, outputs) -> tuple[ServingRun, ServingRun]:
+    return tuple(simulate_serving(model, arrivals, prompts, outputs, record_events=True, coalesce=c)
+                 for c in (False, True))
+
+
+@given(seed=st.integers(0, 2**16), prefill_nodes=st.integers(1, 3), decode_nodes=st.integers(1, 3),
+       groups=st.sampled_from([1, 2]), accepted=st.sampled_from([1.0, 2.4]), tight=st.booleans(),
+       table=st.booleans(), grows=st.booleans())
+def test_random_deployments_same_as_step_by_step(seed, prefill_nodes, decode_nodes, groups, accepted, tight,
+                                                 table, grows) -> None:
+    rng = np.random.default_rng(seed)
+    n = 300
+    arrivals = np.cumsum(rng.exponential(0.05, n))
+    prompts = rng.integers(50, 1500, n)
+    outputs = rng.integers(1, 120, n)
+    step = DecodeTable((2, 4, 8, 16), (128, 1024, 4096), ((0.02, 0.021, 0.03), (0.021, 0.023, 0.035),
+                                                          (0.022, 0.026, 0.045), (0.025, 0.032, 0.07))) \
+        if table else (lambda b, kv: 0.02 + 0.001 * b + kv * 1e-6)
+    model = synthetic_model(prefill_nodes=prefill_nodes, decode_nodes=decode_nodes, kv_groups=groups,
+                            prefill_time=lambda p: p / 20000.0, batch_buckets=(2, 4, 8, 16), decode_step_time=step,
+                            kv_bytes_per_group=(6 if tight else 1000) * 1500 * 1000.0, kv_grows=grows,
+                            accepted_tokens_per_step=accepted, link_bytes_per_s=5e8, link_latency_s=1e-3)
+    reference, coalesced = _both(model, arrivals, prompts, outputs)
+    _assert_same(reference, coalesced)
+    assert len(reference.steps["start_s"]) > 0
+
+
+def test_shipped_deployment_same_as_step_by_step() -> None:
+    from rdusim.analysis.serving.deployment import load_deployment
+    from rdusim.analysis.serving.workload import generate_workload, parse_distribution
+
+    deployment = load_deployment(ROOT / "tests/data/serving/llama-small.yaml")
+    workload = generate_workload(4.0, parse_distribution("lognormal:1024,0.4", "p"),
+                                 parse_distribution("uniform:2,64", "o"), seed=1, requests=2000)
+    reference, coalesced = _both(deployment.model, workload.arrival_s, workload.prompt_tokens, workload.output_tokens)
+    _assert_same(reference, coalesced)
+
+
+@given(seed=st.integers(0, 2**16), k=st.integers(1, 5), rate=st.sampled_from([0.3, 0.7, 0.9]))
+def test_speculative_bursts_same_as_step_by_step(seed, k, rate) -> None:
+    """Speculative decoding: the bursts drawn at admission land on the same steps in a block."""
+    from rdusim.model.speculative import expected_accepted
+
+    rng = np.random.default_rng(seed)
+    n = 200
+    arrivals = np.cumsum(rng.exponential(0.05, n))
+    prompts, outputs = rng.integers(50, 1500, n), rng.integers(1, 120, n)
+    model = synthetic_model(prefill_nodes=2, decode_nodes=2, kv_groups=2, batch_buckets=(2, 4, 8, 16),
+                            prefill_time=lambda p: p / 20000.0, decode_step_time=lambda b, kv: 0.02 + 0.001 * b,
+                            draft_tokens=k, acceptance_rate=rate, accepted_tokens_per_step=expected_accepted(rate, k))
+    reference, coalesced = _both(model, arrivals, prompts, outputs)
+    _assert_same(reference, coalesced)
+    assert coalesced.steps["tokens"].sum() == int((outputs - 1).clip(min=0).sum())
