@@ -56,8 +56,10 @@ SLO = ["--slo-ttft-s", "1000", "--slo-tpot-ms", "10000"]
 def _follow_up(name: str, target: Path) -> list[str]:
     """A simulation that reads the mutated document (at a modest prompt length)."""
     kind = kind_of(ROOT / name) if not name.startswith("models/") else "model"
-    if kind == "serving":
-        return ["serve", str(target), "--rate", "1", "--requests", "20", *SLO]
+    if kind == "serving":  # small step-time tables: a copy's tables are built afresh (its own paths)
+        return ["serve", str(target), "--rate", "1", "--requests", "20", *SLO, "--set", "decode.max_context=4096",
+                "--set", "prefill.grid=[1024, 4096]", "--set", "decode.kv_grid=[1024, 4096]",
+                "--prompt-tokens", "uniform:1024,4096", "--output-tokens", "uniform:1,16"]
     if kind == "gpu_mapping":
         return ["simulate", str(target), "--seq-len", "4096", "--format", "json"]
     if kind in ("gpu", "gpu_node"):
