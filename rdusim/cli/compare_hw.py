@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     for hw in hws:
         if not Path(hw).is_file():
             raise ConfigError(f"--hw: file {hw!r} not found")
-        check_kind(hw, ("node", "gpu", "gpu_node", "gpu_mapping"), "--hw")
+        check_kind(hw, ("node", "gpu", "gpu_node", "gpu_mapping"), "--hw", given_by="--hw")
     if args.batch != "auto" and (not args.batch.isdigit() or int(args.batch) < 1):
         raise ConfigError(f"--batch: expected a positive integer or 'auto', got {args.batch!r}")
     batch = None if args.batch == "auto" else int(args.batch)

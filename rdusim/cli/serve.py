@@ -53,7 +53,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 def workload_spec(args: argparse.Namespace) -> GeneratedWorkload:
     if args.duration is not None and args.requests is not None:
-        raise ConfigError("give --duration or --requests, not both")
+        raise ConfigError("--duration, --requests: give one of them, not both")
     duration = args.duration if args.requests is None else None
     return GeneratedWorkload(parse_distribution(args.prompt_tokens, "--prompt-tokens"),
                         parse_distribution(args.output_tokens, "--output-tokens", MAX_OUTPUT_TOKENS),
@@ -69,7 +69,7 @@ def slo_from(args: argparse.Namespace, deployment: Any | None) -> Slo:
             base = default_slo(deployment)
             return Slo(args.slo_ttft_s if args.slo_ttft_s is not None else base.ttft_s,
                        args.slo_tpot_ms / 1e3 if args.slo_tpot_ms is not None else base.tpot_s)
-        raise ConfigError("give both --slo-ttft-s and --slo-tpot-ms (or an slo in the serving file)")
+        raise ConfigError("--slo-ttft-s, --slo-tpot-ms: give both (or an slo in the serving file)")
     return Slo(args.slo_ttft_s, args.slo_tpot_ms / 1e3)
 
 
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = Outputs()
     out = outputs.folder("--out", args.out)
     if (args.rate is None) == (args.trace is None):
-        raise ConfigError("give either --rate (a generated workload) or --trace FILE")
+        raise ConfigError("--rate, --trace: give one of them: --rate (a generated workload) or --trace FILE (a replay)")
     if args.trace is not None:
         with bar(None, "reading trace", "B", unit_scale=True) as reading:
             workload = read_trace(args.trace, layout=args.trace_format, time_scale=args.time_scale,

@@ -340,10 +340,11 @@ def _kind_of_spec(spec_type: type[BaseModel]) -> str | None:
     return values[0] if len(values) == 1 and isinstance(values[0], str) else None
 
 
-def check_kind(path: str | Path, kinds: tuple[str, ...], what: str, hint: str = "") -> str:
+def check_kind(path: str | Path, kinds: tuple[str, ...], what: str, hint: str = "", given_by: str = "") -> str:
     """The ``kind`` of the document at ``path`` when it is one of ``kinds``, else one located
-    line saying what ``what`` (an argument or option) takes, and ``hint`` (where it goes)."""
-    document = read_document(path, what)
+    line saying what ``what`` (an argument or option) takes, and ``hint`` (where it goes).
+    ``given_by`` (an option, or the key that named the path) prefixes a file that cannot be read."""
+    document = read_document(path, given_by)
     kind = document.data.get("kind")
     if kind not in kinds:
         names = " or ".join(repr(k) for k in kinds)

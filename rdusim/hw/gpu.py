@@ -119,7 +119,7 @@ def load_gpu_node(path: str | Path, what: str = "") -> GpuNode:
     """Load a ``gpu`` document (a node of one) or a ``gpu_node`` document and its GPU
     (``what``: the option or key that named it, for messages)."""
     path = Path(path)
-    check_kind(path, ("gpu", "gpu_node"), what or "a GPU hardware path")
+    check_kind(path, ("gpu", "gpu_node"), what or "a GPU hardware path", given_by=what)
     spec = load_any(path)
     if isinstance(spec, GpuSpec):
         return GpuNode(spec.name, Gpu(spec), 1, path)

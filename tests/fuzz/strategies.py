@@ -242,38 +242,74 @@ _OPTIONS: dict[str, list[tuple[str, list[str]]]] = {
                  ("--threads", NUMBERS), ("--plot", OUT_PATHS)],
     "validate": [],
     "schema": [],
+    "serve": [("--rate", ["1", "0.5", "1e-9", "0", "-1", "nan", "inf", "1e6", "x"]),
+              ("--prompt-tokens", ["lognormal:4096,0.5", "fixed:200000", "uniform:1,8192", "lognormal:1e18,3",
+                                   "fixed:0", "uniform:5,2", "normal:1", "lognormal:1000,1e6", ""]),
+              ("--output-tokens", ["fixed:4", "uniform:1,64", "lognormal:16,2", "fixed:1e30", "x"]),
+              ("--arrivals", ["poisson", "gamma:2", "gamma:0", "gamma:1e12", "x"]), ("--seed", NUMBERS),
+              ("--trace", ["trace.csv", "nope.csv", "adir", "/dev/null", "afile", "mappings/deepseek-r1/serve.yaml"]),
+              ("--time-scale", NUMBERS), ("--slo-ttft-s", NUMBERS), ("--slo-tpot-ms", NUMBERS), ("--out", OUT_PATHS),
+              ("--set", ["decode.nodes=2", "decode.nodes=1000000000", "prefill.nodes=0", "layout=colocated",
+                         "decode.kv_grid=[1,1]", "interconnect=null", "slo=null", "scheduling=x",
+                         "decode.max_batch=3", "prefill.chunk_tokens=512"])],
+    "compare-hw": [("--hw", ["hw_configs/h100.yaml", "mappings/llama-3.1-8b/decode-h100.yaml", "hw_configs/sn40l-16.yaml",
+                             "nope.yaml", "adir", "mappings/deepseek-r1/serve.yaml", "hw_configs/h100.yaml,,x"]),
+                   ("--policy", ["none", "snapstream", "kascade", "x", ""]), ("--batch", ["auto", *NUMBERS]),
+                   ("--compression", NUMBERS), ("--out", OUT_PATHS), ("--plot", OUT_PATHS)],
 }
 #: values that are invalid for every numeric option above: calibrate and numerics always get
 #: one, so the fuzzer checks that they are refused before minutes of work start
 _ALWAYS_BAD = ["0", "-1", "abc", "", "nan"]
 
 
-@st.composite
-def cli_argvs(draw: st.DrawFn) -> list[str]:
-    command = draw(st.sampled_from(sorted(_OPTIONS)))
-    argv = [command]
-    if command in ("simulate", "sweep"):
-        argv.append(draw(st.sampled_from(MAPPINGS)))
-    elif command == "validate":
-        argv += draw(st.lists(st.sampled_from([*MAPPINGS, "hw_configs", "mappings/llama-3.1-8b"]), min_size=1, max_size=3))
-    elif command == "schema":
-        argv.append(draw(st.sampled_from(["mapping", "model", "node", "socket", "x", ""])))
-    elif command == "explore":
-        argv += ["--model", draw(st.sampled_from(["llama-3.1-8b", "nope", ""])),
-                 "--phase", draw(st.sampled_from(["prefill", "decode", "x"])), "--workers", "1"]
-    elif command == "numerics":
-        argv.append(draw(st.sampled_from(["passkey", "divergence", "x"])))
-    options = _OPTIONS[command]
-    for option, values in draw(st.lists(st.sampled_from(options), max_size=4)) if options else []:
-        argv += [option] + ([draw(st.sampled_from(values))] if values else [])
+#: the repository's own serving file (never written to): its step-time tables are memoised by
+#: path, so every example after the first (tests/fuzz/conftest.py warms them) runs in seconds
+SERVE = str(ROOT / "mappings/deepseek-r1/serve.yaml")
+_SERVING_FILES = [SERVE, "mappings/llama-3.1-8b/decode-h100.yaml", *MAPPINGS[3:]]
+_COMPARED = ["mappings/llama-3.1-8b/decode.yaml", "mappings/llama-3.1-8b/decode-h100.yaml", *MAPPINGS[3:]]
+
+
+def _positionals(draw: st.DrawFn, command: str) -> list[str]:
+    """What a command takes before its options."""
+    pick = {"simulate": MAPPINGS, "sweep": MAPPINGS, "schema": ["mapping", "model", "node", "socket", "x", ""],
+            "numerics": ["passkey", "divergence", "x"], "serve": _SERVING_FILES}
+    if command in pick:
+        return [draw(st.sampled_from(pick[command]))]
+    if command == "validate":
+        return draw(st.lists(st.sampled_from([*MAPPINGS, "hw_configs", "mappings/llama-3.1-8b"]), min_size=1, max_size=3))
+    if command == "explore":
+        return ["--model", draw(st.sampled_from(["llama-3.1-8b", "nope", ""])),
+                "--phase", draw(st.sampled_from(["prefill", "decode", "x"])), "--workers", "1"]
+    if command == "compare-hw":
+        return [draw(st.sampled_from(_COMPARED)), "--seq-len", draw(st.sampled_from(["4096", *NUMBERS]))]
+    return []
+
+
+def _completed(draw: st.DrawFn, command: str, argv: list[str]) -> list[str]:
+    """Options every run of ``command`` gets, so a valid one takes seconds, not minutes."""
     if command in ("calibrate", "numerics"):
-        numeric = [o for o, v in options if v is NUMBERS]
+        numeric = [o for o, v in _OPTIONS[command] if v is NUMBERS]
         argv += [draw(st.sampled_from(numeric)), draw(st.sampled_from(_ALWAYS_BAD))]
     if command == "sweep":
         argv += ["--workers", "1"]
     if command == "explore" and "--budget" not in argv:
         argv += ["--budget", "3", "--top", "1"]
+    if command == "serve" and "--trace" not in argv:
+        argv += ["--rate", "1"] if "--rate" not in argv else []
+        argv += ["--requests", draw(st.sampled_from(["5", "20", "0", "x"]))]
+    if command == "compare-hw" and "--hw" not in argv:
+        argv += ["--hw", "hw_configs/h100.yaml"]
     return argv
+
+
+@st.composite
+def cli_argvs(draw: st.DrawFn) -> list[str]:
+    command = draw(st.sampled_from(sorted(_OPTIONS)))
+    argv = [command, *_positionals(draw, command)]
+    options = _OPTIONS[command]
+    for option, values in draw(st.lists(st.sampled_from(options), max_size=4)) if options else []:
+        argv += [option] + ([draw(st.sampled_from(values))] if values else [])
+    return _completed(draw, command, argv)
 
 
 # ------------------------------------------------------------------------ the contract

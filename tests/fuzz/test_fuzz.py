@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from rdusim.analysis.serving.workload import read_trace
 from tests.fuzz.strategies import (
     NEWLINES,
+    SERVE,
     check_contract,
     cli_argvs,
     kind_of,
@@ -55,8 +56,10 @@ SLO = ["--slo-ttft-s", "1000", "--slo-tpot-ms", "10000"]
 def _follow_up(name: str, target: Path) -> list[str]:
     """A simulation that reads the mutated document (at a modest prompt length)."""
     kind = kind_of(ROOT / name) if not name.startswith("models/") else "model"
-    if kind == "serving":
-        return ["serve", str(target), "--rate", "1", "--requests", "20", *SLO]
+    if kind == "serving":  # small step-time tables: a copy's tables are built afresh (its own paths)
+        return ["serve", str(target), "--rate", "1", "--requests", "20", *SLO, "--set", "decode.max_context=4096",
+                "--set", "prefill.grid=[1024, 4096]", "--set", "decode.kv_grid=[1024, 4096]",
+                "--prompt-tokens", "uniform:1024,4096", "--output-tokens", "uniform:1,16"]
     if kind == "gpu_mapping":
         return ["simulate", str(target), "--seq-len", "4096", "--format", "json"]
     if kind in ("gpu", "gpu_node"):
@@ -89,6 +92,7 @@ def test_mutated_documents_keep_the_contract(case: tuple[str, bytes, str]) -> No
 @given(cli_argvs())
 def test_command_lines_keep_the_contract(argv: list[str]) -> None:
     with workspace() as root:
+        (root / "trace.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,1000,4\n0.5,2000,8\n")
         before = files_under(root)
         result = run_cli(*argv)
         check_contract(result, before, files_under(root), " ".join(map(repr, argv)),
@@ -100,7 +104,7 @@ def test_mutated_traces_keep_the_contract(case: tuple[bytes, str]) -> None:
     data, edit = case
     with workspace() as root:
         (root / "trace.csv").write_bytes(data)
-        argv = ["serve", "mappings/deepseek-r1/serve.yaml", "--trace", "trace.csv", *SLO]
+        argv = ["serve", SERVE, "--trace", "trace.csv", *SLO]
         before = files_under(root)
         result = run_cli(*argv)
         check_contract(result, before, files_under(root), f"serve --trace after {edit}", ["trace.csv", "--trace"])

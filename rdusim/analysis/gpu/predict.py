@@ -527,7 +527,7 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
         raise ConfigError(f"{where('layer')}: layer: an MLA + MoE model takes its kernels from "
                           "rdusim.mapping.gpu_mla; remove the list (choose the layout with attention: tp|dp)")
     if not mla and not spec.layer:
-        raise ConfigError(f"{path}: layer: a {model.attention.kind} model needs its decoder layer's library "
+        raise ConfigError(f"{where('layer')}: layer: a {model.attention.kind} model needs its decoder layer's library "
                           "kernels, e.g. [rms_norm, qkv_gemm, rope, kv_append, attention, o_gemm, ...]")
     if not mla and spec.attention != "tp":
         raise ConfigError(f"{where('attention')}: attention: {spec.attention!r} is for MLA + MoE models; "

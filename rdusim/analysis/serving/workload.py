@@ -196,7 +196,7 @@ def check_workload_size(rate: float, *, duration_s: float | None = None, request
     if not (rate > 0 and math.isfinite(rate)):
         raise ConfigError(f"--rate: expected a positive number of requests per second, got {rate:g}")
     if (duration_s is None) == (requests is None):
-        raise ConfigError("give either a duration or a number of requests")
+        raise ConfigError("--duration, --requests: give one of them")
     if duration_s is not None and not (duration_s > 0 and math.isfinite(duration_s)):
         raise ConfigError(f"--duration: expected a positive number of seconds, got {duration_s:g}")
     if requests is not None and requests <= 0:
