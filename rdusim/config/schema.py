@@ -245,13 +245,18 @@ class ModelSpec(Spec):
 
 
 # ---------------------------------------------------------------------------- mapping
+#: the most draft tokens a speculative step proposes (R4 studies k up to 9; serving stacks use <= 10)
+MAX_DRAFT_TOKENS = 64
+
+
 class WorkloadSpec(Spec):
     seq_len: Int = Field(gt=0, description="prompt length in tokens")
     batch: Int = Field(default=1, gt=0)
     routing: Literal["expected", "sampled"] = "expected"
     seed: Int = Field(default=0, ge=0, description="seed of sampled routing")
     accepted_tokens_per_step: Real = Field(
-        default=1.0, ge=1.0, description="multi-token prediction: tokens accepted per decode step"
+        default=1.0, ge=1.0, le=MAX_DRAFT_TOKENS + 1,  # a step yields at most its proposals + 1
+        description="multi-token prediction: tokens accepted per decode step"
     )
 
 
@@ -355,8 +360,6 @@ class DeploymentSpec(Spec):
         "no public figure, 0 by default (sensitivity in docs/calibration.md)")
 
 
-#: the most draft tokens a speculative step proposes (R4 studies k up to 9; serving stacks use <= 10)
-MAX_DRAFT_TOKENS = 64
 #: ``speculative.draft`` naming the target's own multi-token-prediction module (self-speculation)
 MTP_DRAFT = "mtp"
 

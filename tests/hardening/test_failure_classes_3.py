@@ -287,3 +287,10 @@ def test_compare_hw_overrides_name_their_option(workspace):
                      "--seq-len", "8192", "--policy", "snapstream", "--compression", "1e300")
     assert result.code == 0, result.err  # 1e300 reaches the mapping as a number: the row says why it is empty
     assert "(compression 1e+300)" in result.out
+
+
+def test_3_accepted_tokens_per_step_is_bounded(workspace):
+    """A step accepts at most its proposals + 1 tokens: 1e300 is refused at its key, not simulated."""
+    mapping = ROOT / "mappings/deepseek-r1/decode.yaml"
+    result = run_cli("simulate", mapping, "--set", "workload.accepted_tokens_per_step=1.0e+300")
+    assert_input_error(result, "workload.accepted_tokens_per_step", "less than or equal to 65")
