@@ -60,11 +60,13 @@ def write_node(folder: Path, sockets: int, topology: str = "all_to_all", **compu
 
 def write_mapping(folder: Path, name: str, *, model: str, hardware: Path, phase: str,
                   layers: dict[str, list[dict[str, Any]]], workload: dict[str, Any],
-                  defaults: dict[str, Any] | None = None) -> Path:
-    """A mapping YAML (model: a packaged name); returns its path."""
+                  defaults: dict[str, Any] | None = None, speculative: dict[str, Any] | None = None) -> Path:
+    """A mapping YAML (model: a packaged name), with a ``speculative:`` block if given; returns its path."""
     folder.mkdir(parents=True, exist_ok=True)
     data = {"kind": "mapping", "name": name, "model": model, "hardware": str(hardware), "phase": phase,
             "workload": workload, "defaults": defaults or {}, "layers": layers}
+    if speculative is not None:
+        data["speculative"] = speculative
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

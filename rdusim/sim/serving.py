@@ -102,15 +102,6 @@ class DecodeTable:
         slope = (row[i + 1] - row[i]) / (grid[i + 1] - grid[i])
         return max(row[i] + slope * (kv_tokens - grid[i]), 0.0)
 
-    def many(self, bucket: int, kv_tokens: np.ndarray) -> np.ndarray:
-        """``self(bucket, kv)`` for an array of KV lengths, the same operations element-wise
-        (so the same bits)."""
-        row = np.asarray(self.seconds[self.buckets.index(bucket)], dtype=float)
-        grid = np.asarray(self.kv_tokens, dtype=float)
-        i = np.clip(np.searchsorted(grid, kv_tokens, side="right") - 1, 0, len(grid) - 2)
-        slope = (row[i + 1] - row[i]) / (grid[i + 1] - grid[i])
-        return np.maximum(row[i] + slope * (kv_tokens - grid[i]), 0.0)
-
 
 # ------------------------------------------------------------------------ the deployment
 
@@ -160,7 +151,10 @@ class ServingModel:
 
     def kv_final_tokens(self, prompt_tokens: int, output_tokens: int) -> int:
         """KV tokens a request holds at its last decode step (what admission reserves)."""
-        kept = self.kept_tokens(prompt_tokens)
+        return self.kv_final_from_kept(self.kept_tokens(prompt_tokens), output_tokens)
+
+    def kv_final_from_kept(self, kept: int, output_tokens: int) -> int:
+        """``kv_final_tokens`` from the tokens kept after prefill."""
         return kept + max(output_tokens - 1, 0) if self.kv_grows else kept
 
 
@@ -278,8 +272,7 @@ class _Engine:
 
     def kv_final(self, request: int) -> int:
         """``ServingModel.kv_final_tokens`` from the request's kept tokens (looked up once)."""
-        kept = self.kept[request]
-        return kept + max(int(self.output[request]) - 1, 0) if self.m.kv_grows else kept
+        return self.m.kv_final_from_kept(self.kept[request], int(self.output[request]))
 
     def prefill_duration(self, request: int) -> float:
         if self.prefill_s is not None:

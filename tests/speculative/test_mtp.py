@@ -19,14 +19,9 @@ MTP = {"draft": "mtp", "k": 2, "acceptance": {"rate": 0.85, "source": "DeepSeek-
 def _deepseek(folder, name, *, speculative=None, accepted=None):
     node = write_node(folder, 4)
     workload = {"seq_len": 1024, "batch": 4} | ({"accepted_tokens_per_step": accepted} if accepted else {})
-    path = write_mapping(folder, name, model="deepseek-r1", hardware=node, phase="decode",
-                         layers=two_kernel_layers("deepseek-r1", "decode"), workload=workload,
-                         defaults={"tp": 4, "chunk_tokens": 1, "kv_block_tokens": 512})
-    if speculative is not None:
-        data = yaml.safe_load(path.read_text())
-        data["speculative"] = speculative
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return write_mapping(folder, name, model="deepseek-r1", hardware=node, phase="decode",
+                           layers=two_kernel_layers("deepseek-r1", "decode"), workload=workload,
+                           defaults={"tp": 4, "chunk_tokens": 1, "kv_block_tokens": 512}, speculative=speculative)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +61,7 @@ def test_mtp_k_0_is_plain_decoding(folder):
 def test_mtp_needs_a_model_with_an_mtp_module(tmp_path):
     node = write_node(tmp_path, 4)
     path = write_mapping(tmp_path, "llama", model="llama-3.1-8b", hardware=node, phase="decode",
-                         layers=two_kernel_layers("llama-3.1-8b", "decode"), workload={"seq_len": 256})
+                           layers=two_kernel_layers("llama-3.1-8b", "decode"), workload={"seq_len": 256})
     data = yaml.safe_load(path.read_text())
     data["speculative"] = MTP
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -30,15 +30,10 @@ SD = {"draft": "llama-3.2-1b", "k": 3, "acceptance": {"rate": 0.5, "source": "te
 
 def _mapping(folder, name, *, speculative=None, batch=1, seq_len=256, tp=4):
     node = write_node(folder, 4)
-    path = write_mapping(folder, name, model="llama-3.1-8b", hardware=node, phase="decode",
-                         layers=two_kernel_layers("llama-3.1-8b", "decode"),
-                         workload={"seq_len": seq_len, "batch": batch},
-                         defaults={"tp": tp, "chunk_tokens": 1, "kv_block_tokens": 128})
-    if speculative is not None:
-        data = yaml.safe_load(path.read_text())
-        data["speculative"] = speculative
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return write_mapping(folder, name, model="llama-3.1-8b", hardware=node, phase="decode",
+                           layers=two_kernel_layers("llama-3.1-8b", "decode"),
+                           workload={"seq_len": seq_len, "batch": batch},
+                           defaults={"tp": tp, "chunk_tokens": 1, "kv_block_tokens": 128}, speculative=speculative)
 
 
 @pytest.fixture(scope="module")
@@ -179,8 +174,8 @@ def test_bad_speculative_input_is_located(folder, change, message):
 def test_a_named_draft_mapping_is_used_on_the_targets_node(folder):
     node = write_node(folder, 4)
     draft = write_mapping(folder, "draft-1b", model="llama-3.2-1b", hardware=node, phase="decode",
-                          layers=two_kernel_layers("llama-3.2-1b", "decode"), workload={"seq_len": 64},
-                          defaults={"tp": 2, "chunk_tokens": 1, "kv_block_tokens": 128})
+                            layers=two_kernel_layers("llama-3.2-1b", "decode"), workload={"seq_len": 64},
+                            defaults={"tp": 2, "chunk_tokens": 1, "kv_block_tokens": 128})
     plan = build_plan(load_mapping(_mapping(folder, "named", speculative=SD | {"mapping": draft.name})))
     kernels = plan.speculative.draft.kernels["draft dense"]
     assert [k.name for k in kernels] == ["Attention", "FFN"]           # the named mapping's two kernels
@@ -193,8 +188,8 @@ def test_a_draft_that_does_not_split_over_the_node_is_derived_at_a_smaller_tp(tm
     """Llama-3.2-3B's 24 heads do not split 16 ways: the derived draft runs at TP8, replicated."""
     node = write_node(tmp_path, 16)
     path = write_mapping(tmp_path, "t16", model="llama-3.1-8b", hardware=node, phase="decode",
-                         layers=two_kernel_layers("llama-3.1-8b", "decode"), workload={"seq_len": 256},
-                         defaults={"tp": 16, "chunk_tokens": 1, "kv_block_tokens": 128})
+                           layers=two_kernel_layers("llama-3.1-8b", "decode"), workload={"seq_len": 256},
+                           defaults={"tp": 16, "chunk_tokens": 1, "kv_block_tokens": 128})
     data = yaml.safe_load(path.read_text())
     data["speculative"] = SD | {"draft": "llama-3.2-3b"}
     path.write_text(yaml.safe_dump(data, sort_keys=False))
