@@ -153,7 +153,14 @@ def _plot(compared: list[dict], held: list[dict], path: Path) -> None:
     ax.scatter(*zip(*cal, strict=True), s=30, marker="x", color="k", label="calibration (fitted)")
     pts = [(float(r["median_us"]), r["predicted_us"]) for r in held if r["predicted_us"] is not None]
     ax.scatter(*zip(*pts, strict=True), s=40, facecolors="none", edgecolors="r", label="held-out run (all kinds)")
-    lo, hi = 1.0, 1e6
+    parity_axes(ax, 1.0, 1e6, "H100: predicted vs measured", xlabel="measured on H100 (us)", legend_size=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def parity_axes(ax, lo: float, hi: float, title: str, *, xlabel: str = "measured (us)",
+                title_size: float | None = None, legend_size: float = 7) -> None:
+    """A log-log parity plot's frame: y = x and the ±15% lines (also used by compare_sweep.py)."""
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
     for f in (0.85, 1.15):
         ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.6)
@@ -161,12 +168,10 @@ def _plot(compared: list[dict], held: list[dict], path: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    ax.set_xlabel("measured on H100 (us)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("rdusim predicted (us)")
-    ax.set_title("H100: predicted vs measured (dotted: ±15%)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    ax.set_title(title + " (dotted: ±15%)", fontsize=title_size)
+    ax.legend(fontsize=legend_size)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import csv
 import statistics
 from pathlib import Path
 
+from compare import parity_axes  # compare.py beside this file
+
 from rdusim.analysis.gpu.predict import (
     MEASURED_LAYER,
     fit_gemm,
@@ -172,36 +174,24 @@ def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict]) ->
     for sel, label, style in ((pred, "prediction (1428 shapes)", dict(s=6, alpha=0.5)),
                               (cal, "calibration (24)", dict(s=30, marker="x", color="k"))):
         ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], label=label, **style)
-    _parity(ax, 3, 2e4, "GEMMs, H100 (bf16, cold L2)")
+    parity_axes(ax, 3, 2e4, "GEMMs, H100 (bf16, cold L2)", title_size=9)
     ax = axes[1]
     for hd, color in ((128, "C0"), (64, "C1")):
         sel = [c for c in prefill if int(c["head_dim"]) == hd]
         ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], color=color,
                    label=f"FA2 causal prefill, head_dim {hd}", s=18)
-    _parity(ax, 1e2, 2e6, "Prefill attention 4K-128K, batch 1")
+    parity_axes(ax, 1e2, 2e6, "Prefill attention 4K-128K, batch 1", title_size=9)
     ax = axes[2]
     for mode, color in (("graph", "C2"), ("eager", "C3")):
         for run, marker in ((1, "o"), (2, "^"), (3, "s")):
             sel = [c for c in e2e if c["mode"] == mode and c["run"] == run]
             ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], color=color,
                        marker=marker, label=f"decode step, {mode}, run {run}", s=22)
-    _parity(ax, 1e3, 5e4, "Decode steps of 4 Llama-shaped models")
+    parity_axes(ax, 1e3, 5e4, "Decode steps of 4 Llama-shaped models", title_size=9)
     fig.tight_layout()
     fig.savefig(ROOT / "docs/img/gpu-p12-parity.png", dpi=100)
 
 
-def _parity(ax, lo: float, hi: float, title: str) -> None:
-    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-    for f in (0.85, 1.15):
-        ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.6)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    ax.set_xlabel("measured (us)")
-    ax.set_ylabel("rdusim predicted (us)")
-    ax.set_title(title + " (dotted: ±15%)", fontsize=9)
-    ax.legend(fontsize=7)
 
 
 def main() -> int:
