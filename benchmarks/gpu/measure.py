@@ -469,8 +469,9 @@ def e2e_rows(ctx: Ctx) -> None:
             torch.cuda.empty_cache()
 
 
-def e2e_decode_case(ctx: Ctx, model: Llama, batch: int, kv_len: int) -> None:
-    """One decode step (the token at position kv_len - 1), eager and CUDA-graph replayed."""
+def decode_step(ctx: Ctx, model: Llama, batch: int, kv_len: int) -> Callable[[], torch.Tensor]:
+    """One decode step of ``model`` (the token at position kv_len - 1) over random KV caches,
+    as a closure to time or capture (also used by sweep.py)."""
     s = model.s
     ck = [torch.randn(batch, s.kv_heads, kv_len, s.head_dim, dtype=BF16, device=ctx.device)
           for _ in range(s.layers)]
@@ -482,6 +483,13 @@ def e2e_decode_case(ctx: Ctx, model: Llama, batch: int, kv_len: int) -> None:
     def step() -> torch.Tensor:
         return model.forward(tokens, ck, cv, pos, cos, sin, prefill=False)
 
+    return step
+
+
+def e2e_decode_case(ctx: Ctx, model: Llama, batch: int, kv_len: int) -> None:
+    """One decode step (the token at position kv_len - 1), eager and CUDA-graph replayed."""
+    s = model.s
+    step = decode_step(ctx, model, batch, kv_len)
     common = dict(batch=batch, kv_len=kv_len, q_heads=s.q_heads, kv_heads=s.kv_heads,
                   head_dim=s.head_dim)
     t, reps = time_fn(ctx, step, cold=False, budget_s=0.4, max_reps=50)

@@ -376,16 +376,7 @@ def e2e_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
 
 def decode_case(ctx: M.Ctx, model: M.Llama, fam: str, batch: int, kv_len: int, kernels: list[dict]) -> None:
     s = model.s
-    ck = [torch.randn(batch, s.kv_heads, kv_len, s.head_dim, dtype=BF16, device=ctx.device)
-          for _ in range(s.layers)]
-    cv = [torch.randn_like(c) for c in ck]
-    tokens = torch.randint(0, s.vocab, (batch, 1), device=ctx.device)
-    pos = torch.tensor([kv_len - 1], device=ctx.device)
-    cos, sin = M.rope_tables(s, pos)
-
-    def step() -> torch.Tensor:
-        return model.forward(tokens, ck, cv, pos, cos, sin, prefill=False)
-
+    step = M.decode_step(ctx, model, batch, kv_len)
     common = dict(batch=batch, kv_len=kv_len, q_heads=s.q_heads, kv_heads=s.kv_heads,
                   head_dim=s.head_dim, family=fam, layers=s.layers, hidden=s.hidden, ffn=s.ffn,
                   vocab=s.vocab)
