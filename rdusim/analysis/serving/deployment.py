@@ -67,6 +67,8 @@ class Deployment:
     prefill_table: PrefillTable
     decode_table: DecodeTable
     info: dict[str, Any] = field(default_factory=dict)
+    #: the serving YAML as read (with ``--set`` overrides): ``document.where(key)`` locates a key
+    document: Document | None = field(default=None, repr=False, compare=False)
 
 
 def load_deployment(path: str | Path, overrides: list[str] | None = None,
@@ -111,7 +113,7 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
             "decode_overrides": tuple(decode_overrides),
             "model": decode.model.name, "hardware": decode.system.name} | memory
     return Deployment(spec.name, str(document.path), spec, model, policy.name, policy.compression, reason,
-                      prefill_table, decode_table, info)
+                      prefill_table, decode_table, info, document)
 
 
 def _step_tables(document: Document, spec: ServingSpec, prefill_path: Path, decode_path: Path,
