@@ -19,8 +19,8 @@ the shipped constants are where it stops, not a minimum (measured 2026-11-25 wit
 It stops after 188 calls with its six values within 1e-4 pp^2, at 4.61 pp^2 (gemm 0.2835,
 attention 0.3926, elementwise 0.5632, sort 0.0934, collective 0.8919): the rounded objective
 is piecewise constant and the simplex collapses onto one plateau. Restarted from there with a
-fresh simplex, the same code goes on to 4.12 pp^2. Run to convergence (restarts until one
-gains nothing), it ends at 4.100 pp^2 (0.2827, 0.3856, 0.5515, 0.0717, 0.9007);
+fresh simplex, the same code goes on to 4.12 pp^2. Run to convergence (five restarts, the
+fifth gaining < 0.001 pp^2), it ends at 4.100 pp^2 (0.2827, 0.3856, 0.5515, 0.0717, 0.9007);
 ``scipy.optimize.minimize(method="Nelder-Mead")`` from the same start and initial simplex,
 restarted likewise, at 4.108 pp^2 (0.2832, 0.3862, 0.5504, 0.0723, 0.9033): one flat valley,
 the two agreeing to 0.2-0.8% but not to the 4 printed digits, which the seven shares do not
