@@ -63,7 +63,7 @@ import simpy
 from rdusim.config.schema import OFF_CHIP_TIERS
 from rdusim.errors import SimulationError
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
-from rdusim.sim.resources import BandwidthPool, delay, transfer_all
+from rdusim.sim.resources import BandwidthPool, TransferGroup, delay
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
 
@@ -203,6 +203,7 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
     started: _Started | None = None  # a looped iteration, already loading
     for index, (layer, layer_type, kernel) in enumerate(calls):
         start = env.now
+        _catch_up(sockets[0])
         before = {k: (p.busy_s, p.bytes_total) for k, p in sockets[0].pools.items()}
         busy_before = dict(recorder.busy)
         launch_sync_s = 0.0
@@ -222,7 +223,14 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
         if not looping:
             yield delay(env, system.sync_s)
             launch_sync_s += system.sync_s
+        _catch_up(sockets[0])
         records.append(_record(kernel, layer, start, env.now, launch_sync_s, sockets[0], before, recorder, busy_before))
+
+
+def _catch_up(socket: _Socket) -> None:
+    """Land what is due by now in every pool (landings no timer was armed for), before reading them."""
+    for pool in socket.pools.values():
+        pool.catch_up()
 
 
 #: a kernel call's stage processes on every socket, and its stages by name (for diagnoses)
@@ -259,7 +267,7 @@ def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, rec
         inputs = [queues[(src, stage.name)] for src in stage.inputs]
         outputs = [q for (src, _), q in queues.items() if src == stage.name]
         if coalesce:
-            feed = _Feed(env, kernel, stage, socket, recorder, layer)
+            feed = _Feed(env, kernel, stage, socket, recorder, layer, lazy=not recorder.enabled)
             runs.append(env.process(_run_stage_coalesced(env, kernel, stage, inputs, outputs, feed, go, socket,
                                                          recorder, layer)))
         else:
@@ -343,17 +351,25 @@ def _send(env: simpy.Environment, kernel: KernelPlan, stage: Stage, nbytes: floa
 
 # ------------------------------------------------------------------------ coalesced engine (the default)
 class _Feed:
-    """A stage's loader as a counter, not a process: item ``k``'s loads (one ``transfer_all``)
+    """A stage's loader as a counter, not a process: item ``k``'s loads (one ``TransferGroup``)
     start when item ``k - 1``'s have landed and compute has taken item ``k - depth``; the same
-    rule as the reference engine's loader putting into a store of capacity ``depth``."""
+    rule as the reference engine's loader putting into a store of capacity ``depth``. So one
+    item at most is in flight.
+
+    With ``lazy`` (no trace recorded), an item's landing is an event only when something reacts
+    to it at that instant: compute waiting for the item, or the next item's loads (the gate
+    above is open for them). Otherwise the pools land it when next touched, and the feed
+    catches its in-flight item up (``settle``) before the gate moves (a take, a release)."""
 
     def __init__(self, env: simpy.Environment, kernel: KernelPlan, stage: Stage, socket: _Socket,
-                 recorder: _Recorder, layer: int) -> None:
+                 recorder: _Recorder, layer: int, lazy: bool) -> None:
         self.env, self.kernel, self.stage, self.socket, self.recorder, self.layer = \
             env, kernel, stage, socket, recorder, layer
+        self.lazy = lazy
+        self.depth = kernel.buffer_depth
         self.items = [item for chunk in stage.chunks for item in chunk.items]
         self.landed = [False] * len(self.items)
-        self.events: list[simpy.Event | None] = [None] * len(self.items)
+        self.inflight: TransferGroup | None = None   # the item started last, while its loads are in flight
         self.started = 0     # items whose loads have started
         self.taken = 0       # items compute has taken
         # items whose loads may start: all of them, unless loads follow inputs (data-dependent
@@ -362,47 +378,74 @@ class _Feed:
         self._pump()
 
     def _pump(self) -> None:
-        depth, items = self.kernel.buffer_depth, self.items
+        items, depth = self.items, self.depth
         while self.started < len(items):
             k = self.started
-            if (k > 0 and not self.landed[k - 1]) or self.taken < k - depth or k >= self.released:
+            if k >= self.released or self.taken < k - depth:   # the gate is shut for item k
+                return
+            if k > 0 and not self.landed[k - 1]:   # item k - 1 in flight: its landing starts item k
+                group = self.inflight
+                if group is not None and group._event is None:   # noqa: SLF001 (lazy so far)
+                    group.event().callbacks.append(self._landed)
                 return
             self.started += 1
-            loads = [(tier, nbytes) for tier, nbytes in items[k].loads if nbytes > 0]
+            pools = self.socket.pools
+            loads = [(pools[tier], nbytes) for tier, nbytes in items[k].loads if nbytes > 0]
             if not loads:
                 self.landed[k] = True
                 continue
-            event = transfer_all(self.env, [(self.socket.pools[tier], nbytes) for tier, nbytes in loads],
-                                 self._recording(loads) if self.recorder.enabled else None)
-            event.callbacks.append(lambda _event, k=k: self._landed(k))
-            self.events[k] = event
+            # urgent: the gate is open for item k + 1, so this landing starts it
+            urgent = not self.lazy or (k + 1 < self.released and self.taken >= k + 1 - depth)
+            group = TransferGroup(self.env, loads, self._recording(loads) if self.recorder.enabled else None,
+                                  self._landed_lazily, k, urgent)
+            if urgent:
+                group.event().callbacks.append(self._landed)
+            elif group.done:   # landed at once (bytes below the clock's resolution)
+                continue
+            self.inflight = group
             return
 
-    def _recording(self, loads: list[tuple[str, float]]) -> Callable[[int, float], None]:
+    def _recording(self, loads: list[tuple[BandwidthPool, float]]) -> Callable[[int, float], None]:
         start, name = self.env.now, f"{self.stage.name}:read"
+        tiers = {id(pool): tier for tier, pool in self.socket.pools.items()}
 
         def record(index: int, end: float) -> None:
-            tier, nbytes = loads[index]
-            self.recorder.transfer(self.socket, tier, name, self.kernel.name, self.layer, start, end, nbytes)
+            pool, nbytes = loads[index]
+            self.recorder.transfer(self.socket, tiers[id(pool)], name, self.kernel.name, self.layer, start, end,
+                                   nbytes)
         return record
 
-    def _landed(self, k: int) -> None:
-        self.landed[k] = True
+    def _landed(self, _event: simpy.Event) -> None:
+        """The in-flight item's loads landed (its event): the next item may start."""
+        self.landed[self.started - 1] = True
+        self.inflight = None
         self._pump()
+
+    def _landed_lazily(self, k: int) -> None:
+        """Item ``k`` landed, found by a pool's catch-up: nothing started at its instant."""
+        self.landed[k] = True
+        self.inflight = None
 
     def release(self, count: int) -> None:
         """A chunk's inputs arrived: its ``count`` items may load (``Stage.loads_follow_inputs``)."""
+        if self.inflight is not None:
+            self.inflight.settle()   # land what is due before the gate moves
         self.released += count
         self._pump()
 
     def take(self) -> Generator:
         """Compute takes the next item: waits only while its loads are in flight."""
         k = self.taken
+        group = self.inflight
+        if group is not None:
+            group.settle()   # land what is due before the gate moves
         if not self.landed[k]:
-            event = self.events[k]
-            if event is None:  # cannot happen: item k starts when item k - 1 lands, before compute takes it
+            group = self.inflight
+            if group is None:  # cannot happen: item k starts when item k - 1 lands, before compute takes it
                 raise SimulationError(f"{self.stage.name}: item {k} taken before its loads started")
-            yield event
+            if group._event is None:   # noqa: SLF001 (lazy so far: compute waits for it now)
+                group.event().callbacks.append(self._landed)
+            yield group.event()
         self.taken += 1
         self._pump()
 

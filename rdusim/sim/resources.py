@@ -1,7 +1,7 @@
 """Shared bandwidth as a SimPy resource: concurrent transfers split it fairly.
 
-Owns: ``BandwidthPool``, ``WeightedPool``, ``transfer_all`` (transfers that start together, one
-event when the last lands), ``delay`` (every timeout of the simulation, bounded by ``HORIZON_S``).
+Owns: ``BandwidthPool``, ``WeightedPool``, ``TransferGroup`` (transfers that start together, done
+when the last lands), ``delay`` (every timeout of the simulation, bounded by ``HORIZON_S``).
 Imports: simpy, errors.
 
 A pool serves its active transfers by processor sharing: with n transfers in flight each
@@ -13,7 +13,9 @@ the simulation instead of being assumed.
 
 from __future__ import annotations
 
+import heapq
 import itertools
+import math
 from collections.abc import Callable
 
 import simpy
@@ -39,7 +41,15 @@ def delay(env: simpy.Environment, seconds: float) -> simpy.Timeout:
 
 
 class BandwidthPool:
-    """A link or memory port of ``rate_bytes_per_s`` shared by processor sharing."""
+    """A link or memory port of ``rate_bytes_per_s`` shared by processor sharing.
+
+    Landings nobody reacts to at their instant are not events: a flow added with
+    ``urgent=False`` (a ``TransferGroup`` whose landing starts nothing until someone next looks)
+    lands when the pool is next touched (``catch_up``: a new flow, a query, the end of a kernel),
+    by the very arithmetic the timer would have run at its time. While any urgent flow is in
+    flight the pool arms a SimPy timer for every landing, as the reference engine does, so
+    urgent waiters wake at the exact time.
+    """
 
     def __init__(self, env: simpy.Environment, name: str, rate_bytes_per_s: float) -> None:
         if rate_bytes_per_s <= 0:
@@ -49,10 +59,15 @@ class BandwidthPool:
         self.rate_bytes_per_s = rate_bytes_per_s
         self.bytes_total = 0.0
         self.busy_s = 0.0
-        self._flows: dict[int, list] = {}
-        self._ids = itertools.count()
+        # [bytes left, arrival number, waiter, urgent] in ascending bytes left: every flow is
+        # served alike, so the order never changes (float subtraction of one amount is
+        # monotonic) and the next to land is the first
+        self._flows: list[list] = []
+        self._arrivals = 0
         self._updated_s = env.now
-        self._generation = 0
+        self._next_s = math.inf             # when the next flow lands (where the timer would fire)
+        self._urgent = 0                    # urgent flows in flight
+        self._timer: simpy.Event | None = None
 
     def transfer(self, nbytes: float) -> simpy.Event:
         """An event that fires once ``nbytes`` have crossed the pool."""
@@ -60,92 +75,179 @@ class BandwidthPool:
         if nbytes <= _EPSILON_BYTES:
             done.succeed()
             return done
-        self._add(nbytes, done)
+        self._add(nbytes, done, True)
         return done
 
-    def _add(self, nbytes: float, waiter: simpy.Event | _Part) -> None:
-        self._advance()
-        self._flows[next(self._ids)] = [float(nbytes), waiter]
-        self.bytes_total += nbytes
-        self._reschedule()
+    def catch_up(self) -> None:
+        """Land every flow due by now (the landings no timer was armed for)."""
+        now = self.env._now   # noqa: SLF001 (env.now without the property call)
+        while self._next_s <= now:
+            self._land_next()
 
-    def _advance(self) -> None:
-        now = self.env.now
+    def make_urgent(self, flow: list) -> None:
+        """``flow`` (still in flight after ``catch_up``) lands by a timer, at its exact time."""
+        if not flow[3]:
+            flow[3] = True
+            self._urgent += 1
+            if self._timer is None:
+                self._arm()
+
+    def _add(self, nbytes: float, waiter: simpy.Event | _Part, urgent: bool) -> list:
+        now = self.env._now   # noqa: SLF001
+        if self._next_s <= now:
+            self.catch_up()
+        self._advance(now)
+        flow = [float(nbytes), self._arrivals, waiter, urgent]
+        self._arrivals += 1
+        flows = self._flows
+        at = len(flows)
+        while at and flows[at - 1][0] > flow[0]:
+            at -= 1
+        flows.insert(at, flow)
+        self._urgent += urgent
+        self.bytes_total += nbytes
+        self._reschedule(now)
+        return flow
+
+    def _advance(self, now: float) -> None:
         elapsed = now - self._updated_s
         if elapsed > 0 and self._flows:
             served = self.rate_bytes_per_s / len(self._flows) * elapsed
-            for flow in self._flows.values():
+            for flow in self._flows:
                 flow[0] -= served
             self.busy_s += elapsed
         self._updated_s = now
 
-    def _reschedule(self) -> None:
-        self._generation += 1
-        flows, now = self._flows, self.env.now
+    def _reschedule(self, now: float) -> None:
+        self._timer = None   # an armed timer is stale now
+        flows = self._flows
         while flows:
             share = self.rate_bytes_per_s / len(flows)
+            least = flows[0][0]
             # done: under the byte epsilon, or so little left that the clock cannot advance by it
             # (late in a long run a float's resolution in seconds can exceed that time; waiting
             # would re-plan forever without progress)
-            done = [k for k, f in flows.items() if f[0] <= _EPSILON_BYTES or now + f[0] / share <= now]
-            if not done:
+            if least > _EPSILON_BYTES and now + least / share > now:
                 break
-            for key in done:
-                flows.pop(key)[1].succeed()   # an Event, or a _Part of transfer_all
+            count = 1
+            while count < len(flows) and (flows[count][0] <= _EPSILON_BYTES or now + flows[count][0] / share <= now):
+                count += 1
+            done = sorted(flows[:count], key=_arrival) if count > 1 else flows[:1]
+            del flows[:count]
+            for flow in done:   # in arrival order
+                self._urgent -= flow[3]
+                flow[2].succeed()   # an Event, or a _Part of a TransferGroup
         if not flows:
+            self._next_s = math.inf
             return
-        generation = self._generation
-        timer = delay(self.env, min(f[0] for f in flows.values()) / share)
-        timer.callbacks.append(lambda _event: self._on_timer(generation))
+        wait = least / share
+        if not now + wait <= HORIZON_S:
+            raise SimulationError(f"an event would end at t={now + wait:.3g} s, past the simulator's horizon "
+                                  f"of {HORIZON_S:.0e} s: a rate or efficiency in the hardware is too small (or a "
+                                  "duration too large) for a meaningful simulation")
+        self._next_s = now + wait   # the time SimPy gives a timeout of ``wait`` from ``now``
+        if self._urgent:
+            self._arm()
 
-    def _on_timer(self, generation: int) -> None:
-        if generation != self._generation:
-            return  # a newer arrival or completion re-planned the pool
-        self._advance()
-        self._reschedule()
+    def _arm(self) -> None:
+        """A timer at ``_next_s`` exactly (SimPy's own schedule, at an absolute time)."""
+        env = self.env
+        timer = self._timer = simpy.Event(env)
+        timer._ok = True   # noqa: SLF001 (a triggered event, as a Timeout is)
+        timer.callbacks.append(self._on_timer)
+        heapq.heappush(env._queue, (self._next_s, simpy.events.NORMAL, next(env._eid), timer))   # noqa: SLF001
+
+    def _on_timer(self, timer: simpy.Event) -> None:
+        if timer is self._timer:   # else a newer arrival or landing re-planned the pool
+            self._land_next()
+
+    def _land_next(self) -> None:
+        now = self._next_s
+        self._advance(now)
+        self._reschedule(now)
+
+
+def _arrival(flow: list) -> int:
+    return flow[1]
 
 
 class _Part:
-    """One transfer of a ``transfer_all`` group: its landing counts the group down (no event of its own)."""
+    """One transfer of a ``TransferGroup``: its landing counts the group down (no event of its own)."""
 
-    __slots__ = ("group", "index")
+    __slots__ = ("flow", "group", "index", "pool")
 
-    def __init__(self, group: _Group, index: int) -> None:
-        self.group, self.index = group, index
+    def __init__(self, group: TransferGroup, index: int, pool: BandwidthPool) -> None:
+        self.group, self.index, self.pool, self.flow = group, index, pool, None
 
-    def succeed(self) -> None:
-        self.group.landed(self.index)
+    def succeed(self) -> None:   # the pool's clock is at the landing (a timer's, or a catch-up's)
+        pool, self.pool, self.flow = self.pool, None, None   # no reference cycle left to collect
+        self.group.landed(self.index, pool._updated_s)   # noqa: SLF001
 
 
-class _Group:
-    __slots__ = ("done", "left", "on_landed")
+class TransferGroup:
+    """Transfers that start together (each its own flow in its pool, sharing it as ``transfer``
+    does), done when the last has landed, instead of one event per transfer and a condition
+    over them. ``on_landed(i, t)`` is told when part ``i`` lands (trace records).
 
-    def __init__(self, done: simpy.Event, left: int, on_landed: Callable[[int, float], None] | None) -> None:
-        self.done, self.left, self.on_landed = done, left, on_landed
+    Urgent (``urgent=True``, or after ``event()``): the group's ``event()`` fires when the last
+    part lands, and its pools wake at that time. Otherwise ``on_done(tag)`` is called when the
+    pools find the last landing (at a later ``catch_up``, or at once): for a landing nobody
+    reacts to at its instant; ``settle()`` catches the group's pools up to now."""
 
-    def landed(self, index: int) -> None:
+    __slots__ = ("_event", "env", "left", "on_done", "on_landed", "parts", "tag")
+
+    def __init__(self, env: simpy.Environment, parts: list[tuple[BandwidthPool, float]],
+                 on_landed: Callable[[int, float], None] | None = None,
+                 on_done: Callable[[int], None] | None = None, tag: int = 0, urgent: bool = True) -> None:
+        self.env, self.left, self.on_landed, self.on_done, self.tag = env, len(parts), on_landed, on_done, tag
+        self._event: simpy.Event | None = env.event() if urgent or on_done is None else None
+        self.parts: list[_Part] | None = []
+        index = 0
+        for pool, nbytes in parts:
+            part = _Part(self, index, pool)
+            self.parts.append(part)
+            index += 1
+            if nbytes <= _EPSILON_BYTES:
+                part.pool = None
+                self.landed(part.index, env.now)
+            else:
+                part.flow = pool._add(nbytes, part, urgent)   # noqa: SLF001 (the pool's own flow)
+        if not parts:
+            self._finish()
+
+    @property
+    def done(self) -> bool:
+        return self.left == 0
+
+    def landed(self, index: int, at_s: float) -> None:
         if self.on_landed is not None:
-            self.on_landed(index, self.done.env.now)
+            self.on_landed(index, at_s)
         self.left -= 1
         if self.left == 0:
-            self.done.succeed()
+            self._finish()
 
+    def _finish(self) -> None:
+        on_done, self.on_done, self.on_landed, self.parts = self.on_done, None, None, None
+        if self._event is not None:
+            self._event.succeed()
+        elif on_done is not None:
+            on_done(self.tag)
 
-def transfer_all(env: simpy.Environment, parts: list[tuple[BandwidthPool, float]],
-                 on_landed: Callable[[int, float], None] | None = None) -> simpy.Event:
-    """Transfers that start together (each its own flow in its pool, sharing it as ``transfer``
-    does): one event that fires when the last has landed, instead of one per transfer and a
-    condition over them. ``on_landed(i, t)`` is told when part ``i`` lands (trace records)."""
-    done = env.event()
-    group = _Group(done, len(parts), on_landed)
-    for index, (pool, nbytes) in enumerate(parts):
-        if nbytes <= _EPSILON_BYTES:
-            group.landed(index)
-        else:
-            pool._add(nbytes, _Part(group, index))
-    if not parts:
-        done.succeed()
-    return done
+    def settle(self) -> None:
+        """Catch this group's pools up to now (its landings that are due)."""
+        for part in self.parts or ():
+            if part.pool is not None:
+                part.pool.catch_up()
+
+    def event(self) -> simpy.Event:
+        """The event of the last landing (after ``settle``, with parts in flight): the pools
+        land this group's parts by timers from now on."""
+        if self._event is None:
+            self._event = self.env.event()
+            for part in self.parts or ():
+                if part.pool is not None:
+                    part.pool.make_urgent(part.flow)
+        return self._event
 
 
 class WeightedPool:

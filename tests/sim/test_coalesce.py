@@ -28,7 +28,7 @@ def _close(a: float, b: float) -> bool:
     return a == b or math.isclose(a, b, rel_tol=REL, abs_tol=1e-18)
 
 
-def _assert_same(reference: Trace, coalesced: Trace) -> None:
+def _assert_same_kernels(reference: Trace, coalesced: Trace) -> None:
     assert len(reference.kernels) == len(coalesced.kernels)
     for a, b in zip(reference.kernels, coalesced.kernels, strict=True):
         assert (a.kernel, a.layer, a.layer_type, a.stage_pcus) == (b.kernel, b.layer, b.layer_type, b.stage_pcus)
@@ -40,6 +40,10 @@ def _assert_same(reference: Trace, coalesced: Trace) -> None:
             assert all(_close(left[k], right[k]) for k in left), (a.kernel, field, left, right)
     assert reference.layer_multiplier == coalesced.layer_multiplier
     assert reference.sockets_simulated == coalesced.sockets_simulated
+
+
+def _assert_same(reference: Trace, coalesced: Trace) -> None:
+    _assert_same_kernels(reference, coalesced)
 
     def rows(trace: Trace) -> list[tuple]:
         return sorted((e.socket, e.track, e.name, e.kernel, e.layer, e.start_s, e.end_s, e.nbytes, e.work)
@@ -58,6 +62,12 @@ def test_every_shipped_mapping_same_as_the_reference_engine(mapping) -> None:
     _assert_same(reference.trace, coalesced.trace)
     assert _close(reference.total_s, coalesced.total_s)
     assert coalesced.trace.event_count < reference.trace.event_count
+    # without a trace, landings nobody reacts to at their instant are no events (lazy landings):
+    # the same kernel records bit for bit, in fewer events still
+    lazy = simulate(mapping, record_events=False)
+    _assert_same_kernels(reference.trace, lazy.trace)
+    assert lazy.trace.kernels == coalesced.trace.kernels and lazy.total_s == coalesced.total_s
+    assert lazy.trace.event_count <= coalesced.trace.event_count
 
 
 @pytest.mark.parametrize("overrides", [[], ["defaults.kernel_looping=true"]], ids=["plain", "looped"])
@@ -68,6 +78,8 @@ def test_general_path_sockets_coalesced_same_as_every_socket_simulated(overrides
     _assert_same(reference.trace, coalesced.trace)
     assert {e.socket for e in coalesced.trace.events} == set(range(reference.plan.system.sockets))
     assert coalesced.trace.event_count * 4 < reference.trace.event_count
+    lazy = simulate(LLAMA, record_events=False, **kw)
+    assert lazy.trace.kernels == coalesced.trace.kernels
 
 
 @pytest.fixture(scope="module")
@@ -110,4 +122,8 @@ def test_random_pipelines_same_as_the_reference_engine(synthetic_plan, kernels, 
         update={"defaults": synthetic_plan.mapping.defaults.model_copy(update={"kernel_looping": looping})})
     plan = dataclasses.replace(synthetic_plan, kernels={"dense": kernels}, layer_counts={"dense": layers},
                                mapping=mapping)
-    _assert_same(simulate_plan(plan, fast=False, coalesce=False), simulate_plan(plan, fast=False))
+    reference, coalesced = simulate_plan(plan, fast=False, coalesce=False), simulate_plan(plan, fast=False)
+    _assert_same(reference, coalesced)
+    lazy = simulate_plan(plan, fast=False, record_events=False)
+    _assert_same_kernels(reference, lazy)
+    assert lazy.kernels == coalesced.kernels
