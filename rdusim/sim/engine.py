@@ -433,19 +433,23 @@ class _Feed:
         self.released += count
         self._pump()
 
-    def take(self) -> Generator:
-        """Compute takes the next item: waits only while its loads are in flight."""
-        k = self.taken
+    def wait(self) -> simpy.Event | None:
+        """What compute must wait for before it takes the next item: ``None`` once its loads
+        have landed, else the event of their landing."""
         group = self.inflight
-        if group is not None:
-            group.settle()   # land what is due before the gate moves
-        if not self.landed[k]:
-            group = self.inflight
-            if group is None:  # cannot happen: item k starts when item k - 1 lands, before compute takes it
-                raise SimulationError(f"{self.stage.name}: item {k} taken before its loads started")
-            if group._event is None:   # noqa: SLF001 (lazy so far: compute waits for it now)
-                group.event().callbacks.append(self._landed)
-            yield group.event()
+        if group is None:
+            if not self.landed[self.taken]:  # cannot happen: item k starts when item k - 1 lands
+                raise SimulationError(f"{self.stage.name}: item {self.taken} taken before its loads started")
+            return None
+        group.settle()   # land what is due before the gate moves
+        if self.landed[self.taken]:
+            return None
+        if group._event is None:   # noqa: SLF001 (lazy so far: compute waits for it now)
+            group.event().callbacks.append(self._landed)
+        return group.event()
+
+    def take(self) -> None:
+        """Compute takes the next item (landed: after ``wait``)."""
         self.taken += 1
         self._pump()
 
@@ -461,7 +465,10 @@ def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stag
         if stage.loads_follow_inputs:  # the chunk's inputs say what to load
             feed.release(len(chunk.items))
         for item in chunk.items:
-            yield from feed.take()
+            landing = feed.wait()
+            if landing is not None:
+                yield landing
+            feed.take()
             if item.work > 0 and stage.rate_ops_per_s > 0:
                 start = env.now
                 yield delay(env, item.work / stage.rate_ops_per_s)

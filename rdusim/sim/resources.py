@@ -92,7 +92,7 @@ class BandwidthPool:
             if self._timer is None:
                 self._arm()
 
-    def _add(self, nbytes: float, waiter: simpy.Event | _Part, urgent: bool) -> list:
+    def _add(self, nbytes: float, waiter: simpy.Event | TransferGroup | _Part, urgent: bool) -> list:
         now = self.env._now   # noqa: SLF001
         if self._next_s <= now:
             self.catch_up()
@@ -136,7 +136,8 @@ class BandwidthPool:
             del flows[:count]
             for flow in done:   # in arrival order
                 self._urgent -= flow[3]
-                flow[2].succeed()   # an Event, or a _Part of a TransferGroup
+                waiter, flow[2] = flow[2], None   # None: landed
+                waiter.succeed()   # an Event, a TransferGroup of one, or a _Part of one of several
         if not flows:
             self._next_s = math.inf
             return
@@ -172,46 +173,46 @@ def _arrival(flow: list) -> int:
 
 
 class _Part:
-    """One transfer of a ``TransferGroup``: its landing counts the group down (no event of its own)."""
+    """One transfer of a ``TransferGroup`` of several: its landing counts the group down (no
+    event of its own; a group of one is its own transfer's waiter)."""
 
-    __slots__ = ("flow", "group", "index", "pool")
+    __slots__ = ("group", "index")
 
-    def __init__(self, group: TransferGroup, index: int, pool: BandwidthPool) -> None:
-        self.group, self.index, self.pool, self.flow = group, index, pool, None
+    def __init__(self, group: TransferGroup, index: int) -> None:
+        self.group, self.index = group, index
 
-    def succeed(self) -> None:   # the pool's clock is at the landing (a timer's, or a catch-up's)
-        pool, self.pool, self.flow = self.pool, None, None   # no reference cycle left to collect
-        self.group.landed(self.index, pool._updated_s)   # noqa: SLF001
+    def succeed(self) -> None:
+        self.group.landed(self.index)
 
 
 class TransferGroup:
     """Transfers that start together (each its own flow in its pool, sharing it as ``transfer``
     does), done when the last has landed, instead of one event per transfer and a condition
-    over them. ``on_landed(i, t)`` is told when part ``i`` lands (trace records).
+    over them. ``on_landed(i, t)`` is told when part ``i`` lands (trace records: urgent groups,
+    whose landings are processed at their time).
 
     Urgent (``urgent=True``, or after ``event()``): the group's ``event()`` fires when the last
     part lands, and its pools wake at that time. Otherwise ``on_done(tag)`` is called when the
     pools find the last landing (at a later ``catch_up``, or at once): for a landing nobody
     reacts to at its instant; ``settle()`` catches the group's pools up to now."""
 
-    __slots__ = ("_event", "env", "left", "on_done", "on_landed", "parts", "tag")
+    __slots__ = ("_event", "env", "left", "on_done", "on_landed", "pending", "tag")
 
     def __init__(self, env: simpy.Environment, parts: list[tuple[BandwidthPool, float]],
                  on_landed: Callable[[int, float], None] | None = None,
                  on_done: Callable[[int], None] | None = None, tag: int = 0, urgent: bool = True) -> None:
         self.env, self.left, self.on_landed, self.on_done, self.tag = env, len(parts), on_landed, on_done, tag
         self._event: simpy.Event | None = env.event() if urgent or on_done is None else None
-        self.parts: list[_Part] | None = []
-        index = 0
-        for pool, nbytes in parts:
-            part = _Part(self, index, pool)
-            self.parts.append(part)
-            index += 1
+        # (pool, flow) of every part sent to a pool: in flight until the pool clears flow[2]
+        self.pending: list[tuple[BandwidthPool, list]] | None = []
+        single = len(parts) == 1
+        for index, (pool, nbytes) in enumerate(parts):
             if nbytes <= _EPSILON_BYTES:
-                part.pool = None
-                self.landed(part.index, env.now)
+                self.landed(index)
             else:
-                part.flow = pool._add(nbytes, part, urgent)   # noqa: SLF001 (the pool's own flow)
+                flow = pool._add(nbytes, self if single else _Part(self, index), urgent)   # noqa: SLF001
+                if self.pending is not None:
+                    self.pending.append((pool, flow))
         if not parts:
             self._finish()
 
@@ -219,15 +220,19 @@ class TransferGroup:
     def done(self) -> bool:
         return self.left == 0
 
-    def landed(self, index: int, at_s: float) -> None:
+    def succeed(self) -> None:
+        """The pool's call when the transfer of a group of one lands."""
+        self.landed(0)
+
+    def landed(self, index: int) -> None:
         if self.on_landed is not None:
-            self.on_landed(index, at_s)
+            self.on_landed(index, self.env._now)   # noqa: SLF001 (urgent: a timer's time)
         self.left -= 1
         if self.left == 0:
             self._finish()
 
     def _finish(self) -> None:
-        on_done, self.on_done, self.on_landed, self.parts = self.on_done, None, None, None
+        on_done, self.on_done, self.on_landed, self.pending = self.on_done, None, None, None
         if self._event is not None:
             self._event.succeed()
         elif on_done is not None:
@@ -235,18 +240,18 @@ class TransferGroup:
 
     def settle(self) -> None:
         """Catch this group's pools up to now (its landings that are due)."""
-        for part in self.parts or ():
-            if part.pool is not None:
-                part.pool.catch_up()
+        for pool, flow in self.pending or ():
+            if flow[2] is not None:
+                pool.catch_up()
 
     def event(self) -> simpy.Event:
         """The event of the last landing (after ``settle``, with parts in flight): the pools
         land this group's parts by timers from now on."""
         if self._event is None:
             self._event = self.env.event()
-            for part in self.parts or ():
-                if part.pool is not None:
-                    part.pool.make_urgent(part.flow)
+            for pool, flow in self.pending or ():
+                if flow[2] is not None:
+                    pool.make_urgent(flow)
         return self._event
 
 
