@@ -96,10 +96,16 @@ class BandwidthPool:
         now = self.env._now   # noqa: SLF001
         if self._next_s <= now:
             self.catch_up()
-        self._advance(now)
+        flows = self._flows
+        elapsed = now - self._updated_s   # every flow served alike up to now
+        if elapsed > 0 and flows:
+            served = self.rate_bytes_per_s / len(flows) * elapsed
+            for flow in flows:
+                flow[0] -= served
+            self.busy_s += elapsed
+        self._updated_s = now
         flow = [float(nbytes), self._arrivals, waiter, urgent]
         self._arrivals += 1
-        flows = self._flows
         at = len(flows)
         while at and flows[at - 1][0] > flow[0]:
             at -= 1
@@ -108,15 +114,6 @@ class BandwidthPool:
         self.bytes_total += nbytes
         self._reschedule(now)
         return flow
-
-    def _advance(self, now: float) -> None:
-        elapsed = now - self._updated_s
-        if elapsed > 0 and self._flows:
-            served = self.rate_bytes_per_s / len(self._flows) * elapsed
-            for flow in self._flows:
-                flow[0] -= served
-            self.busy_s += elapsed
-        self._updated_s = now
 
     def _reschedule(self, now: float) -> None:
         self._timer = None   # an armed timer is stale now
@@ -164,7 +161,14 @@ class BandwidthPool:
 
     def _land_next(self) -> None:
         now = self._next_s
-        self._advance(now)
+        flows = self._flows
+        elapsed = now - self._updated_s   # every flow served alike up to now
+        if elapsed > 0:
+            served = self.rate_bytes_per_s / len(flows) * elapsed
+            for flow in flows:
+                flow[0] -= served
+            self.busy_s += elapsed
+        self._updated_s = now
         self._reschedule(now)
 
 
