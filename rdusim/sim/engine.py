@@ -44,12 +44,18 @@ event carrying a count; nothing is assumed about overlap or contention:
   condition over them; write-backs are pool events, not processes;
 - the loader-to-compute buffer is a counter (``_Feed``) instead of a SimPy store: item ``k``'s
   loads start when item ``k-1``'s have landed and compute has taken item ``k - depth`` (the
-  store's capacity rule), and compute waits only for an item whose loads are still in flight.
+  store's capacity rule), and compute waits only for an item whose loads are still in flight;
+- lazy landings (no trace recorded): an item's landing is an event only when compute waits for
+  it or the next item's gate is open; otherwise its pools land it when next touched, by the
+  same arithmetic (``BandwidthPool.catch_up``), and the feed catches its in-flight item up
+  before its gate moves; the kernel's records read the pools after catching them up.
 
-Summation order: events at the same simulated time run in another order than in the reference
-engine, so a pool's ``bytes_total`` adds the same transfers in another order (float rounding,
-about 1e-16 relative); every time is computed from the same sequence of pool states and comes
-out the same.
+Equal-time ties: events at the same simulated time run in another order than in the reference
+engine; tests/sim/test_coalesce.py checks on tie-laden random pipelines (every duration a
+quarter of a second) that the event logs and kernel records still agree bit for bit. With
+arbitrary byte counts a pool's ``bytes_total`` may add the same transfers in another order
+(float rounding, about 1e-16 relative; hence the 1e-9 tolerance of the general comparisons);
+every time is computed from the same sequence of pool states.
 """
 
 from __future__ import annotations
