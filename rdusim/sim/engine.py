@@ -372,6 +372,7 @@ class _Feed:
         self.env, self.kernel, self.stage, self.socket, self.recorder, self.layer = \
             env, kernel, stage, socket, recorder, layer
         self.lazy = lazy
+        self.pools = socket.pools
         self.depth = kernel.buffer_depth
         self.items = [item for chunk in stage.chunks for item in chunk.items]
         self.landed = [False] * len(self.items)
@@ -395,7 +396,7 @@ class _Feed:
                     group.event().callbacks.append(self._landed)
                 return
             self.started += 1
-            pools = self.socket.pools
+            pools = self.pools
             loads = [(pools[tier], nbytes) for tier, nbytes in items[k].loads if nbytes > 0]
             if not loads:
                 self.landed[k] = True
@@ -439,25 +440,21 @@ class _Feed:
         self.released += count
         self._pump()
 
-    def wait(self) -> simpy.Event | None:
-        """What compute must wait for before it takes the next item: ``None`` once its loads
-        have landed, else the event of their landing."""
+    def take(self) -> simpy.Event | None:
+        """Compute takes the next item: ``None`` if its loads have landed (taken), else the event
+        of their landing, after which compute calls ``take`` again."""
         group = self.inflight
-        if group is None:
-            if not self.landed[self.taken]:  # cannot happen: item k starts when item k - 1 lands
-                raise SimulationError(f"{self.stage.name}: item {self.taken} taken before its loads started")
-            return None
-        group.settle()   # land what is due before the gate moves
-        if self.landed[self.taken]:
-            return None
-        if group._event is None:   # noqa: SLF001 (lazy so far: compute waits for it now)
-            group.event().callbacks.append(self._landed)
-        return group.event()
-
-    def take(self) -> None:
-        """Compute takes the next item (landed: after ``wait``)."""
+        if group is not None:
+            group.settle()   # land what is due before the gate moves
+            if not self.landed[self.taken]:
+                if group._event is None:   # noqa: SLF001 (lazy so far: compute waits for it now)
+                    group.event().callbacks.append(self._landed)
+                return group.event()
+        elif not self.landed[self.taken]:  # cannot happen: item k starts when item k - 1 lands
+            raise SimulationError(f"{self.stage.name}: item {self.taken} taken before its loads started")
         self.taken += 1
         self._pump()
+        return None
 
 
 def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs: list[simpy.Store],
@@ -471,10 +468,10 @@ def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stag
         if stage.loads_follow_inputs:  # the chunk's inputs say what to load
             feed.release(len(chunk.items))
         for item in chunk.items:
-            landing = feed.wait()
+            landing = feed.take()
             if landing is not None:
                 yield landing
-            feed.take()
+                feed.take()
             if item.work > 0 and stage.rate_ops_per_s > 0:
                 start = env.now
                 yield delay(env, item.work / stage.rate_ops_per_s)

@@ -209,12 +209,17 @@ class TransferGroup:
         self._event: simpy.Event | None = env.event() if urgent or on_done is None else None
         # (pool, flow) of every part sent to a pool: in flight until the pool clears flow[2]
         self.pending: list[tuple[BandwidthPool, list]] | None = []
-        single = len(parts) == 1
+        if len(parts) == 1 and parts[0][1] > _EPSILON_BYTES:   # the common case: the group is the waiter
+            pool = parts[0][0]
+            flow = pool._add(parts[0][1], self, urgent)   # noqa: SLF001 (the pool's own flow)
+            if self.pending is not None:   # else landed at once
+                self.pending.append((pool, flow))
+            return
         for index, (pool, nbytes) in enumerate(parts):
             if nbytes <= _EPSILON_BYTES:
                 self.landed(index)
             else:
-                flow = pool._add(nbytes, self if single else _Part(self, index), urgent)   # noqa: SLF001
+                flow = pool._add(nbytes, _Part(self, index), urgent)   # noqa: SLF001
                 if self.pending is not None:
                     self.pending.append((pool, flow))
         if not parts:
