@@ -39,9 +39,9 @@ event carrying a count; nothing is assumed about overlap or contention:
 - sockets: every socket of a plan runs the same kernels on its own pools, and sockets meet only
   at the kernel barrier (a fixed sync time), so the ``fast=False`` path simulates one socket
   standing for all of them (``_Socket.copies``; trace events are written for each socket);
-- an item's loads start together: one ``transfer_all`` event when the last lands (each load is
-  still its own flow in its pool's processor sharing), not one process per load and a
-  condition over them; write-backs are pool events, not processes;
+- an item's loads start together and the stage's ``_Feed`` itself waits for them (each load is
+  still its own flow in its pool's processor sharing): at most one event when the last lands,
+  not one process per load and a condition over them; write-backs are pool events, not processes;
 - the loader-to-compute buffer is a counter (``_Feed``) instead of a SimPy store: item ``k``'s
   loads start when item ``k-1``'s have landed and compute has taken item ``k - depth`` (the
   store's capacity rule), and compute waits only for an item whose loads are still in flight;
@@ -69,7 +69,7 @@ import simpy
 from rdusim.config.schema import OFF_CHIP_TIERS
 from rdusim.errors import SimulationError
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
-from rdusim.sim.resources import BandwidthPool, TransferGroup, delay
+from rdusim.sim.resources import BandwidthPool, delay
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
 
@@ -357,15 +357,16 @@ def _send(env: simpy.Environment, kernel: KernelPlan, stage: Stage, nbytes: floa
 
 # ------------------------------------------------------------------------ coalesced engine (the default)
 class _Feed:
-    """A stage's loader as a counter, not a process: item ``k``'s loads (one ``TransferGroup``)
-    start when item ``k - 1``'s have landed and compute has taken item ``k - depth``; the same
-    rule as the reference engine's loader putting into a store of capacity ``depth``. So one
-    item at most is in flight.
+    """A stage's loader as a counter, not a process: item ``k``'s loads start together when item
+    ``k - 1``'s have landed and compute has taken item ``k - depth``; the same rule as the
+    reference engine's loader putting into a store of capacity ``depth``. So one item at most
+    is in flight, and the feed itself waits for its loads (each its own flow in its pool): no
+    event per load and no condition over them.
 
     With ``lazy`` (no trace recorded), an item's landing is an event only when something reacts
     to it at that instant: compute waiting for the item, or the next item's loads (the gate
     above is open for them). Otherwise the pools land it when next touched, and the feed
-    catches its in-flight item up (``settle``) before the gate moves (a take, a release)."""
+    catches its in-flight item up (``_settle``) before the gate moves (a take, a release)."""
 
     def __init__(self, env: simpy.Environment, kernel: KernelPlan, stage: Stage, socket: _Socket,
                  recorder: _Recorder, layer: int, lazy: bool) -> None:
@@ -376,12 +377,17 @@ class _Feed:
         self.depth = kernel.buffer_depth
         self.items = [item for chunk in stage.chunks for item in chunk.items]
         self.landed = [False] * len(self.items)
-        self.inflight: TransferGroup | None = None   # the item started last, while its loads are in flight
         self.started = 0     # items whose loads have started
         self.taken = 0       # items compute has taken
         # items whose loads may start: all of them, unless loads follow inputs (data-dependent
         # loads: a chunk's items are released when its inputs arrive, as in the reference loader)
         self.released = 0 if stage.loads_follow_inputs else len(self.items)
+        # the item in flight (started last, not landed): its loads' (pool, flow), how many are
+        # still in flight, the event of its landing (urgent) or None (lazy), trace records
+        self.flows: list[tuple[BandwidthPool, list]] = []
+        self.left = 0
+        self.event: simpy.Event | None = None
+        self.on_landed: Callable[[int, float], None] | None = None
         self._pump()
 
     def _pump(self) -> None:
@@ -391,26 +397,70 @@ class _Feed:
             if k >= self.released or self.taken < k - depth:   # the gate is shut for item k
                 return
             if k > 0 and not self.landed[k - 1]:   # item k - 1 in flight: its landing starts item k
-                group = self.inflight
-                if group is not None and group._event is None:   # noqa: SLF001 (lazy so far)
-                    group.event().callbacks.append(self._landed)
-                return
+                if self.left:
+                    self._urgent()
+                return   # (else its landing's event is on its way)
             self.started += 1
             pools = self.pools
             loads = [(pools[tier], nbytes) for tier, nbytes in items[k].loads if nbytes > 0]
-            if not loads:
-                self.landed[k] = True
-                continue
             # urgent: the gate is open for item k + 1, so this landing starts it
             urgent = not self.lazy or (k + 1 < self.released and self.taken >= k + 1 - depth)
-            group = TransferGroup(self.env, loads, self._recording(loads) if self.recorder.enabled else None,
-                                  self._landed_lazily, k, urgent)
-            if urgent:
-                group.event().callbacks.append(self._landed)
-            elif group.done:   # landed at once (bytes below the clock's resolution)
-                continue
-            self.inflight = group
-            return
+            if self._start(loads, urgent):
+                return
+            self.landed[k] = True   # nothing to load, or landed at once
+
+    def _start(self, loads: list[tuple[BandwidthPool, float]], urgent: bool) -> bool:
+        """Start the next item's loads; whether they are in flight."""
+        if self.recorder.enabled:
+            self.on_landed = self._recording(loads)
+        self.flows, self.left, self.event = [], len(loads), None
+        if urgent and loads:
+            self.event = self.env.event()
+            self.event.callbacks.append(self._landed)
+        if len(loads) == 1:   # the common case: the feed is the flow's waiter
+            pool, nbytes = loads[0]
+            flow = pool.add(nbytes, self, urgent)
+            if flow is None:
+                self.part_landed(0)
+            elif self.left:
+                self.flows.append((pool, flow))
+        else:
+            for index, (pool, nbytes) in enumerate(loads):
+                flow = pool.add(nbytes, _Load(self, index), urgent)
+                if flow is None:
+                    self.part_landed(index)
+                elif self.left:
+                    self.flows.append((pool, flow))
+        return self.left > 0 or self.event is not None
+
+    def succeed(self) -> None:
+        """The pool's call when the in-flight item's one load lands."""
+        self.part_landed(0)
+
+    def part_landed(self, index: int) -> None:
+        if self.on_landed is not None:
+            self.on_landed(index, self.env._now)   # noqa: SLF001 (recorded: urgent, a timer's time)
+        self.left -= 1
+        if self.left == 0:
+            self.flows = []
+            if self.event is not None:
+                self.event.succeed()   # its callback: ``_landed``
+            else:   # found by a pool's catch-up: nothing started at its instant
+                self.landed[self.started - 1] = True
+
+    def _urgent(self) -> simpy.Event:
+        """The in-flight item's landing as an event (its pools wake at its exact time)."""
+        if self.event is None:
+            self.event = self.env.event()
+            self.event.callbacks.append(self._landed)
+            for pool, flow in self.flows:
+                pool.make_urgent(flow)
+        return self.event
+
+    def _settle(self) -> None:
+        """Land the in-flight item's loads that are due by now (before the gate moves)."""
+        for pool, _ in self.flows:
+            pool.catch_up()
 
     def _recording(self, loads: list[tuple[BandwidthPool, float]]) -> Callable[[int, float], None]:
         start, name = self.env.now, f"{self.stage.name}:read"
@@ -425,36 +475,39 @@ class _Feed:
     def _landed(self, _event: simpy.Event) -> None:
         """The in-flight item's loads landed (its event): the next item may start."""
         self.landed[self.started - 1] = True
-        self.inflight = None
+        self.event = None
         self._pump()
-
-    def _landed_lazily(self, k: int) -> None:
-        """Item ``k`` landed, found by a pool's catch-up: nothing started at its instant."""
-        self.landed[k] = True
-        self.inflight = None
 
     def release(self, count: int) -> None:
         """A chunk's inputs arrived: its ``count`` items may load (``Stage.loads_follow_inputs``)."""
-        if self.inflight is not None:
-            self.inflight.settle()   # land what is due before the gate moves
+        self._settle()
         self.released += count
         self._pump()
 
     def take(self) -> simpy.Event | None:
         """Compute takes the next item: ``None`` if its loads have landed (taken), else the event
         of their landing, after which compute calls ``take`` again."""
-        group = self.inflight
-        if group is not None:
-            group.settle()   # land what is due before the gate moves
-            if not self.landed[self.taken]:
-                if group._event is None:   # noqa: SLF001 (lazy so far: compute waits for it now)
-                    group.event().callbacks.append(self._landed)
-                return group.event()
-        elif not self.landed[self.taken]:  # cannot happen: item k starts when item k - 1 lands
-            raise SimulationError(f"{self.stage.name}: item {self.taken} taken before its loads started")
+        if self.flows:
+            self._settle()
+        if not self.landed[self.taken]:
+            if self.started <= self.taken:  # cannot happen: item k starts when item k - 1 lands
+                raise SimulationError(f"{self.stage.name}: item {self.taken} taken before its loads started")
+            return self._urgent()
         self.taken += 1
         self._pump()
         return None
+
+
+class _Load:
+    """One load of an item of several: its landing counts the feed's in-flight item down."""
+
+    __slots__ = ("feed", "index")
+
+    def __init__(self, feed: _Feed, index: int) -> None:
+        self.feed, self.index = feed, index
+
+    def succeed(self) -> None:
+        self.feed.part_landed(self.index)
 
 
 def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs: list[simpy.Store],

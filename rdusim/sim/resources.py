@@ -1,7 +1,7 @@
 """Shared bandwidth as a SimPy resource: concurrent transfers split it fairly.
 
-Owns: ``BandwidthPool``, ``WeightedPool``, ``TransferGroup`` (transfers that start together, done
-when the last lands), ``delay`` (every timeout of the simulation, bounded by ``HORIZON_S``).
+Owns: ``BandwidthPool`` (with lazy landings: ``add``, ``catch_up``, ``make_urgent``),
+``WeightedPool``, ``delay`` (every timeout of the simulation, bounded by ``HORIZON_S``).
 Imports: simpy, errors.
 
 A pool serves its active transfers by processor sharing: with n transfers in flight each
@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Callable
+from typing import Protocol
 
 import simpy
 
@@ -40,11 +40,17 @@ def delay(env: simpy.Environment, seconds: float) -> simpy.Timeout:
     return env.timeout(seconds)
 
 
+class Waiter(Protocol):
+    """What a flow tells when it lands: a SimPy event, or anything with ``succeed()``."""
+
+    def succeed(self) -> object: ...
+
+
 class BandwidthPool:
     """A link or memory port of ``rate_bytes_per_s`` shared by processor sharing.
 
     Landings nobody reacts to at their instant are not events: a flow added with
-    ``urgent=False`` (a ``TransferGroup`` whose landing starts nothing until someone next looks)
+    ``urgent=False`` (an item's load whose landing starts nothing until someone next looks)
     lands when the pool is next touched (``catch_up``: a new flow, a query, the end of a kernel),
     by the very arithmetic the timer would have run at its time. While any urgent flow is in
     flight the pool arms a SimPy timer for every landing, as the reference engine does, so
@@ -72,11 +78,19 @@ class BandwidthPool:
     def transfer(self, nbytes: float) -> simpy.Event:
         """An event that fires once ``nbytes`` have crossed the pool."""
         done = self.env.event()
-        if nbytes <= _EPSILON_BYTES:
+        if self.add(nbytes, done, True) is None:
             done.succeed()
-            return done
-        self._add(nbytes, done, True)
         return done
+
+    def add(self, nbytes: float, waiter: Waiter, urgent: bool) -> list | None:
+        """A flow of ``nbytes``: ``waiter.succeed()`` is called when it lands, at its time if
+        ``urgent`` (a timer), else at the pool's next ``catch_up`` at the latest (the pool's clock
+        then reads the landing's time). Returns the flow's handle (for ``make_urgent``), or
+        ``None`` when there is nothing to transfer (below the byte epsilon: not a flow, and the
+        waiter is not called)."""
+        if nbytes <= _EPSILON_BYTES:
+            return None
+        return self._add(nbytes, waiter, urgent)
 
     def catch_up(self) -> None:
         """Land every flow due by now (the landings no timer was armed for)."""
@@ -85,14 +99,15 @@ class BandwidthPool:
             self._land_next()
 
     def make_urgent(self, flow: list) -> None:
-        """``flow`` (still in flight after ``catch_up``) lands by a timer, at its exact time."""
-        if not flow[3]:
+        """``flow`` lands by a timer, at its exact time (nothing if it has landed: call
+        ``catch_up`` first so that one due by now has)."""
+        if flow[2] is not None and not flow[3]:
             flow[3] = True
             self._urgent += 1
             if self._timer is None:
                 self._arm()
 
-    def _add(self, nbytes: float, waiter: simpy.Event | TransferGroup | _Part, urgent: bool) -> list:
+    def _add(self, nbytes: float, waiter: Waiter, urgent: bool) -> list:
         now = self.env._now   # noqa: SLF001
         if self._next_s <= now:
             self.catch_up()
@@ -134,7 +149,7 @@ class BandwidthPool:
             for flow in done:   # in arrival order
                 self._urgent -= flow[3]
                 waiter, flow[2] = flow[2], None   # None: landed
-                waiter.succeed()   # an Event, a TransferGroup of one, or a _Part of one of several
+                waiter.succeed()
         if not flows:
             self._next_s = math.inf
             return
@@ -174,94 +189,6 @@ class BandwidthPool:
 
 def _arrival(flow: list) -> int:
     return flow[1]
-
-
-class _Part:
-    """One transfer of a ``TransferGroup`` of several: its landing counts the group down (no
-    event of its own; a group of one is its own transfer's waiter)."""
-
-    __slots__ = ("group", "index")
-
-    def __init__(self, group: TransferGroup, index: int) -> None:
-        self.group, self.index = group, index
-
-    def succeed(self) -> None:
-        self.group.landed(self.index)
-
-
-class TransferGroup:
-    """Transfers that start together (each its own flow in its pool, sharing it as ``transfer``
-    does), done when the last has landed, instead of one event per transfer and a condition
-    over them. ``on_landed(i, t)`` is told when part ``i`` lands (trace records: urgent groups,
-    whose landings are processed at their time).
-
-    Urgent (``urgent=True``, or after ``event()``): the group's ``event()`` fires when the last
-    part lands, and its pools wake at that time. Otherwise ``on_done(tag)`` is called when the
-    pools find the last landing (at a later ``catch_up``, or at once): for a landing nobody
-    reacts to at its instant; ``settle()`` catches the group's pools up to now."""
-
-    __slots__ = ("_event", "env", "left", "on_done", "on_landed", "pending", "tag")
-
-    def __init__(self, env: simpy.Environment, parts: list[tuple[BandwidthPool, float]],
-                 on_landed: Callable[[int, float], None] | None = None,
-                 on_done: Callable[[int], None] | None = None, tag: int = 0, urgent: bool = True) -> None:
-        self.env, self.left, self.on_landed, self.on_done, self.tag = env, len(parts), on_landed, on_done, tag
-        self._event: simpy.Event | None = env.event() if urgent or on_done is None else None
-        # (pool, flow) of every part sent to a pool: in flight until the pool clears flow[2]
-        self.pending: list[tuple[BandwidthPool, list]] | None = []
-        if len(parts) == 1 and parts[0][1] > _EPSILON_BYTES:   # the common case: the group is the waiter
-            pool = parts[0][0]
-            flow = pool._add(parts[0][1], self, urgent)   # noqa: SLF001 (the pool's own flow)
-            if self.pending is not None:   # else landed at once
-                self.pending.append((pool, flow))
-            return
-        for index, (pool, nbytes) in enumerate(parts):
-            if nbytes <= _EPSILON_BYTES:
-                self.landed(index)
-            else:
-                flow = pool._add(nbytes, _Part(self, index), urgent)   # noqa: SLF001
-                if self.pending is not None:
-                    self.pending.append((pool, flow))
-        if not parts:
-            self._finish()
-
-    @property
-    def done(self) -> bool:
-        return self.left == 0
-
-    def succeed(self) -> None:
-        """The pool's call when the transfer of a group of one lands."""
-        self.landed(0)
-
-    def landed(self, index: int) -> None:
-        if self.on_landed is not None:
-            self.on_landed(index, self.env._now)   # noqa: SLF001 (urgent: a timer's time)
-        self.left -= 1
-        if self.left == 0:
-            self._finish()
-
-    def _finish(self) -> None:
-        on_done, self.on_done, self.on_landed, self.pending = self.on_done, None, None, None
-        if self._event is not None:
-            self._event.succeed()
-        elif on_done is not None:
-            on_done(self.tag)
-
-    def settle(self) -> None:
-        """Catch this group's pools up to now (its landings that are due)."""
-        for pool, flow in self.pending or ():
-            if flow[2] is not None:
-                pool.catch_up()
-
-    def event(self) -> simpy.Event:
-        """The event of the last landing (after ``settle``, with parts in flight): the pools
-        land this group's parts by timers from now on."""
-        if self._event is None:
-            self._event = self.env.event()
-            for pool, flow in self.pending or ():
-                if flow[2] is not None:
-                    pool.make_urgent(flow)
-        return self._event
 
 
 class WeightedPool:

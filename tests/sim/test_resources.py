@@ -4,7 +4,7 @@ import pytest
 import simpy
 
 from rdusim.errors import SimulationError
-from rdusim.sim.resources import HORIZON_S, BandwidthPool, TransferGroup, delay
+from rdusim.sim.resources import HORIZON_S, BandwidthPool, delay
 
 
 def _times(arrivals):
@@ -68,15 +68,26 @@ def test_an_event_past_the_horizon_is_an_error():
         delay(env, HORIZON_S * 2)
 
 
+class _Waiter:
+    """Records the simulated time (and the pool's clock) at which its flow is said to land."""
+
+    def __init__(self, env: simpy.Environment, pool: BandwidthPool) -> None:
+        self.env, self.pool, self.calls = env, pool, []
+
+    def succeed(self) -> None:
+        self.calls.append((self.env.now, self.pool._updated_s))
+
+
 def test_a_lazy_transfer_lands_when_the_pool_is_next_touched_by_the_same_arithmetic():
     """A flow nobody waits for at its instant (``urgent=False``) arms no timer: the pool lands it
-    when next touched, with the busy time and shares a timer would have given."""
+    when next touched, its clock at the landing's time, with the busy time a timer would give."""
     env = simpy.Environment()
     pool = BandwidthPool(env, "hbm", 100.0)
-    done = []
-    TransferGroup(env, [(pool, 100.0)], on_done=done.append, tag=7, urgent=False)  # alone: lands at 1.0
+    waiter = _Waiter(env, pool)
+    pool.add(100.0, waiter, urgent=False)   # alone: lands at 1.0
     env.run()
-    assert env.now == 0.0 and done == [] and next(env._eid) == 0   # no event at all
+    assert env.now == 0.0 and waiter.calls == [] and next(env._eid) == 0   # no event at all
+    done = []
 
     def later():
         yield env.timeout(3.0)
@@ -87,16 +98,17 @@ def test_a_lazy_transfer_lands_when_the_pool_is_next_touched_by_the_same_arithme
 
     env.process(later())
     env.run()
-    assert done == [7, 3.0, 3.5]
+    assert waiter.calls == [(3.0, 1.0)] and done == [3.0, 3.5]
     assert pool.busy_s == 1.5 and pool.bytes_total == 150.0
 
 
-def test_a_lazy_transfer_made_urgent_wakes_at_its_exact_time():
+def test_a_lazy_transfer_made_urgent_lands_at_its_exact_time():
     # a: 100 B lazy from t=0; b: 50 B from t=0.5 (a has 50 B left: both at 50 B/s, land at 1.5);
-    # at t=1.0 someone waits for a: woken at 1.5, as a timer armed from the start would
+    # at t=1.0 someone needs a's landing: a timer lands it at 1.5, as one armed from the start would
     env = simpy.Environment()
     pool = BandwidthPool(env, "hbm", 100.0)
-    group = TransferGroup(env, [(pool, 100.0)], on_done=lambda _tag: None, urgent=False)
+    waiter = _Waiter(env, pool)
+    flow = pool.add(100.0, waiter, urgent=False)
     woken = {}
 
     def b():
@@ -104,24 +116,22 @@ def test_a_lazy_transfer_made_urgent_wakes_at_its_exact_time():
         yield pool.transfer(50.0)
         woken["b"] = env.now
 
-    def waiter():
+    def needs_a():
         yield env.timeout(1.0)
-        group.settle()
-        assert not group.done
-        yield group.event()
-        woken["a"] = env.now
+        pool.catch_up()
+        assert waiter.calls == []
+        pool.make_urgent(flow)
 
     env.process(b())
-    env.process(waiter())
+    env.process(needs_a())
     env.run()
-    assert woken == {"a": 1.5, "b": 1.5} and group.done and pool.busy_s == 1.5
+    assert waiter.calls == [(1.5, 1.5)] and woken == {"b": 1.5} and pool.busy_s == 1.5
+    pool.make_urgent(flow)   # landed: nothing to do
+    assert pool._urgent == 0
 
 
-def test_a_transfer_group_fires_when_its_last_part_lands():
+def test_nothing_to_transfer_is_not_a_flow():
     env = simpy.Environment()
-    hbm, ddr = BandwidthPool(env, "hbm", 100.0), BandwidthPool(env, "ddr", 10.0)
-    landed = []
-    group = TransferGroup(env, [(hbm, 100.0), (ddr, 5.0), (hbm, 0.0)], on_landed=lambda i, t: landed.append((i, t)))
-    group.event().callbacks.append(lambda _e: landed.append(("all", env.now)))
-    env.run()
-    assert landed == [(2, 0.0), (1, 0.5), (0, 1.0), ("all", 1.0)]   # 0 B at once; 5 B at 10 B/s; 100 B at 100 B/s
+    pool = BandwidthPool(env, "hbm", 100.0)
+    assert pool.add(1e-4, _Waiter(env, pool), urgent=True) is None   # below the byte epsilon
+    assert pool.bytes_total == 0.0 and pool.transfer(0.0).triggered
