@@ -136,10 +136,11 @@ class BandwidthPool:
         while flows:
             share = self.rate_bytes_per_s / len(flows)
             least = flows[0][0]
+            wait = least / share
             # done: under the byte epsilon, or so little left that the clock cannot advance by it
             # (late in a long run a float's resolution in seconds can exceed that time; waiting
             # would re-plan forever without progress)
-            if least > _EPSILON_BYTES and now + least / share > now:
+            if least > _EPSILON_BYTES and now + wait > now:
                 break
             count = 1
             while count < len(flows) and (flows[count][0] <= _EPSILON_BYTES or now + flows[count][0] / share <= now):
@@ -153,7 +154,6 @@ class BandwidthPool:
         if not flows:
             self._next_s = math.inf
             return
-        wait = least / share
         if not now + wait <= HORIZON_S:
             raise SimulationError(f"an event would end at t={now + wait:.3g} s, past the simulator's horizon "
                                   f"of {HORIZON_S:.0e} s: a rate or efficiency in the hardware is too small (or a "
