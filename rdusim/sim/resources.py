@@ -99,8 +99,9 @@ class BandwidthPool:
             self._land_next()
 
     def make_urgent(self, flow: list) -> None:
-        """``flow`` lands by a timer, at its exact time (nothing if it has landed: call
-        ``catch_up`` first so that one due by now has)."""
+        """``flow`` lands by a timer, at its exact time (at once if it is due by now; nothing if
+        it has landed)."""
+        self.catch_up()   # no timer in the past
         if flow[2] is not None and not flow[3]:
             flow[3] = True
             self._urgent += 1
