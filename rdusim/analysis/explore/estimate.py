@@ -21,6 +21,7 @@ batch of candidates is composed with numpy.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,8 @@ from rdusim.mapping.plan import KernelPlan
 from rdusim.mapping.space import (
     Space,
     candidate_data,
-    layer_genes,
+    gene_indices,
+    layer_kernels,
     layer_types,
     load_candidate,
     space_from_seed,
@@ -152,6 +154,8 @@ class Evaluator:
     _graphs: dict[Any, Any] = field(default_factory=dict)
     simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
     _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
+    _spelled: dict[tuple[str, tuple[int, ...]], str] = field(default_factory=dict)  # layer genes -> kernels (JSON)
+    _gene_indices: dict[str, tuple[int, ...]] = field(init=False)
     reserved_bytes: float = field(init=False)
     kv_len: int = field(init=False)
 
@@ -161,6 +165,7 @@ class Evaluator:
         self.counts = layer_types(self.seed)
         self.reserved_bytes = sum(reservations(self.seed).values())
         self.kv_len = kv_length(self.seed)
+        self._gene_indices = {layer.layer_type: gene_indices(self.space, layer.layer_type) for layer in self.space.layers}
 
     def data(self, genome: tuple[int, ...]) -> dict[str, Any]:
         return candidate_data(self.space, self.seed.document.data, genome)
@@ -186,10 +191,18 @@ class Evaluator:
         return 0 if sd is None else sd[1]
 
     def layer_key(self, genome: tuple[int, ...], layer_type: str) -> tuple[Any, ...]:
-        """What decides a layer type's kernels in this problem: the batch and its genes."""
+        """What decides a layer type's kernels in this problem: the batch, the draft length (it
+        shapes the verification pass: k + 1 tokens per sequence) and the kernels its genes spell
+        (``rdusim.mapping.space.layer_kernels``), so genomes differing only in genes that change
+        no kernel (settings of a segment fused into another segment's kernel) share the layer."""
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
-        # the draft length shapes the verification pass (k + 1 tokens per sequence)
-        return (batch, self._k(genome), layer_genes(self.space, base_layer_type(layer_type), genome))
+        base = base_layer_type(layer_type)
+        genes = (base, tuple(genome[i] for i in self._gene_indices[base]))
+        spelled = self._spelled.get(genes)
+        if spelled is None:
+            layer = next(layer for layer in self.space.layers if layer.layer_type == base)
+            spelled = self._spelled[genes] = json.dumps(layer_kernels(self.space, layer, genome), sort_keys=True)
+        return (batch, self._k(genome), spelled)
 
     def missing(self, genomes: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], str]]:
         """One (genome, layer type) per layer the cache lacks, for ``build_layers`` on workers."""
