@@ -195,17 +195,22 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
         chunks_items = _expert_items(ctx, op, shard, n_chunks, resident, every_expert)
         resident = []
     elif op.is_barrier:
-        chunks_items = [[Item(op.work(shard))]] + [[Item(0.0)] for _ in range(n_chunks - 1)]
+        chunks_items = [(Item(op.work(shard)),)] + [(Item(0.0),)] * (n_chunks - 1)
     else:
-        chunks_items = [[Item(op.work(shard) / n_chunks)] for _ in range(n_chunks)]
+        chunks_items = [(Item(op.work(shard) / n_chunks),)] * n_chunks
     reduced = {c.tensor for c in ctx.collectives if c.producer == name and c.in_producer_kernel}
     stores = [(HBM, t.nbytes(op.sizes, tensor_layout(t, shard)) / n_chunks) for t in op.writes
               if t.name not in reduced and ctx.needed_outside(t, index)]
-    chunks = []
+    stored = tuple((t, b) for t, b in stores if b > 0)
+    streamed_per_chunk = tuple((tier, b / n_chunks) for tier, b in streamed)
+    chunks: list[Chunk] = []
     for i, items in enumerate(chunks_items):
-        extra = [(tier, b / n_chunks) for tier, b in streamed] + (resident if i == 0 else [])
-        first = Item(items[0].work, tuple(extra) + items[0].loads)
-        chunks.append(Chunk((first, *items[1:]), stores=tuple((t, b) for t, b in stores if b > 0)))
+        if i > 1 and items is chunks_items[i - 1]:
+            chunks.append(chunks[-1])  # the same items as the chunk before (not the first): one chunk object
+            continue
+        extra = streamed_per_chunk + (tuple(resident) if i == 0 else ())
+        first = Item(items[0].work, extra + items[0].loads)
+        chunks.append(Chunk((first, *items[1:]), stores=stored))
     for tensor in op.writes:
         provider[tensor.name] = name
     out = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in op.writes) / n_chunks
@@ -267,7 +272,7 @@ def _attention_items(op: Op, shard: Layout, n_chunks: int, block: int,
     return _block_items(seq, kv_seq, sequences, n_chunks, block, op.causal, per_pair, key_bytes)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _block_items(seq: int, kv_seq: int, sequences: int, n_chunks: int, block: int, causal: bool,
                  per_pair: float, key_bytes: float) -> tuple[tuple[Item, ...], ...]:
     """``_attention_items``' K/V blocks, from the numbers they depend on (kept: kernel plans of
@@ -316,17 +321,22 @@ def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
                          workload.routing, workload.seed, every_expert, per_token_slot, tier, weight_bytes)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _routed_items(rows: int, n_chunks: int, experts: int, routed: int, topk: int, shared: int, routing: str,
                   seed: int, every_expert: bool, per_token_slot: float, tier: str,
                   weight_bytes: float) -> tuple[tuple[Item, ...], ...]:
     """``_expert_items`` from the numbers they depend on (kept, as ``_block_items``); experts
     with the same tokens in a chunk share one (immutable) item."""
-    chunks = []
+    chunks: list[tuple[Item, ...]] = []
+    made: dict[float, Item] = {}
+    before: list[float] = []
     for tokens in chunk_expert_tokens(rows, n_chunks, routed, topk, shared, routing, seed):
         if every_expert:
             tokens = tokens + [0.0] * (experts - len(tokens))
-        made: dict[float, Item] = {}
+        if chunks and tokens == before:
+            chunks.append(chunks[-1])  # the same tokens per expert as the chunk before: the same items
+            continue
+        before = tokens
         items = []
         for t in tokens:
             item = made.get(t)
@@ -440,7 +450,14 @@ def _steps_above(t: float, most: int, level: float) -> int:
 def _max_item_load(draft: _Draft) -> float:
     """Largest streamed item a stage buffers (chunk 0's first item also carries the resident
     weights, which ``resident_bytes`` counts once)."""
-    loads = [sum(b for _, b in item.loads) for chunk in draft.chunks for item in chunk.items]
-    if loads:
-        loads[0] -= draft.resident_bytes
-    return max(loads, default=0.0)
+    if not draft.chunks or not draft.chunks[0].items:
+        return 0.0
+    first = draft.chunks[0].items[0]
+    largest = sum(b for _, b in first.loads) - draft.resident_bytes
+    seen = {id(first)}
+    for chunk in {id(c): c for c in draft.chunks}.values():  # chunks and items repeat (same objects)
+        for item in chunk.items:
+            if id(item) not in seen:
+                seen.add(id(item))
+                largest = max(largest, sum(b for _, b in item.loads))
+    return largest

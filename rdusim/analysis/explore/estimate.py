@@ -35,7 +35,7 @@ from rdusim.mapping.build import build_layer, kv_length, layer_shape, speculativ
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import reservations
 from rdusim.mapping.memory import LayerMemory, layer_memory, memory_of_layers, memory_report
-from rdusim.mapping.plan import KernelPlan
+from rdusim.mapping.plan import Chunk, KernelPlan
 from rdusim.mapping.space import (
     Space,
     candidate_data,
@@ -63,25 +63,26 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
     """Closed-form time of one call of a kernel on one socket."""
     system = loaded.system
     socket = system.socket
+    rates = {HBM: socket.tier_bytes_per_s(HBM), DDR: socket.tier_bytes_per_s(DDR)}
     names = {s.name: i for i, s in enumerate(kernel.stages)}
     n_chunks = kernel.n_chunks
     finish = np.zeros((len(kernel.stages), n_chunks))
     busy = np.zeros(len(kernel.stages))
-    totals = {HBM: 0.0, DDR: 0.0}
+    # the bytes each tier moves, in the order the plan lists them (summed in that order below)
+    moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: []}
     p2p_bytes = 0.0
+    seen: dict[int, _ChunkSums] = {}  # chunks (and their items) repeat as the same objects
     for s, stage in enumerate(kernel.stages):
         rate = stage.rate_ops_per_s
         inputs = [names[i] for i in stage.inputs]
         prev = 0.0
         for c, chunk in enumerate(stage.chunks):
-            work = sum(item.work for item in chunk.items)
-            load = 0.0
-            for item in chunk.items:
-                for tier, nbytes in item.loads:
-                    load += nbytes / socket.tier_bytes_per_s(tier)
-                    totals[tier] += nbytes
-            for tier, nbytes in chunk.stores:
-                totals[tier] += nbytes
+            sums = seen.get(id(chunk))
+            if sums is None:
+                sums = seen[id(chunk)] = _chunk_sums(chunk, rates)
+            work, load = sums.work, sums.load_s
+            for tier, nbytes in sums.moved:
+                moved[tier].append(nbytes)
             compute = work / rate if rate > 0 and work > 0 else 0.0
             send = chunk.p2p_steps * socket.p2p_latency_s + chunk.p2p_bytes / socket.p2p_bytes_per_s \
                 if chunk.p2p_bytes > 0 else 0.0
@@ -92,12 +93,34 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
             prev = max(prev, ready) + max(compute, load) + send
             finish[s, c] = prev
             busy[s] += compute
-    memory = totals[HBM] / socket.tier_bytes_per_s(HBM) + totals[DDR] / socket.tier_bytes_per_s(DDR)
+    # np.cumsum adds one element after another, as ``total += nbytes`` item by item would
+    totals = {tier: float(np.cumsum(np.concatenate(parts))[-1]) if parts else 0.0 for tier, parts in moved.items()}
+    memory = totals[HBM] / rates[HBM] + totals[DDR] / rates[DDR]
     comm = p2p_bytes / socket.p2p_bytes_per_s
-    tiers = max(totals[HBM] / socket.tier_bytes_per_s(HBM), totals[DDR] / socket.tier_bytes_per_s(DDR))
+    tiers = max(totals[HBM] / rates[HBM], totals[DDR] / rates[DDR])
     body = max(float(finish.max(initial=0.0)), tiers, comm)
     latency = socket.launch_s(kernel.orchestration) + body + system.sync_s  # as the engine charges it
     return KernelEstimate(kernel.name, latency, float(busy.max(initial=0.0)), memory, comm)
+
+
+@dataclass(frozen=True)
+class _ChunkSums:
+    work: float                               # its items' work
+    load_s: float                             # its items' loads at each tier's rate, one after another
+    moved: tuple[tuple[str, np.ndarray], ...]  # per tier, the bytes it loads and then stores, in order
+
+
+def _chunk_sums(chunk: Chunk, rates: dict[str, float]) -> _ChunkSums:
+    work = sum(item.work for item in chunk.items)
+    load = 0.0
+    moved: dict[str, list[float]] = {HBM: [], DDR: []}
+    for item in chunk.items:
+        for tier, nbytes in item.loads:
+            load += nbytes / rates[tier]
+            moved[tier].append(nbytes)
+    for tier, nbytes in chunk.stores:
+        moved[tier].append(nbytes)
+    return _ChunkSums(work, load, tuple((t, np.array(b, dtype=float)) for t, b in moved.items() if b))
 
 
 # ------------------------------------------------------------------------ problem
