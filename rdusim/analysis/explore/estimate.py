@@ -189,6 +189,7 @@ class Evaluator:
         self.reserved_bytes = sum(reservations(self.seed).values())
         self.kv_len = kv_length(self.seed)
         self._gene_indices = {layer.layer_type: gene_indices(self.space, layer.layer_type) for layer in self.space.layers}
+        self.simulated.kernel_plans = self._kernel_plans  # re-scores plan with the kernels estimates built
 
     def data(self, genome: tuple[int, ...]) -> dict[str, Any]:
         return candidate_data(self.space, self.seed.document.data, genome)
