@@ -1,16 +1,24 @@
 """The plan builder's shortcuts give what their definitions give, bit for bit: ``balance_pcus``
 (most PCUs handed out at once) against the one-PCU-at-a-time greedy water-filling, ties included;
-``_pairs`` (causal query-key pairs in closed form) against counting them."""
+``_pairs`` (causal query-key pairs in closed form) against counting them; shared chunks
+conserve bytes."""
 
 from __future__ import annotations
 
 import heapq
+from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rdusim.config.schema import DDR, HBM
+from rdusim.mapping.build import build_plan
+from rdusim.mapping.bundle import load_mapping
 from rdusim.mapping.stages import _pairs, balance_pcus
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _greedy(one_pcu_s: dict[str, float], caps: dict[str, int], total: int) -> dict[str, int]:
@@ -54,3 +62,24 @@ def test_pairs_closed_form_counts_them(q0: int, n: int, k0: int, width: int, cau
     q = np.arange(q0, q1, dtype=np.int64)
     counted = np.clip(q + 1 - k0, 0, k1 - k0).sum() if causal else n * width
     assert _pairs(q0, q1, k0, k1, causal) == float(counted)
+
+
+@pytest.mark.parametrize("batch", [16, 64])
+def test_chunking_conserves_the_bytes_an_op_loads_and_stores(batch: int) -> None:
+    """A kernel call loads each weight once and each streamed tensor once, however many chunks
+    (the builder shares the chunks after the first: they must not repeat the first's weights)."""
+    path = ROOT / "mappings/deepseek-r1/decode.yaml"
+    chunked = build_plan(load_mapping(path, batch=batch))
+    whole = build_plan(load_mapping(path, batch=batch, overrides=["defaults.max_chunks=1"]))
+    compared = 0
+    for layer_type, kernels in chunked.kernels.items():
+        for kernel, one in zip(kernels, whole.kernels[layer_type], strict=True):
+            for stage, single in zip(kernel.stages, one.stages, strict=True):
+                if stage.op is None or stage.op.routed or stage.op.op_class == "attention":
+                    continue
+                assert len(single.chunks) == 1
+                compared += len(stage.chunks) > 1
+                for tier in (HBM, DDR):
+                    assert stage.load_bytes(tier) == pytest.approx(single.load_bytes(tier), rel=1e-12)
+                    assert stage.store_bytes(tier) == pytest.approx(single.store_bytes(tier), rel=1e-12)
+    assert compared > 10

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,6 +165,13 @@ class DraftEstimate:
     reason: str = ""
 
 
+def _picker(indices: tuple[int, ...]) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
+    """The genes at ``indices`` of a genome, as a tuple (``operator.itemgetter``, always a tuple)."""
+    if len(indices) > 1:
+        return operator.itemgetter(*indices)
+    return lambda genome: tuple(genome[i] for i in indices)
+
+
 @dataclass
 class Evaluator:
     """Estimates candidates of one problem, caching kernels and layers across calls."""
@@ -178,7 +187,7 @@ class Evaluator:
     simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
     _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
     _spelled: dict[tuple[str, tuple[int, ...]], str] = field(default_factory=dict)  # layer genes -> kernels (JSON)
-    _gene_indices: dict[str, tuple[int, ...]] = field(init=False)
+    _layer_genes: dict[str, Callable[[tuple[int, ...]], tuple[int, ...]]] = field(init=False)  # base type -> its genes
     reserved_bytes: float = field(init=False)
     kv_len: int = field(init=False)
 
@@ -188,7 +197,8 @@ class Evaluator:
         self.counts = layer_types(self.seed)
         self.reserved_bytes = sum(reservations(self.seed).values())
         self.kv_len = kv_length(self.seed)
-        self._gene_indices = {layer.layer_type: gene_indices(self.space, layer.layer_type) for layer in self.space.layers}
+        self._layer_genes = {layer.layer_type: _picker(gene_indices(self.space, layer.layer_type))
+                             for layer in self.space.layers}
         self.simulated.kernel_plans = self._kernel_plans  # re-scores plan with the kernels estimates built
 
     def data(self, genome: tuple[int, ...]) -> dict[str, Any]:
@@ -221,7 +231,7 @@ class Evaluator:
         no kernel (settings of a segment fused into another segment's kernel) share the layer."""
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
         base = base_layer_type(layer_type)
-        genes = (base, tuple(genome[i] for i in self._gene_indices[base]))
+        genes = (base, self._layer_genes[base](genome))
         spelled = self._spelled.get(genes)
         if spelled is None:
             layer = next(layer for layer in self.space.layers if layer.layer_type == base)

@@ -14,6 +14,7 @@ cluster); results come back in submission order, so the ranking does not depend 
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import json
 import math
@@ -146,8 +147,8 @@ def _key(row: dict[str, Any], objective: str) -> tuple[Any, ...]:
 
 
 def _best(rows: dict[Genome, dict[str, Any]], objective: str, n: int) -> list[Genome]:
-    ordered = sorted(rows.values(), key=lambda r: _key(r, objective))
-    return [r["genome"] for r in ordered[:n]]
+    best = heapq.nsmallest(n, rows.values(), key=lambda r: _key(r, objective))  # = sorted(...)[:n]
+    return [r["genome"] for r in best]
 
 
 def _child(space: Space, rng: np.random.Generator, parents: list[Genome]) -> Genome:
