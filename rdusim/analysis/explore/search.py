@@ -34,6 +34,10 @@ from rdusim.errors import ConfigError
 from rdusim.mapping.space import Space, speculative_genes
 
 Progress = Callable[[str, int, int], None]
+#: a batch missing fewer layers than this per worker builds them in the search's process: a
+#: decode layer takes about 2-3 ms to estimate, a round trip to the workers about as long
+#: (benchmarks/RESULTS.md, "Explorer estimator vectorised")
+LOCAL_LAYERS = 8
 
 
 # ------------------------------------------------------------------------ search
@@ -96,11 +100,16 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
         composes the batch's rows."""
         genomes = [g for g in dict.fromkeys(genomes) if g not in rows][: budget - len(rows)]
         missing = sorted(ev.missing(genomes), key=lambda item: (item[1], ev.layer_key(*item)))
-        n = max(1, min(len(missing), executor.workers * 2))
-        size = math.ceil(len(missing) / n)
-        chunks = [missing[i:i + size] for i in range(0, len(missing), size)] if missing else []
-        for built in executor.map(layers_task, [(problem, c) for c in chunks]):
-            ev.add_layers(built)
+        if len(missing) < max(1, LOCAL_LAYERS * executor.workers):
+            # a few layers (a generation's children mostly reuse their parents' layers): built here,
+            # as the workers would build them, without a round trip to them
+            ev.add_layers(ev.build_layers(missing))
+        else:
+            n = max(1, min(len(missing), executor.workers * 2))
+            size = math.ceil(len(missing) / n)
+            chunks = [missing[i:i + size] for i in range(0, len(missing), size)]
+            for built in executor.map(layers_task, [(problem, c) for c in chunks]):
+                ev.add_layers(built)
         rows.update(zip(genomes, ev.estimate(genomes), strict=True))
         if progress:
             progress("estimate", len(rows), budget)
