@@ -28,7 +28,7 @@ import pandas as pd
 
 from rdusim.analysis.execution import Executor, LocalExecutor
 from rdusim.analysis.explore.estimate import Evaluator, Problem
-from rdusim.analysis.explore.tasks import Genome, evaluator, layers_task, simulate_task
+from rdusim.analysis.explore.tasks import Genome, evaluator, layers_task, simulate_many_task
 from rdusim.analysis.metrics import STEP_FIGURES
 from rdusim.errors import ConfigError
 from rdusim.mapping.space import Space, speculative_genes
@@ -76,8 +76,7 @@ def explore(problem: Problem, *, budget: int = 1000, rescore: int = 20, seed: in
         distinct = feasible.drop_duplicates(subset=["step_s", "hbm_used_bytes", "batch"])
         picks = list(dict.fromkeys([*distinct["genome"].head(rescore), space.seed]))
         start = time.perf_counter()
-        sims = executor.map(simulate_task, [(problem, g) for g in picks],
-                            progress=(lambda done, total: progress("simulate", done, total)) if progress else None)
+        sims = _simulate(problem, ev, picks, executor, progress)
         sim_s = time.perf_counter() - start
     finally:
         if own:
@@ -86,6 +85,21 @@ def explore(problem: Problem, *, budget: int = 1000, rescore: int = 20, seed: in
     return ExploreResult(problem, space, method, estimates, ranking, pareto_front(feasible),
                          _agreement(ranking), {"estimator": len(rows) / est_s, "simulator": len(picks) / sim_s},
                          {g: ev.data(g) for g in picks})
+
+
+def _simulate(problem: Problem, ev: Evaluator, picks: list[Genome], executor: Executor,
+              progress: Progress | None) -> list[dict[str, Any]]:
+    """Re-score ``picks`` (results in their order). Candidates whose layer keys share a prefix go
+    to the same worker, in runs of neighbours, so its ``LayerCache`` reuses their layers."""
+    keys = {g: tuple(ev.layer_key(g, t) for t in ev.counts) for g in picks}
+    ordered = sorted(picks, key=lambda g: (keys[g], g))
+    n = max(1, min(len(ordered), 2 * executor.workers)) if executor.workers > 1 else len(ordered)
+    size = math.ceil(len(ordered) / n)
+    runs = [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    done = executor.map(simulate_many_task, [(problem, run) for run in runs],
+                        progress=(lambda k, total: progress("simulate", k, total)) if progress else None)
+    by_genome = {row["genome"]: row for rows in done for row in rows}
+    return [by_genome[g] for g in picks]
 
 
 def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Executor,
