@@ -270,7 +270,7 @@ def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
         for name in kernel.ops:
             op, shard = graph.nodes[name]["op"], shards[name]
             key = ("shard", name) if name in kernel.shard else ("tp",)
-            where = loaded.where("layers", layer_type, k, *key)
+            where = _Where(loaded, ("layers", layer_type, k, *key))  # formatted only for an issue
             for dim, degree in shard.items():
                 if dim not in op.sizes:
                     issues.append(f"{where}: op {name!r} has no dimension {dim!r} to shard "
@@ -289,6 +289,17 @@ def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
                 issues.append(f"{where}: op {name!r} is split {used} ways ({shard}), which does not "
                               f"fit or divide the {sockets} sockets of {loaded.system.name}")
     return sorted(set(issues), key=issues.index)
+
+
+@dataclass(frozen=True)
+class _Where:
+    """``loaded.where(*keys)``, looked up when formatted (most checks find nothing to report)."""
+
+    loaded: LoadedMapping
+    keys: tuple[Any, ...]
+
+    def __str__(self) -> str:
+        return self.loaded.where(*self.keys)
 
 
 def _fewer_sequences_hint(op: Op, dim: str, degree: int) -> str:

@@ -67,16 +67,21 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
     socket = system.socket
     rates = {HBM: socket.tier_bytes_per_s(HBM), DDR: socket.tier_bytes_per_s(DDR)}
     names = {s.name: i for i, s in enumerate(kernel.stages)}
-    n_chunks = kernel.n_chunks
-    finish = np.zeros((len(kernel.stages), n_chunks))
-    busy = np.zeros(len(kernel.stages))
+    # per stage, each chunk's finish time (Python floats: the same IEEE doubles as numpy's, faster
+    # to index one at a time)
+    finish: list[list[float]] = []
+    busy: list[float] = []
     # the bytes each tier moves, in the order the plan lists them (summed in that order below)
     moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: []}
     p2p_bytes = 0.0
     seen: dict[int, _ChunkSums] = {}  # chunks (and their items) repeat as the same objects
-    for s, stage in enumerate(kernel.stages):
+    p2p_latency, p2p_rate = socket.p2p_latency_s, socket.p2p_bytes_per_s
+    for stage in kernel.stages:
         rate = stage.rate_ops_per_s
-        inputs = [names[i] for i in stage.inputs]
+        inputs = [finish[names[i]] for i in stage.inputs]
+        barrier = stage.is_barrier
+        done: list[float] = []
+        total_compute = 0.0
         prev = 0.0
         for c, chunk in enumerate(stage.chunks):
             sums = seen.get(id(chunk))
@@ -86,23 +91,25 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
             for tier, nbytes in sums.moved:
                 moved[tier].append(nbytes)
             compute = work / rate if rate > 0 and work > 0 else 0.0
-            send = chunk.p2p_steps * socket.p2p_latency_s + chunk.p2p_bytes / socket.p2p_bytes_per_s \
-                if chunk.p2p_bytes > 0 else 0.0
+            send = chunk.p2p_steps * p2p_latency + chunk.p2p_bytes / p2p_rate if chunk.p2p_bytes > 0 else 0.0
             p2p_bytes += chunk.p2p_bytes
-            ready = max((finish[i, -1] if stage.is_barrier else finish[i, c] for i in inputs), default=0.0)
-            if stage.is_barrier and c > 0:
-                ready = 0.0
+            if barrier:
+                ready = max((f[-1] for f in inputs), default=0.0) if c == 0 else 0.0
+            else:
+                ready = max((f[c] for f in inputs), default=0.0)
             prev = max(prev, ready) + max(compute, load) + send
-            finish[s, c] = prev
-            busy[s] += compute
+            done.append(prev)
+            total_compute += compute
+        finish.append(done)
+        busy.append(total_compute)
     # np.cumsum adds one element after another, as ``total += nbytes`` item by item would
     totals = {tier: float(np.cumsum(np.concatenate(parts))[-1]) if parts else 0.0 for tier, parts in moved.items()}
     memory = totals[HBM] / rates[HBM] + totals[DDR] / rates[DDR]
     comm = p2p_bytes / socket.p2p_bytes_per_s
     tiers = max(totals[HBM] / rates[HBM], totals[DDR] / rates[DDR])
-    body = max(float(finish.max(initial=0.0)), tiers, comm)
+    body = max(max((f for done in finish for f in done), default=0.0), tiers, comm)
     latency = socket.launch_s(kernel.orchestration) + body + system.sync_s  # as the engine charges it
-    return KernelEstimate(kernel.name, latency, float(busy.max(initial=0.0)), memory, comm)
+    return KernelEstimate(kernel.name, latency, max(busy, default=0.0), memory, comm)
 
 
 @dataclass(frozen=True)
