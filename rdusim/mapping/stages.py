@@ -453,11 +453,8 @@ def _max_item_load(draft: _Draft) -> float:
     if not draft.chunks or not draft.chunks[0].items:
         return 0.0
     first = draft.chunks[0].items[0]
-    largest = sum(b for _, b in first.loads) - draft.resident_bytes
-    seen = {id(first)}
-    for chunk in {id(c): c for c in draft.chunks}.values():  # chunks and items repeat (same objects)
-        for item in chunk.items:
-            if id(item) not in seen:
-                seen.add(id(item))
-                largest = max(largest, sum(b for _, b in item.loads))
-    return largest
+    # chunks and items repeat as the same objects: each counted once
+    items = {id(i): i for c in {id(c): c for c in draft.chunks}.values() for i in c.items}
+    del items[id(first)]
+    return max([sum(b for _, b in first.loads) - draft.resident_bytes,
+                *(sum(b for _, b in i.loads) for i in items.values())])
