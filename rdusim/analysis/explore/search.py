@@ -14,7 +14,7 @@ cluster); results come back in submission order, so the ranking does not depend 
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import itertools
 import json
 import math
@@ -105,6 +105,7 @@ def _simulate(problem: Problem, ev: Evaluator, picks: list[Genome], executor: Ex
 def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Executor,
             progress: Progress | None) -> tuple[str, dict[Genome, dict[str, Any]]]:
     rows: dict[Genome, dict[str, Any]] = {}
+    ranked: list[tuple[Any, ...]] = []  # every row's ``_key``, kept sorted (the keys are distinct: genome last)
 
     ev = evaluator(problem)
 
@@ -113,18 +114,10 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
         worker, whose kernel plans they share); this process's evaluator keeps every layer and
         composes the batch's rows."""
         genomes = [g for g in dict.fromkeys(genomes) if g not in rows][: budget - len(rows)]
-        missing = sorted(ev.missing(genomes), key=lambda item: (item[1], ev.layer_key(*item)))
-        if len(missing) < max(1, LOCAL_LAYERS * executor.workers):
-            # a few layers (a generation's children mostly reuse their parents' layers): built here,
-            # as the workers would build them, without a round trip to them
-            ev.add_layers(ev.build_layers(missing))
-        else:
-            n = max(1, min(len(missing), executor.workers * 2))
-            size = math.ceil(len(missing) / n)
-            chunks = [missing[i:i + size] for i in range(0, len(missing), size)]
-            for built in executor.map(layers_task, [(problem, c) for c in chunks]):
-                ev.add_layers(built)
-        rows.update(zip(genomes, ev.estimate(genomes), strict=True))
+        _build_missing(problem, ev, genomes, executor)
+        for genome, row in zip(genomes, ev.estimate(genomes), strict=True):
+            rows[genome] = row
+            bisect.insort(ranked, _key(row, problem.objective))
         if progress:
             progress("estimate", len(rows), budget)
 
@@ -138,7 +131,7 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
     population = 32
     stale = 0
     while len(rows) < budget and stale < 20:
-        parents = _best(rows, problem.objective, population)
+        parents = [key[-1] for key in ranked[:population]]  # the best rows so far
         children: list[Genome] = []
         for _ in range(population * 4):
             child = _child(space, rng, parents)
@@ -150,6 +143,21 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
         if children:
             run(children)
     return "evolutionary", rows
+
+
+def _build_missing(problem: Problem, ev: Evaluator, genomes: list[Genome], executor: Executor) -> None:
+    """The layers of ``genomes`` that ``ev`` lacks, estimated (by the workers, or here when few) into it."""
+    missing = sorted(ev.missing(genomes), key=lambda item: (item[1], ev.layer_key(*item)))
+    if len(missing) < max(1, LOCAL_LAYERS * executor.workers):
+        # a few layers (a generation's children mostly reuse their parents' layers): built here,
+        # as the workers would build them, without a round trip to them
+        ev.add_layers(ev.build_layers(missing))
+        return
+    n = max(1, min(len(missing), executor.workers * 2))
+    size = math.ceil(len(missing) / n)
+    chunks = [missing[i:i + size] for i in range(0, len(missing), size)]
+    for built in executor.map(layers_task, [(problem, c) for c in chunks]):
+        ev.add_layers(built)
 
 
 def _neighbours(space: Space, genome: Genome) -> list[Genome]:
@@ -167,11 +175,6 @@ def _key(row: dict[str, Any], objective: str) -> tuple[Any, ...]:
         return (1, 0.0, row["genome"])
     value = -row["tokens_per_s"] if objective == "throughput" else row["latency_s"]
     return (0, value, row["genome"])
-
-
-def _best(rows: dict[Genome, dict[str, Any]], objective: str, n: int) -> list[Genome]:
-    best = heapq.nsmallest(n, rows.values(), key=lambda r: _key(r, objective))  # = sorted(...)[:n]
-    return [r["genome"] for r in best]
 
 
 def _child(space: Space, rng: np.random.Generator, parents: list[Genome]) -> Genome:
