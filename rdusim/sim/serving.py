@@ -42,8 +42,11 @@ from __future__ import annotations
 
 import array
 import bisect
+import functools
 import heapq
+import itertools
 import math
+import operator
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -54,6 +57,13 @@ import simpy
 from rdusim.errors import SimulationError
 from rdusim.model.speculative import draw_accepted, expected_accepted
 from rdusim.sim.resources import BandwidthPool
+
+#: most steps a coalesced decode block plans when it runs through retirements (a request ready
+#: mid-block cuts it, and the steps planned beyond the cut are dropped, so each node plans about
+#: twice what its last block ran, within these bounds; only the cost depends on them)
+BLOCK_STEPS = (8, 512)
+#: a growing cache's segment of at least this many steps reads the decode table as a vector
+VECTOR_STEPS = 16
 
 # ------------------------------------------------------------------------ step-time tables
 
@@ -101,6 +111,15 @@ class DecodeTable:
         i = min(max(bisect.bisect_right(grid, kv_tokens) - 1, 0), len(grid) - 2)
         slope = (row[i + 1] - row[i]) / (grid[i + 1] - grid[i])
         return max(row[i] + slope * (kv_tokens - grid[i]), 0.0)
+
+    def many(self, bucket: int, kv_tokens: np.ndarray) -> np.ndarray:
+        """``self(bucket, kv)`` for every KV length of an array: the same operations element by
+        element, so the same floats (the request engine plans a decode block with it)."""
+        row = np.asarray(self.seconds[self.buckets.index(bucket)], dtype=float)
+        grid = np.asarray(self.kv_tokens, dtype=float)
+        i = np.clip(np.searchsorted(grid, kv_tokens, side="right") - 1, 0, len(grid) - 2)
+        slope = (row[i + 1] - row[i]) / (grid[i + 1] - grid[i])
+        return np.maximum(row[i] + slope * (kv_tokens - grid[i]), 0.0)
 
 
 # ------------------------------------------------------------------------ the deployment
@@ -213,8 +232,21 @@ class _Node:
     block: list[float] | None = None                  # coalesced decode: step ends of the steps in flight
     block_steps: int = 0                              # how many of them run (cut by a request ready mid-block)
     block_done: simpy.Event | None = None
+    block_timer: simpy.Timeout | None = None         # the block's end on the event queue
+    horizon: int = BLOCK_STEPS[0]                     # steps the next block plans through retirements
     block_generation: int = 0
     deliveries: dict = field(default_factory=dict)    # speculative: step number -> tokens it delivers
+
+
+@dataclass
+class _Plan:
+    """A coalesced decode block's steps, planned when it starts."""
+
+    t: float                                          # the last planned step's end
+    last: tuple                                       # (bucket, mean KV, seconds) of the last step time read
+    ends: list[float] = field(default_factory=list)   # each step's end
+    durations: list[float] = field(default_factory=list)
+    segments: list[tuple] = field(default_factory=list)  # (steps up to its end, active, bucket, retiring entries)
 
 
 class _Engine:
@@ -223,6 +255,10 @@ class _Engine:
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.m = model
         self.coalesce = coalesce
+        # a decode block may run through retirements when nothing observes them one by one: one
+        # decode node (no placement by committed requests) and no event log (finishes in time order)
+        self.through = coalesce and model.layout == "disaggregated" and model.decode_nodes == 1 \
+            and not record_events
         self.progress = progress
         self.settled = 0                                 # requests finished or rejected
         self.env = simpy.Environment()
@@ -376,8 +412,8 @@ class _Engine:
         if node.block is not None:
             self.cut_block(node)
 
-    def finish(self, request: int, node: _Node) -> None:
-        self.r["finish_s"][request] = self.env.now
+    def finish(self, request: int, node: _Node, at: float | None = None) -> None:
+        self.r["finish_s"][request] = self.env.now if at is None else at
         self.log("finish", request, node.name)
         self.settle()
 
@@ -485,58 +521,146 @@ class _Engine:
 
     # ---------------------------------------------------------------- coalesced decode (the default)
     def decode_block(self, node: _Node) -> Generator:
-        """The steps up to the next retirement as one event: between two disturbances a decode
-        node's membership is fixed, so each step's time is known in advance (the mean KV grows
-        by a fixed amount a step). A request ready mid-block cuts it at the next step boundary,
-        where the per-step engine would admit it. Every number is computed with the same
-        operations in the same order as the per-step engine (``coalesce=False``)."""
-        m, now = self.m, self.env.now
-        count = node.retire[0][0] - node.steps_done
-        bucket, active, growth, kv_sum0 = node.bucket, node.active, self.growth, node.kv_sum0
-        last_bucket, last_kv, last_s = node.last_step
-        ends, durations, t = [], [], now
-        for steps_done in range(node.steps_done, node.steps_done + count):
-            mean_kv = (kv_sum0 + growth * active * steps_done) / active
-            if last_bucket == bucket and last_kv == mean_kv:
-                step_s = last_s
-            else:
-                step_s = m.decode_step_time(bucket, mean_kv)
-                last_bucket, last_kv, last_s = bucket, mean_kv, step_s
-            if step_s <= 0:
-                if not durations:
-                    raise SimulationError(f"decode step time {step_s} s at batch {bucket}, KV {mean_kv:.0f}")
-                break    # run up to the bad step, which then fails as it would step by step
-            durations.append(step_s)
-            t = t + step_s
-            ends.append(t)
-        node.block = ends
-        yield from self.wait_block(node, len(ends))
+        """The steps up to the next disturbance as one event: between two disturbances a decode
+        node's membership only shrinks at retirements known in advance, so each step's time is
+        known (the mean KV grows by a fixed amount a step). The block ends at the next retirement,
+        or, when nothing can observe a retirement (``self.through``: no request waits for the room
+        it frees and no other decode node competes for new requests), runs through retirements
+        in closed form up to the node's ``horizon`` or until it empties. A request ready
+        mid-block cuts it at the next step boundary, where the per-step engine would admit it.
+        Every number is computed with the same operations in the same order as the per-step
+        engine (``coalesce=False``)."""
+        now = self.env.now
+        through = self.through and not node.waiting
+        plan = self.plan_block(node, through)
+        node.block = plan.ends
+        yield from self.wait_block(node, len(plan.ends))
         n = node.block_steps
         node.block = None
-        since = node.tokens_at if node.tokens_at is not None else now
-        start, busy, tokens = now, node.busy_decode_s, node.tokens_decoded
-        per_step = m.accepted_tokens_per_step * active
-        columns = self.step_blocks
-        columns[0].extend([node.index] * n)
-        columns[2].extend(durations[:n])
-        columns[3].extend([active] * n)
-        columns[4].extend([bucket] * n)
-        starts, itl, delivered = columns[1], columns[5], columns[6]
-        for j in range(n):
-            end = ends[j]
-            starts.append(start)
-            itl.append(end - since)
-            busy += durations[j]
-            # speculative decoding: the bursts drawn at admission for this step
-            step_tokens = node.deliveries.pop(node.steps_done + 1 + j, 0) if m.draft_tokens else per_step
-            delivered.append(step_tokens)
-            tokens += step_tokens
-            since = start = end
-        node.busy_decode_s, node.tokens_decoded = busy, tokens
+        if through:   # plan about twice what ran: a cut block wasted the rest of its plan
+            node.horizon = min(max(2 * n, BLOCK_STEPS[0]), BLOCK_STEPS[1])
+        self.record_block(node, plan, n, now)
         node.steps_done += n
-        node.last_step = (last_bucket, last_kv, last_s) if n == len(ends) else node.last_step
+        node.last_step = plan.last if n == len(plan.ends) else node.last_step
         self.retire(node)
         node.tokens_at = self.env.now if node.active else None
+
+    def plan_block(self, node: _Node, through: bool) -> _Plan:
+        """A block's steps: up to the next retirement, or (``through``) through retirements,
+        which are popped from the node's heap here and pushed back if the block is cut first."""
+        m = self.m
+        plan = _Plan(t=self.env.now, last=node.last_step)
+        bucket, active, kv_sum0, steps_done, retire = node.bucket, node.active, node.kv_sum0, node.steps_done, node.retire
+        counts = list(node.group_count) if through else node.group_count
+        while True:
+            stop = retire[0][0]
+            bad = self.plan_segment(plan, bucket, active, kv_sum0, steps_done, stop)
+            if bad or not through:
+                plan.segments.append((len(plan.ends), active, bucket, ()))
+                return plan
+            entries = []
+            while retire and retire[0][0] == stop:   # retire in closed form (undone if the block is cut first)
+                entries.append(heapq.heappop(retire))
+            plan.segments.append((len(plan.ends), active, bucket, entries))
+            steps_done = stop
+            for _, request, group, _need in entries:
+                counts[group] -= 1
+                active -= 1
+                kv_sum0 -= self.kv_retired(request, stop)
+            if not active or len(plan.ends) >= node.horizon:
+                return plan
+            need = max(counts) * m.kv_groups
+            bucket = m.batch_buckets[bisect.bisect_left(m.batch_buckets, need)]
+
+    def plan_segment(self, plan: _Plan, bucket: int, active: int, kv_sum0: float, steps_done: int,
+                     stop: int) -> bool:
+        """Steps ``steps_done`` to ``stop`` of a fixed membership onto ``plan``; True when a step
+        time is not positive (the plan stops before it; raised here if it is the block's first)."""
+        m, growth = self.m, self.growth
+        many = getattr(m.decode_step_time, "many", None)   # a DecodeTable: a vector of KV lengths at once
+        last_bucket, last_kv, last_s = plan.last
+        if growth and (many is None or stop - steps_done < VECTOR_STEPS):
+            for done in range(steps_done, stop):   # step by step: the mean KV grows every step
+                mean_kv = (kv_sum0 + growth * active * done) / active
+                if last_bucket == bucket and last_kv == mean_kv:
+                    step_s = last_s
+                else:
+                    step_s = m.decode_step_time(bucket, mean_kv)
+                    last_bucket, last_kv, last_s = bucket, mean_kv, step_s
+                    plan.last = (bucket, mean_kv, step_s)
+                if step_s <= 0:
+                    if not plan.durations:
+                        raise SimulationError(f"decode step time {step_s} s at batch {bucket}, KV {mean_kv:.0f}")
+                    return True   # run up to the bad step, which then fails as it would step by step
+                plan.durations.append(step_s)
+                plan.t = plan.t + step_s
+                plan.ends.append(plan.t)
+            return False
+        if growth:   # a vector of step times (the same floats as one at a time)
+            mean_kv = (kv_sum0 + growth * active * np.arange(steps_done, stop)) / active
+            seconds = many(bucket, mean_kv)
+            bad_at = np.flatnonzero(~(seconds > 0))
+            count = int(bad_at[0]) if len(bad_at) else stop - steps_done
+            steps = seconds[:count].tolist()
+            first_kv, first_s = float(mean_kv[0]), float(seconds[0])
+            if count:
+                plan.last = (bucket, float(mean_kv[count - 1]), steps[-1])
+        else:        # a fixed-size cache: the mean KV, so the step time, is the same every step
+            first_kv = (kv_sum0 + growth * active * steps_done) / active
+            first_s = last_s if last_bucket == bucket and last_kv == first_kv else m.decode_step_time(bucket, first_kv)
+            plan.last = (bucket, first_kv, first_s)
+            count = stop - steps_done if first_s > 0 else 0
+            steps = [first_s] * count
+        if count < stop - steps_done and not plan.durations and not count:
+            raise SimulationError(f"decode step time {first_s} s at batch {bucket}, KV {first_kv:.0f}")
+        if steps:
+            plan.durations += steps
+            ends = plan.ends
+            ends += itertools.accumulate(steps, operator.add, initial=plan.t)   # t + s, in order
+            ends.pop(len(ends) - len(steps) - 1)   # the initial t
+            plan.t = ends[-1]
+        return count < stop - steps_done
+
+    def record_block(self, node: _Node, plan: _Plan, n: int, now: float) -> None:
+        """The first ``n`` steps of a block ran: record them and retire their requests in order."""
+        m, ends, durations = self.m, plan.ends, plan.durations
+        since = node.tokens_at if node.tokens_at is not None else now
+        start, busy, tokens = now, node.busy_decode_s, node.tokens_decoded
+        columns = self.step_blocks
+        starts, itl, delivered = columns[1], columns[5], columns[6]
+        first = 0
+        for last, active, bucket, entries in plan.segments:
+            upto = min(last, n)
+            if upto > first:
+                count = upto - first
+                columns[0].extend([node.index] * count)
+                columns[2].extend(durations[first:upto])
+                columns[3].extend([active] * count)
+                columns[4].extend([bucket] * count)
+                # each step starts where the last ended; sums in step order, as step by step
+                starts.append(start)
+                starts.extend(ends[first:upto - 1])
+                itl.append(ends[first] - since)
+                itl.extend(map(operator.sub, ends[first + 1:upto], ends[first:upto - 1]))
+                busy = functools.reduce(operator.add, durations[first:upto], busy)
+                if m.draft_tokens:   # speculative decoding: the bursts drawn at admission for each step
+                    pop = node.deliveries.pop
+                    step_tokens = [pop(node.steps_done + 1 + j, 0) for j in range(first, upto)]
+                else:
+                    step_tokens = [m.accepted_tokens_per_step * active] * count
+                delivered.extend(step_tokens)
+                tokens = functools.reduce(operator.add, step_tokens, tokens)
+                since = start = ends[upto - 1]
+            if entries:
+                if last <= n:            # the segment ran to its end: its requests retire there
+                    node.busy_decode_s, node.tokens_decoded = busy, tokens
+                    self.retire_entries(node, node.steps_done + last, entries, ends[last - 1])
+                    busy, tokens = node.busy_decode_s, node.tokens_decoded
+                else:                    # cut before: they are still active
+                    for entry in entries:
+                        heapq.heappush(node.retire, entry)
+            first = upto
+        node.busy_decode_s, node.tokens_decoded = busy, tokens
 
     def wait_block(self, node: _Node, count: int) -> Generator:
         node.block_done = self.env.event()
@@ -554,8 +678,21 @@ class _Engine:
             wait = math.nextafter(wait, math.inf)
         while now + wait > end:
             wait = math.nextafter(wait, -math.inf)
-        timer = self.env.timeout(wait)
+        if node.block_timer is not None and not node.block_timer.processed:
+            self.cancel(node.block_timer)
+        timer = node.block_timer = self.env.timeout(wait)
         timer.callbacks.append(lambda _e: self.block_timer(node, generation))
+
+    def cancel(self, timer: simpy.Timeout) -> None:
+        """Take a block's superseded end off the event queue (SimPy has no cancel): left there it
+        would still fire, costing an event and moving the clock past the run's last real event."""
+        queue = self.env._queue   # noqa: SLF001 (a handful of pending events: one per node and transfer)
+        for i, entry in enumerate(queue):
+            if entry[3] is timer:
+                queue[i] = queue[-1]
+                queue.pop()
+                heapq.heapify(queue)
+                return
 
     def block_timer(self, node: _Node, generation: int) -> None:
         if generation == node.block_generation and node.block_done is not None:
@@ -571,23 +708,32 @@ class _Engine:
     def retire(self, node: _Node) -> None:
         if not node.retire or node.retire[0][0] != node.steps_done:
             return
-        node.admit_dirty = True
+        entries = []
         while node.retire and node.retire[0][0] == node.steps_done:
-            _, request, group, need = heapq.heappop(node.retire)
+            entries.append(heapq.heappop(node.retire))
+        self.retire_entries(node, node.steps_done, entries, self.env.now)
+
+    def retire_entries(self, node: _Node, steps_done: int, entries: list, at: float) -> None:
+        """Retire the requests of ``entries`` (popped from ``node.retire`` in heap order) after
+        the node's ``steps_done``-th step, which ended at ``at``."""
+        node.admit_dirty = True
+        for _, request, group, need in entries:
             node.group_count[group] -= 1
             node.group_free[group] += need
             node.active -= 1
-            kv0 = self.kept[request]
-            node.kv_sum0 -= kv0 - self.growth * (node.steps_done - self.r["decode_steps"][request])
+            node.kv_sum0 -= self.kv_retired(request, steps_done)
             steps = self.r["decode_steps"][request]
             if not self.m.draft_tokens:  # the fractional tokens of the last step beyond the output
                 node.tokens_decoded -= steps * self.m.accepted_tokens_per_step - (self.output[request] - 1)
             node.committed -= 1
-            self.finish(request, node)
+            self.finish(request, node, at)
         if node.active == 0:
             node.kv_sum0 = 0.0   # drop rounding left by the running sum
         self.set_bucket(node)
 
+    def kv_retired(self, request: int, steps_done: int) -> float:
+        """What a request retiring after the node's ``steps_done``-th step takes off ``kv_sum0``."""
+        return self.kept[request] - self.growth * (steps_done - self.r["decode_steps"][request])
 
     def next_chunk(self, node: _Node) -> tuple[float, int]:
         """Co-located chunked prefill: the next chunk of the prompt in progress (or next in queue)."""
