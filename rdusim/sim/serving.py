@@ -537,8 +537,8 @@ class _Engine:
         yield from self.wait_block(node, len(plan.ends))
         n = node.block_steps
         node.block = None
-        if through:   # plan about twice what ran: a cut block wasted the rest of its plan
-            node.horizon = min(max(2 * n, BLOCK_STEPS[0]), BLOCK_STEPS[1])
+        if through:   # plan about what ran last: a cut block wastes the rest of its plan
+            node.horizon = min(max(n, BLOCK_STEPS[0]), BLOCK_STEPS[1])
         self.record_block(node, plan, n, now)
         node.steps_done += n
         node.last_step = plan.last if n == len(plan.ends) else node.last_step
