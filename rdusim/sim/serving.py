@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
+from simpy.events import URGENT
 
 from rdusim.errors import SimulationError
 from rdusim.model.speculative import draw_accepted, expected_accepted
@@ -316,13 +317,21 @@ class _Engine:
         return self.m.prefill_time(int(self.prompt[request]))
 
     # ---------------------------------------------------------------- arrivals
-    def arrivals(self) -> Generator:
-        order = np.argsort(self.arrival, kind="stable")
-        for request in order:
-            delay = self.arrival[request] - self.env.now
+    def arrivals(self, order: list[int], times: list[float], at: int) -> None:
+        """Arrive requests ``order[at:]`` in turn, waiting (a timeout) for the next one's time:
+        the events a generator process would wait on, without its resumptions."""
+        now = self.env.now
+        while at < len(order):
+            delay = times[at] - now
             if delay > 0:
-                yield self.env.timeout(delay)
-            self.arrive(int(request))
+                timer = self.env.timeout(delay)
+                timer.callbacks.append(functools.partial(self.arrived, order, times, at))
+                return
+            self.arrive(order[at])
+            at += 1
+
+    def arrived(self, order: list[int], times: list[float], at: int, _event: simpy.Event) -> None:
+        self.arrivals(order, times, at)
 
     def arrive(self, request: int) -> None:
         self.log("arrive", request, "")
@@ -391,16 +400,30 @@ class _Engine:
             return
         target = min(self.decode, key=lambda n: (n.committed, n.index))
         target.committed += 1
-        self.env.process(self.transfer(request, node, target))
+        self.soon(lambda _e: self.transfer(request, target))
 
-    def transfer(self, request: int, source: _Node, target: _Node) -> Generator:
+    def soon(self, callback: Callable[[simpy.Event], None]) -> None:
+        """Call back once the current event is done, before any other event of this time: when a
+        process started now would run its first step (SimPy's urgent initialisation event)."""
+        start = simpy.Event(self.env)
+        start._ok, start._value = True, None   # noqa: SLF001 (triggered as Process's Initialize is)
+        start.callbacks.append(callback)
+        self.env.schedule(start, URGENT)
+
+    def transfer(self, request: int, target: _Node) -> None:
+        """Ship the request's kept cache: the link's latency, then its bytes through the decode
+        node's ingress; ready on the decode node when they have landed (callbacks on the events a
+        process would wait on)."""
         nbytes = self.kept[request] * self.m.shipped_bytes_per_token
         self.r["kv_bytes_shipped"][request] = nbytes
         self.log("transfer_start", request, target.name)
         if self.m.link_latency_s > 0:
-            yield self.env.timeout(self.m.link_latency_s)
-        yield target.ingress.transfer(nbytes)
-        self.ready(request, target)
+            self.env.timeout(self.m.link_latency_s).callbacks.append(lambda _e: self.send(request, target, nbytes))
+        else:
+            self.send(request, target, nbytes)
+
+    def send(self, request: int, target: _Node, nbytes: float) -> None:
+        target.ingress.transfer(nbytes).callbacks.append(lambda _e: self.ready(request, target))
 
     def ready(self, request: int, node: _Node) -> None:
         self.r["decode_ready_s"][request] = self.env.now
@@ -756,7 +779,9 @@ class _Engine:
 
     # ---------------------------------------------------------------- run
     def run(self) -> ServingRun:
-        self.env.process(self.arrivals())
+        order = np.argsort(self.arrival, kind="stable").tolist()
+        times = self.arrival[order].tolist()
+        self.soon(lambda _e: self.arrivals(order, times, 0))
         for node in self.prefill:
             self.env.process(self.prefill_node(node))
         for node in self.decode:
