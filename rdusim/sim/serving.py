@@ -59,10 +59,9 @@ from rdusim.errors import SimulationError
 from rdusim.model.speculative import draw_accepted, expected_accepted
 from rdusim.sim.resources import BandwidthPool
 
-#: most steps a coalesced decode block plans when it runs through retirements (a request ready
-#: mid-block cuts it, and the steps planned beyond the cut are dropped, so each node plans about
-#: twice what its last block ran, within these bounds; only the cost depends on them)
-BLOCK_STEPS = (8, 512)
+#: most steps one coalesced decode block runs through retirements (bounds its lists; the numbers
+#: do not depend on it)
+BLOCK_STEPS = 4096
 #: a growing cache's segment of at least this many steps reads the decode table as a vector
 VECTOR_STEPS = 16
 
@@ -236,7 +235,7 @@ class _Node:
     block_steps: int = 0                              # how many of them run (cut by a request ready mid-block)
     block_done: simpy.Event | None = None
     block_timer: simpy.Timeout | None = None         # the block's end on the event queue
-    horizon: int = BLOCK_STEPS[0]                     # steps the next block plans through retirements
+    plan: _Plan | None = None                         # the block in flight
     block_generation: int = 0
     deliveries: dict = field(default_factory=dict)    # speculative: step number -> tokens it delivers
 
@@ -247,6 +246,13 @@ class _Plan:
 
     t: float                                          # the last planned step's end
     last: tuple                                       # (bucket, mean KV, seconds) of the last step time read
+    through: bool                                     # may run through retirements
+    bucket: int                                       # membership after the last planned segment
+    active: int
+    kv_sum0: float
+    steps_done: int
+    counts: list[int]                                 # requests per DP group
+    more: bool = False                                # another segment may follow
     ends: list[float] = field(default_factory=list)   # each step's end
     durations: list[float] = field(default_factory=list)
     segments: list[tuple] = field(default_factory=list)  # (steps up to its end, active, bucket, retiring entries)
@@ -458,13 +464,12 @@ class _Engine:
             request = node.waiting[0]
             kv_final = self.kv_final(request)
             need = kv_final * m.kv_bytes_per_token
-            best = -1
-            for g in range(m.kv_groups):
-                if node.group_count[g] < self.per_group_max and node.group_free[g] >= need and (
-                        best < 0 or node.group_count[g] < node.group_count[best]
-                        or (node.group_count[g] == node.group_count[best]
-                            and node.group_free[g] > node.group_free[best])):
-                    best = g
+            # the group with the fewest requests that has room (then the most free bytes, then the lowest index)
+            best, best_count, best_free, most = -1, 0, 0.0, self.per_group_max
+            for g, (count, free) in enumerate(zip(node.group_count, node.group_free, strict=True)):
+                if count < most and free >= need and (
+                        best < 0 or count < best_count or (count == best_count and free > best_free)):
+                    best, best_count, best_free = g, count, free
             if best < 0:
                 break
             node.waiting.popleft()
@@ -480,7 +485,8 @@ class _Engine:
             self.r["admitted_s"][request] = self.env.now
             self.r["kv_bytes_reserved"][request] = need
             self.r["decode_steps"][request] = steps
-            self.log("admit", request, node.name)
+            if self.events is not None:
+                self.log("admit", request, node.name)
         self.set_bucket(node)
 
     def schedule_bursts(self, node: _Node, request: int) -> int:
@@ -550,52 +556,50 @@ class _Engine:
         node's membership only shrinks at retirements known in advance, so each step's time is
         known (the mean KV grows by a fixed amount a step). The block ends at the next retirement,
         or, when nothing can observe a retirement (``self.through``: no request waits for the room
-        it frees and no other decode node competes for new requests), runs through retirements
-        in closed form up to the node's ``horizon`` or until it empties. A request ready
-        mid-block cuts it at the next step boundary, where the per-step engine would admit it.
-        Every number is computed with the same operations in the same order as the per-step
-        engine (``coalesce=False``)."""
+        it frees and no other decode node competes for new requests), runs on through it: the
+        block's timer plans the next segment when it fires at a retirement (``block_timer``),
+        until the node empties or a request becomes ready. A request ready mid-block cuts it at
+        the next step boundary, where the per-step engine would admit it. Every number is
+        computed with the same operations in the same order as the per-step engine
+        (``coalesce=False``)."""
         now = self.env.now
-        through = self.through and not node.waiting
-        plan = self.plan_block(node, through)
+        plan = node.plan = _Plan(t=now, last=node.last_step, through=self.through and not node.waiting,
+                                 bucket=node.bucket, active=node.active, kv_sum0=node.kv_sum0,
+                                 steps_done=node.steps_done, counts=list(node.group_count))
+        self.plan_next(node, plan)
         node.block = plan.ends
         yield from self.wait_block(node, len(plan.ends))
         n = node.block_steps
-        node.block = None
-        if through:   # plan about what ran last: a cut block wastes the rest of its plan
-            node.horizon = min(max(n, BLOCK_STEPS[0]), BLOCK_STEPS[1])
+        node.block = node.plan = None
         self.record_block(node, plan, n, now)
         node.steps_done += n
         node.last_step = plan.last if n == len(plan.ends) else node.last_step
         self.retire(node)
         node.tokens_at = self.env.now if node.active else None
 
-    def plan_block(self, node: _Node, through: bool) -> _Plan:
-        """A block's steps: up to the next retirement, or (``through``) through retirements,
-        which are popped from the node's heap here and pushed back if the block is cut first."""
-        m = self.m
-        plan = _Plan(t=self.env.now, last=node.last_step)
-        bucket, active, kv_sum0, steps_done, retire = node.bucket, node.active, node.kv_sum0, node.steps_done, node.retire
-        counts = list(node.group_count) if through else node.group_count
-        while True:
-            stop = retire[0][0]
-            bad = self.plan_segment(plan, bucket, active, kv_sum0, steps_done, stop)
-            if bad or not through:
-                plan.segments.append((len(plan.ends), active, bucket, ()))
-                return plan
-            entries = []
-            while retire and retire[0][0] == stop:   # retire in closed form (undone if the block is cut first)
-                entries.append(heapq.heappop(retire))
-            plan.segments.append((len(plan.ends), active, bucket, entries))
-            steps_done = stop
-            for _, request, group, _need in entries:
-                counts[group] -= 1
-                active -= 1
-                kv_sum0 -= self.kv_retired(request, stop)
-            if not active or len(plan.ends) >= node.horizon:
-                return plan
-            need = max(counts) * m.kv_groups
-            bucket = m.batch_buckets[bisect.bisect_left(m.batch_buckets, need)]
+    def plan_next(self, node: _Node, plan: _Plan) -> None:
+        """Plan one more segment: the steps up to the next retirement; ``plan.through``: its
+        requests retire there in closed form (popped from the node's heap now, pushed back if
+        the block is cut before)."""
+        retire, stop = node.retire, node.retire[0][0]
+        bad = self.plan_segment(plan, plan.bucket, plan.active, plan.kv_sum0, plan.steps_done, stop)
+        if bad or not plan.through:
+            plan.segments.append((len(plan.ends), plan.active, plan.bucket, ()))
+            plan.more = False
+            return
+        entries = []
+        while retire and retire[0][0] == stop:
+            entries.append(heapq.heappop(retire))
+        plan.segments.append((len(plan.ends), plan.active, plan.bucket, entries))
+        plan.steps_done = stop
+        for _, request, group, _need in entries:
+            plan.counts[group] -= 1
+            plan.active -= 1
+            plan.kv_sum0 -= self.kv_retired(request, stop)
+        plan.more = plan.active > 0 and len(plan.ends) < BLOCK_STEPS
+        if plan.more:
+            need = max(plan.counts) * self.m.kv_groups
+            plan.bucket = self.m.batch_buckets[bisect.bisect_left(self.m.batch_buckets, need)]
 
     def plan_segment(self, plan: _Plan, bucket: int, active: int, kv_sum0: float, steps_done: int,
                      stop: int) -> bool:
@@ -720,8 +724,15 @@ class _Engine:
                 return
 
     def block_timer(self, node: _Node, generation: int) -> None:
-        if generation == node.block_generation and node.block_done is not None:
-            node.block_done.succeed()
+        if generation != node.block_generation or node.block_done is None:
+            return
+        plan = node.plan
+        if plan is not None and plan.more and not node.waiting and node.block_steps == len(plan.ends):
+            self.plan_next(node, plan)   # nobody to admit at this retirement: run on through it
+            if len(plan.ends) > node.block_steps:
+                self.end_block_at(node, len(plan.ends))
+                return
+        node.block_done.succeed()
 
     def cut_block(self, node: _Node) -> None:
         """A request became ready mid-block: the block ends at the step end now or next."""
