@@ -19,6 +19,7 @@ from rdusim.analysis.serving.metrics import (
     default_slo,
     node_frame,
     request_frame,
+    step_summary,
     summarise,
 )
 from rdusim.analysis.serving.workload import Workload
@@ -46,8 +47,9 @@ def run_serving(deployment: Deployment, workload: Workload, slo: Slo | None = No
                                record_events=record_events, progress=progress)
     except SimulationError as error:  # a rate of the deployment too small for the engine's horizon
         raise SimulationError(f"{deployment.path}: {error}") from None
+    # from the steps first: their sorting copies are gone before the request frame is built
+    histogram, steps = batch_histogram(run), step_summary(run)
     requests = request_frame(run, slo)
-    summary = summarise(run, requests, slo) | {"deployment": deployment.name, "policy": deployment.policy,
+    summary = summarise(run, requests, slo, steps) | {"deployment": deployment.name, "policy": deployment.policy,
                                                "skipped_trace_rows": workload.skipped, "workload": workload.source}
-    return ServingResult(deployment.name, requests, summary, node_frame(run, summary["duration_s"]),
-                         batch_histogram(run), run)
+    return ServingResult(deployment.name, requests, summary, node_frame(run, summary["duration_s"]), histogram, run)
