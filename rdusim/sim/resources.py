@@ -20,7 +20,7 @@ from typing import Protocol
 
 import simpy
 
-from rdusim.errors import SimulationError
+from rdusim.errors import HorizonError
 
 #: bytes below which a transfer counts as complete (guards float rounding)
 _EPSILON_BYTES = 1e-3
@@ -34,7 +34,7 @@ HORIZON_S = 1e7
 def delay(env: simpy.Environment, seconds: float) -> simpy.Timeout:
     """``env.timeout(seconds)``, refused when it would end past the horizon (or is not a number)."""
     if not env._now + seconds <= HORIZON_S:   # noqa: SLF001 (env.now without the property call)
-        raise SimulationError(f"an event would end at t={env.now + seconds:.3g} s, past the simulator's horizon "
+        raise HorizonError(f"an event would end at t={env.now + seconds:.3g} s, past the simulator's horizon "
                               f"of {HORIZON_S:.0e} s: a rate or efficiency in the hardware is too small (or a "
                               "duration too large) for a meaningful simulation")
     return env.timeout(seconds)
