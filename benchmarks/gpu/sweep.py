@@ -510,14 +510,15 @@ def layer_sites(model: M.Llama, batch: int, kv_len: int, device) -> tuple[list[t
     half = s.head_dim // 2
     h = F.rms_norm(x, (s.hidden,), L["norm1"], 1e-5)
     y = F.linear(h, L["wqkv"])
-    qkv = y.view(b, t, s.q_heads + 2 * s.kv_heads, s.head_dim).transpose(1, 2)
+    yv = y.view(b, t, s.q_heads + 2 * s.kv_heads, s.head_dim)
+    qkv = yv.transpose(1, 2)
     hq, hkv = s.q_heads, s.kv_heads
     qs, ks, vs = qkv[:, :hq], qkv[:, hq:hq + hkv], qkv[:, hq + hkv:]
     sites: list[tuple[str, object]] = [
         ("rms_norm", lambda: F.rms_norm(x, (s.hidden,), L["norm1"], 1e-5)),
         ("gemm", lambda: F.linear(h, L["wqkv"])),
         ("view", lambda: y.view(b, t, hq + 2 * hkv, s.head_dim)),
-        ("transpose", (lambda yv=y.view(b, t, hq + 2 * hkv, s.head_dim): yv.transpose(1, 2))),
+        ("transpose", lambda: yv.transpose(1, 2)),
     ]
     rot = {}
     for tag, src, lo, hi in (("q", qs, 0, hq), ("k", ks, hq, hq + hkv)):
@@ -608,41 +609,7 @@ def eager_rounds_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
             for batch, kv_len in cases:
                 common = dict(batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
                               layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, round=rnd)
-                layer, extra = sites[(batch, kv_len)]
-                for fn in [f for _, f in layer + extra["head"]]:
-                    fn()
-                for mode in ("behind", "idle"):
-                    for i, (kind, fn) in enumerate(layer + extra["head"]):
-                        where = "layer" if i < len(layer) else "head"
-                        cost = _time_site(fn, 40, 5, mode == "behind")
-                        M.record(ctx, "host", "site", f"{fam}_b{batch}_r{rnd}_{where}{i}_{kind}_{mode}", cost, 5,
-                                 mode=mode, op=kind, site=i, where=where, **common)
-                # the layer's sites once each, in order, 16 layers, GPU behind
-                seq = []
-                for _ in range(5):
-                    torch.cuda.synchronize()
-                    torch.cuda._sleep(int(60e-3 * 1.98e9))
-                    t0 = time.perf_counter()
-                    for _ in range(16):
-                        for _, fn in layer:
-                            fn()
-                    seq.append((time.perf_counter() - t0) / 16)
-                    torch.cuda.synchronize()
-                M.record(ctx, "host", "site_sequence", f"{fam}_b{batch}_r{rnd}_sequence", statistics.median(seq), 5,
-                         mode="behind", **common)
-                step = steps[(batch, kv_len)]
-                hosts = []
-                for _ in range(7):
-                    torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    step()
-                    hosts.append(time.perf_counter() - t0)
-                torch.cuda.synchronize()
-                M.record(ctx, "host", "e2e_host", f"{fam}_decode_b{batch}_l{kv_len}_r{rnd}_host_issue",
-                         statistics.median(hosts), 7, mode="eager", **common)
-                t, reps = M.time_fn(ctx, step, cold=False, budget_s=0.25, max_reps=20)
-                M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{batch}_l{kv_len}_r{rnd}_eager", t, reps,
-                         mode="eager", **common)
+                _eager_round(ctx, fam, rnd, sites[(batch, kv_len)], steps[(batch, kv_len)], common)
         if fam == models[0]:  # the graph step once (ties this run's GPU to runs 1-3)
             for c in cases:
                 g = M.capture(ctx, steps[c])
@@ -653,6 +620,47 @@ def eager_rounds_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
                 del g
         del model, steps, sites
         torch.cuda.empty_cache()
+
+
+def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dict) -> None:
+    """One round of one (model, batch): sites alone (behind, idle), the sites in sequence, the
+    host issue time and the eager step."""
+    batch, kv_len = common["batch"], common["kv_len"]
+    layer, extra = sites
+    for fn in [f for _, f in layer + extra["head"]]:
+        fn()
+    for mode in ("behind", "idle"):
+        for i, (kind, fn) in enumerate(layer + extra["head"]):
+            where = "layer" if i < len(layer) else "head"
+            cost = _time_site(fn, 40, 5, mode == "behind")
+            M.record(ctx, "host", "site", f"{fam}_b{batch}_r{rnd}_{where}{i}_{kind}_{mode}", cost, 5,
+                     mode=mode, op=kind, site=i, where=where, **common)
+    # the layer's sites once each, in order, 16 layers, GPU behind
+    seq = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(60e-3 * 1.98e9))
+        t0 = time.perf_counter()
+        for _ in range(16):
+            for _, fn in layer:
+                fn()
+        seq.append((time.perf_counter() - t0) / 16)
+        torch.cuda.synchronize()
+    M.record(ctx, "host", "site_sequence", f"{fam}_b{batch}_r{rnd}_sequence", statistics.median(seq), 5,
+             mode="behind", **common)
+    hosts = []
+    for _ in range(7):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        hosts.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    M.record(ctx, "host", "e2e_host", f"{fam}_decode_b{batch}_l{kv_len}_r{rnd}_host_issue",
+             statistics.median(hosts), 7, mode="eager", **common)
+    t, reps = M.time_fn(ctx, step, cold=False, budget_s=0.25, max_reps=20)
+    M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{batch}_l{kv_len}_r{rnd}_eager", t, reps,
+             mode="eager", **common)
+
 
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,

@@ -189,8 +189,9 @@ def row_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
     if kind == "launch":
         return [streaming("tiny", 2 * 256 * 4, gpu, rows=1)]
     b, hq, hkv, hd = (_int(row, k) for k in ("batch", "q_heads", "kv_heads", "head_dim"))
-    if kind == "attn_prefill":
-        return flash_prefill("attention", b, hq, hkv, _int(row, "seq_len"), hd, gpu)
+    if kind in ("attn_prefill", "attn_prefill_l2", "attn_prefill_full"):
+        causal = row["mode"] != "noncausal"
+        return flash_prefill("attention", b, hq, hkv, _int(row, "seq_len"), hd, gpu, causal=causal)
     if kind == "attn_decode":
         return flash_decode("attention", b, hq, hkv, _int(row, "kv_len"), hd, gpu)
     if kind == "kascade":
@@ -621,6 +622,45 @@ def fit_gemm(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
                 if value < best_loss:
                     best, best_loss = trial, value
     return {**best, "loss": best_loss}
+
+
+#: the FlashAttention-2 prefill calibration subset of a ``sweep.py`` CSV: the causal hd-128 GQA
+#: rows (32 x 8 x 128, Llama-3.1-8B's heads) at 16K and 32K tokens, where the causal triangle's
+#: tail is small and K/V fit in L2. 16K is the point the FlashAttention-3 paper's FA2 figure
+#: (D.2) gives, which ``attention_tensor`` cited before P12 fitted it. Every other prefill row
+#: (other head shapes, head_dim 64 and 256, 4K-256K, non-causal) is a prediction.
+ATTENTION_CALIBRATION = ("flash_prefill_h32x8x128_l16384", "flash_prefill_h32x8x128_l32768")
+
+
+def fit_attention(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
+    """Fit ``efficiency.attention_tensor`` (FA2's ``mma.sync`` rate as a share of tensor peak, with
+    the softmax exponentials at ``compute.sfu_peak`` and the shared-memory operand reads at
+    ``memory.shared_bandwidth`` charged beside it) to the ``ATTENTION_CALIBRATION`` rows: golden-
+    section search on the sum of squared log errors."""
+    cal = [r for r in rows if r["name"] in ATTENTION_CALIBRATION]
+    if not cal:
+        raise ValueError("the CSV has no attention calibration rows")
+
+    def loss(eff: float) -> float:
+        s = spec.model_copy(update={"efficiency": spec.efficiency.model_copy(update={"attention_tensor": eff})})
+        gpu = Gpu(s)
+        return sum(math.log(predict_row(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
+
+    lo, hi = 0.2, 1.0
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = loss(a), loss(b)
+    while hi - lo > 1e-3:
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = loss(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = loss(b)
+    eff = round((lo + hi) / 2, 3)
+    return {"attention_tensor": eff, "loss": loss(eff)}
 
 
 # ------------------------------------------------------------------- eager host dispatch

@@ -1,0 +1,107 @@
+"""FlashAttention-2 prefill on the GPU model (P12): MMAs, exponentials and shared-memory reads in
+series, the L2 working set of K/V, the Q/O tiles outside the main loop, and the fit of the one
+constant (``attention_tensor``) to its named calibration rows only."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rdusim.analysis.gpu.predict import ATTENTION_CALIBRATION, fit_attention
+from rdusim.config.loader import load_spec
+from rdusim.config.schema import GpuSpec
+from rdusim.hw.gpu import Gpu
+from rdusim.mapping.gpu import (
+    CtaGroup,
+    GpuKernel,
+    fa2_fwd_tile,
+    fa2_smem_bytes,
+    flash_prefill,
+    l2_hit_fraction,
+)
+from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+H100 = ROOT / "hw_configs/h100.yaml"
+SWEEP = ROOT / "benchmarks/gpu/h100-20261125-sweep.csv"
+
+
+def gpu() -> Gpu:
+    return Gpu(load_spec(H100, GpuSpec))
+
+
+def test_l2_hit_fraction_closed_form() -> None:
+    """All hits while the working set fits; past it, the random-replacement fixed point
+    h = exp(-(W/C)(1 - h)) (0.2032 at W = 2C), falling as W grows."""
+    assert l2_hit_fraction(10.0, 50.0) == 1.0
+    assert l2_hit_fraction(50.0, 50.0) == 1.0
+    h = l2_hit_fraction(100.0, 50.0)
+    assert h == pytest.approx(math.exp(-2.0 * (1.0 - h)), abs=1e-9)
+    assert h == pytest.approx(0.2032, abs=1e-3)
+
+
+@given(st.floats(1.01, 20.0), st.floats(1.01, 20.0))
+def test_l2_hit_fraction_falls_with_the_working_set(a: float, b: float) -> None:
+    lo, hi = sorted((a, b))
+    assert 0.0 <= l2_hit_fraction(hi, 1.0) <= l2_hit_fraction(lo, 1.0) <= 1.0
+
+
+def test_one_cta_pays_mma_exponentials_and_shared_reads_in_series() -> None:
+    """A lone attention CTA (no bytes): launch + FA's fixed cost + F / SM tensor rate + S / SM
+    special-function rate + B / SM shared-memory rate."""
+    g = gpu()
+    f, s, b = 4e9, 2e7, 3e8
+    kernel = GpuKernel("a", (CtaGroup(1, 0.0, f, 4, sfu=s, smem_bytes=b),), 2, math="attention")
+    t = elapsed_s(simulate_gpu([(kernel, 0)], g, mode="stream"))
+    sms = g.sms
+    expected = (g.launch_s("stream") + g.launch_s("pipeline") + f / (g.math_flops_per_s("attention") / sms)
+                + s / (g.sfu_per_s / sms) + b / (g.shared_bytes_per_s / sms))
+    assert t == pytest.approx(expected, rel=1e-9)
+
+
+def test_output_tile_is_written_after_the_main_loop() -> None:
+    """A CTA's epilogue bytes are not overlapped with its math: they add their transfer time."""
+    g = gpu()
+    base = CtaGroup(1, 1e6, 4e9, 4, prologue_bytes=0.0)
+    with_o = CtaGroup(1, 1.5e6, 4e9, 4, epilogue_bytes=5e5)  # the same loop bytes and an O tile
+    t0, t1 = (elapsed_s(simulate_gpu([(GpuKernel("a", (grp,), 2, math="attention"), 0)], g, mode="stream"))
+              for grp in (base, with_o))
+    # the loop's 1 MB streams under the math either way; the 0.5 MB epilogue follows it alone
+    assert t1 - t0 == pytest.approx(5e5 / g.hbm_bytes_per_s, rel=1e-6)
+
+
+def test_fa2_tiles_by_head_dim_and_shared_reads() -> None:
+    assert fa2_fwd_tile(64) == (128, 128) and fa2_fwd_tile(128) == (128, 64) and fa2_fwd_tile(256) == (64, 64)
+    # 4 warps: each reads its quarter of Q and the whole K and V tile, 2 bytes an element
+    assert fa2_smem_bytes(128, 64, 128) == (128 * 128 + 4 * 2 * 64 * 128) * 2
+
+
+def test_causal_kv_past_l2_misses_and_stalls_noncausal_does_not() -> None:
+    """One KV head's K/V is L x hd x 4 bytes: 16.8 MB at 32K x 128 fits the 50 MB L2 (no miss); at
+    128K (67 MB) causal CTAs read part of their K/V from HBM and wait on those round trips;
+    without the mask the CTAs move in lockstep and nothing misses."""
+    g = gpu()
+    fits = flash_prefill("a", 1, 8, 1, 32768, 128, g)[0]
+    spills = flash_prefill("a", 1, 8, 1, 131072, 128, g)[0]
+    full = flash_prefill("a", 1, 8, 1, 131072, 128, g, causal=False)[0]
+    assert all(grp.stall_s == 0.0 for grp in fits.groups + full.groups)
+    last = spills.groups[-1]
+    miss = 1.0 - l2_hit_fraction(2 * 131072 * 128 * 2, g.l2_capacity_bytes)
+    assert 0.3 < miss < 0.6
+    assert last.stall_s == pytest.approx(2 * miss * last.tiles * g.hbm_latency_s)
+    assert last.bytes > full.groups[-1].bytes  # the missed K/V bytes come from HBM
+
+
+def test_attention_fit_reads_only_its_calibration_rows_and_gives_the_committed_constant() -> None:
+    rows = list(csv.DictReader(SWEEP.open()))
+    spec = load_spec(H100, GpuSpec)
+    fit = fit_attention(rows, spec)
+    assert fit["attention_tensor"] == pytest.approx(spec.efficiency.attention_tensor)
+    poisoned = [r if r["name"] in ATTENTION_CALIBRATION else dict(r, median_us="1.0") for r in rows]
+    assert fit_attention(poisoned, spec) == fit
+    assert sum(r["name"] in ATTENTION_CALIBRATION for r in rows) == 2
