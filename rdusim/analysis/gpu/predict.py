@@ -152,6 +152,13 @@ def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, m
 
 
 def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str) -> GpuStep:
+    """Each part simulated once from an idle GPU (and, eager, an idle host) and multiplied by its
+    count. Eager, this makes the GPU wait for the host at every layer's start, where a real host
+    runs ahead across layers and the GPU's backlog hides it: balanced (middle-batch) eager steps
+    come out long. Simulating the whole step instead was tried (docs/gpu.md, Eager host): it is
+    the right mechanism, but with P10's ``eager_host`` (8 us a launch, 2x short of P10's host at
+    batch 1) it moved P10's eager rows from 9% to 22% median, and on the P12 hosts their drift
+    decides the error either way, so the per-layer form stays until a steady host is measured."""
     seconds, per_kernel, launches, nbytes, flops = 0.0, {}, 0, 0.0, 0.0
     for kernels, count in parts:
         if not kernels or not count:
@@ -681,6 +688,22 @@ def host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float] | int]:
     if missing:
         raise ValueError(f"the CSV has no dispatch rows for {', '.join(missing)}")
     return {"eager_ops": behind, "eager_ops_idle": idle, "queue_depth": depth}
+
+
+def site_host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float]]:
+    """Per-op host costs from ``sweep.py``'s ``site`` rows (every call of one decode layer and of
+    the head timed alone with the forward's own operands, GPU behind and idle): each kind's mean
+    over its call sites. Pass the rows of one (model, batch, round) to predict that round."""
+    acc: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r["set"] == "host" and r["kind"] == "site":
+            acc.setdefault((row_extra(r)["op"], r["mode"]), []).append(float(r["median_us"]) * 1e-6)
+    behind = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "behind"}
+    idle = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "idle"}
+    missing = [op for op in HOST_OPS if op not in behind or op not in idle]
+    if missing:
+        raise ValueError(f"no site rows for {', '.join(missing)}")
+    return {"eager_ops": behind, "eager_ops_idle": idle}
 
 
 def with_host(spec: GpuSpec, rows: Iterable[dict]) -> GpuSpec:
