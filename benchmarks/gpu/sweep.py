@@ -622,6 +622,72 @@ def eager_rounds_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         torch.cuda.empty_cache()
 
 
+def host_state() -> dict:
+    """CPU time stolen by the hypervisor so far (jiffies, /proc/stat) and the mean clock of the
+    host's cores now (MHz, /proc/cpuinfo): what a host that drifts within a run changes."""
+    out = {"steal": -1, "mhz": -1.0}
+    try:
+        fields = open("/proc/stat").readline().split()
+        out["steal"] = int(fields[8]) if len(fields) > 8 else -1
+        mhz = [float(line.split(":")[1]) for line in open("/proc/cpuinfo") if line.startswith("cpu MHz")]
+        out["mhz"] = round(sum(mhz) / len(mhz), 1) if mhz else -1.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+P10_DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
+
+
+def p10_eager_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """P10's decode shapes (Llama-3.1-8B, measure.py's e2e list) eager and graph, each eager step
+    in rounds beside the forward-operand host microbenchmark of its batch: the balanced middle
+    batches, where host and GPU times are close, on the same host as their per-op costs."""
+    fam = "llama3.1-8b"
+    layers, hidden, hq, hkv, hd, ffn, vocab = DECODE_MODELS[fam]
+    s = M.LlamaShape(layers=layers, hidden=hidden, q_heads=hq, kv_heads=hkv, head_dim=hd, ffn=ffn, vocab=vocab)
+    model = M.Llama(s, ctx.device)
+    for batch, kv_len in P10_DECODE:
+        step = M.decode_step(ctx, model, batch, kv_len)
+        sites = layer_sites(model, batch, kv_len, ctx.device)
+        for rnd in range(2):
+            common = dict(batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
+                          layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, round=rnd, p10=1)
+            _eager_round(ctx, fam, rnd, sites, step, common)
+        g = M.capture(ctx, step)
+        t, reps = M.time_fn(ctx, g.replay, cold=False, budget_s=0.2, max_reps=20)
+        M.record(ctx, "prediction", "e2e_decode", f"p10_{fam}_decode_b{batch}_l{kv_len}_graph", t, reps,
+                 mode="graph", batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
+                 layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, p10=1)
+        del g, step, sites
+        torch.cuda.empty_cache()
+
+
+def prefill_repeat_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Run-to-run spread of FA2 prefill: the rows run a and d disagree on (4K with 28/32/64
+    heads, one KV head at 64K-128K), three times each, interleaved."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    K = 1024
+    cases = [(32, 8, 128, 4 * K), (64, 8, 128, 4 * K), (28, 4, 128, 4 * K), (32, 8, 64, 4 * K),
+             (8, 1, 128, 64 * K), (8, 1, 128, 96 * K), (8, 1, 128, 128 * K)]
+    for rep in range(3):
+        for hq, hkv, hd, length in cases:
+            q = torch.randn(1, hq, length, hd, dtype=BF16, device=ctx.device)
+            k = torch.randn(1, hkv, length, hd, dtype=BF16, device=ctx.device)
+            v = torch.randn_like(k)
+
+            def fn(q=q, k=k, v=v, gqa=hq != hkv):
+                with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+            t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
+            M.record(ctx, "prediction", "attn_prefill_l2", f"flash_rep{rep}_b1_h{hq}x{hkv}x{hd}_l{length}", t, reps,
+                     batch=1, seq_len=length, kv_len=length, q_heads=hq, kv_heads=hkv, head_dim=hd,
+                     flops=4 * hq * hd * length * (length + 1) // 2, backend="flash", mode="causal", rep=rep)
+            del q, k, v
+            torch.cuda.empty_cache()
+
+
 def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dict) -> None:
     """One round of one (model, batch): sites alone (behind, idle), the sites in sequence, the
     host issue time and the eager step."""
@@ -648,6 +714,7 @@ def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dic
         torch.cuda.synchronize()
     M.record(ctx, "host", "site_sequence", f"{fam}_b{batch}_r{rnd}_sequence", statistics.median(seq), 5,
              mode="behind", **common)
+    before = host_state()
     hosts = []
     for _ in range(7):
         torch.cuda.synchronize()
@@ -655,16 +722,18 @@ def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dic
         step()
         hosts.append(time.perf_counter() - t0)
     torch.cuda.synchronize()
-    M.record(ctx, "host", "e2e_host", f"{fam}_decode_b{batch}_l{kv_len}_r{rnd}_host_issue",
+    M.record(ctx, "host", "e2e_host", f"{'p10_' if common.get('p10') else ''}{fam}_decode_b{batch}_l{kv_len}_r{rnd}_host_issue",
              statistics.median(hosts), 7, mode="eager", **common)
     t, reps = M.time_fn(ctx, step, cold=False, budget_s=0.25, max_reps=20)
-    M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{batch}_l{kv_len}_r{rnd}_eager", t, reps,
-             mode="eager", **common)
+    after = host_state()
+    prefix = "p10_" if common.get("p10") else ""
+    M.record(ctx, "prediction", "e2e_decode", f"{prefix}{fam}_decode_b{batch}_l{kv_len}_r{rnd}_eager", t, reps,
+             mode="eager", steal=after["steal"] - before["steal"], mhz=after["mhz"], **common)
 
 
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
-            "eager_rounds": eager_rounds_rows}
+            "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows}
 
 
 def host_report() -> str:
