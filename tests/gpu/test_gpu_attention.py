@@ -105,3 +105,21 @@ def test_attention_fit_reads_only_its_calibration_rows_and_gives_the_committed_c
     poisoned = [r if r["name"] in ATTENTION_CALIBRATION else dict(r, median_us="1.0") for r in rows]
     assert fit_attention(poisoned, spec) == fit
     assert sum(r["name"] in ATTENTION_CALIBRATION for r in rows) == 2
+
+
+def test_eager_step_lets_the_host_run_ahead_across_layers() -> None:
+    """Eager: two identical layers, each a host op then a GPU kernel as long as the op. Simulated
+    whole, the second layer's host op overlaps the first layer's kernel (host, then both
+    kernels back to back: 3 units); a layer alone from idle would take 2 units a layer (4)."""
+    from rdusim.analysis.gpu.predict import _run_parts
+
+    spec = load_spec(H100, GpuSpec)
+    ops = dict.fromkeys(("gemm", "view", "transpose", "slice", "reshape_view", "elementwise_add", "elementwise_mul",
+                         "elementwise_neg", "silu", "cat", "index_copy", "rms_norm", "embedding", "sdpa"), 1e-4)
+    g = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={"eager_ops": ops, "eager_ops_idle": ops})}))
+    kernel = GpuKernel("k", (CtaGroup(1, 0.0, 1e-4 * g.math_flops_per_s("gemm") / g.sms),), 1,
+                       math="gemm", host_ops=("gemm",))
+    one = elapsed_s(simulate_gpu([(kernel, 0)], g, mode="eager"))
+    two = _run_parts([([kernel], 2)], g, "eager").seconds
+    assert two < 2 * one
+    assert two == pytest.approx(one + (one - 1e-4), rel=1e-6)  # the second host op hides under kernel 1

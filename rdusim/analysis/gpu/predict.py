@@ -152,13 +152,14 @@ def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, m
 
 
 def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str) -> GpuStep:
-    """Each part simulated once from an idle GPU (and, eager, an idle host) and multiplied by its
-    count. Eager, this makes the GPU wait for the host at every layer's start, where a real host
-    runs ahead across layers and the GPU's backlog hides it: balanced (middle-batch) eager steps
-    come out long. Simulating the whole step instead was tried (docs/gpu.md, Eager host): it is
-    the right mechanism, but with P10's ``eager_host`` (8 us a launch, 2x short of P10's host at
-    batch 1) it moved P10's eager rows from 9% to 22% median, and on the P12 hosts their drift
-    decides the error either way, so the per-layer form stays until a steady host is measured."""
+    """Graph and stream: each part simulated once from an idle GPU and multiplied by its count.
+    Eager: the whole step in one simulation, every layer in order: the host runs ahead of the GPU
+    across layer boundaries (up to ``queue_depth`` kernels) and the GPU's backlog from one layer
+    hides the host's work on the next. A layer simulated alone from an idle host and GPU makes
+    the GPU wait for the host at every layer's start, which over-predicted balanced (middle-batch)
+    eager steps by 40-115% against the per-op costs of their own host (run e, docs/gpu.md)."""
+    if mode == "eager":
+        parts = [([k for kernels, count in parts for _ in range(count) for k in kernels], 1)]
     seconds, per_kernel, launches, nbytes, flops = 0.0, {}, 0, 0.0, 0.0
     for kernels, count in parts:
         if not kernels or not count:
