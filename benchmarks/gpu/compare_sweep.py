@@ -42,6 +42,9 @@ RUNS = ("benchmarks/gpu/h100-20261125-sweep.csv", "benchmarks/gpu/h100-20261125b
 #: run d (sweep.py --only prefill_l2,gemm_cliff,eager_rounds,dispatch,p10): K/V across L2, the
 #: kv_a cliff, the forward-operand host microbenchmark interleaved with eager steps
 RUN_D = "benchmarks/gpu/h100-20261125d-sweep.csv"
+#: run e (another machine start): prefill repeats, P10's decode shapes eager with the host
+#: microbenchmark, eager rounds; the same eager sections again pinned to one core (taskset -c 3)
+RUN_E = ("benchmarks/gpu/h100-20261125e-sweep.csv", "benchmarks/gpu/h100-20261125e-pinned-sweep.csv")
 
 
 def _stats(errs: list[float]) -> str:
@@ -93,7 +96,8 @@ def prefill_section(rows: list[dict], rows_d: list[dict], gpu: Gpu) -> tuple[lis
     out = ["| run | batch | heads (q x kv x hd) | tokens | mask | K/V of one head (MB) | FA2 measured (us) | predicted (us) | error | FA2 TFLOP/s | cuDNN TFLOP/s |",
            "|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     compared = []
-    for run, sel in (("a", rows), ("d", rows_d)):
+    rows_e = list(csv.DictReader((ROOT / RUN_E[0]).open()))
+    for run, sel in (("a", rows), ("d", rows_d), ("e", rows_e)):
         by = {r["name"]: r for r in sel}
         for r in sel:
             if r["kind"] not in ("attn_prefill", "attn_prefill_l2") or not r["name"].startswith("flash_"):
@@ -118,6 +122,7 @@ def prefill_section(rows: list[dict], rows_d: list[dict], gpu: Gpu) -> tuple[lis
                and int(c["head_dim"]) <= 128),
               ("run d: head_dim 256", lambda c: c["run"] == "d" and int(c["head_dim"]) == 256),
               ("run d: no mask", lambda c: c["run"] == "d" and c["mode"] == "noncausal"),
+              ("run e: 4K rows and one KV head at 64K-128K, three repeats each", lambda c: c["run"] == "e"),
               ("all predicted rows", lambda c: True))
     for label, keep in groups:
         out.append(f"| {label} " + _stats([c["err"] for c in pred_rows if keep(c)]))
@@ -149,38 +154,51 @@ def cliff_section(rows_d: list[dict], gpu: Gpu) -> list[str]:
     return out
 
 
-def eager_d_section(rows_d: list[dict], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
-    """Run d: each eager step predicted with the per-op host costs of the same (model, batch)
-    and round, timed by the site microbenchmark (the forward's own operands) just before it."""
-    depth = next(int(r["n"]) for r in rows_d if r["kind"] == "queue")
-    out = ["| model | batch | round | sites alone, one layer (us) | sites in sequence, one layer (us) | host issue (us) | "
-           "host issue / (sequence x layers + head) | measured eager (us) | predicted (us) | error |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+def eager_rounds_section(runs: list[tuple[str, list[dict]]], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
+    """Runs d and e: each eager step predicted with the per-op host costs of the same (model,
+    batch, KV) and round, timed by the site microbenchmark (the forward's own operands) just
+    before it; the host's own issue time and the sites run in sequence beside it."""
+    out = ["| run | model | batch | KV | round | sites alone, one layer (us) | sites in sequence, one layer (us) | host issue (us) | "
+           "host issue / (sequence x layers + head) | measured eager (us) | measured graph (us) | predicted eager (us) | error |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     compared = []
-    for r in rows_d:
-        if r["kind"] != "e2e_decode" or r["mode"] != "eager":
-            continue
-        e = row_extra(r)
-        key = (e["family"], r["batch"], e["round"])
+    for label, rows in runs:
+        depth = next(int(r["n"]) for r in rows if r["kind"] == "queue")
+        graph = {(row_extra(r)["family"], r["batch"], r["kv_len"]): float(r["median_us"])
+                 for r in rows if r["kind"] == "e2e_decode" and r["mode"] == "graph"}
+        for r in rows:
+            if r["kind"] != "e2e_decode" or r["mode"] != "eager":
+                continue
+            e = row_extra(r)
+            key = (e["family"], r["batch"], r["kv_len"], e["round"], e.get("p10"))
 
-        def same(x: dict, key: tuple = key) -> bool:
-            xe = row_extra(x)
-            return (xe.get("family"), x["batch"], xe.get("round")) == key
-        sites = [x for x in rows_d if x["kind"] == "site" and same(x)]
-        costs = site_host_costs(sites)
-        gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
-        pred = predict_row(r, gpu, sweep_model(r, base))
-        t = float(r["median_us"]) * 1e-6
-        c = {**r, "pred": pred, "err": (pred - t) / t, "run": "d"}
-        compared.append(c)
-        layer = sum(float(x["median_us"]) for x in sites if x["mode"] == "behind" and row_extra(x)["where"] == "layer")
-        head = sum(float(x["median_us"]) for x in sites if x["mode"] == "behind" and row_extra(x)["where"] == "head")
-        seq = next(float(x["median_us"]) for x in rows_d if x["kind"] == "site_sequence" and same(x))
-        host = next(float(x["median_us"]) for x in rows_d if x["kind"] == "e2e_host" and same(x))
-        layers = int(e["layers"])
-        out.append(f"| {e['family']} | {r['batch']} | {e['round']} | {layer:.0f} | {seq:.0f} | {host:.0f} | "
-                   f"{host / (seq * layers + head):.2f} | {t * 1e6:.0f} | {pred * 1e6:.0f} | {c['err'] * 100:+.1f}% |")
-    out += ["", "| run d, eager decode (36 steps, never fitted) " + _stats([c["err"] for c in compared])]
+            def same(x: dict, key: tuple = key) -> bool:
+                xe = row_extra(x)
+                return (xe.get("family"), x["batch"], x["kv_len"], xe.get("round"), xe.get("p10")) == key
+            sites = [x for x in rows if x["kind"] == "site" and same(x)]
+            costs = site_host_costs(sites)
+            gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
+            pred = predict_row(r, gpu, sweep_model(r, base))
+            t = float(r["median_us"]) * 1e-6
+            c = {**r, "pred": pred, "err": (pred - t) / t, "run": label}
+            compared.append(c)
+            layer = sum(float(x["median_us"]) for x in sites if x["mode"] == "behind" and row_extra(x)["where"] == "layer")
+            head = sum(float(x["median_us"]) for x in sites if x["mode"] == "behind" and row_extra(x)["where"] == "head")
+            seq = next(float(x["median_us"]) for x in rows if x["kind"] == "site_sequence" and same(x))
+            host = next(float(x["median_us"]) for x in rows if x["kind"] == "e2e_host" and same(x))
+            layers = int(e["layers"])
+            g = graph.get((e["family"], r["batch"], r["kv_len"]))
+            out.append(f"| {label}{' (P10 shape)' if e.get('p10') else ''} | {e['family']} | {r['batch']} | {r['kv_len']} | {e['round']} | "
+                       f"{layer:.0f} | {seq:.0f} | {host:.0f} | {host / (seq * layers + head):.2f} | {t * 1e6:.0f} | "
+                       f"{'—' if g is None else f'{g:.0f}'} | {pred * 1e6:.0f} | {c['err'] * 100:+.1f}% |")
+    out += ["", "| eager decode, never fitted | rows | median abs error | worst |", "|---|---:|---:|---:|"]
+    for label, _ in runs:
+        sel = [c for c in compared if c["run"] == label]
+        out.append(f"| run {label} " + _stats([c["err"] for c in sel]))
+        p10 = [c for c in sel if row_extra(c).get("p10")]
+        if p10:
+            out.append(f"| run {label}, P10's shapes " + _stats([c["err"] for c in p10]))
+    out.append("| all " + _stats([c["err"] for c in compared]))
     return out, compared
 
 
@@ -265,7 +283,7 @@ def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict]) ->
     parity_axes(ax, 1e2, 2e6, "Prefill attention 4K-256K (runs a, d)", title_size=9)
     ax = axes[2]
     for mode, color in (("graph", "C2"), ("eager", "C3")):
-        for run, marker in ((1, "o"), (2, "^"), (3, "s"), ("d", "D")):
+        for run, marker in ((1, "o"), (2, "^"), (3, "s"), ("d", "D"), ("e", "v"), ("e pinned", "P")):
             sel = [c for c in e2e if c["mode"] == mode and c["run"] == run]
             ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], color=color,
                        marker=marker, label=f"decode step, {mode}, run {run}", s=22)
@@ -292,7 +310,8 @@ def main() -> int:
     prefill_lines, prefill = prefill_section(runs[0], rows_d, gpu)
     dispatch_lines, e2e = dispatch_section(runs, spec, base)
     cliff_lines = cliff_section(rows_d, gpu)
-    eager_lines, e2e_d = eager_d_section(rows_d, spec, base)
+    rows_e = [list(csv.DictReader((ROOT / f).open())) for f in RUN_E]
+    eager_lines, e2e_d = eager_rounds_section([("d", rows_d), ("e", rows_e[0]), ("e pinned", rows_e[1])], spec, base)
     doc = ROOT / "docs/gpu.md"
     text = doc.read_text()
     for marker, lines in (("p12-gemm", gemm_lines), ("p12-prefill", prefill_lines), ("p12-dispatch", dispatch_lines),
