@@ -688,6 +688,64 @@ def prefill_repeat_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
             torch.cuda.empty_cache()
 
 
+def _site_pass(sites: list, n: int, behind: bool) -> list[float]:
+    """Host seconds per call of every site, ``n`` calls each, in one pass: GPU behind (one sleep
+    kernel queued ahead of the whole pass) or idle (each site's calls waited for)."""
+    out = []
+    torch.cuda.synchronize()
+    if behind:
+        torch.cuda._sleep(int(80e-3 * 1.98e9))  # 80 ms: more than the pass takes on the host
+    for _, fn in sites:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        if not behind:
+            torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) / n)
+    torch.cuda.synchronize()
+    return out
+
+
+def eager_paired_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Host drift at the scale of one step: for each (model, batch), 12 pairs of (every call site
+    of one layer and the head, 10 calls each, GPU behind then idle: about 60 ms) and one eager step
+    timed on its own (wall time to the GPU's end, from an idle GPU). Each step is predicted from
+    the site pass just before it, about 0.1 s earlier."""
+    cases = [(1, 2048), (16, 2048), (64, 1024)]
+    models = list(DECODE_MODELS) if not quick else ["llama3.1-8b", "llama3.2-1b"]
+    for fam in models:
+        layers, hidden, hq, hkv, hd, ffn, vocab = DECODE_MODELS[fam]
+        s = M.LlamaShape(layers=layers, hidden=hidden, q_heads=hq, kv_heads=hkv, head_dim=hd, ffn=ffn, vocab=vocab)
+        model = M.Llama(s, ctx.device)
+        for batch, kv_len in cases:
+            step = M.decode_step(ctx, model, batch, kv_len)
+            layer, extra = layer_sites(model, batch, kv_len, ctx.device)
+            sites = layer + extra["head"]
+            for _ in range(3):
+                step()
+                _site_pass(sites, 2, False)
+            torch.cuda.synchronize()
+            for pair in range(12):
+                common = dict(batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
+                              layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, pair=pair)
+                for mode in ("behind", "idle"):
+                    costs = _site_pass(sites, 10, mode == "behind")
+                    for i, ((kind, _), cost) in enumerate(zip(sites, costs, strict=True)):
+                        where = "layer" if i < len(layer) else "head"
+                        M.record(ctx, "host", "site_paired", f"{fam}_b{batch}_p{pair}_{where}{i}_{kind}_{mode}", cost, 10,
+                                 mode=mode, op=kind, site=i, where=where, **common)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                step()
+                torch.cuda.synchronize()
+                M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{batch}_l{kv_len}_p{pair}_eager_paired",
+                         time.perf_counter() - t0, 1, mode="eager", **common)
+            del step, layer, extra, sites
+            torch.cuda.empty_cache()
+        del model
+        torch.cuda.empty_cache()
+
+
 def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dict) -> None:
     """One round of one (model, batch): sites alone (behind, idle), the sites in sequence, the
     host issue time and the eager step."""
@@ -733,7 +791,8 @@ def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dic
 
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
-            "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows}
+            "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
+            "eager_paired": eager_paired_rows}
 
 
 def host_report() -> str:
