@@ -45,6 +45,8 @@ RUN_D = "benchmarks/gpu/h100-20261125d-sweep.csv"
 #: run e (another machine start): prefill repeats, P10's decode shapes eager with the host
 #: microbenchmark, eager rounds; the same eager sections again pinned to one core (taskset -c 3)
 RUN_E = ("benchmarks/gpu/h100-20261125e-sweep.csv", "benchmarks/gpu/h100-20261125e-pinned-sweep.csv")
+#: run f: 12 pairs (one-pass site microbenchmark, then one eager step) per model and batch
+RUN_F = "benchmarks/gpu/h100-20261125f-sweep.csv"
 
 
 def _stats(errs: list[float]) -> str:
@@ -251,6 +253,36 @@ def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> 
     return out, compared
 
 
+def eager_paired_section(rows: list[dict], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
+    """Run f: each eager step predicted from the site pass taken just before it (about 0.1 s)."""
+    depth = next(int(r["n"]) for r in rows if r["kind"] == "queue")
+    sites: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["kind"] == "site_paired":
+            e = row_extra(r)
+            sites.setdefault((e["family"], r["batch"], e["pair"]), []).append(r)
+    compared = []
+    for r in rows:
+        if r["kind"] != "e2e_decode":
+            continue
+        e = row_extra(r)
+        costs = site_host_costs(sites[(e["family"], r["batch"], e["pair"])])
+        gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
+        pred = predict_row(r, gpu, sweep_model(r, base))
+        t = float(r["median_us"]) * 1e-6
+        compared.append({**r, "pred": pred, "err": (pred - t) / t, "run": "f"})
+    out = ["| model | batch | KV | pairs | measured step, median (us) | predicted, median (us) | median abs error | worst | median signed |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key in sorted({(row_extra(c)["family"], int(c["batch"]), c["kv_len"]) for c in compared}):
+        sel = [c for c in compared if (row_extra(c)["family"], int(c["batch"]), c["kv_len"]) == key]
+        errs = [c["err"] for c in sel]
+        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {len(sel)} | {statistics.median(float(c['median_us']) for c in sel):.0f} | "
+                   f"{statistics.median(c['pred'] for c in sel) * 1e6:.0f} {_stats(errs)[_stats(errs).index('|', 2):]} "
+                   f"{statistics.median(errs) * 100:+.1f}% |")
+    out += ["", "| run f, all paired eager steps (never fitted) " + _stats([c["err"] for c in compared])]
+    return out, compared
+
+
 def _between(text: str, marker: str, lines: list[str]) -> str:
     start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
     head, rest = text.split(start)
@@ -312,14 +344,15 @@ def main() -> int:
     cliff_lines = cliff_section(rows_d, gpu)
     rows_e = [list(csv.DictReader((ROOT / f).open())) for f in RUN_E]
     eager_lines, e2e_d = eager_rounds_section([("d", rows_d), ("e", rows_e[0]), ("e pinned", rows_e[1])], spec, base)
+    paired_lines, e2e_f = eager_paired_section(list(csv.DictReader((ROOT / RUN_F).open())), spec, base)
     doc = ROOT / "docs/gpu.md"
     text = doc.read_text()
     for marker, lines in (("p12-gemm", gemm_lines), ("p12-prefill", prefill_lines), ("p12-dispatch", dispatch_lines),
-                          ("p12-cliff", cliff_lines), ("p12-eager-d", eager_lines)):
+                          ("p12-cliff", cliff_lines), ("p12-eager-d", eager_lines), ("p12-eager-f", paired_lines)):
         text = _between(text, marker, lines)
     doc.write_text(text)
     print("\n".join(gemm_lines[:12] + [""] + prefill_lines[-8:] + [""] + dispatch_lines[-6:] + [""]
-                    + cliff_lines[-1:] + eager_lines[-1:]))
+                    + cliff_lines[-1:] + eager_lines[-8:] + paired_lines))
     _plots(gemm_runs, prefill, e2e + e2e_d)
     return 0
 

@@ -694,10 +694,12 @@ def host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float] | int]:
 def site_host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float]]:
     """Per-op host costs from ``sweep.py``'s ``site`` rows (every call of one decode layer and of
     the head timed alone with the forward's own operands, GPU behind and idle): each kind's mean
-    over its call sites. Pass the rows of one (model, batch, round) to predict that round."""
+    over its call sites. Pass the rows of one (model, batch, round) to predict that round (or of one
+    pair, ``site_paired``). With the GPU idle a site's calls are waited for, so a kernel longer
+    than its host call (a large GEMM) counts its GPU time there too."""
     acc: dict[tuple[str, str], list[float]] = {}
     for r in rows:
-        if r["set"] == "host" and r["kind"] == "site":
+        if r["set"] == "host" and r["kind"] in ("site", "site_paired"):
             acc.setdefault((row_extra(r)["op"], r["mode"]), []).append(float(r["median_us"]) * 1e-6)
     behind = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "behind"}
     idle = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "idle"}
