@@ -746,6 +746,37 @@ def eager_paired_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         torch.cuda.empty_cache()
 
 
+def prefill_holdout_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """FA2 prefill shapes measured after the P12 attention model was frozen (set ``holdout``):
+    other head counts, GQA groups, head_dim 96, batch 2-4, lengths between the swept ones."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    K = 1024
+    cases = [(1, 24, 8, 128, 8 * K), (1, 24, 8, 128, 24 * K), (1, 24, 8, 128, 48 * K),
+             (1, 24, 8, 128, 96 * K), (1, 24, 8, 128, 160 * K),
+             (2, 40, 8, 128, 12 * K), (2, 40, 8, 128, 40 * K), (4, 16, 4, 128, 6 * K),
+             (1, 32, 8, 96, 16 * K), (1, 32, 8, 96, 64 * K), (1, 32, 8, 96, 144 * K),
+             (1, 12, 2, 64, 80 * K), (1, 12, 2, 64, 200 * K), (1, 16, 2, 128, 100 * K)]
+    for batch, hq, hkv, hd, length in cases:
+        q = torch.randn(batch, hq, length, hd, dtype=BF16, device=ctx.device)
+        k = torch.randn(batch, hkv, length, hd, dtype=BF16, device=ctx.device)
+        v = torch.randn_like(k)
+
+        def fn(q=q, k=k, v=v, gqa=hq != hkv):
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        try:
+            t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
+        except RuntimeError as exc:
+            print(f"flash refused {hq}x{hkv}x{hd} l{length}: {exc}", file=sys.stderr)
+            continue
+        M.record(ctx, "holdout", "attn_prefill_l2", f"flash_holdout_b{batch}_h{hq}x{hkv}x{hd}_l{length}", t, reps,
+                 batch=batch, seq_len=length, kv_len=length, q_heads=hq, kv_heads=hkv, head_dim=hd,
+                 flops=4 * batch * hq * hd * length * (length + 1) // 2, backend="flash", mode="causal")
+        del q, k, v
+        torch.cuda.empty_cache()
+
+
 def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dict) -> None:
     """One round of one (model, batch): sites alone (behind, idle), the sites in sequence, the
     host issue time and the eager step."""
@@ -792,7 +823,7 @@ def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dic
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
             "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
-            "eager_paired": eager_paired_rows}
+            "eager_paired": eager_paired_rows, "prefill_holdout": prefill_holdout_rows}
 
 
 def host_report() -> str:
