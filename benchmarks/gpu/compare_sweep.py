@@ -47,6 +47,9 @@ RUN_D = "benchmarks/gpu/h100-20261125d-sweep.csv"
 RUN_E = ("benchmarks/gpu/h100-20261125e-sweep.csv", "benchmarks/gpu/h100-20261125e-pinned-sweep.csv")
 #: run f: 12 pairs (one-pass site microbenchmark, then one eager step) per model and batch
 RUN_F = "benchmarks/gpu/h100-20261125f-sweep.csv"
+#: run g: FA2 prefill shapes measured after the attention model was frozen (predictions written
+#: first: h100-20261125g-holdout-predicted.txt)
+RUN_G = "benchmarks/gpu/h100-20261125g-holdout.csv"
 
 
 def _stats(errs: list[float]) -> str:
@@ -253,6 +256,28 @@ def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> 
     return out, compared
 
 
+def holdout_prefill_section(rows: list[dict], gpu: Gpu) -> list[str]:
+    frozen = {}
+    for line in (ROOT / RUN_G.replace("-holdout.csv", "-holdout-predicted.txt")).read_text().splitlines():
+        if line and not line.startswith("#"):
+            b, hq, hkv, hd, length, us = line.split()
+            frozen[(b, hq, hkv, hd, length)] = float(us)
+    out = ["| batch | heads (q x kv x hd) | tokens | measured (us) | frozen prediction (us) | predicted now (us) | error (frozen) |",
+           "|---:|---|---:|---:|---:|---:|---:|"]
+    errs = []
+    for r in rows:
+        if r["set"] != "holdout":
+            continue
+        t = float(r["median_us"])
+        f = frozen[(r["batch"], r["q_heads"], r["kv_heads"], r["head_dim"], r["seq_len"])]
+        now = predict_row(r, gpu) * 1e6
+        errs.append((f - t) / t)
+        out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {t:.0f} | {f:.0f} | "
+                   f"{now:.0f} | {errs[-1] * 100:+.1f}% |")
+    out += ["", "| held-out prefill rows (frozen predictions) " + _stats(errs)]
+    return out
+
+
 def eager_paired_section(rows: list[dict], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
     """Run f: each eager step predicted from the site pass taken just before it (about 0.1 s)."""
     depth = next(int(r["n"]) for r in rows if r["kind"] == "queue")
@@ -345,14 +370,16 @@ def main() -> int:
     rows_e = [list(csv.DictReader((ROOT / f).open())) for f in RUN_E]
     eager_lines, e2e_d = eager_rounds_section([("d", rows_d), ("e", rows_e[0]), ("e pinned", rows_e[1])], spec, base)
     paired_lines, e2e_f = eager_paired_section(list(csv.DictReader((ROOT / RUN_F).open())), spec, base)
+    holdout_lines = holdout_prefill_section(list(csv.DictReader((ROOT / RUN_G).open())), gpu)
     doc = ROOT / "docs/gpu.md"
     text = doc.read_text()
     for marker, lines in (("p12-gemm", gemm_lines), ("p12-prefill", prefill_lines), ("p12-dispatch", dispatch_lines),
-                          ("p12-cliff", cliff_lines), ("p12-eager-d", eager_lines), ("p12-eager-f", paired_lines)):
+                          ("p12-cliff", cliff_lines), ("p12-eager-d", eager_lines), ("p12-eager-f", paired_lines),
+                          ("p12-prefill-holdout", holdout_lines)):
         text = _between(text, marker, lines)
     doc.write_text(text)
     print("\n".join(gemm_lines[:12] + [""] + prefill_lines[-8:] + [""] + dispatch_lines[-6:] + [""]
-                    + cliff_lines[-1:] + eager_lines[-8:] + paired_lines))
+                    + cliff_lines[-1:] + eager_lines[-8:] + paired_lines[-1:] + holdout_lines[-1:]))
     _plots(gemm_runs, prefill, e2e + e2e_d)
     return 0
 
