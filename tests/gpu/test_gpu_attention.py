@@ -123,3 +123,19 @@ def test_eager_step_lets_the_host_run_ahead_across_layers() -> None:
     two = _run_parts([([kernel], 2)], g, "eager").seconds
     assert two < 2 * one
     assert two == pytest.approx(one + (one - 1e-4), rel=1e-6)  # the second host op hides under kernel 1
+
+
+def test_site_host_costs_average_each_kind_over_its_call_sites() -> None:
+    from rdusim.analysis.gpu.predict import site_host_costs
+    from rdusim.config.schema import HOST_OPS
+
+    def row(op: str, mode: str, us: float) -> dict:
+        return {"set": "host", "kind": "site", "mode": mode, "median_us": str(us), "extra": f"op={op}"}
+    rows = [row(op, mode, 10.0) for op in HOST_OPS for mode in ("behind", "idle")]
+    rows += [row("gemm", "behind", 30.0), row("gemm", "idle", 4.0)]
+    costs = site_host_costs(rows)
+    assert costs["eager_ops"]["gemm"] == pytest.approx(20e-6)
+    assert costs["eager_ops_idle"]["gemm"] == pytest.approx(7e-6)
+    assert costs["eager_ops"]["view"] == pytest.approx(10e-6)
+    with pytest.raises(ValueError, match="sdpa"):
+        site_host_costs([r for r in rows if "op=sdpa" not in r["extra"]])
