@@ -256,7 +256,7 @@ def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> 
     return out, compared
 
 
-def holdout_prefill_section(rows: list[dict], gpu: Gpu) -> list[str]:
+def holdout_prefill_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
     frozen = {}
     for line in (ROOT / RUN_G.replace("-holdout.csv", "-holdout-predicted.txt")).read_text().splitlines():
         if line and not line.startswith("#"):
@@ -264,7 +264,7 @@ def holdout_prefill_section(rows: list[dict], gpu: Gpu) -> list[str]:
             frozen[(b, hq, hkv, hd, length)] = float(us)
     out = ["| batch | heads (q x kv x hd) | tokens | measured (us) | frozen prediction (us) | predicted now (us) | error (frozen) |",
            "|---:|---|---:|---:|---:|---:|---:|"]
-    errs = []
+    errs, compared = [], []
     for r in rows:
         if r["set"] != "holdout":
             continue
@@ -272,10 +272,11 @@ def holdout_prefill_section(rows: list[dict], gpu: Gpu) -> list[str]:
         f = frozen[(r["batch"], r["q_heads"], r["kv_heads"], r["head_dim"], r["seq_len"])]
         now = predict_row(r, gpu) * 1e6
         errs.append((f - t) / t)
+        compared.append({**r, "pred": f * 1e-6})
         out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {t:.0f} | {f:.0f} | "
                    f"{now:.0f} | {errs[-1] * 100:+.1f}% |")
     out += ["", "| held-out prefill rows (frozen predictions) " + _stats(errs)]
-    return out
+    return out, compared
 
 
 def eager_paired_section(rows: list[dict], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
@@ -315,7 +316,7 @@ def _between(text: str, marker: str, lines: list[str]) -> str:
     return head + start + "\n" + "\n".join(lines) + "\n" + end + tail
 
 
-def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict]) -> None:
+def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict], holdout: list[dict]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -337,7 +338,9 @@ def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict]) ->
     cal = [c for c in prefill if c["cal"]]
     ax.scatter([float(c["median_us"]) for c in cal], [c["pred"] * 1e6 for c in cal], color="k", marker="x",
                label="calibration (2)", s=30)
-    parity_axes(ax, 1e2, 2e6, "Prefill attention 4K-256K (runs a, d)", title_size=9)
+    ax.scatter([float(c["median_us"]) for c in holdout], [c["pred"] * 1e6 for c in holdout], facecolors="none",
+               edgecolors="k", marker="s", label="held out (run g, frozen predictions)", s=30)
+    parity_axes(ax, 1e2, 2e6, "FA2 prefill 4K-256K (runs a, d, e, g)", title_size=9)
     ax = axes[2]
     for mode, color in (("graph", "C2"), ("eager", "C3")):
         for run, marker in ((1, "o"), (2, "^"), (3, "s"), ("d", "D"), ("e", "v"), ("e pinned", "P")):
@@ -370,7 +373,7 @@ def main() -> int:
     rows_e = [list(csv.DictReader((ROOT / f).open())) for f in RUN_E]
     eager_lines, e2e_d = eager_rounds_section([("d", rows_d), ("e", rows_e[0]), ("e pinned", rows_e[1])], spec, base)
     paired_lines, e2e_f = eager_paired_section(list(csv.DictReader((ROOT / RUN_F).open())), spec, base)
-    holdout_lines = holdout_prefill_section(list(csv.DictReader((ROOT / RUN_G).open())), gpu)
+    holdout_lines, holdout = holdout_prefill_section(list(csv.DictReader((ROOT / RUN_G).open())), gpu)
     doc = ROOT / "docs/gpu.md"
     text = doc.read_text()
     for marker, lines in (("p12-gemm", gemm_lines), ("p12-prefill", prefill_lines), ("p12-dispatch", dispatch_lines),
@@ -380,7 +383,7 @@ def main() -> int:
     doc.write_text(text)
     print("\n".join(gemm_lines[:12] + [""] + prefill_lines[-8:] + [""] + dispatch_lines[-6:] + [""]
                     + cliff_lines[-1:] + eager_lines[-8:] + paired_lines[-1:] + holdout_lines[-1:]))
-    _plots(gemm_runs, prefill, e2e + e2e_d)
+    _plots(gemm_runs, prefill, e2e + e2e_d, holdout)
     return 0
 
 
