@@ -688,22 +688,31 @@ def prefill_repeat_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
             torch.cuda.empty_cache()
 
 
-def _site_pass(sites: list, n: int, behind: bool) -> list[float]:
+def _site_pass(sites: list, n: int, behind: bool) -> tuple[list[float], list[float]]:
     """Host seconds per call of every site, ``n`` calls each, in one pass: GPU behind (one sleep
-    kernel queued ahead of the whole pass) or idle (each site's calls waited for)."""
-    out = []
+    kernel queued ahead of the whole pass) or idle (each site's calls waited for); and, behind,
+    the GPU seconds per call of each site's kernels (CUDA events around its calls, which run back
+    to back once the sleep ends). Idle, a site whose kernels outlast its host calls is timed at
+    the GPU's pace, which the GPU seconds reveal."""
+    out, events = [], []
     torch.cuda.synchronize()
     if behind:
         torch.cuda._sleep(int(80e-3 * 1.98e9))  # 80 ms: more than the pass takes on the host
     for _, fn in sites:
+        if behind:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
         if not behind:
             torch.cuda.synchronize()
         out.append((time.perf_counter() - t0) / n)
+        if behind:
+            e1.record()
+            events.append((e0, e1))
     torch.cuda.synchronize()
-    return out
+    return out, [e0.elapsed_time(e1) * 1e-3 / n for e0, e1 in events]
 
 
 def eager_paired_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
@@ -724,16 +733,18 @@ def eager_paired_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
             for _ in range(3):
                 step()
                 _site_pass(sites, 2, False)
+            gpu_s: list[float] = []
             torch.cuda.synchronize()
             for pair in range(12):
                 common = dict(batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
                               layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, pair=pair)
                 for mode in ("behind", "idle"):
-                    costs = _site_pass(sites, 10, mode == "behind")
+                    costs, gpu = _site_pass(sites, 10, mode == "behind")
+                    gpu_s = gpu or gpu_s
                     for i, ((kind, _), cost) in enumerate(zip(sites, costs, strict=True)):
                         where = "layer" if i < len(layer) else "head"
                         M.record(ctx, "host", "site_paired", f"{fam}_b{batch}_p{pair}_{where}{i}_{kind}_{mode}", cost, 10,
-                                 mode=mode, op=kind, site=i, where=where, **common)
+                                 mode=mode, op=kind, site=i, where=where, gpu_us=round(gpu_s[i] * 1e6, 3), **common)
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
                 step()

@@ -696,11 +696,22 @@ def site_host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float]]:
     the head timed alone with the forward's own operands, GPU behind and idle): each kind's mean
     over its call sites. Pass the rows of one (model, batch, round) to predict that round (or of one
     pair, ``site_paired``). With the GPU idle a site's calls are waited for, so a kernel longer
-    than its host call (a large GEMM) counts its GPU time there too."""
+    than its host call (a large GEMM) is timed at the GPU's pace; where the rows carry the site's
+    GPU time (``gpu_us``, run f2 on) and it reaches 90% of the idle time, the site's behind cost
+    stands for its host cost."""
     acc: dict[tuple[str, str], list[float]] = {}
-    for r in rows:
-        if r["set"] == "host" and r["kind"] in ("site", "site_paired"):
-            acc.setdefault((row_extra(r)["op"], r["mode"]), []).append(float(r["median_us"]) * 1e-6)
+    behind_at: dict[tuple[str, str], float] = {}
+    sites = [r for r in rows if r["set"] == "host" and r["kind"] in ("site", "site_paired")]
+    for r in sites:
+        if r["mode"] == "behind":
+            behind_at[(row_extra(r).get("site", ""), row_extra(r).get("where", ""))] = float(r["median_us"]) * 1e-6
+    for r in sites:
+        extra = row_extra(r)
+        cost = float(r["median_us"]) * 1e-6
+        gpu = float(extra.get("gpu_us", 0.0)) * 1e-6
+        if r["mode"] == "idle" and gpu >= 0.9 * cost:  # timed at the GPU's pace: the host's cost is the behind one
+            cost = behind_at.get((extra.get("site", ""), extra.get("where", "")), cost)
+        acc.setdefault((extra["op"], r["mode"]), []).append(cost)
     behind = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "behind"}
     idle = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "idle"}
     missing = [op for op in HOST_OPS if op not in behind or op not in idle]
