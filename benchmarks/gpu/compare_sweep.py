@@ -47,6 +47,8 @@ RUN_D = "benchmarks/gpu/h100-20261125d-sweep.csv"
 RUN_E = ("benchmarks/gpu/h100-20261125e-sweep.csv", "benchmarks/gpu/h100-20261125e-pinned-sweep.csv")
 #: run f: 12 pairs (one-pass site microbenchmark, then one eager step) per model and batch
 RUN_F = "benchmarks/gpu/h100-20261125f-sweep.csv"
+#: run h: run f again, each site's GPU time recorded (site_host_costs corrects GPU-paced idle sites)
+RUN_H = "benchmarks/gpu/h100-20261125h-sweep.csv"
 #: run g: FA2 prefill shapes measured after the attention model was frozen (predictions written
 #: first: h100-20261125g-holdout-predicted.txt)
 RUN_G = "benchmarks/gpu/h100-20261125g-holdout.csv"
@@ -279,8 +281,22 @@ def holdout_prefill_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list
     return out, compared
 
 
-def eager_paired_section(rows: list[dict], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
-    """Run f: each eager step predicted from the site pass taken just before it (about 0.1 s)."""
+def eager_paired_section(runs: list[tuple[str, list[dict]]], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
+    """Runs f and h: each eager step predicted from the site pass taken just before it (0.1 s)."""
+    out = ["| run | model | batch | KV | pairs | measured step, median (us) | predicted, median (us) | median abs error | worst | median signed |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    compared = []
+    for label, rows in runs:
+        lines, sel = _paired(label, rows, spec, base)
+        out += lines
+        compared += sel
+    out += ["", "| paired eager steps (never fitted) | rows | median abs error | worst |", "|---|---:|---:|---:|"]
+    for label, _ in runs:
+        out.append(f"| run {label} " + _stats([c["err"] for c in compared if c["run"] == label]))
+    return out, compared
+
+
+def _paired(label: str, rows: list[dict], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
     depth = next(int(r["n"]) for r in rows if r["kind"] == "queue")
     sites: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -296,16 +312,14 @@ def eager_paired_section(rows: list[dict], spec: GpuSpec, base: ModelSpec) -> tu
         gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
         pred = predict_row(r, gpu, sweep_model(r, base))
         t = float(r["median_us"]) * 1e-6
-        compared.append({**r, "pred": pred, "err": (pred - t) / t, "run": "f"})
-    out = ["| model | batch | KV | pairs | measured step, median (us) | predicted, median (us) | median abs error | worst | median signed |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        compared.append({**r, "pred": pred, "err": (pred - t) / t, "run": label})
+    out = []
     for key in sorted({(row_extra(c)["family"], int(c["batch"]), c["kv_len"]) for c in compared}):
         sel = [c for c in compared if (row_extra(c)["family"], int(c["batch"]), c["kv_len"]) == key]
         errs = [c["err"] for c in sel]
-        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {len(sel)} | {statistics.median(float(c['median_us']) for c in sel):.0f} | "
+        out.append(f"| {label} | {key[0]} | {key[1]} | {key[2]} | {len(sel)} | {statistics.median(float(c['median_us']) for c in sel):.0f} | "
                    f"{statistics.median(c['pred'] for c in sel) * 1e6:.0f} {_stats(errs)[_stats(errs).index('|', 2):]} "
                    f"{statistics.median(errs) * 100:+.1f}% |")
-    out += ["", "| run f, all paired eager steps (never fitted) " + _stats([c["err"] for c in compared])]
     return out, compared
 
 
@@ -372,7 +386,8 @@ def main() -> int:
     cliff_lines = cliff_section(rows_d, gpu)
     rows_e = [list(csv.DictReader((ROOT / f).open())) for f in RUN_E]
     eager_lines, e2e_d = eager_rounds_section([("d", rows_d), ("e", rows_e[0]), ("e pinned", rows_e[1])], spec, base)
-    paired_lines, e2e_f = eager_paired_section(list(csv.DictReader((ROOT / RUN_F).open())), spec, base)
+    paired_lines, e2e_f = eager_paired_section([("f", list(csv.DictReader((ROOT / RUN_F).open()))),
+                                                ("h", list(csv.DictReader((ROOT / RUN_H).open())))], spec, base)
     holdout_lines, holdout = holdout_prefill_section(list(csv.DictReader((ROOT / RUN_G).open())), gpu)
     doc = ROOT / "docs/gpu.md"
     text = doc.read_text()
@@ -382,7 +397,7 @@ def main() -> int:
         text = _between(text, marker, lines)
     doc.write_text(text)
     print("\n".join(gemm_lines[:12] + [""] + prefill_lines[-8:] + [""] + dispatch_lines[-6:] + [""]
-                    + cliff_lines[-1:] + eager_lines[-8:] + paired_lines[-1:] + holdout_lines[-1:]))
+                    + cliff_lines[-1:] + eager_lines[-8:] + paired_lines[-2:] + holdout_lines[-1:]))
     _plots(gemm_runs, prefill, e2e + e2e_d, holdout)
     return 0
 
