@@ -156,7 +156,7 @@ def _step_s(state: _Gpu, group: CtaGroup, math: str, occupancy: int) -> float:
     reads, each at the SM's rate split among the resident CTAs, one after another. FlashAttention-2
     issues its two MMAs, the exponentials and the ``ldmatrix`` operand loads from the same warps
     in program order (no warp specialisation: FlashAttention-3 paper, section 3), so the three
-    add up rather than overlap."""
+    add up rather than overlap; then the DRAM round trips the loop waits on (``stall_s``)."""
     if math not in state.sm_flops:
         return 0.0
     step = group.flops / (state.sm_flops[math] / occupancy)

@@ -697,7 +697,7 @@ def site_host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float]]:
     over its call sites. Pass the rows of one (model, batch, round) to predict that round (or of one
     pair, ``site_paired``). With the GPU idle a site's calls are waited for, so a kernel longer
     than its host call (a large GEMM) is timed at the GPU's pace; where the rows carry the site's
-    GPU time (``gpu_us``, run f2 on) and it reaches 90% of the idle time, the site's behind cost
+    GPU time (``gpu_us``, run h on) and it reaches 90% of the idle time, the site's behind cost
     stands for its host cost."""
     acc: dict[tuple[str, str], list[float]] = {}
     behind_at: dict[tuple[str, str], float] = {}
