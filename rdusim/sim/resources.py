@@ -34,10 +34,15 @@ HORIZON_S = 1e7
 def delay(env: simpy.Environment, seconds: float) -> simpy.Timeout:
     """``env.timeout(seconds)``, refused when it would end past the horizon (or is not a number)."""
     if not env._now + seconds <= HORIZON_S:   # noqa: SLF001 (env.now without the property call)
-        raise HorizonError(f"an event would end at t={env.now + seconds:.3g} s, past the simulator's horizon "
-                              f"of {HORIZON_S:.0e} s: a rate or efficiency in the hardware is too small (or a "
-                              "duration too large) for a meaningful simulation")
+        raise past_horizon(env.now + seconds)
     return env.timeout(seconds)
+
+
+def past_horizon(end_s: float) -> HorizonError:
+    """The error for an event that would end at ``end_s``, past ``HORIZON_S`` (or not a number)."""
+    return HorizonError(f"an event would end at t={end_s:.3g} s, past the simulator's horizon of {HORIZON_S:.0e} s: "
+                        "a rate or efficiency in the hardware is too small (or a duration too large) for a "
+                        "meaningful simulation")
 
 
 class Waiter(Protocol):
@@ -156,9 +161,7 @@ class BandwidthPool:
             self._next_s = math.inf
             return
         if not now + wait <= HORIZON_S:
-            raise SimulationError(f"an event would end at t={now + wait:.3g} s, past the simulator's horizon "
-                                  f"of {HORIZON_S:.0e} s: a rate or efficiency in the hardware is too small (or a "
-                                  "duration too large) for a meaningful simulation")
+            raise past_horizon(now + wait)
         self._next_s = now + wait   # the time SimPy gives a timeout of ``wait`` from ``now``
         if self._urgent:
             self._arm()
