@@ -34,6 +34,30 @@ def test_serve_writes_every_output_and_repeats_bit_for_bit(tmp_path: Path, capsy
     assert "TTFT" in capsys.readouterr().out
 
 
+def test_requests_csv_written_in_chunks_is_the_whole_frame_text(tmp_path: Path) -> None:
+    """requests.csv is written a slice of rows at a time (never one string in memory): the same
+    bytes as the whole frame's CSV, whatever the slice boundaries (rejected rows, NaNs included)."""
+    from rdusim.analysis.serving.deployment import load_deployment
+    from rdusim.analysis.serving.run import run_serving
+    from rdusim.analysis.serving.workload import generate_workload, parse_distribution
+    from rdusim.cli.output import Outputs
+    from rdusim.cli.serve import csv_chunks
+
+    workload = generate_workload(2.0, parse_distribution("lognormal:1024,0.6", "p"),
+                                 parse_distribution("uniform:1,64", "o"), seed=3, requests=300)
+    frame = run_serving(load_deployment(SMALL), workload, record_events=False).requests
+    assert (frame["status"] == "rejected").any() and frame["transfer_s"].isna().any()
+    whole = frame.to_csv(index=False)
+    for rows in (1, 7, 299, 300, 10_000):
+        assert "".join(csv_chunks(frame, rows)) == whole
+    assert "".join(csv_chunks(frame.iloc[:0])) == frame.iloc[:0].to_csv(index=False)
+    outputs = Outputs()
+    out = outputs.folder("--out", tmp_path / "run")
+    outputs.put(out / "requests.csv", csv_chunks(frame, 64))
+    outputs.commit()
+    assert (out / "requests.csv").read_text(encoding="utf-8") == whole
+
+
 def test_serve_replays_the_shipped_trace(capsys) -> None:
     assert main(["serve", SMALL, "--trace", str(DATA / "requests.csv"), "--time-scale", "0.5"]) == 0
     assert "requests 40: completed 40" in capsys.readouterr().out

@@ -19,6 +19,7 @@ from rdusim.analysis.serving.metrics import (
     default_slo,
     node_frame,
     request_frame,
+    step_summary,
     summarise,
 )
 from rdusim.analysis.serving.workload import Workload
@@ -48,8 +49,9 @@ def run_serving(deployment: Deployment, workload: Workload, slo: Slo | None = No
         key = ("interconnect", "bandwidth")
         where = deployment.document.where(key) if deployment.document else deployment.path
         raise HorizonError(f"{where}: {'.'.join(key)}: {error}") from None
+    # from the steps first: their sorting copies are gone before the request frame is built
+    histogram, steps = batch_histogram(run), step_summary(run)
     requests = request_frame(run, slo)
-    summary = summarise(run, requests, slo) | {"deployment": deployment.name, "policy": deployment.policy,
+    summary = summarise(run, requests, slo, steps) | {"deployment": deployment.name, "policy": deployment.policy,
                                                "skipped_trace_rows": workload.skipped, "workload": workload.source}
-    return ServingResult(deployment.name, requests, summary, node_frame(run, summary["duration_s"]),
-                         batch_histogram(run), run)
+    return ServingResult(deployment.name, requests, summary, node_frame(run, summary["duration_s"]), histogram, run)
