@@ -302,13 +302,13 @@ def _paired(label: str, rows: list[dict], spec: GpuSpec, base: ModelSpec) -> tup
     for r in rows:
         if r["kind"] == "site_paired":
             e = row_extra(r)
-            sites.setdefault((e["family"], r["batch"], e["pair"]), []).append(r)
+            sites.setdefault((e["family"], r["batch"], r["kv_len"], e["pair"]), []).append(r)
     compared = []
     for r in rows:
         if r["kind"] != "e2e_decode":
             continue
         e = row_extra(r)
-        costs = site_host_costs(sites[(e["family"], r["batch"], e["pair"])])
+        costs = site_host_costs(sites[(e["family"], r["batch"], r["kv_len"], e["pair"])])
         gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
         pred = predict_row(r, gpu, sweep_model(r, base))
         t = float(r["median_us"]) * 1e-6
