@@ -19,6 +19,7 @@ import fnmatch
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +45,7 @@ class Outputs:
 
     _files: dict[Path, str] = field(default_factory=dict)          # path -> option that named it
     _folders: dict[Path, _Folder] = field(default_factory=dict)
-    _content: dict[Path, bytes] = field(default_factory=dict)
+    _content: dict[Path, bytes | Iterable[str | bytes]] = field(default_factory=dict)
 
     def file(self, option: str, path: str | Path | None) -> Path | None:
         """Check an output file path now (``None``: the option was not given)."""
@@ -64,8 +65,9 @@ class Outputs:
         self._folders[target] = _Folder(option, target, stale)
         return target
 
-    def put(self, path: Path, content: str | bytes) -> None:
-        """Hand over the content of a registered file, or of a file inside a registered folder."""
+    def put(self, path: Path, content: str | bytes | Iterable[str | bytes]) -> None:
+        """Hand over the content of a registered file, or of a file inside a registered folder;
+        an iterable of chunks is written chunk by chunk at commit (a large CSV never whole in memory)."""
         if path not in self._files and path.parent not in self._folders:
             raise RuntimeError(f"{path} was not registered as an output")
         self._content[path] = content.encode("utf-8") if isinstance(content, str) else content
@@ -199,13 +201,15 @@ def _umask() -> int:
     return mask
 
 
-def _stage(path: Path, data: bytes) -> str:
-    """Write ``data`` to a temporary file beside ``path`` with the umask's permissions."""
+def _stage(path: Path, data: bytes | Iterable[str | bytes]) -> str:
+    """Write ``data`` (bytes, or chunks of text or bytes) to a temporary file beside ``path``
+    with the umask's permissions."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for chunk in [data] if isinstance(data, bytes) else data:
+                handle.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

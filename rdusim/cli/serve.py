@@ -13,6 +13,7 @@ import argparse
 import io
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from rdusim.analysis.serving.deployment import load_deployment
@@ -101,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         spec = workload_spec(args)
         workload = spec.at(args.rate) if args.rate is not None else None
     early = Slo(args.slo_ttft_s, args.slo_tpot_ms / 1e3) if None not in (args.slo_ttft_s, args.slo_tpot_ms) else None
-    deployment = load_deployment(args.deployment, args.overrides)
+    with bar(None, "step tables", "sim") as building:  # seconds of kernel simulations
+        deployment = load_deployment(args.deployment, args.overrides, progress=updater(building))
     slo = early or slo_from(args, deployment)
     check_slo_possible(deployment, workload, slo)
     with bar(len(workload), "serve", "req") as served:  # requests finished or rejected
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         from rdusim.analysis.serving.plots import plot_latency_cdf  # noqa: PLC0415
 
         files = {
-            "requests.csv": result.requests.to_csv(index=False),
+            "requests.csv": csv_chunks(result.requests),
             "summary.json": json.dumps(result.summary, indent=2) + "\n",
             "nodes.csv": result.nodes.to_csv(index=False),
             "batch_histogram.csv": result.batch_histogram.to_csv(index=False),
@@ -127,6 +129,12 @@ def run(args: argparse.Namespace) -> int:
         text += f"\nwrote {', '.join(files)} to {out}/\n"
     sys.stdout.write(text)
     return 0
+
+
+def csv_chunks(frame: Any, rows: int = 65536) -> Iterator[str]:
+    """``frame.to_csv(index=False)`` a slice of rows at a time (the same text, never whole in memory)."""
+    for start in range(0, max(len(frame), 1), rows):
+        yield frame.iloc[start:start + rows].to_csv(index=False, header=start == 0)
 
 
 def _cdf_figure(plot: Any, result: Any, slo: Slo) -> bytes:

@@ -42,18 +42,28 @@ from __future__ import annotations
 
 import array
 import bisect
+import functools
 import heapq
+import itertools
 import math
+import operator
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
+from simpy.events import URGENT
 
 from rdusim.errors import SimulationError
 from rdusim.model.speculative import draw_accepted, expected_accepted
 from rdusim.sim.resources import BandwidthPool
+
+#: most steps one coalesced decode block runs through retirements (bounds its lists; the numbers
+#: do not depend on it)
+BLOCK_STEPS = 4096
+#: a growing cache's segment of at least this many steps reads the decode table as a vector
+VECTOR_STEPS = 16
 
 # ------------------------------------------------------------------------ step-time tables
 
@@ -101,6 +111,15 @@ class DecodeTable:
         i = min(max(bisect.bisect_right(grid, kv_tokens) - 1, 0), len(grid) - 2)
         slope = (row[i + 1] - row[i]) / (grid[i + 1] - grid[i])
         return max(row[i] + slope * (kv_tokens - grid[i]), 0.0)
+
+    def many(self, bucket: int, kv_tokens: np.ndarray) -> np.ndarray:
+        """``self(bucket, kv)`` for every KV length of an array: the same operations element by
+        element, so the same floats (the request engine plans a decode block with it)."""
+        row = np.asarray(self.seconds[self.buckets.index(bucket)], dtype=float)
+        grid = np.asarray(self.kv_tokens, dtype=float)
+        i = np.clip(np.searchsorted(grid, kv_tokens, side="right") - 1, 0, len(grid) - 2)
+        slope = (row[i + 1] - row[i]) / (grid[i + 1] - grid[i])
+        return np.maximum(row[i] + slope * (kv_tokens - grid[i]), 0.0)
 
 
 # ------------------------------------------------------------------------ the deployment
@@ -176,6 +195,8 @@ class ServingRun:
     end_s: float
 
 
+STEP_COLUMNS = ("node", "start_s", "duration_s", "active", "bucket", "itl_s", "tokens")
+
 REQUEST_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens", "prefill_start_s", "first_token_s",
                   "decode_ready_s", "admitted_s", "finish_s", "kv_bytes_shipped", "kv_bytes_reserved",
                   "prefill_node", "decode_node", "decode_steps")
@@ -213,8 +234,28 @@ class _Node:
     block: list[float] | None = None                  # coalesced decode: step ends of the steps in flight
     block_steps: int = 0                              # how many of them run (cut by a request ready mid-block)
     block_done: simpy.Event | None = None
+    block_timer: simpy.Timeout | None = None         # the block's end on the event queue
+    plan: _Plan | None = None                         # the block in flight
     block_generation: int = 0
     deliveries: dict = field(default_factory=dict)    # speculative: step number -> tokens it delivers
+
+
+@dataclass
+class _Plan:
+    """A coalesced decode block's steps, planned when it starts."""
+
+    t: float                                          # the last planned step's end
+    last: tuple                                       # (bucket, mean KV, seconds) of the last step time read
+    through: bool                                     # may run through retirements
+    bucket: int                                       # membership after the last planned segment
+    active: int
+    kv_sum0: float
+    steps_done: int
+    counts: list[int]                                 # requests per DP group
+    more: bool = False                                # another segment may follow
+    ends: list[float] = field(default_factory=list)   # each step's end
+    durations: list[float] = field(default_factory=list)
+    segments: list[tuple] = field(default_factory=list)  # (steps up to its end, active, bucket, retiring entries)
 
 
 class _Engine:
@@ -223,6 +264,10 @@ class _Engine:
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.m = model
         self.coalesce = coalesce
+        # a decode block may run through retirements when nothing observes them one by one: one
+        # decode node (no placement by committed requests) and no event log (finishes in time order)
+        self.through = coalesce and model.layout == "disaggregated" and model.decode_nodes == 1 \
+            and not record_events
         self.progress = progress
         self.settled = 0                                 # requests finished or rejected
         self.env = simpy.Environment()
@@ -239,7 +284,7 @@ class _Engine:
         self.events: list[tuple[float, str, int, str]] | None = [] if record_events else None
         self.steps: list[tuple[int, float, float, int, int, float]] = []
         # coalesced decode steps, one compact column each (8 bytes a value: a million requests make ~10M steps)
-        self.step_blocks = tuple(array.array(code) for code in "qddqqdd")  # the columns of step_arrays
+        self.step_blocks = tuple(array.array(code) for code in "iddIIdd")  # the columns of step_arrays
         self.seq = 0
         colocated = model.layout == "colocated"
         self.prefill = [] if colocated else [
@@ -280,13 +325,21 @@ class _Engine:
         return self.m.prefill_time(int(self.prompt[request]))
 
     # ---------------------------------------------------------------- arrivals
-    def arrivals(self) -> Generator:
-        order = np.argsort(self.arrival, kind="stable")
-        for request in order:
-            delay = self.arrival[request] - self.env.now
+    def arrivals(self, order: list[int], times: list[float], at: int) -> None:
+        """Arrive requests ``order[at:]`` in turn, waiting (a timeout) for the next one's time:
+        the events a generator process would wait on, without its resumptions."""
+        now = self.env.now
+        while at < len(order):
+            delay = times[at] - now
             if delay > 0:
-                yield self.env.timeout(delay)
-            self.arrive(int(request))
+                timer = self.env.timeout(delay)
+                timer.callbacks.append(functools.partial(self.arrived, order, times, at))
+                return
+            self.arrive(order[at])
+            at += 1
+
+    def arrived(self, order: list[int], times: list[float], at: int, _event: simpy.Event) -> None:
+        self.arrivals(order, times, at)
 
     def arrive(self, request: int) -> None:
         self.log("arrive", request, "")
@@ -355,16 +408,30 @@ class _Engine:
             return
         target = min(self.decode, key=lambda n: (n.committed, n.index))
         target.committed += 1
-        self.env.process(self.transfer(request, node, target))
+        self.soon(lambda _e: self.transfer(request, target))
 
-    def transfer(self, request: int, source: _Node, target: _Node) -> Generator:
+    def soon(self, callback: Callable[[simpy.Event], None]) -> None:
+        """Call back once the current event is done, before any other event of this time: when a
+        process started now would run its first step (SimPy's urgent initialisation event)."""
+        start = simpy.Event(self.env)
+        start._ok, start._value = True, None   # noqa: SLF001 (triggered as Process's Initialize is)
+        start.callbacks.append(callback)
+        self.env.schedule(start, URGENT)
+
+    def transfer(self, request: int, target: _Node) -> None:
+        """Ship the request's kept cache: the link's latency, then its bytes through the decode
+        node's ingress; ready on the decode node when they have landed (callbacks on the events a
+        process would wait on)."""
         nbytes = self.kept[request] * self.m.shipped_bytes_per_token
         self.r["kv_bytes_shipped"][request] = nbytes
         self.log("transfer_start", request, target.name)
         if self.m.link_latency_s > 0:
-            yield self.env.timeout(self.m.link_latency_s)
-        yield target.ingress.transfer(nbytes)
-        self.ready(request, target)
+            self.env.timeout(self.m.link_latency_s).callbacks.append(lambda _e: self.send(request, target, nbytes))
+        else:
+            self.send(request, target, nbytes)
+
+    def send(self, request: int, target: _Node, nbytes: float) -> None:
+        target.ingress.transfer(nbytes).callbacks.append(lambda _e: self.ready(request, target))
 
     def ready(self, request: int, node: _Node) -> None:
         self.r["decode_ready_s"][request] = self.env.now
@@ -376,8 +443,8 @@ class _Engine:
         if node.block is not None:
             self.cut_block(node)
 
-    def finish(self, request: int, node: _Node) -> None:
-        self.r["finish_s"][request] = self.env.now
+    def finish(self, request: int, node: _Node, at: float | None = None) -> None:
+        self.r["finish_s"][request] = self.env.now if at is None else at
         self.log("finish", request, node.name)
         self.settle()
 
@@ -397,13 +464,12 @@ class _Engine:
             request = node.waiting[0]
             kv_final = self.kv_final(request)
             need = kv_final * m.kv_bytes_per_token
-            best = -1
-            for g in range(m.kv_groups):
-                if node.group_count[g] < self.per_group_max and node.group_free[g] >= need and (
-                        best < 0 or node.group_count[g] < node.group_count[best]
-                        or (node.group_count[g] == node.group_count[best]
-                            and node.group_free[g] > node.group_free[best])):
-                    best = g
+            # the group with the fewest requests that has room (then the most free bytes, then the lowest index)
+            best, best_count, best_free, most = -1, 0, 0.0, self.per_group_max
+            for g, (count, free) in enumerate(zip(node.group_count, node.group_free, strict=True)):
+                if count < most and free >= need and (
+                        best < 0 or count < best_count or (count == best_count and free > best_free)):
+                    best, best_count, best_free = g, count, free
             if best < 0:
                 break
             node.waiting.popleft()
@@ -419,7 +485,8 @@ class _Engine:
             self.r["admitted_s"][request] = self.env.now
             self.r["kv_bytes_reserved"][request] = need
             self.r["decode_steps"][request] = steps
-            self.log("admit", request, node.name)
+            if self.events is not None:
+                self.log("admit", request, node.name)
         self.set_bucket(node)
 
     def schedule_bursts(self, node: _Node, request: int) -> int:
@@ -485,58 +552,144 @@ class _Engine:
 
     # ---------------------------------------------------------------- coalesced decode (the default)
     def decode_block(self, node: _Node) -> Generator:
-        """The steps up to the next retirement as one event: between two disturbances a decode
-        node's membership is fixed, so each step's time is known in advance (the mean KV grows
-        by a fixed amount a step). A request ready mid-block cuts it at the next step boundary,
-        where the per-step engine would admit it. Every number is computed with the same
-        operations in the same order as the per-step engine (``coalesce=False``)."""
-        m, now = self.m, self.env.now
-        count = node.retire[0][0] - node.steps_done
-        bucket, active, growth, kv_sum0 = node.bucket, node.active, self.growth, node.kv_sum0
-        last_bucket, last_kv, last_s = node.last_step
-        ends, durations, t = [], [], now
-        for steps_done in range(node.steps_done, node.steps_done + count):
-            mean_kv = (kv_sum0 + growth * active * steps_done) / active
-            if last_bucket == bucket and last_kv == mean_kv:
-                step_s = last_s
-            else:
-                step_s = m.decode_step_time(bucket, mean_kv)
-                last_bucket, last_kv, last_s = bucket, mean_kv, step_s
-            if step_s <= 0:
-                if not durations:
-                    raise SimulationError(f"decode step time {step_s} s at batch {bucket}, KV {mean_kv:.0f}")
-                break    # run up to the bad step, which then fails as it would step by step
-            durations.append(step_s)
-            t = t + step_s
-            ends.append(t)
-        node.block = ends
-        yield from self.wait_block(node, len(ends))
+        """The steps up to the next disturbance as one event: between two disturbances a decode
+        node's membership only shrinks at retirements known in advance, so each step's time is
+        known (the mean KV grows by a fixed amount a step). The block ends at the next retirement,
+        or, when nothing can observe a retirement (``self.through``: no request waits for the room
+        it frees and no other decode node competes for new requests), runs on through it: the
+        block's timer plans the next segment when it fires at a retirement (``block_timer``),
+        until the node empties or a request becomes ready. A request ready mid-block cuts it at
+        the next step boundary, where the per-step engine would admit it. Every number is
+        computed with the same operations in the same order as the per-step engine
+        (``coalesce=False``)."""
+        now = self.env.now
+        plan = node.plan = _Plan(t=now, last=node.last_step, through=self.through and not node.waiting,
+                                 bucket=node.bucket, active=node.active, kv_sum0=node.kv_sum0,
+                                 steps_done=node.steps_done, counts=list(node.group_count))
+        self.plan_next(node, plan)
+        node.block = plan.ends
+        yield from self.wait_block(node, len(plan.ends))
         n = node.block_steps
-        node.block = None
-        since = node.tokens_at if node.tokens_at is not None else now
-        start, busy, tokens = now, node.busy_decode_s, node.tokens_decoded
-        per_step = m.accepted_tokens_per_step * active
-        columns = self.step_blocks
-        columns[0].extend([node.index] * n)
-        columns[2].extend(durations[:n])
-        columns[3].extend([active] * n)
-        columns[4].extend([bucket] * n)
-        starts, itl, delivered = columns[1], columns[5], columns[6]
-        for j in range(n):
-            end = ends[j]
-            starts.append(start)
-            itl.append(end - since)
-            busy += durations[j]
-            # speculative decoding: the bursts drawn at admission for this step
-            step_tokens = node.deliveries.pop(node.steps_done + 1 + j, 0) if m.draft_tokens else per_step
-            delivered.append(step_tokens)
-            tokens += step_tokens
-            since = start = end
-        node.busy_decode_s, node.tokens_decoded = busy, tokens
+        node.block = node.plan = None
+        self.record_block(node, plan, n, now)
         node.steps_done += n
-        node.last_step = (last_bucket, last_kv, last_s) if n == len(ends) else node.last_step
+        node.last_step = plan.last if n == len(plan.ends) else node.last_step
         self.retire(node)
         node.tokens_at = self.env.now if node.active else None
+
+    def plan_next(self, node: _Node, plan: _Plan) -> None:
+        """Plan one more segment: the steps up to the next retirement; ``plan.through``: its
+        requests retire there in closed form (popped from the node's heap now, pushed back if
+        the block is cut before)."""
+        retire, stop = node.retire, node.retire[0][0]
+        bad = self.plan_segment(plan, plan.bucket, plan.active, plan.kv_sum0, plan.steps_done, stop)
+        if bad or not plan.through:
+            plan.segments.append((len(plan.ends), plan.active, plan.bucket, ()))
+            plan.more = False
+            return
+        entries = []
+        while retire and retire[0][0] == stop:
+            entries.append(heapq.heappop(retire))
+        plan.segments.append((len(plan.ends), plan.active, plan.bucket, entries))
+        plan.steps_done = stop
+        for _, request, group, _need in entries:
+            plan.counts[group] -= 1
+            plan.active -= 1
+            plan.kv_sum0 -= self.kv_retired(request, stop)
+        plan.more = plan.active > 0 and len(plan.ends) < BLOCK_STEPS
+        if plan.more:
+            need = max(plan.counts) * self.m.kv_groups
+            plan.bucket = self.m.batch_buckets[bisect.bisect_left(self.m.batch_buckets, need)]
+
+    def plan_segment(self, plan: _Plan, bucket: int, active: int, kv_sum0: float, steps_done: int,
+                     stop: int) -> bool:
+        """Steps ``steps_done`` to ``stop`` of a fixed membership onto ``plan``; True when a step
+        time is not positive (the plan stops before it; raised here if it is the block's first)."""
+        m, growth = self.m, self.growth
+        many = getattr(m.decode_step_time, "many", None)   # a DecodeTable: a vector of KV lengths at once
+        last_bucket, last_kv, last_s = plan.last
+        if growth and (many is None or stop - steps_done < VECTOR_STEPS):
+            for done in range(steps_done, stop):   # step by step: the mean KV grows every step
+                mean_kv = (kv_sum0 + growth * active * done) / active
+                if last_bucket == bucket and last_kv == mean_kv:
+                    step_s = last_s
+                else:
+                    step_s = m.decode_step_time(bucket, mean_kv)
+                    last_bucket, last_kv, last_s = bucket, mean_kv, step_s
+                    plan.last = (bucket, mean_kv, step_s)
+                if step_s <= 0:
+                    if not plan.durations:
+                        raise SimulationError(f"decode step time {step_s} s at batch {bucket}, KV {mean_kv:.0f}")
+                    return True   # run up to the bad step, which then fails as it would step by step
+                plan.durations.append(step_s)
+                plan.t = plan.t + step_s
+                plan.ends.append(plan.t)
+            return False
+        if growth:   # a vector of step times (the same floats as one at a time)
+            mean_kv = (kv_sum0 + growth * active * np.arange(steps_done, stop)) / active
+            seconds = many(bucket, mean_kv)
+            bad_at = np.flatnonzero(~(seconds > 0))
+            count = int(bad_at[0]) if len(bad_at) else stop - steps_done
+            steps = seconds[:count].tolist()
+            first_kv, first_s = float(mean_kv[0]), float(seconds[0])
+            if count:
+                plan.last = (bucket, float(mean_kv[count - 1]), steps[-1])
+        else:        # a fixed-size cache: the mean KV, so the step time, is the same every step
+            first_kv = (kv_sum0 + growth * active * steps_done) / active
+            first_s = last_s if last_bucket == bucket and last_kv == first_kv else m.decode_step_time(bucket, first_kv)
+            plan.last = (bucket, first_kv, first_s)
+            count = stop - steps_done if first_s > 0 else 0
+            steps = [first_s] * count
+        if count < stop - steps_done and not plan.durations and not count:
+            raise SimulationError(f"decode step time {first_s} s at batch {bucket}, KV {first_kv:.0f}")
+        if steps:
+            plan.durations += steps
+            ends = plan.ends
+            ends += itertools.accumulate(steps, operator.add, initial=plan.t)   # t + s, in order
+            ends.pop(len(ends) - len(steps) - 1)   # the initial t
+            plan.t = ends[-1]
+        return count < stop - steps_done
+
+    def record_block(self, node: _Node, plan: _Plan, n: int, now: float) -> None:
+        """The first ``n`` steps of a block ran: record them and retire their requests in order."""
+        m, ends, durations = self.m, plan.ends, plan.durations
+        since = node.tokens_at if node.tokens_at is not None else now
+        start, busy, tokens = now, node.busy_decode_s, node.tokens_decoded
+        columns = self.step_blocks
+        starts, itl, delivered = columns[1], columns[5], columns[6]
+        first = 0
+        for last, active, bucket, entries in plan.segments:
+            upto = min(last, n)
+            if upto > first:
+                count = upto - first
+                columns[0].extend([node.index] * count)
+                columns[2].extend(durations[first:upto])
+                columns[3].extend([active] * count)
+                columns[4].extend([bucket] * count)
+                # each step starts where the last ended; sums in step order, as step by step
+                starts.append(start)
+                starts.extend(ends[first:upto - 1])
+                itl.append(ends[first] - since)
+                itl.extend(map(operator.sub, ends[first + 1:upto], ends[first:upto - 1]))
+                busy = functools.reduce(operator.add, durations[first:upto], busy)
+                if m.draft_tokens:   # speculative decoding: the bursts drawn at admission for each step
+                    pop = node.deliveries.pop
+                    step_tokens = [pop(node.steps_done + 1 + j, 0) for j in range(first, upto)]
+                    delivered.extend(step_tokens)
+                else:                # not stored: step_arrays computes the same product
+                    step_tokens = [m.accepted_tokens_per_step * active] * count
+                tokens = functools.reduce(operator.add, step_tokens, tokens)
+                since = start = ends[upto - 1]
+            if entries:
+                if last <= n:            # the segment ran to its end: its requests retire there
+                    node.busy_decode_s, node.tokens_decoded = busy, tokens
+                    self.retire_entries(node, node.steps_done + last, entries, ends[last - 1])
+                    busy, tokens = node.busy_decode_s, node.tokens_decoded
+                else:                    # cut before: they are still active
+                    for entry in entries:
+                        heapq.heappush(node.retire, entry)
+            first = upto
+        node.busy_decode_s, node.tokens_decoded = busy, tokens
 
     def wait_block(self, node: _Node, count: int) -> Generator:
         node.block_done = self.env.event()
@@ -554,12 +707,32 @@ class _Engine:
             wait = math.nextafter(wait, math.inf)
         while now + wait > end:
             wait = math.nextafter(wait, -math.inf)
-        timer = self.env.timeout(wait)
+        if node.block_timer is not None and not node.block_timer.processed:
+            self.cancel(node.block_timer)
+        timer = node.block_timer = self.env.timeout(wait)
         timer.callbacks.append(lambda _e: self.block_timer(node, generation))
 
+    def cancel(self, timer: simpy.Timeout) -> None:
+        """Take a block's superseded end off the event queue (SimPy has no cancel): left there it
+        would still fire, costing an event and moving the clock past the run's last real event."""
+        queue = self.env._queue   # noqa: SLF001 (a handful of pending events: one per node and transfer)
+        for i, entry in enumerate(queue):
+            if entry[3] is timer:
+                queue[i] = queue[-1]
+                queue.pop()
+                heapq.heapify(queue)
+                return
+
     def block_timer(self, node: _Node, generation: int) -> None:
-        if generation == node.block_generation and node.block_done is not None:
-            node.block_done.succeed()
+        if generation != node.block_generation or node.block_done is None:
+            return
+        plan = node.plan
+        if plan is not None and plan.more and not node.waiting and node.block_steps == len(plan.ends):
+            self.plan_next(node, plan)   # nobody to admit at this retirement: run on through it
+            if len(plan.ends) > node.block_steps:
+                self.end_block_at(node, len(plan.ends))
+                return
+        node.block_done.succeed()
 
     def cut_block(self, node: _Node) -> None:
         """A request became ready mid-block: the block ends at the step end now or next."""
@@ -571,23 +744,32 @@ class _Engine:
     def retire(self, node: _Node) -> None:
         if not node.retire or node.retire[0][0] != node.steps_done:
             return
-        node.admit_dirty = True
+        entries = []
         while node.retire and node.retire[0][0] == node.steps_done:
-            _, request, group, need = heapq.heappop(node.retire)
+            entries.append(heapq.heappop(node.retire))
+        self.retire_entries(node, node.steps_done, entries, self.env.now)
+
+    def retire_entries(self, node: _Node, steps_done: int, entries: list, at: float) -> None:
+        """Retire the requests of ``entries`` (popped from ``node.retire`` in heap order) after
+        the node's ``steps_done``-th step, which ended at ``at``."""
+        node.admit_dirty = True
+        for _, request, group, need in entries:
             node.group_count[group] -= 1
             node.group_free[group] += need
             node.active -= 1
-            kv0 = self.kept[request]
-            node.kv_sum0 -= kv0 - self.growth * (node.steps_done - self.r["decode_steps"][request])
+            node.kv_sum0 -= self.kv_retired(request, steps_done)
             steps = self.r["decode_steps"][request]
             if not self.m.draft_tokens:  # the fractional tokens of the last step beyond the output
                 node.tokens_decoded -= steps * self.m.accepted_tokens_per_step - (self.output[request] - 1)
             node.committed -= 1
-            self.finish(request, node)
+            self.finish(request, node, at)
         if node.active == 0:
             node.kv_sum0 = 0.0   # drop rounding left by the running sum
         self.set_bucket(node)
 
+    def kv_retired(self, request: int, steps_done: int) -> float:
+        """What a request retiring after the node's ``steps_done``-th step takes off ``kv_sum0``."""
+        return self.kept[request] - self.growth * (steps_done - self.r["decode_steps"][request])
 
     def next_chunk(self, node: _Node) -> tuple[float, int]:
         """Co-located chunked prefill: the next chunk of the prompt in progress (or next in queue)."""
@@ -610,7 +792,9 @@ class _Engine:
 
     # ---------------------------------------------------------------- run
     def run(self) -> ServingRun:
-        self.env.process(self.arrivals())
+        order = np.argsort(self.arrival, kind="stable").tolist()
+        times = self.arrival[order].tolist()
+        self.soon(lambda _e: self.arrivals(order, times, 0))
         for node in self.prefill:
             self.env.process(self.prefill_node(node))
         for node in self.decode:
@@ -636,20 +820,28 @@ class _Engine:
         return records
 
     def step_arrays(self) -> dict[str, np.ndarray]:
-        """Every decode step in start order (blocks of coalesced steps merged in: start time, then node)."""
-        names = ("node", "start_s", "duration_s", "active", "bucket", "itl_s", "tokens")
-        types = (np.int64, float, float, np.int64, np.int64, float, float)
-        columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * len(names)
-        out = {n: np.asarray(c, dtype=t) for n, c, t in zip(names, columns, types, strict=True)}
+        """Every decode step in start order (blocks of coalesced steps merged in: start time, then node).
+
+        Compact columns (a million requests make ~10M steps): node, active and bucket in 4 bytes;
+        without speculative decoding a coalesced step's tokens are not stored but computed here,
+        ``accepted_tokens_per_step * active``, the product the step computed."""
+        types = dict(zip(STEP_COLUMNS, (np.int32, float, float, np.uint32, np.uint32, float, float), strict=True))
+        columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * len(STEP_COLUMNS)
+        out = {n: np.asarray(c, dtype=types[n]) for n, c in zip(STEP_COLUMNS, columns, strict=True)}
         if len(self.step_blocks[0]):   # coalesced steps were recorded when their block ended: put them in start order
-            blocks = dict(zip(names, self.step_blocks, strict=True))
+            blocks = dict(zip(STEP_COLUMNS, self.step_blocks, strict=True))
             self.step_blocks = ()
+            if not len(blocks["tokens"]):
+                blocks["tokens"] = self.m.accepted_tokens_per_step * np.frombuffer(blocks["active"], dtype=np.uint32)
             merged = {}
-            for n, t in zip(names, types, strict=True):   # a column at a time: ~10M steps at a million requests
-                column = np.frombuffer(blocks.pop(n), dtype=t)
+            for n in STEP_COLUMNS:   # a column at a time
+                column = np.frombuffer(blocks.pop(n), dtype=types[n])
                 merged[n] = np.concatenate([out.pop(n), column]) if len(self.steps) else column
-            order = np.lexsort((merged["node"], merged["start_s"]))
-            for n in names:
+            start, node = merged["start_s"], merged["node"]
+            if np.all((start[1:] > start[:-1]) | ((start[1:] == start[:-1]) & (node[1:] >= node[:-1]))):
+                return merged          # already in order (one decode node records its blocks in time)
+            order = np.lexsort((node, start))
+            for n in STEP_COLUMNS:
                 out[n] = merged.pop(n)[order]
         return out
 

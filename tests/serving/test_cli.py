@@ -34,6 +34,30 @@ def test_serve_writes_every_output_and_repeats_bit_for_bit(tmp_path: Path, capsy
     assert "TTFT" in capsys.readouterr().out
 
 
+def test_requests_csv_written_in_chunks_is_the_whole_frame_text(tmp_path: Path) -> None:
+    """requests.csv is written a slice of rows at a time (never one string in memory): the same
+    bytes as the whole frame's CSV, whatever the slice boundaries (rejected rows, NaNs included)."""
+    from rdusim.analysis.serving.deployment import load_deployment
+    from rdusim.analysis.serving.run import run_serving
+    from rdusim.analysis.serving.workload import generate_workload, parse_distribution
+    from rdusim.cli.output import Outputs
+    from rdusim.cli.serve import csv_chunks
+
+    workload = generate_workload(2.0, parse_distribution("lognormal:1024,0.6", "p"),
+                                 parse_distribution("uniform:1,64", "o"), seed=3, requests=300)
+    frame = run_serving(load_deployment(SMALL), workload, record_events=False).requests
+    assert (frame["status"] == "rejected").any() and frame["transfer_s"].isna().any()
+    whole = frame.to_csv(index=False)
+    for rows in (1, 7, 299, 300, 10_000):
+        assert "".join(csv_chunks(frame, rows)) == whole
+    assert "".join(csv_chunks(frame.iloc[:0])) == frame.iloc[:0].to_csv(index=False)
+    outputs = Outputs()
+    out = outputs.folder("--out", tmp_path / "run")
+    outputs.put(out / "requests.csv", csv_chunks(frame, 64))
+    outputs.commit()
+    assert (out / "requests.csv").read_text(encoding="utf-8") == whole
+
+
 def test_serve_replays_the_shipped_trace(capsys) -> None:
     assert main(["serve", SMALL, "--trace", str(DATA / "requests.csv"), "--time-scale", "0.5"]) == 0
     assert "requests 40: completed 40" in capsys.readouterr().out
@@ -121,6 +145,18 @@ def test_sweep_same_rows_in_process_on_a_pool_and_on_dask() -> None:
             dask.close()
     pd.testing.assert_frame_equal(inline, local)
     pd.testing.assert_frame_equal(inline, remote)
+
+
+def test_loading_a_deployment_counts_its_step_table_simulations() -> None:
+    """``progress(done, total)`` once per step-table simulation, the CLI's bar while loading."""
+    from rdusim.analysis.serving.deployment import load_deployment
+
+    calls: list[tuple[int, int]] = []
+    deployment = load_deployment(SMALL, progress=lambda done, total: calls.append((done, total)))
+    prefill, decode = deployment.prefill_table, deployment.decode_table
+    total = len(prefill.tokens) + len(decode.buckets) * len(decode.kv_tokens)  # 2 + 2 x 2 in llama-small.yaml
+    assert total == 6
+    assert calls == [(done, total) for done in range(1, total + 1)]
 
 
 @pytest.mark.parametrize(("slo", "message"), [

@@ -93,27 +93,54 @@ def request_frame(run: ServingRun, slo: Slo) -> pd.DataFrame:
 
 
 def _stats(prefix: str, values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
-    """mean, median, p90, p99 in milliseconds (serving benchmarks' names), NaN when empty."""
+    """mean, median, p90, p99 in milliseconds (serving benchmarks' names), NaN when empty.
+
+    Exact (weighted) percentiles need every value: a few copies of the column live here while it
+    is sorted, then go (~10M decode steps at a million requests)."""
     values = np.asarray(values, dtype=float)
     keep = ~np.isnan(values)
-    values = values[keep]
+    if not keep.all():
+        values = values[keep]
     out = {f"{k}_{prefix}_ms": float("nan") for k in ("mean", "median", "p90", "p99")}
     if not len(values):
         return out
     if weights is None:
         weights = np.ones_like(values)
     else:
-        weights = np.asarray(weights, dtype=float)[keep]
+        weights = np.asarray(weights, dtype=float)
+        if not keep.all():
+            weights = weights[keep]
+    del keep
     order = np.argsort(values, kind="stable")
     values, weights = values[order], weights[order]
-    cumulative = np.cumsum(weights) / weights.sum()
+    del order
+    cumulative = np.cumsum(weights)
+    cumulative /= weights.sum()
     out[f"mean_{prefix}_ms"] = float(np.average(values, weights=weights) * 1e3)
     for name, q in (("median", 0.5), ("p90", 0.9), ("p99", 0.99)):
         out[f"{name}_{prefix}_ms"] = float(values[min(np.searchsorted(cumulative, q), len(values) - 1)] * 1e3)
     return out
 
 
-def summarise(run: ServingRun, requests: pd.DataFrame, slo: Slo) -> dict[str, Any]:
+def step_summary(run: ServingRun) -> dict[str, Any]:
+    """What the summary takes from the decode steps (computed before the request frame exists,
+    so their sorting copies and the frame are never in memory together)."""
+    steps = run.steps
+    out = _stats("itl", steps["itl_s"], steps["active"])
+    out["mean_decode_batch"] = float(np.average(steps["active"], weights=steps["duration_s"])) \
+        if len(steps["active"]) else 0.0
+    # tokens a request receives per decode step (a burst under speculative decoding): every
+    # delivery of every step; the ITL above is the gap between deliveries, TPOT counts each token
+    active = steps["active"].sum()
+    out["mean_tokens_per_step"] = float(steps["tokens"].sum() / active) if active else 0.0
+    buckets, counts = np.unique(steps["bucket"], return_counts=True)
+    out["decode_steps_per_batch_bucket"] = {str(int(b)): int(c) for b, c in zip(buckets, counts, strict=True)}
+    return out
+
+
+def summarise(run: ServingRun, requests: pd.DataFrame, slo: Slo, steps: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run's summary; ``steps``: ``step_summary(run)`` if already computed."""
+    steps = step_summary(run) if steps is None else steps
     done = requests.loc[requests["status"] == "done",   # only the columns summed (a million rows: no strings copied)
                         ["prompt_tokens", "output_tokens", "kv_bytes_shipped", "ttft_s", "tpot_s", "e2e_s"]]
     duration = max(run.end_s, 1e-12)   # first arrival (time 0) to the last event
@@ -130,16 +157,10 @@ def summarise(run: ServingRun, requests: pd.DataFrame, slo: Slo) -> dict[str, An
     }
     summary |= _stats("ttft", done["ttft_s"].to_numpy())
     summary |= _stats("tpot", done["tpot_s"].to_numpy())
-    summary |= _stats("itl", run.steps["itl_s"], run.steps["active"])
+    summary |= {k: steps[k] for k in ("mean_itl_ms", "median_itl_ms", "p90_itl_ms", "p99_itl_ms")}
     summary |= _stats("e2el", done["e2e_s"].to_numpy())
-    summary["mean_decode_batch"] = float(np.average(run.steps["active"], weights=run.steps["duration_s"])) \
-        if len(run.steps["active"]) else 0.0
-    # tokens a request receives per decode step (a burst under speculative decoding): every
-    # delivery of every step; the ITL above is the gap between deliveries, TPOT counts each token
-    summary["mean_tokens_per_step"] = float(run.steps["tokens"].sum() / run.steps["active"].sum()) \
-        if run.steps["active"].sum() else 0.0
-    buckets, counts = np.unique(run.steps["bucket"], return_counts=True)
-    summary["decode_steps_per_batch_bucket"] = {str(int(b)): int(c) for b, c in zip(buckets, counts, strict=True)}
+    del done
+    summary |= {k: steps[k] for k in ("mean_decode_batch", "mean_tokens_per_step", "decode_steps_per_batch_bucket")}
     reasons = requests.loc[requests["status"] == "rejected", "reason"]
     summary["rejections"] = {str(k): int(v) for k, v in reasons.str.replace(r"\d[\d.]*", "N", regex=True)
                              .value_counts().items()}
@@ -153,7 +174,16 @@ def node_frame(run: ServingRun, duration_s: float) -> pd.DataFrame:
 
 
 def batch_histogram(run: ServingRun) -> pd.DataFrame:
-    steps = pd.DataFrame({"bucket": run.steps["bucket"], "active": run.steps["active"],
-                          "duration_s": run.steps["duration_s"]})
-    frame = steps.groupby(["bucket", "active"]).agg(steps=("duration_s", "size"), time_s=("duration_s", "sum"))
-    return frame.reset_index()
+    """Decode steps and their time per (bucket, active requests). Grouped by one 8-byte key
+    (bucket << 32 | active: the same groups in the same order) over the steps' own duration
+    column, so the ~10M steps of a million requests are not copied into a frame; the sums are
+    pandas' groupby sums over the same rows in the same order."""
+    steps = run.steps
+    key = steps["bucket"].astype(np.int64) << 32
+    key |= steps["active"]
+    frame = pd.Series(steps["duration_s"], copy=False).groupby(key).agg(["size", "sum"])
+    del key
+    codes = frame.index.to_numpy()
+    return pd.DataFrame({"bucket": (codes >> 32).astype(steps["bucket"].dtype),
+                         "active": (codes & 0xFFFFFFFF).astype(steps["active"].dtype),
+                         "steps": frame["size"].to_numpy(), "time_s": frame["sum"].to_numpy()})
