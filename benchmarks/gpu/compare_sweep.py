@@ -49,6 +49,8 @@ RUN_E = ("benchmarks/gpu/h100-20261125e-sweep.csv", "benchmarks/gpu/h100-2026112
 RUN_F = "benchmarks/gpu/h100-20261125f-sweep.csv"
 #: run h: run f again, each site's GPU time recorded (site_host_costs corrects GPU-paced idle sites)
 RUN_H = "benchmarks/gpu/h100-20261125h-sweep.csv"
+#: run j: runs f/h again on another machine, plus P10's decode shapes of Llama-3.1-8B (p10_paired)
+RUN_J = "benchmarks/gpu/h100-20261125j-sweep.csv"
 #: run g: FA2 prefill shapes measured after the attention model was frozen (predictions written
 #: first: h100-20261125g-holdout-predicted.txt)
 RUN_G = "benchmarks/gpu/h100-20261125g-holdout.csv"
@@ -302,13 +304,13 @@ def _paired(label: str, rows: list[dict], spec: GpuSpec, base: ModelSpec) -> tup
     for r in rows:
         if r["kind"] == "site_paired":
             e = row_extra(r)
-            sites.setdefault((e["family"], r["batch"], e["pair"]), []).append(r)
+            sites.setdefault((e["family"], r["batch"], r["kv_len"], e["pair"]), []).append(r)
     compared = []
     for r in rows:
         if r["kind"] != "e2e_decode":
             continue
         e = row_extra(r)
-        costs = site_host_costs(sites[(e["family"], r["batch"], e["pair"])])
+        costs = site_host_costs(sites[(e["family"], r["batch"], r["kv_len"], e["pair"])])
         gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
         pred = predict_row(r, gpu, sweep_model(r, base))
         t = float(r["median_us"]) * 1e-6
@@ -387,7 +389,8 @@ def main() -> int:
     rows_e = [list(csv.DictReader((ROOT / f).open())) for f in RUN_E]
     eager_lines, e2e_d = eager_rounds_section([("d", rows_d), ("e", rows_e[0]), ("e pinned", rows_e[1])], spec, base)
     paired_lines, e2e_f = eager_paired_section([("f", list(csv.DictReader((ROOT / RUN_F).open()))),
-                                                ("h", list(csv.DictReader((ROOT / RUN_H).open())))], spec, base)
+                                                ("h", list(csv.DictReader((ROOT / RUN_H).open()))),
+                                                ("j", list(csv.DictReader((ROOT / RUN_J).open())))], spec, base)
     holdout_lines, holdout = holdout_prefill_section(list(csv.DictReader((ROOT / RUN_G).open())), gpu)
     doc = ROOT / "docs/gpu.md"
     text = doc.read_text()
@@ -397,7 +400,7 @@ def main() -> int:
         text = _between(text, marker, lines)
     doc.write_text(text)
     print("\n".join(gemm_lines[:12] + [""] + prefill_lines[-8:] + [""] + dispatch_lines[-6:] + [""]
-                    + cliff_lines[-1:] + eager_lines[-8:] + paired_lines[-2:] + holdout_lines[-1:]))
+                    + cliff_lines[-1:] + eager_lines[-8:] + paired_lines[-3:] + holdout_lines[-1:]))
     _plots(gemm_runs, prefill, e2e + e2e_d, holdout)
     return 0
 

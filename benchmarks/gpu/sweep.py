@@ -720,8 +720,16 @@ def eager_paired_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
     of one layer and the head, 10 calls each, GPU behind then idle: about 60 ms) and one eager step
     timed on its own (wall time to the GPU's end, from an idle GPU). Each step is predicted from
     the site pass just before it, about 0.1 s earlier."""
-    cases = [(1, 2048), (16, 2048), (64, 1024)]
     models = list(DECODE_MODELS) if not quick else ["llama3.1-8b", "llama3.2-1b"]
+    _paired(ctx, models, [(1, 2048), (16, 2048), (64, 1024)])
+
+
+def p10_paired_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """``eager_paired`` at P10's decode shapes of Llama-3.1-8B (batch 1-128: the balanced middle)."""
+    _paired(ctx, ["llama3.1-8b"], P10_DECODE)
+
+
+def _paired(ctx: M.Ctx, models: list[str], cases: list[tuple[int, int]]) -> None:
     for fam in models:
         layers, hidden, hq, hkv, hd, ffn, vocab = DECODE_MODELS[fam]
         s = M.LlamaShape(layers=layers, hidden=hidden, q_heads=hq, kv_heads=hkv, head_dim=hd, ffn=ffn, vocab=vocab)
@@ -834,7 +842,7 @@ def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dic
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
             "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
-            "eager_paired": eager_paired_rows, "prefill_holdout": prefill_holdout_rows}
+            "eager_paired": eager_paired_rows, "prefill_holdout": prefill_holdout_rows, "p10_paired": p10_paired_rows}
 
 
 def host_report() -> str:
