@@ -36,7 +36,7 @@ from rdusim.mapping.space import Space, speculative_genes
 Progress = Callable[[str, int, int], None]
 #: a batch missing fewer layers than this per worker builds them in the search's process: a
 #: decode layer takes about 2-3 ms to estimate, a round trip to the workers about as long
-#: (benchmarks/RESULTS.md, "Explorer estimator vectorised")
+#: (benchmarks/RESULTS.md, "Explorer estimator and re-scores")
 LOCAL_LAYERS = 8
 
 
