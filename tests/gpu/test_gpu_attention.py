@@ -139,21 +139,3 @@ def test_site_host_costs_average_each_kind_over_its_call_sites() -> None:
     assert costs["eager_ops"]["view"] == pytest.approx(10e-6)
     with pytest.raises(ValueError, match="sdpa"):
         site_host_costs([r for r in rows if "op=sdpa" not in r["extra"]])
-
-
-@pytest.mark.parametrize(("old", "new", "key"), [
-    ('sfu_peak: "3.9 TFLOP/s"', 'sfu_peak: "-3.9 TFLOP/s"', "compute.sfu_peak"),
-    ('shared_bandwidth: "33.45 TB/s"', 'shared_bandwidth: "fast"', "memory.shared_bandwidth"),
-])
-def test_bad_attention_rates_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                            old: str, new: str, key: str) -> None:
-    from rdusim.cli import main
-
-    text = H100.read_text()
-    assert old in text
-    bad = tmp_path / "h100.yaml"
-    bad.write_text(text.replace(old, new, 1))
-    line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if new in t)
-    assert main(["validate", str(bad)]) == 2
-    err = capsys.readouterr().err
-    assert f"h100.yaml:{line}" in err and key in err
