@@ -234,13 +234,9 @@ def candidate_data(space: Space, seed_data: dict[str, Any], genome: tuple[int, .
     return data
 
 
-def layer_genes(space: Space, layer_type: str, genome: tuple[int, ...]) -> tuple[int, ...]:
-    """The part of a genome that decides one layer type's kernels (``layer_kernels`` reads no other)."""
-    return tuple(genome[i] for i in gene_indices(space, layer_type))
-
-
 def gene_indices(space: Space, layer_type: str) -> tuple[int, ...]:
-    """Positions of a base layer type's genes in a genome."""
+    """Positions in a genome of the genes that decide one base layer type's kernels
+    (``layer_kernels`` reads no other)."""
     prefix = f"{layer_type}."
     return tuple(i for i, g in enumerate(space.genes) if g.name.startswith(prefix))
 

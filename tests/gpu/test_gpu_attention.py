@@ -182,21 +182,3 @@ def test_h100_eager_host_is_the_committed_site_measurement() -> None:
     for key in ("eager_ops", "eager_ops_idle"):
         assert getattr(launch, key) == pytest.approx({op: round(v * 1e6, 1) * 1e-6 for op, v in pooled[key].items()})
     assert launch.queue_depth == pooled["queue_depth"]
-
-
-@pytest.mark.parametrize(("old", "new", "key"), [
-    ('sfu_peak: "3.9 TFLOP/s"', 'sfu_peak: "-3.9 TFLOP/s"', "compute.sfu_peak"),
-    ('shared_bandwidth: "33.45 TB/s"', 'shared_bandwidth: "fast"', "memory.shared_bandwidth"),
-])
-def test_bad_attention_rates_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                            old: str, new: str, key: str) -> None:
-    from rdusim.cli import main
-
-    text = H100.read_text()
-    assert old in text
-    bad = tmp_path / "h100.yaml"
-    bad.write_text(text.replace(old, new, 1))
-    line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if new in t)
-    assert main(["validate", str(bad)]) == 2
-    err = capsys.readouterr().err
-    assert f"h100.yaml:{line}" in err and key in err

@@ -14,8 +14,10 @@ over stages s and chunks c (loads run ahead of compute; barriers wait for every 
 
 Speed comes from caches, not from skipping work: a kernel plan and its estimate are cached
 by what the plan depends on (``rdusim.mapping.build._kernel_key``), a layer type's kernels by
-the genes that decide them, so most candidates of a search cost dictionary look-ups, and a
-batch of candidates is composed with numpy.
+the kernels its genes spell, so most candidates of a search cost dictionary look-ups, and a
+batch of candidates is composed with numpy. A kernel's per-chunk sums are computed once per
+chunk object (the plan builder shares repeated chunks and items), in the plan's order, so an
+estimate is the item-by-item closed form's bit for bit.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from rdusim.mapping.space import Space, speculative_genes
 Progress = Callable[[str, int, int], None]
 #: a batch missing fewer layers than this per worker builds them in the search's process: a
 #: decode layer takes about 2-3 ms to estimate, a round trip to the workers about as long
-#: (benchmarks/RESULTS.md, "Explorer estimator vectorised")
+#: (benchmarks/RESULTS.md, "Explorer estimator and re-scores")
 LOCAL_LAYERS = 8
 
 
@@ -89,13 +89,16 @@ def explore(problem: Problem, *, budget: int = 1000, rescore: int = 20, seed: in
 
 def _simulate(problem: Problem, ev: Evaluator, picks: list[Genome], executor: Executor,
               progress: Progress | None) -> list[dict[str, Any]]:
-    """Re-score ``picks`` (results in their order). Candidates whose layer keys share a prefix go
-    to the same worker, in runs of neighbours, so its ``LayerCache`` reuses their layers."""
+    """Re-score ``picks`` (results in their order). Candidates sharing their first layer type's key
+    go to a worker together (its ``LayerCache`` reuses the layers they share), in runs of at most
+    ``len(picks) / (2 x workers)``, so the workers stay evenly loaded."""
     keys = {g: tuple(ev.layer_key(g, t) for t in ev.counts) for g in picks}
     ordered = sorted(picks, key=lambda g: (keys[g], g))
-    n = max(1, min(len(ordered), 2 * executor.workers)) if executor.workers > 1 else len(ordered)
-    size = math.ceil(len(ordered) / n)
-    runs = [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    size = max(1, math.ceil(len(ordered) / (2 * executor.workers))) if executor.workers > 1 else 1
+    runs: list[list[Genome]] = []
+    for _, group in itertools.groupby(ordered, key=lambda g: keys[g][:1]):
+        members = list(group)
+        runs += [members[i:i + size] for i in range(0, len(members), size)]
     done = executor.map(simulate_many_task, [(problem, run) for run in runs],
                         progress=(lambda k, total: progress("simulate", k, total)) if progress else None)
     by_genome = {row["genome"]: row for rows in done for row in rows}
