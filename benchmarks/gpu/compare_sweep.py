@@ -449,42 +449,62 @@ def h200_prefill_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[di
     return out, compared
 
 
-def h200_decode_section(rows: list[dict], spec: GpuSpec, base: ModelSpec,
-                        depth: int | None) -> tuple[list[str], list[dict]]:
-    """Run k's decode steps: CUDA graph and eager as h200.yaml prices them, and the paired eager
-    steps with the host costs of their own site pass (as runs f/h/j)."""
+def h200_decode_section(rows: list[dict], spec: GpuSpec, base: ModelSpec, spec_h100: GpuSpec,
+                        h100_rows: list[dict]) -> tuple[list[str], list[dict]]:
+    """Run k's decode steps: CUDA graph and eager as h200.yaml prices them, eager again with
+    h100.yaml's host (measured on the H100 device hosts), the same shapes on the H100 (run 1) for
+    the speed-up, and the paired eager steps with the host costs of their own site pass (as runs
+    f/h/j; the launch queue, which run k did not measure, is h100.yaml's: same driver)."""
     gpu = Gpu(spec)
+    launch_h100 = {k: getattr(spec_h100.launch, k) for k in ("eager_ops", "eager_ops_idle", "queue_depth")}
+    gpu_host = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update=launch_h100)}))
+    h100 = {r["name"]: r for r in h100_rows if r["kind"] == "e2e_decode"}
     host = {r["name"].replace("_host_issue", ""): float(r["median_us"]) for r in rows if r["kind"] == "e2e_host"}
-    out = ["| model | batch | KV | measured graph (us) | predicted (us) | error | measured eager (us) | "
-           "predicted, h200.yaml's 8 us a launch (us) | error | host issue measured (us) |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    compared = []
-    plain = {r["name"]: r for r in rows if r["kind"] == "e2e_decode" and "pair" not in row_extra(r)}
-    for r in plain.values():
+    out = ["| model | batch | KV | graph: H100 measured, run 1 (us) | H200 measured (us) | predicted (us) | error | "
+           "H200 / H100 measured | predicted (h200.yaml / h100.yaml) | eager measured (us) | "
+           "predicted, h200.yaml's 8 us a launch (us) | error | predicted, h100.yaml's host (us) | error | host issue measured (us) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    compared, with_h100_host, ratios = [], [], []
+    for r in rows:
+        if r["kind"] != "e2e_decode" or "pair" in row_extra(r):
+            continue
         t = float(r["median_us"]) * 1e-6
-        pred = predict_row(r, gpu, sweep_model(r, base))
+        model = sweep_model(r, base)
+        pred = predict_row(r, gpu, model)
         compared.append({**r, "pred": pred, "err": (pred - t) / t, "run": "k"})
+        if r["mode"] == "eager":
+            p = predict_row(r, gpu_host, model)
+            with_h100_host.append({**r, "pred": p, "err": (p - t) / t})
     by = {c["name"]: c for c in compared}
+    by_host = {c["name"]: c for c in with_h100_host}
     for name, g in by.items():
         if g["mode"] != "graph":
             continue
-        e = by[name.replace("_graph", "_eager")]
-        out.append(f"| {row_extra(g)['family']} | {g['batch']} | {g['kv_len']} | {float(g['median_us']):.0f} | {g['pred'] * 1e6:.0f} | "
-                   f"{g['err'] * 100:+.1f}% | {float(e['median_us']):.0f} | {e['pred'] * 1e6:.0f} | {e['err'] * 100:+.1f}% | "
-                   f"{host[name.replace('_graph', '')]:.0f} |")
-    paired_lines, paired = _paired("k", rows, spec, base, depth)
-    paired_nodepth = _paired("k", rows, spec, base, None)[1] if depth is not None else paired
+        e, eh, h = by[name.replace("_graph", "_eager")], by_host[name.replace("_graph", "_eager")], h100[name]
+        h_pred = predict_row(h, Gpu(spec_h100), sweep_model(h, base))
+        ratios.append((float(g["median_us"]) / float(h["median_us"]), g["pred"] / h_pred))
+        out.append(f"| {row_extra(g)['family']} | {g['batch']} | {g['kv_len']} | {float(h['median_us']):.0f} | "
+                   f"{float(g['median_us']):.0f} | {g['pred'] * 1e6:.0f} | {g['err'] * 100:+.1f}% | {ratios[-1][0]:.3f} | "
+                   f"{ratios[-1][1]:.3f} | {float(e['median_us']):.0f} | {e['pred'] * 1e6:.0f} | {e['err'] * 100:+.1f}% | "
+                   f"{eh['pred'] * 1e6:.0f} | {eh['err'] * 100:+.1f}% | {host[name.replace('_graph', '')]:.0f} |")
+    paired_lines, paired = _paired("k", rows, spec, base, spec_h100.launch.queue_depth)
+    paired_nodepth = _paired("k", rows, spec, base, None)[1]
     for c in paired:
         c["mode"] = "eager paired"
+    within = sum(abs(c["err"]) <= 0.15 for c in paired)
     out += ["", "| model | batch | KV | pairs | measured step, median (us) | predicted, median (us) | median abs error | worst | median signed |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     out += [line.replace("| k | ", "| ", 1) for line in paired_lines]
     out += ["", "| H200 decode steps (never fitted) | rows | median abs error | worst |", "|---|---:|---:|---:|",
             "| CUDA graph " + _stats([c["err"] for c in compared if c["mode"] == "graph"]),
             "| eager, h200.yaml as it stands (8 us a launch, unmeasured) " + _stats([c["err"] for c in compared if c["mode"] == "eager"]),
-            f"| eager paired, each step's own site pass, queue depth {depth} (h100.yaml's, same driver) "
+            "| eager, h100.yaml's per-op host (measured on the H100 device hosts) " + _stats([c["err"] for c in with_h100_host]),
+            f"| eager paired, each step's own site pass, queue depth {spec_h100.launch.queue_depth} (h100.yaml's, same driver) "
             + _stats([c["err"] for c in paired]),
-            "| eager paired, no queue limit (h200.yaml has none) " + _stats([c["err"] for c in paired_nodepth])]
+            "| eager paired, no queue limit (h200.yaml has none) " + _stats([c["err"] for c in paired_nodepth]),
+            "", f"Paired eager steps within 15%: {within} of {len(paired)}. CUDA graph, H200 over H100 step time: measured median "
+            f"{statistics.median(m for m, _ in ratios):.3f} ({min(m for m, _ in ratios):.3f}-{max(m for m, _ in ratios):.3f}), "
+            f"predicted median {statistics.median(p for _, p in ratios):.3f} ({min(p for _, p in ratios):.3f}-{max(p for _, p in ratios):.3f})."]
     return out, compared + paired
 
 
@@ -548,7 +568,7 @@ def h200_sections(spec_h100: GpuSpec, base: ModelSpec, h100_rows: list[dict]) ->
     frozen_lines, frozen = h200_frozen_section(rows, gpu)
     gemm_lines, gemm_runs = gemm_section([rows], gpu, (RUN_K,), ("H100 fit's calibration shapes", "prediction"))
     prefill_lines, prefill = h200_prefill_section(rows, gpu)
-    decode_lines, decode = h200_decode_section(rows, spec, base, spec_h100.launch.queue_depth)
+    decode_lines, decode = h200_decode_section(rows, spec, base, spec_h100, h100_rows)
     p10_lines, _ = h200_p10_section(rows, gpu, h100_rows)
     _h200_plot(gemm_runs[0], frozen, prefill, decode)
     return [("p12-h200-frozen", frozen_lines), ("p12-h200-gemm", gemm_lines), ("p12-h200-prefill", prefill_lines),
