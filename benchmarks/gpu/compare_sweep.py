@@ -7,6 +7,11 @@ prefill attention, eager host dispatch. Rewrites docs/gpu.md's P12 sections and 
 constants in hw_configs/h100.yaml come from it). Every other GEMM row, every prefill row and every
 e2e row is a prediction. The eager rows are predicted with the per-op host costs measured by the
 dispatch microbenchmark of the same run (same host), never from the e2e rows.
+
+Each run is predicted by the GPU document of the device its rows name (``GPU_DOCS``,
+``run_spec``): the H100 runs by hw_configs/h100.yaml, run k (an H200 no constant was fitted on)
+by hw_configs/h200.yaml; its tables go to docs/gpu.md's "H200, never calibrated (run k)" and
+docs/img/gpu-p12-h200-parity.png.
 """
 
 from __future__ import annotations
