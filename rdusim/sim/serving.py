@@ -351,7 +351,13 @@ class _Engine:
             return
         pool = self.decode if self.m.layout == "colocated" else self.prefill
         now = self.env.now
-        node = min(pool, key=lambda n: (n.queued_s + max(n.busy_until - now, 0.0), n.committed, n.index))
+        # the least outstanding work (queued plus the rest of the running prefill), then the fewest
+        # committed requests, then the lowest index
+        node, least = None, 0.0
+        for other in pool:
+            work = other.queued_s + max(other.busy_until - now, 0.0)
+            if node is None or work < least or (work == least and other.committed < node.committed):
+                node, least = other, work
         duration = self.prefill_duration(request) if self.prefill_s is not None else 0.0
         key = self.prompt[request] if self.m.scheduling == "shortest_prompt_first" else 0
         heapq.heappush(node.queue, (int(key), self.seq, request))
