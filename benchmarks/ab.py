@@ -11,7 +11,8 @@ average before and after. Results are identical across sides where the issue req
 (``result`` column: the simulated figure each side computed).
 
 Figures (issue 20): ``prefill128k``: DeepSeek-R1 SnapStream prefill at 128K, fast path,
-``simulate(..., record_events=False)`` in process (min of 5 calls after a warm-up);
+``simulate(..., record_events=False)`` in process (min of 5 calls after a warm-up; ``cpu_s``: the
+min of their process times, much less sensitive to a loaded machine than the wall time);
 ``full8k``: the same at 8K with ``fast=False`` (every layer on every socket), one call;
 ``explore``: ``rdusim explore``'s estimator (cold caches, 2 workers) and re-simulation rates,
 DeepSeek-R1 decode (budget 2000, 20 re-scores) and prefill (budget 200, 20 re-scores) at 128K;
@@ -44,12 +45,13 @@ def _prefill128k(_: argparse.Namespace) -> dict:
     from rdusim.analysis.result import simulate  # noqa: PLC0415 (the side's own tree)
 
     simulate(PREFILL, seq_len=8192, record_events=False)   # warm-up: imports, YAML caches
-    walls = []
+    walls, cpus = [], []
     for _ in range(5):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = simulate(PREFILL, seq_len=131072, record_events=False)
         walls.append(time.perf_counter() - start)
-    return {"wall_s": min(walls), "events": result.trace.event_count, "result": result.total_s}
+        cpus.append(time.process_time() - cpu)
+    return {"wall_s": min(walls), "cpu_s": min(cpus), "events": result.trace.event_count, "result": result.total_s}
 
 
 def _full8k(_: argparse.Namespace) -> dict:

@@ -1,6 +1,6 @@
 """Exception hierarchy: every error a user can cause is an ``RdusimError``.
 
-Owns: RdusimError, ConfigError, MappingError, SimulationError. Imports: nothing.
+Owns: RdusimError, ConfigError, MappingError, SimulationError, HorizonError. Imports: nothing.
 The CLI turns any ``RdusimError`` into a message on stderr and exit code 2.
 """
 
@@ -33,3 +33,8 @@ class MappingError(RdusimError):
 
 class SimulationError(RdusimError):
     """The simulation reached an impossible state (a deadlock, a negative duration)."""
+
+
+class HorizonError(SimulationError):
+    """An event would end past the simulator's horizon (``rdusim.sim.resources.HORIZON_S``):
+    a rate too small or a duration too large; the caller names the input that set it."""

@@ -19,12 +19,15 @@ from pathlib import Path
 from compare import parity_axes  # compare.py beside this file
 
 from rdusim.analysis.gpu.predict import (
+    ATTENTION_CALIBRATION,
     MEASURED_LAYER,
+    fit_attention,
     fit_gemm,
     is_gemm_calibration,
     llama_shape,
     predict_row,
     row_extra,
+    site_host_costs,
     sweep_model,
     with_host,
 )
@@ -36,6 +39,21 @@ from rdusim.mapping.gpu import gemm_plan, layer_kernels
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ("benchmarks/gpu/h100-20261125-sweep.csv", "benchmarks/gpu/h100-20261125b-sweep.csv",
         "benchmarks/gpu/h100-20261125c-sweep.csv")  # run 3: dispatch, in-situ and decode rows only
+#: run d (sweep.py --only prefill_l2,gemm_cliff,eager_rounds,dispatch,p10): K/V across L2, the
+#: kv_a cliff, the forward-operand host microbenchmark interleaved with eager steps
+RUN_D = "benchmarks/gpu/h100-20261125d-sweep.csv"
+#: run e (another machine start): prefill repeats, P10's decode shapes eager with the host
+#: microbenchmark, eager rounds; the same eager sections again pinned to one core (taskset -c 3)
+RUN_E = ("benchmarks/gpu/h100-20261125e-sweep.csv", "benchmarks/gpu/h100-20261125e-pinned-sweep.csv")
+#: run f: 12 pairs (one-pass site microbenchmark, then one eager step) per model and batch
+RUN_F = "benchmarks/gpu/h100-20261125f-sweep.csv"
+#: run h: run f again, each site's GPU time recorded (site_host_costs corrects GPU-paced idle sites)
+RUN_H = "benchmarks/gpu/h100-20261125h-sweep.csv"
+#: run j: runs f/h again on another machine, plus P10's decode shapes of Llama-3.1-8B (p10_paired)
+RUN_J = "benchmarks/gpu/h100-20261125j-sweep.csv"
+#: run g: FA2 prefill shapes measured after the attention model was frozen (predictions written
+#: first: h100-20261125g-holdout-predicted.txt)
+RUN_G = "benchmarks/gpu/h100-20261125g-holdout.csv"
 
 
 def _stats(errs: list[float]) -> str:
@@ -83,25 +101,113 @@ def gemm_section(runs: list[list[dict]], gpu: Gpu) -> tuple[list[str], list[list
     return out, compared_runs
 
 
-def prefill_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
-    by = {r["name"]: r for r in rows}
-    out = ["| heads (q x kv x hd) | tokens | FA2 measured (us) | predicted (us) | error | FA2 TFLOP/s | cuDNN measured (us) | cuDNN TFLOP/s |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+def prefill_section(rows: list[dict], rows_d: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
+    out = ["| run | batch | heads (q x kv x hd) | tokens | mask | K/V of one head (MB) | FA2 measured (us) | predicted (us) | error | FA2 TFLOP/s | cuDNN TFLOP/s |",
+           "|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     compared = []
-    for r in rows:
-        if r["kind"] != "attn_prefill" or not r["name"].startswith("flash_"):
+    rows_e = list(csv.DictReader((ROOT / RUN_E[0]).open()))
+    for run, sel in (("a", rows), ("d", rows_d), ("e", rows_e)):
+        by = {r["name"]: r for r in sel}
+        for r in sel:
+            if r["kind"] not in ("attn_prefill", "attn_prefill_l2") or not r["name"].startswith("flash_"):
+                continue
+            pred = predict_row(r, gpu)
+            t = float(r["median_us"]) * 1e-6
+            cal = run == "a" and r["name"] in ATTENTION_CALIBRATION
+            c = {**r, "pred": pred, "err": (pred - t) / t, "cal": cal, "run": run}
+            compared.append(c)
+            cud = by.get(r["name"].replace("flash_", "cudnn_"))
+            tf = float(r["flops"]) / t / 1e12
+            cud_s = "—" if cud is None else f"{float(r['flops']) / float(cud['median_us']) / 1e6:.0f}"
+            mask = "none" if r["mode"] == "noncausal" else "causal"
+            kv_mb = 4 * int(r["seq_len"]) * int(r["head_dim"]) / 1e6
+            out.append(f"| {run}{' (calibration)' if cal else ''} | {r['batch']} | {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | "
+                       f"{r['seq_len']} | {mask} | {kv_mb:.1f} | {t * 1e6:.0f} | {pred * 1e6:.0f} | {c['err'] * 100:+.1f}% | {tf:.0f} | {cud_s} |")
+    pred_rows = [c for c in compared if not c["cal"]]
+    out += ["", "| prediction group | rows | median abs error | worst |", "|---|---:|---:|---:|"]
+    groups = (("run a: five head shapes, 4K-128K (the issue's set)", lambda c: c["run"] == "a"),
+              ("run a, 8K-128K", lambda c: c["run"] == "a" and int(c["seq_len"]) >= 8192),
+              ("run d: head_dim 64 / 128, 16K-256K, causal", lambda c: c["run"] == "d" and c["mode"] != "noncausal"
+               and int(c["head_dim"]) <= 128),
+              ("run d: head_dim 256", lambda c: c["run"] == "d" and int(c["head_dim"]) == 256),
+              ("run d: no mask", lambda c: c["run"] == "d" and c["mode"] == "noncausal"),
+              ("run e: 4K rows and one KV head at 64K-128K, three repeats each", lambda c: c["run"] == "e"),
+              ("all predicted rows", lambda c: True))
+    for label, keep in groups:
+        out.append(f"| {label} " + _stats([c["err"] for c in pred_rows if keep(c)]))
+    return out, compared
+
+
+def cliff_section(rows_d: list[dict], gpu: Gpu) -> list[str]:
+    """The kv_a neighbourhood (n = 576, k = 7168) and its kernels (run d)."""
+    kernels = {}
+    for r in csv.DictReader((ROOT / RUN_D.replace("-sweep.csv", "-kernels.csv")).open()):
+        if r["row"].startswith("cliff_") and r["index"] == "0":
+            kernels[r["row"]] = (r["kernel"].replace("nvjet_sm90_tst_", ""), float(r["device_us"]))
+    out = ["| m x n x k | measured (us) | TFLOP/s | cuBLAS kernel (tile_kstages_cluster) | predicted (us) | error | model tile (BN x BM), splits |",
+           "|---|---:|---:|---|---:|---:|---|"]
+    errs = []
+    for r in rows_d:
+        if r["kind"] != "gemm_cliff":
             continue
-        pred = predict_row(r, gpu)
+        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
         t = float(r["median_us"]) * 1e-6
-        c = {**r, "pred": pred, "err": (pred - t) / t}
-        compared.append(c)
-        cud = by.get(r["name"].replace("flash_", "cudnn_"))
-        tf = float(r["flops"]) / t / 1e12
-        cud_s = "—" if cud is None else f"{float(cud['median_us']):.0f} | {float(r['flops']) / float(cud['median_us']) / 1e6:.0f}"
-        out.append(f"| {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {t * 1e6:.0f} | "
-                   f"{pred * 1e6:.0f} | {c['err'] * 100:+.1f}% | {tf:.0f} | {cud_s} |")
-    out += ["", f"FA2 rows: {_stats([c['err'] for c in compared])[2:]} (rows, median abs, worst); "
-            "4K-128K, five head shapes, batch 1."]
+        pred = predict_row({**r, "kind": "gemm"}, gpu)
+        errs.append((pred - t) / t)
+        p = gemm_plan(m, n, k, gpu)
+        kn = kernels.get(r["name"], ("—", 0.0))[0]
+        out.append(f"| {m} x {n} x {k} | {t * 1e6:.1f} | {2 * m * n * k / t / 1e12:.0f} | {kn} | {pred * 1e6:.1f} | "
+                   f"{errs[-1] * 100:+.1f}% | {p.bn} x {p.bm}, {p.splits} |")
+    out += ["", f"These {len(errs)} shapes (never fitted): median abs error {statistics.median(abs(e) for e in errs) * 100:.1f}%, "
+            f"worst {max(abs(e) for e in errs) * 100:.1f}%."]
+    return out
+
+
+def eager_rounds_section(runs: list[tuple[str, list[dict]]], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
+    """Runs d and e: each eager step predicted with the per-op host costs of the same (model,
+    batch, KV) and round, timed by the site microbenchmark (the forward's own operands) just
+    before it; the host's own issue time and the sites run in sequence beside it."""
+    out = ["| run | model | batch | KV | round | sites alone, one layer (us) | sites in sequence, one layer (us) | host issue (us) | "
+           "host issue / (sequence x layers + head) | measured eager (us) | measured graph (us) | predicted eager (us) | error |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    compared = []
+    for label, rows in runs:
+        depth = next(int(r["n"]) for r in rows if r["kind"] == "queue")
+        graph = {(row_extra(r)["family"], r["batch"], r["kv_len"]): float(r["median_us"])
+                 for r in rows if r["kind"] == "e2e_decode" and r["mode"] == "graph"}
+        for r in rows:
+            if r["kind"] != "e2e_decode" or r["mode"] != "eager":
+                continue
+            e = row_extra(r)
+            key = (e["family"], r["batch"], r["kv_len"], e["round"], e.get("p10"))
+
+            def same(x: dict, key: tuple = key) -> bool:
+                xe = row_extra(x)
+                return (xe.get("family"), x["batch"], x["kv_len"], xe.get("round"), xe.get("p10")) == key
+            sites = [x for x in rows if x["kind"] == "site" and same(x)]
+            costs = site_host_costs(sites)
+            gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
+            pred = predict_row(r, gpu, sweep_model(r, base))
+            t = float(r["median_us"]) * 1e-6
+            c = {**r, "pred": pred, "err": (pred - t) / t, "run": label}
+            compared.append(c)
+            layer = sum(float(x["median_us"]) for x in sites if x["mode"] == "behind" and row_extra(x)["where"] == "layer")
+            head = sum(float(x["median_us"]) for x in sites if x["mode"] == "behind" and row_extra(x)["where"] == "head")
+            seq = next(float(x["median_us"]) for x in rows if x["kind"] == "site_sequence" and same(x))
+            host = next(float(x["median_us"]) for x in rows if x["kind"] == "e2e_host" and same(x))
+            layers = int(e["layers"])
+            g = graph.get((e["family"], r["batch"], r["kv_len"]))
+            out.append(f"| {label}{' (P10 shape)' if e.get('p10') else ''} | {e['family']} | {r['batch']} | {r['kv_len']} | {e['round']} | "
+                       f"{layer:.0f} | {seq:.0f} | {host:.0f} | {host / (seq * layers + head):.2f} | {t * 1e6:.0f} | "
+                       f"{'—' if g is None else f'{g:.0f}'} | {pred * 1e6:.0f} | {c['err'] * 100:+.1f}% |")
+    out += ["", "| eager decode, never fitted | rows | median abs error | worst |", "|---|---:|---:|---:|"]
+    for label, _ in runs:
+        sel = [c for c in compared if c["run"] == label]
+        out.append(f"| run {label} " + _stats([c["err"] for c in sel]))
+        p10 = [c for c in sel if row_extra(c).get("p10")]
+        if p10:
+            out.append(f"| run {label}, P10's shapes " + _stats([c["err"] for c in p10]))
+    out.append("| all " + _stats([c["err"] for c in compared]))
     return out, compared
 
 
@@ -154,6 +260,71 @@ def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> 
     return out, compared
 
 
+def holdout_prefill_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
+    frozen = {}
+    for line in (ROOT / RUN_G.replace("-holdout.csv", "-holdout-predicted.txt")).read_text().splitlines():
+        if line and not line.startswith("#"):
+            b, hq, hkv, hd, length, us = line.split()
+            frozen[(b, hq, hkv, hd, length)] = float(us)
+    out = ["| batch | heads (q x kv x hd) | tokens | measured (us) | frozen prediction (us) | predicted now (us) | error (frozen) |",
+           "|---:|---|---:|---:|---:|---:|---:|"]
+    errs, compared = [], []
+    for r in rows:
+        if r["set"] != "holdout":
+            continue
+        t = float(r["median_us"])
+        f = frozen[(r["batch"], r["q_heads"], r["kv_heads"], r["head_dim"], r["seq_len"])]
+        now = predict_row(r, gpu) * 1e6
+        errs.append((f - t) / t)
+        compared.append({**r, "pred": f * 1e-6})
+        out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {t:.0f} | {f:.0f} | "
+                   f"{now:.0f} | {errs[-1] * 100:+.1f}% |")
+    out += ["", "| held-out prefill rows (frozen predictions) " + _stats(errs)]
+    return out, compared
+
+
+def eager_paired_section(runs: list[tuple[str, list[dict]]], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
+    """Runs f and h: each eager step predicted from the site pass taken just before it (0.1 s)."""
+    out = ["| run | model | batch | KV | pairs | measured step, median (us) | predicted, median (us) | median abs error | worst | median signed |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    compared = []
+    for label, rows in runs:
+        lines, sel = _paired(label, rows, spec, base)
+        out += lines
+        compared += sel
+    out += ["", "| paired eager steps (never fitted) | rows | median abs error | worst |", "|---|---:|---:|---:|"]
+    for label, _ in runs:
+        out.append(f"| run {label} " + _stats([c["err"] for c in compared if c["run"] == label]))
+    return out, compared
+
+
+def _paired(label: str, rows: list[dict], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
+    depth = next(int(r["n"]) for r in rows if r["kind"] == "queue")
+    sites: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["kind"] == "site_paired":
+            e = row_extra(r)
+            sites.setdefault((e["family"], r["batch"], r["kv_len"], e["pair"]), []).append(r)
+    compared = []
+    for r in rows:
+        if r["kind"] != "e2e_decode":
+            continue
+        e = row_extra(r)
+        costs = site_host_costs(sites[(e["family"], r["batch"], r["kv_len"], e["pair"])])
+        gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
+        pred = predict_row(r, gpu, sweep_model(r, base))
+        t = float(r["median_us"]) * 1e-6
+        compared.append({**r, "pred": pred, "err": (pred - t) / t, "run": label})
+    out = []
+    for key in sorted({(row_extra(c)["family"], int(c["batch"]), c["kv_len"]) for c in compared}):
+        sel = [c for c in compared if (row_extra(c)["family"], int(c["batch"]), c["kv_len"]) == key]
+        errs = [c["err"] for c in sel]
+        out.append(f"| {label} | {key[0]} | {key[1]} | {key[2]} | {len(sel)} | {statistics.median(float(c['median_us']) for c in sel):.0f} | "
+                   f"{statistics.median(c['pred'] for c in sel) * 1e6:.0f} {_stats(errs)[_stats(errs).index('|', 2):]} "
+                   f"{statistics.median(errs) * 100:+.1f}% |")
+    return out, compared
+
+
 def _between(text: str, marker: str, lines: list[str]) -> str:
     start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
     head, rest = text.split(start)
@@ -161,7 +332,7 @@ def _between(text: str, marker: str, lines: list[str]) -> str:
     return head + start + "\n" + "\n".join(lines) + "\n" + end + tail
 
 
-def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict]) -> None:
+def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict], holdout: list[dict]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -176,14 +347,19 @@ def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict]) ->
         ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], label=label, **style)
     parity_axes(ax, 3, 2e4, "GEMMs, H100 (bf16, cold L2)", title_size=9)
     ax = axes[1]
-    for hd, color in ((128, "C0"), (64, "C1")):
-        sel = [c for c in prefill if int(c["head_dim"]) == hd]
+    for hd, color in ((128, "C0"), (64, "C1"), (256, "C4")):
+        sel = [c for c in prefill if int(c["head_dim"]) == hd and not c["cal"]]
         ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], color=color,
-                   label=f"FA2 causal prefill, head_dim {hd}", s=18)
-    parity_axes(ax, 1e2, 2e6, "Prefill attention 4K-128K, batch 1", title_size=9)
+                   label=f"FA2 prefill, head_dim {hd}", s=18)
+    cal = [c for c in prefill if c["cal"]]
+    ax.scatter([float(c["median_us"]) for c in cal], [c["pred"] * 1e6 for c in cal], color="k", marker="x",
+               label="calibration (2)", s=30)
+    ax.scatter([float(c["median_us"]) for c in holdout], [c["pred"] * 1e6 for c in holdout], facecolors="none",
+               edgecolors="k", marker="s", label="held out (run g, frozen predictions)", s=30)
+    parity_axes(ax, 1e2, 2e6, "FA2 prefill 4K-256K (runs a, d, e, g)", title_size=9)
     ax = axes[2]
     for mode, color in (("graph", "C2"), ("eager", "C3")):
-        for run, marker in ((1, "o"), (2, "^"), (3, "s")):
+        for run, marker in ((1, "o"), (2, "^"), (3, "s"), ("d", "D"), ("e", "v"), ("e pinned", "P")):
             sel = [c for c in e2e if c["mode"] == mode and c["run"] == run]
             ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], color=color,
                        marker=marker, label=f"decode step, {mode}, run {run}", s=22)
@@ -200,20 +376,32 @@ def main() -> int:
     args = ap.parse_args()
     spec = load_spec(ROOT / "hw_configs/h100.yaml", GpuSpec)
     runs = [list(csv.DictReader((ROOT / r).open())) for r in RUNS]
+    rows_d = list(csv.DictReader((ROOT / RUN_D).open()))
     if args.fit:
         print("fit_gemm (24 calibration rows):", fit_gemm(runs[0], spec))
+        print("fit_attention (2 calibration rows):", fit_attention(runs[0], spec))
     gpu = Gpu(spec)
     base = load_spec(model_path("llama-3.1-8b"), ModelSpec)
     gemm_lines, gemm_runs = gemm_section(runs, gpu)
-    prefill_lines, prefill = prefill_section(runs[0], gpu)
+    prefill_lines, prefill = prefill_section(runs[0], rows_d, gpu)
     dispatch_lines, e2e = dispatch_section(runs, spec, base)
+    cliff_lines = cliff_section(rows_d, gpu)
+    rows_e = [list(csv.DictReader((ROOT / f).open())) for f in RUN_E]
+    eager_lines, e2e_d = eager_rounds_section([("d", rows_d), ("e", rows_e[0]), ("e pinned", rows_e[1])], spec, base)
+    paired_lines, e2e_f = eager_paired_section([("f", list(csv.DictReader((ROOT / RUN_F).open()))),
+                                                ("h", list(csv.DictReader((ROOT / RUN_H).open()))),
+                                                ("j", list(csv.DictReader((ROOT / RUN_J).open())))], spec, base)
+    holdout_lines, holdout = holdout_prefill_section(list(csv.DictReader((ROOT / RUN_G).open())), gpu)
     doc = ROOT / "docs/gpu.md"
     text = doc.read_text()
-    for marker, lines in (("p12-gemm", gemm_lines), ("p12-prefill", prefill_lines), ("p12-dispatch", dispatch_lines)):
+    for marker, lines in (("p12-gemm", gemm_lines), ("p12-prefill", prefill_lines), ("p12-dispatch", dispatch_lines),
+                          ("p12-cliff", cliff_lines), ("p12-eager-d", eager_lines), ("p12-eager-f", paired_lines),
+                          ("p12-prefill-holdout", holdout_lines)):
         text = _between(text, marker, lines)
     doc.write_text(text)
-    print("\n".join(gemm_lines[:12] + [""] + prefill_lines[-1:] + [""] + dispatch_lines[-6:]))
-    _plots(gemm_runs, prefill, e2e)
+    print("\n".join(gemm_lines[:12] + [""] + prefill_lines[-8:] + [""] + dispatch_lines[-6:] + [""]
+                    + cliff_lines[-1:] + eager_lines[-8:] + paired_lines[-3:] + holdout_lines[-1:]))
+    _plots(gemm_runs, prefill, e2e + e2e_d, holdout)
     return 0
 
 

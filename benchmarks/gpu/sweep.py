@@ -417,8 +417,432 @@ def p10_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         M.record(ctx, "p10", "gemm", f"p10_{name}", t, reps, m=m, n=n, k=k, flops=2 * m * n * k)
 
 
+
+# --------------------------------------------------------------------------- P12 follow-up (run d)
+def prefill_l2_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Does K/V falling out of L2 slow FA2's causal prefill? One KV head's K and V are
+    ``L x hd x 4`` bytes; FA2's grid (query blocks fastest, then batch, then head) keeps the CTAs
+    in flight on one head, each walking its keys from its diagonal down to 0, so that head's
+    whole K/V is the working set. Vary it across the 50 MB L2 at fixed head shape (L for
+    hd 64/128/256), at fixed working set (hd 64 at 256K vs hd 128 at 128K vs hd 256 at 64K),
+    with MHA vs GQA and batch 2, and without the causal mask (CTAs in lockstep: K/V reused
+    while in L2 at any length)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    K = 1024
+    cases = []  # (batch, hq, hkv, hd, L, causal)
+    for L in (16, 32, 64, 96, 112, 128, 160, 192):
+        cases.append((1, 8, 1, 128, L * K, True))
+    for L in (32, 64, 128, 192, 224, 256):
+        cases.append((1, 8, 1, 64, L * K, True))
+    for L in (8, 16, 32, 48, 64, 96):
+        cases.append((1, 8, 1, 256, L * K, True))
+    cases += [(1, 8, 8, 128, 32 * K, True), (1, 8, 8, 128, 128 * K, True), (2, 8, 1, 128, 128 * K, True),
+              (1, 32, 8, 128, 32 * K, True), (1, 32, 8, 128, 128 * K, True),
+              (1, 8, 1, 128, 32 * K, False), (1, 8, 1, 128, 128 * K, False), (1, 8, 1, 64, 256 * K, False)]
+    profiled = set()
+    for backend_name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        for batch, hq, hkv, hd, length, causal in cases:
+            if backend_name == "cudnn" and (not causal or hd == 256):
+                continue
+            q = torch.randn(batch, hq, length, hd, dtype=BF16, device=ctx.device)
+            k = torch.randn(batch, hkv, length, hd, dtype=BF16, device=ctx.device)
+            v = torch.randn_like(k)
+
+            def fn(q=q, k=k, v=v, causal=causal, backend=backend, gqa=hq != hkv):
+                with sdpa_kernel([backend]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+            try:
+                t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
+            except RuntimeError as exc:
+                print(f"{backend_name} refused b{batch} {hq}x{hkv}x{hd} l{length}: {exc}", file=sys.stderr)
+                continue
+            pairs = length * (length + 1) // 2 if causal else length * length
+            name = f"{backend_name}_l2_b{batch}_h{hq}x{hkv}x{hd}_l{length}" + ("" if causal else "_full")
+            M.record(ctx, "prediction", "attn_prefill_l2", name, t, reps, batch=batch, seq_len=length,
+                     kv_len=length, q_heads=hq, kv_heads=hkv, head_dim=hd, flops=4 * batch * hq * hd * pairs,
+                     bytes=2 * batch * length * hd * (2 * hq + 2 * hkv), backend=backend_name,
+                     mode="causal" if causal else "noncausal", kv_head_mb=round(4 * length * hd / 1e6, 1))
+            if backend_name == "flash" and hd not in profiled:
+                profiled.add(hd)
+                try:
+                    for kn, dur in kernel_names(fn):
+                        kernels.append({"row": name, "m": length, "n": hq, "k": hd, "index": 0, "kernel": kn,
+                                        "device_us": round(dur, 3)})
+                except Exception as exc:
+                    print(f"profiler failed: {exc}", file=sys.stderr)
+            del q, k, v
+            torch.cuda.empty_cache()
+
+
+def gemm_cliff_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """DeepSeek-V3 kv_a (n = 576, k = 7168) around m = 2048, and n = 576 at other k: is the slow
+    m = 2048 a cliff of cuBLAS's heuristic (its neighbours run another tile) or a trend?"""
+    shapes = [(m, 576, 7168) for m in (1536, 1792, 1920, 2048, 2176, 2304, 2560, 3072, 4096)]
+    shapes += [(2048, 576, k) for k in (2048, 4096, 8192)] + [(2048, n, 7168) for n in (512, 640, 768)]
+    for m, n, k in shapes:
+        x = torch.randn(m, k, dtype=BF16, device=ctx.device)
+        w = torch.randn(n, k, dtype=BF16, device=ctx.device)
+        t, reps = M.time_fn(ctx, lambda x=x, w=w: F.linear(x, w), budget_s=0.05, min_reps=10, max_reps=40)
+        name = f"cliff_m{m}_n{n}_k{k}"
+        M.record(ctx, "prediction", "gemm_cliff", name, t, reps, m=m, n=n, k=k, flops=2 * m * n * k,
+                 bytes=2 * (m * k + n * k + m * n))
+        try:
+            for i, (kn, dur) in enumerate(kernel_names(lambda x=x, w=w: F.linear(x, w))):
+                kernels.append({"row": name, "m": m, "n": n, "k": k, "index": i, "kernel": kn, "device_us": round(dur, 3)})
+        except Exception as exc:
+            print(f"profiler failed: {exc}", file=sys.stderr)
+
+
+def layer_sites(model: M.Llama, batch: int, kv_len: int, device) -> tuple[list[tuple[str, object]], dict]:
+    """The eager PyTorch calls of one decode layer of ``measure.Llama.forward`` (and of its head),
+    in order, each with the operands the forward gives it (ranks, strides, broadcasts): (HOST_OPS
+    kind, zero-argument call). Operands are the forward's own intermediate tensors of one step."""
+    s = model.s
+    b, t = batch, 1
+    L = model.layers[0]
+    x = torch.randn(b, t, s.hidden, dtype=BF16, device=device)
+    ck = torch.randn(b, s.kv_heads, kv_len, s.head_dim, dtype=BF16, device=device)
+    cv = torch.randn_like(ck)
+    pos = torch.tensor([kv_len - 1], device=device)
+    cos, sin = M.rope_tables(s, pos)
+    tokens = torch.randint(0, s.vocab, (b, 1), device=device)
+    half = s.head_dim // 2
+    h = F.rms_norm(x, (s.hidden,), L["norm1"], 1e-5)
+    y = F.linear(h, L["wqkv"])
+    yv = y.view(b, t, s.q_heads + 2 * s.kv_heads, s.head_dim)
+    qkv = yv.transpose(1, 2)
+    hq, hkv = s.q_heads, s.kv_heads
+    qs, ks, vs = qkv[:, :hq], qkv[:, hq:hq + hkv], qkv[:, hq + hkv:]
+    sites: list[tuple[str, object]] = [
+        ("rms_norm", lambda: F.rms_norm(x, (s.hidden,), L["norm1"], 1e-5)),
+        ("gemm", lambda: F.linear(h, L["wqkv"])),
+        ("view", lambda: y.view(b, t, hq + 2 * hkv, s.head_dim)),
+        ("transpose", lambda: yv.transpose(1, 2)),
+    ]
+    rot = {}
+    for tag, src, lo, hi in (("q", qs, 0, hq), ("k", ks, hq, hq + hkv)):
+        hi_half, lo_half = src[..., half:], src[..., :half]
+        neg = -hi_half
+        cat = torch.cat((neg, lo_half), dim=-1)
+        xc = src * cos
+        rs = cat * sin
+        rot[tag] = xc + rs
+        sites += [
+            ("slice", (lambda lo=lo, hi=hi: qkv[:, lo:hi])),
+            ("slice", (lambda src=src: src[..., half:])),
+            ("elementwise_neg", (lambda a=hi_half: -a)),
+            ("slice", (lambda src=src: src[..., :half])),
+            ("cat", (lambda a=neg, c=lo_half: torch.cat((a, c), dim=-1))),
+            ("elementwise_mul", (lambda src=src: src * cos)),
+            ("elementwise_mul", (lambda c=cat: c * sin)),
+            ("elementwise_add", (lambda a=xc, c=rs: a + c)),
+        ]
+    sites.append(("slice", lambda: qkv[:, hq + hkv:]))
+    sites += [("index_copy", lambda: ck.index_copy_(2, pos, rot["k"])),
+              ("index_copy", lambda: cv.index_copy_(2, pos, vs))]
+    o = M.sdpa(rot["q"], ck, cv, False)
+    ot = o.transpose(1, 2)
+    o2 = ot.reshape(b, t, hq * s.head_dim)
+    ya = F.linear(o2, L["wo"])
+    gu = F.linear(h, L["wgu"])
+    gate, up = gu[..., : s.ffn], gu[..., s.ffn:]
+    sl = F.silu(gate)
+    prod = sl * up
+    last, h_last = x[:, -1:], h[:, -1:]
+    sites += [
+        ("sdpa", lambda: M.sdpa(rot["q"], ck, cv, False)),
+        ("transpose", lambda: o.transpose(1, 2)),
+        ("reshape_view", lambda: ot.reshape(b, t, hq * s.head_dim)),
+        ("gemm", lambda: F.linear(o2, L["wo"])),
+        ("elementwise_add", lambda: x + ya),
+        ("rms_norm", lambda: F.rms_norm(x, (s.hidden,), L["norm2"], 1e-5)),
+        ("gemm", lambda: F.linear(h, L["wgu"])),
+        ("slice", lambda: gu[..., : s.ffn]),
+        ("silu", lambda: F.silu(gate)),
+        ("slice", lambda: gu[..., s.ffn:]),
+        ("elementwise_mul", lambda: sl * up),
+        ("gemm", lambda: F.linear(prod, L["wd"])),
+        ("elementwise_add", lambda: x + ya),
+    ]
+    head = [("embedding", lambda: F.embedding(tokens, model.embed)),
+            ("slice", lambda: x[:, -1:]),
+            ("rms_norm", lambda: F.rms_norm(last, (s.hidden,), model.norm, 1e-5)),
+            ("gemm", lambda: F.linear(h_last, model.lm_head))]
+    return sites, {"head": head, "keep": (ck, cv, qkv, rot, o, gu)}
+
+
+def _time_site(fn, n: int, trials: int, behind: bool) -> float:
+    sleep_cycles = int(6e-3 * 1.98e9)  # 6 ms: more than n calls of any site take on the host
+    out = []
+    for _ in range(trials):
+        torch.cuda.synchronize()
+        if behind:
+            torch.cuda._sleep(sleep_cycles)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        if not behind:
+            torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) / n)
+    torch.cuda.synchronize()
+    return statistics.median(out)
+
+
+def eager_rounds_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Eager decode steps and the host microbenchmark interleaved on the same host, round by
+    round (host drift cancels within a round). Each round, for each (model, batch): every call
+    site of one decode layer and of the head timed alone in a loop with the forward's own
+    operands (``layer_sites``; GPU behind and idle), the same sites run once each in forward
+    order over 16 layers (a sequence: what a loop's warm caches hide), the host time to issue
+    one eager step, and the eager step itself."""
+    cases = [(1, 2048), (16, 2048), (64, 1024)]
+    rounds = 2 if quick else 3
+    models = list(DECODE_MODELS) if not quick else ["llama3.1-8b", "llama3.2-1b"]
+    for fam in models:
+        layers, hidden, hq, hkv, hd, ffn, vocab = DECODE_MODELS[fam]
+        s = M.LlamaShape(layers=layers, hidden=hidden, q_heads=hq, kv_heads=hkv, head_dim=hd, ffn=ffn, vocab=vocab)
+        model = M.Llama(s, ctx.device)
+        steps = {c: M.decode_step(ctx, model, *c) for c in cases}
+        sites = {c: layer_sites(model, c[0], c[1], ctx.device) for c in cases}
+        for rnd in range(rounds):
+            for batch, kv_len in cases:
+                common = dict(batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
+                              layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, round=rnd)
+                _eager_round(ctx, fam, rnd, sites[(batch, kv_len)], steps[(batch, kv_len)], common)
+        if fam == models[0]:  # the graph step once (ties this run's GPU to runs 1-3)
+            for c in cases:
+                g = M.capture(ctx, steps[c])
+                t, reps = M.time_fn(ctx, g.replay, cold=False, budget_s=0.2, max_reps=20)
+                M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{c[0]}_l{c[1]}_graph", t, reps,
+                         mode="graph", batch=c[0], kv_len=c[1], q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
+                         layers=layers, hidden=hidden, ffn=ffn, vocab=vocab)
+                del g
+        del model, steps, sites
+        torch.cuda.empty_cache()
+
+
+def host_state() -> dict:
+    """CPU time stolen by the hypervisor so far (jiffies, /proc/stat) and the mean clock of the
+    host's cores now (MHz, /proc/cpuinfo): what a host that drifts within a run changes."""
+    out = {"steal": -1, "mhz": -1.0}
+    try:
+        fields = open("/proc/stat").readline().split()
+        out["steal"] = int(fields[8]) if len(fields) > 8 else -1
+        mhz = [float(line.split(":")[1]) for line in open("/proc/cpuinfo") if line.startswith("cpu MHz")]
+        out["mhz"] = round(sum(mhz) / len(mhz), 1) if mhz else -1.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+P10_DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
+
+
+def p10_eager_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """P10's decode shapes (Llama-3.1-8B, measure.py's e2e list) eager and graph, each eager step
+    in rounds beside the forward-operand host microbenchmark of its batch: the balanced middle
+    batches, where host and GPU times are close, on the same host as their per-op costs."""
+    fam = "llama3.1-8b"
+    layers, hidden, hq, hkv, hd, ffn, vocab = DECODE_MODELS[fam]
+    s = M.LlamaShape(layers=layers, hidden=hidden, q_heads=hq, kv_heads=hkv, head_dim=hd, ffn=ffn, vocab=vocab)
+    model = M.Llama(s, ctx.device)
+    for batch, kv_len in P10_DECODE:
+        step = M.decode_step(ctx, model, batch, kv_len)
+        sites = layer_sites(model, batch, kv_len, ctx.device)
+        for rnd in range(2):
+            common = dict(batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
+                          layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, round=rnd, p10=1)
+            _eager_round(ctx, fam, rnd, sites, step, common)
+        g = M.capture(ctx, step)
+        t, reps = M.time_fn(ctx, g.replay, cold=False, budget_s=0.2, max_reps=20)
+        M.record(ctx, "prediction", "e2e_decode", f"p10_{fam}_decode_b{batch}_l{kv_len}_graph", t, reps,
+                 mode="graph", batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
+                 layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, p10=1)
+        del g, step, sites
+        torch.cuda.empty_cache()
+
+
+def prefill_repeat_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Run-to-run spread of FA2 prefill: the rows run a and d disagree on (4K with 28/32/64
+    heads, one KV head at 64K-128K), three times each, interleaved."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    K = 1024
+    cases = [(32, 8, 128, 4 * K), (64, 8, 128, 4 * K), (28, 4, 128, 4 * K), (32, 8, 64, 4 * K),
+             (8, 1, 128, 64 * K), (8, 1, 128, 96 * K), (8, 1, 128, 128 * K)]
+    for rep in range(3):
+        for hq, hkv, hd, length in cases:
+            q = torch.randn(1, hq, length, hd, dtype=BF16, device=ctx.device)
+            k = torch.randn(1, hkv, length, hd, dtype=BF16, device=ctx.device)
+            v = torch.randn_like(k)
+
+            def fn(q=q, k=k, v=v, gqa=hq != hkv):
+                with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+            t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
+            M.record(ctx, "prediction", "attn_prefill_l2", f"flash_rep{rep}_b1_h{hq}x{hkv}x{hd}_l{length}", t, reps,
+                     batch=1, seq_len=length, kv_len=length, q_heads=hq, kv_heads=hkv, head_dim=hd,
+                     flops=4 * hq * hd * length * (length + 1) // 2, backend="flash", mode="causal", rep=rep)
+            del q, k, v
+            torch.cuda.empty_cache()
+
+
+def _site_pass(sites: list, n: int, behind: bool) -> tuple[list[float], list[float]]:
+    """Host seconds per call of every site, ``n`` calls each, in one pass: GPU behind (one sleep
+    kernel queued ahead of the whole pass) or idle (each site's calls waited for); and, behind,
+    the GPU seconds per call of each site's kernels (CUDA events around its calls, which run back
+    to back once the sleep ends). Idle, a site whose kernels outlast its host calls is timed at
+    the GPU's pace, which the GPU seconds reveal."""
+    out, events = [], []
+    torch.cuda.synchronize()
+    if behind:
+        torch.cuda._sleep(int(80e-3 * 1.98e9))  # 80 ms: more than the pass takes on the host
+    for _, fn in sites:
+        if behind:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        if not behind:
+            torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) / n)
+        if behind:
+            e1.record()
+            events.append((e0, e1))
+    torch.cuda.synchronize()
+    return out, [e0.elapsed_time(e1) * 1e-3 / n for e0, e1 in events]
+
+
+def eager_paired_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Host drift at the scale of one step: for each (model, batch), 12 pairs of (every call site
+    of one layer and the head, 10 calls each, GPU behind then idle: about 60 ms) and one eager step
+    timed on its own (wall time to the GPU's end, from an idle GPU). Each step is predicted from
+    the site pass just before it, about 0.1 s earlier."""
+    models = list(DECODE_MODELS) if not quick else ["llama3.1-8b", "llama3.2-1b"]
+    _paired(ctx, models, [(1, 2048), (16, 2048), (64, 1024)])
+
+
+def p10_paired_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """``eager_paired`` at P10's decode shapes of Llama-3.1-8B (batch 1-128: the balanced middle)."""
+    _paired(ctx, ["llama3.1-8b"], P10_DECODE)
+
+
+def _paired(ctx: M.Ctx, models: list[str], cases: list[tuple[int, int]]) -> None:
+    for fam in models:
+        layers, hidden, hq, hkv, hd, ffn, vocab = DECODE_MODELS[fam]
+        s = M.LlamaShape(layers=layers, hidden=hidden, q_heads=hq, kv_heads=hkv, head_dim=hd, ffn=ffn, vocab=vocab)
+        model = M.Llama(s, ctx.device)
+        for batch, kv_len in cases:
+            step = M.decode_step(ctx, model, batch, kv_len)
+            layer, extra = layer_sites(model, batch, kv_len, ctx.device)
+            sites = layer + extra["head"]
+            for _ in range(3):
+                step()
+                _site_pass(sites, 2, False)
+            gpu_s: list[float] = []
+            torch.cuda.synchronize()
+            for pair in range(12):
+                common = dict(batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
+                              layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, pair=pair)
+                for mode in ("behind", "idle"):
+                    costs, gpu = _site_pass(sites, 10, mode == "behind")
+                    gpu_s = gpu or gpu_s
+                    for i, ((kind, _), cost) in enumerate(zip(sites, costs, strict=True)):
+                        where = "layer" if i < len(layer) else "head"
+                        M.record(ctx, "host", "site_paired", f"{fam}_b{batch}_p{pair}_{where}{i}_{kind}_{mode}", cost, 10,
+                                 mode=mode, op=kind, site=i, where=where, gpu_us=round(gpu_s[i] * 1e6, 3), **common)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                step()
+                torch.cuda.synchronize()
+                M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{batch}_l{kv_len}_p{pair}_eager_paired",
+                         time.perf_counter() - t0, 1, mode="eager", **common)
+            del step, layer, extra, sites
+            torch.cuda.empty_cache()
+        del model
+        torch.cuda.empty_cache()
+
+
+def prefill_holdout_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """FA2 prefill shapes measured after the P12 attention model was frozen (set ``holdout``):
+    other head counts, GQA groups, head_dim 96, batch 2-4, lengths between the swept ones."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    K = 1024
+    cases = [(1, 24, 8, 128, 8 * K), (1, 24, 8, 128, 24 * K), (1, 24, 8, 128, 48 * K),
+             (1, 24, 8, 128, 96 * K), (1, 24, 8, 128, 160 * K),
+             (2, 40, 8, 128, 12 * K), (2, 40, 8, 128, 40 * K), (4, 16, 4, 128, 6 * K),
+             (1, 32, 8, 96, 16 * K), (1, 32, 8, 96, 64 * K), (1, 32, 8, 96, 144 * K),
+             (1, 12, 2, 64, 80 * K), (1, 12, 2, 64, 200 * K), (1, 16, 2, 128, 100 * K)]
+    for batch, hq, hkv, hd, length in cases:
+        q = torch.randn(batch, hq, length, hd, dtype=BF16, device=ctx.device)
+        k = torch.randn(batch, hkv, length, hd, dtype=BF16, device=ctx.device)
+        v = torch.randn_like(k)
+
+        def fn(q=q, k=k, v=v, gqa=hq != hkv):
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        try:
+            t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
+        except RuntimeError as exc:
+            print(f"flash refused {hq}x{hkv}x{hd} l{length}: {exc}", file=sys.stderr)
+            continue
+        M.record(ctx, "holdout", "attn_prefill_l2", f"flash_holdout_b{batch}_h{hq}x{hkv}x{hd}_l{length}", t, reps,
+                 batch=batch, seq_len=length, kv_len=length, q_heads=hq, kv_heads=hkv, head_dim=hd,
+                 flops=4 * batch * hq * hd * length * (length + 1) // 2, backend="flash", mode="causal")
+        del q, k, v
+        torch.cuda.empty_cache()
+
+
+def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dict) -> None:
+    """One round of one (model, batch): sites alone (behind, idle), the sites in sequence, the
+    host issue time and the eager step."""
+    batch, kv_len = common["batch"], common["kv_len"]
+    layer, extra = sites
+    for fn in [f for _, f in layer + extra["head"]]:
+        fn()
+    for mode in ("behind", "idle"):
+        for i, (kind, fn) in enumerate(layer + extra["head"]):
+            where = "layer" if i < len(layer) else "head"
+            cost = _time_site(fn, 40, 5, mode == "behind")
+            M.record(ctx, "host", "site", f"{fam}_b{batch}_r{rnd}_{where}{i}_{kind}_{mode}", cost, 5,
+                     mode=mode, op=kind, site=i, where=where, **common)
+    # the layer's sites once each, in order, 16 layers, GPU behind
+    seq = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(60e-3 * 1.98e9))
+        t0 = time.perf_counter()
+        for _ in range(16):
+            for _, fn in layer:
+                fn()
+        seq.append((time.perf_counter() - t0) / 16)
+        torch.cuda.synchronize()
+    M.record(ctx, "host", "site_sequence", f"{fam}_b{batch}_r{rnd}_sequence", statistics.median(seq), 5,
+             mode="behind", **common)
+    before = host_state()
+    hosts = []
+    for _ in range(7):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        hosts.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    M.record(ctx, "host", "e2e_host", f"{'p10_' if common.get('p10') else ''}{fam}_decode_b{batch}_l{kv_len}_r{rnd}_host_issue",
+             statistics.median(hosts), 7, mode="eager", **common)
+    t, reps = M.time_fn(ctx, step, cold=False, budget_s=0.25, max_reps=20)
+    after = host_state()
+    prefix = "p10_" if common.get("p10") else ""
+    M.record(ctx, "prediction", "e2e_decode", f"{prefix}{fam}_decode_b{batch}_l{kv_len}_r{rnd}_eager", t, reps,
+             mode="eager", steal=after["steal"] - before["steal"], mhz=after["mhz"], **common)
+
+
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
-            "e2e": e2e_rows, "insitu": insitu_rows}
+            "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
+            "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
+            "eager_paired": eager_paired_rows, "prefill_holdout": prefill_holdout_rows, "p10_paired": p10_paired_rows}
 
 
 def host_report() -> str:

@@ -42,7 +42,8 @@ def kernel_breakdown(plan: Plan, trace: Trace) -> pd.DataFrame:
         calls = trace.layer_multiplier.get(record.layer, 1)
         rows.append(_row(record, kernel, plan, calls))
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    frame = frame.groupby(["layer_type", "kernel"], sort=False, as_index=False).agg(_AGGREGATE)[COLUMNS]
+    if len({(r["layer_type"], r["kernel"]) for r in rows}) < len(rows):  # else each row is its own group
+        frame = frame.groupby(["layer_type", "kernel"], sort=False, as_index=False).agg(_AGGREGATE)[COLUMNS]
     peak = plan.system.socket.tier_peak_bytes_per_s(HBM)
     frame["hbm_util"] = frame["hbm_bytes"] / (peak * frame["latency_s"])  # over every call of the row
     totals = frame.groupby("layer_type")["latency_s"].transform("sum")

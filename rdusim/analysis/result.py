@@ -20,7 +20,7 @@ from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import HbmFit, hbm_fit, kv_overflow
 from rdusim.mapping.memory import memory_report
-from rdusim.mapping.plan import DRAFT_PREFIX, Plan
+from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan
 from rdusim.model.speculative import accepted_tokens_per_step
 from rdusim.sim.engine import simulate_plan
 from rdusim.sim.trace import Trace
@@ -116,6 +116,7 @@ class LayerCache:
 
     traces: dict[tuple[Any, ...], Trace] = field(default_factory=dict)
     hits: int = 0
+    kernel_plans: dict[Any, KernelPlan] = field(default_factory=dict)  # ``build_plan``'s cache (same node, workload)
 
     def trace(self, plan: Plan, keys: Mapping[str, Hashable]) -> Trace:
         parts: list[Trace] = []
@@ -144,8 +145,9 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
     ``coalesce=False`` runs the reference engine (one event per work item per socket; the
     default coalesces identical work, ``rdusim.sim.engine``), for tests and benchmarks.
     ``layers=(cache, keys)`` takes each layer type's simulation from ``cache`` by its key in
-    ``keys`` (fast path, no events; the mapping explorer's re-scores); a speculative plan's
-    step (its draft's steps, then the verification) is simulated whole.
+    ``keys`` (fast path, no events; the mapping explorer's re-scores) and its kernel plans from
+    the cache's ``kernel_plans``; a speculative plan's step (its draft's steps, then the
+    verification) is simulated whole.
 
     Raises ``MappingError`` with the numbers when the mapping does not fit: SRAM per kernel
     always, HBM per socket unless ``check_capacity=False`` (a what-if beyond capacity).
@@ -159,7 +161,7 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
     if check_capacity and (overflow := kv_overflow(loaded)):
         raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {overflow} "
                            "(--ignore-capacity simulates it anyway)")
-    plan = build_plan(loaded)
+    plan = build_plan(loaded, cache=layers[0].kernel_plans if layers is not None else None)
     memory = memory_report(plan)
     fit = hbm_fit(plan, loaded, memory)
     if check_capacity:

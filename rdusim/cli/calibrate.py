@@ -14,6 +14,7 @@ from datetime import date
 from pathlib import Path
 
 from rdusim.analysis.calibration.fit import (
+    MAX_EVALUATIONS,
     fit_decode_overhead,
     fit_efficiencies,
     snapstream_overhead,
@@ -41,8 +42,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = command_parser(subparsers, "calibrate")
     parser.add_argument("--phase", choices=("prefill", "decode", "all"), default="all")
     parser.add_argument("--mapping", default=PREFILL_MAPPING, help="prefill mapping to fit the efficiencies on")
-    parser.add_argument("--max-evaluations", type=positive_int, default=220,
-                        help="simplex evaluations after the 18-point starting grid (default 220)")
+    parser.add_argument("--max-evaluations", type=positive_int, default=MAX_EVALUATIONS,
+                        help=f"simplex evaluations after the 18-point starting grid (default {MAX_EVALUATIONS})")
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not write the socket YAML")
     parser.add_argument("--predict", default="32768,65536,131072",
                         help="prompt lengths for the SnapStream prefill-overhead prediction")
@@ -107,7 +108,8 @@ def _prefill(args: argparse.Namespace, predict: list[int]) -> None:
     for kernel, published in PREFILL_128K_MOE_SHARES.items():
         fitted = result.fitted[kernel]
         print(f"{kernel:<24} {fitted * 100:>7.2f}% {published * 100:>9.2f}% {(fitted - published) * 100:>+9.2f}")
-    print(f"worst error {result.worst_error_pp:.2f} pp after {result.evaluations} evaluations")
+    print(f"worst error {result.worst_error_pp:.2f} pp, squared error {result.squared_error_pp2:.2f} pp^2 after "
+          f"{result.evaluations} evaluations ({result.simulations} points simulated)")
     print("efficiency: " + ", ".join(f"{k}={v}" for k, v in result.efficiency.items()))
     if not args.dry_run:
         note = (f"calibrated: {date.today().isoformat()} by `rdusim calibrate` on {args.mapping}\n"

@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         spec = workload_spec(args)
         workload = spec.at(args.rate) if args.rate is not None else None
     early = Slo(args.slo_ttft_s, args.slo_tpot_ms / 1e3) if None not in (args.slo_ttft_s, args.slo_tpot_ms) else None
-    deployment = load_deployment(args.deployment, args.overrides)
+    with bar(None, "step tables", "sim") as building:  # seconds of kernel simulations
+        deployment = load_deployment(args.deployment, args.overrides, progress=updater(building))
     slo = early or slo_from(args, deployment)
     check_slo_possible(deployment, workload, slo)
     with bar(len(workload), "serve", "req") as served:  # requests finished or rejected

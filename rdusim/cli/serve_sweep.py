@@ -20,7 +20,7 @@ from rdusim.analysis.serving.workload import check_workload_size
 from rdusim.cli import command_parser
 from rdusim.cli.options import MAX_LIST_ITEMS, comma_list, positive_int
 from rdusim.cli.output import Outputs
-from rdusim.cli.progress import ProgressExecutor, bar
+from rdusim.cli.progress import ProgressExecutor, bar, updater
 from rdusim.cli.serve import add_workload_arguments, slo_from, workload_spec
 from rdusim.errors import ConfigError
 
@@ -64,9 +64,10 @@ def run(args: argparse.Namespace) -> int:
     workload = workload_spec(args)
     for rate in rates:  # every point's size, before any deployment is loaded
         check_workload_size(rate, duration_s=workload.duration_s, requests=workload.requests)
+    with bar(None, "step tables", "sim") as building:  # the first deployment's (the sweep's are tasks below)
+        first = load_deployment(paths[0], progress=updater(building))
     slo = Slo(args.slo_ttft_s, args.slo_tpot_ms / 1e3) if None not in (args.slo_ttft_s, args.slo_tpot_ms) \
-        else slo_from(args, load_deployment(paths[0]))
-    first = load_deployment(paths[0])
+        else slo_from(args, first)
     check_slo_possible(first, workload.at(rates[0]), slo)
     from rdusim.analysis.execution import make_executor  # noqa: PLC0415 (dask only if asked)
 

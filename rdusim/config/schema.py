@@ -459,6 +459,9 @@ class GpuComputeSpec(Spec):
     clock_hz: Annotated[Hertz, Field(gt=0)] = Field(alias="clock")
     tensor_peak: GpuTensorPeakSpec
     fp32_flops_per_s: PositiveFlopPerS = Field(alias="fp32_peak", description="non-tensor FP32")
+    sfu_per_s: PositiveFlopPerS | None = Field(
+        default=None, alias="sfu_peak",
+        description="special-function (exp2) evaluations per second, whole GPU (none: not a limit)")
 
 
 class GpuMemorySpec(Spec):
@@ -470,6 +473,9 @@ class GpuMemorySpec(Spec):
     l2_bytes_per_s: PositiveBytesPerS | None = Field(
         default=None, alias="l2_bandwidth",
         description="L2 -> SM bandwidth that GEMM operand panels are read at (none: not a limit)")
+    shared_bytes_per_s: PositiveBytesPerS | None = Field(
+        default=None, alias="shared_bandwidth",
+        description="shared memory -> registers, all SMs together (none: not a limit)")
 
 
 class GpuLinkSpec(Spec):

@@ -63,6 +63,22 @@ class Gpu:
         return None if rate is None else float(rate)
 
     @property
+    def l2_capacity_bytes(self) -> float:
+        return float(self.spec.memory.l2_bytes)
+
+    @property
+    def sfu_per_s(self) -> float | None:
+        """Special-function (exp2) evaluations per second, whole GPU (None: not a limit)."""
+        rate = self.spec.compute.sfu_per_s
+        return None if rate is None else float(rate)
+
+    @property
+    def shared_bytes_per_s(self) -> float | None:
+        """Shared memory -> register bandwidth, whole GPU (None: not a limit)."""
+        rate = self.spec.memory.shared_bytes_per_s
+        return None if rate is None else float(rate)
+
+    @property
     def hbm_capacity_bytes(self) -> float:
         return float(self.spec.memory.hbm_capacity_bytes)
 

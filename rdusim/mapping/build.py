@@ -51,11 +51,12 @@ def query_tokens(loaded: LoadedMapping) -> int:
     return 1 if sd is None else sd.k + 1
 
 
-def build_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Plan:
+def build_plan(loaded: LoadedMapping, *, check_sram: bool = True, cache: dict[Any, KernelPlan] | None = None) -> Plan:
     """The per-socket plan of every layer type; raises MappingError with all problems.
 
     ``check_sram=False`` plans a mapping whose working set overflows SRAM (a what-if the
-    on-chip report shows as not fitting, with the numbers)."""
+    on-chip report shows as not fitting, with the numbers). ``cache``: kernel plans by what
+    they depend on (``build_layer``), shared with other plans of the same node and workload."""
     spec, model = loaded.spec, loaded.model
     counts = layer_counts(model, spec.kv_policy, spec.phase, head=HEAD in spec.layers)
     issues = _check_layer_types(loaded, {base_layer_type(t): n for t, n in counts.items()})
@@ -65,7 +66,7 @@ def build_plan(loaded: LoadedMapping, *, check_sram: bool = True) -> Plan:
     activations: dict[str, float] = {}
     for layer_type in counts:
         try:
-            built = build_layer(loaded, layer_type, check_sram=check_sram)
+            built = build_layer(loaded, layer_type, check_sram=check_sram, cache=cache)
         except MappingError as error:
             issues += error.issues
             continue
@@ -269,7 +270,7 @@ def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
         for name in kernel.ops:
             op, shard = graph.nodes[name]["op"], shards[name]
             key = ("shard", name) if name in kernel.shard else ("tp",)
-            where = loaded.where("layers", layer_type, k, *key)
+            where = _Where(loaded, ("layers", layer_type, k, *key))  # formatted only for an issue
             for dim, degree in shard.items():
                 if dim not in op.sizes:
                     issues.append(f"{where}: op {name!r} has no dimension {dim!r} to shard "
@@ -288,6 +289,17 @@ def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
                 issues.append(f"{where}: op {name!r} is split {used} ways ({shard}), which does not "
                               f"fit or divide the {sockets} sockets of {loaded.system.name}")
     return sorted(set(issues), key=issues.index)
+
+
+@dataclass(frozen=True)
+class _Where:
+    """``loaded.where(*keys)``, looked up when formatted (most checks find nothing to report)."""
+
+    loaded: LoadedMapping
+    keys: tuple[Any, ...]
+
+    def __str__(self) -> str:
+        return self.loaded.where(*self.keys)
 
 
 def _fewer_sequences_hint(op: Op, dim: str, degree: int) -> str:

@@ -13,7 +13,9 @@ out of the engine; here only the structure is decided, from the libraries' own r
   SM; tiles are padded (tile quantisation); when the tiles do not fill the SMs the K axis is
   split (split-K) and a second kernel reduces the fp32 partials.
 - Prefill attention (FlashAttention-2, what ``scaled_dot_product_attention`` runs): one CTA per
-  128 query rows per head; with a causal mask a CTA visits only the keys up to its last row.
+  128 query rows per head (64 at head_dim 256); with a causal mask a CTA visits only the keys up
+  to its last row; MMAs, softmax exponentials and shared-memory operand reads in series; K/V
+  re-reads miss L2 once a head's K/V outgrows it (causal).
 - Decode attention (FlashAttention-2 split-KV): GQA queries of one KV head are packed into the
   row tile (64 rows, padded); the KV axis is split by FA2's own heuristic (``fa2_splits``) to
   fill 2 CTAs per SM, and a combine kernel merges the partial results.
@@ -42,6 +44,11 @@ class CtaGroup:
     flops: float = 0.0
     tiles: int = 1
     l2_bytes: float = 0.0  # bytes each CTA reads through L2 (GEMM operand panels; 0: not limited)
+    sfu: float = 0.0       # special-function evaluations (softmax exponentials) each CTA issues
+    smem_bytes: float = 0.0  # bytes each CTA's warps read from shared memory into registers
+    stall_s: float = 0.0   # DRAM round trips its main loop waits on without other work to hide them
+    prologue_bytes: float = 0.0  # of ``bytes``: read before the main loop starts (FA2's Q tile)
+    epilogue_bytes: float = 0.0  # of ``bytes``: written after the main loop ends (FA2's O tile)
 
 
 @dataclass(frozen=True)
@@ -172,16 +179,71 @@ def gemm(name: str, m: int, n: int, k: int, gpu: Gpu, *, dtype_bytes: int = BF16
 # ------------------------------------------------------------------------- attention
 FA2_PREFILL_TILE = (128, 64)  # (query rows, key columns) of FA2's hd<=128 forward kernel
 FA2_CTAS_PER_SM = 2            # FA2: "multiply number of SMs by 2 ... 128 threads per block"
+FA2_WARPS = 4                  # warps per CTA of every FA2 forward kernel below (the traits' 4th field)
+
+
+def fa2_fwd_tile(head_dim: int) -> tuple[int, int]:
+    """(query rows, key columns) of the FA2 forward kernel PyTorch runs on Hopper at ``head_dim``:
+    the kernel names ``flash_fwd_kernel<Flash_fwd_kernel_traits<hd, rows, cols, 4, ...>>`` in
+    benchmarks/gpu/h100-20261125d-kernels.csv read <64, 128, 128, 4>, <128, 128, 64, 4> and
+    <256, 64, 64, 4> (FA2's flash_fwd_launch_template.h for sm90, no dropout). Head dims between
+    128 and 256 take the hd-256 tile here (not measured)."""
+    if head_dim <= 64:
+        return 128, 128
+    if head_dim <= 128:
+        return FA2_PREFILL_TILE
+    return 64, 64
+
+
+def l2_hit_fraction(working_set: float, capacity: float) -> float:
+    """Share of re-reads that hit in an L2 of ``capacity`` bytes when every access re-reads a line
+    last touched one whole ``working_set`` ago (a cyclic sweep), with random replacement: a line
+    survives the misses in between with probability ``exp(-misses / lines)``, so the hit share h
+    solves ``h = exp(-(W / C) (1 - h))``: 1 while W <= C, then falling smoothly (0.5 at W = 1.39 C,
+    0.2 at 2 C). (True LRU would miss every access once W > C; GPU L2s hash addresses over sets and
+    do not keep strict LRU order.)"""
+    ratio = working_set / capacity
+    if ratio <= 1.0:
+        return 1.0
+    h = 0.0
+    for _ in range(200):  # fixed-point iteration from 0 converges to the smaller root
+        h = math.exp(-ratio * (1.0 - h))
+    return h
+
+
+def fa2_smem_bytes(rows: int, cols: int, head_dim: int) -> float:
+    """Shared-memory bytes one FA2 CTA's warps read per key tile: the warps split the query rows
+    and each reads its Q rows (Q stays in shared memory: ``Is_Q_in_regs`` is false) and the whole
+    K and V tile for its two MMAs (the probabilities stay in registers)."""
+    return (rows * head_dim + FA2_WARPS * 2 * cols * head_dim) * BF16
 
 
 def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: int, head_dim: int,
                   gpu: Gpu, *, causal: bool = True, kv_len: int | None = None) -> list[GpuKernel]:
-    """FlashAttention-2 forward: one CTA per 128 query rows of each (sequence, head)."""
+    """FlashAttention-2 forward: one CTA per ``fa2_fwd_tile`` query rows of each (sequence, head),
+    its main loop one key tile a step. Per step a CTA issues the tile's two MMAs (tensor FLOPs),
+    one exponential per score (``sfu``) and its warps' shared-memory operand reads
+    (``fa2_smem_bytes``), charged in series by the engine; Q is read before the loop and O written
+    after it. A K or V tile that misses L2 (causal, K/V past L2: see below) comes from HBM, and
+    FA2 waits on every tile copy it issued one GEMM earlier (``cp_async_wait<0>``, one tile in
+    flight), so each miss also exposes one DRAM round trip (``memory.hbm_latency``) that a hit
+    does not (``stall_s``)."""
     kv_len = length if kv_len is None else kv_len
-    rows, cols = FA2_PREFILL_TILE
+    rows, cols = fa2_fwd_tile(head_dim)
     m_blocks = math.ceil(length / rows)
     heads = batch * q_heads
     kv_bytes_per_head = 2 * kv_len * head_dim * BF16 * kv_heads / q_heads  # GQA: shared via L2
+    # K/V re-read through L2. FA2's grid runs query blocks fastest (then batch, then head), so the
+    # CTAs in flight are consecutive query blocks of one head (of a few heads when a head has fewer
+    # blocks than slots) and each walks its keys from its diagonal down to key 0. Causal: CTAs of
+    # different lengths drift apart, so their positions spread over the head's whole K/V and each
+    # tile is re-read one working set later (``l2_hit_fraction``); the misses come from HBM.
+    # Without the mask the CTAs of a wave move in lockstep and read each tile together.
+    slots = FA2_CTAS_PER_SM * gpu.sms
+    heads_in_flight = min(batch * q_heads, max(1, math.ceil(slots / m_blocks)))
+    kv_in_flight = max(1, math.ceil(heads_in_flight * kv_heads / q_heads))
+    working_set = kv_in_flight * 2 * kv_len * head_dim * BF16
+    miss = 1.0 - l2_hit_fraction(working_set, gpu.l2_capacity_bytes) if causal else 0.0
     groups = []
     offset = kv_len - length  # queries are the last `length` of `kv_len` positions
     for i in range(m_blocks):
@@ -189,8 +251,14 @@ def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: in
         keys = min(kv_len, last_row + 1) if causal else kv_len
         keys = math.ceil(keys / cols) * cols  # whole key tiles
         flops = 4.0 * rows * head_dim * keys
-        nbytes = 2 * rows * head_dim * BF16 + kv_bytes_per_head / m_blocks
-        groups.append(CtaGroup(heads, nbytes, flops, keys // cols))
+        nbytes = 2 * rows * head_dim * BF16 + kv_bytes_per_head / m_blocks + miss * 2 * keys * head_dim * BF16
+        groups.append(CtaGroup(heads, nbytes, flops, keys // cols, sfu=float(rows * keys),
+                               smem_bytes=fa2_smem_bytes(rows, cols, head_dim) * (keys // cols),
+                               stall_s=2 * miss * (keys // cols) * gpu.hbm_latency_s,
+                               prologue_bytes=rows * head_dim * BF16, epilogue_bytes=rows * head_dim * BF16))
+    # launch order: block i of every (sequence, head), then block i + 1. FA2's own grid runs the
+    # query blocks of one head first (grid(m_blocks, b, h)); in that order the same rows differ by
+    # under 2% (tried) and the simulation takes heads-fold longer
     return [GpuKernel(name, tuple(groups), FA2_CTAS_PER_SM, math="attention")]
 
 
@@ -231,8 +299,12 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     keys = kv_len / splits
     kv_share = kv_heads / heads if not swapped else 1.0  # MHA-packed heads read their own KV
     nbytes = keys * per_token * kv_share + 2 * rows * head_dim * BF16
-    flops = 4.0 * rows_tile * head_dim * math.ceil(keys / cols) * cols
-    main = GpuKernel(name, (CtaGroup(bhm * splits, nbytes, flops, math.ceil(keys / cols)),),
+    tiles = math.ceil(keys / cols)
+    flops = 4.0 * rows_tile * head_dim * tiles * cols
+    fa2 = math_class == "attention"  # FlashMLA (wgmma, its own pipeline) keeps its tensor rate alone
+    main = GpuKernel(name, (CtaGroup(bhm * splits, nbytes, flops, tiles,
+                                     sfu=float(rows_tile * tiles * cols) if fa2 else 0.0,
+                                     smem_bytes=fa2_smem_bytes(rows_tile, cols, head_dim) * tiles if fa2 else 0.0),),
                      FA2_CTAS_PER_SM, math=math_class)
     if splits == 1:
         return [main]

@@ -221,7 +221,7 @@ def _attention_choices(loaded: LoadedMapping, sockets: int) -> tuple[tuple[int, 
 def candidate_data(space: Space, seed_data: dict[str, Any], genome: tuple[int, ...]) -> dict[str, Any]:
     """The raw mapping document (as YAML data) that a genome spells."""
     data = dict(seed_data)
-    data["layers"] = {layer.layer_type: _kernels(space, layer, genome) for layer in space.layers}
+    data["layers"] = {layer.layer_type: layer_kernels(space, layer, genome) for layer in space.layers}
     if space.phase == "decode":
         data["workload"] = dict(seed_data["workload"]) | {"batch": space.value(genome, "batch")}
     sd = speculative_genes(space, genome)
@@ -235,12 +235,20 @@ def candidate_data(space: Space, seed_data: dict[str, Any], genome: tuple[int, .
 
 
 def layer_genes(space: Space, layer_type: str, genome: tuple[int, ...]) -> tuple[int, ...]:
-    """The part of a genome that decides one layer type's kernels (a cache key)."""
+    """The part of a genome that decides one layer type's kernels (``layer_kernels`` reads no other)."""
+    return tuple(genome[i] for i in gene_indices(space, layer_type))
+
+
+def gene_indices(space: Space, layer_type: str) -> tuple[int, ...]:
+    """Positions of a base layer type's genes in a genome."""
     prefix = f"{layer_type}."
-    return tuple(genome[i] for i, g in enumerate(space.genes) if g.name.startswith(prefix))
+    return tuple(i for i, g in enumerate(space.genes) if g.name.startswith(prefix))
 
 
-def _kernels(space: Space, layer: LayerSpace, genome: tuple[int, ...]) -> list[dict[str, Any]]:
+def layer_kernels(space: Space, layer: LayerSpace, genome: tuple[int, ...]) -> list[dict[str, Any]]:
+    """The kernels (mapping YAML data) a genome spells for one base layer type. Genomes that
+    differ only in genes this ignores (a segment's settings when it is not its kernel's lead
+    segment) spell the same kernels: the explorer keys its layer caches by this."""
     base = layer.layer_type
     groups: list[list[int]] = [[0]]
     for i, free in enumerate(layer.cut_is_free):

@@ -8,12 +8,13 @@ the SRAM working set. Imports: plan, sharding, routing, model, config.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
-import numpy as np
 
 from rdusim.config.schema import HBM, KernelSpec
 from rdusim.errors import MappingError
@@ -188,23 +189,28 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
         block = spec.kv_block_tokens
         if not op.causal and spec.attention_split != "keys":
             block = op.sizes["kv_seq"]  # the whole operand, on chip before the reduction
-        chunks_items = _attention_items(op, shard, n_chunks, block, blocked)
+        chunks_items: Sequence[Sequence[Item]] = _attention_items(op, shard, n_chunks, block, blocked)
     elif op.routed:
         every_expert = spec.expert_weights == "all"
         chunks_items = _expert_items(ctx, op, shard, n_chunks, resident, every_expert)
         resident = []
     elif op.is_barrier:
-        chunks_items = [[Item(op.work(shard))]] + [[Item(0.0)] for _ in range(n_chunks - 1)]
+        chunks_items = [(Item(op.work(shard)),)] + [(Item(0.0),)] * (n_chunks - 1)
     else:
-        chunks_items = [[Item(op.work(shard) / n_chunks)] for _ in range(n_chunks)]
+        chunks_items = [(Item(op.work(shard) / n_chunks),)] * n_chunks
     reduced = {c.tensor for c in ctx.collectives if c.producer == name and c.in_producer_kernel}
     stores = [(HBM, t.nbytes(op.sizes, tensor_layout(t, shard)) / n_chunks) for t in op.writes
               if t.name not in reduced and ctx.needed_outside(t, index)]
-    chunks = []
+    stored = tuple((t, b) for t, b in stores if b > 0)
+    streamed_per_chunk = tuple((tier, b / n_chunks) for tier, b in streamed)
+    chunks: list[Chunk] = []
     for i, items in enumerate(chunks_items):
-        extra = [(tier, b / n_chunks) for tier, b in streamed] + (resident if i == 0 else [])
-        first = Item(items[0].work, tuple(extra) + items[0].loads)
-        chunks.append(Chunk((first, *items[1:]), stores=tuple((t, b) for t, b in stores if b > 0)))
+        if i > 1 and items is chunks_items[i - 1]:
+            chunks.append(chunks[-1])  # the same items as the chunk before (not the first): one chunk object
+            continue
+        extra = streamed_per_chunk + (tuple(resident) if i == 0 else ())
+        first = Item(items[0].work, extra + items[0].loads)
+        chunks.append(Chunk((first, *items[1:]), stores=stored))
     for tensor in op.writes:
         provider[tensor.name] = name
     out = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in op.writes) / n_chunks
@@ -250,7 +256,8 @@ def _classify_reads(op: Op, shard: Layout, provider: dict[str, str], weights_tie
     return streamed, blocked, resident
 
 
-def _attention_items(op: Op, shard: Layout, n_chunks: int, block: int, kv: list[TensorUse]) -> list[list[Item]]:
+def _attention_items(op: Op, shard: Layout, n_chunks: int, block: int,
+                     kv: list[TensorUse]) -> tuple[tuple[Item, ...], ...]:
     """Flash-style K/V streaming: each chunk reads, block by block, the keys its queries see.
 
     Rows are (sequence, query) pairs. Causal (prefill): a chunk is a range of query
@@ -262,6 +269,14 @@ def _attention_items(op: Op, shard: Layout, n_chunks: int, block: int, kv: list[
     sequences = op.sizes["batch"] // shard.get("batch", 1)
     per_pair = op.work(shard) / (sequences * _pairs(0, seq, 0, kv_seq, op.causal))
     key_bytes = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in kv) / (sequences * kv_seq)
+    return _block_items(seq, kv_seq, sequences, n_chunks, block, op.causal, per_pair, key_bytes)
+
+
+@functools.lru_cache(maxsize=64)
+def _block_items(seq: int, kv_seq: int, sequences: int, n_chunks: int, block: int, causal: bool,
+                 per_pair: float, key_bytes: float) -> tuple[tuple[Item, ...], ...]:
+    """``_attention_items``' K/V blocks, from the numbers they depend on (kept: kernel plans of
+    different fusions and tiers share their attention op's blocks; items are immutable)."""
     rows = sequences * seq
     bounds = [(i * rows // n_chunks, (i + 1) * rows // n_chunks) for i in range(n_chunks)]
     chunks = []
@@ -269,24 +284,28 @@ def _attention_items(op: Op, shard: Layout, n_chunks: int, block: int, kv: list[
         items = []
         for s0 in range(r0 // seq, -(-r1 // seq)):  # sequences this chunk touches
             q0, q1 = max(r0, s0 * seq) - s0 * seq, min(r1, (s0 + 1) * seq) - s0 * seq
-            last_key = q1 if op.causal else kv_seq
+            last_key = q1 if causal else kv_seq
             for k0 in range(0, last_key, block):
                 k1 = min(k0 + block, last_key)
-                items.append(Item(per_pair * _pairs(q0, q1, k0, k1, op.causal), ((HBM, key_bytes * (k1 - k0)),)))
-        chunks.append(items or [Item(0.0)])
-    return chunks
+                items.append(Item(per_pair * _pairs(q0, q1, k0, k1, causal), ((HBM, key_bytes * (k1 - k0)),)))
+        chunks.append(tuple(items) or (Item(0.0),))
+    return tuple(chunks)
 
 
 def _pairs(q0: int, q1: int, k0: int, k1: int, causal: bool) -> float:
     """(query, key) pairs with query in [q0,q1), key in [k0,k1), key <= query if causal."""
     if not causal:
         return float((q1 - q0) * (k1 - k0))
-    q = np.arange(q0, q1, dtype=np.int64)
-    return float(np.clip(q + 1 - k0, 0, k1 - k0).sum())
+    # query q sees min(max(q + 1 - k0, 0), k1 - k0) keys: none before k0, a growing run up to
+    # k1 - 1, then the whole block; summed in closed form (integers, exact)
+    a, b = max(q0, k0), min(q1, k1 - 1)
+    growing = (b - a) * (a + b + 1 - 2 * k0) // 2 if b > a else 0
+    whole = (q1 - max(q0, k1 - 1)) * (k1 - k0) if q1 > max(q0, k1 - 1) else 0
+    return float(growing + whole)
 
 
 def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
-                  resident: list[tuple[str, float]], every_expert: bool) -> list[list[Item]]:
+                  resident: list[tuple[str, float]], every_expert: bool) -> tuple[tuple[Item, ...], ...]:
     """One item per expert a chunk touches: its weights streamed, then its tokens computed.
 
     ``every_expert`` (``expert_weights: all``): a static graph streams every expert's
@@ -298,13 +317,34 @@ def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
     per_token_slot = op.work(shard) / (rows * op.sizes["slots"])
     shared = op.sizes["experts"] - op.sizes["routed"]
     workload = ctx.loaded.spec.workload
-    chunks = []
-    for tokens in chunk_expert_tokens(rows, n_chunks, op.sizes["routed"], op.sizes["topk"], shared,
-                                      workload.routing, workload.seed):
+    return _routed_items(rows, n_chunks, op.sizes["experts"], op.sizes["routed"], op.sizes["topk"], shared,
+                         workload.routing, workload.seed, every_expert, per_token_slot, tier, weight_bytes)
+
+
+@functools.lru_cache(maxsize=64)
+def _routed_items(rows: int, n_chunks: int, experts: int, routed: int, topk: int, shared: int, routing: str,
+                  seed: int, every_expert: bool, per_token_slot: float, tier: str,
+                  weight_bytes: float) -> tuple[tuple[Item, ...], ...]:
+    """``_expert_items`` from the numbers they depend on (kept, as ``_block_items``); experts
+    with the same tokens in a chunk share one (immutable) item."""
+    chunks: list[tuple[Item, ...]] = []
+    made: dict[float, Item] = {}
+    before: list[float] = []
+    for tokens in chunk_expert_tokens(rows, n_chunks, routed, topk, shared, routing, seed):
         if every_expert:
-            tokens = tokens + [0.0] * (op.sizes["experts"] - len(tokens))
-        chunks.append([Item(per_token_slot * t, ((tier, weight_bytes),)) for t in tokens])
-    return chunks
+            tokens = tokens + [0.0] * (experts - len(tokens))
+        if chunks and tokens == before:
+            chunks.append(chunks[-1])  # the same tokens per expert as the chunk before: the same items
+            continue
+        before = tokens
+        items = []
+        for t in tokens:
+            item = made.get(t)
+            if item is None:
+                item = made[t] = Item(per_token_slot * t, ((tier, weight_bytes),))
+            items.append(item)
+        chunks.append(tuple(items))
+    return tuple(chunks)
 
 
 # ---------------------------------------------------------------------- collectives
@@ -372,9 +412,22 @@ def balance_pcus(one_pcu_s: dict[str, float], caps: dict[str, int], total: int) 
     the result is deterministic.
     """
     pcus = dict.fromkeys(one_pcu_s, 1)
-    heap = [(-t, i, name) for i, (name, t) in enumerate(one_pcu_s.items()) if caps[name] > 1 and t > 0]
-    heapq.heapify(heap)
     spare = total - len(pcus)
+    growing = [(i, name) for i, (name, t) in enumerate(one_pcu_s.items()) if caps[name] > 1 and t > 0]
+    if spare > 0 and growing:
+        # The greedy hands out PCUs in decreasing order of ``one_pcu_s / pcus`` (the step from p to
+        # p + 1 PCUs has key t / p). Every step whose key is above ``level`` comes before every
+        # other step, so when at most ``spare`` of them exist they are all taken: hand them out
+        # at once (a socket has 1040 PCUs: a thousand heap operations per kernel otherwise), then
+        # go on one PCU at a time from the same state. Same allocation, bit for bit.
+        level = sum(one_pcu_s[name] for _, name in growing) / spare
+        steps = {name: _steps_above(one_pcu_s[name], caps[name] - 1, level) for _, name in growing}
+        if sum(steps.values()) <= spare:
+            for name, n in steps.items():
+                pcus[name] += n
+            spare -= sum(steps.values())
+    heap = [(-one_pcu_s[name] / pcus[name], i, name) for i, name in growing if pcus[name] < caps[name]]
+    heapq.heapify(heap)
     while spare > 0 and heap:
         _, i, name = heapq.heappop(heap)
         pcus[name] += 1
@@ -384,10 +437,24 @@ def balance_pcus(one_pcu_s: dict[str, float], caps: dict[str, int], total: int) 
     return pcus
 
 
+def _steps_above(t: float, most: int, level: float) -> int:
+    """How many of the keys ``t / p``, p = 1..most, exceed ``level`` (they fall as p grows)."""
+    n = min(most, int(min(t / level, most + 1.0)))
+    while n > 0 and not t / n > level:
+        n -= 1
+    while n < most and t / (n + 1) > level:
+        n += 1
+    return n
+
+
 def _max_item_load(draft: _Draft) -> float:
     """Largest streamed item a stage buffers (chunk 0's first item also carries the resident
     weights, which ``resident_bytes`` counts once)."""
-    loads = [sum(b for _, b in item.loads) for chunk in draft.chunks for item in chunk.items]
-    if loads:
-        loads[0] -= draft.resident_bytes
-    return max(loads, default=0.0)
+    if not draft.chunks or not draft.chunks[0].items:
+        return 0.0
+    first = draft.chunks[0].items[0]
+    # chunks and items repeat as the same objects: each counted once
+    items = {id(i): i for c in {id(c): c for c in draft.chunks}.values() for i in c.items}
+    del items[id(first)]
+    return max([sum(b for _, b in first.loads) - draft.resident_bytes,
+                *(sum(b for _, b in i.loads) for i in items.values())])

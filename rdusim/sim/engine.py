@@ -39,17 +39,23 @@ event carrying a count; nothing is assumed about overlap or contention:
 - sockets: every socket of a plan runs the same kernels on its own pools, and sockets meet only
   at the kernel barrier (a fixed sync time), so the ``fast=False`` path simulates one socket
   standing for all of them (``_Socket.copies``; trace events are written for each socket);
-- an item's loads start together: one ``transfer_all`` event when the last lands (each load is
-  still its own flow in its pool's processor sharing), not one process per load and a
-  condition over them; write-backs are pool events, not processes;
+- an item's loads start together and the stage's ``_Feed`` itself waits for them (each load is
+  still its own flow in its pool's processor sharing): at most one event when the last lands,
+  not one process per load and a condition over them; write-backs are pool events, not processes;
 - the loader-to-compute buffer is a counter (``_Feed``) instead of a SimPy store: item ``k``'s
   loads start when item ``k-1``'s have landed and compute has taken item ``k - depth`` (the
-  store's capacity rule), and compute waits only for an item whose loads are still in flight.
+  store's capacity rule), and compute waits only for an item whose loads are still in flight;
+- lazy landings (no trace recorded): an item's landing is an event only when compute waits for
+  it or the next item's gate is open; otherwise its pools land it when next touched, by the
+  same arithmetic (``BandwidthPool.catch_up``), and the feed catches its in-flight item up
+  before its gate moves; the kernel's records read the pools after catching them up.
 
-Summation order: events at the same simulated time run in another order than in the reference
-engine, so a pool's ``bytes_total`` adds the same transfers in another order (float rounding,
-about 1e-16 relative); every time is computed from the same sequence of pool states and comes
-out the same.
+Equal-time ties: events at the same simulated time run in another order than in the reference
+engine; tests/sim/test_coalesce.py checks on tie-laden random pipelines (every duration a
+quarter of a second) that the event logs and kernel records still agree bit for bit. With
+arbitrary byte counts a pool's ``bytes_total`` may add the same transfers in another order
+(float rounding, about 1e-16 relative; hence the 1e-9 tolerance of the general comparisons);
+every time is computed from the same sequence of pool states.
 """
 
 from __future__ import annotations
@@ -63,7 +69,7 @@ import simpy
 from rdusim.config.schema import OFF_CHIP_TIERS
 from rdusim.errors import SimulationError
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
-from rdusim.sim.resources import BandwidthPool, delay, transfer_all
+from rdusim.sim.resources import BandwidthPool, delay
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
 
@@ -203,6 +209,7 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
     started: _Started | None = None  # a looped iteration, already loading
     for index, (layer, layer_type, kernel) in enumerate(calls):
         start = env.now
+        _catch_up(sockets[0])
         before = {k: (p.busy_s, p.bytes_total) for k, p in sockets[0].pools.items()}
         busy_before = dict(recorder.busy)
         launch_sync_s = 0.0
@@ -222,7 +229,14 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
         if not looping:
             yield delay(env, system.sync_s)
             launch_sync_s += system.sync_s
+        _catch_up(sockets[0])
         records.append(_record(kernel, layer, start, env.now, launch_sync_s, sockets[0], before, recorder, busy_before))
+
+
+def _catch_up(socket: _Socket) -> None:
+    """Land what is due by now in every pool (landings no timer was armed for), before reading them."""
+    for pool in socket.pools.values():
+        pool.catch_up()
 
 
 #: a kernel call's stage processes on every socket, and its stages by name (for diagnoses)
@@ -259,7 +273,7 @@ def _run_kernel(env: simpy.Environment, kernel: KernelPlan, socket: _Socket, rec
         inputs = [queues[(src, stage.name)] for src in stage.inputs]
         outputs = [q for (src, _), q in queues.items() if src == stage.name]
         if coalesce:
-            feed = _Feed(env, kernel, stage, socket, recorder, layer)
+            feed = _Feed(env, kernel, stage, socket, recorder, layer, lazy=not recorder.enabled)
             runs.append(env.process(_run_stage_coalesced(env, kernel, stage, inputs, outputs, feed, go, socket,
                                                          recorder, layer)))
         else:
@@ -343,68 +357,157 @@ def _send(env: simpy.Environment, kernel: KernelPlan, stage: Stage, nbytes: floa
 
 # ------------------------------------------------------------------------ coalesced engine (the default)
 class _Feed:
-    """A stage's loader as a counter, not a process: item ``k``'s loads (one ``transfer_all``)
-    start when item ``k - 1``'s have landed and compute has taken item ``k - depth``; the same
-    rule as the reference engine's loader putting into a store of capacity ``depth``."""
+    """A stage's loader as a counter, not a process: item ``k``'s loads start together when item
+    ``k - 1``'s have landed and compute has taken item ``k - depth``; the same rule as the
+    reference engine's loader putting into a store of capacity ``depth``. So one item at most
+    is in flight, and the feed itself waits for its loads (each its own flow in its pool): no
+    event per load and no condition over them.
+
+    With ``lazy`` (no trace recorded), an item's landing is an event only when something reacts
+    to it at that instant: compute waiting for the item, or the next item's loads (the gate
+    above is open for them). Otherwise the pools land it when next touched, and the feed
+    catches its in-flight item up (``_settle``) before the gate moves (a take, a release)."""
 
     def __init__(self, env: simpy.Environment, kernel: KernelPlan, stage: Stage, socket: _Socket,
-                 recorder: _Recorder, layer: int) -> None:
+                 recorder: _Recorder, layer: int, lazy: bool) -> None:
         self.env, self.kernel, self.stage, self.socket, self.recorder, self.layer = \
             env, kernel, stage, socket, recorder, layer
+        self.lazy = lazy
+        self.pools = socket.pools
+        self.depth = kernel.buffer_depth
         self.items = [item for chunk in stage.chunks for item in chunk.items]
         self.landed = [False] * len(self.items)
-        self.events: list[simpy.Event | None] = [None] * len(self.items)
         self.started = 0     # items whose loads have started
         self.taken = 0       # items compute has taken
         # items whose loads may start: all of them, unless loads follow inputs (data-dependent
         # loads: a chunk's items are released when its inputs arrive, as in the reference loader)
         self.released = 0 if stage.loads_follow_inputs else len(self.items)
+        # the item in flight (started last, not landed): its loads' (pool, flow), how many are
+        # still in flight, the event of its landing (urgent) or None (lazy), trace records
+        self.flows: list[tuple[BandwidthPool, list]] = []
+        self.left = 0
+        self.event: simpy.Event | None = None
+        self.on_landed: Callable[[int, float], None] | None = None
         self._pump()
 
     def _pump(self) -> None:
-        depth, items = self.kernel.buffer_depth, self.items
+        items, depth = self.items, self.depth
         while self.started < len(items):
             k = self.started
-            if (k > 0 and not self.landed[k - 1]) or self.taken < k - depth or k >= self.released:
+            if k >= self.released or self.taken < k - depth:   # the gate is shut for item k
                 return
+            if k > 0 and not self.landed[k - 1]:   # item k - 1 in flight: its landing starts item k
+                if self.left:
+                    self._urgent()
+                return   # (else its landing's event is on its way)
             self.started += 1
-            loads = [(tier, nbytes) for tier, nbytes in items[k].loads if nbytes > 0]
-            if not loads:
-                self.landed[k] = True
-                continue
-            event = transfer_all(self.env, [(self.socket.pools[tier], nbytes) for tier, nbytes in loads],
-                                 self._recording(loads) if self.recorder.enabled else None)
-            event.callbacks.append(lambda _event, k=k: self._landed(k))
-            self.events[k] = event
-            return
+            pools = self.pools
+            loads = [(pools[tier], nbytes) for tier, nbytes in items[k].loads if nbytes > 0]
+            # urgent: the gate is open for item k + 1, so this landing starts it
+            urgent = not self.lazy or (k + 1 < self.released and self.taken >= k + 1 - depth)
+            if self._start(loads, urgent):
+                return
+            self.landed[k] = True   # nothing to load, or landed at once
 
-    def _recording(self, loads: list[tuple[str, float]]) -> Callable[[int, float], None]:
+    def _start(self, loads: list[tuple[BandwidthPool, float]], urgent: bool) -> bool:
+        """Start the next item's loads; whether they are in flight."""
+        if self.recorder.enabled:
+            self.on_landed = self._recording(loads)
+        self.flows, self.left, self.event = [], len(loads), None
+        if urgent and loads:
+            self.event = self.env.event()
+            self.event.callbacks.append(self._landed)
+        if len(loads) == 1:   # the common case: the feed is the flow's waiter
+            pool, nbytes = loads[0]
+            flow = pool.add(nbytes, self, urgent)
+            if flow is None:
+                self.part_landed(0)
+            elif self.left:
+                self.flows.append((pool, flow))
+        else:
+            for index, (pool, nbytes) in enumerate(loads):
+                flow = pool.add(nbytes, _Load(self, index), urgent)
+                if flow is None:
+                    self.part_landed(index)
+                elif self.left:
+                    self.flows.append((pool, flow))
+        return self.left > 0 or self.event is not None
+
+    def succeed(self) -> None:
+        """The pool's call when the in-flight item's one load lands."""
+        self.part_landed(0)
+
+    def part_landed(self, index: int) -> None:
+        if self.on_landed is not None:
+            self.on_landed(index, self.env._now)   # noqa: SLF001 (recorded: urgent, a timer's time)
+        self.left -= 1
+        if self.left == 0:
+            self.flows = []
+            if self.event is not None:
+                self.event.succeed()   # its callback: ``_landed``
+            else:   # found by a pool's catch-up: nothing started at its instant
+                self.landed[self.started - 1] = True
+
+    def _urgent(self) -> simpy.Event:
+        """The in-flight item's landing as an event (its pools wake at its exact time)."""
+        if self.event is None:
+            self.event = self.env.event()
+            self.event.callbacks.append(self._landed)
+            for pool, flow in self.flows:
+                pool.make_urgent(flow)
+        return self.event
+
+    def _settle(self) -> None:
+        """Land the in-flight item's loads that are due by now (before the gate moves)."""
+        for pool, _ in self.flows:
+            pool.catch_up()
+
+    def _recording(self, loads: list[tuple[BandwidthPool, float]]) -> Callable[[int, float], None]:
         start, name = self.env.now, f"{self.stage.name}:read"
+        tiers = {id(pool): tier for tier, pool in self.socket.pools.items()}
 
         def record(index: int, end: float) -> None:
-            tier, nbytes = loads[index]
-            self.recorder.transfer(self.socket, tier, name, self.kernel.name, self.layer, start, end, nbytes)
+            pool, nbytes = loads[index]
+            self.recorder.transfer(self.socket, tiers[id(pool)], name, self.kernel.name, self.layer, start, end,
+                                   nbytes)
         return record
 
-    def _landed(self, k: int) -> None:
-        self.landed[k] = True
+    def _landed(self, _event: simpy.Event) -> None:
+        """The in-flight item's loads landed (its event): the next item may start."""
+        self.landed[self.started - 1] = True
+        self.event = None
         self._pump()
 
     def release(self, count: int) -> None:
         """A chunk's inputs arrived: its ``count`` items may load (``Stage.loads_follow_inputs``)."""
+        self._settle()
         self.released += count
         self._pump()
 
-    def take(self) -> Generator:
-        """Compute takes the next item: waits only while its loads are in flight."""
-        k = self.taken
-        if not self.landed[k]:
-            event = self.events[k]
-            if event is None:  # cannot happen: item k starts when item k - 1 lands, before compute takes it
-                raise SimulationError(f"{self.stage.name}: item {k} taken before its loads started")
-            yield event
+    def take(self) -> simpy.Event | None:
+        """Compute takes the next item: ``None`` if its loads have landed (taken), else the event
+        of their landing, after which compute calls ``take`` again."""
+        if self.flows:
+            self._settle()
+        if not self.landed[self.taken]:
+            if self.started <= self.taken:  # cannot happen: item k starts when item k - 1 lands
+                raise SimulationError(f"{self.stage.name}: item {self.taken} taken before its loads started")
+            return self._urgent()
         self.taken += 1
         self._pump()
+        return None
+
+
+class _Load:
+    """One load of an item of several: its landing counts the feed's in-flight item down."""
+
+    __slots__ = ("feed", "index")
+
+    def __init__(self, feed: _Feed, index: int) -> None:
+        self.feed, self.index = feed, index
+
+    def succeed(self) -> None:
+        self.feed.part_landed(self.index)
 
 
 def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs: list[simpy.Store],
@@ -418,7 +521,10 @@ def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stag
         if stage.loads_follow_inputs:  # the chunk's inputs say what to load
             feed.release(len(chunk.items))
         for item in chunk.items:
-            yield from feed.take()
+            landing = feed.take()
+            if landing is not None:
+                yield landing
+                feed.take()
             if item.work > 0 and stage.rate_ops_per_s > 0:
                 start = env.now
                 yield delay(env, item.work / stage.rate_ops_per_s)

@@ -43,6 +43,9 @@ class _Gpu:
         self.used = [0] * gpu.sms
         self.latency_s = gpu.hbm_latency_s
         self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla")}
+        sfu, smem = gpu.sfu_per_s, gpu.shared_bytes_per_s
+        self.sm_sfu = sfu / gpu.sms if sfu else None
+        self.sm_smem = smem / gpu.sms if smem else None
         self.gemm_derate = gpu.gemm_stream_derate
         self.strided_derate = gpu.strided_stream_derate
         self.gemm_step_s = gpu.launch_s("gemm_step")
@@ -147,24 +150,43 @@ def _run_grid(env: simpy.Environment, kernel: GpuKernel, state: _Gpu) -> Generat
         yield env.all_of(running)
 
 
+def _step_s(state: _Gpu, group: CtaGroup, math: str, occupancy: int) -> float:
+    """One CTA's issue time for its whole main loop on an SM it shares with ``occupancy - 1``
+    others: tensor FLOPs, special functions (softmax exponentials) and shared-memory operand
+    reads, each at the SM's rate split among the resident CTAs, one after another. FlashAttention-2
+    issues its two MMAs, the exponentials and the ``ldmatrix`` operand loads from the same warps
+    in program order (no warp specialisation: FlashAttention-3 paper, section 3), so the three
+    add up rather than overlap; then the DRAM round trips the loop waits on (``stall_s``)."""
+    if math not in state.sm_flops:
+        return 0.0
+    step = group.flops / (state.sm_flops[math] / occupancy)
+    if group.sfu and state.sm_sfu:
+        step += group.sfu / (state.sm_sfu / occupancy)
+    if group.smem_bytes and state.sm_smem:
+        step += group.smem_bytes / (state.sm_smem / occupancy)
+    return step + group.stall_s
+
+
 def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: list[tuple[int, int]],
             group: CtaGroup, math: str, freed: list[simpy.Event], *, strided: bool = False) -> Generator:
     """``n`` identical CTAs, each on an SM holding ``occupancy`` CTAs, through their main loop.
 
     One DRAM round trip fills the pipeline and the first step's loads are exposed; then the
     loads of steps 2..T overlap the math of steps 1..T-1; the last step's math is exposed.
-    With one step: load, then math."""
+    With one step: load, then math. A group's ``prologue_bytes`` are read with the first step's
+    loads and its ``epilogue_bytes`` written after the last step (FlashAttention's Q and O tiles)."""
     tiles = max(1, group.tiles)
-    load = n * group.bytes / tiles
+    edges = group.prologue_bytes + group.epilogue_bytes
+    load = n * (group.bytes - edges) / tiles
     if math == "gemm":  # TMA tile loads of a GEMM's operands reach less of HBM than a streaming copy
         load /= state.gemm_derate
     elif strided:  # PyTorch's non-vectorised elementwise path reaches less of HBM than a copy
         load /= state.strided_derate
     l2 = n * group.l2_bytes / tiles if state.l2 is not None else 0.0
-    step_s = group.flops / tiles / (state.sm_flops[math] / occupancy) if math in state.sm_flops else 0.0
+    step_s = _step_s(state, group, math, occupancy) / tiles
     if group.bytes > 0:
         yield delay(env, state.latency_s)
-        first = [state.hbm.transfer(load, n)]
+        first = [state.hbm.transfer(load + n * group.prologue_bytes, n)]
         if l2 > 0:
             first.append(state.l2.transfer(l2, n))
         yield env.all_of(first)
@@ -179,6 +201,8 @@ def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: li
         yield delay(env, step_s)
     if math == "gemm" and state.gemm_step_s > 0:  # per-step barrier cost the pipeline does not hide
         yield delay(env, tiles * state.gemm_step_s)
+    if group.epilogue_bytes > 0:  # the output tile, stored once the main loop is done
+        yield state.hbm.transfer(n * group.epilogue_bytes, n)
     for i, k in sms:
         state.used[i] -= k
     event, freed[0] = freed[0], env.event()

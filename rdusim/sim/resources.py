@@ -1,7 +1,7 @@
 """Shared bandwidth as a SimPy resource: concurrent transfers split it fairly.
 
-Owns: ``BandwidthPool``, ``WeightedPool``, ``transfer_all`` (transfers that start together, one
-event when the last lands), ``delay`` (every timeout of the simulation, bounded by ``HORIZON_S``).
+Owns: ``BandwidthPool`` (with lazy landings: ``add``, ``catch_up``, ``make_urgent``),
+``WeightedPool``, ``delay`` (every timeout of the simulation, bounded by ``HORIZON_S``).
 Imports: simpy, errors.
 
 A pool serves its active transfers by processor sharing: with n transfers in flight each
@@ -13,12 +13,14 @@ the simulation instead of being assumed.
 
 from __future__ import annotations
 
+import heapq
 import itertools
-from collections.abc import Callable
+import math
+from typing import Protocol
 
 import simpy
 
-from rdusim.errors import SimulationError
+from rdusim.errors import HorizonError
 
 #: bytes below which a transfer counts as complete (guards float rounding)
 _EPSILON_BYTES = 1e-3
@@ -32,14 +34,33 @@ HORIZON_S = 1e7
 def delay(env: simpy.Environment, seconds: float) -> simpy.Timeout:
     """``env.timeout(seconds)``, refused when it would end past the horizon (or is not a number)."""
     if not env._now + seconds <= HORIZON_S:   # noqa: SLF001 (env.now without the property call)
-        raise SimulationError(f"an event would end at t={env.now + seconds:.3g} s, past the simulator's horizon "
-                              f"of {HORIZON_S:.0e} s: a rate or efficiency in the hardware is too small (or a "
-                              "duration too large) for a meaningful simulation")
+        raise past_horizon(env.now + seconds)
     return env.timeout(seconds)
 
 
+def past_horizon(end_s: float) -> HorizonError:
+    """The error for an event that would end at ``end_s``, past ``HORIZON_S`` (or not a number)."""
+    return HorizonError(f"an event would end at t={end_s:.3g} s, past the simulator's horizon of {HORIZON_S:.0e} s: "
+                        "a rate or efficiency in the hardware is too small (or a duration too large) for a "
+                        "meaningful simulation")
+
+
+class Waiter(Protocol):
+    """What a flow tells when it lands: a SimPy event, or anything with ``succeed()``."""
+
+    def succeed(self) -> object: ...
+
+
 class BandwidthPool:
-    """A link or memory port of ``rate_bytes_per_s`` shared by processor sharing."""
+    """A link or memory port of ``rate_bytes_per_s`` shared by processor sharing.
+
+    Landings nobody reacts to at their instant are not events: a flow added with
+    ``urgent=False`` (an item's load whose landing starts nothing until someone next looks)
+    lands when the pool is next touched (``catch_up``: a new flow, a query, the end of a kernel),
+    by the very arithmetic the timer would have run at its time. While any urgent flow is in
+    flight the pool arms a SimPy timer for every landing, as the reference engine does, so
+    urgent waiters wake at the exact time.
+    """
 
     def __init__(self, env: simpy.Environment, name: str, rate_bytes_per_s: float) -> None:
         if rate_bytes_per_s <= 0:
@@ -49,103 +70,129 @@ class BandwidthPool:
         self.rate_bytes_per_s = rate_bytes_per_s
         self.bytes_total = 0.0
         self.busy_s = 0.0
-        self._flows: dict[int, list] = {}
-        self._ids = itertools.count()
+        # [bytes left, arrival number, waiter, urgent] in ascending bytes left: every flow is
+        # served alike, so the order never changes (float subtraction of one amount is
+        # monotonic) and the next to land is the first
+        self._flows: list[list] = []
+        self._arrivals = 0
         self._updated_s = env.now
-        self._generation = 0
+        self._next_s = math.inf             # when the next flow lands (where the timer would fire)
+        self._urgent = 0                    # urgent flows in flight
+        self._timer: simpy.Event | None = None
 
     def transfer(self, nbytes: float) -> simpy.Event:
         """An event that fires once ``nbytes`` have crossed the pool."""
         done = self.env.event()
-        if nbytes <= _EPSILON_BYTES:
+        if self.add(nbytes, done, True) is None:
             done.succeed()
-            return done
-        self._add(nbytes, done)
         return done
 
-    def _add(self, nbytes: float, waiter: simpy.Event | _Part) -> None:
-        self._advance()
-        self._flows[next(self._ids)] = [float(nbytes), waiter]
-        self.bytes_total += nbytes
-        self._reschedule()
+    def add(self, nbytes: float, waiter: Waiter, urgent: bool) -> list | None:
+        """A flow of ``nbytes``: ``waiter.succeed()`` is called when it lands, at its time if
+        ``urgent`` (a timer), else at the pool's next ``catch_up`` at the latest (the pool's clock
+        then reads the landing's time). Returns the flow's handle (for ``make_urgent``), or
+        ``None`` when there is nothing to transfer (below the byte epsilon: not a flow, and the
+        waiter is not called)."""
+        if nbytes <= _EPSILON_BYTES:
+            return None
+        return self._add(nbytes, waiter, urgent)
 
-    def _advance(self) -> None:
-        now = self.env.now
-        elapsed = now - self._updated_s
-        if elapsed > 0 and self._flows:
-            served = self.rate_bytes_per_s / len(self._flows) * elapsed
-            for flow in self._flows.values():
+    def catch_up(self) -> None:
+        """Land every flow due by now (the landings no timer was armed for)."""
+        now = self.env._now   # noqa: SLF001 (env.now without the property call)
+        while self._next_s <= now:
+            self._land_next()
+
+    def make_urgent(self, flow: list) -> None:
+        """``flow`` lands by a timer, at its exact time (at once if it is due by now; nothing if
+        it has landed)."""
+        self.catch_up()   # no timer in the past
+        if flow[2] is not None and not flow[3]:
+            flow[3] = True
+            self._urgent += 1
+            if self._timer is None:
+                self._arm()
+
+    def _add(self, nbytes: float, waiter: Waiter, urgent: bool) -> list:
+        now = self.env._now   # noqa: SLF001
+        if self._next_s <= now:
+            self.catch_up()
+        flows = self._flows
+        elapsed = now - self._updated_s   # every flow served alike up to now
+        if elapsed > 0 and flows:
+            served = self.rate_bytes_per_s / len(flows) * elapsed
+            for flow in flows:
                 flow[0] -= served
             self.busy_s += elapsed
         self._updated_s = now
+        flow = [float(nbytes), self._arrivals, waiter, urgent]
+        self._arrivals += 1
+        at = len(flows)
+        while at and flows[at - 1][0] > flow[0]:
+            at -= 1
+        flows.insert(at, flow)
+        self._urgent += urgent
+        self.bytes_total += nbytes
+        self._reschedule(now)
+        return flow
 
-    def _reschedule(self) -> None:
-        self._generation += 1
-        flows, now = self._flows, self.env.now
+    def _reschedule(self, now: float) -> None:
+        self._timer = None   # an armed timer is stale now
+        flows = self._flows
         while flows:
             share = self.rate_bytes_per_s / len(flows)
+            least = flows[0][0]
+            wait = least / share
             # done: under the byte epsilon, or so little left that the clock cannot advance by it
             # (late in a long run a float's resolution in seconds can exceed that time; waiting
             # would re-plan forever without progress)
-            done = [k for k, f in flows.items() if f[0] <= _EPSILON_BYTES or now + f[0] / share <= now]
-            if not done:
+            if least > _EPSILON_BYTES and now + wait > now:
                 break
-            for key in done:
-                flows.pop(key)[1].succeed()   # an Event, or a _Part of transfer_all
+            count = 1
+            while count < len(flows) and (flows[count][0] <= _EPSILON_BYTES or now + flows[count][0] / share <= now):
+                count += 1
+            done = sorted(flows[:count], key=_arrival) if count > 1 else flows[:1]
+            del flows[:count]
+            for flow in done:   # in arrival order
+                self._urgent -= flow[3]
+                waiter, flow[2] = flow[2], None   # None: landed
+                waiter.succeed()
         if not flows:
+            self._next_s = math.inf
             return
-        generation = self._generation
-        timer = delay(self.env, min(f[0] for f in flows.values()) / share)
-        timer.callbacks.append(lambda _event: self._on_timer(generation))
+        if not now + wait <= HORIZON_S:
+            raise past_horizon(now + wait)
+        self._next_s = now + wait   # the time SimPy gives a timeout of ``wait`` from ``now``
+        if self._urgent:
+            self._arm()
 
-    def _on_timer(self, generation: int) -> None:
-        if generation != self._generation:
-            return  # a newer arrival or completion re-planned the pool
-        self._advance()
-        self._reschedule()
+    def _arm(self) -> None:
+        """A timer at ``_next_s`` exactly (SimPy's own schedule, at an absolute time)."""
+        env = self.env
+        timer = self._timer = simpy.Event(env)
+        timer._ok = True   # noqa: SLF001 (a triggered event, as a Timeout is)
+        timer.callbacks.append(self._on_timer)
+        heapq.heappush(env._queue, (self._next_s, simpy.events.NORMAL, next(env._eid), timer))   # noqa: SLF001
 
+    def _on_timer(self, timer: simpy.Event) -> None:
+        if timer is self._timer:   # else a newer arrival or landing re-planned the pool
+            self._land_next()
 
-class _Part:
-    """One transfer of a ``transfer_all`` group: its landing counts the group down (no event of its own)."""
-
-    __slots__ = ("group", "index")
-
-    def __init__(self, group: _Group, index: int) -> None:
-        self.group, self.index = group, index
-
-    def succeed(self) -> None:
-        self.group.landed(self.index)
-
-
-class _Group:
-    __slots__ = ("done", "left", "on_landed")
-
-    def __init__(self, done: simpy.Event, left: int, on_landed: Callable[[int, float], None] | None) -> None:
-        self.done, self.left, self.on_landed = done, left, on_landed
-
-    def landed(self, index: int) -> None:
-        if self.on_landed is not None:
-            self.on_landed(index, self.done.env.now)
-        self.left -= 1
-        if self.left == 0:
-            self.done.succeed()
+    def _land_next(self) -> None:
+        now = self._next_s
+        flows = self._flows
+        elapsed = now - self._updated_s   # every flow served alike up to now
+        if elapsed > 0:
+            served = self.rate_bytes_per_s / len(flows) * elapsed
+            for flow in flows:
+                flow[0] -= served
+            self.busy_s += elapsed
+        self._updated_s = now
+        self._reschedule(now)
 
 
-def transfer_all(env: simpy.Environment, parts: list[tuple[BandwidthPool, float]],
-                 on_landed: Callable[[int, float], None] | None = None) -> simpy.Event:
-    """Transfers that start together (each its own flow in its pool, sharing it as ``transfer``
-    does): one event that fires when the last has landed, instead of one per transfer and a
-    condition over them. ``on_landed(i, t)`` is told when part ``i`` lands (trace records)."""
-    done = env.event()
-    group = _Group(done, len(parts), on_landed)
-    for index, (pool, nbytes) in enumerate(parts):
-        if nbytes <= _EPSILON_BYTES:
-            group.landed(index)
-        else:
-            pool._add(nbytes, _Part(group, index))
-    if not parts:
-        done.succeed()
-    return done
+def _arrival(flow: list) -> int:
+    return flow[1]
 
 
 class WeightedPool:

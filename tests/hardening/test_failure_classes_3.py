@@ -79,11 +79,21 @@ def test_2_arrivals_past_the_horizon_are_refused_up_front(workspace):
                        "--requests 100 at --rate 1e-06/s (about 1e+08 s of arrivals)")
 
 
-def test_2_serving_rates_past_the_horizon_name_the_serving_file(workspace):
-    result = run_cli("serve", SERVE, "--rate", "1", "--requests", "20", "--set", "interconnect.bandwidth=1e-300 B/s",
-                     *SLO)  # found while running (the deployment's step tables are built first): no time guard
+def test_2_serving_rates_past_the_horizon_name_the_serving_key(workspace):
+    """Found while running (the deployment's step tables are built first): no time guard. The
+    KV transfers are the request engine's events bounded by the horizon, so the message names
+    the serving file's interconnect.bandwidth: its line, or the --set option that gave it."""
+    option = "interconnect.bandwidth=1e-300 B/s"
+    result = run_cli("serve", SERVE, "--rate", "1", "--requests", "20", "--set", option, *SLO)
     assert result.code == 2 and "Traceback" not in result.err, result.err
-    assert f"{SERVE}: an event would end at t=inf s, past the simulator's horizon" in result.err
+    assert (f"{SERVE} (--set {option!r}): interconnect.bandwidth: an event would end at t=inf s, past the "
+            "simulator's horizon") in result.err
+    serving = workspace / SERVE
+    serving.write_text(re.sub(r"bandwidth: .*", 'bandwidth: "1e-300 B/s"', serving.read_text(), count=1))
+    result = run_cli("serve", SERVE, "--rate", "1", "--requests", "20", *SLO)
+    assert result.code == 2 and "Traceback" not in result.err, result.err
+    line = _line_of(serving, "bandwidth:")
+    assert f"{SERVE}:{line}: interconnect.bandwidth: an event would end at t=inf s" in result.err
 
 
 def test_2_a_trace_longer_than_the_limit_is_refused_at_its_row(workspace, monkeypatch):

@@ -34,9 +34,10 @@ def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _interrupt(argv: list[str], cwd: Path, sig: int) -> tuple[int, str, str]:
+def _interrupt(argv: list[str], cwd: Path, sig: int | None) -> tuple[int, str, str]:
     """Run ``rdusim ARGV`` with standard error on a terminal; send ``sig`` once a progress bar
-    has moved; the exit code, what the bar showed when the signal went, and standard error."""
+    has moved (``None``: run to the end); the exit code, what the bar showed when the signal
+    went, and standard error."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -55,7 +56,7 @@ def _interrupt(argv: list[str], cwd: Path, sig: int) -> tuple[int, str, str]:
             except OSError:
                 break
             match = STARTED.search(seen.replace("\r", "\n"))
-            if match and not shown:
+            if match and not shown and sig is not None:
                 shown = match.group(0)
                 process.send_signal(sig)
                 break
@@ -123,6 +124,16 @@ def test_explore_interrupted_half_way(outputs, workers):
     assert _last_line(stderr) == "rdusim explore: interrupted (Ctrl-C)"
     assert "Traceback" not in stderr
     assert _snapshot(outputs) == before
+
+
+@pytest.mark.parametrize("command", ["serve", "serve-sweep"])
+def test_loading_a_deployment_shows_its_step_tables(outputs, command):
+    """Building the step tables is seconds of kernel simulations (3-6 s for the shipped
+    deployments on the 2-core machine): a bar counts them, 11 prefill + 2 x 8 decode for serve.yaml."""
+    code, _, stderr = _interrupt([command, str(ROOT / "mappings/deepseek-r1/serve.yaml"), "--rate", "1", "--requests",
+                                  "4", "--slo-ttft-s", "100", "--slo-tpot-ms", "1000"], outputs, None)
+    assert code == 0, stderr[-2000:]
+    assert re.search(r"step tables: +\d+%\|[^|]*\| *\d+/27 ", stderr), stderr[-2000:]
 
 
 def test_quiet_and_pipes_show_no_progress(outputs):

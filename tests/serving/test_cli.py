@@ -147,6 +147,18 @@ def test_sweep_same_rows_in_process_on_a_pool_and_on_dask() -> None:
     pd.testing.assert_frame_equal(inline, remote)
 
 
+def test_loading_a_deployment_counts_its_step_table_simulations() -> None:
+    """``progress(done, total)`` once per step-table simulation, the CLI's bar while loading."""
+    from rdusim.analysis.serving.deployment import load_deployment
+
+    calls: list[tuple[int, int]] = []
+    deployment = load_deployment(SMALL, progress=lambda done, total: calls.append((done, total)))
+    prefill, decode = deployment.prefill_table, deployment.decode_table
+    total = len(prefill.tokens) + len(decode.buckets) * len(decode.kv_tokens)  # 2 + 2 x 2 in llama-small.yaml
+    assert total == 6
+    assert calls == [(done, total) for done in range(1, total + 1)]
+
+
 @pytest.mark.parametrize(("slo", "message"), [
     (["--slo-ttft-s", "0.001", "--slo-tpot-ms", "50"], "--slo-ttft-s 0.001: impossible on llama-small: the shortest"),
     (["--slo-ttft-s", "2", "--slo-tpot-ms", "0.01"], "--slo-tpot-ms 0.01: impossible on llama-small: one decode step"),

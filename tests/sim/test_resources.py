@@ -66,3 +66,72 @@ def test_an_event_past_the_horizon_is_an_error():
         pool.transfer(1e3)
     with pytest.raises(SimulationError, match="horizon"):
         delay(env, HORIZON_S * 2)
+
+
+class _Waiter:
+    """Records the simulated time (and the pool's clock) at which its flow is said to land."""
+
+    def __init__(self, env: simpy.Environment, pool: BandwidthPool) -> None:
+        self.env, self.pool, self.calls = env, pool, []
+
+    def succeed(self) -> None:
+        self.calls.append((self.env.now, self.pool._updated_s))
+
+
+def test_a_lazy_transfer_lands_when_the_pool_is_next_touched_by_the_same_arithmetic():
+    """A flow nobody waits for at its instant (``urgent=False``) arms no timer: the pool lands it
+    when next touched, its clock at the landing's time, with the busy time a timer would give."""
+    env = simpy.Environment()
+    pool = BandwidthPool(env, "hbm", 100.0)
+    waiter = _Waiter(env, pool)
+    pool.add(100.0, waiter, urgent=False)   # alone: lands at 1.0
+    env.run()
+    assert env.now == 0.0 and waiter.calls == [] and next(env._eid) == 0   # no event at all
+    done = []
+
+    def later():
+        yield env.timeout(3.0)
+        pool.catch_up()
+        done.append(env.now)
+        yield pool.transfer(50.0)   # the pool is idle again: the whole rate, 0.5 s
+        done.append(env.now)
+
+    env.process(later())
+    env.run()
+    assert waiter.calls == [(3.0, 1.0)] and done == [3.0, 3.5]
+    assert pool.busy_s == 1.5 and pool.bytes_total == 150.0
+
+
+def test_a_lazy_transfer_made_urgent_lands_at_its_exact_time():
+    # a: 100 B lazy from t=0; b: 50 B from t=0.5 (a has 50 B left: both at 50 B/s, land at 1.5);
+    # at t=1.0 someone needs a's landing: a timer lands it at 1.5, as one armed from the start would
+    env = simpy.Environment()
+    pool = BandwidthPool(env, "hbm", 100.0)
+    waiter = _Waiter(env, pool)
+    flow = pool.add(100.0, waiter, urgent=False)
+    woken = {}
+
+    def b():
+        yield env.timeout(0.5)
+        yield pool.transfer(50.0)
+        woken["b"] = env.now
+
+    def needs_a():
+        yield env.timeout(1.0)
+        pool.catch_up()
+        assert waiter.calls == []
+        pool.make_urgent(flow)
+
+    env.process(b())
+    env.process(needs_a())
+    env.run()
+    assert waiter.calls == [(1.5, 1.5)] and woken == {"b": 1.5} and pool.busy_s == 1.5
+    pool.make_urgent(flow)   # landed: nothing to do
+    assert pool._urgent == 0
+
+
+def test_nothing_to_transfer_is_not_a_flow():
+    env = simpy.Environment()
+    pool = BandwidthPool(env, "hbm", 100.0)
+    assert pool.add(1e-4, _Waiter(env, pool), urgent=True) is None   # below the byte epsilon
+    assert pool.bytes_total == 0.0 and pool.transfer(0.0).triggered

@@ -21,6 +21,9 @@ batch of candidates is composed with numpy.
 from __future__ import annotations
 
 import dataclasses
+import json
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,11 +37,12 @@ from rdusim.mapping.build import build_layer, kv_length, layer_shape, speculativ
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import reservations
 from rdusim.mapping.memory import LayerMemory, layer_memory, memory_of_layers, memory_report
-from rdusim.mapping.plan import KernelPlan
+from rdusim.mapping.plan import Chunk, KernelPlan
 from rdusim.mapping.space import (
     Space,
     candidate_data,
-    layer_genes,
+    gene_indices,
+    layer_kernels,
     layer_types,
     load_candidate,
     space_from_seed,
@@ -61,41 +65,71 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
     """Closed-form time of one call of a kernel on one socket."""
     system = loaded.system
     socket = system.socket
+    rates = {HBM: socket.tier_bytes_per_s(HBM), DDR: socket.tier_bytes_per_s(DDR)}
     names = {s.name: i for i, s in enumerate(kernel.stages)}
-    n_chunks = kernel.n_chunks
-    finish = np.zeros((len(kernel.stages), n_chunks))
-    busy = np.zeros(len(kernel.stages))
-    totals = {HBM: 0.0, DDR: 0.0}
+    # per stage, each chunk's finish time (Python floats: the same IEEE doubles as numpy's, faster
+    # to index one at a time)
+    finish: list[list[float]] = []
+    busy: list[float] = []
+    # the bytes each tier moves, in the order the plan lists them (summed in that order below)
+    moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: []}
     p2p_bytes = 0.0
-    for s, stage in enumerate(kernel.stages):
+    seen: dict[int, _ChunkSums] = {}  # chunks (and their items) repeat as the same objects
+    p2p_latency, p2p_rate = socket.p2p_latency_s, socket.p2p_bytes_per_s
+    for stage in kernel.stages:
         rate = stage.rate_ops_per_s
-        inputs = [names[i] for i in stage.inputs]
+        inputs = [finish[names[i]] for i in stage.inputs]
+        barrier = stage.is_barrier
+        done: list[float] = []
+        total_compute = 0.0
         prev = 0.0
         for c, chunk in enumerate(stage.chunks):
-            work = sum(item.work for item in chunk.items)
-            load = 0.0
-            for item in chunk.items:
-                for tier, nbytes in item.loads:
-                    load += nbytes / socket.tier_bytes_per_s(tier)
-                    totals[tier] += nbytes
-            for tier, nbytes in chunk.stores:
-                totals[tier] += nbytes
+            sums = seen.get(id(chunk))
+            if sums is None:
+                sums = seen[id(chunk)] = _chunk_sums(chunk, rates)
+            work, load = sums.work, sums.load_s
+            for tier, nbytes in sums.moved:
+                moved[tier].append(nbytes)
             compute = work / rate if rate > 0 and work > 0 else 0.0
-            send = chunk.p2p_steps * socket.p2p_latency_s + chunk.p2p_bytes / socket.p2p_bytes_per_s \
-                if chunk.p2p_bytes > 0 else 0.0
+            send = chunk.p2p_steps * p2p_latency + chunk.p2p_bytes / p2p_rate if chunk.p2p_bytes > 0 else 0.0
             p2p_bytes += chunk.p2p_bytes
-            ready = max((finish[i, -1] if stage.is_barrier else finish[i, c] for i in inputs), default=0.0)
-            if stage.is_barrier and c > 0:
-                ready = 0.0
+            if barrier:
+                ready = max((f[-1] for f in inputs), default=0.0) if c == 0 else 0.0
+            else:
+                ready = max((f[c] for f in inputs), default=0.0)
             prev = max(prev, ready) + max(compute, load) + send
-            finish[s, c] = prev
-            busy[s] += compute
-    memory = totals[HBM] / socket.tier_bytes_per_s(HBM) + totals[DDR] / socket.tier_bytes_per_s(DDR)
+            done.append(prev)
+            total_compute += compute
+        finish.append(done)
+        busy.append(total_compute)
+    # np.cumsum adds one element after another, as ``total += nbytes`` item by item would
+    totals = {tier: float(np.cumsum(np.concatenate(parts))[-1]) if parts else 0.0 for tier, parts in moved.items()}
+    memory = totals[HBM] / rates[HBM] + totals[DDR] / rates[DDR]
     comm = p2p_bytes / socket.p2p_bytes_per_s
-    tiers = max(totals[HBM] / socket.tier_bytes_per_s(HBM), totals[DDR] / socket.tier_bytes_per_s(DDR))
-    body = max(float(finish.max(initial=0.0)), tiers, comm)
+    tiers = max(totals[HBM] / rates[HBM], totals[DDR] / rates[DDR])
+    body = max(max((f for done in finish for f in done), default=0.0), tiers, comm)
     latency = socket.launch_s(kernel.orchestration) + body + system.sync_s  # as the engine charges it
-    return KernelEstimate(kernel.name, latency, float(busy.max(initial=0.0)), memory, comm)
+    return KernelEstimate(kernel.name, latency, max(busy, default=0.0), memory, comm)
+
+
+@dataclass(frozen=True)
+class _ChunkSums:
+    work: float                               # its items' work
+    load_s: float                             # its items' loads at each tier's rate, one after another
+    moved: tuple[tuple[str, np.ndarray], ...]  # per tier, the bytes it loads and then stores, in order
+
+
+def _chunk_sums(chunk: Chunk, rates: dict[str, float]) -> _ChunkSums:
+    work = sum(item.work for item in chunk.items)
+    load = 0.0
+    moved: dict[str, list[float]] = {HBM: [], DDR: []}
+    for item in chunk.items:
+        for tier, nbytes in item.loads:
+            load += nbytes / rates[tier]
+            moved[tier].append(nbytes)
+    for tier, nbytes in chunk.stores:
+        moved[tier].append(nbytes)
+    return _ChunkSums(work, load, tuple((t, np.array(b, dtype=float)) for t, b in moved.items() if b))
 
 
 # ------------------------------------------------------------------------ problem
@@ -138,6 +172,13 @@ class DraftEstimate:
     reason: str = ""
 
 
+def _picker(indices: tuple[int, ...]) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
+    """The genes at ``indices`` of a genome, as a tuple (``operator.itemgetter``, always a tuple)."""
+    if len(indices) > 1:
+        return operator.itemgetter(*indices)
+    return lambda genome: tuple(genome[i] for i in indices)
+
+
 @dataclass
 class Evaluator:
     """Estimates candidates of one problem, caching kernels and layers across calls."""
@@ -152,6 +193,8 @@ class Evaluator:
     _graphs: dict[Any, Any] = field(default_factory=dict)
     simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
     _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
+    _spelled: dict[tuple[str, tuple[int, ...]], str] = field(default_factory=dict)  # layer genes -> kernels (JSON)
+    _layer_genes: dict[str, Callable[[tuple[int, ...]], tuple[int, ...]]] = field(init=False)  # base type -> its genes
     reserved_bytes: float = field(init=False)
     kv_len: int = field(init=False)
 
@@ -161,6 +204,9 @@ class Evaluator:
         self.counts = layer_types(self.seed)
         self.reserved_bytes = sum(reservations(self.seed).values())
         self.kv_len = kv_length(self.seed)
+        self._layer_genes = {layer.layer_type: _picker(gene_indices(self.space, layer.layer_type))
+                             for layer in self.space.layers}
+        self.simulated.kernel_plans = self._kernel_plans  # re-scores plan with the kernels estimates built
 
     def data(self, genome: tuple[int, ...]) -> dict[str, Any]:
         return candidate_data(self.space, self.seed.document.data, genome)
@@ -186,10 +232,18 @@ class Evaluator:
         return 0 if sd is None else sd[1]
 
     def layer_key(self, genome: tuple[int, ...], layer_type: str) -> tuple[Any, ...]:
-        """What decides a layer type's kernels in this problem: the batch and its genes."""
+        """What decides a layer type's kernels in this problem: the batch, the draft length (it
+        shapes the verification pass: k + 1 tokens per sequence) and the kernels its genes spell
+        (``rdusim.mapping.space.layer_kernels``), so genomes differing only in genes that change
+        no kernel (settings of a segment fused into another segment's kernel) share the layer."""
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
-        # the draft length shapes the verification pass (k + 1 tokens per sequence)
-        return (batch, self._k(genome), layer_genes(self.space, base_layer_type(layer_type), genome))
+        base = base_layer_type(layer_type)
+        genes = (base, self._layer_genes[base](genome))
+        spelled = self._spelled.get(genes)
+        if spelled is None:
+            layer = next(layer for layer in self.space.layers if layer.layer_type == base)
+            spelled = self._spelled[genes] = json.dumps(layer_kernels(self.space, layer, genome), sort_keys=True)
+        return (batch, self._k(genome), spelled)
 
     def missing(self, genomes: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], str]]:
         """One (genome, layer type) per layer the cache lacks, for ``build_layers`` on workers."""

@@ -14,6 +14,7 @@ cluster); results come back in submission order, so the ranking does not depend 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
@@ -27,12 +28,16 @@ import pandas as pd
 
 from rdusim.analysis.execution import Executor, LocalExecutor
 from rdusim.analysis.explore.estimate import Evaluator, Problem
-from rdusim.analysis.explore.tasks import Genome, evaluator, layers_task, simulate_task
+from rdusim.analysis.explore.tasks import Genome, evaluator, layers_task, simulate_many_task
 from rdusim.analysis.metrics import STEP_FIGURES
 from rdusim.errors import ConfigError
 from rdusim.mapping.space import Space, speculative_genes
 
 Progress = Callable[[str, int, int], None]
+#: a batch missing fewer layers than this per worker builds them in the search's process: a
+#: decode layer takes about 2-3 ms to estimate, a round trip to the workers about as long
+#: (benchmarks/RESULTS.md, "Explorer estimator vectorised")
+LOCAL_LAYERS = 8
 
 
 # ------------------------------------------------------------------------ search
@@ -71,8 +76,7 @@ def explore(problem: Problem, *, budget: int = 1000, rescore: int = 20, seed: in
         distinct = feasible.drop_duplicates(subset=["step_s", "hbm_used_bytes", "batch"])
         picks = list(dict.fromkeys([*distinct["genome"].head(rescore), space.seed]))
         start = time.perf_counter()
-        sims = executor.map(simulate_task, [(problem, g) for g in picks],
-                            progress=(lambda done, total: progress("simulate", done, total)) if progress else None)
+        sims = _simulate(problem, ev, picks, executor, progress)
         sim_s = time.perf_counter() - start
     finally:
         if own:
@@ -83,9 +87,25 @@ def explore(problem: Problem, *, budget: int = 1000, rescore: int = 20, seed: in
                          {g: ev.data(g) for g in picks})
 
 
+def _simulate(problem: Problem, ev: Evaluator, picks: list[Genome], executor: Executor,
+              progress: Progress | None) -> list[dict[str, Any]]:
+    """Re-score ``picks`` (results in their order). Candidates whose layer keys share a prefix go
+    to the same worker, in runs of neighbours, so its ``LayerCache`` reuses their layers."""
+    keys = {g: tuple(ev.layer_key(g, t) for t in ev.counts) for g in picks}
+    ordered = sorted(picks, key=lambda g: (keys[g], g))
+    n = max(1, min(len(ordered), 2 * executor.workers)) if executor.workers > 1 else len(ordered)
+    size = math.ceil(len(ordered) / n)
+    runs = [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    done = executor.map(simulate_many_task, [(problem, run) for run in runs],
+                        progress=(lambda k, total: progress("simulate", k, total)) if progress else None)
+    by_genome = {row["genome"]: row for rows in done for row in rows}
+    return [by_genome[g] for g in picks]
+
+
 def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Executor,
             progress: Progress | None) -> tuple[str, dict[Genome, dict[str, Any]]]:
     rows: dict[Genome, dict[str, Any]] = {}
+    ranked: list[tuple[Any, ...]] = []  # every row's ``_key``, kept sorted (the keys are distinct: genome last)
 
     ev = evaluator(problem)
 
@@ -94,13 +114,10 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
         worker, whose kernel plans they share); this process's evaluator keeps every layer and
         composes the batch's rows."""
         genomes = [g for g in dict.fromkeys(genomes) if g not in rows][: budget - len(rows)]
-        missing = sorted(ev.missing(genomes), key=lambda item: (item[1], ev.layer_key(*item)))
-        n = max(1, min(len(missing), executor.workers * 2))
-        size = math.ceil(len(missing) / n)
-        chunks = [missing[i:i + size] for i in range(0, len(missing), size)] if missing else []
-        for built in executor.map(layers_task, [(problem, c) for c in chunks]):
-            ev.add_layers(built)
-        rows.update(zip(genomes, ev.estimate(genomes), strict=True))
+        _build_missing(problem, ev, genomes, executor)
+        for genome, row in zip(genomes, ev.estimate(genomes), strict=True):
+            rows[genome] = row
+            bisect.insort(ranked, _key(row, problem.objective))
         if progress:
             progress("estimate", len(rows), budget)
 
@@ -114,7 +131,7 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
     population = 32
     stale = 0
     while len(rows) < budget and stale < 20:
-        parents = _best(rows, problem.objective, population)
+        parents = [key[-1] for key in ranked[:population]]  # the best rows so far
         children: list[Genome] = []
         for _ in range(population * 4):
             child = _child(space, rng, parents)
@@ -126,6 +143,21 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
         if children:
             run(children)
     return "evolutionary", rows
+
+
+def _build_missing(problem: Problem, ev: Evaluator, genomes: list[Genome], executor: Executor) -> None:
+    """The layers of ``genomes`` that ``ev`` lacks, estimated (by the workers, or here when few) into it."""
+    missing = sorted(ev.missing(genomes), key=lambda item: (item[1], ev.layer_key(*item)))
+    if len(missing) < max(1, LOCAL_LAYERS * executor.workers):
+        # a few layers (a generation's children mostly reuse their parents' layers): built here,
+        # as the workers would build them, without a round trip to them
+        ev.add_layers(ev.build_layers(missing))
+        return
+    n = max(1, min(len(missing), executor.workers * 2))
+    size = math.ceil(len(missing) / n)
+    chunks = [missing[i:i + size] for i in range(0, len(missing), size)]
+    for built in executor.map(layers_task, [(problem, c) for c in chunks]):
+        ev.add_layers(built)
 
 
 def _neighbours(space: Space, genome: Genome) -> list[Genome]:
@@ -143,11 +175,6 @@ def _key(row: dict[str, Any], objective: str) -> tuple[Any, ...]:
         return (1, 0.0, row["genome"])
     value = -row["tokens_per_s"] if objective == "throughput" else row["latency_s"]
     return (0, value, row["genome"])
-
-
-def _best(rows: dict[Genome, dict[str, Any]], objective: str, n: int) -> list[Genome]:
-    ordered = sorted(rows.values(), key=lambda r: _key(r, objective))
-    return [r["genome"] for r in ordered[:n]]
 
 
 def _child(space: Space, rng: np.random.Generator, parents: list[Genome]) -> Genome:

@@ -1,7 +1,7 @@
 """What the explorer's workers run: estimate a batch of candidates, or re-simulate one.
 
 Owns: ``Genome``, ``evaluator`` (one cached ``Evaluator`` per problem and process, with its
-kernel plans and simulated layers), ``layers_task``, ``simulate_task``. Imports: estimate, metrics, result (simulate), mapping.
+kernel plans and simulated layers), ``layers_task``, ``simulate_task``, ``simulate_many_task``. Imports: estimate, metrics, result (simulate), mapping.
 The functions are module-level and their arguments picklable, so worker processes and Dask
 workers run the same code as this process.
 """
@@ -32,6 +32,11 @@ def evaluator(problem: Problem) -> Evaluator:
 def layers_task(problem: Problem, items: list[tuple[Genome, str]]) -> list[tuple[LayerKey, LayerEstimate]]:
     """Estimate layers the search's own evaluator lacks; it shares them with every later batch."""
     return evaluator(problem).build_layers(items)
+
+
+def simulate_many_task(problem: Problem, genomes: list[Genome]) -> list[dict[str, Any]]:
+    """``simulate_task`` for several candidates in one worker (they share its simulated layers)."""
+    return [simulate_task(problem, genome) for genome in genomes]
 
 
 def simulate_task(problem: Problem, genome: Genome) -> dict[str, Any]:

@@ -152,6 +152,14 @@ def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, m
 
 
 def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str) -> GpuStep:
+    """Graph and stream: each part simulated once from an idle GPU and multiplied by its count.
+    Eager: the whole step in one simulation, every layer in order: the host runs ahead of the GPU
+    across layer boundaries (up to ``queue_depth`` kernels) and the GPU's backlog from one layer
+    hides the host's work on the next. A layer simulated alone from an idle host and GPU makes
+    the GPU wait for the host at every layer's start, which over-predicted balanced (middle-batch)
+    eager steps by 40-115% against the per-op costs of their own host (run e, docs/gpu.md)."""
+    if mode == "eager":
+        parts = [([k for kernels, count in parts for _ in range(count) for k in kernels], 1)]
     seconds, per_kernel, launches, nbytes, flops = 0.0, {}, 0, 0.0, 0.0
     for kernels, count in parts:
         if not kernels or not count:
@@ -189,8 +197,9 @@ def row_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
     if kind == "launch":
         return [streaming("tiny", 2 * 256 * 4, gpu, rows=1)]
     b, hq, hkv, hd = (_int(row, k) for k in ("batch", "q_heads", "kv_heads", "head_dim"))
-    if kind == "attn_prefill":
-        return flash_prefill("attention", b, hq, hkv, _int(row, "seq_len"), hd, gpu)
+    if kind in ("attn_prefill", "attn_prefill_l2", "attn_prefill_full"):
+        causal = row["mode"] != "noncausal"
+        return flash_prefill("attention", b, hq, hkv, _int(row, "seq_len"), hd, gpu, causal=causal)
     if kind == "attn_decode":
         return flash_decode("attention", b, hq, hkv, _int(row, "kv_len"), hd, gpu)
     if kind == "kascade":
@@ -623,6 +632,45 @@ def fit_gemm(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     return {**best, "loss": best_loss}
 
 
+#: the FlashAttention-2 prefill calibration subset of a ``sweep.py`` CSV: the causal hd-128 GQA
+#: rows (32 x 8 x 128, Llama-3.1-8B's heads) at 16K and 32K tokens, where the causal triangle's
+#: tail is small and K/V fit in L2. 16K is the point the FlashAttention-3 paper's FA2 figure
+#: (D.2) gives, which ``attention_tensor`` cited before P12 fitted it. Every other prefill row
+#: (other head shapes, head_dim 64 and 256, 4K-256K, non-causal) is a prediction.
+ATTENTION_CALIBRATION = ("flash_prefill_h32x8x128_l16384", "flash_prefill_h32x8x128_l32768")
+
+
+def fit_attention(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
+    """Fit ``efficiency.attention_tensor`` (FA2's ``mma.sync`` rate as a share of tensor peak, with
+    the softmax exponentials at ``compute.sfu_peak`` and the shared-memory operand reads at
+    ``memory.shared_bandwidth`` charged beside it) to the ``ATTENTION_CALIBRATION`` rows: golden-
+    section search on the sum of squared log errors."""
+    cal = [r for r in rows if r["name"] in ATTENTION_CALIBRATION]
+    if not cal:
+        raise ValueError("the CSV has no attention calibration rows")
+
+    def loss(eff: float) -> float:
+        s = spec.model_copy(update={"efficiency": spec.efficiency.model_copy(update={"attention_tensor": eff})})
+        gpu = Gpu(s)
+        return sum(math.log(predict_row(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
+
+    lo, hi = 0.2, 1.0
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = loss(a), loss(b)
+    while hi - lo > 1e-3:
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = loss(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = loss(b)
+    eff = round((lo + hi) / 2, 3)
+    return {"attention_tensor": eff, "loss": loss(eff)}
+
+
 # ------------------------------------------------------------------- eager host dispatch
 def host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float] | int]:
     """The host's per-op dispatch costs (``sweep.py``'s ``dispatch`` rows, set ``host``: the GPU
@@ -641,6 +689,35 @@ def host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float] | int]:
     if missing:
         raise ValueError(f"the CSV has no dispatch rows for {', '.join(missing)}")
     return {"eager_ops": behind, "eager_ops_idle": idle, "queue_depth": depth}
+
+
+def site_host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float]]:
+    """Per-op host costs from ``sweep.py``'s ``site`` rows (every call of one decode layer and of
+    the head timed alone with the forward's own operands, GPU behind and idle): each kind's mean
+    over its call sites. Pass the rows of one (model, batch, round) to predict that round (or of one
+    pair, ``site_paired``). With the GPU idle a site's calls are waited for, so a kernel longer
+    than its host call (a large GEMM) is timed at the GPU's pace; where the rows carry the site's
+    GPU time (``gpu_us``, run h on) and it reaches 90% of the idle time, the site's behind cost
+    stands for its host cost."""
+    acc: dict[tuple[str, str], list[float]] = {}
+    behind_at: dict[tuple[str, str], float] = {}
+    sites = [r for r in rows if r["set"] == "host" and r["kind"] in ("site", "site_paired")]
+    for r in sites:
+        if r["mode"] == "behind":
+            behind_at[(row_extra(r).get("site", ""), row_extra(r).get("where", ""))] = float(r["median_us"]) * 1e-6
+    for r in sites:
+        extra = row_extra(r)
+        cost = float(r["median_us"]) * 1e-6
+        gpu = float(extra.get("gpu_us", 0.0)) * 1e-6
+        if r["mode"] == "idle" and gpu >= 0.9 * cost:  # timed at the GPU's pace: the host's cost is the behind one
+            cost = behind_at.get((extra.get("site", ""), extra.get("where", "")), cost)
+        acc.setdefault((extra["op"], r["mode"]), []).append(cost)
+    behind = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "behind"}
+    idle = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "idle"}
+    missing = [op for op in HOST_OPS if op not in behind or op not in idle]
+    if missing:
+        raise ValueError(f"no site rows for {', '.join(missing)}")
+    return {"eager_ops": behind, "eager_ops_idle": idle}
 
 
 def with_host(spec: GpuSpec, rows: Iterable[dict]) -> GpuSpec:

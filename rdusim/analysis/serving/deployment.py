@@ -27,7 +27,9 @@ Where the numbers come from (one source of truth each):
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,14 +69,18 @@ class Deployment:
     prefill_table: PrefillTable
     decode_table: DecodeTable
     info: dict[str, Any] = field(default_factory=dict)
+    #: the serving YAML as read (with ``--set`` overrides): ``document.where(key)`` locates a key
+    document: Document | None = field(default=None, repr=False, compare=False)
 
 
 def load_deployment(path: str | Path, overrides: list[str] | None = None,
-                    decode_overrides: list[str] | None = None) -> Deployment:
+                    decode_overrides: list[str] | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> Deployment:
     """Read and validate a serving YAML and build its step-time tables by simulation.
 
     ``overrides`` edit the serving file (``decode.nodes=2``); ``decode_overrides`` edit its
     decode mapping (``kv_policy.name=snapkv``), e.g. to pair it with another prefill mapping.
+    ``progress(done, total)``: step-table simulations so far (memoised ones count too).
     """
     document = apply_overrides(read_document(path), list(overrides or []))
     spec: ServingSpec = validate(document, ServingSpec)
@@ -92,7 +98,7 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
     accepted = accepted_tokens_per_step(decode.spec)   # speculative: the acceptance model's expectation
     sd = decode.spec.speculative
     prefill_table, decode_table = _step_tables(document, spec, prefill_path, decode_path, decode_overrides,
-                                               buckets, max_context)
+                                               buckets, max_context, progress)
     link = spec.interconnect
     colocated = spec.layout == "colocated"
     model = ServingModel(
@@ -111,22 +117,30 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
             "decode_overrides": tuple(decode_overrides),
             "model": decode.model.name, "hardware": decode.system.name} | memory
     return Deployment(spec.name, str(document.path), spec, model, policy.name, policy.compression, reason,
-                      prefill_table, decode_table, info)
+                      prefill_table, decode_table, info, document)
 
 
 def _step_tables(document: Document, spec: ServingSpec, prefill_path: Path, decode_path: Path,
-                 decode_overrides: list[str], buckets: list[int], max_context: int) -> tuple[PrefillTable, DecodeTable]:
+                 decode_overrides: list[str], buckets: list[int], max_context: int,
+                 progress: Callable[[int, int], None] | None = None) -> tuple[PrefillTable, DecodeTable]:
     """Simulate the grids (memoised) and wrap them in interpolating tables."""
     prefill_grid = tuple(spec.prefill.grid or _prefill_grid(max_context))
     kv_grid = tuple(spec.decode.kv_grid or _powers_of_two(GRID_START, max_context))
     compressing = load_mapping(decode_path, overrides=decode_overrides).spec.kv_policy.name in COMPRESSING
+    total, done = len(prefill_grid) + len(buckets) * len(kv_grid), itertools.count(1)
+
+    def counted(seconds: float) -> float:
+        if progress is not None:
+            progress(next(done), total)
+        return seconds
+
     try:
-        prefill = tuple(prefill_time(str(prefill_path), n) for n in prefill_grid)
+        prefill = tuple(counted(prefill_time(str(prefill_path), n)) for n in prefill_grid)
     except MappingError as error:
         line = document.lines.get(("prefill", "grid"), document.lines.get(("prefill", "mapping"), 1))
         raise MappingError(f"{document.path}:{line}: prefill: the prefill-time grid {list(prefill_grid)} reaches "
                            f"a prompt the prefill mapping cannot run: {error}") from None
-    decode = tuple(tuple(decode_step_time(str(decode_path), tuple(decode_overrides), b, kv, compressing)
+    decode = tuple(tuple(counted(decode_step_time(str(decode_path), tuple(decode_overrides), b, kv, compressing))
                          for kv in kv_grid) for b in buckets)
     return PrefillTable(prefill_grid, prefill), DecodeTable(tuple(buckets), kv_grid, decode)
 

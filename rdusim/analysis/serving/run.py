@@ -23,7 +23,7 @@ from rdusim.analysis.serving.metrics import (
     summarise,
 )
 from rdusim.analysis.serving.workload import Workload
-from rdusim.errors import SimulationError
+from rdusim.errors import HorizonError
 from rdusim.sim.serving import ServingRun, simulate_serving
 
 
@@ -45,8 +45,10 @@ def run_serving(deployment: Deployment, workload: Workload, slo: Slo | None = No
     try:
         run = simulate_serving(deployment.model, workload.arrival_s, workload.prompt_tokens, workload.output_tokens,
                                record_events=record_events, progress=progress)
-    except SimulationError as error:  # a rate of the deployment too small for the engine's horizon
-        raise SimulationError(f"{deployment.path}: {error}") from None
+    except HorizonError as error:  # of the engine's events only the KV transfers are bounded by the horizon
+        key = ("interconnect", "bandwidth")
+        where = deployment.document.where(key) if deployment.document else deployment.path
+        raise HorizonError(f"{where}: {'.'.join(key)}: {error}") from None
     # from the steps first: their sorting copies are gone before the request frame is built
     histogram, steps = batch_histogram(run), step_summary(run)
     requests = request_frame(run, slo)

@@ -1,0 +1,159 @@
+"""FlashAttention-2 prefill on the GPU model (P12): MMAs, exponentials and shared-memory reads in
+series, the L2 working set of K/V, the Q/O tiles outside the main loop, and the fit of the one
+constant (``attention_tensor``) to its named calibration rows only."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rdusim.analysis.gpu.predict import ATTENTION_CALIBRATION, fit_attention
+from rdusim.config.loader import load_spec
+from rdusim.config.schema import GpuSpec
+from rdusim.hw.gpu import Gpu
+from rdusim.mapping.gpu import (
+    CtaGroup,
+    GpuKernel,
+    fa2_fwd_tile,
+    fa2_smem_bytes,
+    flash_prefill,
+    l2_hit_fraction,
+)
+from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+H100 = ROOT / "hw_configs/h100.yaml"
+SWEEP = ROOT / "benchmarks/gpu/h100-20261125-sweep.csv"
+
+
+def gpu() -> Gpu:
+    return Gpu(load_spec(H100, GpuSpec))
+
+
+def test_l2_hit_fraction_closed_form() -> None:
+    """All hits while the working set fits; past it, the random-replacement fixed point
+    h = exp(-(W/C)(1 - h)) (0.2032 at W = 2C), falling as W grows."""
+    assert l2_hit_fraction(10.0, 50.0) == 1.0
+    assert l2_hit_fraction(50.0, 50.0) == 1.0
+    h = l2_hit_fraction(100.0, 50.0)
+    assert h == pytest.approx(math.exp(-2.0 * (1.0 - h)), abs=1e-9)
+    assert h == pytest.approx(0.2032, abs=1e-3)
+
+
+@given(st.floats(1.01, 20.0), st.floats(1.01, 20.0))
+def test_l2_hit_fraction_falls_with_the_working_set(a: float, b: float) -> None:
+    lo, hi = sorted((a, b))
+    assert 0.0 <= l2_hit_fraction(hi, 1.0) <= l2_hit_fraction(lo, 1.0) <= 1.0
+
+
+def test_one_cta_pays_mma_exponentials_and_shared_reads_in_series() -> None:
+    """A lone attention CTA (no bytes): launch + FA's fixed cost + F / SM tensor rate + S / SM
+    special-function rate + B / SM shared-memory rate."""
+    g = gpu()
+    f, s, b = 4e9, 2e7, 3e8
+    kernel = GpuKernel("a", (CtaGroup(1, 0.0, f, 4, sfu=s, smem_bytes=b),), 2, math="attention")
+    t = elapsed_s(simulate_gpu([(kernel, 0)], g, mode="stream"))
+    sms = g.sms
+    expected = (g.launch_s("stream") + g.launch_s("pipeline") + f / (g.math_flops_per_s("attention") / sms)
+                + s / (g.sfu_per_s / sms) + b / (g.shared_bytes_per_s / sms))
+    assert t == pytest.approx(expected, rel=1e-9)
+
+
+def test_output_tile_is_written_after_the_main_loop() -> None:
+    """A CTA's epilogue bytes are not overlapped with its math: they add their transfer time."""
+    g = gpu()
+    base = CtaGroup(1, 1e6, 4e9, 4, prologue_bytes=0.0)
+    with_o = CtaGroup(1, 1.5e6, 4e9, 4, epilogue_bytes=5e5)  # the same loop bytes and an O tile
+    t0, t1 = (elapsed_s(simulate_gpu([(GpuKernel("a", (grp,), 2, math="attention"), 0)], g, mode="stream"))
+              for grp in (base, with_o))
+    # the loop's 1 MB streams under the math either way; the 0.5 MB epilogue follows it alone
+    assert t1 - t0 == pytest.approx(5e5 / g.hbm_bytes_per_s, rel=1e-6)
+
+
+def test_fa2_tiles_by_head_dim_and_shared_reads() -> None:
+    assert fa2_fwd_tile(64) == (128, 128) and fa2_fwd_tile(128) == (128, 64) and fa2_fwd_tile(256) == (64, 64)
+    # 4 warps: each reads its quarter of Q and the whole K and V tile, 2 bytes an element
+    assert fa2_smem_bytes(128, 64, 128) == (128 * 128 + 4 * 2 * 64 * 128) * 2
+
+
+def test_causal_kv_past_l2_misses_and_stalls_noncausal_does_not() -> None:
+    """One KV head's K/V is L x hd x 4 bytes: 16.8 MB at 32K x 128 fits the 50 MB L2 (no miss); at
+    128K (67 MB) causal CTAs read part of their K/V from HBM and wait on those round trips;
+    without the mask the CTAs move in lockstep and nothing misses."""
+    g = gpu()
+    fits = flash_prefill("a", 1, 8, 1, 32768, 128, g)[0]
+    spills = flash_prefill("a", 1, 8, 1, 131072, 128, g)[0]
+    full = flash_prefill("a", 1, 8, 1, 131072, 128, g, causal=False)[0]
+    assert all(grp.stall_s == 0.0 for grp in fits.groups + full.groups)
+    last = spills.groups[-1]
+    miss = 1.0 - l2_hit_fraction(2 * 131072 * 128 * 2, g.l2_capacity_bytes)
+    assert 0.3 < miss < 0.6
+    assert last.stall_s == pytest.approx(2 * miss * last.tiles * g.hbm_latency_s)
+    assert last.bytes > full.groups[-1].bytes  # the missed K/V bytes come from HBM
+
+
+def test_attention_fit_reads_only_its_calibration_rows_and_gives_the_committed_constant() -> None:
+    rows = list(csv.DictReader(SWEEP.open()))
+    spec = load_spec(H100, GpuSpec)
+    fit = fit_attention(rows, spec)
+    assert fit["attention_tensor"] == pytest.approx(spec.efficiency.attention_tensor)
+    poisoned = [r if r["name"] in ATTENTION_CALIBRATION else dict(r, median_us="1.0") for r in rows]
+    assert fit_attention(poisoned, spec) == fit
+    assert sum(r["name"] in ATTENTION_CALIBRATION for r in rows) == 2
+
+
+def test_eager_step_lets_the_host_run_ahead_across_layers() -> None:
+    """Eager: two identical layers, each a host op then a GPU kernel as long as the op. Simulated
+    whole, the second layer's host op overlaps the first layer's kernel (host, then both
+    kernels back to back: 3 units); a layer alone from idle would take 2 units a layer (4)."""
+    from rdusim.analysis.gpu.predict import _run_parts
+
+    spec = load_spec(H100, GpuSpec)
+    ops = dict.fromkeys(("gemm", "view", "transpose", "slice", "reshape_view", "elementwise_add", "elementwise_mul",
+                         "elementwise_neg", "silu", "cat", "index_copy", "rms_norm", "embedding", "sdpa"), 1e-4)
+    g = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={"eager_ops": ops, "eager_ops_idle": ops})}))
+    kernel = GpuKernel("k", (CtaGroup(1, 0.0, 1e-4 * g.math_flops_per_s("gemm") / g.sms),), 1,
+                       math="gemm", host_ops=("gemm",))
+    one = elapsed_s(simulate_gpu([(kernel, 0)], g, mode="eager"))
+    two = _run_parts([([kernel], 2)], g, "eager").seconds
+    assert two < 2 * one
+    assert two == pytest.approx(one + (one - 1e-4), rel=1e-6)  # the second host op hides under kernel 1
+
+
+def test_site_host_costs_average_each_kind_over_its_call_sites() -> None:
+    from rdusim.analysis.gpu.predict import site_host_costs
+    from rdusim.config.schema import HOST_OPS
+
+    def row(op: str, mode: str, us: float) -> dict:
+        return {"set": "host", "kind": "site", "mode": mode, "median_us": str(us), "extra": f"op={op}"}
+    rows = [row(op, mode, 10.0) for op in HOST_OPS for mode in ("behind", "idle")]
+    rows += [row("gemm", "behind", 30.0), row("gemm", "idle", 4.0)]
+    costs = site_host_costs(rows)
+    assert costs["eager_ops"]["gemm"] == pytest.approx(20e-6)
+    assert costs["eager_ops_idle"]["gemm"] == pytest.approx(7e-6)
+    assert costs["eager_ops"]["view"] == pytest.approx(10e-6)
+    with pytest.raises(ValueError, match="sdpa"):
+        site_host_costs([r for r in rows if "op=sdpa" not in r["extra"]])
+
+
+@pytest.mark.parametrize(("old", "new", "key"), [
+    ('sfu_peak: "3.9 TFLOP/s"', 'sfu_peak: "-3.9 TFLOP/s"', "compute.sfu_peak"),
+    ('shared_bandwidth: "33.45 TB/s"', 'shared_bandwidth: "fast"', "memory.shared_bandwidth"),
+])
+def test_bad_attention_rates_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            old: str, new: str, key: str) -> None:
+    from rdusim.cli import main
+
+    text = H100.read_text()
+    assert old in text
+    bad = tmp_path / "h100.yaml"
+    bad.write_text(text.replace(old, new, 1))
+    line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if new in t)
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"h100.yaml:{line}" in err and key in err
