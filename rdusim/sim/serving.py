@@ -4,8 +4,9 @@ Owns: ``ServingModel`` (what the engine needs to know of a deployment, as plain 
 step-time functions), ``PrefillTable`` / ``DecodeTable`` (interpolated step times),
 ``simulate_serving`` and its result ``ServingRun``. Imports: simpy, numpy, resources, errors.
 
-This is the second discrete-event layer of rdusim, above the kernel simulator: one event
-per prefill, KV transfer and decode step, never per kernel. Step times come in as functions
+This is the second discrete-event layer of rdusim, above the kernel simulator: events per
+arrival, prefill and KV transfer, and per block of decode steps between two disturbances of a
+decode node (``decode_block``; ``coalesce=False``: one per step), never per kernel. Step times come in as functions
 (``ServingModel.prefill_time``, ``ServingModel.decode_step_time``); ``rdusim.analysis.serving.deployment``
 builds them by running the kernel simulator, tests pass closed forms. Semantics:
 
