@@ -243,7 +243,7 @@ class _Node:
 
 @dataclass
 class _Plan:
-    """A coalesced decode block's steps, planned when it starts."""
+    """A coalesced decode block's steps, planned a segment (the steps up to a retirement) at a time."""
 
     t: float                                          # the last planned step's end
     last: tuple                                       # (bucket, mean KV, seconds) of the last step time read
@@ -284,7 +284,8 @@ class _Engine:
         self.reasons: dict[int, str] = {}
         self.events: list[tuple[float, str, int, str]] | None = [] if record_events else None
         self.steps: list[tuple[int, float, float, int, int, float]] = []
-        # coalesced decode steps, one compact column each (8 bytes a value: a million requests make ~10M steps)
+        # coalesced decode steps, one compact column each (4 or 8 bytes a value: a million requests make ~10M
+        # steps); the tokens column stays empty unless speculative (step_arrays computes it)
         self.step_blocks = tuple(array.array(code) for code in "iddIIdd")  # the columns of step_arrays
         self.seq = 0
         colocated = model.layout == "colocated"
