@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import json
 import math
 import time
 from collections.abc import Callable
@@ -223,17 +222,14 @@ COLUMNS = ["genome", "fits", "reason", "batch", *STEP_FIGURES, "hbm_used_bytes",
 
 
 def _estimate_frame(space: Space, rows: dict[Genome, dict[str, Any]], objective: str, ev: Evaluator) -> pd.DataFrame:
-    """Estimator ranking; genomes that spell the same mapping (unused genes) count once."""
+    """Estimator ranking; genomes that spell the same mapping (unused genes) count once (the same
+    layers and workload: ``Evaluator.mapping_key``, tested against the documents)."""
     ordered = sorted(rows.values(), key=lambda r: _key(r, objective))
-    def signature(genome: Genome) -> str:
-        data = ev.data(genome)
-        return json.dumps([data["layers"], data["workload"]], sort_keys=True)
-
-    seed_signature = signature(space.seed)
-    seen: set[str] = set()
+    seed_signature = ev.mapping_key(space.seed)
+    seen: set[tuple[Any, ...]] = set()
     unique = []
     for row in ordered:
-        key = signature(row["genome"])
+        key = ev.mapping_key(row["genome"])
         if key not in seen:
             seen.add(key)
             unique.append(rows[space.seed] if key == seed_signature else row)
