@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pandas as pd
@@ -9,9 +10,10 @@ import pytest
 
 from rdusim.analysis.execution import LocalExecutor
 from rdusim.analysis.explore.estimate import Evaluator, Problem
-from rdusim.analysis.explore.search import explore
+from rdusim.analysis.explore.search import GC_THRESHOLDS, explore
 from rdusim.analysis.result import simulate
 from rdusim.cli import main
+from rdusim.errors import ConfigError
 from rdusim.mapping.capacity import hbm_fit
 from rdusim.mapping.space import load_candidate
 
@@ -58,6 +60,18 @@ def test_prefill_128k_estimator_agrees_with_the_simulator():
     result = explore(Problem(PREFILL, AT_128K, "latency"), budget=40, rescore=2, seed=0)
     assert result.agreement["candidates"] >= 2
     assert result.agreement["worst_relative_error"] < 0.5
+
+
+def test_collector_thresholds_raised_only_while_exploring():
+    before = gc.get_threshold()
+    seen: list[tuple[int, ...]] = []
+    explore(Problem(DECODE, AT_128K, "throughput", 0.1), budget=40, rescore=1, seed=0,
+            progress=lambda *_: seen.append(gc.get_threshold()))
+    assert seen and set(seen) == {GC_THRESHOLDS}
+    assert gc.get_threshold() == before
+    with pytest.raises(ConfigError, match="no candidate mapping fits"):
+        explore(Problem(DECODE, AT_128K, "throughput", 1e-9), budget=40, rescore=1, seed=0)
+    assert gc.get_threshold() == before
 
 
 def test_same_seed_same_ranking_locally_and_on_dask():

@@ -15,10 +15,12 @@ cluster); results come back in submission order, so the ranking does not depend 
 from __future__ import annotations
 
 import bisect
+import gc
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +39,11 @@ Progress = Callable[[str, int, int], None]
 #: decode layer takes about 2-3 ms to estimate, a round trip to the workers about as long
 #: (benchmarks/RESULTS.md, "Explorer estimator and re-scores")
 LOCAL_LAYERS = 8
+#: the cyclic garbage collector's thresholds while exploring (default 700, 10, 10): the estimator
+#: keeps many objects (kernel plans, their stages, chunks and items) and makes few cycles, and
+#: at the default a decode search spends about 15 % of its time in collections that find
+#: nothing (benchmarks/RESULTS.md, "Explorer, continued")
+GC_THRESHOLDS = (50_000, 20, 100)
 
 
 # ------------------------------------------------------------------------ search
@@ -60,30 +67,43 @@ def explore(problem: Problem, *, budget: int = 1000, rescore: int = 20, seed: in
     space = ev.space
     own = executor is None
     executor = executor or LocalExecutor(1)
-    try:
-        start = time.perf_counter()
-        method, rows = _search(problem, space, budget, seed, executor, progress)
-        est_s = time.perf_counter() - start
-        estimates = _estimate_frame(space, rows, problem.objective, ev)
-        feasible = estimates[estimates["fits"]]
-        if feasible.empty:
-            reasons = estimates["reason"].value_counts().head(3)
-            detail = "; ".join(f"{n} x {r}" for r, n in reasons.items())
-            raise ConfigError(f"{problem.seed_path}: no candidate mapping fits the constraints "
-                              f"({len(estimates)} tried): {detail}")
-        # one per distinct estimate: genomes differing only in settings that change nothing
-        distinct = feasible.drop_duplicates(subset=["step_s", "hbm_used_bytes", "batch"])
-        picks = list(dict.fromkeys([*distinct["genome"].head(rescore), space.seed]))
-        start = time.perf_counter()
-        sims = _simulate(problem, ev, picks, executor, progress)
-        sim_s = time.perf_counter() - start
-    finally:
-        if own:
-            executor.close()
+    with _few_collections():
+        try:
+            start = time.perf_counter()
+            method, rows = _search(problem, space, budget, seed, executor, progress)
+            est_s = time.perf_counter() - start
+            estimates = _estimate_frame(space, rows, problem.objective, ev)
+            feasible = estimates[estimates["fits"]]
+            if feasible.empty:
+                reasons = estimates["reason"].value_counts().head(3)
+                detail = "; ".join(f"{n} x {r}" for r, n in reasons.items())
+                raise ConfigError(f"{problem.seed_path}: no candidate mapping fits the constraints "
+                                  f"({len(estimates)} tried): {detail}")
+            # one per distinct estimate: genomes differing only in settings that change nothing
+            distinct = feasible.drop_duplicates(subset=["step_s", "hbm_used_bytes", "batch"])
+            picks = list(dict.fromkeys([*distinct["genome"].head(rescore), space.seed]))
+            start = time.perf_counter()
+            sims = _simulate(problem, ev, picks, executor, progress)
+            sim_s = time.perf_counter() - start
+        finally:
+            if own:
+                executor.close()
     ranking = _ranking(space, estimates, sims, problem.objective)
     return ExploreResult(problem, space, method, estimates, ranking, pareto_front(feasible),
                          _agreement(ranking), {"estimator": len(rows) / est_s, "simulator": len(picks) / sim_s},
                          {g: ev.data(g) for g in picks})
+
+
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    """``GC_THRESHOLDS`` while exploring (worker processes forked meanwhile inherit them); the
+    previous thresholds afterwards. Collections change no figure, only when memory is freed."""
+    before = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def _simulate(problem: Problem, ev: Evaluator, picks: list[Genome], executor: Executor,
