@@ -74,6 +74,31 @@ def test_collector_thresholds_raised_only_while_exploring():
     assert gc.get_threshold() == before
 
 
+class _Recording(LocalExecutor):
+    """In this process, as if it had two workers; records the task functions it ran."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.workers = 2
+        self.ran: list[str] = []
+
+    def map(self, fn, args, progress=None):
+        self.ran.append(fn.__name__)
+        return super().map(fn, args, progress)
+
+
+def test_evolutionary_search_builds_its_layers_here_and_re_scores_on_the_workers():
+    problem = Problem(DECODE, AT_128K, "throughput", 0.1)
+    recording = _Recording()
+    result = explore(problem, budget=300, rescore=2, seed=3, executor=recording)
+    assert result.method == "evolutionary"
+    assert "layers_task" not in recording.ran
+    assert set(recording.ran) == {"simulate_many_task"}
+    alone = explore(problem, budget=300, rescore=2, seed=3, executor=LocalExecutor(1))
+    pd.testing.assert_frame_equal(result.estimates, alone.estimates)
+    pd.testing.assert_frame_equal(result.ranking, alone.ranking)
+
+
 def test_same_seed_same_ranking_locally_and_on_dask():
     distributed = pytest.importorskip("distributed")
     from rdusim.analysis.execution import DaskExecutor

@@ -131,12 +131,12 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
 
     ev = evaluator(problem)
 
-    def run(genomes: list[Genome]) -> None:
-        """Workers estimate the layers no earlier batch built (each once, similar layers on the same
-        worker, whose kernel plans they share); this process's evaluator keeps every layer and
-        composes the batch's rows."""
+    def run(genomes: list[Genome], here: bool = False) -> None:
+        """Workers (or, ``here``, this process) estimate the layers no earlier batch built (each
+        once, similar layers on the same worker, whose kernel plans they share); this process's
+        evaluator keeps every layer and composes the batch's rows."""
         genomes = [g for g in dict.fromkeys(genomes) if g not in rows][: budget - len(rows)]
-        _build_missing(problem, ev, genomes, executor)
+        _build_missing(problem, ev, genomes, executor, here)
         for genome, row in zip(genomes, ev.estimate(genomes), strict=True):
             rows[genome] = row
             bisect.insort(ranked, _key(row, problem.objective))
@@ -149,7 +149,14 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
             run(all_genomes[i:i + 512])
         return "exhaustive", rows
     rng = np.random.default_rng(seed)
-    run([space.seed, *_neighbours(space, space.seed)])
+    # an evolutionary search builds every layer in this process, the first batch (the seed's
+    # neighbours) too: the later generations (built here: few layers each) need the kernel
+    # plans of the first batch's layers, and a worker's plans cost more to send back than to
+    # build again (``pickle.loads`` of decode's 382 plans at 128K: 0.27 s, building them about
+    # 0.3 s); with the first batch on 2 workers the search took longer than in one process
+    # (benchmarks/RESULTS.md, "Explorer, continued"). The workers start (fork) at the re-scores
+    # then, holding this process's kernel plans, which the re-scores plan with.
+    run([space.seed, *_neighbours(space, space.seed)], here=True)
     population = 32
     stale = 0
     while len(rows) < budget and stale < 20:
@@ -163,14 +170,16 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
                 break
         stale = stale + 1 if not children else 0
         if children:
-            run(children)
+            run(children, here=True)
     return "evolutionary", rows
 
 
-def _build_missing(problem: Problem, ev: Evaluator, genomes: list[Genome], executor: Executor) -> None:
-    """The layers of ``genomes`` that ``ev`` lacks, estimated (by the workers, or here when few) into it."""
+def _build_missing(problem: Problem, ev: Evaluator, genomes: list[Genome], executor: Executor,
+                   here: bool = False) -> None:
+    """The layers of ``genomes`` that ``ev`` lacks, estimated (by the workers, or here when few or
+    ``here``) into it."""
     missing = sorted(ev.missing(genomes), key=lambda item: (item[1], ev.layer_key(*item)))
-    if len(missing) < max(1, LOCAL_LAYERS * executor.workers):
+    if here or len(missing) < max(1, LOCAL_LAYERS * executor.workers):
         # a few layers (a generation's children mostly reuse their parents' layers): built here,
         # as the workers would build them, without a round trip to them
         ev.add_layers(ev.build_layers(missing))
