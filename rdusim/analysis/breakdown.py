@@ -1,6 +1,6 @@
 """Trace -> tidy per-kernel breakdown: latency, share, compute/memory/comm time, bound.
 
-Owns: ``kernel_breakdown``, ``roofline_s``. Imports: sim.trace, mapping.plan, pandas.
+Owns: ``kernel_breakdown``, ``kernel_latencies``, ``roofline_s``. Imports: sim.trace, mapping.plan, pandas.
 
 Definitions (per socket, per call, then times the calls of the phase):
 - ``latency_s``: launch to barrier, i.e. what the kernel adds to the phase;
@@ -51,8 +51,23 @@ def kernel_breakdown(plan: Plan, trace: Trace) -> pd.DataFrame:
     return frame
 
 
-def _row(record: KernelRecord, kernel: KernelPlan, plan: Plan, calls: int) -> dict:
-    socket = plan.system.socket
+def kernel_latencies(trace: Trace) -> list[dict] | None:
+    """``kernel_breakdown``'s ``layer_type``, ``kernel``, ``latency_s`` and ``bound`` columns as
+    records (the same numbers, without the table), or None when a kernel has several records
+    (the breakdown's group-by combines them)."""
+    rows = []
+    for record in trace.kernels:
+        calls = trace.layer_multiplier.get(record.layer, 1)
+        latency, (_, _, _, bound) = _times(record)
+        rows.append({"layer_type": record.layer_type, "kernel": record.kernel, "latency_s": latency * calls,
+                     "bound": bound})
+    if len({(r["layer_type"], r["kernel"]) for r in rows}) < len(rows):
+        return None
+    return rows
+
+
+def _times(record: KernelRecord) -> tuple[float, tuple[float, float, float, str]]:
+    """One call's latency, and its compute, memory and comm times and bound."""
     latency = record.end_s - record.start_s
     compute = max(record.stage_busy_s.values(), default=0.0)
     memory = record.pool_busy_s.get(HBM, 0.0) + record.pool_busy_s.get(DDR, 0.0)
@@ -60,6 +75,12 @@ def _row(record: KernelRecord, kernel: KernelPlan, plan: Plan, calls: int) -> di
     parts = {"compute": compute, "memory": memory, "comm": comm}
     top = max(parts, key=lambda k: parts[k])
     bound = top if parts[top] >= 0.5 * latency else "latency"
+    return latency, (compute, memory, comm, bound)
+
+
+def _row(record: KernelRecord, kernel: KernelPlan, plan: Plan, calls: int) -> dict:
+    socket = plan.system.socket
+    latency, (compute, memory, comm, bound) = _times(record)
     pcu_s = sum(record.stage_busy_s[n] * record.stage_pcus[n] for n in record.stage_busy_s)
     return {
         "kernel": record.kernel, "layer_type": record.layer_type, "calls": calls,

@@ -1,6 +1,6 @@
 """``simulate()``: the one-call Python API, and the result it returns.
 
-Owns: ``SimulationResult``, ``simulate``, ``LayerCache`` (simulated layer types kept by a
+Owns: ``SimulationResult``, ``simulate``, ``KernelTimes``, ``simulate_kernels``, ``LayerCache`` (simulated layer types kept by a
 caller's key, so candidates sharing a layer type reuse its simulation). Imports: mapping, sim,
 breakdown, pandas.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from rdusim.analysis.breakdown import kernel_breakdown
+from rdusim.analysis.breakdown import kernel_breakdown, kernel_latencies
 from rdusim.errors import MappingError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
@@ -158,6 +158,15 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
         loaded = mapping
     else:
         loaded = load_mapping(mapping, overrides=overrides, seq_len=seq_len, batch=batch, hw=hw)
+    plan, trace, memory, fit = _run(loaded, fast=fast, record_events=record_events, check_capacity=check_capacity,
+                                    coalesce=coalesce, layers=layers)
+    return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory, fit)
+
+
+def _run(loaded: LoadedMapping, *, fast: bool, record_events: bool, check_capacity: bool, coalesce: bool,
+         layers: tuple[LayerCache, Mapping[str, Hashable]] | None,
+         ) -> tuple[Plan, Trace, dict[str, dict[str, float]], HbmFit]:
+    """``simulate`` up to its breakdown: the plan, the trace, the memory report and the HBM fit."""
     if check_capacity and (overflow := kv_overflow(loaded)):
         raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {overflow} "
                            "(--ignore-capacity simulates it anyway)")
@@ -172,4 +181,32 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
         trace = layers[0].trace(plan, layers[1])
     else:
         trace = simulate_plan(plan, fast=fast, record_events=record_events, coalesce=coalesce)
-    return SimulationResult(plan, trace, kernel_breakdown(plan, trace), memory, fit)
+    return plan, trace, memory, fit
+
+
+@dataclass(frozen=True)
+class KernelTimes:
+    """A simulation's step time and per-kernel latency and bound, without the breakdown table
+    (the mapping explorer's re-scores read only these): the same numbers as ``simulate``'s
+    ``total_s`` and ``kernels`` columns (tested)."""
+
+    plan: Plan
+    hbm: HbmFit
+    kernels: list[dict[str, Any]]   # per (layer type, kernel) in execution order: layer_type, kernel, latency_s, bound
+    total_s: float
+
+
+def simulate_kernels(loaded: LoadedMapping, *, layers: tuple[LayerCache, Mapping[str, Hashable]] | None = None
+                     ) -> KernelTimes:
+    """``simulate(loaded, record_events=False, layers=layers)``'s ``total_s``, ``kernels`` (those four
+    columns, as records) and ``hbm``; raises the same ``MappingError``."""
+    plan, trace, _, fit = _run(loaded, fast=True, record_events=False, check_capacity=True, coalesce=True,
+                               layers=layers)
+    rows = kernel_latencies(trace)
+    if rows is None:  # a kernel with several records: the breakdown's group-by sums them
+        frame = kernel_breakdown(plan, trace)
+        return KernelTimes(plan, fit, frame[["layer_type", "kernel", "latency_s", "bound"]].to_dict(orient="records"),
+                           float(frame["latency_s"].sum()))
+    # the sum ``SimulationResult.total_s`` takes (pandas' over the same column)
+    total = float(pd.Series([r["latency_s"] for r in rows], dtype=float).sum())
+    return KernelTimes(plan, fit, rows, total)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -142,3 +143,43 @@ def test_genomes_spelling_the_same_kernels_share_the_layer() -> None:
     assert ev.data(fused)["layers"]["moe"] == ev.data(tuple(other))["layers"]["moe"]
     a, b = Evaluator(PROBLEMS["decode"]).estimate([fused, tuple(other)])
     assert {k: v for k, v in a.items() if k != "genome"} == {k: v for k, v in b.items() if k != "genome"}
+
+
+def _document_signature(ev: Evaluator, genome: tuple[int, ...]) -> str:
+    """What the explorer's estimate table deduplicated by before ``mapping_key``: the document."""
+    data = ev.data(genome)
+    return json.dumps([data["layers"], data["workload"]], sort_keys=True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(PROBLEMS)), st.data())
+def test_mapping_key_partitions_like_the_documents(name: str, data: st.DataObject) -> None:
+    ev = EVALUATORS[name]
+    genomes = data.draw(st.lists(_genomes(name), min_size=2, max_size=6))
+    # pairs that spell the same document are frequent only by construction: add a fused twin
+    genomes.append(_fused_twin(ev, genomes[0]))
+    for a in genomes:
+        for b in genomes:
+            assert (ev.mapping_key(a) == ev.mapping_key(b)) == \
+                (_document_signature(ev, a) == _document_signature(ev, b))
+
+
+def _fused_twin(ev: Evaluator, genome: tuple[int, ...]) -> tuple[int, ...]:
+    """The genome with a setting of a non-lead segment of a fully fused MoE kernel changed (the
+    same kernels), after fusing it."""
+    space = ev.space
+    fused = [0 if g.name.startswith("moe.cut") else v for g, v in zip(space.genes, genome, strict=True)]
+    tp = next(i for i, g in enumerate(space.genes) if g.name == "moe.seg4.tp")
+    fused[tp] = (fused[tp] + 1) % len(space.genes[tp].choices)
+    return tuple(fused)
+
+
+def test_mapping_key_equal_for_the_same_document() -> None:
+    ev = EVALUATORS["decode"]
+    twin = _fused_twin(ev, ev.space.seed)
+    once = list(twin)
+    tp = next(i for i, g in enumerate(ev.space.genes) if g.name == "moe.seg4.tp")
+    once[tp] = (once[tp] + 1) % len(ev.space.genes[tp].choices)
+    assert ev.mapping_key(twin) == ev.mapping_key(tuple(once))
+    assert _document_signature(ev, twin) == _document_signature(ev, tuple(once))
+    assert ev.mapping_key(twin) != ev.mapping_key(ev.space.seed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pandas as pd
@@ -9,9 +10,10 @@ import pytest
 
 from rdusim.analysis.execution import LocalExecutor
 from rdusim.analysis.explore.estimate import Evaluator, Problem
-from rdusim.analysis.explore.search import explore
+from rdusim.analysis.explore.search import GC_THRESHOLDS, explore
 from rdusim.analysis.result import simulate
 from rdusim.cli import main
+from rdusim.errors import ConfigError
 from rdusim.mapping.capacity import hbm_fit
 from rdusim.mapping.space import load_candidate
 
@@ -58,6 +60,43 @@ def test_prefill_128k_estimator_agrees_with_the_simulator():
     result = explore(Problem(PREFILL, AT_128K, "latency"), budget=40, rescore=2, seed=0)
     assert result.agreement["candidates"] >= 2
     assert result.agreement["worst_relative_error"] < 0.5
+
+
+def test_collector_thresholds_raised_only_while_exploring():
+    before = gc.get_threshold()
+    seen: list[tuple[int, ...]] = []
+    explore(Problem(DECODE, AT_128K, "throughput", 0.1), budget=40, rescore=1, seed=0,
+            progress=lambda *_: seen.append(gc.get_threshold()))
+    assert seen and set(seen) == {GC_THRESHOLDS}
+    assert gc.get_threshold() == before
+    with pytest.raises(ConfigError, match="no candidate mapping fits"):
+        explore(Problem(DECODE, AT_128K, "throughput", 1e-9), budget=40, rescore=1, seed=0)
+    assert gc.get_threshold() == before
+
+
+class _Recording(LocalExecutor):
+    """In this process, as if it had two workers; records the task functions it ran."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.workers = 2
+        self.ran: list[str] = []
+
+    def map(self, fn, args, progress=None):
+        self.ran.append(fn.__name__)
+        return super().map(fn, args, progress)
+
+
+def test_evolutionary_search_builds_its_layers_here_and_re_scores_on_the_workers():
+    problem = Problem(DECODE, AT_128K, "throughput", 0.1)
+    recording = _Recording()
+    result = explore(problem, budget=300, rescore=2, seed=3, executor=recording)
+    assert result.method == "evolutionary"
+    assert "layers_task" not in recording.ran
+    assert set(recording.ran) == {"simulate_many_task"}
+    alone = explore(problem, budget=300, rescore=2, seed=3, executor=LocalExecutor(1))
+    pd.testing.assert_frame_equal(result.estimates, alone.estimates)
+    pd.testing.assert_frame_equal(result.ranking, alone.ranking)
 
 
 def test_same_seed_same_ranking_locally_and_on_dask():

@@ -239,13 +239,23 @@ class Evaluator:
         (``rdusim.mapping.space.layer_kernels``), so genomes differing only in genes that change
         no kernel (settings of a segment fused into another segment's kernel) share the layer."""
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
-        base = base_layer_type(layer_type)
+        return (batch, self._k(genome), self._spelled_kernels(genome, base_layer_type(layer_type)))
+
+    def _spelled_kernels(self, genome: tuple[int, ...], base: str) -> str:
+        """``layer_kernels`` of a base layer type as JSON (sorted keys), cached by its genes."""
         genes = (base, self._layer_genes[base](genome))
         spelled = self._spelled.get(genes)
         if spelled is None:
             layer = next(layer for layer in self.space.layers if layer.layer_type == base)
             spelled = self._spelled[genes] = json.dumps(layer_kernels(self.space, layer, genome), sort_keys=True)
-        return (batch, self._k(genome), spelled)
+        return spelled
+
+    def mapping_key(self, genome: tuple[int, ...]) -> tuple[Any, ...]:
+        """Equal for two genomes exactly when their documents (``data``) have the same layers and
+        workload: each base layer type's kernels as JSON (the layer keys' cache) and, at decode,
+        the batch (the one workload field a genome sets), without building the documents."""
+        batch = self.space.value(genome, "batch") if self.space.phase == "decode" else None
+        return (batch, *(self._spelled_kernels(genome, layer.layer_type) for layer in self.space.layers))
 
     def missing(self, genomes: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], str]]:
         """One (genome, layer type) per layer the cache lacks, for ``build_layers`` on workers."""

@@ -15,11 +15,12 @@ cluster); results come back in submission order, so the ranking does not depend 
 from __future__ import annotations
 
 import bisect
+import gc
 import itertools
-import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,11 @@ Progress = Callable[[str, int, int], None]
 #: decode layer takes about 2-3 ms to estimate, a round trip to the workers about as long
 #: (benchmarks/RESULTS.md, "Explorer estimator and re-scores")
 LOCAL_LAYERS = 8
+#: the cyclic garbage collector's thresholds while exploring (default 700, 10, 10): the estimator
+#: keeps many objects (kernel plans, their stages, chunks and items) and makes few cycles, and
+#: at the default a decode search spends about 15 % of its time in collections that find
+#: nothing (benchmarks/RESULTS.md, "Explorer, continued")
+GC_THRESHOLDS = (50_000, 20, 100)
 
 
 # ------------------------------------------------------------------------ search
@@ -61,30 +67,43 @@ def explore(problem: Problem, *, budget: int = 1000, rescore: int = 20, seed: in
     space = ev.space
     own = executor is None
     executor = executor or LocalExecutor(1)
-    try:
-        start = time.perf_counter()
-        method, rows = _search(problem, space, budget, seed, executor, progress)
-        est_s = time.perf_counter() - start
-        estimates = _estimate_frame(space, rows, problem.objective, ev)
-        feasible = estimates[estimates["fits"]]
-        if feasible.empty:
-            reasons = estimates["reason"].value_counts().head(3)
-            detail = "; ".join(f"{n} x {r}" for r, n in reasons.items())
-            raise ConfigError(f"{problem.seed_path}: no candidate mapping fits the constraints "
-                              f"({len(estimates)} tried): {detail}")
-        # one per distinct estimate: genomes differing only in settings that change nothing
-        distinct = feasible.drop_duplicates(subset=["step_s", "hbm_used_bytes", "batch"])
-        picks = list(dict.fromkeys([*distinct["genome"].head(rescore), space.seed]))
-        start = time.perf_counter()
-        sims = _simulate(problem, ev, picks, executor, progress)
-        sim_s = time.perf_counter() - start
-    finally:
-        if own:
-            executor.close()
+    with _few_collections():
+        try:
+            start = time.perf_counter()
+            method, rows = _search(problem, space, budget, seed, executor, progress)
+            est_s = time.perf_counter() - start
+            estimates = _estimate_frame(space, rows, problem.objective, ev)
+            feasible = estimates[estimates["fits"]]
+            if feasible.empty:
+                reasons = estimates["reason"].value_counts().head(3)
+                detail = "; ".join(f"{n} x {r}" for r, n in reasons.items())
+                raise ConfigError(f"{problem.seed_path}: no candidate mapping fits the constraints "
+                                  f"({len(estimates)} tried): {detail}")
+            # one per distinct estimate: genomes differing only in settings that change nothing
+            distinct = feasible.drop_duplicates(subset=["step_s", "hbm_used_bytes", "batch"])
+            picks = list(dict.fromkeys([*distinct["genome"].head(rescore), space.seed]))
+            start = time.perf_counter()
+            sims = _simulate(problem, ev, picks, executor, progress)
+            sim_s = time.perf_counter() - start
+        finally:
+            if own:
+                executor.close()
     ranking = _ranking(space, estimates, sims, problem.objective)
     return ExploreResult(problem, space, method, estimates, ranking, pareto_front(feasible),
                          _agreement(ranking), {"estimator": len(rows) / est_s, "simulator": len(picks) / sim_s},
                          {g: ev.data(g) for g in picks})
+
+
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    """``GC_THRESHOLDS`` while exploring (worker processes forked meanwhile inherit them); the
+    previous thresholds afterwards. Collections change no figure, only when memory is freed."""
+    before = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def _simulate(problem: Problem, ev: Evaluator, picks: list[Genome], executor: Executor,
@@ -112,12 +131,12 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
 
     ev = evaluator(problem)
 
-    def run(genomes: list[Genome]) -> None:
-        """Workers estimate the layers no earlier batch built (each once, similar layers on the same
-        worker, whose kernel plans they share); this process's evaluator keeps every layer and
-        composes the batch's rows."""
+    def run(genomes: list[Genome], here: bool = False) -> None:
+        """Workers (or, ``here``, this process) estimate the layers no earlier batch built (each
+        once, similar layers on the same worker, whose kernel plans they share); this process's
+        evaluator keeps every layer and composes the batch's rows."""
         genomes = [g for g in dict.fromkeys(genomes) if g not in rows][: budget - len(rows)]
-        _build_missing(problem, ev, genomes, executor)
+        _build_missing(problem, ev, genomes, executor, here)
         for genome, row in zip(genomes, ev.estimate(genomes), strict=True):
             rows[genome] = row
             bisect.insort(ranked, _key(row, problem.objective))
@@ -130,7 +149,14 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
             run(all_genomes[i:i + 512])
         return "exhaustive", rows
     rng = np.random.default_rng(seed)
-    run([space.seed, *_neighbours(space, space.seed)])
+    # an evolutionary search builds every layer in this process, the first batch (the seed's
+    # neighbours) too: the later generations (built here: few layers each) need the kernel
+    # plans of the first batch's layers, and a worker's plans cost more to send back than to
+    # build again (``pickle.loads`` of decode's 382 plans at 128K: 0.27 s, building them about
+    # 0.3 s); with the first batch on 2 workers the search took longer than in one process
+    # (benchmarks/RESULTS.md, "Explorer, continued"). The workers start (fork) at the re-scores
+    # then, holding this process's kernel plans, which the re-scores plan with.
+    run([space.seed, *_neighbours(space, space.seed)], here=True)
     population = 32
     stale = 0
     while len(rows) < budget and stale < 20:
@@ -144,14 +170,16 @@ def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Ex
                 break
         stale = stale + 1 if not children else 0
         if children:
-            run(children)
+            run(children, here=True)
     return "evolutionary", rows
 
 
-def _build_missing(problem: Problem, ev: Evaluator, genomes: list[Genome], executor: Executor) -> None:
-    """The layers of ``genomes`` that ``ev`` lacks, estimated (by the workers, or here when few) into it."""
+def _build_missing(problem: Problem, ev: Evaluator, genomes: list[Genome], executor: Executor,
+                   here: bool = False) -> None:
+    """The layers of ``genomes`` that ``ev`` lacks, estimated (by the workers, or here when few or
+    ``here``) into it."""
     missing = sorted(ev.missing(genomes), key=lambda item: (item[1], ev.layer_key(*item)))
-    if len(missing) < max(1, LOCAL_LAYERS * executor.workers):
+    if here or len(missing) < max(1, LOCAL_LAYERS * executor.workers):
         # a few layers (a generation's children mostly reuse their parents' layers): built here,
         # as the workers would build them, without a round trip to them
         ev.add_layers(ev.build_layers(missing))
@@ -223,17 +251,14 @@ COLUMNS = ["genome", "fits", "reason", "batch", *STEP_FIGURES, "hbm_used_bytes",
 
 
 def _estimate_frame(space: Space, rows: dict[Genome, dict[str, Any]], objective: str, ev: Evaluator) -> pd.DataFrame:
-    """Estimator ranking; genomes that spell the same mapping (unused genes) count once."""
+    """Estimator ranking; genomes that spell the same mapping (unused genes) count once (the same
+    layers and workload: ``Evaluator.mapping_key``, tested against the documents)."""
     ordered = sorted(rows.values(), key=lambda r: _key(r, objective))
-    def signature(genome: Genome) -> str:
-        data = ev.data(genome)
-        return json.dumps([data["layers"], data["workload"]], sort_keys=True)
-
-    seed_signature = signature(space.seed)
-    seen: set[str] = set()
+    seed_signature = ev.mapping_key(space.seed)
+    seen: set[tuple[Any, ...]] = set()
     unique = []
     for row in ordered:
-        key = signature(row["genome"])
+        key = ev.mapping_key(row["genome"])
         if key not in seen:
             seen.add(key)
             unique.append(rows[space.seed] if key == seed_signature else row)

@@ -1,7 +1,7 @@
 """What the explorer's workers run: estimate a batch of candidates, or re-simulate one.
 
 Owns: ``Genome``, ``evaluator`` (one cached ``Evaluator`` per problem and process, with its
-kernel plans and simulated layers), ``layers_task``, ``simulate_task``, ``simulate_many_task``. Imports: estimate, metrics, result (simulate), mapping.
+kernel plans and simulated layers), ``layers_task``, ``simulate_task``, ``simulate_many_task``. Imports: estimate, metrics, result (simulate_kernels), mapping.
 The functions are module-level and their arguments picklable, so worker processes and Dask
 workers run the same code as this process.
 """
@@ -12,9 +12,8 @@ from typing import Any
 
 from rdusim.analysis.explore.estimate import Evaluator, LayerEstimate, LayerKey, Problem
 from rdusim.analysis.metrics import step_figures
-from rdusim.analysis.result import simulate
+from rdusim.analysis.result import simulate_kernels
 from rdusim.errors import MappingError
-from rdusim.mapping.capacity import hbm_fit
 from rdusim.mapping.space import load_candidate
 from rdusim.model.speculative import accepted_tokens_per_step
 
@@ -46,16 +45,17 @@ def simulate_task(problem: Problem, genome: Genome) -> dict[str, Any]:
     loaded = load_candidate(ev.seed, ev.data(genome))
     keys = {t: ev.layer_key(genome, t) for t in ev.counts}
     try:
-        result = simulate(loaded, record_events=False, layers=(ev.simulated, keys))
+        # ``simulate``'s step time, kernel latencies and HBM fit, without its breakdown table
+        result = simulate_kernels(loaded, layers=(ev.simulated, keys))
     except MappingError as error:
         return {"genome": genome, "sim_fits": False, "sim_reason": str(error).splitlines()[0]}
-    fit = hbm_fit(result.plan, loaded)
+    fit = result.hbm
     w = loaded.spec.workload
     figures = step_figures(loaded.spec.phase, result.total_s, batch=w.batch, seq_len=w.seq_len,
                            accepted=accepted_tokens_per_step(loaded.spec))
     slo, tpot = problem.slo_tpot_s, figures["tpot_s"]
     reason = fit.reason or (f"TPOT {tpot * 1e3:.3f} ms over the SLO" if slo and tpot > slo else "")
-    kernels = result.kernels[["layer_type", "kernel", "latency_s", "bound"]].to_dict(orient="records")
+    kernels = result.kernels
     return {"genome": genome, "sim_fits": not reason, "sim_reason": reason,
             **{f"sim_{k}": v for k, v in figures.items()}, "sim_hbm_used_bytes": fit.used_bytes,
             "sim_kernels": kernels}
