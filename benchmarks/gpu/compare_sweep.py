@@ -459,7 +459,7 @@ def h200_decode_section(rows: list[dict], spec: GpuSpec, base: ModelSpec, spec_h
     """Run k's decode steps: CUDA graph and eager as h200.yaml prices them, eager again with
     h100.yaml's host (measured on the H100 device hosts), the same shapes on the H100 (run 1) for
     the speed-up, and the paired eager steps with the host costs of their own site pass (as runs
-    f/h/j; the launch queue, which run k did not measure, is h100.yaml's: same driver)."""
+    f/h/j; the launch queue, which run k did not measure, is h200.yaml's, taken from the H100 runs: same driver)."""
     gpu = Gpu(spec)
     launch_h100 = {k: getattr(spec_h100.launch, k) for k in ("eager_ops", "eager_ops_idle", "queue_depth")}
     gpu_host = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update=launch_h100)}))
@@ -467,7 +467,7 @@ def h200_decode_section(rows: list[dict], spec: GpuSpec, base: ModelSpec, spec_h
     host = {r["name"].replace("_host_issue", ""): float(r["median_us"]) for r in rows if r["kind"] == "e2e_host"}
     out = ["| model | batch | KV | graph: H100 measured, run 1 (us) | H200 measured (us) | predicted (us) | error | "
            "H200 / H100 measured | predicted (h200.yaml / h100.yaml) | eager measured (us) | "
-           "predicted, h200.yaml's 8 us a launch (us) | error | predicted, h100.yaml's host (us) | error | host issue measured (us) |",
+           "predicted, h200.yaml's host (us) | error | predicted, h100.yaml's host (us) | error | host issue measured (us) |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     compared, with_h100_host, ratios = [], [], []
     for r in rows:
@@ -492,7 +492,7 @@ def h200_decode_section(rows: list[dict], spec: GpuSpec, base: ModelSpec, spec_h
                    f"{float(g['median_us']):.0f} | {g['pred'] * 1e6:.0f} | {g['err'] * 100:+.1f}% | {ratios[-1][0]:.3f} | "
                    f"{ratios[-1][1]:.3f} | {float(e['median_us']):.0f} | {e['pred'] * 1e6:.0f} | {e['err'] * 100:+.1f}% | "
                    f"{eh['pred'] * 1e6:.0f} | {eh['err'] * 100:+.1f}% | {host[name.replace('_graph', '')]:.0f} |")
-    paired_lines, paired = _paired("k", rows, spec, base, spec_h100.launch.queue_depth)
+    paired_lines, paired = _paired("k", rows, spec, base, spec.launch.queue_depth)
     paired_nodepth = _paired("k", rows, spec, base, None)[1]
     for c in paired:
         c["mode"] = "eager paired"
@@ -502,11 +502,11 @@ def h200_decode_section(rows: list[dict], spec: GpuSpec, base: ModelSpec, spec_h
     out += [line.replace("| k | ", "| ", 1) for line in paired_lines]
     out += ["", "| H200 decode steps (never fitted) | rows | median abs error | worst |", "|---|---:|---:|---:|",
             "| CUDA graph " + _stats([c["err"] for c in compared if c["mode"] == "graph"]),
-            "| eager, h200.yaml as it stands (8 us a launch, unmeasured) " + _stats([c["err"] for c in compared if c["mode"] == "eager"]),
+            "| eager, h200.yaml's per-op host (run k's own site microbenchmark, pooled) " + _stats([c["err"] for c in compared if c["mode"] == "eager"]),
             "| eager, h100.yaml's per-op host (measured on the H100 device hosts) " + _stats([c["err"] for c in with_h100_host]),
-            f"| eager paired, each step's own site pass, queue depth {spec_h100.launch.queue_depth} (h100.yaml's, same driver) "
+            f"| eager paired, each step's own site pass, queue depth {spec.launch.queue_depth} (h200.yaml's: the H100 runs', same driver) "
             + _stats([c["err"] for c in paired]),
-            "| eager paired, no queue limit (h200.yaml has none) " + _stats([c["err"] for c in paired_nodepth]),
+            "| eager paired, no queue limit " + _stats([c["err"] for c in paired_nodepth]),
             "", f"Paired eager steps within 15%: {within} of {len(paired)}. CUDA graph, H200 over H100 step time: measured median "
             f"{statistics.median(m for m, _ in ratios):.3f} ({min(m for m, _ in ratios):.3f}-{max(m for m, _ in ratios):.3f}), "
             f"predicted median {statistics.median(p for _, p in ratios):.3f} ({min(p for _, p in ratios):.3f}-{max(p for _, p in ratios):.3f})."]

@@ -1,11 +1,12 @@
-"""hw_configs/h100.yaml's eager host (``launch.eager_ops``, ``eager_ops_idle``, ``queue_depth``) from
+"""A GPU document's eager host (``launch.eager_ops``, ``eager_ops_idle``, ``queue_depth``) from
 the committed per-op host microbenchmarks, never from an end-to-end row.
 
-    PYTHONPATH=. python benchmarks/gpu/host_costs.py
+    PYTHONPATH=. python benchmarks/gpu/host_costs.py [--gpu h100|h200]
 
-Reads the site microbenchmark of runs d-j (``sweep.py`` sections ``eager_rounds``, ``p10_eager``,
+Reads the site microbenchmark (``sweep.py`` sections ``eager_rounds``, ``p10_eager``,
 ``eager_paired``: every PyTorch call of one decode layer and of the head timed alone with the
-forward's own operands, GPU behind and GPU idle, on H100 device hosts of the kind P10 measured on)
+forward's own operands, GPU behind and GPU idle) of runs d-j on H100 device hosts of the kind P10
+measured on (hw_configs/h100.yaml), or of run k on the H200 device host (hw_configs/h200.yaml),
 and prints ``pooled_host_costs`` (rdusim/analysis/gpu/predict.py): the median over runs of each
 run's median per-op cost, as YAML to paste into the GPU document's ``launch`` block, then each
 run's per-op medians and one Llama-3.1-8B decode layer's host sum, the spread the median hides.
@@ -13,6 +14,7 @@ run's per-op medians and one Llama-3.1-8B decode layer's host sum, the spread th
 
 from __future__ import annotations
 
+import argparse
 import csv
 from pathlib import Path
 
@@ -22,15 +24,17 @@ from rdusim.mapping.gpu import host_ops
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the runs whose CSVs carry the site microbenchmark (docs/gpu.md, runs d-j; run i has none)
-RUNS = {"d": "h100-20261125d-sweep.csv", "e": "h100-20261125e-sweep.csv",
-        "e pinned": "h100-20261125e-pinned-sweep.csv", "f": "h100-20261125f-sweep.csv",
-        "h": "h100-20261125h-sweep.csv", "j": "h100-20261125j-sweep.csv"}
+#: and of run k, the H200's (docs/gpu.md, "H200, never calibrated (run k)"), by GPU document
+RUNS = {"h100": {"d": "h100-20261125d-sweep.csv", "e": "h100-20261125e-sweep.csv",
+                 "e pinned": "h100-20261125e-pinned-sweep.csv", "f": "h100-20261125f-sweep.csv",
+                 "h": "h100-20261125h-sweep.csv", "j": "h100-20261125j-sweep.csv"},
+        "h200": {"k": "h200-20261125k-sweep.csv"}}
 
 
-def measured() -> dict:
-    """``pooled_host_costs`` of the committed runs (also read by tests/gpu)."""
+def measured(gpu: str = "h100") -> dict:
+    """``pooled_host_costs`` of the committed runs beside ``gpu`` (also read by tests/gpu)."""
     return pooled_host_costs({name: list(csv.DictReader((ROOT / "benchmarks/gpu" / path).open()))
-                              for name, path in RUNS.items()})
+                              for name, path in RUNS[gpu].items()})
 
 
 def yaml_lines(pooled: dict) -> list[str]:
@@ -39,11 +43,13 @@ def yaml_lines(pooled: dict) -> list[str]:
     for key in ("eager_ops", "eager_ops_idle"):
         out.append(f"  {key}:")
         out += [f"    {op}: \"{pooled[key][op] * 1e6:.1f} us\"" for op in HOST_OPS]
-    return out + [f"  queue_depth: {pooled['queue_depth']}"]
+    return out + ([f"  queue_depth: {pooled['queue_depth']}"] if pooled["queue_depth"] is not None else [])
 
 
-def main() -> int:
-    pooled = measured()
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", choices=sorted(RUNS), default="h100", help="whose document's host (default h100)")
+    pooled = measured(ap.parse_args(argv).gpu)
     print("\n".join(yaml_lines(pooled)))
     layer = [op for name in MEASURED_LAYER for op in host_ops(name, "decode")]
     print(f"\nper run: median over its (model, batch, KV, round/pair) groups; one Llama decode layer = {len(layer)} ops")
