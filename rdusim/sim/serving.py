@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
-from simpy.events import URGENT
+from simpy.events import NORMAL, URGENT
 
 from rdusim.errors import SimulationError
 from rdusim.model.speculative import draw_accepted, expected_accepted
@@ -235,7 +235,7 @@ class _Node:
     block: list[float] | None = None                  # coalesced decode: step ends of the steps in flight
     block_steps: int = 0                              # how many of them run (cut by a request ready mid-block)
     block_done: simpy.Event | None = None
-    block_timer: simpy.Timeout | None = None         # the block's end on the event queue
+    block_timer: simpy.Event | None = None           # the block's end on the event queue
     plan: _Plan | None = None                         # the block in flight
     block_generation: int = 0
     deliveries: dict = field(default_factory=dict)    # speculative: step number -> tokens it delivers
@@ -709,18 +709,18 @@ class _Engine:
         assert node.block is not None
         node.block_generation += 1
         node.block_steps = count
-        generation, end, now = node.block_generation, node.block[count - 1], self.env.now
-        wait = end - now
-        while now + wait < end:
-            wait = math.nextafter(wait, math.inf)
-        while now + wait > end:
-            wait = math.nextafter(wait, -math.inf)
+        generation, end = node.block_generation, node.block[count - 1]
         if node.block_timer is not None and not node.block_timer.processed:
             self.cancel(node.block_timer)
-        timer = node.block_timer = self.env.timeout(wait)
+        # a timeout's time is now + delay, and for some (now, end) no float delay gives exactly
+        # ``end`` (the sums either side round away from it): queue the timer at ``end`` itself,
+        # as ``Environment.schedule`` queues a timeout (the same priority and event id)
+        timer = node.block_timer = simpy.Event(self.env)
+        timer._ok, timer._value = True, None   # noqa: SLF001 (triggered as a Timeout is)
         timer.callbacks.append(lambda _e: self.block_timer(node, generation))
+        heapq.heappush(self.env._queue, (end, NORMAL, next(self.env._eid), timer))   # noqa: SLF001
 
-    def cancel(self, timer: simpy.Timeout) -> None:
+    def cancel(self, timer: simpy.Event) -> None:
         """Take a block's superseded end off the event queue (SimPy has no cancel): left there it
         would still fire, costing an event and moving the clock past the run's last real event."""
         queue = self.env._queue   # noqa: SLF001 (a handful of pending events: one per node and transfer)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from rdusim.sim.serving import DecodeTable, ServingRun, simulate_serving
@@ -45,6 +45,10 @@ def _check(model, arrivals, prompts, outputs) -> ServingRun:
     return reference
 
 
+# a block armed at 0.0801... to end at 0.2414225187903398: no float delay gave that time (the
+# timer fired one ulp early before the block's end was queued at the exact float)
+@example(seed=65119, prefill_nodes=1, decode_nodes=2, groups=1, accepted=1.0, tight=False, table=False, grows=False,
+         gap=0.05)
 @given(seed=st.integers(0, 2**16), prefill_nodes=st.integers(1, 3), decode_nodes=st.integers(1, 3),
        groups=st.sampled_from([1, 2]), accepted=st.sampled_from([1.0, 2.4]), tight=st.booleans(),
        table=st.booleans(), grows=st.booleans(), gap=st.sampled_from([0.05, 0.3]))
