@@ -350,6 +350,7 @@ class Evaluator:
             built = build_layer(loaded, layer_type, graph=self._graphs[graph_key], cache=self._kernel_plans)
         except MappingError as error:
             return LayerEstimate((), None, 0.0, str(error).splitlines()[0])
+        self.simulated.builds[layer_type, self.layer_key(genome, layer_type)] = built  # re-scores plan with it
         estimates = []
         for kernel, key in zip(built.kernels, built.keys, strict=True):
             if key not in self._kernel_estimates:
