@@ -7,6 +7,11 @@ prefill attention, eager host dispatch. Rewrites docs/gpu.md's P12 sections and 
 constants in hw_configs/h100.yaml come from it). Every other GEMM row, every prefill row and every
 e2e row is a prediction. The eager rows are predicted with the per-op host costs measured by the
 dispatch microbenchmark of the same run (same host), never from the e2e rows.
+
+Each run is predicted by the GPU document of the device its rows name (``GPU_DOCS``,
+``run_spec``): the H100 runs by hw_configs/h100.yaml, run k (an H200 no constant was fitted on)
+by hw_configs/h200.yaml; its tables go to docs/gpu.md's "H200, never calibrated (run k)" and
+docs/img/gpu-p12-h200-parity.png.
 """
 
 from __future__ import annotations
@@ -54,6 +59,23 @@ RUN_J = "benchmarks/gpu/h100-20261125j-sweep.csv"
 #: run g: FA2 prefill shapes measured after the attention model was frozen (predictions written
 #: first: h100-20261125g-holdout-predicted.txt)
 RUN_G = "benchmarks/gpu/h100-20261125g-holdout.csv"
+#: run k, an H200 (never calibrated on; every constant fitted on the H100 runs): sweep.py --only
+#: prefill_l2,prefill_holdout,p10,e2e,gemm,prefill,eager_paired. Its FA2 prefill rows were
+#: predicted before it was measured: h200-20261125-prefill-predicted.txt
+RUN_K = "benchmarks/gpu/h200-20261125k-sweep.csv"
+RUN_K_FROZEN = "benchmarks/gpu/h200-20261125-prefill-predicted.txt"
+
+#: The GPU document that predicts a run: the hardware is the device the CSV itself names (every
+#: row carries torch.cuda.get_device_name), the one place a run is tied to its document.
+GPU_DOCS = {"NVIDIA H100 80GB HBM3": "hw_configs/h100.yaml", "NVIDIA H200": "hw_configs/h200.yaml"}
+
+
+def run_spec(rows: list[dict]) -> GpuSpec:
+    """The GPU document of the device a run was measured on."""
+    devices = {r["device"] for r in rows}
+    if len(devices) != 1 or not devices <= GPU_DOCS.keys():
+        raise SystemExit(f"compare_sweep: a run names devices {sorted(devices)}; GPU_DOCS knows {sorted(GPU_DOCS)}")
+    return load_spec(ROOT / GPU_DOCS[devices.pop()], GpuSpec)
 
 
 def _stats(errs: list[float]) -> str:
@@ -63,10 +85,13 @@ def _stats(errs: list[float]) -> str:
     return f"| {len(a)} | {statistics.median(a) * 100:.1f}% | {max(a) * 100:.1f}% |"
 
 
-def gemm_section(runs: list[list[dict]], gpu: Gpu) -> tuple[list[str], list[list[dict]]]:
+def gemm_section(runs: list[list[dict]], gpu: Gpu, names: tuple[str, ...] = RUNS,
+                 sets: tuple[str, str] = ("calibration", "prediction")) -> tuple[list[str], list[list[dict]]]:
+    """``sets`` labels the fit's calibration shapes and the rest (on a run the fit never saw,
+    both are predictions)."""
     out = ["| run | set | m | rows | median abs error | worst |", "|---|---|---|---:|---:|---:|"]
     compared_runs = []
-    for name, rows in zip(RUNS, runs, strict=True):
+    for name, rows in zip(names, runs, strict=True):
         if not any(r["kind"] == "gemm" and r["set"] != "p10" for r in rows):
             continue
         compared = []
@@ -78,13 +103,13 @@ def gemm_section(runs: list[list[dict]], gpu: Gpu) -> tuple[list[str], list[list
             compared.append({**r, "pred": pred, "err": (pred - t) / t, "cal": is_gemm_calibration(r)})
         compared_runs.append(compared)
         label = Path(name).name
-        for set_, keep in (("calibration", True), ("prediction", False)):
+        for set_, keep in ((sets[0], True), (sets[1], False)):
             sel = [c for c in compared if c["cal"] == keep]
             out.append(f"| {label} | {set_} | all {_stats([c['err'] for c in sel])}")
             if not keep:
                 for lo, hi in ((1, 16), (17, 128), (129, 1024), (1025, 8192)):
                     errs = [c["err"] for c in sel if lo <= int(c["m"]) <= hi]
-                    out.append(f"| {label} | prediction | {lo}-{hi} {_stats(errs)}")
+                    out.append(f"| {label} | {sets[1]} | {lo}-{hi} {_stats(errs)}")
     pred = [c for c in compared_runs[0] if not c["cal"]]
     out += ["", "| family (first run, prediction set) | rows | median abs error | worst | median signed |",
             "|---|---:|---:|---:|---:|"]
@@ -298,8 +323,10 @@ def eager_paired_section(runs: list[tuple[str, list[dict]]], spec: GpuSpec, base
     return out, compared
 
 
-def _paired(label: str, rows: list[dict], spec: GpuSpec, base: ModelSpec) -> tuple[list[str], list[dict]]:
-    depth = next(int(r["n"]) for r in rows if r["kind"] == "queue")
+def _paired(label: str, rows: list[dict], spec: GpuSpec, base: ModelSpec,
+            depth: int | None = None) -> tuple[list[str], list[dict]]:
+    """``depth``: the launch queue where the run measured none (its own ``queue`` row otherwise)."""
+    depth = next((int(r["n"]) for r in rows if r["kind"] == "queue"), depth)
     sites: dict[tuple, list[dict]] = {}
     for r in rows:
         if r["kind"] == "site_paired":
@@ -307,8 +334,8 @@ def _paired(label: str, rows: list[dict], spec: GpuSpec, base: ModelSpec) -> tup
             sites.setdefault((e["family"], r["batch"], r["kv_len"], e["pair"]), []).append(r)
     compared = []
     for r in rows:
-        if r["kind"] != "e2e_decode":
-            continue
+        if r["kind"] != "e2e_decode" or "pair" not in row_extra(r):
+            continue  # run k also has unpaired steps (sweep.py's e2e section)
         e = row_extra(r)
         costs = site_host_costs(sites[(e["family"], r["batch"], r["kv_len"], e["pair"])])
         gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
@@ -368,14 +395,197 @@ def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict], ho
     fig.savefig(ROOT / "docs/img/gpu-p12-parity.png", dpi=100)
 
 
+# ---------------------------------------------------------------------- run k: an H200, never calibrated
+def h200_frozen_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
+    """Run k's FA2 prefill rows against the predictions frozen before it was measured, and the
+    same rows predicted by today's code."""
+    frozen = {}
+    for line in (ROOT / RUN_K_FROZEN).read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, us = line.split()
+            frozen[name] = float(us)
+    out = ["| set | batch | heads (q x kv x hd) | tokens | mask | measured (us) | frozen prediction (us) | error (frozen) | "
+           "predicted now (us) | error (now) |", "|---|---:|---|---:|---|---:|---:|---:|---:|---:|"]
+    compared = []
+    for r in rows:
+        if r["name"] not in frozen:
+            continue
+        t = float(r["median_us"])
+        f = frozen[r["name"]]
+        now = predict_row(r, gpu) * 1e6
+        c = {**r, "pred": f * 1e-6, "err": (f - t) / t, "err_now": (now - t) / t}
+        compared.append(c)
+        mask = "none" if r["mode"] == "noncausal" else "causal"
+        out.append(f"| {r['set']} | {r['batch']} | {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {mask} | "
+                   f"{t:.0f} | {f:.0f} | {c['err'] * 100:+.1f}% | {now:.0f} | {c['err_now'] * 100:+.1f}% |")
+    missing = sorted(set(frozen) - {c["name"] for c in compared})
+    out += ["", "| frozen H200 prefill predictions (never fitted) | rows | median abs error (frozen) | worst (frozen) | "
+            "median abs error (now) | worst (now) |", "|---|---:|---:|---:|---:|---:|"]
+    for label, keep in (("K/V across L2 (run d's shapes), causal", lambda c: c["set"] != "holdout" and c["mode"] != "noncausal"),
+                        ("K/V across L2, no mask", lambda c: c["mode"] == "noncausal"),
+                        ("held-out head shapes (run g's set)", lambda c: c["set"] == "holdout"),
+                        ("all", lambda c: True)):
+        sel = [c for c in compared if keep(c)]
+        out.append(f"| {label} {_stats([c['err'] for c in sel])} {_stats([c['err_now'] for c in sel]).split(' | ', 1)[1]}")
+    if missing:
+        out += ["", f"Frozen rows the run did not measure: {', '.join(missing)}."]
+    return out, compared
+
+
+def h200_prefill_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
+    """Run k's FA2 prefill sweep (run a's five head shapes, 4K-128K), predicted by h200.yaml."""
+    out = ["| batch | heads (q x kv x hd) | tokens | FA2 measured (us) | predicted (us) | error | FA2 TFLOP/s | cuDNN TFLOP/s |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|"]
+    compared = []
+    by = {r["name"]: r for r in rows}
+    for r in rows:
+        if r["kind"] != "attn_prefill" or not r["name"].startswith("flash_"):
+            continue
+        t = float(r["median_us"]) * 1e-6
+        pred = predict_row(r, gpu)
+        compared.append({**r, "pred": pred, "err": (pred - t) / t})
+        cud = by.get(r["name"].replace("flash_", "cudnn_"))
+        cud_s = "—" if cud is None else f"{float(r['flops']) / float(cud['median_us']) / 1e6:.0f}"
+        out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {t * 1e6:.0f} | "
+                   f"{pred * 1e6:.0f} | {compared[-1]['err'] * 100:+.1f}% | {float(r['flops']) / t / 1e12:.0f} | {cud_s} |")
+    out += ["", "| H200 prefill sweep (never fitted) | rows | median abs error | worst |", "|---|---:|---:|---:|",
+            "| five head shapes, 4K-128K (the issue's set) " + _stats([c["err"] for c in compared]),
+            "| 8K-128K " + _stats([c["err"] for c in compared if int(c["seq_len"]) >= 8192])]
+    return out, compared
+
+
+def h200_decode_section(rows: list[dict], spec: GpuSpec, base: ModelSpec, spec_h100: GpuSpec,
+                        h100_rows: list[dict]) -> tuple[list[str], list[dict]]:
+    """Run k's decode steps: CUDA graph and eager as h200.yaml prices them, eager again with
+    h100.yaml's host (measured on the H100 device hosts), the same shapes on the H100 (run 1) for
+    the speed-up, and the paired eager steps with the host costs of their own site pass (as runs
+    f/h/j; the launch queue, which run k did not measure, is h100.yaml's: same driver)."""
+    gpu = Gpu(spec)
+    launch_h100 = {k: getattr(spec_h100.launch, k) for k in ("eager_ops", "eager_ops_idle", "queue_depth")}
+    gpu_host = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update=launch_h100)}))
+    h100 = {r["name"]: r for r in h100_rows if r["kind"] == "e2e_decode"}
+    host = {r["name"].replace("_host_issue", ""): float(r["median_us"]) for r in rows if r["kind"] == "e2e_host"}
+    out = ["| model | batch | KV | graph: H100 measured, run 1 (us) | H200 measured (us) | predicted (us) | error | "
+           "H200 / H100 measured | predicted (h200.yaml / h100.yaml) | eager measured (us) | "
+           "predicted, h200.yaml's 8 us a launch (us) | error | predicted, h100.yaml's host (us) | error | host issue measured (us) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    compared, with_h100_host, ratios = [], [], []
+    for r in rows:
+        if r["kind"] != "e2e_decode" or "pair" in row_extra(r):
+            continue
+        t = float(r["median_us"]) * 1e-6
+        model = sweep_model(r, base)
+        pred = predict_row(r, gpu, model)
+        compared.append({**r, "pred": pred, "err": (pred - t) / t, "run": "k"})
+        if r["mode"] == "eager":
+            p = predict_row(r, gpu_host, model)
+            with_h100_host.append({**r, "pred": p, "err": (p - t) / t})
+    by = {c["name"]: c for c in compared}
+    by_host = {c["name"]: c for c in with_h100_host}
+    for name, g in by.items():
+        if g["mode"] != "graph":
+            continue
+        e, eh, h = by[name.replace("_graph", "_eager")], by_host[name.replace("_graph", "_eager")], h100[name]
+        h_pred = predict_row(h, Gpu(spec_h100), sweep_model(h, base))
+        ratios.append((float(g["median_us"]) / float(h["median_us"]), g["pred"] / h_pred))
+        out.append(f"| {row_extra(g)['family']} | {g['batch']} | {g['kv_len']} | {float(h['median_us']):.0f} | "
+                   f"{float(g['median_us']):.0f} | {g['pred'] * 1e6:.0f} | {g['err'] * 100:+.1f}% | {ratios[-1][0]:.3f} | "
+                   f"{ratios[-1][1]:.3f} | {float(e['median_us']):.0f} | {e['pred'] * 1e6:.0f} | {e['err'] * 100:+.1f}% | "
+                   f"{eh['pred'] * 1e6:.0f} | {eh['err'] * 100:+.1f}% | {host[name.replace('_graph', '')]:.0f} |")
+    paired_lines, paired = _paired("k", rows, spec, base, spec_h100.launch.queue_depth)
+    paired_nodepth = _paired("k", rows, spec, base, None)[1]
+    for c in paired:
+        c["mode"] = "eager paired"
+    within = sum(abs(c["err"]) <= 0.15 for c in paired)
+    out += ["", "| model | batch | KV | pairs | measured step, median (us) | predicted, median (us) | median abs error | worst | median signed |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out += [line.replace("| k | ", "| ", 1) for line in paired_lines]
+    out += ["", "| H200 decode steps (never fitted) | rows | median abs error | worst |", "|---|---:|---:|---:|",
+            "| CUDA graph " + _stats([c["err"] for c in compared if c["mode"] == "graph"]),
+            "| eager, h200.yaml as it stands (8 us a launch, unmeasured) " + _stats([c["err"] for c in compared if c["mode"] == "eager"]),
+            "| eager, h100.yaml's per-op host (measured on the H100 device hosts) " + _stats([c["err"] for c in with_h100_host]),
+            f"| eager paired, each step's own site pass, queue depth {spec_h100.launch.queue_depth} (h100.yaml's, same driver) "
+            + _stats([c["err"] for c in paired]),
+            "| eager paired, no queue limit (h200.yaml has none) " + _stats([c["err"] for c in paired_nodepth]),
+            "", f"Paired eager steps within 15%: {within} of {len(paired)}. CUDA graph, H200 over H100 step time: measured median "
+            f"{statistics.median(m for m, _ in ratios):.3f} ({min(m for m, _ in ratios):.3f}-{max(m for m, _ in ratios):.3f}), "
+            f"predicted median {statistics.median(p for _, p in ratios):.3f} ({min(p for _, p in ratios):.3f}-{max(p for _, p in ratios):.3f})."]
+    return out, compared + paired
+
+
+def h200_p10_section(rows: list[dict], gpu: Gpu, h100_rows: list[dict]) -> tuple[list[str], list[dict]]:
+    """P10's calibration shapes on the H200 (copies, the three P10 GEMMs, run k's fit_gemm
+    calibration shapes are in the GEMM table): all predictions here."""
+    h100 = {r["name"]: float(r["median_us"]) for r in h100_rows}
+    out = ["| row | H100 measured (us) | H200 measured (us) | H200 predicted (us) | error |", "|---|---:|---:|---:|---:|"]
+    compared = []
+    for r in rows:
+        if not (r["kind"] == "copy" or r["set"] == "p10"):
+            continue
+        t = float(r["median_us"]) * 1e-6
+        pred = predict_row({**r, "set": "prediction"}, gpu)
+        compared.append({**r, "pred": pred, "err": (pred - t) / t})
+        out.append(f"| {r['name']} | {h100.get(r['name'], float('nan')):.1f} | {t * 1e6:.1f} | {pred * 1e6:.1f} | "
+                   f"{compared[-1]['err'] * 100:+.1f}% |")
+    chase = sorted((int(r["n"]) if r["n"] else int(r["name"].rsplit("_", 1)[1]), float(r["median_us"]))
+                   for r in rows if r["kind"] == "latency")
+    (n0, t0), (n1, t1) = chase[0], chase[-1]
+    out += ["", f"| P10's shapes on the H200 (never fitted) {_stats([c['err'] for c in compared])}",
+            "", f"Pointer chase (set `hardware`, a constant of the device, not a prediction): {(t1 - t0) / (n1 - n0) * 1e3:.0f} ns "
+            f"per dependent load (h200.yaml carries the H100's 352 ns)."]
+    return out, compared
+
+
+def _h200_plot(gemms: list[dict], frozen: list[dict], prefill: list[dict], decode: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.3))
+    ax = axes[0]
+    ax.scatter([float(c["median_us"]) for c in gemms], [c["pred"] * 1e6 for c in gemms], s=6, alpha=0.5,
+               label=f"GEMM families ({len(gemms)} shapes)")
+    parity_axes(ax, 3, 2e4, "GEMMs, H200 (bf16, cold L2), h200.yaml", title_size=9)
+    ax = axes[1]
+    for sel, label, style in ((prefill, "prefill sweep, 4K-128K", dict(color="C0", s=18)),
+                              ([c for c in frozen if c["set"] != "holdout"], "K/V across L2 (frozen)",
+                               dict(color="C1", marker="^", s=22)),
+                              ([c for c in frozen if c["set"] == "holdout"], "held-out heads (frozen)",
+                               dict(facecolors="none", edgecolors="k", marker="s", s=30))):
+        ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], label=label, **style)
+    parity_axes(ax, 1e2, 1e6, "FA2 prefill on the H200, predictions", title_size=9)
+    ax = axes[2]
+    for mode, color, marker in (("graph", "C2", "o"), ("eager", "C3", "v"), ("eager paired", "C4", ".")):
+        sel = [c for c in decode if c["mode"] == mode]
+        ax.scatter([float(c["median_us"]) for c in sel], [c["pred"] * 1e6 for c in sel], color=color, marker=marker,
+                   label=f"decode step, {mode}", s=18)
+    parity_axes(ax, 1e3, 5e4, "Decode steps of 4 Llama-shaped models, H200", title_size=9)
+    fig.suptitle("Run k: an H200 this project never calibrated on (every constant fitted on H100 runs)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(ROOT / "docs/img/gpu-p12-h200-parity.png", dpi=100)
+
+
+def h200_sections(spec_h100: GpuSpec, base: ModelSpec, h100_rows: list[dict]) -> list[tuple[str, list[str]]]:
+    rows = list(csv.DictReader((ROOT / RUN_K).open()))
+    spec = run_spec(rows)
+    gpu = Gpu(spec)
+    frozen_lines, frozen = h200_frozen_section(rows, gpu)
+    gemm_lines, gemm_runs = gemm_section([rows], gpu, (RUN_K,), ("H100 fit's calibration shapes", "prediction"))
+    prefill_lines, prefill = h200_prefill_section(rows, gpu)
+    decode_lines, decode = h200_decode_section(rows, spec, base, spec_h100, h100_rows)
+    p10_lines, _ = h200_p10_section(rows, gpu, h100_rows)
+    _h200_plot(gemm_runs[0], frozen, prefill, decode)
+    return [("p12-h200-frozen", frozen_lines), ("p12-h200-gemm", gemm_lines), ("p12-h200-prefill", prefill_lines),
+            ("p12-h200-decode", decode_lines), ("p12-h200-p10", p10_lines)]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fit", action="store_true", help="print fit_gemm on the first run's calibration rows")
     args = ap.parse_args()
-    spec = load_spec(ROOT / "hw_configs/h100.yaml", GpuSpec)
     runs = [list(csv.DictReader((ROOT / r).open())) for r in RUNS]
+    spec = run_spec(runs[0])
     rows_d = list(csv.DictReader((ROOT / RUN_D).open()))
     if args.fit:
         print("fit_gemm (24 calibration rows):", fit_gemm(runs[0], spec))
@@ -398,9 +608,15 @@ def main() -> int:
                           ("p12-cliff", cliff_lines), ("p12-eager-d", eager_lines), ("p12-eager-f", paired_lines),
                           ("p12-prefill-holdout", holdout_lines)):
         text = _between(text, marker, lines)
+    h200 = h200_sections(spec, base, runs[0])
+    for marker, lines in h200:
+        text = _between(text, marker, lines)
     doc.write_text(text)
     print("\n".join(gemm_lines[:12] + [""] + prefill_lines[-8:] + [""] + dispatch_lines[-6:] + [""]
                     + cliff_lines[-1:] + eager_lines[-8:] + paired_lines[-3:] + holdout_lines[-1:]))
+    for marker, lines in h200:
+        print(f"\n{marker}:\n" + "\n".join(line for line in lines if "never fitted" in line or line.startswith("| ")
+                                            and "%" in line and line.count("|") <= 7))
     _plots(gemm_runs, prefill, e2e + e2e_d, holdout)
     return 0
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import os
 import platform
 import statistics
@@ -141,8 +142,23 @@ HEADS = [(32, 8, 128), (64, 8, 128), (28, 4, 128), (32, 8, 64), (8, 1, 128)]
 LENGTHS = [4096, 8192, 16384, 32768, 65536, 131072]
 
 
+def sdpa_fn(ctx: M.Ctx, batch: int, hq: int, hkv: int, hd: int, length: int, backend):
+    """``fn(causal=True)``: one SDPA prefill on random BF16 inputs of this shape, on one backend
+    (``del`` it, then ``torch.cuda.empty_cache()``, to free its inputs)."""
+    from torch.nn.attention import sdpa_kernel
+
+    q = torch.randn(batch, hq, length, hd, dtype=BF16, device=ctx.device)
+    k = torch.randn(batch, hkv, length, hd, dtype=BF16, device=ctx.device)
+    v = torch.randn_like(k)
+
+    def fn(causal: bool = True):
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hkv)
+    return fn
+
+
 def prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
     backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]
     try:  # PyTorch's pluggable FlashAttention implementations (FA3 where registered)
@@ -160,13 +176,7 @@ def prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
     for bname, backend in backends:
         for hq, hkv, hd in heads:
             for length in LENGTHS:
-                q = torch.randn(1, hq, length, hd, dtype=BF16, device=ctx.device)
-                k = torch.randn(1, hkv, length, hd, dtype=BF16, device=ctx.device)
-                v = torch.randn_like(k)
-
-                def fn(q=q, k=k, v=v, causal=True, backend=backend, gqa=hq != hkv):
-                    with sdpa_kernel([backend]):
-                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+                fn = sdpa_fn(ctx, 1, hq, hkv, hd, length, backend)
                 try:
                     t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
                 except RuntimeError as exc:
@@ -191,7 +201,7 @@ def prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
                                  t, reps, batch=1, seq_len=length, kv_len=length, q_heads=hq,
                                  kv_heads=hkv, head_dim=hd, flops=4 * hq * hd * length * length,
                                  backend=bname, mode="noncausal")
-                del q, k, v
+                del fn
                 torch.cuda.empty_cache()
 
 
@@ -427,7 +437,7 @@ def prefill_l2_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
     hd 64/128/256), at fixed working set (hd 64 at 256K vs hd 128 at 128K vs hd 256 at 64K),
     with MHA vs GQA and batch 2, and without the causal mask (CTAs in lockstep: K/V reused
     while in L2 at any length)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
     K = 1024
     cases = []  # (batch, hq, hkv, hd, L, causal)
@@ -445,13 +455,7 @@ def prefill_l2_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         for batch, hq, hkv, hd, length, causal in cases:
             if backend_name == "cudnn" and (not causal or hd == 256):
                 continue
-            q = torch.randn(batch, hq, length, hd, dtype=BF16, device=ctx.device)
-            k = torch.randn(batch, hkv, length, hd, dtype=BF16, device=ctx.device)
-            v = torch.randn_like(k)
-
-            def fn(q=q, k=k, v=v, causal=causal, backend=backend, gqa=hq != hkv):
-                with sdpa_kernel([backend]):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+            fn = functools.partial(sdpa_fn(ctx, batch, hq, hkv, hd, length, backend), causal)
             try:
                 t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
             except RuntimeError as exc:
@@ -471,7 +475,7 @@ def prefill_l2_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
                                         "device_us": round(dur, 3)})
                 except Exception as exc:
                     print(f"profiler failed: {exc}", file=sys.stderr)
-            del q, k, v
+            del fn
             torch.cuda.empty_cache()
 
 
@@ -666,25 +670,19 @@ def p10_eager_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
 def prefill_repeat_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
     """Run-to-run spread of FA2 prefill: the rows run a and d disagree on (4K with 28/32/64
     heads, one KV head at 64K-128K), three times each, interleaved."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
     K = 1024
     cases = [(32, 8, 128, 4 * K), (64, 8, 128, 4 * K), (28, 4, 128, 4 * K), (32, 8, 64, 4 * K),
              (8, 1, 128, 64 * K), (8, 1, 128, 96 * K), (8, 1, 128, 128 * K)]
     for rep in range(3):
         for hq, hkv, hd, length in cases:
-            q = torch.randn(1, hq, length, hd, dtype=BF16, device=ctx.device)
-            k = torch.randn(1, hkv, length, hd, dtype=BF16, device=ctx.device)
-            v = torch.randn_like(k)
-
-            def fn(q=q, k=k, v=v, gqa=hq != hkv):
-                with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+            fn = sdpa_fn(ctx, 1, hq, hkv, hd, length, SDPBackend.FLASH_ATTENTION)
             t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
             M.record(ctx, "prediction", "attn_prefill_l2", f"flash_rep{rep}_b1_h{hq}x{hkv}x{hd}_l{length}", t, reps,
                      batch=1, seq_len=length, kv_len=length, q_heads=hq, kv_heads=hkv, head_dim=hd,
                      flops=4 * hq * hd * length * (length + 1) // 2, backend="flash", mode="causal", rep=rep)
-            del q, k, v
+            del fn
             torch.cuda.empty_cache()
 
 
@@ -768,7 +766,7 @@ def _paired(ctx: M.Ctx, models: list[str], cases: list[tuple[int, int]]) -> None
 def prefill_holdout_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
     """FA2 prefill shapes measured after the P12 attention model was frozen (set ``holdout``):
     other head counts, GQA groups, head_dim 96, batch 2-4, lengths between the swept ones."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
     K = 1024
     cases = [(1, 24, 8, 128, 8 * K), (1, 24, 8, 128, 24 * K), (1, 24, 8, 128, 48 * K),
@@ -777,13 +775,7 @@ def prefill_holdout_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
              (1, 32, 8, 96, 16 * K), (1, 32, 8, 96, 64 * K), (1, 32, 8, 96, 144 * K),
              (1, 12, 2, 64, 80 * K), (1, 12, 2, 64, 200 * K), (1, 16, 2, 128, 100 * K)]
     for batch, hq, hkv, hd, length in cases:
-        q = torch.randn(batch, hq, length, hd, dtype=BF16, device=ctx.device)
-        k = torch.randn(batch, hkv, length, hd, dtype=BF16, device=ctx.device)
-        v = torch.randn_like(k)
-
-        def fn(q=q, k=k, v=v, gqa=hq != hkv):
-            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        fn = sdpa_fn(ctx, batch, hq, hkv, hd, length, SDPBackend.FLASH_ATTENTION)
         try:
             t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
         except RuntimeError as exc:
@@ -792,7 +784,7 @@ def prefill_holdout_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         M.record(ctx, "holdout", "attn_prefill_l2", f"flash_holdout_b{batch}_h{hq}x{hkv}x{hd}_l{length}", t, reps,
                  batch=batch, seq_len=length, kv_len=length, q_heads=hq, kv_heads=hkv, head_dim=hd,
                  flops=4 * batch * hq * hd * length * (length + 1) // 2, backend="flash", mode="causal")
-        del q, k, v
+        del fn
         torch.cuda.empty_cache()
 
 

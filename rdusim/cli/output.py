@@ -208,7 +208,7 @@ def _stage(path: Path, data: bytes | Iterable[str | bytes]) -> str:
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
-            for chunk in [data] if isinstance(data, bytes) else data:
+            for chunk in [data] if isinstance(data, bytes | bytearray | memoryview) else data:
                 handle.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

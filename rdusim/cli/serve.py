@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def csv_chunks(frame: Any, rows: int = 65536) -> Iterator[str]:
+def csv_chunks(frame: Any, rows: int = 16384) -> Iterator[str]:
     """``frame.to_csv(index=False)`` a slice of rows at a time (the same text, never whole in memory)."""
     for start in range(0, max(len(frame), 1), rows):
         yield frame.iloc[start:start + rows].to_csv(index=False, header=start == 0)

@@ -4,8 +4,9 @@ Owns: ``ServingModel`` (what the engine needs to know of a deployment, as plain 
 step-time functions), ``PrefillTable`` / ``DecodeTable`` (interpolated step times),
 ``simulate_serving`` and its result ``ServingRun``. Imports: simpy, numpy, resources, errors.
 
-This is the second discrete-event layer of rdusim, above the kernel simulator: one event
-per prefill, KV transfer and decode step, never per kernel. Step times come in as functions
+This is the second discrete-event layer of rdusim, above the kernel simulator: events per
+arrival, prefill and KV transfer, and per block of decode steps between two disturbances of a
+decode node (``decode_block``; ``coalesce=False``: one per step), never per kernel. Step times come in as functions
 (``ServingModel.prefill_time``, ``ServingModel.decode_step_time``); ``rdusim.analysis.serving.deployment``
 builds them by running the kernel simulator, tests pass closed forms. Semantics:
 
@@ -242,7 +243,7 @@ class _Node:
 
 @dataclass
 class _Plan:
-    """A coalesced decode block's steps, planned when it starts."""
+    """A coalesced decode block's steps, planned a segment (the steps up to a retirement) at a time."""
 
     t: float                                          # the last planned step's end
     last: tuple                                       # (bucket, mean KV, seconds) of the last step time read
@@ -283,7 +284,8 @@ class _Engine:
         self.reasons: dict[int, str] = {}
         self.events: list[tuple[float, str, int, str]] | None = [] if record_events else None
         self.steps: list[tuple[int, float, float, int, int, float]] = []
-        # coalesced decode steps, one compact column each (8 bytes a value: a million requests make ~10M steps)
+        # coalesced decode steps, one compact column each (4 or 8 bytes a value: a million requests make ~10M
+        # steps); the tokens column stays empty unless speculative (step_arrays computes it)
         self.step_blocks = tuple(array.array(code) for code in "iddIIdd")  # the columns of step_arrays
         self.seq = 0
         colocated = model.layout == "colocated"
@@ -351,7 +353,13 @@ class _Engine:
             return
         pool = self.decode if self.m.layout == "colocated" else self.prefill
         now = self.env.now
-        node = min(pool, key=lambda n: (n.queued_s + max(n.busy_until - now, 0.0), n.committed, n.index))
+        # the least outstanding work (queued plus the rest of the running prefill), then the fewest
+        # committed requests, then the lowest index
+        node, least = None, 0.0
+        for other in pool:
+            work = other.queued_s + max(other.busy_until - now, 0.0)
+            if node is None or work < least or (work == least and other.committed < node.committed):
+                node, least = other, work
         duration = self.prefill_duration(request) if self.prefill_s is not None else 0.0
         key = self.prompt[request] if self.m.scheduling == "shortest_prompt_first" else 0
         heapq.heappush(node.queue, (int(key), self.seq, request))

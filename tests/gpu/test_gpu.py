@@ -49,6 +49,8 @@ def test_new_documents_validate(capsys: pytest.CaptureFixture[str]) -> None:
     ("  sms: 132 ", "  sms: 0 ", "compute.sms"),
     ('hbm_bandwidth: "3.35 TB/s"', 'hbm_bandwidth: "-3.35 TB/s"', "memory.hbm_bandwidth"),
     ('  bandwidth: "450 GB/s"', '  bandwidth: "-450 GB/s"', "nvlink.bandwidth"),
+    ('sfu_peak: "3.9 TFLOP/s"', 'sfu_peak: "-3.9 TFLOP/s"', "compute.sfu_peak"),
+    ('shared_bandwidth: "33.45 TB/s"', 'shared_bandwidth: "fast"', "memory.shared_bandwidth"),
 ])
 def test_bad_hardware_values_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                             old: str, new: str, key: str) -> None:

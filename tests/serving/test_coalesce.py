@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -130,3 +131,40 @@ def test_decode_table_many_is_the_scalar_lookup(kv, bucket) -> None:
     table = DecodeTable((2, 4, 8), (128, 1024, 4096, 131072), ((0.02, 0.021, 0.03, 0.5), (0.021, 0.023, 0.035, 0.7),
                                                                (0.022, 0.026, 0.045, 1.1)))
     assert table.many(bucket, np.array(kv)).tolist() == [table(bucket, x) for x in kv]
+
+
+@given(seed=st.integers(0, 2**16), accepted=st.sampled_from([1.0, 2.4]), grows=st.booleans(),
+       gap=st.sampled_from([0.02, 0.2, 1.0]), tight=st.booleans())
+def test_invariants_of_blocks_through_retirements(seed, accepted, grows, gap, tight) -> None:
+    """The fast path on its own (one decode node, no event log): every request not rejected
+    finishes exactly once after it was admitted, each decode step serves requests for exactly the
+    steps they were given (sum of active over steps = sum of decode steps), tokens are conserved,
+    every reservation comes back and no group ever exceeds its free HBM."""
+    import math
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    arrivals = np.cumsum(rng.exponential(gap, n))
+    prompts, outputs = rng.integers(50, 1500, n), rng.integers(1, 300, n)
+    model = synthetic_model(prefill_nodes=2, decode_nodes=1, kv_groups=2, batch_buckets=(2, 4, 8, 16),
+                            prefill_time=lambda p: p / 20000.0, decode_step_time=lambda b, kv: 0.02 + 0.001 * b + kv * 1e-7,
+                            kv_bytes_per_group=(4 if tight else 1000) * 1800 * 1000.0, kv_grows=grows,
+                            accepted_tokens_per_step=accepted, link_bytes_per_s=5e8, link_latency_s=1e-3)
+    run = simulate_serving(model, arrivals, prompts, outputs)
+    r = run.requests
+    served = np.setdiff1d(np.arange(n), list(run.reasons))
+    assert not np.isnan(r["finish_s"][served]).any() and np.isnan(r["finish_s"][list(run.reasons)]).all()
+    decoding = served[outputs[served] > 1]
+    assert (r["admitted_s"][decoding] >= r["decode_ready_s"][decoding]).all()
+    assert (r["finish_s"][decoding] > r["admitted_s"][decoding]).all()
+    steps = [math.ceil((int(o) - 1) / accepted) for o in outputs[decoding]]
+    assert r["decode_steps"][decoding].tolist() == steps
+    assert int(run.steps["active"].sum()) == sum(steps)
+    node = next(x for x in run.nodes if x["role"] == "decode")
+    assert node["decode_steps"] == len(run.steps["start_s"])
+    assert node["tokens_decoded"] == pytest.approx(float((outputs[decoding] - 1).sum()), rel=1e-12)
+    assert node["kv_free_bytes_at_end"] == node["kv_capacity_bytes"] >= node["kv_peak_bytes"]
+    assert (run.steps["active"] <= run.steps["bucket"]).all()
+    ends = run.steps["start_s"] + run.steps["duration_s"]
+    assert (run.steps["start_s"][1:] >= ends[:-1]).all()          # one node: steps never overlap
+    assert set(r["finish_s"][decoding].tolist()) <= set(ends.tolist())   # a request finishes at a step's end

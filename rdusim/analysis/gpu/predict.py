@@ -720,6 +720,44 @@ def site_host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float]]:
     return {"eager_ops": behind, "eager_ops_idle": idle}
 
 
+def pooled_host_costs(runs: dict[str, list[dict]]) -> dict:
+    """A GPU document's eager host (``launch.eager_ops``, ``eager_ops_idle``, ``queue_depth``) from
+    several runs of ``sweep.py``'s site microbenchmark on hosts of one kind, never from e2e rows.
+
+    Per run (``runs``: name -> its CSV rows), each (model, batch, KV, round or pair) group's
+    ``site_host_costs``, then the run's median per op; the document's cost is the median over
+    runs. The GPU-idle costs come only from runs whose site rows carry the site's GPU time
+    (``gpu_us``): without it a GEMM or SDPA site whose kernel outlasts its host call is timed at
+    the GPU's pace (``site_host_costs``), a GPU time and not a host cost. ``queue_depth`` is the
+    median of the runs' ``queue`` rows. Also returns ``runs``: each run's per-op medians (the
+    spread the median hides) and its group count."""
+    per_run: dict[str, dict] = {}
+    for name, rows in runs.items():
+        groups: dict[tuple, list[dict]] = {}
+        for r in rows:
+            if r["set"] == "host" and r["kind"] in ("site", "site_paired"):
+                e = row_extra(r)
+                groups.setdefault((e["family"], r["batch"], r["kv_len"], e.get("round", e.get("pair"))), []).append(r)
+        if not groups:
+            continue
+        costs = [site_host_costs(g) for g in groups.values()]
+        per_run[name] = {
+            "groups": len(costs),
+            "gpu_timed": all("gpu_us" in row_extra(r) for g in groups.values() for r in g),
+            **{key: {op: statistics.median(c[key][op] for c in costs) for op in HOST_OPS}
+               for key in ("eager_ops", "eager_ops_idle")}}
+    if not per_run:
+        raise ValueError("no site rows in the runs given")
+    idle_runs = [r for r in per_run.values() if r["gpu_timed"]]
+    if not idle_runs:
+        raise ValueError("no run's site rows carry gpu_us: the GPU-idle costs would be GPU-paced")
+    depths = [_int(r, "n") for rows in runs.values() for r in rows if r["set"] == "host" and r["kind"] == "queue"]
+    return {"eager_ops": {op: statistics.median(r["eager_ops"][op] for r in per_run.values()) for op in HOST_OPS},
+            "eager_ops_idle": {op: statistics.median(r["eager_ops_idle"][op] for r in idle_runs) for op in HOST_OPS},
+            "queue_depth": int(statistics.median(depths)) if depths else None,
+            "runs": per_run}
+
+
 def with_host(spec: GpuSpec, rows: Iterable[dict]) -> GpuSpec:
     """``spec`` whose eager host is the one measured in ``rows`` (the same host as their e2e rows)."""
     launch = spec.launch.model_copy(update=host_costs(rows))

@@ -87,7 +87,7 @@ def request_frame(run: ServingRun, slo: Slo) -> pd.DataFrame:
         "kv_bytes_shipped": r["kv_bytes_shipped"], "kv_bytes_reserved": r["kv_bytes_reserved"], "met_slo": met,
         # tokens each decode step delivered to this request on average (bursts under speculative decoding)
         "tokens_per_step": np.where(r["decode_steps"] > 0, (output - 1) / np.where(r["decode_steps"] > 0,
-                                                                                   r["decode_steps"], 1), np.nan)})
+                                                                                   r["decode_steps"], 1), np.nan)}, copy=False)
     frame[["prompt_tokens", "output_tokens"]] = frame[["prompt_tokens", "output_tokens"]].astype(np.int64)
     return frame
 
@@ -99,24 +99,23 @@ def _stats(prefix: str, values: np.ndarray, weights: np.ndarray | None = None) -
     is sorted, then go (~10M decode steps at a million requests)."""
     values = np.asarray(values, dtype=float)
     keep = ~np.isnan(values)
-    if not keep.all():
+    if keep.all():
+        keep = slice(None)
+    else:
         values = values[keep]
     out = {f"{k}_{prefix}_ms": float("nan") for k in ("mean", "median", "p90", "p99")}
     if not len(values):
         return out
-    if weights is None:
-        weights = np.ones_like(values)
-    else:
-        weights = np.asarray(weights, dtype=float)
-        if not keep.all():
-            weights = weights[keep]
-    del keep
     order = np.argsort(values, kind="stable")
-    values, weights = values[order], weights[order]
-    del order
+    values = values[order]
+    # the weights sorted before they become floats (a step's active count is 4 bytes), the mean
+    # taken before the cumulative sum: fewer full-length copies alive at once, the same numbers
+    weights = np.ones_like(values) if weights is None else np.asarray(weights)[keep][order].astype(float)
+    del order, keep
+    out[f"mean_{prefix}_ms"] = float(np.average(values, weights=weights) * 1e3)
     cumulative = np.cumsum(weights)
     cumulative /= weights.sum()
-    out[f"mean_{prefix}_ms"] = float(np.average(values, weights=weights) * 1e3)
+    del weights
     for name, q in (("median", 0.5), ("p90", 0.9), ("p99", 0.99)):
         out[f"{name}_{prefix}_ms"] = float(values[min(np.searchsorted(cumulative, q), len(values) - 1)] * 1e3)
     return out
