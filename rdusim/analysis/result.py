@@ -16,7 +16,7 @@ import pandas as pd
 
 from rdusim.analysis.breakdown import kernel_breakdown, kernel_latencies
 from rdusim.errors import MappingError
-from rdusim.mapping.build import build_plan
+from rdusim.mapping.build import LayerBuild, build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import HbmFit, hbm_fit, kv_overflow
 from rdusim.mapping.memory import memory_report
@@ -117,6 +117,9 @@ class LayerCache:
     traces: dict[tuple[Any, ...], Trace] = field(default_factory=dict)
     hits: int = 0
     kernel_plans: dict[Any, KernelPlan] = field(default_factory=dict)  # ``build_plan``'s cache (same node, workload)
+    #: layer types built (``build_layer``) by (layer type, the caller's key of that layer type alone:
+    #: a build does not depend on the layer types before it), handed to ``build_plan(built=...)``
+    builds: dict[tuple[str, Hashable], LayerBuild] = field(default_factory=dict)
 
     def trace(self, plan: Plan, keys: Mapping[str, Hashable]) -> Trace:
         parts: list[Trace] = []
@@ -145,8 +148,9 @@ def simulate(mapping: str | Path | LoadedMapping, *, seq_len: int | None = None,
     ``coalesce=False`` runs the reference engine (one event per work item per socket; the
     default coalesces identical work, ``rdusim.sim.engine``), for tests and benchmarks.
     ``layers=(cache, keys)`` takes each layer type's simulation from ``cache`` by its key in
-    ``keys`` (fast path, no events; the mapping explorer's re-scores) and its kernel plans from
-    the cache's ``kernel_plans``; a speculative plan's step (its draft's steps, then the
+    ``keys`` (fast path, no events; the mapping explorer's re-scores), its kernel plans from
+    the cache's ``kernel_plans`` and the layer types the cache's ``builds`` hold by those keys
+    (the explorer's estimates built them); a speculative plan's step (its draft's steps, then the
     verification) is simulated whole.
 
     Raises ``MappingError`` with the numbers when the mapping does not fit: SRAM per kernel
@@ -170,7 +174,12 @@ def _run(loaded: LoadedMapping, *, fast: bool, record_events: bool, check_capaci
     if check_capacity and (overflow := kv_overflow(loaded)):
         raise MappingError(f"{loaded.where('workload', 'batch')}: does not fit: {overflow} "
                            "(--ignore-capacity simulates it anyway)")
-    plan = build_plan(loaded, cache=layers[0].kernel_plans if layers is not None else None)
+    if layers is None:
+        plan = build_plan(loaded)
+    else:
+        cache, keys = layers
+        built = {t: b for t, key in keys.items() if (b := cache.builds.get((t, key))) is not None}
+        plan = build_plan(loaded, cache=cache.kernel_plans, built=built)
     memory = memory_report(plan)
     fit = hbm_fit(plan, loaded, memory)
     if check_capacity:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,12 +52,16 @@ def query_tokens(loaded: LoadedMapping) -> int:
     return 1 if sd is None else sd.k + 1
 
 
-def build_plan(loaded: LoadedMapping, *, check_sram: bool = True, cache: dict[Any, KernelPlan] | None = None) -> Plan:
+def build_plan(loaded: LoadedMapping, *, check_sram: bool = True, cache: dict[Any, KernelPlan] | None = None,
+               built: Mapping[str, LayerBuild] | None = None) -> Plan:
     """The per-socket plan of every layer type; raises MappingError with all problems.
 
     ``check_sram=False`` plans a mapping whose working set overflows SRAM (a what-if the
     on-chip report shows as not fitting, with the numbers). ``cache``: kernel plans by what
-    they depend on (``build_layer``), shared with other plans of the same node and workload."""
+    they depend on (``build_layer``), shared with other plans of the same node and workload.
+    ``built``: layer types the caller already built (``build_layer`` of this mapping's layer
+    type, or of one whose kernels, batch and workload are the same: the mapping explorer's
+    estimates), taken instead of building them again."""
     spec, model = loaded.spec, loaded.model
     counts = layer_counts(model, spec.kv_policy, spec.phase, head=HEAD in spec.layers)
     issues = _check_layer_types(loaded, {base_layer_type(t): n for t, n in counts.items()})
@@ -65,13 +70,15 @@ def build_plan(loaded: LoadedMapping, *, check_sram: bool = True, cache: dict[An
     kernels: dict[str, tuple[KernelPlan, ...]] = {}
     activations: dict[str, float] = {}
     for layer_type in counts:
-        try:
-            built = build_layer(loaded, layer_type, check_sram=check_sram, cache=cache)
-        except MappingError as error:
-            issues += error.issues
-            continue
-        kernels[layer_type] = built.kernels
-        activations[layer_type] = built.activation_peak_bytes
+        layer = built.get(layer_type) if built is not None else None
+        if layer is None:
+            try:
+                layer = build_layer(loaded, layer_type, check_sram=check_sram, cache=cache)
+            except MappingError as error:
+                issues += error.issues
+                continue
+        kernels[layer_type] = layer.kernels
+        activations[layer_type] = layer.activation_peak_bytes
     if issues:
         raise MappingError(issues)
     return Plan(spec, model, loaded.system, counts, kernels, spec.workload.seq_len,

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rdusim.analysis.explore.estimate import Problem
 from rdusim.analysis.explore.search import _neighbours
 from rdusim.analysis.explore.tasks import evaluator, simulate_task
 from rdusim.analysis.result import simulate
+from rdusim.errors import MappingError
 from rdusim.mapping.space import load_candidate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,3 +58,39 @@ def test_one_worker_and_two_give_the_same_estimates_and_ranking() -> None:
     one, two = results
     pd.testing.assert_frame_equal(one.estimates, two.estimates, check_exact=True)
     pd.testing.assert_frame_equal(one.ranking, two.ranking, check_exact=True)
+
+
+def test_rescores_plan_with_the_layers_the_estimates_built() -> None:
+    """The estimator keeps each layer type it built (``LayerCache.builds``, by layer key);
+    ``build_plan(built=...)`` takes them, and the plan, and a re-score's figures, are those
+    of a plan built from scratch."""
+    from rdusim.analysis.explore.estimate import Evaluator
+    from rdusim.analysis.result import LayerCache, simulate_kernels
+    from rdusim.mapping.build import build_plan
+
+    ev = Evaluator(Problem(DECODE, ("workload.seq_len=32768",), "throughput", None))
+    genomes = [ev.space.seed, *_neighbours(ev.space, ev.space.seed)[::9]]
+    rows = ev.estimate(genomes)
+    taken = 0
+    for genome, row in zip(genomes, rows, strict=True):
+        keys = {t: ev.layer_key(genome, t) for t in ev.counts}
+        built = {t: ev.simulated.builds[t, key] for t, key in keys.items() if (t, key) in ev.simulated.builds}
+        if row["fits"]:
+            assert len(built) == len(keys)
+        loaded = load_candidate(ev.seed, ev.data(genome))
+        if len(built) < len(keys):
+            continue
+        taken += 1
+        assert build_plan(loaded, built=built) == build_plan(loaded)
+        cached = LayerCache(kernel_plans=ev.simulated.kernel_plans, builds=ev.simulated.builds)
+        try:
+            fresh = simulate(loaded, record_events=False)
+        except MappingError as error:  # does not fit HBM: the same error
+            with pytest.raises(MappingError) as again_error:
+                simulate_kernels(loaded, layers=(cached, keys))
+            assert str(again_error.value) == str(error)
+            continue
+        again = simulate_kernels(loaded, layers=(cached, keys))
+        assert repr(again.total_s) == repr(fresh.total_s)
+        assert [k["latency_s"] for k in again.kernels] == list(fresh.kernels["latency_s"])
+    assert taken >= 10

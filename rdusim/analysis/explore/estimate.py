@@ -39,7 +39,7 @@ from rdusim.mapping.build import build_layer, kv_length, layer_shape, speculativ
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.mapping.capacity import reservations
 from rdusim.mapping.memory import LayerMemory, layer_memory, memory_of_layers, memory_report
-from rdusim.mapping.plan import Chunk, KernelPlan
+from rdusim.mapping.plan import Chunk, KernelPlan, Stage
 from rdusim.mapping.space import (
     Space,
     candidate_data,
@@ -77,29 +77,16 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
     moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: []}
     p2p_bytes = 0.0
     seen: dict[int, _ChunkSums] = {}  # chunks (and their items) repeat as the same objects
-    p2p_latency, p2p_rate = socket.p2p_latency_s, socket.p2p_bytes_per_s
     for stage in kernel.stages:
-        rate = stage.rate_ops_per_s
-        inputs = [finish[names[i]] for i in stage.inputs]
-        barrier = stage.is_barrier
+        steps = _stage_steps(stage, seen, rates, socket.p2p_latency_s, socket.p2p_bytes_per_s, moved)
         done: list[float] = []
         total_compute = 0.0
         prev = 0.0
-        for c, chunk in enumerate(stage.chunks):
-            sums = seen.get(id(chunk))
-            if sums is None:
-                sums = seen[id(chunk)] = _chunk_sums(chunk, rates)
-            work, load = sums.work, sums.load_s
-            for tier, nbytes in sums.moved:
-                moved[tier].append(nbytes)
-            compute = work / rate if rate > 0 and work > 0 else 0.0
-            send = chunk.p2p_steps * p2p_latency + chunk.p2p_bytes / p2p_rate if chunk.p2p_bytes > 0 else 0.0
-            p2p_bytes += chunk.p2p_bytes
-            if barrier:
-                ready = max((f[-1] for f in inputs), default=0.0) if c == 0 else 0.0
-            else:
-                ready = max((f[c] for f in inputs), default=0.0)
-            prev = max(prev, ready) + max(compute, load) + send
+        for (compute, cost, send, p2p, appends), ready in zip(steps, _ready(stage, finish, names), strict=True):
+            for target, nbytes in appends:
+                target.append(nbytes)
+            p2p_bytes += p2p
+            prev = max(prev, ready) + cost + send
             done.append(prev)
             total_compute += compute
         finish.append(done)
@@ -109,9 +96,53 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
     memory = totals[HBM] / rates[HBM] + totals[DDR] / rates[DDR]
     comm = p2p_bytes / socket.p2p_bytes_per_s
     tiers = max(totals[HBM] / rates[HBM], totals[DDR] / rates[DDR])
-    body = max(max((f for done in finish for f in done), default=0.0), tiers, comm)
+    # a stage's chunks finish in order (each adds non-negative times to the one before): its
+    # last chunk is its latest
+    body = max(max((done[-1] for done in finish if done), default=0.0), tiers, comm)
     latency = socket.launch_s(kernel.orchestration) + body + system.sync_s  # as the engine charges it
     return KernelEstimate(kernel.name, latency, max(busy, default=0.0), memory, comm)
+
+
+#: one chunk of a stage: compute, max(compute, load), send, P2P bytes, (list, bytes) to append
+_Step = tuple[float, float, float, float, tuple[tuple[list[np.ndarray], np.ndarray], ...]]
+
+
+def _stage_steps(stage: Stage, seen: dict[int, _ChunkSums], rates: dict[str, float], p2p_latency: float,
+                 p2p_rate: float, moved: dict[str, list[np.ndarray]]) -> list[_Step]:
+    """Per chunk of a stage: (compute, max(compute, load), send, P2P bytes, the tier byte arrays to
+    append to ``moved``), worked out once per chunk object (the plan repeats chunks)."""
+    rate = stage.rate_ops_per_s
+    steps: dict[int, _Step] = {}
+    out: list[_Step] = []
+    for chunk in stage.chunks:
+        step = steps.get(id(chunk))
+        if step is None:
+            sums = seen.get(id(chunk))
+            if sums is None:
+                sums = seen[id(chunk)] = _chunk_sums(chunk, rates)
+            work, load = sums.work, sums.load_s
+            compute = work / rate if rate > 0 and work > 0 else 0.0
+            send = chunk.p2p_steps * p2p_latency + chunk.p2p_bytes / p2p_rate if chunk.p2p_bytes > 0 else 0.0
+            step = steps[id(chunk)] = (compute, max(compute, load), send, chunk.p2p_bytes,
+                                       tuple((moved[tier], nbytes) for tier, nbytes in sums.moved))
+        out.append(step)
+    return out
+
+
+def _ready(stage: Stage, finish: list[list[float]], names: dict[str, int]) -> list[float]:
+    """When each chunk's inputs are ready: the latest input stage's same chunk, or for a barrier
+    the inputs' last chunks (first chunk; 0 for the others)."""
+    inputs = [finish[names[i]] for i in stage.inputs]
+    n = len(stage.chunks)
+    if stage.is_barrier:
+        return [max((f[-1] for f in inputs), default=0.0), *([0.0] * (n - 1))] if n else []
+    if not inputs:
+        return [0.0] * n
+    if any(len(f) < n for f in inputs):
+        raise IndexError(f"stage {stage.name}: an input stage has fewer than its {n} chunks")
+    if len(inputs) == 1:
+        return inputs[0][:n]
+    return list(map(max, *(f[:n] for f in inputs)))
 
 
 @dataclass(frozen=True)
@@ -319,6 +350,7 @@ class Evaluator:
             built = build_layer(loaded, layer_type, graph=self._graphs[graph_key], cache=self._kernel_plans)
         except MappingError as error:
             return LayerEstimate((), None, 0.0, str(error).splitlines()[0])
+        self.simulated.builds[layer_type, self.layer_key(genome, layer_type)] = built  # re-scores plan with it
         estimates = []
         for kernel, key in zip(built.kernels, built.keys, strict=True):
             if key not in self._kernel_estimates:
