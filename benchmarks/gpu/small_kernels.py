@@ -15,7 +15,8 @@ Two timings per row, neither of which includes a host launch:
 
 Sections:
 
-- ``latency``: the pointer chase of measure.py (set ``hardware``).
+- ``latency``, ``latency_l2``: the pointer chase of measure.py over 1 GiB (DRAM) and over 8 MiB
+  warm (L2; set ``hardware``).
 - ``size``: a contiguous copy, an out-of-place add and a negation of a strided half (``-x[..., 64:]``
   of a 128-wide row, the rotary embedding's operand) at 4 KB to 256 MB of traffic, the same
   buffers every call (under L2's size they stay in L2, as a decode step's activations do).
@@ -92,7 +93,7 @@ def device_durations(fns: list, calls: int = 24) -> list[tuple[str, float]]:
         torch.cuda.synchronize()
     out = []
     for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA and "sleep" not in e.name:
+        if e.device_type == torch.autograd.DeviceType.CUDA and "spin_kernel" not in e.name:
             out.append((e.time_range.start, e.name, e.time_range.elapsed_us()))
     return [(n, d) for _, n, d in sorted(out)]
 
@@ -111,6 +112,28 @@ def measure(ctx: M.Ctx, kind: str, name: str, fns: list, calls_per_fn: int = 1, 
                             "device_us": round(statistics.median(v), 3), "min_us": round(min(v), 3)})
     M.record(ctx, shape.pop("set_", "micro"), kind, name, t, GRAPH_CALLS, device_us=round(device, 3),
              kernels_per_call=round(per_call, 2), **shape)
+
+
+def l2_latency_rows(ctx: M.Ctx) -> None:
+    """measure.py's pointer chase over an 8 MiB span (8192 lines 1 KiB apart: past L1, inside L2),
+    timed warm (no flush), so every hop after the first pass hits L2 (set ``hardware``)."""
+    import cupy
+
+    kernel = cupy.RawKernel(M.CHASE_SRC, "chase")
+    span, entries = 1 << 20, 1 << 13  # int64 elements: 8 MiB; 1 KiB between entries
+    stride = span // entries
+    order = torch.randperm(entries, device=ctx.device) * stride
+    nxt = torch.zeros(span, dtype=torch.int64, device=ctx.device)
+    nxt[order] = torch.roll(order, -1)
+    out = torch.zeros(1, dtype=torch.int64, device=ctx.device)
+    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    for steps in (1000, 8000):
+        def run(steps: int = steps) -> None:
+            with stream:
+                kernel((1,), (1,), (cupy.asarray(nxt), cupy.asarray(out), cupy.int32(steps)))
+
+        t, reps = M.time_fn(ctx, run, cold=False)
+        M.record(ctx, "hardware", "latency_l2", f"pointer_chase_l2_{steps}", t, reps, n=steps, bytes=8 * steps)
 
 
 def size_rows(ctx: M.Ctx) -> None:
@@ -227,7 +250,7 @@ def e2e_rows(ctx: M.Ctx) -> None:
         torch.cuda.empty_cache()
 
 
-SECTIONS = {"latency": M.latency_rows, "size": size_rows, "rmsnorm": rmsnorm_rows, "sites": site_rows,
+SECTIONS = {"latency": M.latency_rows, "latency_l2": l2_latency_rows, "size": size_rows, "rmsnorm": rmsnorm_rows, "sites": site_rows,
             "gemm": gemm_rows, "e2e": e2e_rows}
 
 
