@@ -301,6 +301,12 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     bhm = batch * heads * math.ceil(rows / rows_tile)
     n_blocks = math.ceil(kv_len / cols)
     splits = fa2_splits(bhm, FA2_CTAS_PER_SM * gpu.sms, n_blocks)
+    if splits == 1 and math_class == "attention":
+        # one split: FA2 runs its forward kernel (``run_mha_fwd``), not the split-KV one: the
+        # forward kernel's tile (``fa2_fwd_tile``; ``flash_fwd_kernel`` at batch 64 in
+        # benchmarks/gpu/h100-20261125l-small-kernels.csv), its 128 query rows mostly padding
+        rows_tile, cols = fa2_fwd_tile(head_dim)
+        bhm = batch * heads * math.ceil(rows / rows_tile)
     per_token = 2 * head_dim * BF16 if kv_bytes_per_token is None else kv_bytes_per_token
     keys = kv_len / splits
     kv_share = kv_heads / heads if not swapped else 1.0  # MHA-packed heads read their own KV
