@@ -29,6 +29,8 @@ Sections:
   three ways: CUDA events around one call after measure.py's flush (``flush_buf.add_(1)``: L2
   left full of dirty lines, as sweep.py's ``gemm`` rows), the same after a read-only flush
   (``flush_buf.sum()``: L2 left clean), and in a graph cycling through weight copies (2x L2).
+- ``fa2``: FA2 decode through SDPA at serving shapes (``FA2_SHAPES``: one KV split at large batch,
+  split-KV at small), KV caches cycled through 2x L2.
 - ``e2e``: the decode steps of sweep.py's ``e2e`` section, graph-replayed, and the device
   duration of every kernel of one eager step (``--kernels``), all twelve (model, batch) cases.
 
@@ -195,6 +197,29 @@ def site_rows(ctx: M.Ctx) -> None:
         torch.cuda.empty_cache()
 
 
+#: FA2 decode (SDPA, one query a sequence) at serving shapes: (batch, q heads, KV heads, keys). One
+#: KV split (FA2's forward kernel) at large batch: Llama-3.1-70B TP8 on one GPU (8 x 1 heads) at
+#: compare-hw's batches, Llama-3.1-8B at SnapStream-like batches; split-KV at small batch.
+FA2_SHAPES = [(367, 8, 1, 8192), (185, 8, 1, 8192), (64, 8, 1, 8192), (472, 32, 8, 2048), (256, 32, 8, 2048),
+              (128, 32, 8, 4096), (64, 32, 8, 8192), (64, 32, 8, 32768), (32, 32, 8, 8192), (16, 32, 8, 8192),
+              (4, 32, 8, 32768), (1, 32, 8, 32768), (64, 24, 8, 4096), (64, 32, 8, 1024)]
+
+
+def fa2_rows(ctx: M.Ctx) -> None:
+    hd = 128
+    for batch, hq, hkv, kv_len in FA2_SHAPES:
+        cache = 2 * batch * hkv * kv_len * hd * 2
+        copies = max(2, math.ceil(2 * _l2() / cache))
+        q = torch.randn(batch, hq, 1, hd, dtype=BF16, device=ctx.device)
+        kvs = [(torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device),
+                torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device)) for _ in range(copies)]
+        fns = [lambda k=k, v=v, q=q: M.sdpa(q, k, v, False) for k, v in kvs]
+        measure(ctx, "sk_fa2", f"fa2_b{batch}_h{hq}x{hkv}_l{kv_len}", fns, batch=batch, q_heads=hq, kv_heads=hkv,
+                head_dim=hd, kv_len=kv_len, bytes=cache)
+        del kvs, fns, q
+        torch.cuda.empty_cache()
+
+
 def gemm_rows(ctx: M.Ctx) -> None:
     clean = ctx.flush_buf
     for fam, (_layers, hidden, hq, hkv, hd, ffn, vocab) in S.DECODE_MODELS.items():
@@ -251,7 +276,7 @@ def e2e_rows(ctx: M.Ctx) -> None:
 
 
 SECTIONS = {"latency": M.latency_rows, "latency_l2": l2_latency_rows, "size": size_rows, "rmsnorm": rmsnorm_rows, "sites": site_rows,
-            "gemm": gemm_rows, "e2e": e2e_rows}
+            "gemm": gemm_rows, "e2e": e2e_rows, "fa2": fa2_rows}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -801,6 +801,15 @@ def micro_device_us(kernel_rows: Iterable[dict]) -> dict[str, float]:
     return out
 
 
+def micro_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
+    """The kernels one ``small_kernels.py`` row ran (FA2 decode: the main kernel and any combine)."""
+    if row["kind"] == "sk_fa2":
+        return flash_decode("attention", _int(row, "batch"), _int(row, "q_heads"), _int(row, "kv_heads"),
+                            _int(row, "kv_len"), _int(row, "head_dim"), gpu)
+    kernel = micro_kernel(row, gpu)
+    return [] if kernel is None else [kernel]
+
+
 def micro_kernel(row: dict, gpu: Gpu) -> GpuKernel | None:
     """The kernel one ``small_kernels.py`` row ran, as the model builds it (its round trips by
     kernel class, its bytes), or None for rows the small-kernel model does not cover."""
@@ -844,10 +853,11 @@ def micro_kernel(row: dict, gpu: Gpu) -> GpuKernel | None:
 def micro_device_s(row: dict, gpu: Gpu) -> float | None:
     """The model's device time of one ``small_kernels.py`` row's kernel: its time in a graph less
     the graph's per-kernel launch (``launch.graph``), i.e. what the profiler times."""
-    kernel = micro_kernel(row, gpu)
-    if kernel is None:
+    kernels = micro_kernels(row, gpu)
+    if not kernels:
         return None
-    return elapsed_s(simulate_gpu([(kernel, 0)], gpu, mode="graph")) - kernel.launches * gpu.launch_s("graph")
+    graph = elapsed_s(simulate_gpu([(k, 0) for k in kernels], gpu, mode="graph"))
+    return graph - sum(k.launches for k in kernels) * gpu.launch_s("graph")
 
 
 def fit_small_kernels(rows: Iterable[dict], device_us: dict[str, float], spec: GpuSpec) -> dict[str, float]:
