@@ -79,6 +79,10 @@ RUN_K_FROZEN = "benchmarks/gpu/h200-20261125-prefill-predicted.txt"
 RUN_L = "benchmarks/gpu/h100-20261125l-small.csv"
 RUN_M = "benchmarks/gpu/h200-20261125m-small.csv"
 RUN_M_FROZEN = "benchmarks/gpu/h200-20261125m-small-predicted.txt"
+#: run n (an H200): FA2 decode at serving shapes (small_kernels.py --only fa2,latency_l2,latency),
+#: predicted first: h200-20261125n-fa2-predicted.txt
+RUN_N = "benchmarks/gpu/h200-20261125n-fa2.csv"
+RUN_N_FROZEN = "benchmarks/gpu/h200-20261125n-fa2-predicted.txt"
 
 #: The GPU document that predicts a run: the hardware is the device the CSV itself names (every
 #: row carries torch.cuda.get_device_name), the one place a run is tied to its document.
@@ -719,6 +723,33 @@ def small_kernels_section(base: ModelSpec) -> list[str]:
     return out
 
 
+def fa2_section() -> list[str]:
+    """Run n: FA2 decode at serving shapes on the H200, frozen prediction and now, by the kernel
+    FA2 ran (its name in the profile: the forward kernel for one KV split, split-KV otherwise)."""
+    rows = [r for r in csv.DictReader((ROOT / RUN_N).open()) if r["kind"] == "sk_fa2"]
+    gpu = Gpu(run_spec(rows))
+    frozen = read_frozen(RUN_N_FROZEN)
+    kernel = {}
+    for k in csv.DictReader((ROOT / RUN_N).with_name(Path(RUN_N).stem + "-kernels.csv").open()):
+        if "spin_kernel" not in k["kernel"] and k["index"] == "0":
+            kernel[k["row"]] = "split-KV + combine" if "splitkv" in k["kernel"] else "forward (one split)"
+    out = ["| batch | heads (q x kv) | keys | FA2 kernel | measured, graph share (us) | frozen prediction (us) | error | "
+           "predicted now (us) | error |", "|---:|---|---:|---|---:|---:|---:|---:|---:|"]
+    errs: dict[str, list[float]] = {}
+    for r in rows:
+        t = float(r["median_us"])
+        now = micro_device_s(r, gpu) * 1e6
+        fz = frozen[r["name"]]
+        errs.setdefault(kernel[r["name"]], []).append(fz / t - 1)
+        out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} | {r['kv_len']} | {kernel[r['name']]} | {t:.1f} | "
+                   f"{fz:.1f} | {(fz / t - 1) * 100:+.1f}% | {now:.1f} | {(now / t - 1) * 100:+.1f}% |")
+    out += ["", "| run n, FA2 decode on the H200 (frozen predictions) | rows | median abs error | worst | median signed |",
+            "|---|---:|---:|---:|---:|"]
+    for name, e in sorted(errs.items()):
+        out.append(f"| {name} {_stats(e)} {statistics.median(e) * 100:+.1f}% |")
+    return out
+
+
 def decode_summary_section(base: ModelSpec, spec_h100: GpuSpec, runs_1: list[dict]) -> list[str]:
     """Graph decode steps of every run, with today's model: runs 1 (H100), k (H200), l, m."""
     rows_k = list(csv.DictReader((ROOT / RUN_K).open()))
@@ -769,7 +800,8 @@ def main() -> int:
                           ("p12-prefill-holdout", holdout_lines)):
         text = _between(text, marker, lines)
     h200 = h200_sections(spec, base, runs[0])
-    h200 += [("p12-small", small_kernels_section(base)), ("p12-small-steps", decode_summary_section(base, spec, runs[0]))]
+    h200 += [("p12-small", small_kernels_section(base)), ("p12-small-steps", decode_summary_section(base, spec, runs[0])),
+             ("p12-fa2", fa2_section())]
     for marker, lines in h200:
         text = _between(text, marker, lines)
     doc.write_text(text)

@@ -219,3 +219,21 @@ def test_bad_small_kernel_constants_exit_2_located(tmp_path: Path, capsys: pytes
     err = capsys.readouterr().err
     line = text[: text.index(old)].count("\n") + 1
     assert f"h100.yaml:{line}: {key}" in err
+
+
+def test_run_n_frozen_fa2_predictions_are_todays() -> None:
+    """Run n's FA2 decode predictions were frozen with today's code: the model gives them again to
+    1 ns, and the profile names the kernel the model builds (forward kernel for one split)."""
+    lines = [line for line in (ROOT / "benchmarks/gpu/h200-20261125n-fa2-predicted.txt").open() if not line.startswith("#")]
+    frozen = {r["name"]: float(r["predicted_us"]) for r in csv.DictReader(lines)}
+    rows = [r for r in csv.DictReader((ROOT / "benchmarks/gpu/h200-20261125n-fa2.csv").open()) if r["kind"] == "sk_fa2"]
+    assert len(rows) == len(frozen) == 14
+    g = gpu(H200)
+    from rdusim.analysis.gpu.predict import micro_device_s, micro_kernels
+
+    names = {k["row"]: k["kernel"] for k in csv.DictReader((ROOT / "benchmarks/gpu/h200-20261125n-fa2-kernels.csv").open())
+             if k["index"] == "0"}
+    for r in rows:
+        assert micro_device_s(r, g) * 1e6 == pytest.approx(frozen[r["name"]], abs=1e-3)
+        one_split = len(micro_kernels(r, g)) == 1
+        assert one_split == ("flash_fwd_kernel<" in names[r["name"]])
