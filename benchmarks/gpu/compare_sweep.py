@@ -83,6 +83,9 @@ RUN_M_FROZEN = "benchmarks/gpu/h200-20261125m-small-predicted.txt"
 #: predicted first: h200-20261125n-fa2-predicted.txt
 RUN_N = "benchmarks/gpu/h200-20261125n-fa2.csv"
 RUN_N_FROZEN = "benchmarks/gpu/h200-20261125n-fa2-predicted.txt"
+#: run o (an H100): sweep.py --only e2e,p10_eager --quick after its timing loops became helpers
+#: (two models' steps and P10's six decode shapes, graph and eager), and both pointer chases
+RUN_O = "benchmarks/gpu/h100-20261125o-sweep.csv"
 
 #: The GPU document that predicts a run: the hardware is the device the CSV itself names (every
 #: row carries torch.cuda.get_device_name), the one place a run is tied to its document.
@@ -753,12 +756,14 @@ def fa2_section() -> list[str]:
 def decode_summary_section(base: ModelSpec, spec_h100: GpuSpec, runs_1: list[dict]) -> list[str]:
     """Graph decode steps of every run, with today's model: runs 1 (H100), k (H200), l, m."""
     rows_k = list(csv.DictReader((ROOT / RUN_K).open()))
-    out = ["| graph decode steps (4 models x batch 1, 16, 64) | GPU | rows | median abs error | worst | median signed |",
+    out = ["| graph decode steps (4 models x batch 1, 16, 64 unless named) | GPU | rows | median abs error | worst | median signed |",
            "|---|---|---:|---:|---:|---:|"]
     for label, rows, spec in (("run 1 (h100-20261125-sweep.csv)", runs_1, spec_h100),
                               ("run k (h200-20261125k-sweep.csv)", rows_k, run_spec(rows_k)),
                               ("run l (h100-20261125l-small.csv)", list(csv.DictReader((ROOT / RUN_L).open())), None),
-                              ("run m (h200-20261125m-small.csv)", list(csv.DictReader((ROOT / RUN_M).open())), None)):
+                              ("run m (h200-20261125m-small.csv)", list(csv.DictReader((ROOT / RUN_M).open())), None),
+                              ("run o (h100-20261125o-sweep.csv: two models, P10's six shapes)",
+                               list(csv.DictReader((ROOT / RUN_O).open())), None)):
         spec = spec or run_spec(rows)
         gpu = Gpu(spec)
         errs = []
