@@ -287,6 +287,22 @@ def fa2_splits(batch_heads_mblocks: int, slots: int, n_blocks: int, max_splits: 
     return next(s for s, e in effs.items() if e >= 0.85 * best)
 
 
+#: waits of FA2's forward loop on its tile copies per key tile: ``cp_async_wait<0>`` on K before
+#: S = QK^T, then on V before O += PV (flash_fwd_kernel.h, ``compute_attn_1rowblock``)
+FA2_TILE_WAITS = 2
+
+
+def fa2_dram_tile_wait_s(gpu: Gpu) -> float:
+    """What a key tile of FA2's forward kernel waits beyond what the attention rate holds when its
+    K and V come from DRAM rather than L2: each of the loop's ``FA2_TILE_WAITS`` waits is one
+    round trip, and the fitted rate (``efficiency.attention_tensor``, on prefill rows whose K/V
+    tiles hit L2: many CTAs read each) already holds an L2 hit's; a tile read by one CTA alone
+    (decode with one KV split: a (sequence, KV head) per CTA) waits ``hbm_latency - l2_latency``
+    more at each (zero where the document gives no L2 latency: ``Gpu.l2_latency_s`` is then the
+    DRAM round trip)."""
+    return FA2_TILE_WAITS * max(0.0, gpu.hbm_latency_s - gpu.l2_latency_s)
+
+
 FA2_SPLITKV_TILE = (64, 128)  # (query rows, key columns) of FA2's split-KV kernel at hd 128
 
 
@@ -314,9 +330,13 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     tiles = math.ceil(keys / cols)
     flops = 4.0 * rows_tile * head_dim * tiles * cols
     fa2 = math_class == "attention"  # FlashMLA (wgmma, its own pipeline) keeps its tensor rate alone
+    # one split: every K and V tile of the forward kernel is read by this CTA alone, so it comes
+    # from DRAM where prefill's come from L2 (``fa2_dram_tile_wait_s``)
+    stall = fa2_dram_tile_wait_s(gpu) * tiles if splits == 1 and fa2 else 0.0
     main = GpuKernel(name, (CtaGroup(bhm * splits, nbytes, flops, tiles,
                                      sfu=float(rows_tile * tiles * cols) if fa2 else 0.0,
-                                     smem_bytes=fa2_smem_bytes(rows_tile, cols, head_dim) * tiles if fa2 else 0.0),),
+                                     smem_bytes=fa2_smem_bytes(rows_tile, cols, head_dim) * tiles if fa2 else 0.0,
+                                     stall_s=stall),),
                      FA2_CTAS_PER_SM, math=math_class)
     if splits == 1:
         return [main]
