@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
+import sys
 from pathlib import Path
 
 from compare import parity_axes  # compare.py beside this file
@@ -753,6 +754,56 @@ def fa2_section() -> list[str]:
     return out
 
 
+RUN_P = "benchmarks/gpu/h100-20261125p-fa2mech.csv"
+RUN_P_FROZEN = "benchmarks/gpu/h100-20261125p-fa2mech-predicted.txt"  # before the DRAM tile wait
+RUN_Q = "benchmarks/gpu/h200-20261125q-fa2mech.csv"
+RUN_Q_FROZEN = "benchmarks/gpu/h200-20261125q-fa2mech-predicted.txt"  # with it, before the first-read share
+
+
+def _mech_group(r: dict) -> str:
+    hd = r["head_dim"]
+    if r["kind"] == "sk_fa2":
+        return f"one-split decode, hd {hd}"
+    if r["kind"] == "fa2_l2":
+        return "one-split decode, K/V in L2 or HBM"
+    if r["kind"] == "fa2_fullq":
+        return "128 queries over their own KV (decode grid, full tiles)"
+    return f"prefill {'causal' if r['mode'] == 'causal' else 'no mask'}, hd {hd}"
+
+
+def fa2_mech_section() -> list[str]:
+    """Runs p (H100) and q (H200): fa2_mech.py's rows, measured (a decode row's graph share), the
+    frozen prediction and today's, by group."""
+    sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
+    from fa2_mech_predicted import predicted_s
+
+    out = ["| run | row | measured (us) | frozen prediction (us) | error | predicted now (us) | error |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    errs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    for run, path, frozen_path in (("p (H100)", RUN_P, RUN_P_FROZEN), ("q (H200)", RUN_Q, RUN_Q_FROZEN)):
+        rows = list(csv.DictReader((ROOT / path).open()))
+        gpu = Gpu(run_spec(rows))
+        frozen = read_frozen(frozen_path)
+        for r in rows:
+            shape = {k: (int(r[k]) if r[k] else 0) for k in ("batch", "q_heads", "kv_heads", "kv_len", "head_dim", "seq_len")}
+            row = {**r, **shape} if r["kind"] != "attn_prefill_l2" else r
+            t, fz = float(r["median_us"]), frozen[r["name"]]
+            now = predicted_s(row, gpu) * 1e6
+            e = errs.setdefault((run, _mech_group(shape | {"kind": r["kind"], "mode": r["mode"]})), ([], []))
+            e[0].append(fz / t - 1)
+            e[1].append(now / t - 1)
+            out.append(f"| {run} | {r['name']} | {t:.1f} | {fz:.1f} | {(fz / t - 1) * 100:+.1f}% | {now:.1f} | "
+                       f"{(now / t - 1) * 100:+.1f}% |")
+    out += ["", "| run | group | rows | frozen: median abs error | worst | median signed | now: median abs error | worst "
+            "| median signed |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for (run, group), (fz, now) in errs.items():
+        def part(e: list[float]) -> str:
+            a = [abs(x) for x in e]
+            return f"{statistics.median(a) * 100:.1f}% | {max(a) * 100:.1f}% | {statistics.median(e) * 100:+.1f}%"
+        out.append(f"| {run} | {group} | {len(fz)} | {part(fz)} | {part(now)} |")
+    return out
+
+
 def decode_summary_section(base: ModelSpec, spec_h100: GpuSpec, runs_1: list[dict]) -> list[str]:
     """Graph decode steps of every run, with today's model: runs 1 (H100), k (H200), l, m."""
     rows_k = list(csv.DictReader((ROOT / RUN_K).open()))
@@ -806,7 +857,7 @@ def main() -> int:
         text = _between(text, marker, lines)
     h200 = h200_sections(spec, base, runs[0])
     h200 += [("p12-small", small_kernels_section(base)), ("p12-small-steps", decode_summary_section(base, spec, runs[0])),
-             ("p12-fa2", fa2_section())]
+             ("p12-fa2", fa2_section()), ("p12-fa2mech", fa2_mech_section())]
     for marker, lines in h200:
         text = _between(text, marker, lines)
     doc.write_text(text)
