@@ -836,7 +836,7 @@ def main() -> int:
     rows_d = list(csv.DictReader((ROOT / RUN_D).open()))
     if args.fit:
         print("fit_gemm (24 calibration rows):", fit_gemm(runs[0], spec))
-        print("fit_attention (2 calibration rows):", fit_attention(runs[0], spec))
+        print("fit_attention (4 calibration rows, runs a and d):", fit_attention(runs[0] + rows_d, spec))
     gpu = Gpu(spec)
     base = load_spec(model_path("llama-3.1-8b"), ModelSpec)
     gemm_lines, gemm_runs = gemm_section(runs, gpu)

@@ -33,6 +33,7 @@ from rdusim.sim.gpu import elapsed_s, simulate_gpu
 ROOT = Path(__file__).resolve().parents[2]
 H100 = ROOT / "hw_configs/h100.yaml"
 SWEEP = ROOT / "benchmarks/gpu/h100-20261125-sweep.csv"
+RUN_D = ROOT / "benchmarks/gpu/h100-20261125d-sweep.csv"
 
 
 def gpu() -> Gpu:
@@ -57,14 +58,16 @@ def test_l2_hit_fraction_falls_with_the_working_set(a: float, b: float) -> None:
 
 def test_one_cta_pays_mma_exponentials_and_shared_reads_in_series() -> None:
     """A lone attention CTA (no bytes): launch + FA's fixed cost + F / SM tensor rate + S / SM
-    special-function rate + B / SM shared-memory rate."""
+    special-function rate + B / SM shared-memory rate, less the overlapped share of the shorter
+    of the MMAs and the shared reads."""
     g = gpu()
     f, s, b = 4e9, 2e7, 3e8
     kernel = GpuKernel("a", (CtaGroup(1, 0.0, f, 4, sfu=s, smem_bytes=b),), 2, math="attention")
     t = elapsed_s(simulate_gpu([(kernel, 0)], g, mode="stream"))
     sms = g.sms
-    expected = (g.launch_s("stream") + g.launch_s("pipeline") + f / (g.math_flops_per_s("attention") / sms)
-                + s / (g.sfu_per_s / sms) + b / (g.shared_bytes_per_s / sms))
+    mma, smem = f / (g.math_flops_per_s("attention") / sms), b / (g.shared_bytes_per_s / sms)
+    expected = (g.launch_s("stream") + g.launch_s("pipeline") + mma + s / (g.sfu_per_s / sms) + smem
+                - g.attention_overlap * min(mma, smem))
     assert t == pytest.approx(expected, rel=1e-9)
 
 
@@ -155,14 +158,31 @@ def test_a_short_query_block_over_its_own_kv_waits_like_one_split_decode() -> No
     assert t_full == pytest.approx(t_dec, rel=0.05)
 
 
-def test_attention_fit_reads_only_its_calibration_rows_and_gives_the_committed_constant() -> None:
-    rows = list(csv.DictReader(SWEEP.open()))
+def test_attention_fit_reads_only_its_calibration_rows_and_gives_the_committed_constants() -> None:
+    """The four calibration rows (one per FA2 tile) of runs a and d give h100.yaml's tensor share
+    and overlap; every other row poisoned, the fit is the same."""
+    rows = list(csv.DictReader(SWEEP.open())) + list(csv.DictReader(RUN_D.open()))
     spec = load_spec(H100, GpuSpec)
-    fit = fit_attention(rows, spec)
-    assert fit["attention_tensor"] == pytest.approx(spec.efficiency.attention_tensor)
+    assert sum(r["name"] in ATTENTION_CALIBRATION for r in rows) == 4
     poisoned = [r if r["name"] in ATTENTION_CALIBRATION else dict(r, median_us="1.0") for r in rows]
-    assert fit_attention(poisoned, spec) == fit
-    assert sum(r["name"] in ATTENTION_CALIBRATION for r in rows) == 2
+    fit = fit_attention(poisoned, spec)
+    assert fit["attention_tensor"] == pytest.approx(spec.efficiency.attention_tensor)
+    assert fit["attention_overlap"] == pytest.approx(spec.efficiency.attention_overlap)
+
+
+def test_overlap_hides_its_share_of_the_shorter_of_mma_and_shared_reads() -> None:
+    """One CTA alone on an SM: MMA time m, shared reads b, exponentials e: its main loop takes
+    m + b + e - overlap x min(m, b) (closed form, two overlaps)."""
+    spec = load_spec(H100, GpuSpec)
+    for overlap in (0.0, 0.55):
+        g = Gpu(spec.model_copy(update={"efficiency": spec.efficiency.model_copy(update={"attention_overlap": overlap})}))
+        grp = CtaGroup(1, 0.0, flops=2e9, tiles=1, sfu=1e6, smem_bytes=64e6)
+        t = elapsed_s(simulate_gpu([(GpuKernel("a", (grp,), 2, math="attention"), 0)], g, mode="graph"))
+        m = 2e9 / (g.math_flops_per_s("attention") / g.sms)
+        b = 64e6 / (g.shared_bytes_per_s / g.sms)
+        e = 1e6 / (g.sfu_per_s / g.sms)
+        fixed = g.launch_s("graph") + g.launch_s("pipeline")
+        assert t == pytest.approx(fixed + m + b + e - overlap * min(m, b), rel=1e-9)
 
 
 def test_eager_step_lets_the_host_run_ahead_across_layers() -> None:
