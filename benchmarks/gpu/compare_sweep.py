@@ -161,7 +161,7 @@ def prefill_section(rows: list[dict], rows_d: list[dict], gpu: Gpu) -> tuple[lis
                 continue
             pred = predict_row(r, gpu)
             t = float(r["median_us"]) * 1e-6
-            cal = run == "a" and r["name"] in ATTENTION_CALIBRATION
+            cal = run in ("a", "d") and r["name"] in ATTENTION_CALIBRATION
             c = {**r, "pred": pred, "err": (pred - t) / t, "cal": cal, "run": run}
             compared.append(c)
             cud = by.get(r["name"].replace("flash_", "cudnn_"))
@@ -403,7 +403,7 @@ def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict], ho
                    label=f"FA2 prefill, head_dim {hd}", s=18)
     cal = [c for c in prefill if c["cal"]]
     ax.scatter([float(c["median_us"]) for c in cal], [c["pred"] * 1e6 for c in cal], color="k", marker="x",
-               label="calibration (2)", s=30)
+               label=f"calibration ({len(cal)})", s=30)
     ax.scatter([float(c["median_us"]) for c in holdout], [c["pred"] * 1e6 for c in holdout], facecolors="none",
                edgecolors="k", marker="s", label="held out (run g, frozen predictions)", s=30)
     parity_axes(ax, 1e2, 2e6, "FA2 prefill 4K-256K (runs a, d, e, g)", title_size=9)
