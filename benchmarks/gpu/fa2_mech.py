@@ -15,6 +15,8 @@ Sections:
   called again and again) against the same shape cycled through 2x L2 (kind ``fa2_l2``); and
   the decode grid with full query tiles (128 query rows a (sequence, KV head), MHA, no mask:
   the same CTAs, the same K/V bytes from HBM, 32x the rows; kind ``fa2_fullq``).
+- ``holdout`` (run r, not in the default): ``HOLDOUT_DECODE`` and ``HOLDOUT_PREFILL``, other
+  shapes the same two ways.
 - ``prefill``: causal FA2 prefill at head_dim 64, 128 and 256 (8 x 1 heads at 8K-32K, 32 x 8
   at 16K) and without the mask at 16K (kind ``attn_prefill_l2``, sweep.py's), timed cold as
   sweep.py does, the kernel names of each head_dim.
@@ -36,7 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure as M  # noqa: E402
 import small_kernels as SK  # noqa: E402
 import sweep as S  # noqa: E402
-from fa2_mech_shapes import DECODE_SHAPES, FULLQ_SHAPES, L2_SHAPES, PREFILL_CASES  # noqa: E402
+from fa2_mech_shapes import (  # noqa: E402
+    DECODE_SHAPES,
+    FULLQ_SHAPES,
+    HOLDOUT_DECODE,
+    HOLDOUT_PREFILL,
+    L2_SHAPES,
+    PREFILL_CASES,
+)
 
 BF16 = torch.bfloat16
 
@@ -52,8 +61,8 @@ def _decode_fns(batch: int, hq: int, hkv: int, kv_len: int, hd: int, device, cop
     return [lambda k=k, v=v: M.sdpa(q, k, v, False) for k, v in kvs]
 
 
-def decode_rows(ctx: M.Ctx) -> None:
-    for batch, hq, hkv, kv_len, hd in DECODE_SHAPES:
+def decode_rows(ctx: M.Ctx, shapes: list = DECODE_SHAPES) -> None:
+    for batch, hq, hkv, kv_len, hd in shapes:
         cache = 2 * batch * hkv * kv_len * hd * 2
         fns = _decode_fns(batch, hq, hkv, kv_len, hd, ctx.device, max(2, math.ceil(2 * _l2() / cache)))
         SK.measure(ctx, "sk_fa2", f"fa2_b{batch}_h{hq}x{hkv}x{hd}_l{kv_len}", fns, batch=batch, q_heads=hq,
@@ -84,11 +93,11 @@ def diag_rows(ctx: M.Ctx) -> None:
         torch.cuda.empty_cache()
 
 
-def prefill_rows(ctx: M.Ctx) -> None:
+def prefill_rows(ctx: M.Ctx, cases: list = PREFILL_CASES) -> None:
     from torch.nn.attention import SDPBackend
 
     profiled = set()
-    for batch, hq, hkv, hd, length, causal in PREFILL_CASES:
+    for batch, hq, hkv, hd, length, causal in cases:
         fn = functools.partial(S.sdpa_fn(ctx, batch, hq, hkv, hd, length, SDPBackend.FLASH_ATTENTION), causal)
         t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
         pairs = length * (length + 1) // 2 if causal else length * length
@@ -106,7 +115,13 @@ def prefill_rows(ctx: M.Ctx) -> None:
         torch.cuda.empty_cache()
 
 
-SECTIONS = {"decode": decode_rows, "diag": diag_rows, "prefill": prefill_rows}
+def holdout_rows(ctx: M.Ctx) -> None:
+    decode_rows(ctx, HOLDOUT_DECODE)
+    prefill_rows(ctx, HOLDOUT_PREFILL)
+
+
+SECTIONS = {"decode": decode_rows, "diag": diag_rows, "prefill": prefill_rows, "holdout": holdout_rows}
+DEFAULT = "decode,diag,prefill"  # runs p and q; ``holdout`` is run r
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--kernels", required=True)
     ap.add_argument("--env")
-    ap.add_argument("--only", default=",".join(SECTIONS))
+    ap.add_argument("--only", default=DEFAULT)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("fa2_mech.py needs a CUDA GPU", file=sys.stderr)
