@@ -758,6 +758,8 @@ RUN_P = "benchmarks/gpu/h100-20261125p-fa2mech.csv"
 RUN_P_FROZEN = "benchmarks/gpu/h100-20261125p-fa2mech-predicted.txt"  # before the DRAM tile wait
 RUN_Q = "benchmarks/gpu/h200-20261125q-fa2mech.csv"
 RUN_Q_FROZEN = "benchmarks/gpu/h200-20261125q-fa2mech-predicted.txt"  # with it, before the first-read share
+RUN_R = "benchmarks/gpu/h100-20261125r-fa2mech-holdout.csv"  # held out: frozen with both changes
+RUN_R_FROZEN = "benchmarks/gpu/h100-20261125r-fa2mech-holdout-predicted.txt"
 
 
 def _mech_group(r: dict) -> str:
@@ -772,15 +774,16 @@ def _mech_group(r: dict) -> str:
 
 
 def fa2_mech_section() -> list[str]:
-    """Runs p (H100) and q (H200): fa2_mech.py's rows, measured (a decode row's graph share), the
-    frozen prediction and today's, by group."""
+    """Runs p (H100), q (H200) and r (H100, held-out shapes): fa2_mech.py's rows, measured (a
+    decode row's graph share), the frozen prediction and today's, by group."""
     sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
     from fa2_mech_predicted import predicted_s
 
     out = ["| run | row | measured (us) | frozen prediction (us) | error | predicted now (us) | error |",
            "|---|---|---:|---:|---:|---:|---:|"]
     errs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
-    for run, path, frozen_path in (("p (H100)", RUN_P, RUN_P_FROZEN), ("q (H200)", RUN_Q, RUN_Q_FROZEN)):
+    for run, path, frozen_path in (("p (H100)", RUN_P, RUN_P_FROZEN), ("q (H200)", RUN_Q, RUN_Q_FROZEN),
+                                   ("r (H100, held out)", RUN_R, RUN_R_FROZEN)):
         rows = list(csv.DictReader((ROOT / path).open()))
         gpu = Gpu(run_spec(rows))
         frozen = read_frozen(frozen_path)

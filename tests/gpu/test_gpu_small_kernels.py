@@ -285,3 +285,26 @@ def test_run_q_frozen_predictions_are_todays() -> None:
         r = next(x for x in mine if x["name"] == k["row"])
         m, n = fa2_fwd_tile(r["head_dim"])
         assert f"Flash_fwd_kernel_traits<{r['head_dim']}, {m}, {n}, 4," in k["kernel"]
+
+
+def test_run_r_frozen_holdout_predictions_are_todays() -> None:
+    """Run r's held-out shapes were predicted with today's model and frozen before the run: the
+    model gives every row again to 1 ns, and each row ran the tile ``fa2_fwd_tile`` gives its
+    head_dim (96 included: 128 x 64)."""
+    sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
+    from fa2_mech_predicted import predicted_s, rows
+
+    from rdusim.mapping.gpu import fa2_fwd_tile
+
+    lines = [line for line in (ROOT / "benchmarks/gpu/h100-20261125r-fa2mech-holdout-predicted.txt").open()
+             if not line.startswith("#")]
+    frozen = {r["name"]: float(r["predicted_us"]) for r in csv.DictReader(lines)}
+    g = gpu(H100)
+    mine = rows(holdout=True)
+    assert len(mine) == len(frozen) == 16
+    for r in mine:
+        assert predicted_s(r, g) * 1e6 == pytest.approx(frozen[r["name"]], abs=1e-3)
+    for k in csv.DictReader((ROOT / "benchmarks/gpu/h100-20261125r-fa2mech-holdout-kernels.csv").open()):
+        r = next(x for x in mine if x["name"] == k["row"])
+        m, n = fa2_fwd_tile(r["head_dim"])
+        assert f"Flash_fwd_kernel_traits<{r['head_dim']}, {m}, {n}, 4," in k["kernel"]
