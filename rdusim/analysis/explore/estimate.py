@@ -24,26 +24,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter, ValidationError
 
 from rdusim.analysis.metrics import step_figures
 from rdusim.analysis.result import LayerCache
-from rdusim.config.schema import DDR, HBM
+from rdusim.config.loader import Document
+from rdusim.config.schema import DDR, HBM, KernelSpec, SpeculativeSpec, WorkloadSpec
 from rdusim.errors import ConfigError, MappingError
 from rdusim.mapping.build import build_layer, kv_length, layer_shape, speculative_plan
-from rdusim.mapping.bundle import LoadedMapping, load_mapping
+from rdusim.mapping.bundle import LoadedMapping, load_mapping, resolve_kernel_list
 from rdusim.mapping.capacity import reservations
 from rdusim.mapping.memory import LayerMemory, layer_memory, memory_of_layers, memory_report
 from rdusim.mapping.plan import Chunk, KernelPlan, Stage
 from rdusim.mapping.space import (
     Space,
     candidate_data,
-    gene_indices,
+    kernel_signature,
     layer_kernels,
     layer_types,
     load_candidate,
@@ -63,8 +64,13 @@ class KernelEstimate:
     comm_s: float             # P2P egress
 
 
-def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate:
-    """Closed-form time of one call of a kernel on one socket."""
+def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping,
+                    seen: dict[int, tuple[Chunk, _ChunkSums]] | None = None) -> KernelEstimate:
+    """Closed-form time of one call of a kernel on one socket.
+
+    ``seen``: chunk sums by chunk object, kept across calls on the same socket (the plan builder
+    shares chunks between kernel plans: kept attention blocks, expert items, collective chunks);
+    each entry holds its chunk, so the id stays its."""
     system = loaded.system
     socket = system.socket
     rates = {HBM: socket.tier_bytes_per_s(HBM), DDR: socket.tier_bytes_per_s(DDR)}
@@ -76,7 +82,7 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
     # the bytes each tier moves, in the order the plan lists them (summed in that order below)
     moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: []}
     p2p_bytes = 0.0
-    seen: dict[int, _ChunkSums] = {}  # chunks (and their items) repeat as the same objects
+    seen = {} if seen is None else seen  # chunks (and their items) repeat as the same objects
     for stage in kernel.stages:
         steps = _stage_steps(stage, seen, rates, socket.p2p_latency_s, socket.p2p_bytes_per_s, moved)
         done: list[float] = []
@@ -107,7 +113,7 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
 _Step = tuple[float, float, float, float, tuple[tuple[list[np.ndarray], np.ndarray], ...]]
 
 
-def _stage_steps(stage: Stage, seen: dict[int, _ChunkSums], rates: dict[str, float], p2p_latency: float,
+def _stage_steps(stage: Stage, seen: dict[int, tuple[Chunk, _ChunkSums]], rates: dict[str, float], p2p_latency: float,
                  p2p_rate: float, moved: dict[str, list[np.ndarray]]) -> list[_Step]:
     """Per chunk of a stage: (compute, max(compute, load), send, P2P bytes, the tier byte arrays to
     append to ``moved``), worked out once per chunk object (the plan repeats chunks)."""
@@ -117,9 +123,10 @@ def _stage_steps(stage: Stage, seen: dict[int, _ChunkSums], rates: dict[str, flo
     for chunk in stage.chunks:
         step = steps.get(id(chunk))
         if step is None:
-            sums = seen.get(id(chunk))
-            if sums is None:
-                sums = seen[id(chunk)] = _chunk_sums(chunk, rates)
+            kept = seen.get(id(chunk))
+            if kept is None:
+                kept = seen[id(chunk)] = (chunk, _chunk_sums(chunk, rates))
+            sums = kept[1]
             work, load = sums.work, sums.load_s
             compute = work / rate if rate > 0 and work > 0 else 0.0
             send = chunk.p2p_steps * p2p_latency + chunk.p2p_bytes / p2p_rate if chunk.p2p_bytes > 0 else 0.0
@@ -190,8 +197,10 @@ class LayerEstimate:
         return sum(k.latency_s for k in self.kernels)
 
 
-#: a layer type of a candidate: (layer type, batch, its genes)
+#: a layer type of a candidate: (layer type, batch, draft length, the kernels its genes spell as JSON)
 LayerKey = tuple[Any, ...]
+#: one layer type's kernels, validated as a mapping document's are
+_KERNEL_LIST = TypeAdapter(list[KernelSpec])
 
 
 @dataclass(frozen=True)
@@ -203,13 +212,6 @@ class DraftEstimate:
     kv_bytes: float = 0.0
     activations_bytes: float = 0.0
     reason: str = ""
-
-
-def _picker(indices: tuple[int, ...]) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
-    """The genes at ``indices`` of a genome, as a tuple (``operator.itemgetter``, always a tuple)."""
-    if len(indices) > 1:
-        return operator.itemgetter(*indices)
-    return lambda genome: tuple(genome[i] for i in indices)
 
 
 @dataclass
@@ -226,19 +228,25 @@ class Evaluator:
     _graphs: dict[Any, Any] = field(default_factory=dict)
     simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
     _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
-    _spelled: dict[tuple[str, tuple[int, ...]], str] = field(default_factory=dict)  # layer genes -> kernels (JSON)
-    _layer_genes: dict[str, Callable[[tuple[int, ...]], tuple[int, ...]]] = field(init=False)  # base type -> its genes
+    _spelled: dict[tuple[str, tuple[Any, ...]], str] = field(default_factory=dict)  # signature -> kernels (JSON)
+    _signatures: dict[str, Callable[[tuple[int, ...]], tuple[Any, ...]]] = field(init=False)  # base type ->
+    _keys: dict[tuple[int, ...], tuple[LayerKey, ...]] = field(default_factory=dict)  # genome -> its layers' keys
+    _chunk_sums: dict[int, Any] = field(default_factory=dict)      # kernel_estimate's, across kernel plans
+    _resolved: dict[tuple[str, tuple[Any, ...]], list[KernelSpec]] = field(default_factory=dict)  # signature ->
+    _workloads: dict[int, WorkloadSpec] = field(default_factory=dict)                               # kernels, ...
+    _speculative: dict[tuple[str, int], SpeculativeSpec] = field(default_factory=dict)
     reserved_bytes: float = field(init=False)
+    _document: Document = field(init=False)            # a candidate's (``candidate``)
     kv_len: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.seed = load_mapping(self.problem.seed_path, overrides=list(self.problem.overrides))
+        self._document = Document(path=self.seed.document.path, data=None, lines={})
         self.space = space_from_seed(self.seed)
         self.counts = layer_types(self.seed)
         self.reserved_bytes = sum(reservations(self.seed).values())
         self.kv_len = kv_length(self.seed)
-        self._layer_genes = {layer.layer_type: _picker(gene_indices(self.space, layer.layer_type))
-                             for layer in self.space.layers}
+        self._signatures = {layer.layer_type: kernel_signature(self.space, layer) for layer in self.space.layers}
         self.simulated.kernel_plans = self._kernel_plans  # re-scores plan with the kernels estimates built
 
     def data(self, genome: tuple[int, ...]) -> dict[str, Any]:
@@ -251,7 +259,9 @@ class Evaluator:
         batch are composed with numpy, layer type by layer type in a fixed order, so a
         genome's figures do not depend on which batch (or worker) it came in.
         """
-        layers = [[self._layer(g, t) for t in self.counts] for g in genomes]
+        cached = self._layers
+        layers = [[cached[key] if key in cached else self._layer(g, key[0]) for key in self.layer_keys(g)]
+                  for g in genomes]
         latency = np.array([[layer.latency_s for layer in row] for row in layers]).reshape(len(genomes), -1)
         step = np.zeros(len(genomes))
         for column, count in enumerate(self.counts.values()):
@@ -269,16 +279,26 @@ class Evaluator:
         shapes the verification pass: k + 1 tokens per sequence) and the kernels its genes spell
         (``rdusim.mapping.space.layer_kernels``), so genomes differing only in genes that change
         no kernel (settings of a segment fused into another segment's kernel) share the layer."""
-        batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
-        return (batch, self._k(genome), self._spelled_kernels(genome, base_layer_type(layer_type)))
+        return self._full_key(genome, layer_type)[1:]
+
+    def layer_keys(self, genome: tuple[int, ...]) -> tuple[LayerKey, ...]:
+        """``(layer type, *layer_key)`` of each layer type (``counts``' order), kept per genome."""
+        keys = self._keys.get(genome)
+        if keys is None:
+            batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
+            k = self._k(genome)
+            keys = self._keys[genome] = tuple((t, batch, k, self._spelled_kernels(genome, base_layer_type(t)))
+                                              for t in self.counts)
+        return keys
 
     def _spelled_kernels(self, genome: tuple[int, ...], base: str) -> str:
-        """``layer_kernels`` of a base layer type as JSON (sorted keys), cached by its genes."""
-        genes = (base, self._layer_genes[base](genome))
-        spelled = self._spelled.get(genes)
+        """``layer_kernels`` of a base layer type as JSON (sorted keys), cached by its kernels'
+        signature (``rdusim.mapping.space.kernel_signature``: equal exactly when the kernels are)."""
+        signature = (base, self._signatures[base](genome))
+        spelled = self._spelled.get(signature)
         if spelled is None:
             layer = next(layer for layer in self.space.layers if layer.layer_type == base)
-            spelled = self._spelled[genes] = json.dumps(layer_kernels(self.space, layer, genome), sort_keys=True)
+            spelled = self._spelled[signature] = json.dumps(layer_kernels(self.space, layer, genome), sort_keys=True)
         return spelled
 
     def mapping_key(self, genome: tuple[int, ...]) -> tuple[Any, ...]:
@@ -292,25 +312,26 @@ class Evaluator:
         """One (genome, layer type) per layer the cache lacks, for ``build_layers`` on workers."""
         found: dict[LayerKey, tuple[tuple[int, ...], str]] = {}
         for genome in genomes:
-            for layer_type in self.counts:
-                key = (layer_type, *self.layer_key(genome, layer_type))
+            for key in self.layer_keys(genome):
                 if key not in self._layers and key not in found:
-                    found[key] = (genome, layer_type)
+                    found[key] = (genome, key[0])
         return list(found.values())
 
     def build_layers(self, items: list[tuple[tuple[int, ...], str]]) -> list[tuple[LayerKey, LayerEstimate]]:
         """Estimate these layers (a worker's share of ``missing``), keyed for ``add_layers``."""
-        return [((t, *self.layer_key(g, t)), self._layer(g, t)) for g, t in items]
+        return [(self._full_key(g, t), self._layer(g, t)) for g, t in items]
+
+    def _full_key(self, genome: tuple[int, ...], layer_type: str) -> LayerKey:
+        return self.layer_keys(genome)[list(self.counts).index(layer_type)]
 
     def add_layers(self, built: list[tuple[LayerKey, LayerEstimate]]) -> None:
         """Layers estimated elsewhere (workers) join this cache: every worker's builds are shared."""
         self._layers.update(built)
 
     def _layer(self, genome: tuple[int, ...], layer_type: str) -> LayerEstimate:
-        batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
-        key = (layer_type, *self.layer_key(genome, layer_type))
+        key = self._full_key(genome, layer_type)
         if key not in self._layers:
-            self._layers[key] = self._build(genome, layer_type, batch)
+            self._layers[key] = self._build(genome, layer_type, key[1])
         return self._layers[key]
 
     def _draft(self, genome: tuple[int, ...]) -> DraftEstimate:
@@ -327,6 +348,39 @@ class Evaluator:
         one = self._drafts[key]
         return dataclasses.replace(one, step_s=k * one.step_s)
 
+    def candidate(self, genome: tuple[int, ...]) -> LoadedMapping:
+        """What ``load_candidate(self.seed, self.data(genome))`` gives ``build_layer`` (tested equal:
+        the same spec), from parts validated once: each base layer type's kernels by its genes
+        (validated and resolved against the seed's defaults, as ``validate_mapping`` does), the
+        workload by batch, the speculative section by draft and k; every other field is the
+        seed's, which a candidate's document keeps. Its document has the seed's path and no data
+        or lines, as a candidate's (the error messages read only those)."""
+        update: dict[str, Any] = {"layers": {layer.layer_type: self._kernel_specs(genome, layer.layer_type)
+                                             for layer in self.space.layers}}
+        if self.space.phase == "decode":
+            batch = self.space.value(genome, "batch")
+            if batch not in self._workloads:
+                workload = dict(self.seed.document.data["workload"]) | {"batch": batch}
+                self._workloads[batch] = WorkloadSpec.model_validate(workload)
+            update["workload"] = self._workloads[batch]
+        sd = speculative_genes(self.space, genome)
+        if sd is not None:
+            if sd not in self._speculative:
+                section = candidate_data(self.space, self.seed.document.data, genome)["speculative"]
+                self._speculative[sd] = SpeculativeSpec.model_validate(section)
+            update["speculative"] = self._speculative[sd]
+        return LoadedMapping(self.seed.spec.model_copy(update=update), self.seed.model, self.seed.system,
+                             self._document)
+
+    def _kernel_specs(self, genome: tuple[int, ...], base: str) -> list[KernelSpec]:
+        signature = (base, self._signatures[base](genome))
+        kernels = self._resolved.get(signature)
+        if kernels is None:
+            layer = next(layer for layer in self.space.layers if layer.layer_type == base)
+            validated = _KERNEL_LIST.validate_python(layer_kernels(self.space, layer, genome))
+            kernels = self._resolved[signature] = resolve_kernel_list(validated, self.seed.spec.defaults)
+        return kernels
+
     def _build_draft(self, genome: tuple[int, ...]) -> DraftEstimate:
         try:
             loaded = load_candidate(self.seed, self.data(genome))
@@ -342,7 +396,10 @@ class Evaluator:
 
     def _build(self, genome: tuple[int, ...], layer_type: str, batch: int) -> LayerEstimate:
         try:
-            loaded = load_candidate(self.seed, self.data(genome))
+            try:
+                loaded = self.candidate(genome)
+            except ValidationError:  # not from the search's genes; the document's own message then
+                loaded = load_candidate(self.seed, self.data(genome))
             graph_key = (layer_type, batch, self._k(genome))
             if graph_key not in self._graphs:
                 self._graphs[graph_key] = layer_graph(loaded.model, layer_type, layer_shape(loaded),
@@ -350,11 +407,11 @@ class Evaluator:
             built = build_layer(loaded, layer_type, graph=self._graphs[graph_key], cache=self._kernel_plans)
         except MappingError as error:
             return LayerEstimate((), None, 0.0, str(error).splitlines()[0])
-        self.simulated.builds[layer_type, self.layer_key(genome, layer_type)] = built  # re-scores plan with it
+        self.simulated.builds[layer_type, self._full_key(genome, layer_type)[1:]] = built  # re-scores plan with it
         estimates = []
         for kernel, key in zip(built.kernels, built.keys, strict=True):
             if key not in self._kernel_estimates:
-                self._kernel_estimates[key] = kernel_estimate(kernel, loaded)
+                self._kernel_estimates[key] = kernel_estimate(kernel, loaded, self._chunk_sums)
             estimates.append(self._kernel_estimates[key])
         return LayerEstimate(tuple(estimates), layer_memory(built.kernels), built.activation_peak_bytes)
 
