@@ -141,12 +141,16 @@ class LayerBuild:
 
 
 def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | None = None,
-                cache: dict[Any, KernelPlan] | None = None, check_sram: bool = True) -> LayerBuild:
+                cache: dict[Any, KernelPlan] | None = None, check_sram: bool = True,
+                op_stages: dict[Any, Any] | None = None) -> LayerBuild:
     """Check and plan one layer type (MappingError lists its problems).
 
     ``graph`` reuses a layer graph built for the same shape; ``cache`` reuses kernel plans
     whose inputs (spec, op shards, collectives, what leaves the kernel) are the same, which
-    is what lets the mapping explorer score thousands of candidates a second.
+    is what lets the mapping explorer score thousands of candidates a second. ``op_stages``
+    (with ``graph``, and only for mappings of the same workload): op stages of kernel plans
+    built on that graph before, reused by kernel plans that differ elsewhere
+    (``rdusim.mapping.stages.KernelContext.op_stages``).
     """
     spec = loaded.spec
     if graph is None:
@@ -161,7 +165,7 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
     if issues:
         raise MappingError(issues)
     context = KernelContext(loaded, layer_type, graph, shards, collectives(graph, shards, loaded.system.collective_steps),
-                            kernel_specs)
+                            kernel_specs, op_stages)
     check_item_budget(context)
     keys = tuple(_kernel_key(context, index) for index in range(len(kernel_specs)))
     cache = {} if cache is None else cache

@@ -13,6 +13,7 @@ import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 
@@ -50,6 +51,9 @@ class KernelContext:
     shards: dict[str, Layout]
     collectives: list[Collective]
     kernel_specs: list[KernelSpec]
+    #: op stages already built on this graph, by everything ``_op_stage`` reads (``_op_stage_key``);
+    #: shared with other kernels and layers of the same graph and workload (the explorer's)
+    op_stages: dict[tuple[Any, ...], _Draft] | None = None
     kernel_of: dict[str, int] = field(init=False)
     readers: dict[str, list[str]] = field(init=False)
 
@@ -73,18 +77,28 @@ class KernelContext:
 
 @dataclass
 class _Draft:
-    """A stage under construction (mutable until PCUs are allocated)."""
+    """A stage before PCUs are allocated (not changed once made: op stages are shared between
+    kernel plans, ``KernelContext.op_stages``)."""
 
     name: str
     op_class: str
     inputs: list[str]
-    chunks: list[Chunk]
+    chunks: Sequence[Chunk]                 # a tuple: the stage's (shared with the stages of other plans)
     op: Op | None = None
     shard: Layout = field(default_factory=dict)
     resident_bytes: float = 0.0
     out_bytes_per_chunk: float = 0.0
     max_pcus: int | None = None             # independent instances per socket, if capped
     loads_follow_inputs: bool = False       # data-dependent loads (see ``_op_stage``)
+
+    @functools.cached_property
+    def work(self) -> float:
+        """Its items' work, summed item after item in plan order."""
+        return sum(i.work for c in self.chunks for i in c.items)
+
+    @functools.cached_property
+    def max_item_load(self) -> float:
+        return _max_item_load(self)
 
 
 def _chunking(ctx: KernelContext, index: int) -> tuple[list[str], int, int]:
@@ -139,14 +153,14 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
             # one gather per tensor serves every reader in this kernel
             if coll.consumer == name and not coll.in_producer_kernel and all(d.name != coll.name for d in drafts):
                 drafts.append(_gather_stage(ctx, coll, n_chunks, provider))
-        drafts.append(_op_stage(ctx, name, index, n_chunks, provider))
+        drafts.append(_cached_op_stage(ctx, name, index, n_chunks, provider))
         for coll in ctx.collectives:
             if coll.producer == name and coll.in_producer_kernel:
                 drafts.append(_reduce_stage(ctx, coll, n_chunks, provider, index))
     assert len({d.name for d in drafts}) == len(drafts), "stage names must be unique within a kernel"
     stages = _allocate(ctx, drafts)
     depth = spec.buffer_depth
-    per_stage = tuple((x.name, x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk)) for x in drafts)
+    per_stage = tuple((x.name, x.resident_bytes + depth * (x.max_item_load + x.out_bytes_per_chunk)) for x in drafts)
     return KernelPlan(spec.kernel, ctx.layer_type, stages, sum(b for _, b in per_stage), chunk_tokens, spec.weights,
                       depth, spec.orchestration, per_stage)
 
@@ -177,6 +191,44 @@ def _rows(op: Op, shard: Layout) -> int:
 
 
 # ---------------------------------------------------------------------------- op stage
+def _cached_op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider: dict[str, str]) -> _Draft:
+    """``_op_stage``, taken from ``ctx.op_stages`` when one with the same inputs was built (tested
+    equal to a fresh one); ``provider`` is updated either way."""
+    if ctx.op_stages is None:
+        return _op_stage(ctx, name, index, n_chunks, provider)
+    key = _op_stage_key(ctx, name, index, n_chunks, provider)
+    draft = ctx.op_stages.get(key)
+    if draft is None:
+        draft = ctx.op_stages[key] = _op_stage(ctx, name, index, n_chunks, provider)
+    else:
+        for tensor in draft.op.writes if draft.op is not None else ():
+            provider[tensor.name] = name
+    return draft
+
+
+def _op_stage_key(ctx: KernelContext, name: str, index: int, n_chunks: int, provider: dict[str, str]
+                  ) -> tuple[Any, ...]:
+    """Everything ``_op_stage`` reads besides the graph's op: its shard, chunks, the kernel's
+    settings it uses, which of its reads this kernel makes (and where), the reductions it feeds
+    in this kernel, which of its outputs leave the kernel, whether its router is in this kernel
+    (routed experts), and the workload's routing."""
+    op: Op = ctx.graph.nodes[name]["op"]
+    spec = ctx.kernel_specs[index]
+    workload = ctx.loaded.spec.workload
+    return (name, n_chunks, tuple(ctx.shards[name].items()), spec.weights, spec.kv_block_tokens, spec.attention_split,
+            spec.expert_weights, tuple(provider.get(t.name) for t in op.reads),
+            tuple(c.tensor for c in ctx.collectives if c.producer == name and c.in_producer_kernel),
+            tuple(ctx.needed_outside(t, index) for t in op.writes),
+            op.routed and spec.expert_weights == "routed" and _router_in_kernel(ctx, index),
+            workload.routing, workload.seed)
+
+
+def _router_in_kernel(ctx: KernelContext, index: int) -> bool:
+    """Whether the op writing the routes (an MoE router) is in kernel ``index``."""
+    router = next((n for n in ctx.graph.nodes if any(t.name == ROUTES for t in ctx.graph.nodes[n]["op"].writes)), None)
+    return router is not None and ctx.kernel_of[router] == index
+
+
 def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider: dict[str, str]) -> _Draft:
     op: Op = ctx.graph.nodes[name]["op"]
     shard = ctx.shards[name]
@@ -221,9 +273,8 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     # streams is known only when its routes (and the rows they carry) arrive, so those loads
     # cannot run ahead of the router (a looped kernel cannot prefetch them either); routes
     # made by an earlier kernel call are known when this one starts
-    router = next((n for n in ctx.graph.nodes if any(t.name == ROUTES for t in ctx.graph.nodes[n]["op"].writes)), None)
-    follow = op.routed and spec.expert_weights == "routed" and router is not None and ctx.kernel_of[router] == index
-    return _Draft(name, op.op_class, inputs, chunks, op, shard, resident_bytes=sum(b for _, b in resident),
+    follow = op.routed and spec.expert_weights == "routed" and _router_in_kernel(ctx, index)
+    return _Draft(name, op.op_class, inputs, tuple(chunks), op, shard, resident_bytes=sum(b for _, b in resident),
                   out_bytes_per_chunk=out, max_pcus=_pcu_cap(ctx, op, shard, spec), loads_follow_inputs=follow)
 
 
@@ -387,8 +438,7 @@ def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
     """PCUs per stage so that the spatial pipeline's slowest stage is as fast as whole PCUs allow."""
     socket = ctx.loaded.system.socket
     compute = [x for x in drafts if x.op_class != "collective"]
-    one_pcu_s = {x.name: sum(i.work for c in x.chunks for i in c.items) * socket.pcus
-                 / socket.achievable_ops_per_s(x.op_class) for x in compute}
+    one_pcu_s = {x.name: x.work * socket.pcus / socket.achievable_ops_per_s(x.op_class) for x in compute}
     caps = {x.name: x.max_pcus or socket.pcus for x in compute}
     pcus = balance_pcus(one_pcu_s, caps, socket.pcus)
     stages = []

@@ -4,7 +4,9 @@
   ``layer_kernels`` spells the same kernels for them;
 - ``Evaluator.candidate`` (the candidate's spec from parts validated once) equals
   ``load_candidate(seed, data(genome))``'s, and its layers build to the same plans and keys;
-- the layer keys kept per genome equal ``layer_key`` computed afresh.
+- the layer keys kept per genome equal ``layer_key`` computed afresh;
+- kernel plans built with op stages kept across layers (``build_layer(op_stages=...)``) equal
+  plans built from scratch.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from hypothesis import strategies as st
 
 from rdusim.analysis.explore.estimate import Evaluator, Problem
 from rdusim.errors import MappingError
-from rdusim.mapping.build import build_layer
+from rdusim.mapping.build import build_layer, layer_shape
 from rdusim.mapping.space import kernel_signature, layer_kernels, load_candidate
+from rdusim.model.transformer import layer_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = {"decode": Problem(str(ROOT / "mappings/deepseek-r1/decode.yaml"), ("workload.seq_len=16384",),
@@ -117,3 +120,29 @@ def test_layer_keys_kept_per_genome_equal_fresh_ones(name: str, data: st.DataObj
     fresh = Evaluator(PROBLEMS[name])
     assert ev.layer_keys(genome) == tuple((t, *fresh.layer_key(genome, t)) for t in fresh.counts)
     assert [ev.layer_key(genome, t) for t in ev.counts] == [fresh.layer_key(genome, t) for t in ev.counts]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(PROBLEMS)), st.data())
+def test_shared_op_stages_build_the_same_plans(name: str, data: st.DataObject) -> None:
+    """Kernel plans whose op stages come from ``op_stages`` (kept across the layers of several
+    genomes of one graph) equal plans built from scratch, stage for stage."""
+    ev = EVALUATORS[name]
+    first = _genome(ev, data)
+    genomes = [first, *(_genome(ev, data, near=first) for _ in range(5))]
+    kept: dict[tuple[str, int, int], tuple[object, dict]] = {}
+    for genome in genomes:
+        loaded = ev.candidate(genome)
+        for layer_type in ev.counts:
+            graph_key = (layer_type, loaded.spec.workload.batch, ev._k(genome))
+            if graph_key not in kept:
+                kept[graph_key] = (layer_graph(loaded.model, layer_type, layer_shape(loaded), loaded.spec.kv_policy), {})
+            graph, op_stages = kept[graph_key]
+            try:
+                fresh = build_layer(loaded, layer_type)
+            except MappingError:
+                continue
+            shared = build_layer(loaded, layer_type, graph=graph, op_stages=op_stages)
+            assert shared == fresh
+            for a, b in zip(shared.kernels, fresh.kernels, strict=True):
+                assert a.stages == b.stages and a.stage_sram == b.stage_sram and a.sram_bytes == b.sram_bytes

@@ -226,6 +226,7 @@ class Evaluator:
     _kernel_plans: dict[Any, KernelPlan] = field(default_factory=dict)
     _kernel_estimates: dict[Any, KernelEstimate] = field(default_factory=dict)
     _graphs: dict[Any, Any] = field(default_factory=dict)
+    _op_stages: dict[Any, dict[Any, Any]] = field(default_factory=dict)   # per graph: build_layer's
     simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
     _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
     _spelled: dict[tuple[str, tuple[Any, ...]], str] = field(default_factory=dict)  # signature -> kernels (JSON)
@@ -404,7 +405,8 @@ class Evaluator:
             if graph_key not in self._graphs:
                 self._graphs[graph_key] = layer_graph(loaded.model, layer_type, layer_shape(loaded),
                                                       loaded.spec.kv_policy)
-            built = build_layer(loaded, layer_type, graph=self._graphs[graph_key], cache=self._kernel_plans)
+            built = build_layer(loaded, layer_type, graph=self._graphs[graph_key], cache=self._kernel_plans,
+                                op_stages=self._op_stages.setdefault(graph_key, {}))
         except MappingError as error:
             return LayerEstimate((), None, 0.0, str(error).splitlines()[0])
         self.simulated.builds[layer_type, self._full_key(genome, layer_type)[1:]] = built  # re-scores plan with it
