@@ -182,9 +182,10 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
 
 def _kernel_key(ctx: KernelContext, index: int) -> tuple[Any, ...]:
     """Everything ``build_kernel`` reads for kernel ``index`` (the rest is fixed per mapping)."""
-    ops = [n for n in ctx.graph.nodes if ctx.kernel_of[n] == index]
+    ops = ctx.ops_of[index]
     shards = tuple((n, tuple(sorted(ctx.shards[n].items()))) for n in ops)
-    found = tuple(c for c in ctx.collectives if c.producer in ops or c.consumer in ops)
+    members = set(ops)
+    found = tuple(c for c in ctx.collectives if c.producer in members or c.consumer in members)
     outside = tuple(ctx.needed_outside(t, index) for n in ops for t in ctx.graph.nodes[n]["op"].writes)
     batch = ctx.loaded.spec.workload.batch
     return (ctx.layer_type, batch, query_tokens(ctx.loaded), ctx.kernel_specs[index].model_dump_json(), shards,
@@ -251,14 +252,14 @@ def _check_coverage(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
                 issues.append(f"{loaded.where('layers', layer_type, k, 'shard', name)}: shards op {name!r}, "
                               f"which is not in kernel {kernel.kernel!r} (its ops: {', '.join(kernel.ops)})")
         for j, name in enumerate(kernel.ops):
-            where = loaded.where("layers", layer_type, k, "ops", j)
             if name not in graph.nodes:
                 close = difflib.get_close_matches(name, list(graph.nodes), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                issues.append(f"{where}: unknown op {name!r} for {layer_type} layers{hint}")
+                issues.append(f"{loaded.where('layers', layer_type, k, 'ops', j)}: unknown op {name!r} for "
+                              f"{layer_type} layers{hint}")
             elif name in placed:
-                issues.append(f"{where}: op {name!r} is already in kernel "
-                              f"{kernel_specs[placed[name]].kernel!r}")
+                issues.append(f"{loaded.where('layers', layer_type, k, 'ops', j)}: op {name!r} is already in "
+                              f"kernel {kernel_specs[placed[name]].kernel!r}")
             else:
                 placed[name] = k
     missing = [n for n in graph.nodes if n not in placed]

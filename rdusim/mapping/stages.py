@@ -55,12 +55,19 @@ class KernelContext:
     #: shared with other kernels and layers of the same graph and workload (the explorer's)
     op_stages: dict[tuple[Any, ...], _Draft] | None = None
     kernel_of: dict[str, int] = field(init=False)
+    ops_of: list[list[str]] = field(init=False)      # per kernel, its ops in graph order
+    router: str | None = field(init=False)           # the op writing an MoE layer's routes
     readers: dict[str, list[str]] = field(init=False)
 
     def __post_init__(self) -> None:
         unresolved = [k.kernel for k in self.kernel_specs if any(getattr(k, f) is None for f in RESOLVED_FIELDS)]
         assert not unresolved, f"kernels not resolved against the mapping defaults: {unresolved}"
         self.kernel_of = {op: k for k, spec in enumerate(self.kernel_specs) for op in spec.ops}
+        self.ops_of = [[] for _ in self.kernel_specs]
+        for name in self.graph.nodes:
+            self.ops_of[self.kernel_of[name]].append(name)
+        self.router = next((n for n in self.graph.nodes
+                            if any(t.name == ROUTES for t in self.graph.nodes[n]["op"].writes)), None)
         self.readers = {}
         for name in self.graph.nodes:
             for tensor in self.graph.nodes[name]["op"].reads:
@@ -105,7 +112,7 @@ def _chunking(ctx: KernelContext, index: int) -> tuple[list[str], int, int]:
     """The kernel's ops, its chunk size in tokens and its number of chunks."""
     spec = ctx.kernel_specs[index]  # resolved: every setting present (bundle.resolve_kernels)
     chunk_tokens = spec.chunk_tokens
-    ops = [n for n in ctx.graph.nodes if ctx.kernel_of[n] == index]
+    ops = ctx.ops_of[index]
     # a kernel streams its token rows; only a kernel without any (SnapKV's) streams keys
     token_ops = [n for n in ops if "seq" in ctx.graph.nodes[n]["op"].loop] or ops
     rows = max(_rows(ctx.graph.nodes[n]["op"], ctx.shards[n]) for n in token_ops)
@@ -225,8 +232,7 @@ def _op_stage_key(ctx: KernelContext, name: str, index: int, n_chunks: int, prov
 
 def _router_in_kernel(ctx: KernelContext, index: int) -> bool:
     """Whether the op writing the routes (an MoE router) is in kernel ``index``."""
-    router = next((n for n in ctx.graph.nodes if any(t.name == ROUTES for t in ctx.graph.nodes[n]["op"].writes)), None)
-    return router is not None and ctx.kernel_of[router] == index
+    return ctx.router is not None and ctx.kernel_of[ctx.router] == index
 
 
 def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider: dict[str, str]) -> _Draft:
