@@ -64,43 +64,41 @@ class KernelEstimate:
     comm_s: float             # P2P egress
 
 
-def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping,
-                    seen: dict[int, tuple[Chunk, _ChunkSums]] | None = None) -> KernelEstimate:
+def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping, kept: EstimateCache | None = None) -> KernelEstimate:
     """Closed-form time of one call of a kernel on one socket.
 
-    ``seen``: chunk sums by chunk object, kept across calls on the same socket (the plan builder
-    shares chunks between kernel plans: kept attention blocks, expert items, collective chunks);
-    each entry holds its chunk, so the id stays its."""
+    ``kept``: per-chunk sums and per-stage steps kept across calls on the same socket (the plan
+    builder shares chunks and whole stages' chunks between kernel plans: kept op stages,
+    attention blocks, expert items, collective chunks)."""
     system = loaded.system
     socket = system.socket
     rates = {HBM: socket.tier_bytes_per_s(HBM), DDR: socket.tier_bytes_per_s(DDR)}
     names = {s.name: i for i, s in enumerate(kernel.stages)}
+    kept = EstimateCache() if kept is None else kept
     # per stage, each chunk's finish time (Python floats: the same IEEE doubles as numpy's, faster
     # to index one at a time)
     finish: list[list[float]] = []
     busy: list[float] = []
-    # the bytes each tier moves, in the order the plan lists them (summed in that order below)
-    moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: []}
-    p2p_bytes = 0.0
-    seen = {} if seen is None else seen  # chunks (and their items) repeat as the same objects
+    # the bytes each tier moves and the P2P bytes, in the order the plan lists them (summed in
+    # that order below)
+    moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: [], _P2P: []}
     for stage in kernel.stages:
-        steps = _stage_steps(stage, seen, rates, socket.p2p_latency_s, socket.p2p_bytes_per_s, moved)
+        steps = _stage_steps(stage, kept, rates, socket.p2p_latency_s, socket.p2p_bytes_per_s)
         done: list[float] = []
-        total_compute = 0.0
         prev = 0.0
-        for (compute, cost, send, p2p, appends), ready in zip(steps, _ready(stage, finish, names), strict=True):
-            for target, nbytes in appends:
-                target.append(nbytes)
-            p2p_bytes += p2p
+        for ready, cost, send in zip(_ready(stage, finish, names), steps.costs, steps.sends, strict=True):
             prev = max(prev, ready) + cost + send
             done.append(prev)
-            total_compute += compute
+        for tier, nbytes in steps.moved:
+            moved[tier].append(nbytes)
         finish.append(done)
-        busy.append(total_compute)
-    # np.cumsum adds one element after another, as ``total += nbytes`` item by item would
-    totals = {tier: float(np.cumsum(np.concatenate(parts))[-1]) if parts else 0.0 for tier, parts in moved.items()}
+        busy.append(steps.busy)
+    # np.cumsum adds one element after another, as ``total += nbytes`` chunk by chunk would (a
+    # leading 0.0 as the running total's start; stages that add only zeros are left out: exact)
+    totals = {tier: float(np.cumsum(np.concatenate([_ZERO, *parts]))[-1]) if parts else 0.0
+              for tier, parts in moved.items()}
     memory = totals[HBM] / rates[HBM] + totals[DDR] / rates[DDR]
-    comm = p2p_bytes / socket.p2p_bytes_per_s
+    comm = totals[_P2P] / socket.p2p_bytes_per_s
     tiers = max(totals[HBM] / rates[HBM], totals[DDR] / rates[DDR])
     # a stage's chunks finish in order (each adds non-negative times to the one before): its
     # last chunk is its latest
@@ -109,31 +107,63 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping,
     return KernelEstimate(kernel.name, latency, max(busy, default=0.0), memory, comm)
 
 
-#: one chunk of a stage: compute, max(compute, load), send, P2P bytes, (list, bytes) to append
-_Step = tuple[float, float, float, float, tuple[tuple[list[np.ndarray], np.ndarray], ...]]
+_P2P = "p2p"
+_ZERO = np.zeros(1)
 
 
-def _stage_steps(stage: Stage, seen: dict[int, tuple[Chunk, _ChunkSums]], rates: dict[str, float], p2p_latency: float,
-                 p2p_rate: float, moved: dict[str, list[np.ndarray]]) -> list[_Step]:
-    """Per chunk of a stage: (compute, max(compute, load), send, P2P bytes, the tier byte arrays to
-    append to ``moved``), worked out once per chunk object (the plan repeats chunks)."""
+@dataclass
+class EstimateCache:
+    """What ``kernel_estimate`` keeps across kernel plans of one socket: chunk sums by chunk object
+    and stage steps by (chunks object, rate); each entry holds its object, so the id stays its."""
+
+    chunks: dict[int, tuple[Chunk, _ChunkSums]] = field(default_factory=dict)
+    stages: dict[tuple[int, float], tuple[tuple[Chunk, ...], _StageSteps]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _StageSteps:
+    costs: list[float]                        # per chunk, max(compute, load)
+    sends: list[float]                        # per chunk, its P2P send
+    busy: float                               # its chunks' compute, summed chunk after chunk
+    moved: tuple[tuple[str, np.ndarray], ...]  # per tier (and P2P), the bytes in chunk order
+
+
+def _stage_steps(stage: Stage, kept: EstimateCache, rates: dict[str, float], p2p_latency: float,
+                 p2p_rate: float) -> _StageSteps:
+    """A stage's per-chunk steps, worked out once per chunk object (the plan repeats chunks) and
+    once per (chunks, rate) across kernel plans."""
     rate = stage.rate_ops_per_s
-    steps: dict[int, _Step] = {}
-    out: list[_Step] = []
+    found = kept.stages.get((id(stage.chunks), rate))
+    if found is not None:
+        return found[1]
+    steps: dict[int, tuple[float, float, float, _ChunkSums]] = {}
+    costs, sends = [], []
+    busy = 0.0
+    moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: []}
+    p2p: list[float] = []
     for chunk in stage.chunks:
         step = steps.get(id(chunk))
         if step is None:
-            kept = seen.get(id(chunk))
-            if kept is None:
-                kept = seen[id(chunk)] = (chunk, _chunk_sums(chunk, rates))
-            sums = kept[1]
-            work, load = sums.work, sums.load_s
+            sums = kept.chunks.get(id(chunk))
+            if sums is None:
+                sums = kept.chunks[id(chunk)] = (chunk, _chunk_sums(chunk, rates))
+            work, load = sums[1].work, sums[1].load_s
             compute = work / rate if rate > 0 and work > 0 else 0.0
             send = chunk.p2p_steps * p2p_latency + chunk.p2p_bytes / p2p_rate if chunk.p2p_bytes > 0 else 0.0
-            step = steps[id(chunk)] = (compute, max(compute, load), send, chunk.p2p_bytes,
-                                       tuple((moved[tier], nbytes) for tier, nbytes in sums.moved))
-        out.append(step)
-    return out
+            step = steps[id(chunk)] = (compute, max(compute, load), send, sums[1])
+        compute, cost, send, chunk_sums = step
+        costs.append(cost)
+        sends.append(send)
+        busy += compute
+        p2p.append(chunk.p2p_bytes)
+        for tier, nbytes in chunk_sums.moved:
+            moved[tier].append(nbytes)
+    parts = [(tier, np.concatenate(arrays)) for tier, arrays in moved.items() if arrays]
+    if any(p2p):
+        parts.append((_P2P, np.array(p2p, dtype=float)))
+    result = _StageSteps(costs, sends, busy, tuple(parts))
+    kept.stages[id(stage.chunks), rate] = (stage.chunks, result)
+    return result
 
 
 def _ready(stage: Stage, finish: list[list[float]], names: dict[str, int]) -> list[float]:
@@ -232,7 +262,7 @@ class Evaluator:
     _spelled: dict[tuple[str, tuple[Any, ...]], str] = field(default_factory=dict)  # signature -> kernels (JSON)
     _signatures: dict[str, Callable[[tuple[int, ...]], tuple[Any, ...]]] = field(init=False)  # base type ->
     _keys: dict[tuple[int, ...], tuple[LayerKey, ...]] = field(default_factory=dict)  # genome -> its layers' keys
-    _chunk_sums: dict[int, Any] = field(default_factory=dict)      # kernel_estimate's, across kernel plans
+    _estimates_kept: EstimateCache = field(default_factory=lambda: EstimateCache())  # across kernel plans
     _resolved: dict[tuple[str, tuple[Any, ...]], list[KernelSpec]] = field(default_factory=dict)  # signature ->
     _workloads: dict[int, WorkloadSpec] = field(default_factory=dict)                               # kernels, ...
     _speculative: dict[tuple[str, int], SpeculativeSpec] = field(default_factory=dict)
@@ -413,7 +443,7 @@ class Evaluator:
         estimates = []
         for kernel, key in zip(built.kernels, built.keys, strict=True):
             if key not in self._kernel_estimates:
-                self._kernel_estimates[key] = kernel_estimate(kernel, loaded, self._chunk_sums)
+                self._kernel_estimates[key] = kernel_estimate(kernel, loaded, self._estimates_kept)
             estimates.append(self._kernel_estimates[key])
         return LayerEstimate(tuple(estimates), layer_memory(built.kernels), built.activation_peak_bytes)
 
