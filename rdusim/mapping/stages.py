@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,7 @@ from rdusim.model.transformer import (
 
 #: the kernel settings ``build_kernel`` reads, present once ``resolve_kernels`` has run
 RESOLVED_FIELDS = tuple(f for f in DEFAULTED_FIELDS if f != "max_chunks")  # no cap is a valid setting
+_WORK = operator.attrgetter("work")
 #: the most work items the kernels of one layer type may hold. Each item costs a few
 #: microseconds to build and a few simulation events (about 4e5 events/s, benchmarks/RESULTS.md),
 #: so this bounds a layer to seconds; the shipped mappings need under 10^5 (DeepSeek-R1 prefill at
@@ -101,7 +104,7 @@ class _Draft:
     @functools.cached_property
     def work(self) -> float:
         """Its items' work, summed item after item in plan order."""
-        return sum(i.work for c in self.chunks for i in c.items)
+        return sum(map(_WORK, itertools.chain.from_iterable(c.items for c in self.chunks)))
 
     @functools.cached_property
     def max_item_load(self) -> float:
@@ -405,11 +408,12 @@ def _routed_items(rows: int, n_chunks: int, experts: int, routed: int, topk: int
 
 
 # ---------------------------------------------------------------------- collectives
-def _collective_chunks(coll: Collective, n_chunks: int, loads: float, stores: float) -> list[Chunk]:
-    return [Chunk((Item(0.0, ((HBM, loads / n_chunks),) if loads else ()),),
-                  p2p_bytes=coll.egress_bytes / n_chunks, p2p_steps=coll.phases,
-                  stores=((HBM, stores / n_chunks),) if stores else ())
-            for _ in range(n_chunks)]
+@functools.lru_cache(maxsize=256)
+def _collective_chunks(coll: Collective, n_chunks: int, loads: float, stores: float) -> tuple[Chunk, ...]:
+    """A collective stage's chunks: one (immutable) chunk, n times (kept, as ``_block_items``)."""
+    chunk = Chunk((Item(0.0, ((HBM, loads / n_chunks),) if loads else ()),), p2p_bytes=coll.egress_bytes / n_chunks,
+                  p2p_steps=coll.phases, stores=((HBM, stores / n_chunks),) if stores else ())
+    return (chunk,) * n_chunks
 
 
 def _gather_stage(ctx: KernelContext, coll: Collective, n_chunks: int, provider: dict[str, str]) -> _Draft:
@@ -510,7 +514,8 @@ def _max_item_load(draft: _Draft) -> float:
         return 0.0
     first = draft.chunks[0].items[0]
     # chunks and items repeat as the same objects: each counted once
-    items = {id(i): i for c in {id(c): c for c in draft.chunks}.values() for i in c.items}
+    chunks = {id(c): c for c in draft.chunks}.values()
+    items = {id(i): i for i in itertools.chain.from_iterable(c.items for c in chunks)}
     del items[id(first)]
     return max([sum(b for _, b in first.loads) - draft.resident_bytes,
                 *(sum(b for _, b in i.loads) for i in items.values())])

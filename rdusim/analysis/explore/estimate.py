@@ -137,12 +137,15 @@ def _stage_steps(stage: Stage, kept: EstimateCache, rates: dict[str, float], p2p
     if found is not None:
         return found[1]
     steps: dict[int, tuple[float, float, float, _ChunkSums]] = {}
+    step: tuple[float, float, float, _ChunkSums] | None = None
     costs, sends = [], []
     busy = 0.0
     moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: []}
     p2p: list[float] = []
+    last: Chunk | None = None
     for chunk in stage.chunks:
-        step = steps.get(id(chunk))
+        step = step if chunk is last else steps.get(id(chunk))  # chunks repeat, mostly in runs
+        last = chunk
         if step is None:
             sums = kept.chunks.get(id(chunk))
             if sums is None:
