@@ -61,6 +61,7 @@ class KernelContext:
     ops_of: list[list[str]] = field(init=False)      # per kernel, its ops in graph order
     router: str | None = field(init=False)           # the op writing an MoE layer's routes
     readers: dict[str, list[str]] = field(init=False)
+    chunking: dict[int, tuple[list[str], int, int]] = field(init=False, default_factory=dict)  # ``_chunking``'s
 
     def __post_init__(self) -> None:
         unresolved = [k.kernel for k in self.kernel_specs if any(getattr(k, f) is None for f in RESOLVED_FIELDS)]
@@ -112,7 +113,14 @@ class _Draft:
 
 
 def _chunking(ctx: KernelContext, index: int) -> tuple[list[str], int, int]:
-    """The kernel's ops, its chunk size in tokens and its number of chunks."""
+    """The kernel's ops, its chunk size in tokens and its number of chunks (once per kernel)."""
+    found = ctx.chunking.get(index)
+    if found is None:
+        found = ctx.chunking[index] = _find_chunking(ctx, index)
+    return found
+
+
+def _find_chunking(ctx: KernelContext, index: int) -> tuple[list[str], int, int]:
     spec = ctx.kernel_specs[index]  # resolved: every setting present (bundle.resolve_kernels)
     chunk_tokens = spec.chunk_tokens
     ops = ctx.ops_of[index]

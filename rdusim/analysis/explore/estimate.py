@@ -72,9 +72,15 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping, kept: EstimateCac
     attention blocks, expert items, collective chunks)."""
     system = loaded.system
     socket = system.socket
-    rates = {HBM: socket.tier_bytes_per_s(HBM), DDR: socket.tier_bytes_per_s(DDR)}
-    names = {s.name: i for i, s in enumerate(kernel.stages)}
     kept = EstimateCache() if kept is None else kept
+    if kept.socket is not socket:
+        kept.socket, kept.rates = socket, {HBM: socket.tier_bytes_per_s(HBM), DDR: socket.tier_bytes_per_s(DDR)}
+        kept.p2p = (socket.p2p_latency_s, socket.p2p_bytes_per_s)
+        kept.chunks.clear()
+        kept.stages.clear()
+    rates = kept.rates
+    p2p_latency, p2p_rate = kept.p2p
+    names = {s.name: i for i, s in enumerate(kernel.stages)}
     # per stage, each chunk's finish time (Python floats: the same IEEE doubles as numpy's, faster
     # to index one at a time)
     finish: list[list[float]] = []
@@ -83,7 +89,7 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping, kept: EstimateCac
     # that order below)
     moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: [], _P2P: []}
     for stage in kernel.stages:
-        steps = _stage_steps(stage, kept, rates, socket.p2p_latency_s, socket.p2p_bytes_per_s)
+        steps = _stage_steps(stage, kept, rates, p2p_latency, p2p_rate)
         done: list[float] = []
         prev = 0.0
         for ready, cost, send in zip(_ready(stage, finish, names), steps.costs, steps.sends, strict=True):
@@ -98,7 +104,7 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping, kept: EstimateCac
     totals = {tier: float(np.cumsum(np.concatenate([_ZERO, *parts]))[-1]) if parts else 0.0
               for tier, parts in moved.items()}
     memory = totals[HBM] / rates[HBM] + totals[DDR] / rates[DDR]
-    comm = totals[_P2P] / socket.p2p_bytes_per_s
+    comm = totals[_P2P] / p2p_rate
     tiers = max(totals[HBM] / rates[HBM], totals[DDR] / rates[DDR])
     # a stage's chunks finish in order (each adds non-negative times to the one before): its
     # last chunk is its latest
@@ -114,10 +120,14 @@ _ZERO = np.zeros(1)
 @dataclass
 class EstimateCache:
     """What ``kernel_estimate`` keeps across kernel plans of one socket: chunk sums by chunk object
-    and stage steps by (chunks object, rate); each entry holds its object, so the id stays its."""
+    and stage steps by (chunks object, rate); each entry holds its object, so the id stays its.
+    Given another socket (``is not``), it starts afresh."""
 
     chunks: dict[int, tuple[Chunk, _ChunkSums]] = field(default_factory=dict)
     stages: dict[tuple[int, float], tuple[tuple[Chunk, ...], _StageSteps]] = field(default_factory=dict)
+    socket: Any = None                        # the socket they are for (another one starts afresh)
+    rates: dict[str, float] = field(default_factory=dict)   # its tiers' achievable bytes per second
+    p2p: tuple[float, float] = (0.0, 0.0)     # its P2P latency and achievable rate
 
 
 @dataclass(frozen=True)
@@ -265,6 +275,8 @@ class Evaluator:
     _spelled: dict[tuple[str, tuple[Any, ...]], str] = field(default_factory=dict)  # signature -> kernels (JSON)
     _signatures: dict[str, Callable[[tuple[int, ...]], tuple[Any, ...]]] = field(init=False)  # base type ->
     _keys: dict[tuple[int, ...], tuple[LayerKey, ...]] = field(default_factory=dict)  # genome -> its layers' keys
+    _kernel_s: dict[LayerKey, dict[tuple[str, str], float]] = field(default_factory=dict)  # a row's, per layer
+    _spelled_lists: dict[tuple[str, tuple[Any, ...]], list[dict[str, Any]]] = field(default_factory=dict)
     _estimates_kept: EstimateCache = field(default_factory=lambda: EstimateCache())  # across kernel plans
     _resolved: dict[tuple[str, tuple[Any, ...]], list[KernelSpec]] = field(default_factory=dict)  # signature ->
     _workloads: dict[int, WorkloadSpec] = field(default_factory=dict)                               # kernels, ...
@@ -294,15 +306,16 @@ class Evaluator:
         genome's figures do not depend on which batch (or worker) it came in.
         """
         cached = self._layers
-        layers = [[cached[key] if key in cached else self._layer(g, key[0]) for key in self.layer_keys(g)]
-                  for g in genomes]
+        keys = [self.layer_keys(g) for g in genomes]
+        layers = [[cached[key] if key in cached else self._layer(g, key[0]) for key in row]
+                  for g, row in zip(genomes, keys, strict=True)]
         latency = np.array([[layer.latency_s for layer in row] for row in layers]).reshape(len(genomes), -1)
         step = np.zeros(len(genomes))
         for column, count in enumerate(self.counts.values()):
             step = step + latency[:, column] * float(count)
         drafts = [self._draft(g) for g in genomes]
-        return [self._row(g, row, float(s) + draft.step_s, draft)
-                for g, row, s, draft in zip(genomes, layers, step, drafts, strict=True)]
+        return [self._row(g, row, float(s) + draft.step_s, draft, key)
+                for g, row, s, draft, key in zip(genomes, layers, step, drafts, keys, strict=True)]
 
     def _k(self, genome: tuple[int, ...]) -> int:
         sd = speculative_genes(self.space, genome)
@@ -331,9 +344,16 @@ class Evaluator:
         signature = (base, self._signatures[base](genome))
         spelled = self._spelled.get(signature)
         if spelled is None:
-            layer = next(layer for layer in self.space.layers if layer.layer_type == base)
-            spelled = self._spelled[signature] = json.dumps(layer_kernels(self.space, layer, genome), sort_keys=True)
+            spelled = self._spelled[signature] = json.dumps(self._layer_kernels(genome, signature), sort_keys=True)
         return spelled
+
+    def _layer_kernels(self, genome: tuple[int, ...], signature: tuple[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
+        """``layer_kernels`` of a base layer type, kept by its signature (not to be changed)."""
+        kernels = self._spelled_lists.get(signature)
+        if kernels is None:
+            layer = next(layer for layer in self.space.layers if layer.layer_type == signature[0])
+            kernels = self._spelled_lists[signature] = layer_kernels(self.space, layer, genome)
+        return kernels
 
     def mapping_key(self, genome: tuple[int, ...]) -> tuple[Any, ...]:
         """Equal for two genomes exactly when their documents (``data``) have the same layers and
@@ -382,15 +402,20 @@ class Evaluator:
         one = self._drafts[key]
         return dataclasses.replace(one, step_s=k * one.step_s)
 
-    def candidate(self, genome: tuple[int, ...]) -> LoadedMapping:
+    def candidate(self, genome: tuple[int, ...], only: str | None = None) -> LoadedMapping:
         """What ``load_candidate(self.seed, self.data(genome))`` gives ``build_layer`` (tested equal:
-        the same spec), from parts validated once: each base layer type's kernels by its genes
-        (validated and resolved against the seed's defaults, as ``validate_mapping`` does), the
-        workload by batch, the speculative section by draft and k; every other field is the
-        seed's, which a candidate's document keeps. Its document has the seed's path and no data
-        or lines, as a candidate's (the error messages read only those)."""
-        update: dict[str, Any] = {"layers": {layer.layer_type: self._kernel_specs(genome, layer.layer_type)
-                                             for layer in self.space.layers}}
+        the same spec), from parts validated once: each base layer type's kernels by its
+        signature (validated and resolved against the seed's defaults, as ``validate_mapping``
+        does), the workload by batch, the speculative section by draft and k; every other field
+        is the seed's, which a candidate's document keeps. Its document has the seed's path and
+        no data or lines, as a candidate's (the error messages read only those). ``only``: a base
+        layer type to build alone (``build_layer`` reads no other layer type's kernels): the
+        others keep the seed's kernels."""
+        layers = dict(self.seed.spec.layers) if only is not None else {}
+        for layer in self.space.layers:
+            if only is None or layer.layer_type == only:
+                layers[layer.layer_type] = self._kernel_specs(genome, layer.layer_type)
+        update: dict[str, Any] = {"layers": layers}
         if self.space.phase == "decode":
             batch = self.space.value(genome, "batch")
             if batch not in self._workloads:
@@ -410,8 +435,7 @@ class Evaluator:
         signature = (base, self._signatures[base](genome))
         kernels = self._resolved.get(signature)
         if kernels is None:
-            layer = next(layer for layer in self.space.layers if layer.layer_type == base)
-            validated = _KERNEL_LIST.validate_python(layer_kernels(self.space, layer, genome))
+            validated = _KERNEL_LIST.validate_python(self._layer_kernels(genome, signature))
             kernels = self._resolved[signature] = resolve_kernel_list(validated, self.seed.spec.defaults)
         return kernels
 
@@ -431,7 +455,7 @@ class Evaluator:
     def _build(self, genome: tuple[int, ...], layer_type: str, batch: int) -> LayerEstimate:
         try:
             try:
-                loaded = self.candidate(genome)
+                loaded = self.candidate(genome, only=base_layer_type(layer_type))
             except ValidationError:  # not from the search's genes; the document's own message then
                 loaded = load_candidate(self.seed, self.data(genome))
             graph_key = (layer_type, batch, self._k(genome))
@@ -451,7 +475,7 @@ class Evaluator:
         return LayerEstimate(tuple(estimates), layer_memory(built.kernels), built.activation_peak_bytes)
 
     def _row(self, genome: tuple[int, ...], layers: list[LayerEstimate], step_s: float,
-             draft: DraftEstimate) -> dict[str, Any]:
+             draft: DraftEstimate, keys: tuple[LayerKey, ...]) -> dict[str, Any]:
         spec = self.seed.spec
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else spec.workload.batch
         row: dict[str, Any] = {"genome": genome, "batch": batch, "fits": True, "reason": ""}
@@ -462,8 +486,14 @@ class Evaluator:
         row |= memory | self._figures(step_s, batch, genome)
         if draft.step_s:
             row["draft_s"] = draft.step_s
-        row["kernel_s"] = {(t, k.name): k.latency_s * n for (t, n), layer in zip(self.counts.items(), layers, strict=True)
-                           for k in layer.kernels}
+        kernel_s: dict[tuple[str, str], float] = {}
+        for key, layer in zip(keys, layers, strict=True):  # each layer type's kernels' times, kept per layer
+            times = self._kernel_s.get(key)
+            if times is None:
+                n = self.counts[key[0]]
+                times = self._kernel_s[key] = {(key[0], k.name): k.latency_s * n for k in layer.kernels}
+            kernel_s.update(times)
+        row["kernel_s"] = kernel_s
         if memory["hbm_used_bytes"] > memory["hbm_capacity_bytes"]:
             row |= {"fits": False, "reason": "HBM: needs more than a socket has"}
         elif memory["ddr_used_bytes"] > self.seed.system.socket.capacity_bytes(DDR):
