@@ -23,7 +23,7 @@ from rdusim.mapping.draft import draft_candidates
 from rdusim.mapping.memory import live_activation_peak
 from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan, SpeculativePlan
 from rdusim.mapping.sharding import Layout, aligned_kv_degree, collectives, op_shard
-from rdusim.mapping.stages import KernelContext, build_kernel, check_item_budget
+from rdusim.mapping.stages import GraphCache, KernelContext, build_kernel, check_item_budget
 from rdusim.model.ops import Op
 from rdusim.model.policy import kv_length as policy_kv_length
 from rdusim.model.speculative import expected_accepted
@@ -142,15 +142,14 @@ class LayerBuild:
 
 def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | None = None,
                 cache: dict[Any, KernelPlan] | None = None, check_sram: bool = True,
-                op_stages: dict[Any, Any] | None = None) -> LayerBuild:
+                kept: GraphCache | None = None) -> LayerBuild:
     """Check and plan one layer type (MappingError lists its problems).
 
     ``graph`` reuses a layer graph built for the same shape; ``cache`` reuses kernel plans
     whose inputs (spec, op shards, collectives, what leaves the kernel) are the same, which
-    is what lets the mapping explorer score thousands of candidates a second. ``op_stages``
-    (with ``graph``, and only for mappings of the same workload): op stages of kernel plans
-    built on that graph before, reused by kernel plans that differ elsewhere
-    (``rdusim.mapping.stages.KernelContext.op_stages``).
+    is what lets the mapping explorer score thousands of candidates a second. ``kept`` (with
+    ``graph``, and only for mappings of the same node and workload): what layers built on that
+    graph before kept (``rdusim.mapping.stages.GraphCache``: op stages, readers, collectives).
     """
     spec = loaded.spec
     if graph is None:
@@ -164,8 +163,8 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
     issues = _check_degrees(loaded, base, graph, kernel_specs, shards)
     if issues:
         raise MappingError(issues)
-    context = KernelContext(loaded, layer_type, graph, shards, collectives(graph, shards, loaded.system.collective_steps),
-                            kernel_specs, op_stages)
+    found = collectives(graph, shards, loaded.system.collective_steps, kept.edges if kept is not None else None)
+    context = KernelContext(loaded, layer_type, graph, shards, found, kernel_specs, kept)
     check_item_budget(context)
     keys = tuple(_kernel_key(context, index) for index in range(len(kernel_specs)))
     cache = {} if cache is None else cache

@@ -24,7 +24,7 @@ from rdusim.errors import MappingError
 from rdusim.mapping.bundle import DEFAULTED_FIELDS, LoadedMapping
 from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
 from rdusim.mapping.routing import chunk_expert_tokens
-from rdusim.mapping.sharding import Collective, Layout, tensor_layout
+from rdusim.mapping.sharding import Collective, EdgeCache, Layout, tensor_layout
 from rdusim.model.ops import Op, TensorUse
 from rdusim.model.transformer import (
     LAYER_INPUT,
@@ -47,6 +47,19 @@ MAX_LAYER_ITEMS = 1_000_000
 
 
 @dataclass
+class GraphCache:
+    """What ``build_layer`` keeps across layers built on one layer graph, for mappings of one node
+    and workload (the mapping explorer's candidates): op stages by everything ``_op_stage`` reads
+    (``_op_stage_key``; kernel plans that differ elsewhere share them), each tensor's readers,
+    the MoE router, and the collectives' edges (``EdgeCache``)."""
+
+    op_stages: dict[tuple[Any, ...], _Draft] = field(default_factory=dict)
+    readers: dict[str, list[str]] | None = None
+    router: str | None = None
+    edges: EdgeCache = field(default_factory=EdgeCache)
+
+
+@dataclass
 class KernelContext:
     loaded: LoadedMapping
     layer_type: str
@@ -54,9 +67,8 @@ class KernelContext:
     shards: dict[str, Layout]
     collectives: list[Collective]
     kernel_specs: list[KernelSpec]
-    #: op stages already built on this graph, by everything ``_op_stage`` reads (``_op_stage_key``);
-    #: shared with other kernels and layers of the same graph and workload (the explorer's)
-    op_stages: dict[tuple[Any, ...], _Draft] | None = None
+    #: what layers built on this graph before kept (the explorer's); None: nothing kept
+    kept: GraphCache | None = None
     kernel_of: dict[str, int] = field(init=False)
     ops_of: list[list[str]] = field(init=False)      # per kernel, its ops in graph order
     router: str | None = field(init=False)           # the op writing an MoE layer's routes
@@ -70,6 +82,9 @@ class KernelContext:
         self.ops_of = [[] for _ in self.kernel_specs]
         for name in self.graph.nodes:
             self.ops_of[self.kernel_of[name]].append(name)
+        if self.kept is not None and self.kept.readers is not None:
+            self.router, self.readers = self.kept.router, self.kept.readers
+            return
         self.router = next((n for n in self.graph.nodes
                             if any(t.name == ROUTES for t in self.graph.nodes[n]["op"].writes)), None)
         self.readers = {}
@@ -77,6 +92,8 @@ class KernelContext:
             for tensor in self.graph.nodes[name]["op"].reads:
                 key = LAYER_OUTPUT if tensor.name == LAYER_INPUT else tensor.name
                 self.readers.setdefault(key, []).append(name)
+        if self.kept is not None:
+            self.kept.router, self.kept.readers = self.router, self.readers
 
     def needed_outside(self, tensor: TensorUse, kernel: int) -> bool:
         """Whether a written tensor must go to HBM (read by another kernel, kept, or final)."""
@@ -89,7 +106,7 @@ class KernelContext:
 @dataclass
 class _Draft:
     """A stage before PCUs are allocated (not changed once made: op stages are shared between
-    kernel plans, ``KernelContext.op_stages``)."""
+    kernel plans, ``GraphCache.op_stages``)."""
 
     name: str
     op_class: str
@@ -210,14 +227,14 @@ def _rows(op: Op, shard: Layout) -> int:
 
 # ---------------------------------------------------------------------------- op stage
 def _cached_op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider: dict[str, str]) -> _Draft:
-    """``_op_stage``, taken from ``ctx.op_stages`` when one with the same inputs was built (tested
-    equal to a fresh one); ``provider`` is updated either way."""
-    if ctx.op_stages is None:
+    """``_op_stage``, taken from ``ctx.kept`` when one with the same inputs was built (tested equal
+    to a fresh one); ``provider`` is updated either way."""
+    if ctx.kept is None:
         return _op_stage(ctx, name, index, n_chunks, provider)
     key = _op_stage_key(ctx, name, index, n_chunks, provider)
-    draft = ctx.op_stages.get(key)
+    draft = ctx.kept.op_stages.get(key)
     if draft is None:
-        draft = ctx.op_stages[key] = _op_stage(ctx, name, index, n_chunks, provider)
+        draft = ctx.kept.op_stages[key] = _op_stage(ctx, name, index, n_chunks, provider)
     else:
         for tensor in draft.op.writes if draft.op is not None else ():
             provider[tensor.name] = name

@@ -5,8 +5,8 @@
 - ``Evaluator.candidate`` (the candidate's spec from parts validated once) equals
   ``load_candidate(seed, data(genome))``'s, and its layers build to the same plans and keys;
 - the layer keys kept per genome equal ``layer_key`` computed afresh;
-- kernel plans built with op stages kept across layers (``build_layer(op_stages=...)``) equal
-  plans built from scratch.
+- kernel plans built with what layers of the same graph kept (``build_layer(kept=GraphCache())``:
+  op stages, readers, collectives) equal plans built from scratch, collectives included.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from rdusim.analysis.explore.estimate import Evaluator, Problem
 from rdusim.errors import MappingError
 from rdusim.mapping.build import build_layer, layer_shape
 from rdusim.mapping.space import kernel_signature, layer_kernels, load_candidate
+from rdusim.mapping.stages import GraphCache
 from rdusim.model.transformer import base_layer_type, layer_graph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,24 +127,25 @@ def test_layer_keys_kept_per_genome_equal_fresh_ones(name: str, data: st.DataObj
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(PROBLEMS)), st.data())
 def test_shared_op_stages_build_the_same_plans(name: str, data: st.DataObject) -> None:
-    """Kernel plans whose op stages come from ``op_stages`` (kept across the layers of several
-    genomes of one graph) equal plans built from scratch, stage for stage."""
+    """Kernel plans built with a ``GraphCache`` kept across the layers of several genomes of one
+    graph equal plans built from scratch, stage for stage, and the collectives found equal."""
     ev = EVALUATORS[name]
     first = _genome(ev, data)
     genomes = [first, *(_genome(ev, data, near=first) for _ in range(5))]
-    kept: dict[tuple[str, int, int], tuple[object, dict]] = {}
+    kept: dict[tuple[str, int, int], tuple[object, GraphCache]] = {}
     for genome in genomes:
         for layer_type in ev.counts:
             loaded = ev.candidate(genome)
             graph_key = (layer_type, loaded.spec.workload.batch, ev._k(genome))
             if graph_key not in kept:
-                kept[graph_key] = (layer_graph(loaded.model, layer_type, layer_shape(loaded), loaded.spec.kv_policy), {})
-            graph, op_stages = kept[graph_key]
+                kept[graph_key] = (layer_graph(loaded.model, layer_type, layer_shape(loaded), loaded.spec.kv_policy),
+                                   GraphCache())
+            graph, cache = kept[graph_key]
             try:
                 fresh = build_layer(loaded, layer_type)
             except MappingError:
                 continue
-            shared = build_layer(loaded, layer_type, graph=graph, op_stages=op_stages)
+            shared = build_layer(loaded, layer_type, graph=graph, kept=cache)
             assert shared == fresh
             for a, b in zip(shared.kernels, fresh.kernels, strict=True):
                 assert a.stages == b.stages and a.stage_sram == b.stage_sram and a.sram_bytes == b.sram_bytes

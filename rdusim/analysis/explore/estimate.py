@@ -51,6 +51,7 @@ from rdusim.mapping.space import (
     space_from_seed,
     speculative_genes,
 )
+from rdusim.mapping.stages import GraphCache
 from rdusim.model.speculative import accepted_tokens_per_step, expected_accepted
 from rdusim.model.transformer import base_layer_type, layer_graph
 
@@ -269,7 +270,7 @@ class Evaluator:
     _kernel_plans: dict[Any, KernelPlan] = field(default_factory=dict)
     _kernel_estimates: dict[Any, KernelEstimate] = field(default_factory=dict)
     _graphs: dict[Any, Any] = field(default_factory=dict)
-    _op_stages: dict[Any, dict[Any, Any]] = field(default_factory=dict)   # per graph: build_layer's
+    _graph_kept: dict[Any, GraphCache] = field(default_factory=dict)   # per graph: what build_layer keeps
     simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
     _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
     _spelled: dict[tuple[str, tuple[Any, ...]], str] = field(default_factory=dict)  # signature -> kernels (JSON)
@@ -463,7 +464,7 @@ class Evaluator:
                 self._graphs[graph_key] = layer_graph(loaded.model, layer_type, layer_shape(loaded),
                                                       loaded.spec.kv_policy)
             built = build_layer(loaded, layer_type, graph=self._graphs[graph_key], cache=self._kernel_plans,
-                                op_stages=self._op_stages.setdefault(graph_key, {}))
+                                kept=self._graph_kept.setdefault(graph_key, GraphCache()))
         except MappingError as error:
             return LayerEstimate((), None, 0.0, str(error).splitlines()[0])
         self.simulated.builds[layer_type, self._full_key(genome, layer_type)[1:]] = built  # re-scores plan with it
