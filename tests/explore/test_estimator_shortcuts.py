@@ -6,7 +6,9 @@
   ``load_candidate(seed, data(genome))``'s, and its layers build to the same plans and keys;
 - the layer keys kept per genome equal ``layer_key`` computed afresh;
 - kernel plans built with what layers of the same graph kept (``build_layer(kept=GraphCache())``:
-  op stages, readers, collectives) equal plans built from scratch, collectives included.
+  op stages, readers, collectives) equal plans built from scratch, collectives included;
+- re-scores planned with the layer types the search built, shipped to a worker that did not fork
+  from it (Dask), equal re-scores that build them.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rdusim.analysis.explore import search, tasks
 from rdusim.analysis.explore.estimate import Evaluator, Problem
 from rdusim.errors import MappingError
+from rdusim.mapping import build as build_module
 from rdusim.mapping.build import build_layer, layer_shape
 from rdusim.mapping.space import kernel_signature, layer_kernels, load_candidate
 from rdusim.mapping.stages import GraphCache
@@ -149,3 +153,33 @@ def test_shared_op_stages_build_the_same_plans(name: str, data: st.DataObject) -
             assert shared == fresh
             for a, b in zip(shared.kernels, fresh.kernels, strict=True):
                 assert a.stages == b.stages and a.stage_sram == b.stage_sram and a.sram_bytes == b.sram_bytes
+
+
+def test_rescores_with_shipped_builds_equal_fresh_ones(monkeypatch) -> None:
+    """A worker that did not fork from the search (Dask) plans its re-scores with the layer types the
+    search's estimator built (``simulate_many_task(..., builds)``): the same figures as building
+    them itself, and no layer type of theirs is built again."""
+    problem = Problem(PROBLEMS["decode"].seed_path, PROBLEMS["decode"].overrides, "latency", None)
+    ev = tasks.evaluator(problem)
+    space = ev.space
+    genomes = [space.seed, *(space.seed[:i] + ((space.seed[i] + 1) % len(g.choices),) + space.seed[i + 1:]
+                             for i, g in enumerate(space.genes) if g.name in ("moe.seg1.chunk", "batch"))]
+    ev.estimate(genomes)
+    builds = search._builds(ev, genomes)
+    assert builds and all(key in ev.simulated.builds for key in builds)
+    built: list[str] = []
+    real = build_module.build_layer
+
+    def counting(loaded, layer_type, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        built.append(layer_type)
+        return real(loaded, layer_type, **kwargs)
+
+    monkeypatch.setattr(build_module, "build_layer", counting)
+    tasks._EVALUATORS.pop(problem)          # a worker's process: a fresh evaluator
+    shipped = tasks.simulate_many_task(problem, genomes, builds)
+    assert built == []
+    tasks._EVALUATORS.pop(problem)
+    fresh = tasks.simulate_many_task(problem, genomes)
+    assert built                             # it built them itself
+    tasks._EVALUATORS.pop(problem)
+    assert shipped == fresh
