@@ -277,6 +277,7 @@ class Evaluator:
     _signatures: dict[str, Callable[[tuple[int, ...]], tuple[Any, ...]]] = field(init=False)  # base type ->
     _keys: dict[tuple[int, ...], tuple[LayerKey, ...]] = field(default_factory=dict)  # genome -> its layers' keys
     _kernel_s: dict[LayerKey, dict[tuple[str, str], float]] = field(default_factory=dict)  # a row's, per layer
+    _rows: dict[Any, dict[str, Any]] = field(default_factory=dict)    # a row but its genome, by layers and draft
     _spelled_lists: dict[tuple[str, tuple[Any, ...]], list[dict[str, Any]]] = field(default_factory=dict)
     _estimates_kept: EstimateCache = field(default_factory=lambda: EstimateCache())  # across kernel plans
     _resolved: dict[tuple[str, tuple[Any, ...]], list[KernelSpec]] = field(default_factory=dict)  # signature ->
@@ -315,8 +316,16 @@ class Evaluator:
         for column, count in enumerate(self.counts.values()):
             step = step + latency[:, column] * float(count)
         drafts = [self._draft(g) for g in genomes]
-        return [self._row(g, row, float(s) + draft.step_s, draft, key)
-                for g, row, s, draft, key in zip(genomes, layers, step, drafts, keys, strict=True)]
+        rows = []
+        for g, row, s, draft, key in zip(genomes, layers, step, drafts, keys, strict=True):
+            # genomes spelling the same layers (and draft) have the same row but for the genome
+            same = (key, speculative_genes(self.space, g))
+            rest = self._rows.get(same)
+            if rest is None:
+                rest = self._rows[same] = dict(self._row(g, row, float(s) + draft.step_s, draft, key))
+                del rest["genome"]
+            rows.append({"genome": g} | rest)
+        return rows
 
     def _k(self, genome: tuple[int, ...]) -> int:
         sd = speculative_genes(self.space, genome)
