@@ -160,7 +160,7 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
     if issues:
         raise MappingError(issues)
     shards = {n: op_shard(graph.nodes[n]["op"], _kernel_of(kernel_specs, n)) for n in graph.nodes}
-    issues = _check_degrees(loaded, base, graph, kernel_specs, shards)
+    issues = _check_degrees(loaded, base, graph, kernel_specs, shards, kept.fine_shards if kept is not None else None)
     if issues:
         raise MappingError(issues)
     found = collectives(graph, shards, loaded.system.collective_steps, kept.edges if kept is not None else None)
@@ -176,7 +176,8 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
     issues = _check_sram(loaded, base, tuple(plans)) if check_sram else []
     if issues:
         raise MappingError(issues)
-    return LayerBuild(tuple(plans), keys, live_activation_peak(graph, context.kernel_of, shards))
+    peak = live_activation_peak(graph, context.kernel_of, shards, kept.activation_bytes if kept is not None else None)
+    return LayerBuild(tuple(plans), keys, peak)
 
 
 def _kernel_key(ctx: KernelContext, index: int) -> tuple[Any, ...]:
@@ -274,12 +275,19 @@ def _check_coverage(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
 
 
 def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
-                   kernel_specs: list[KernelSpec], shards: dict[str, Layout]) -> list[str]:
+                   kernel_specs: list[KernelSpec], shards: dict[str, Layout],
+                   fine: set[tuple[Any, ...]] | None = None) -> list[str]:
+    """Degrees divide the dimensions they split and fit the node. ``fine``: (op, shard) pairs
+    found without an issue before on this graph and node (the checks read nothing else)."""
     issues: list[str] = []
     sockets = loaded.system.sockets
     for k, kernel in enumerate(kernel_specs):
         for name in kernel.ops:
             op, shard = graph.nodes[name]["op"], shards[name]
+            known = (name, tuple(shard.items()))
+            if fine is not None and known in fine:
+                continue
+            before = len(issues)
             key = ("shard", name) if name in kernel.shard else ("tp",)
             where = _Where(loaded, ("layers", layer_type, k, *key))  # formatted only for an issue
             for dim, degree in shard.items():
@@ -299,6 +307,8 @@ def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
             if used > sockets or sockets % used:
                 issues.append(f"{where}: op {name!r} is split {used} ways ({shard}), which does not "
                               f"fit or divide the {sockets} sockets of {loaded.system.name}")
+            if fine is not None and len(issues) == before:
+                fine.add(known)
     return sorted(set(issues), key=issues.index)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -154,12 +155,14 @@ def kernel_weight_bytes(kernel: KernelPlan) -> float:
                for s in kernel.stages if s.op is not None for t in s.op.reads if t.role == "weight")
 
 
-def live_activation_peak(graph: nx.DiGraph, kernel_of: dict[str, int], shards: dict[str, Layout]) -> float:
+def live_activation_peak(graph: nx.DiGraph, kernel_of: dict[str, int], shards: dict[str, Layout],
+                         kept: dict[tuple[Any, ...], float] | None = None) -> float:
     """Peak bytes of activations held in HBM between kernels of one layer.
 
     A tensor is live from the kernel that writes it until the last kernel that reads it
     (the layer output until the next layer's last reader of its input); tensors made and
-    used inside one kernel stay in SRAM and are not counted.
+    used inside one kernel stay in SRAM and are not counted. ``kept``: each written tensor's
+    bytes by op, tensor and the op's shard, kept across layers of the same graph.
     """
     n_kernels = max(kernel_of.values()) + 1
     last_reader: dict[str, int] = {}   # tensor -> the last kernel reading it (one pass over the graph)
@@ -177,7 +180,14 @@ def live_activation_peak(graph: nx.DiGraph, kernel_of: dict[str, int], shards: d
             if tensor.role != "activation":
                 continue
             last = last_reader.get(tensor.name, 0)
-            nbytes = tensor.nbytes(op.sizes, tensor_layout(tensor, shards[name]))
+            if kept is None:
+                nbytes = tensor.nbytes(op.sizes, tensor_layout(tensor, shards[name]))
+            else:
+                key = (name, tensor.name, tuple(shards[name].items()))
+                found = kept.get(key)
+                if found is None:
+                    found = kept[key] = tensor.nbytes(op.sizes, tensor_layout(tensor, shards[name]))
+                nbytes = found
             for boundary in range(kernel_of[name], last):
                 live[boundary] += nbytes
     return max(live)

@@ -53,12 +53,15 @@ class GraphCache:
     """What ``build_layer`` keeps across layers built on one layer graph, for mappings of one node
     and workload (the mapping explorer's candidates): op stages by everything ``_op_stage`` reads
     (``_op_stage_key``; kernel plans that differ elsewhere share them), each tensor's readers,
-    the MoE router, and the collectives' edges (``EdgeCache``)."""
+    the MoE router, the collectives' edges (``EdgeCache``), the bytes of written tensors
+    (``live_activation_peak``) and the (op, shard) pairs the degree checks passed."""
 
     op_stages: dict[tuple[Any, ...], _Draft] = field(default_factory=dict)
     readers: dict[str, list[str]] | None = None
     router: str | None = None
     edges: EdgeCache = field(default_factory=EdgeCache)
+    activation_bytes: dict[tuple[Any, ...], float] = field(default_factory=dict)  # ``live_activation_peak``'s
+    fine_shards: set[tuple[Any, ...]] = field(default_factory=set)  # (op, shard) the degree checks passed
 
 
 @dataclass
