@@ -225,8 +225,8 @@ def _key(row: dict[str, Any], objective: str) -> tuple[Any, ...]:
 
 
 def _child(space: Space, rng: np.random.Generator, parents: list[Genome]) -> Genome:
-    a, b = (parents[int(min(rng.integers(len(parents), size=2)))] for _ in range(2))  # tournaments of 2
-    mask = rng.random(len(a)) < 0.5
+    a, b = (parents[int(rng.integers(len(parents), size=2).min())] for _ in range(2))  # tournaments of 2
+    mask = (rng.random(len(a)) < 0.5).tolist()
     child = [x if m else y for x, y, m in zip(a, b, mask, strict=True)]
     for _ in range(1 + int(rng.integers(2))):
         i = int(rng.integers(len(child)))
