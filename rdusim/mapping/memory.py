@@ -63,13 +63,16 @@ class LayerMemory:
     sram_bytes: float
 
 
-def layer_memory(kernels: Sequence[KernelPlan]) -> LayerMemory:
+def layer_memory(kernels: Sequence[KernelPlan], weight_bytes: Sequence[float] | None = None) -> LayerMemory:
+    """What a layer type's kernels add to the memory accounting; ``weight_bytes``: each kernel's
+    ``kernel_weight_bytes`` when the caller keeps them."""
     split = None
     for kernel in kernels:
         for stage in kernel.stages:
             if stage.op is not None and stage.op.op_class == "attention":
                 split = stage.shard.get("batch", 1) * stage.shard.get("kv_heads", 1)
-    return LayerMemory(tuple((k.weights_tier, kernel_weight_bytes(k)) for k in kernels), split,
+    weights = [kernel_weight_bytes(k) for k in kernels] if weight_bytes is None else weight_bytes
+    return LayerMemory(tuple((k.weights_tier, w) for k, w in zip(kernels, weights, strict=True)), split,
                        max((k.sram_bytes for k in kernels), default=0.0))
 
 

@@ -40,6 +40,7 @@ from rdusim.model.transformer import (
 RESOLVED_FIELDS = tuple(f for f in DEFAULTED_FIELDS if f != "max_chunks")  # no cap is a valid setting
 _WORK = operator.attrgetter("work")
 _ZERO = np.zeros(1)  # a running total's start
+_FEW_ITEMS = 512     # a stage's work over fewer items: ``sum`` (numpy's calls cost more)
 #: the most work items the kernels of one layer type may hold. Each item costs a few
 #: microseconds to build and a few simulation events (about 4e5 events/s, benchmarks/RESULTS.md),
 #: so this bounds a layer to seconds; the shipped mappings need under 10^5 (DeepSeek-R1 prefill at
@@ -127,8 +128,10 @@ class _Draft:
     @functools.cached_property
     def work(self) -> float:
         """Its items' work, summed item after item in plan order: ``sum`` of the floats one after
-        another (as ``sum`` adds floats up to Python 3.11), by ``np.cumsum`` over each chunk
-        object's works (chunks repeat as the same objects; tested equal to the loop)."""
+        another (as ``sum`` adds floats up to Python 3.11), over many items by ``np.cumsum`` over
+        each chunk object's works (chunks repeat as the same objects; tested equal to the loop)."""
+        if sum(len(c.items) for c in self.chunks) <= _FEW_ITEMS:
+            return sum(map(_WORK, itertools.chain.from_iterable(c.items for c in self.chunks)))
         works: dict[int, np.ndarray] = {}
         parts = [_ZERO]
         for chunk in self.chunks:

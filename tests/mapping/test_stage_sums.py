@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rdusim.mapping import stages
 from rdusim.mapping.plan import Chunk, Item
 from rdusim.mapping.stages import _Draft
 
@@ -19,10 +20,16 @@ WORKS = st.floats(min_value=-1e15, max_value=1e15, allow_nan=False, allow_infini
 def test_stage_work_adds_item_after_item(chunks: list[list[float]], order: list[int]) -> None:
     made = [Chunk(tuple(Item(w) for w in works)) for works in chunks]
     sequence = [made[i % len(made)] for i in order]   # chunk objects repeat, in runs or not
-    draft = _Draft("s", "gemm", [], tuple(sequence))
     total = 0.0
     for chunk in sequence:
         for item in chunk.items:
             total += item.work
-    assert draft.work == total
-    assert repr(draft.work) == repr(sum(i.work for c in sequence for i in c.items))  # the plan builder's before
+    before = stages._FEW_ITEMS
+    for few in (before, 0):  # ``sum`` over few items, ``np.cumsum`` over many
+        stages._FEW_ITEMS = few
+        try:
+            work = _Draft("s", "gemm", [], tuple(sequence)).work
+        finally:
+            stages._FEW_ITEMS = before
+        assert repr(work) == repr(total)
+        assert repr(work) == repr(sum(i.work for c in sequence for i in c.items))  # the plan builder's before

@@ -39,7 +39,13 @@ from rdusim.errors import ConfigError, MappingError
 from rdusim.mapping.build import build_layer, kv_length, layer_shape, speculative_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping, resolve_kernel_list
 from rdusim.mapping.capacity import reservations
-from rdusim.mapping.memory import LayerMemory, layer_memory, memory_of_layers, memory_report
+from rdusim.mapping.memory import (
+    LayerMemory,
+    kernel_weight_bytes,
+    layer_memory,
+    memory_of_layers,
+    memory_report,
+)
 from rdusim.mapping.plan import Chunk, KernelPlan, Stage
 from rdusim.mapping.space import (
     Space,
@@ -269,6 +275,7 @@ class Evaluator:
     _layers: dict[Any, LayerEstimate] = field(default_factory=dict)
     _kernel_plans: dict[Any, KernelPlan] = field(default_factory=dict)
     _kernel_estimates: dict[Any, KernelEstimate] = field(default_factory=dict)
+    _kernel_weights: dict[Any, float] = field(default_factory=dict)   # kernel_weight_bytes by kernel key
     _graphs: dict[Any, Any] = field(default_factory=dict)
     _graph_kept: dict[Any, GraphCache] = field(default_factory=dict)   # per graph: what build_layer keeps
     simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
@@ -477,12 +484,14 @@ class Evaluator:
         except MappingError as error:
             return LayerEstimate((), None, 0.0, str(error).splitlines()[0])
         self.simulated.builds[layer_type, self._full_key(genome, layer_type)[1:]] = built  # re-scores plan with it
-        estimates = []
+        estimates, weights = [], []
         for kernel, key in zip(built.kernels, built.keys, strict=True):
             if key not in self._kernel_estimates:
                 self._kernel_estimates[key] = kernel_estimate(kernel, loaded, self._estimates_kept)
+                self._kernel_weights[key] = kernel_weight_bytes(kernel)
             estimates.append(self._kernel_estimates[key])
-        return LayerEstimate(tuple(estimates), layer_memory(built.kernels), built.activation_peak_bytes)
+            weights.append(self._kernel_weights[key])
+        return LayerEstimate(tuple(estimates), layer_memory(built.kernels, weights), built.activation_peak_bytes)
 
     def _row(self, genome: tuple[int, ...], layers: list[LayerEstimate], step_s: float,
              draft: DraftEstimate, keys: tuple[LayerKey, ...]) -> dict[str, Any]:
