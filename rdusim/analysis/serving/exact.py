@@ -27,7 +27,7 @@ import numpy as np
 #: values read back from a spill at a time
 READ_CHUNK = 1 << 16
 #: most values an external sort aims to hold in memory at once (a range of it)
-SORT_RUN = 1 << 19
+SORT_RUN = 1 << 18
 #: numpy's pairwise sum: ranges up to this many values (at least 128) are summed by one
 #: ``np.add.reduce`` call here
 LEAF = 1 << 16
@@ -54,24 +54,26 @@ class Spill:
             self.files[name].write(np.ascontiguousarray(column, dtype=self.dtypes[name]).tobytes())
         self.n += lengths.pop()
 
-    def chunks(self, size: int = READ_CHUNK) -> Iterator[dict[str, np.ndarray]]:
-        """The columns from the start, ``size`` rows at a time."""
-        for handle in self.files.values():
-            handle.flush()
-            handle.seek(0)
+    def chunks(self, size: int | None = None, names: Iterable[str] | None = None) -> Iterator[dict[str, np.ndarray]]:
+        """The columns (``names``: only these) from the start, ``size`` rows at a time."""
+        size = READ_CHUNK if size is None else size
+        dtypes = {name: self.dtypes[name] for name in (self.dtypes if names is None else names)}
+        for name in dtypes:
+            self.files[name].flush()
+            self.files[name].seek(0)
         left = self.n
         while left > 0:
             count = min(size, left)
             yield {name: np.frombuffer(self.files[name].read(count * dtype.itemsize), dtype=dtype)
-                   for name, dtype in self.dtypes.items()}
+                   for name, dtype in dtypes.items()}
             left -= count
 
     def column(self, name: str) -> np.ndarray:
-        """One whole column in memory (a range of an external sort)."""
+        """One whole column in memory, read-only (a range of an external sort)."""
         handle = self.files[name]
         handle.flush()
         handle.seek(0)
-        return np.frombuffer(handle.read(), dtype=self.dtypes[name]).copy()
+        return np.frombuffer(handle.read(), dtype=self.dtypes[name])
 
     def close(self) -> None:
         for handle in self.files.values():
@@ -114,11 +116,13 @@ def pairwise_sum(chunks: Iterable[np.ndarray], n: int) -> np.float64:
     return _pairwise(_Reader(chunks), n)
 
 
-def partition(spill: Spill, assign: Callable[[dict[str, np.ndarray]], np.ndarray], parts: int) -> list[Spill]:
-    """Split a spill's rows into ``parts`` spills by ``assign(chunk)`` (a part index per row),
-    each keeping the rows' order."""
-    out = [Spill(spill.dtypes) for _ in range(parts)]
-    for chunk in spill.chunks():
+def partition(spill: Spill, assign: Callable[[dict[str, np.ndarray]], np.ndarray], parts: int,
+              names: Iterable[str] | None = None) -> list[Spill]:
+    """Split a spill's rows (``names``: only these columns) into ``parts`` spills by
+    ``assign(chunk)`` (a part index per row), each keeping the rows' order."""
+    names = list(spill.dtypes if names is None else names)
+    out = [Spill({name: spill.dtypes[name] for name in names}) for _ in range(parts)]
+    for chunk in spill.chunks(names=names):
         where = assign(chunk)
         order = np.argsort(where, kind="stable")
         bounds = np.searchsorted(where[order], np.arange(parts + 1))

@@ -194,12 +194,13 @@ class StreamedMeasure:
         n, chunks = self.step_spill.n, self.step_spill.chunks
         out, _ = self.itl.stats("itl")
         if n:   # np.average(active, weights=duration): sum(active x duration) / sum(duration), each pairwise
-            weight = pairwise_sum((c["duration"] for c in chunks()), n)
-            product = pairwise_sum((np.multiply(c["active"], c["duration"], dtype=float) for c in chunks()), n)
+            weight = pairwise_sum((c["duration"] for c in chunks(names=["duration"])), n)
+            product = pairwise_sum((np.multiply(c["active"], c["duration"], dtype=float)
+                                    for c in chunks(names=["active", "duration"])), n)
             out["mean_decode_batch"] = float(product / weight)
         else:
             out["mean_decode_batch"] = 0.0
-        tokens = pairwise_sum((c["tokens"] for c in chunks()), n)
+        tokens = pairwise_sum((c["tokens"] for c in chunks(names=["tokens"])), n)
         active = np.uint64(self.active_total)
         out["mean_tokens_per_step"] = float(tokens / active) if active else 0.0
         buckets: dict[int, int] = {}
@@ -230,7 +231,8 @@ class StreamedMeasure:
         def assign(c: dict[str, np.ndarray]) -> np.ndarray:
             return np.searchsorted(starts, histogram_key(c["bucket"], c["active"]), side="right") - 1
 
-        parts = partition(self.step_spill, assign, len(starts)) if len(starts) > 1 else [self.step_spill]
+        parts = partition(self.step_spill, assign, len(starts), ("duration", "active", "bucket")) \
+            if len(starts) > 1 else [self.step_spill]
         found = []
         for part in parts:
             found.append(histogram_groups(histogram_key(part.column("bucket"), part.column("active")),
