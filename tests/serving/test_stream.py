@@ -152,3 +152,22 @@ def test_streamed_with_default_buffers() -> None:
     arrivals, prompts, outputs = np.cumsum(rng.exponential(0.1, 400)), rng.integers(10, 900, 400), rng.integers(1, 30, 400)
     _, summary = _measured(model, arrivals, prompts, outputs, Slo(1.0, 0.05), small=False)
     assert summary["completed"] == 400 and not math.isnan(summary["p99_itl_ms"])
+
+
+@pytest.mark.parametrize("groups", [[1], [300, 3, 120, 1, 1, 40], [5, 500]])
+def test_histogram_in_ranges_is_pandas_groupby_of_the_whole(groups) -> None:
+    """Groups larger than a range (alone in theirs), small ones sharing one, a single group in the
+    whole column: each group's time is what pandas sums over the whole column."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(len(groups))
+    active = rng.permutation(np.repeat(np.arange(1, len(groups) + 1, dtype=np.uint32), groups))
+    n = len(active)
+    steps = {"node": np.zeros(n, np.int32), "start_s": np.arange(n, dtype=float), "duration_s": rng.random(n) * 0.05,
+             "active": active, "bucket": np.full(n, 8, np.uint32), "itl_s": rng.random(n), "tokens": active * 1.0}
+    measure = StreamedMeasure(np.zeros(0), np.zeros(0, int), np.zeros(0, int), ["decode0"], Slo(1, 1), run=50)
+    for lo in range(0, n, 37):
+        measure.steps({k: v[lo:lo + 37] for k, v in steps.items()})
+    got = measure.histogram().to_csv(index=False)
+    measure.close()
+    assert got == batch_histogram(SimpleNamespace(steps=steps)).to_csv(index=False)

@@ -211,22 +211,15 @@ class StreamedMeasure:
 
     def histogram(self) -> pd.DataFrame:
         """``metrics.batch_histogram``: the steps partitioned into ranges of whole groups of about
-        ``run`` steps (at least two groups each, or all of them), each grouped by pandas as the
-        whole column is (a group's sum runs over its own steps in order)."""
+        ``run`` steps, each grouped by pandas as the whole column is (a group's sum runs over its
+        own steps in order; a range of one group gets a dummy group beside it, as the whole column
+        of several groups has)."""
         keys = np.array(sorted(self.key_counts), dtype=np.int64)
         if not len(keys):
             return histogram_frame(*histogram_groups(np.empty(0, dtype=np.int64), np.empty(0)))
         sizes = np.array([self.key_counts[k] for k in keys.tolist()])
         group_range = (np.cumsum(sizes) - sizes) // self.run   # groups starting in the same run of steps
-        first = np.flatnonzero(np.diff(group_range, prepend=-1)).tolist() + [len(keys)]
-        # pandas sums a lone group another way than a group among others: no range of one group
-        batches = [[first[0], first[1]]]
-        for lo, hi in zip(first[1:-1], first[2:], strict=True):
-            if batches[-1][1] - batches[-1][0] == 1 or hi - lo == 1:
-                batches[-1][1] = hi
-            else:
-                batches.append([lo, hi])
-        starts = keys[[lo for lo, _ in batches]]
+        starts = keys[np.flatnonzero(np.diff(group_range, prepend=-1))]
 
         def assign(c: dict[str, np.ndarray]) -> np.ndarray:
             return np.searchsorted(starts, histogram_key(c["bucket"], c["active"]), side="right") - 1
@@ -235,8 +228,12 @@ class StreamedMeasure:
             if len(starts) > 1 else [self.step_spill]
         found = []
         for part in parts:
-            found.append(histogram_groups(histogram_key(part.column("bucket"), part.column("active")),
-                                          part.column("duration")))
+            key, duration = histogram_key(part.column("bucket"), part.column("active")), part.column("duration")
+            lone = len(parts) > 1 and key.min() == key.max()
+            if lone:   # pandas sums a lone group another way than a group among others: one more, dropped
+                key, duration = np.append(key, -1), np.append(duration, 0.0)
+            groups = histogram_groups(key, duration)
+            found.append(tuple(g[1:] for g in groups) if lone else groups)
             if part is not self.step_spill:
                 part.close()
         return histogram_frame(*(np.concatenate([f[i] for f in found]) for i in range(3)))
