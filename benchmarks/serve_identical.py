@@ -107,7 +107,8 @@ def main() -> None:
             same_all &= not others
             print(f"{name}: {len(a)} files; {'all text outputs the same' if not others else 'DIFFER: ' + ', '.join(others)}"
                   f"{'; figures differ: ' + ', '.join(figures) if figures else ''}; base {a_run['wall_s']:.1f} s "
-                  f"{a_run['peak_rss_mib']:.0f} MiB, this {b_run['wall_s']:.1f} s {b_run['peak_rss_mib']:.0f} MiB "
+                  f"(CPU {a_run['cpu_s']:.1f} s) {a_run['peak_rss_mib']:.0f} MiB, this {b_run['wall_s']:.1f} s "
+                  f"(CPU {b_run['cpu_s']:.1f} s) {b_run['peak_rss_mib']:.0f} MiB "
                   f"(load {os.getloadavg()[0]:.1f})", flush=True)
             if args.big and name.startswith("snapstream-"):
                 for key, digest in sorted(b.items()):
