@@ -55,7 +55,7 @@ def run_serving(deployment: Deployment, workload: Workload, slo: Slo | None = No
     ``stream``: measure the requests and decode steps as they settle (``StreamedMeasure``) instead
     of keeping them: memory follows the requests in flight, not the run; the same summary, batch
     histogram and CSV bytes; ``requests`` is None, and ``requests_csv`` (a text handle) receives
-    the rows of ``requests.csv`` as the requests finish."""
+    the rows of ``requests.csv`` as the requests finish. No event log is kept when streamed."""
     slo = slo or default_slo(deployment)
     if stream:
         return _streamed(deployment, workload, slo, progress, requests_csv)
