@@ -25,11 +25,18 @@ from compare import parity_axes  # compare.py beside this file
 
 from rdusim.analysis.gpu.predict import (
     ATTENTION_CALIBRATION,
+    GEMM_CLEAN_CALIBRATION,
     MEASURED_LAYER,
+    SMALL_CALIBRATION_PREFIXES,
     fit_attention,
     fit_gemm,
+    fit_gemm_clean,
+    fit_small_kernels,
     is_gemm_calibration,
     llama_shape,
+    micro_device_s,
+    micro_device_us,
+    micro_gemm_s,
     predict_row,
     row_extra,
     site_host_costs,
@@ -64,6 +71,21 @@ RUN_G = "benchmarks/gpu/h100-20261125g-holdout.csv"
 #: predicted before it was measured: h200-20261125-prefill-predicted.txt
 RUN_K = "benchmarks/gpu/h200-20261125k-sweep.csv"
 RUN_K_FROZEN = "benchmarks/gpu/h200-20261125-prefill-predicted.txt"
+#: runs l (an H100) and m (an H200): small_kernels.py, the small kernels of a decode step and
+#: the decode GEMMs timed kernel by kernel (graph share and profiled device time), the decode
+#: steps again with every kernel of an eager step profiled. The small-kernel constants are fitted
+#: on run l's calibration rows only (fit_small_kernels, fit_gemm_clean); run m was predicted
+#: before it was measured: h200-20261125m-small-predicted.txt
+RUN_L = "benchmarks/gpu/h100-20261125l-small.csv"
+RUN_M = "benchmarks/gpu/h200-20261125m-small.csv"
+RUN_M_FROZEN = "benchmarks/gpu/h200-20261125m-small-predicted.txt"
+#: run n (an H200): FA2 decode at serving shapes (small_kernels.py --only fa2,latency_l2,latency),
+#: predicted first: h200-20261125n-fa2-predicted.txt
+RUN_N = "benchmarks/gpu/h200-20261125n-fa2.csv"
+RUN_N_FROZEN = "benchmarks/gpu/h200-20261125n-fa2-predicted.txt"
+#: run o (an H100): sweep.py --only e2e,p10_eager --quick after its timing loops became helpers
+#: (two models' steps and P10's six decode shapes, graph and eager), and both pointer chases
+RUN_O = "benchmarks/gpu/h100-20261125o-sweep.csv"
 
 #: The GPU document that predicts a run: the hardware is the device the CSV itself names (every
 #: row carries torch.cuda.get_device_name), the one place a run is tied to its document.
@@ -580,6 +602,180 @@ def h200_sections(spec_h100: GpuSpec, base: ModelSpec, h100_rows: list[dict]) ->
             ("p12-h200-decode", decode_lines), ("p12-h200-p10", p10_lines)]
 
 
+def _kernels_path(run: str) -> Path:
+    return ROOT / run.replace("-small.csv", "-small-kernels.csv")
+
+
+def _group(r: dict) -> str:
+    """A small-kernel row's group in the tables: its kernel class at decode (the site's op)."""
+    return {"sk_site": f"decode site: {r['mode']}", "sk_rmsnorm": "RMSNorm rows x width",
+            "sk_copy": "size sweep: copy (cudaMemcpy)", "sk_add": "size sweep: add (vectorised)",
+            "sk_neg_strided": "size sweep: negation of a strided half"}[r["kind"]]
+
+
+def small_rows(run: str, gpu: Gpu, base: ModelSpec, frozen: dict[str, float] | None = None) -> list[dict]:
+    """Every small_kernels.py row of ``run`` the model predicts: small kernels by profiled device
+    time, decode GEMMs by their share of a graph, decode steps by graph replay."""
+    rows = list(csv.DictReader((ROOT / run).open()))
+    device = micro_device_us(csv.DictReader(_kernels_path(run).open()))
+    out = []
+    for r in rows:
+        if r["kind"] == "sk_gemm_graph":
+            pred, meas = micro_gemm_s(r, gpu), float(r["median_us"]) * 1e-6
+            cal = r["name"] in GEMM_CLEAN_CALIBRATION
+        elif r["kind"] == "e2e_decode":
+            pred, meas, cal = predict_row(r, gpu, sweep_model(r, base)), float(r["median_us"]) * 1e-6, False
+        else:
+            pred = micro_device_s(r, gpu)
+            if pred is None or r["name"] not in device:
+                continue
+            meas, cal = device[r["name"]] * 1e-6, r["name"].startswith(SMALL_CALIBRATION_PREFIXES)
+        c = {**r, "pred": pred, "meas": meas, "err": (pred - meas) / meas, "cal": cal}
+        if frozen is not None:
+            c["frozen"] = frozen[r["name"]] * 1e-6
+            c["err_frozen"] = (c["frozen"] - meas) / meas
+        out.append(c)
+    return out
+
+
+def read_frozen(path: str) -> dict[str, float]:
+    lines = [line for line in (ROOT / path).open() if not line.startswith("#")]
+    return {r["name"]: float(r["predicted_us"]) for r in csv.DictReader(lines)}
+
+
+LABELS = ("l (H100)", "err"), ("m (H200), frozen", "err_frozen"), ("m (H200), now", "err")
+
+
+def _class_lines(label: str, compared: list[dict], key: str) -> list[str]:
+    out = []
+    small_c = [c for c in compared if c["kind"].startswith("sk_") and c["kind"] != "sk_gemm_graph"]
+    for set_, keep in (("calibration", True), ("prediction", False)):
+        sel = [c for c in small_c if c["cal"] == keep]
+        name = "H100's calibration shapes" if keep and "m (H200)" in label else set_
+        out.append(f"| {label} | all small kernels | {name} {_stats([c[key] for c in sel])} "
+                   f"{statistics.median(c[key] for c in sel) * 100:+.1f}% |")
+    for group in sorted({_group(c) for c in small_c}):
+        sel = [c for c in small_c if _group(c) == group and not c["cal"]]
+        if sel:
+            out.append(f"| {label} | {group} | prediction {_stats([c[key] for c in sel])} "
+                       f"{statistics.median(c[key] for c in sel) * 100:+.1f}% |")
+    return out
+
+
+def _gemm_lines(label: str, compared: list[dict], key: str) -> list[str]:
+    g = [c for c in compared if c["kind"] == "sk_gemm_graph"]
+    out = []
+    for set_, keep in (("calibration", True), ("prediction", False)):
+        sel = [c for c in g if c["cal"] == keep]
+        name = "H100's calibration shapes" if keep and "m (H200)" in label else set_
+        out.append(f"| {label} | qkv, o, gate_up, down, lm_head of 4 models | {name} {_stats([c[key] for c in sel])} "
+                   f"{statistics.median(c[key] for c in sel) * 100:+.1f}% |")
+    return out
+
+
+def _step_lines(label: str, compared: list[dict]) -> list[str]:
+    out = []
+    for c in compared:
+        if c["kind"] == "e2e_decode":
+            fz = (f"{c['frozen'] * 1e6:.0f} | {c['err_frozen'] * 100:+.1f}%" if "frozen" in c else "— | —")
+            out.append(f"| {label} | {row_extra(c)['family']} | {c['batch']} | {c['kv_len']} | {c['meas'] * 1e6:.0f} | "
+                       f"{c['pred'] * 1e6:.0f} | {c['err'] * 100:+.1f}% | {fz} |")
+    return out
+
+
+def _chase_ns(rows: list[dict], prefix: str) -> float:
+    t = {r["name"]: float(r["median_us"]) for r in rows}
+    return (t[f"{prefix}_8000"] - t[f"{prefix}_1000"]) / 7
+
+
+def small_kernels_section(base: ModelSpec) -> list[str]:
+    """Runs l and m: the small-kernel constants fitted on run l, the microbenchmark rows by kernel
+    class (calibration and prediction apart; run m frozen and now), the decode GEMMs in a graph
+    against the sweep's flushed timing, and the decode steps."""
+    rows_l = list(csv.DictReader((ROOT / RUN_L).open()))
+    rows_m = list(csv.DictReader((ROOT / RUN_M).open()))
+    spec_l, spec_m = run_spec(rows_l), run_spec(rows_m)
+    small = fit_small_kernels(rows_l, micro_device_us(csv.DictReader(_kernels_path(RUN_L).open())), spec_l)
+    clean = fit_gemm_clean(rows_l, spec_l)
+    runs = {"l (H100)": small_rows(RUN_L, Gpu(spec_l), base),
+            "m (H200)": small_rows(RUN_M, Gpu(spec_m), base, read_frozen(RUN_M_FROZEN))}
+    out = [f"Fitted on run l's calibration rows only: `launch.kernel_fixed` {small['kernel_fixed'] * 1e6:.3f} us and "
+           f"`memory.l2_latency` {small['l2_latency'] * 1e9:.1f} ns ({small['rows']} rows, least squares); "
+           f"`efficiency.gemm_stream_clean` {clean['gemm_stream_clean']:.3f} ({clean['rows']} rows). "
+           f"Pointer chase over 8 MiB, warm (an L2 hit a hop; set `hardware`, run m, H200): "
+           f"{_chase_ns(rows_m, 'pointer_chase_l2'):.0f} ns a hop; over 1 GiB (DRAM): "
+           f"{_chase_ns(rows_m, 'pointer_chase'):.0f} ns (run m), {_chase_ns(rows_l, 'pointer_chase'):.0f} ns (run l, H100).",
+           "", "| run | kernels | set | rows | median abs error | worst | median signed |", "|---|---|---|---:|---:|---:|---:|"]
+    for label, key in LABELS:
+        out += _class_lines(label, runs[label[:8]], key)
+    out += ["", "| run | decode GEMMs, m = 1-64, in a graph | set | rows | median abs error | worst | median signed |",
+            "|---|---|---|---:|---:|---:|---:|"]
+    for label, key in LABELS:
+        out += _gemm_lines(label, runs[label[:8]], key)
+    flushed = []
+    for rows in (rows_l, rows_m):
+        by = {r["name"]: float(r["median_us"]) for r in rows}
+        flushed += [by[n] / by[n.replace("_dirty", "_graph")] for n in by if n.endswith("_dirty")]
+    out += ["", f"The same GEMMs timed as sweep.py's `gemm` rows (CUDA events around one call after measure.py's "
+            f"flush, which leaves L2 full of dirty lines) take a median {statistics.median(flushed):.2f}x their share "
+            f"of a graph ({min(flushed):.2f}-{max(flushed):.2f}x, {len(flushed)} rows, runs l and m).",
+            "", "| run | model | batch | KV | graph step measured (us) | predicted (us) | error | frozen prediction (us) | error (frozen) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, compared in runs.items():
+        out += _step_lines(label, compared)
+    return out
+
+
+def fa2_section() -> list[str]:
+    """Run n: FA2 decode at serving shapes on the H200, frozen prediction and now, by the kernel
+    FA2 ran (its name in the profile: the forward kernel for one KV split, split-KV otherwise)."""
+    rows = [r for r in csv.DictReader((ROOT / RUN_N).open()) if r["kind"] == "sk_fa2"]
+    gpu = Gpu(run_spec(rows))
+    frozen = read_frozen(RUN_N_FROZEN)
+    kernel = {}
+    for k in csv.DictReader((ROOT / RUN_N).with_name(Path(RUN_N).stem + "-kernels.csv").open()):
+        if "spin_kernel" not in k["kernel"] and k["index"] == "0":
+            kernel[k["row"]] = "split-KV + combine" if "splitkv" in k["kernel"] else "forward (one split)"
+    out = ["| batch | heads (q x kv) | keys | FA2 kernel | measured, graph share (us) | frozen prediction (us) | error | "
+           "predicted now (us) | error |", "|---:|---|---:|---|---:|---:|---:|---:|---:|"]
+    errs: dict[str, list[float]] = {}
+    for r in rows:
+        t = float(r["median_us"])
+        now = micro_device_s(r, gpu) * 1e6
+        fz = frozen[r["name"]]
+        errs.setdefault(kernel[r["name"]], []).append(fz / t - 1)
+        out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} | {r['kv_len']} | {kernel[r['name']]} | {t:.1f} | "
+                   f"{fz:.1f} | {(fz / t - 1) * 100:+.1f}% | {now:.1f} | {(now / t - 1) * 100:+.1f}% |")
+    out += ["", "| run n, FA2 decode on the H200 (frozen predictions) | rows | median abs error | worst | median signed |",
+            "|---|---:|---:|---:|---:|"]
+    for name, e in sorted(errs.items()):
+        out.append(f"| {name} {_stats(e)} {statistics.median(e) * 100:+.1f}% |")
+    return out
+
+
+def decode_summary_section(base: ModelSpec, spec_h100: GpuSpec, runs_1: list[dict]) -> list[str]:
+    """Graph decode steps of every run, with today's model: runs 1 (H100), k (H200), l, m."""
+    rows_k = list(csv.DictReader((ROOT / RUN_K).open()))
+    out = ["| graph decode steps (4 models x batch 1, 16, 64 unless named) | GPU | rows | median abs error | worst | median signed |",
+           "|---|---|---:|---:|---:|---:|"]
+    for label, rows, spec in (("run 1 (h100-20261125-sweep.csv)", runs_1, spec_h100),
+                              ("run k (h200-20261125k-sweep.csv)", rows_k, run_spec(rows_k)),
+                              ("run l (h100-20261125l-small.csv)", list(csv.DictReader((ROOT / RUN_L).open())), None),
+                              ("run m (h200-20261125m-small.csv)", list(csv.DictReader((ROOT / RUN_M).open())), None),
+                              ("run o (h100-20261125o-sweep.csv: two models, P10's six shapes)",
+                               list(csv.DictReader((ROOT / RUN_O).open())), None)):
+        spec = spec or run_spec(rows)
+        gpu = Gpu(spec)
+        errs = []
+        for r in rows:
+            if r["kind"] == "e2e_decode" and r["mode"] == "graph" and "pair" not in row_extra(r):
+                t = float(r["median_us"]) * 1e-6
+                errs.append((predict_row(r, gpu, sweep_model(r, base)) - t) / t)
+        device = "H200" if "H200" in spec.name else "H100"
+        out.append(f"| {label} | {device} {_stats(errs)} {statistics.median(errs) * 100:+.1f}% |")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fit", action="store_true", help="print fit_gemm on the first run's calibration rows")
@@ -609,6 +805,8 @@ def main() -> int:
                           ("p12-prefill-holdout", holdout_lines)):
         text = _between(text, marker, lines)
     h200 = h200_sections(spec, base, runs[0])
+    h200 += [("p12-small", small_kernels_section(base)), ("p12-small-steps", decode_summary_section(base, spec, runs[0])),
+             ("p12-fa2", fa2_section())]
     for marker, lines in h200:
         text = _between(text, marker, lines)
     doc.write_text(text)

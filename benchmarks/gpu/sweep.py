@@ -384,6 +384,27 @@ def e2e_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         torch.cuda.empty_cache()
 
 
+def host_issue_s(step, n: int = 7) -> float:
+    """Median host seconds to issue one eager step from an idle GPU (nothing awaited)."""
+    hosts = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        hosts.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return statistics.median(hosts)
+
+
+def graph_step_row(ctx: M.Ctx, step, name: str, budget_s: float, max_reps: int, **shape) -> None:
+    """Capture ``step`` into a CUDA graph, time its replays and record the ``e2e_decode`` row."""
+    g = M.capture(ctx, step)
+    t, reps = M.time_fn(ctx, g.replay, cold=False, budget_s=budget_s, max_reps=max_reps)
+    M.record(ctx, "prediction", "e2e_decode", name, t, reps, mode="graph", **shape)
+    del g
+    torch.cuda.synchronize()
+
+
 def decode_case(ctx: M.Ctx, model: M.Llama, fam: str, batch: int, kv_len: int, kernels: list[dict]) -> None:
     s = model.s
     step = M.decode_step(ctx, model, batch, kv_len)
@@ -393,15 +414,8 @@ def decode_case(ctx: M.Ctx, model: M.Llama, fam: str, batch: int, kv_len: int, k
     t, reps = M.time_fn(ctx, step, cold=False, budget_s=0.4, max_reps=40)
     M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{batch}_l{kv_len}_eager", t, reps,
              mode="eager", **common)
-    hosts = []
-    for _ in range(7):  # host time to issue one eager step from an idle GPU (nothing awaited)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        step()
-        hosts.append(time.perf_counter() - t0)
-    torch.cuda.synchronize()
-    M.record(ctx, "host", "e2e_host", f"{fam}_decode_b{batch}_l{kv_len}_host_issue", statistics.median(hosts),
-             len(hosts), mode="eager", **common)
+    M.record(ctx, "host", "e2e_host", f"{fam}_decode_b{batch}_l{kv_len}_host_issue", host_issue_s(step),
+             7, mode="eager", **common)
     if batch == 1 and fam == "llama3.1-8b":
         try:
             for i, (kn, dur) in enumerate(kernel_names(step)):
@@ -409,12 +423,7 @@ def decode_case(ctx: M.Ctx, model: M.Llama, fam: str, batch: int, kv_len: int, k
                                 "k": 0, "index": i, "kernel": kn, "device_us": round(dur, 3)})
         except Exception as exc:
             print(f"profiler failed: {exc}", file=sys.stderr)
-    g = M.capture(ctx, step)
-    t, reps = M.time_fn(ctx, g.replay, cold=False, budget_s=0.4, max_reps=40)
-    M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{batch}_l{kv_len}_graph", t, reps,
-             mode="graph", **common)
-    del g
-    torch.cuda.synchronize()
+    graph_step_row(ctx, step, f"{fam}_decode_b{batch}_l{kv_len}_graph", 0.4, 40, **common)
 
 
 def p10_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
@@ -616,12 +625,9 @@ def eager_rounds_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
                 _eager_round(ctx, fam, rnd, sites[(batch, kv_len)], steps[(batch, kv_len)], common)
         if fam == models[0]:  # the graph step once (ties this run's GPU to runs 1-3)
             for c in cases:
-                g = M.capture(ctx, steps[c])
-                t, reps = M.time_fn(ctx, g.replay, cold=False, budget_s=0.2, max_reps=20)
-                M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{c[0]}_l{c[1]}_graph", t, reps,
-                         mode="graph", batch=c[0], kv_len=c[1], q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
-                         layers=layers, hidden=hidden, ffn=ffn, vocab=vocab)
-                del g
+                graph_step_row(ctx, steps[c], f"{fam}_decode_b{c[0]}_l{c[1]}_graph", 0.2, 20, batch=c[0], kv_len=c[1],
+                               q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam, layers=layers, hidden=hidden,
+                               ffn=ffn, vocab=vocab)
         del model, steps, sites
         torch.cuda.empty_cache()
 
@@ -658,12 +664,10 @@ def p10_eager_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
             common = dict(batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
                           layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, round=rnd, p10=1)
             _eager_round(ctx, fam, rnd, sites, step, common)
-        g = M.capture(ctx, step)
-        t, reps = M.time_fn(ctx, g.replay, cold=False, budget_s=0.2, max_reps=20)
-        M.record(ctx, "prediction", "e2e_decode", f"p10_{fam}_decode_b{batch}_l{kv_len}_graph", t, reps,
-                 mode="graph", batch=batch, kv_len=kv_len, q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam,
-                 layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, p10=1)
-        del g, step, sites
+        graph_step_row(ctx, step, f"p10_{fam}_decode_b{batch}_l{kv_len}_graph", 0.2, 20, batch=batch, kv_len=kv_len,
+                       q_heads=hq, kv_heads=hkv, head_dim=hd, family=fam, layers=layers, hidden=hidden, ffn=ffn,
+                       vocab=vocab, p10=1)
+        del step, sites
         torch.cuda.empty_cache()
 
 
@@ -815,15 +819,8 @@ def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dic
     M.record(ctx, "host", "site_sequence", f"{fam}_b{batch}_r{rnd}_sequence", statistics.median(seq), 5,
              mode="behind", **common)
     before = host_state()
-    hosts = []
-    for _ in range(7):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        step()
-        hosts.append(time.perf_counter() - t0)
-    torch.cuda.synchronize()
     M.record(ctx, "host", "e2e_host", f"{'p10_' if common.get('p10') else ''}{fam}_decode_b{batch}_l{kv_len}_r{rnd}_host_issue",
-             statistics.median(hosts), 7, mode="eager", **common)
+             host_issue_s(step), 7, mode="eager", **common)
     t, reps = M.time_fn(ctx, step, cold=False, budget_s=0.25, max_reps=20)
     after = host_state()
     prefix = "p10_" if common.get("p10") else ""

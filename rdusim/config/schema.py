@@ -476,6 +476,9 @@ class GpuMemorySpec(Spec):
     shared_bytes_per_s: PositiveBytesPerS | None = Field(
         default=None, alias="shared_bandwidth",
         description="shared memory -> registers, all SMs together (none: not a limit)")
+    l2_latency_s: NonNegativeSeconds | None = Field(
+        default=None, alias="l2_latency",
+        description="one dependent load that hits L2 (a step's activations: none: hbm_latency)")
 
 
 class GpuLinkSpec(Spec):
@@ -515,6 +518,10 @@ class GpuLaunchSpec(Spec):
     gemm_step_s: NonNegativeSeconds = Field(
         default=0.0, alias="gemm_step",
         description="a GEMM CTA's per main-loop step cost that its loads and math do not hide (barriers)")
+    kernel_fixed_s: NonNegativeSeconds = Field(
+        default=0.0, alias="kernel_fixed",
+        description="a small kernel's device time beyond its dependent memory round trips (CTA dispatch, "
+                    "completion), in a graph or eager step; inside `stream`")
     eager_ops: dict[str, NonNegativeSeconds] | None = Field(
         default=None, description="host cost of one eager PyTorch op by kind while the GPU is busy (behind)")
     eager_ops_idle: dict[str, NonNegativeSeconds] | None = Field(
@@ -547,6 +554,10 @@ class GpuEfficiencySpec(Spec):
     gemm_stream: float | None = Field(
         default=None, gt=0.0, le=1.0,
         description="a GEMM's operand stream's share of HBM peak (TMA tile loads; none: hbm_stream)")
+    gemm_stream_clean: float | None = Field(
+        default=None, gt=0.0, le=1.0,
+        description="a GEMM's operand stream inside a step (graph, eager), where L2 holds no dirty lines "
+                    "for its reads to write back (none: gemm_stream)")
     strided_stream: float | None = Field(
         default=None, gt=0.0, le=1.0,
         description="PyTorch's non-vectorised elementwise path (an operand not contiguous) as a share of "

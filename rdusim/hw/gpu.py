@@ -45,6 +45,14 @@ class Gpu:
         eff = self.spec.efficiency
         return 1.0 if eff.gemm_stream is None else eff.gemm_stream / eff.hbm_stream
 
+    def gemm_stream_derate_in(self, mode: str) -> float:
+        """``gemm_stream_derate`` for a GEMM launched in ``mode``: inside a step (graph, eager) the
+        clean-L2 rate (``efficiency.gemm_stream_clean``) where the document gives one."""
+        eff = self.spec.efficiency
+        if mode in ("graph", "eager") and eff.gemm_stream_clean is not None:
+            return eff.gemm_stream_clean / eff.hbm_stream
+        return self.gemm_stream_derate
+
     @property
     def strided_stream_derate(self) -> float:
         """PyTorch's non-vectorised elementwise kernels' HBM rate as a share of a streaming kernel's."""
@@ -55,6 +63,17 @@ class Gpu:
     def hbm_latency_s(self) -> float:
         """A CTA's first bytes arrive one DRAM round trip after it starts."""
         return float(self.spec.memory.hbm_latency_s)
+
+    @property
+    def l2_latency_s(self) -> float:
+        """One dependent load that hits L2 (``memory.l2_latency``; else a DRAM round trip)."""
+        lat = self.spec.memory.l2_latency_s
+        return self.hbm_latency_s if lat is None else float(lat)
+
+    @property
+    def kernel_fixed_s(self) -> float:
+        """A small kernel's device time beyond its round trips, in a graph or eager step."""
+        return float(self.spec.launch.kernel_fixed_s)
 
     @property
     def l2_bytes_per_s(self) -> float | None:

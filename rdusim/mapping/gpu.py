@@ -61,6 +61,11 @@ class GpuKernel:
     host_ops: tuple[str, ...] = ()  # the eager PyTorch ops the host dispatches for it (HOST_OPS kinds)
     collective: CollectiveCost | None = None  # math "nvlink": the NCCL collective it runs
     strided: bool = False       # PyTorch's non-vectorised elementwise path (an operand not contiguous)
+    #: dependent memory round trips of each kernel this one stands for (one entry per launch; empty:
+    #: one DRAM round trip per CTA, the engine's default); ``resident``: its operands are a step's
+    #: activations, just written and in L2, so each round trip hits L2 (``memory.l2_latency``)
+    round_trips: tuple[int, ...] = ()
+    resident: bool = False
 
     @property
     def ctas(self) -> int:
@@ -173,7 +178,8 @@ def gemm(name: str, m: int, n: int, k: int, gpu: Gpu, *, dtype_bytes: int = BF16
                      ctas_per_sm=1, math="gemm")
     if p.splits == 1:
         return [main]
-    return [main, streaming(f"{name}.splitk_reduce", m * n * (4 * p.splits + dtype_bytes), gpu)]
+    return [main, streaming(f"{name}.splitk_reduce", m * n * (4 * p.splits + dtype_bytes), gpu,
+                            round_trips=(RT_VECTORIZED,), resident=True)]
 
 
 # ------------------------------------------------------------------------- attention
@@ -295,6 +301,12 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     bhm = batch * heads * math.ceil(rows / rows_tile)
     n_blocks = math.ceil(kv_len / cols)
     splits = fa2_splits(bhm, FA2_CTAS_PER_SM * gpu.sms, n_blocks)
+    if splits == 1 and math_class == "attention":
+        # one split: FA2 runs its forward kernel (``run_mha_fwd``), not the split-KV one: the
+        # forward kernel's tile (``fa2_fwd_tile``; ``flash_fwd_kernel`` at batch 64 in
+        # benchmarks/gpu/h100-20261125l-small-kernels.csv), its 128 query rows mostly padding
+        rows_tile, cols = fa2_fwd_tile(head_dim)
+        bhm = batch * heads * math.ceil(rows / rows_tile)
     per_token = 2 * head_dim * BF16 if kv_bytes_per_token is None else kv_bytes_per_token
     keys = kv_len / splits
     kv_share = kv_heads / heads if not swapped else 1.0  # MHA-packed heads read their own KV
@@ -309,6 +321,11 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     if splits == 1:
         return [main]
     partials = splits * batch * q_heads * head_dim * 4 + batch * q_heads * head_dim * BF16
+    # FA2's combine kernel is latency-bound too (it reads the splits' log-sum-exps, then each split's
+    # partial output in a loop over the splits: 6.2 us at 16 splits, benchmarks/gpu/
+    # h100-20261125l-small.csv), but the pair is priced together: the main kernel's fixed
+    # ``launch.pipeline`` (7.02 us, fitted on P10's rows) already covers it (Llama-3.1-8B, batch 1:
+    # 13.6 us modelled, 13.2 us measured); its own chain would count it twice
     return [main, streaming(f"{name}.combine", partials, gpu)]
 
 
@@ -317,7 +334,8 @@ STREAM_CTAS_PER_SM = 16  # 2048 resident threads per SM / 128-thread blocks
 
 
 def streaming(name: str, nbytes: float, gpu: Gpu, *, rows: int | None = None,
-              launches: int = 1, strided: bool = False) -> GpuKernel:
+              launches: int = 1, strided: bool = False, round_trips: tuple[int, ...] = (),
+              resident: bool = False) -> GpuKernel:
     """A memory-bound kernel (norm, elementwise, gather, copy): ``nbytes`` read + written.
 
     ``rows`` gives one CTA per row (fused RMSNorm); otherwise the grid fills every SM.
@@ -325,10 +343,42 @@ def streaming(name: str, nbytes: float, gpu: Gpu, *, rows: int | None = None,
     TensorIterator's non-vectorised path (``elementwise_kernel<128, 4>``: one 2-byte element per
     load, offsets computed per element) instead of ``vectorized_elementwise_kernel<8>``
     (16-byte loads), and streams at ``efficiency.strided_stream`` of HBM peak.
+    ``round_trips`` (one entry per launched kernel) and ``resident``: see ``GpuKernel``; the
+    latency-bound floor of a small kernel (``KERNEL_ROUND_TRIPS``).
     """
+    if round_trips and len(round_trips) != launches:
+        raise ValueError(f"{name}: {len(round_trips)} round-trip counts for {launches} launches")
     ctas = rows if rows is not None else gpu.sms * STREAM_CTAS_PER_SM
     ctas = max(1, ctas)
-    return GpuKernel(name, (CtaGroup(ctas, nbytes / ctas),), STREAM_CTAS_PER_SM, launches=launches, strided=strided)
+    return GpuKernel(name, (CtaGroup(ctas, nbytes / ctas),), STREAM_CTAS_PER_SM, launches=launches, strided=strided,
+                     round_trips=round_trips, resident=resident)
+
+
+# Dependent memory round trips a thread of each PyTorch / library kernel class waits on, in
+# series, from its first load to its last store (the kernel's latency-bound floor; docs/gpu.md,
+# "Small kernels"). From the kernels' source:
+#: ``vectorized_elementwise_kernel`` (contiguous operands): one vector load per operand, then the
+#: store (PyTorch aten/src/ATen/native/cuda/CUDALoops.cuh)
+RT_VECTORIZED = 1
+#: ``elementwise_kernel<128, 4>`` (an operand not contiguous): each thread's 4 elements one after
+#: another, the load of element i + 1 issued after the store of element i (they may alias)
+RT_STRIDED = 4
+#: ``CatArrayBatchedCopy`` with a strided input: the same per-element load-store path (one 2-byte
+#: element per load, offsets computed per element); measured alike (benchmarks/gpu/
+#: h100-20261125l-small.csv: 1.86-1.90 us against 1.86-1.95 for the strided negation at batch 1)
+RT_CAT = RT_STRIDED
+#: ``index_elementwise_kernel<128, 4>`` (``index_copy_``): the strided path plus the index read
+#: that gives the destination
+RT_INDEX = RT_STRIDED + 1
+NORM_THREADS, NORM_VEC = 128, 4  # vectorized_layer_norm_kernel: 128 threads, 4 elements per load
+
+
+def rt_rms_norm(width: int) -> int:
+    """PyTorch's ``vectorized_layer_norm_kernel`` (``F.rms_norm``, layer_norm_kernel.cu): one CTA
+    of 128 threads per row, 4-element loads; a first pass over the row sums the squares, a second
+    reads it again (and the weight) and writes the output: each pass ``width / 512`` loads a
+    thread, one after another."""
+    return 2 * math.ceil(width / (NORM_THREADS * NORM_VEC))
 
 
 def collective(name: str, op: str, nbytes: float, group: int, gpu: Gpu) -> list[GpuKernel]:
@@ -434,28 +484,35 @@ def _o_gemm(c: _Ctx) -> list[GpuKernel]:
 
 
 def _lm_head(c: _Ctx) -> list[GpuKernel]:  # logits of the last position of each sequence
-    return [streaming("final_norm", 2 * c.s.batch * c.s.hidden * BF16, c.gpu, rows=c.s.batch),
+    return [streaming("final_norm", 2 * c.s.batch * c.s.hidden * BF16, c.gpu, rows=c.s.batch,
+                      round_trips=(rt_rms_norm(c.s.hidden),), resident=True),
             *gemm("lm_head", c.s.batch, c.s.vocab // c.s.tp, c.s.hidden, c.gpu)]
 
 
+_ROPE_RT = (RT_STRIDED, RT_CAT, RT_STRIDED, RT_STRIDED, RT_VECTORIZED)
+
 _BUILDERS = {
     "embedding": lambda c: [streaming("embedding", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
-    "rms_norm": lambda c: [streaming("rms_norm", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
+    "rms_norm": lambda c: [streaming("rms_norm", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows,
+                                     round_trips=(rt_rms_norm(c.s.hidden),), resident=True)],
     "qkv_gemm": lambda c: gemm("qkv_gemm", c.rows, (c.hq + 2 * c.hkv) * c.s.head_dim, c.s.hidden, c.gpu),
     # rotate_half slices x[..., :hd/2] and x[..., hd/2:]: its neg and muls run on strided views at
     # every row count (elementwise_kernel<128, 4> in h100-20261125-kernels.csv, batch 1 decode)
+    # per q and k: the negation, the cat, the two products on strided views, the contiguous sum
     "rope": lambda c: [streaming("rope", 15 * c.rows * (c.hq + c.hkv) * c.s.head_dim * BF16, c.gpu,
-                                 launches=10, strided=True)],
+                                 launches=10, strided=True, round_trips=_ROPE_RT * 2, resident=True)],
     "kv_append": lambda c: [streaming("kv_append", 4 * c.rows * c.hkv * c.s.head_dim * BF16, c.gpu,
-                                      launches=2)],
+                                      launches=2, round_trips=(RT_INDEX, RT_INDEX), resident=True)],
     "attention": lambda c: _attention(c.s, c.hq, c.hkv, c.gpu, c.phase),
     "o_gemm": _o_gemm,
-    "residual_add": lambda c: [streaming("residual_add", 3 * c.rows * c.s.hidden * BF16, c.gpu)],
+    "residual_add": lambda c: [streaming("residual_add", 3 * c.rows * c.s.hidden * BF16, c.gpu,
+                                         round_trips=(RT_VECTORIZED,), resident=True)],
     "gate_up_gemm": lambda c: gemm("gate_up_gemm", c.rows, 2 * c.s.ffn // c.s.tp, c.s.hidden, c.gpu),
     # silu(gu[..., :f]) * gu[..., f:]: the halves of the gate-up output are strided views (row
     # stride 2f) unless there is one row, so both ops take the non-vectorised path
     "silu_mul": lambda c: [streaming("silu_mul", 5 * c.rows * (c.s.ffn // c.s.tp) * BF16, c.gpu, launches=2,
-                                     strided=c.rows > 1)],
+                                     strided=c.rows > 1,
+                                     round_trips=(RT_STRIDED if c.rows > 1 else RT_VECTORIZED,) * 2, resident=True)],
     "down_gemm": lambda c: gemm("down_gemm", c.rows, c.s.hidden, c.s.ffn // c.s.tp, c.gpu),
     "all_reduce": lambda c: all_reduce("all_reduce", c.rows * c.s.hidden * BF16, c.s.tp, c.gpu),
     "lm_head": _lm_head,

@@ -36,7 +36,7 @@ from rdusim.sim.trace import KernelRecord, Trace
 
 
 class _Gpu:
-    def __init__(self, env: simpy.Environment, gpu: Gpu) -> None:
+    def __init__(self, env: simpy.Environment, gpu: Gpu, mode: str = "graph") -> None:
         self.hbm = WeightedPool(env, gpu.hbm_bytes_per_s)
         l2 = gpu.l2_bytes_per_s
         self.l2 = WeightedPool(env, l2) if l2 else None
@@ -46,7 +46,8 @@ class _Gpu:
         sfu, smem = gpu.sfu_per_s, gpu.shared_bytes_per_s
         self.sm_sfu = sfu / gpu.sms if sfu else None
         self.sm_smem = smem / gpu.sms if smem else None
-        self.gemm_derate = gpu.gemm_stream_derate
+        self.gemm_derate = gpu.gemm_stream_derate_in(mode)
+        self.l2_latency_s = gpu.l2_latency_s
         self.strided_derate = gpu.strided_stream_derate
         self.gemm_step_s = gpu.launch_s("gemm_step")
         self.unfinished = 0  # kernels issued by the host and not yet finished on the GPU
@@ -58,7 +59,7 @@ def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: st
     if mode not in ("graph", "eager", "stream"):
         raise ValueError(f"launch mode must be graph, eager or stream, got {mode!r}")
     env = simpy.Environment()
-    state = _Gpu(env, gpu)
+    state = _Gpu(env, gpu, mode)
     depth = gpu.queue_depth if mode == "eager" else None
     issued = simpy.Store(env, capacity=depth) if depth else simpy.Store(env)
     records: list[KernelRecord] = []
@@ -100,6 +101,8 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         start = env.now
         fixed = gpu.launch_s("gemm_pipeline" if kernel.math == "gemm" else "pipeline")
         overhead = gap * kernel.launches + (fixed if kernel.math in state.sm_flops else 0.0)
+        if kernel.round_trips and mode != "stream":  # stream's launch holds a kernel's own fixed time
+            overhead += kernel.launches * gpu.kernel_fixed_s
         yield delay(env, overhead)
         if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + wire bytes at its rate
             yield delay(env, kernel.collective.time_s)
@@ -145,9 +148,18 @@ def _run_grid(env: simpy.Environment, kernel: GpuKernel, state: _Gpu) -> Generat
                     bundle[1].append((i, n))
             for occupancy, (n, sms) in bundles.items():
                 running.append(env.process(_bundle(env, state, n, occupancy, sms, group, kernel.math, freed,
-                                                   strided=kernel.strided)))
+                                                   strided=kernel.strided, wait_s=_first_wait_s(kernel, state))))
     if running:
         yield env.all_of(running)
+
+
+def _first_wait_s(kernel: GpuKernel, state: _Gpu) -> float:
+    """What a CTA waits before its bytes flow: one DRAM round trip, or, for a kernel that gives
+    its dependent round trips (``round_trips``: a small kernel's latency-bound chain, one entry per
+    kernel it stands for), all of them, at L2's latency when its operands are resident."""
+    if not kernel.round_trips:
+        return state.latency_s
+    return sum(kernel.round_trips) * (state.l2_latency_s if kernel.resident else state.latency_s)
 
 
 def _step_s(state: _Gpu, group: CtaGroup, math: str, occupancy: int) -> float:
@@ -168,7 +180,8 @@ def _step_s(state: _Gpu, group: CtaGroup, math: str, occupancy: int) -> float:
 
 
 def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: list[tuple[int, int]],
-            group: CtaGroup, math: str, freed: list[simpy.Event], *, strided: bool = False) -> Generator:
+            group: CtaGroup, math: str, freed: list[simpy.Event], *, strided: bool = False,
+            wait_s: float | None = None) -> Generator:
     """``n`` identical CTAs, each on an SM holding ``occupancy`` CTAs, through their main loop.
 
     One DRAM round trip fills the pipeline and the first step's loads are exposed; then the
@@ -185,7 +198,7 @@ def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: li
     l2 = n * group.l2_bytes / tiles if state.l2 is not None else 0.0
     step_s = _step_s(state, group, math, occupancy) / tiles
     if group.bytes > 0:
-        yield delay(env, state.latency_s)
+        yield delay(env, state.latency_s if wait_s is None else wait_s)
         first = [state.hbm.transfer(load + n * group.prologue_bytes, n)]
         if l2 > 0:
             first.append(state.l2.transfer(l2, n))

@@ -38,6 +38,10 @@ from rdusim.hw.gpu import Gpu, GpuNode, load_gpu_node
 from rdusim.mapping.gpu import (
     BF16,
     GEMM_K_STEP,
+    RT_CAT,
+    RT_INDEX,
+    RT_STRIDED,
+    RT_VECTORIZED,
     SPLIT_K_MIN_DEPTH,
     CtaGroup,
     GpuKernel,
@@ -47,6 +51,7 @@ from rdusim.mapping.gpu import (
     gemm,
     kascade_decode,
     layer_kernels,
+    rt_rms_norm,
     streaming,
 )
 from rdusim.mapping.gpu_mla import (
@@ -774,3 +779,149 @@ def sweep_model(row: dict, base: ModelSpec) -> ModelSpec:
     ffn = ffn.model_copy(update={"first_dense_layers": layers})
     return base.model_copy(update={"name": extra["family"], "layers": layers, "hidden": int(extra["hidden"]),
                                    "vocab": int(extra["vocab"]), "attention": att, "ffn": ffn})
+
+
+# --------------------------------------------------------------- small kernels (run l)
+#: the calibration rows of ``benchmarks/gpu/small_kernels.py`` for the small-kernel floor
+#: (``launch.kernel_fixed``, ``memory.l2_latency``), named before any prediction was compared:
+#: every kernel-launching call of Llama-3.1-8B's decode layer at batch 1 and RMSNorm of one row at
+#: each width. Every other ``sk_*`` row (three more models, batch 16 and 64, 4-4096 rows, the size
+#: sweep) is predicted.
+SMALL_CALIBRATION_PREFIXES = ("llama3.1-8b_b1_site", "rmsnorm_1x")
+
+
+def micro_device_us(kernel_rows: Iterable[dict]) -> dict[str, float]:
+    """Device microseconds of one call of each ``small_kernels.py`` row: the profiled kernels of
+    its 24 calls (the sleep kernel that queued them left out), summed per call."""
+    out: dict[str, float] = {}
+    for k in kernel_rows:
+        if "spin_kernel" in k["kernel"]:
+            continue
+        out[k["row"]] = out.get(k["row"], 0.0) + float(k["device_us"]) * int(k["calls"]) / 24
+    return out
+
+
+def micro_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
+    """The kernels one ``small_kernels.py`` row ran (FA2 decode: the main kernel and any combine)."""
+    if row["kind"] == "sk_fa2":
+        return flash_decode("attention", _int(row, "batch"), _int(row, "q_heads"), _int(row, "kv_heads"),
+                            _int(row, "kv_len"), _int(row, "head_dim"), gpu)
+    kernel = micro_kernel(row, gpu)
+    return [] if kernel is None else [kernel]
+
+
+def micro_kernel(row: dict, gpu: Gpu) -> GpuKernel | None:
+    """The kernel one ``small_kernels.py`` row ran, as the model builds it (its round trips by
+    kernel class, its bytes), or None for rows the small-kernel model does not cover."""
+    kind, extra = row["kind"], row_extra(row)
+    if kind == "sk_rmsnorm":
+        rows, width = _int(row, "m"), _int(row, "n")
+        return streaming("rms_norm", 2 * rows * width * BF16, gpu, rows=rows, round_trips=(rt_rms_norm(width),),
+                         resident=True)
+    if kind in ("sk_copy", "sk_add", "sk_neg_strided"):
+        strided = kind == "sk_neg_strided"
+        return streaming(kind, float(row["bytes"]), gpu, strided=strided,
+                         round_trips=(RT_STRIDED if strided else RT_VECTORIZED,), resident=True)
+    if kind != "sk_site":
+        return None
+    op, batch = row["mode"], _int(row, "batch")
+    hidden, hq, hkv, hd = int(extra["hidden"]), _int(row, "q_heads"), _int(row, "kv_heads"), _int(row, "head_dim")
+    ffn = int(extra["ffn"])
+    site = int(row["name"].split("_site")[1].split("_")[0])
+    if op == "rms_norm":
+        return streaming(op, 2 * batch * hidden * BF16, gpu, rows=batch, round_trips=(rt_rms_norm(hidden),),
+                         resident=True)
+    if op == "index_copy":
+        return streaming(op, 2 * batch * hkv * hd * BF16, gpu, round_trips=(RT_INDEX,), resident=True)
+    rope_heads = hq if site < 13 else hkv  # the q half of the rotary sites, then the k half
+    rope = 3 * batch * rope_heads * hd * BF16
+    if op in ("elementwise_neg", "cat"):
+        return streaming(op, rope * (2 / 3 if op == "elementwise_neg" else 1), gpu, strided=True,
+                         round_trips=(RT_CAT if op == "cat" else RT_STRIDED,), resident=True)
+    if op == "elementwise_mul" and site < 24:  # the rotary products on strided views
+        return streaming(op, rope, gpu, strided=True, round_trips=(RT_STRIDED,), resident=True)
+    if op == "elementwise_add":
+        nbytes = rope if site < 24 else 3 * batch * hidden * BF16
+        return streaming(op, nbytes, gpu, round_trips=(RT_VECTORIZED,), resident=True)
+    if op in ("silu", "elementwise_mul"):  # the FFN's halves: strided views unless one row
+        nbytes = (2 if op == "silu" else 3) * batch * ffn * BF16
+        return streaming(op, nbytes, gpu, strided=batch > 1,
+                         round_trips=(RT_STRIDED if batch > 1 else RT_VECTORIZED,), resident=True)
+    return None
+
+
+def micro_device_s(row: dict, gpu: Gpu) -> float | None:
+    """The model's device time of one ``small_kernels.py`` row's kernel: its time in a graph less
+    the graph's per-kernel launch (``launch.graph``), i.e. what the profiler times."""
+    kernels = micro_kernels(row, gpu)
+    if not kernels:
+        return None
+    graph = elapsed_s(simulate_gpu([(k, 0) for k in kernels], gpu, mode="graph"))
+    return graph - sum(k.launches for k in kernels) * gpu.launch_s("graph")
+
+
+def fit_small_kernels(rows: Iterable[dict], device_us: dict[str, float], spec: GpuSpec) -> dict[str, float]:
+    """Fit ``launch.kernel_fixed`` and ``memory.l2_latency`` to the ``SMALL_CALIBRATION_PREFIXES``
+    rows' profiled device times: a kernel's device time is linear in the two (``kernel_fixed``
+    once, ``l2_latency`` once per dependent round trip, plus its bytes), so least squares."""
+    cal = [r for r in rows if r["name"].startswith(SMALL_CALIBRATION_PREFIXES) and r["name"] in device_us]
+    if not cal:
+        raise ValueError("the CSV has no small-kernel calibration rows")
+
+    def with_consts(fixed: float, lat: float) -> Gpu:
+        launch = spec.launch.model_copy(update={"kernel_fixed_s": fixed})
+        memory = spec.memory.model_copy(update={"l2_latency_s": lat})
+        return Gpu(spec.model_copy(update={"launch": launch, "memory": memory}))
+
+    base, g_fixed, g_lat = with_consts(0.0, 0.0), with_consts(1e-6, 0.0), with_consts(0.0, 1e-6)
+    a11 = a12 = a22 = b1 = b2 = 0.0
+    for r in cal:
+        b0 = micro_device_s(r, base)
+        x1, x2 = (micro_device_s(r, g_fixed) - b0) / 1e-6, (micro_device_s(r, g_lat) - b0) / 1e-6
+        y = device_us[r["name"]] * 1e-6 - b0
+        a11, a12, a22, b1, b2 = a11 + x1 * x1, a12 + x1 * x2, a22 + x2 * x2, b1 + x1 * y, b2 + x2 * y
+    det = a11 * a22 - a12 * a12
+    fixed, lat = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+    return {"kernel_fixed": fixed, "l2_latency": lat, "rows": len(cal)}
+
+
+#: the calibration rows of ``small_kernels.py``'s decode GEMMs in a graph (weights cycled through
+#: twice L2, no flush: as inside a step) for ``efficiency.gemm_stream_clean``: Llama-3.1-8B's five
+#: GEMMs at m = 1, 16 and 64. The three other models' rows and the other m are predicted.
+GEMM_CLEAN_CALIBRATION = tuple(f"llama3.1-8b_{op}_m{m}_graph" for op in ("qkv", "o", "gate_up", "down", "lm_head")
+                               for m in (1, 16, 64))
+
+
+def fit_gemm_clean(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
+    """Fit ``efficiency.gemm_stream_clean`` to the ``GEMM_CLEAN_CALIBRATION`` rows (each call's
+    share of a graph of back-to-back GEMMs): golden-section search on squared log errors."""
+    cal = [r for r in rows if r["name"] in GEMM_CLEAN_CALIBRATION]
+    if not cal:
+        raise ValueError("the CSV has no graph GEMM calibration rows")
+
+    def loss(eff: float) -> float:
+        s = spec.model_copy(update={"efficiency": spec.efficiency.model_copy(update={"gemm_stream_clean": eff})})
+        gpu = Gpu(s)
+        return sum(math.log(micro_gemm_s(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
+
+    lo, hi = 0.3, 1.0
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = loss(a), loss(b)
+    while hi - lo > 1e-3:
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = loss(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = loss(b)
+    eff = round((lo + hi) / 2, 3)
+    return {"gemm_stream_clean": eff, "loss": loss(eff), "rows": len(cal)}
+
+
+def micro_gemm_s(row: dict, gpu: Gpu) -> float:
+    """One call's share of a graph of back-to-back GEMMs (``small_kernels.py``'s ``sk_gemm_graph``)."""
+    kernels = gemm("gemm", _int(row, "m"), _int(row, "n"), _int(row, "k"), gpu)
+    return elapsed_s(simulate_gpu([(k, 0) for k in kernels], gpu, mode="graph"))

@@ -1,0 +1,239 @@
+"""Small kernels of a decode step (runs l and m, docs/gpu.md "Small kernels of a decode step"):
+the latency-bound floor in closed form, the round trips by kernel class, the constants fitted
+from run l's calibration rows only, the clean-L2 GEMM stream inside a step, FA2's forward kernel
+for one KV split, the frozen H200 predictions, and compare_sweep.py's ``run_spec``."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdusim.analysis.gpu.predict import (
+    GEMM_CLEAN_CALIBRATION,
+    SMALL_CALIBRATION_PREFIXES,
+    fit_gemm_clean,
+    fit_small_kernels,
+    micro_device_us,
+    micro_kernel,
+)
+from rdusim.cli import main
+from rdusim.config.loader import load_spec
+from rdusim.config.schema import GpuSpec
+from rdusim.hw.gpu import Gpu
+from rdusim.mapping.gpu import (
+    RT_INDEX,
+    RT_STRIDED,
+    RT_VECTORIZED,
+    LayerShape,
+    fa2_fwd_tile,
+    flash_decode,
+    gemm,
+    layer_kernels,
+    rt_rms_norm,
+    streaming,
+)
+from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+H100 = ROOT / "hw_configs/h100.yaml"
+H200 = ROOT / "hw_configs/h200.yaml"
+RUN_L = ROOT / "benchmarks/gpu/h100-20261125l-small.csv"
+RUN_L_KERNELS = ROOT / "benchmarks/gpu/h100-20261125l-small-kernels.csv"
+RUN_M = ROOT / "benchmarks/gpu/h200-20261125m-small.csv"
+RUN_M_FROZEN = ROOT / "benchmarks/gpu/h200-20261125m-small-predicted.txt"
+
+
+def gpu(path: Path = H100) -> Gpu:
+    return Gpu(load_spec(path, GpuSpec))
+
+
+def test_small_kernel_floor_closed_form() -> None:
+    """In a graph a resident small kernel costs the graph launch + kernel_fixed per launch, then its
+    round trips at L2's latency, then its bytes at the stream rate; timed alone (stream) the stream
+    launch holds the fixed time and the round trips are the same."""
+    g = gpu()
+    nbytes = 4096.0
+    rate = g.hbm_bytes_per_s
+    for trips in ((1,), (4, 4, 1)):
+        k = streaming("k", nbytes, g, rows=1, launches=len(trips), round_trips=trips, resident=True)
+        graph = elapsed_s(simulate_gpu([(k, 0)], g, mode="graph"))
+        assert graph == pytest.approx(len(trips) * (g.launch_s("graph") + g.kernel_fixed_s)
+                                      + sum(trips) * g.l2_latency_s + nbytes / rate, rel=1e-9)
+        stream = elapsed_s(simulate_gpu([(k, 0)], g, mode="stream"))
+        assert stream == pytest.approx(len(trips) * g.launch_s("stream") + sum(trips) * g.l2_latency_s
+                                       + nbytes / rate, rel=1e-9)
+    # not resident: each round trip is a DRAM one; no round trips given: one DRAM round trip, no fixed time
+    cold = streaming("k", nbytes, g, rows=1, round_trips=(4,))
+    assert elapsed_s(simulate_gpu([(cold, 0)], g, mode="graph")) == pytest.approx(
+        g.launch_s("graph") + g.kernel_fixed_s + 4 * g.hbm_latency_s + nbytes / rate, rel=1e-9)
+    plain = streaming("k", nbytes, g, rows=1)
+    assert elapsed_s(simulate_gpu([(plain, 0)], g, mode="graph")) == pytest.approx(
+        g.launch_s("graph") + g.hbm_latency_s + nbytes / rate, rel=1e-9)
+    with pytest.raises(ValueError, match="2 round-trip counts for 1 launches"):
+        streaming("k", nbytes, g, round_trips=(1, 1))
+
+
+def test_round_trips_by_kernel_class_in_a_decode_layer() -> None:
+    """RMSNorm: two passes of width / 512 loads a thread; the rotary embedding's ten kernels are
+    four strided-path kernels and one vectorised sum per q and k; index_copy_ the strided path plus
+    the index; SiLU-and-multiply vectorised at one row and strided above."""
+    assert [rt_rms_norm(w) for w in (2048, 3072, 4096, 8192)] == [8, 12, 16, 32]
+    g = gpu()
+    for rows, silu in ((1, RT_VECTORIZED), (16, RT_STRIDED)):
+        shape = LayerShape(batch=rows, tokens=1, kv_len=2048, hidden=4096, q_heads=32, kv_heads=8, head_dim=128,
+                           ffn=14336, vocab=128256)
+        ks = {k.name: k for k in layer_kernels(["rms_norm", "rope", "kv_append", "residual_add", "silu_mul"], shape,
+                                               g, phase="decode")}
+        assert ks["rms_norm"].round_trips == (16,)
+        assert ks["rope"].round_trips == (4, 4, 4, 4, 1) * 2 and ks["rope"].launches == 10
+        assert ks["kv_append"].round_trips == (RT_INDEX, RT_INDEX) == (5, 5)
+        assert ks["residual_add"].round_trips == (1,)
+        assert ks["silu_mul"].round_trips == (silu, silu)
+        assert all(k.resident for k in ks.values())
+
+
+def test_small_kernel_constants_come_from_run_l_calibration_rows_only() -> None:
+    """fit_small_kernels reproduces h100.yaml's kernel_fixed and l2_latency from the 23 named rows,
+    and poisoning every other row's device time changes nothing; a kernel 1 us slower on every
+    calibration row moves kernel_fixed by 1 us. h200.yaml carries the same constants."""
+    rows = list(csv.DictReader(RUN_L.open()))
+    device = micro_device_us(csv.DictReader(RUN_L_KERNELS.open()))
+    spec = load_spec(H100, GpuSpec)
+    fit = fit_small_kernels(rows, device, spec)
+    assert fit["rows"] == 23
+    assert fit["kernel_fixed"] == pytest.approx(spec.launch.kernel_fixed_s, abs=5e-10)
+    assert fit["l2_latency"] == pytest.approx(spec.memory.l2_latency_s, abs=5e-10)
+    poisoned = {n: (v if n.startswith(SMALL_CALIBRATION_PREFIXES) else 1e3) for n, v in device.items()}
+    assert fit_small_kernels(rows, poisoned, spec) == fit
+    slower = {n: v + 1.0 if n.startswith(SMALL_CALIBRATION_PREFIXES) else v for n, v in device.items()}
+    assert fit_small_kernels(rows, slower, spec)["kernel_fixed"] == pytest.approx(fit["kernel_fixed"] + 1e-6, abs=1e-10)
+    h200 = load_spec(H200, GpuSpec)
+    assert h200.launch.kernel_fixed_s == spec.launch.kernel_fixed_s
+    assert h200.memory.l2_latency_s == spec.memory.l2_latency_s
+
+
+def test_micro_rows_map_to_the_model_kernels() -> None:
+    """Every site of the microbenchmark is priced as its kernel class; the sleep kernel that
+    queued the calls is not part of a row's device time."""
+    rows = list(csv.DictReader(RUN_L.open()))
+    g = gpu()
+    sites = [r for r in rows if r["kind"] == "sk_site"]
+    assert len(sites) == 4 * 3 * 18
+    by = {r["name"]: micro_kernel(r, g) for r in sites}
+    assert by["llama3.1-8b_b1_site0_rms_norm"].round_trips == (16,)
+    assert by["llama3.1-8b_b1_site8_cat"].round_trips == (4,)
+    assert by["llama3.1-8b_b1_site11_elementwise_add"].round_trips == (1,)
+    assert by["llama3.1-8b_b1_site33_elementwise_mul"].round_trips == (1,)
+    assert by["llama3.1-8b_b16_site33_elementwise_mul"].round_trips == (4,)
+    device = micro_device_us(csv.DictReader(RUN_L_KERNELS.open()))
+    assert 1.0 < device["llama3.1-8b_b1_site11_elementwise_add"] < 1.2
+
+
+def test_gemm_stream_clean_inside_a_step_only() -> None:
+    """A decode GEMM is priced at gemm_stream_clean in graph and eager steps and at gemm_stream when
+    timed alone (the flushed sweep rows), so the same kernel is faster inside a step; the fit
+    reproduces h100.yaml's value from its 15 calibration rows."""
+    g = gpu()
+    kernels = gemm("down", 1, 4096, 14336, g)
+    graph = elapsed_s(simulate_gpu([(k, 0) for k in kernels], g, mode="graph"))
+    stream = elapsed_s(simulate_gpu([(k, 0) for k in kernels], g, mode="stream"))
+    launches = len(kernels) * (g.launch_s("stream") - g.launch_s("graph"))
+    assert graph < stream - launches
+    eff = g.spec.efficiency
+    assert g.gemm_stream_derate_in("graph") == g.gemm_stream_derate_in("eager") == eff.gemm_stream_clean / eff.hbm_stream
+    assert g.gemm_stream_derate_in("stream") == g.gemm_stream_derate
+    rows = list(csv.DictReader(RUN_L.open()))
+    assert sum(r["name"] in GEMM_CLEAN_CALIBRATION for r in rows) == 15
+    assert fit_gemm_clean(rows, load_spec(H100, GpuSpec))["gemm_stream_clean"] == pytest.approx(eff.gemm_stream_clean)
+
+
+def test_fa2_decode_with_one_split_runs_the_forward_kernel() -> None:
+    """Batch 64 fills the GPU without splitting the keys: one kernel with the forward kernel's tile
+    (128 x 64 at head_dim 128, 64 x 8 KV heads of one 128-row tile each); batch 1 splits and
+    combines."""
+    g = gpu()
+    [main_kernel] = flash_decode("a", 64, 32, 8, 1024, 128, g)
+    rows, cols = fa2_fwd_tile(128)
+    (group,) = main_kernel.groups
+    assert group.count == 64 * 8
+    assert group.tiles == 1024 // cols
+    assert group.flops == 4.0 * rows * 128 * 1024
+    assert len(flash_decode("a", 1, 32, 8, 2048, 128, g)) == 2
+
+
+def test_frozen_h200_predictions_match_the_code_that_wrote_them_for_the_unchanged_rows() -> None:
+    """Run m's frozen file predates two changes: FA2's forward kernel for one split (batch 64) and
+    gemm_stream_clean refitted with the split-K reduction's own floor (0.892 -> 0.895): the batch-1
+    and batch-16 steps (split-KV) are predicted now as they were frozen, to 0.5%."""
+    sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
+    try:
+        spec = importlib.util.spec_from_file_location("small_predicted", ROOT / "benchmarks/gpu/small_predicted.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.pop(0)
+    from rdusim.config.loader import model_path
+    from rdusim.config.schema import ModelSpec
+
+    lines = [line for line in RUN_M_FROZEN.open() if not line.startswith("#")]
+    frozen = {r["name"]: float(r["predicted_us"]) for r in csv.DictReader(lines)}
+    rows = [r for r in csv.DictReader(RUN_M.open()) if r["kind"] == "e2e_decode" and r["batch"] in ("1", "16")]
+    now = mod.predictions(rows, gpu(H200), load_spec(model_path("llama-3.1-8b"), ModelSpec))
+    assert len(now) == 8
+    for _, name, t in now:
+        assert t * 1e6 == pytest.approx(frozen[name], rel=5e-3)
+
+
+def test_run_spec_picks_the_document_of_the_device_a_run_names() -> None:
+    spec = importlib.util.spec_from_file_location("compare_sweep_t", ROOT / "benchmarks/gpu/compare_sweep.py")
+    sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
+    try:
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.pop(0)
+    assert mod.run_spec([{"device": "NVIDIA H200"}] * 2).name == load_spec(H200, GpuSpec).name
+    assert mod.run_spec([{"device": "NVIDIA H100 80GB HBM3"}]).name == load_spec(H100, GpuSpec).name
+    with pytest.raises(SystemExit, match="GPU_DOCS knows"):
+        mod.run_spec([{"device": "NVIDIA H100 80GB HBM3"}, {"device": "NVIDIA H200"}])
+    with pytest.raises(SystemExit, match="A100"):
+        mod.run_spec([{"device": "NVIDIA A100"}])
+
+
+@pytest.mark.parametrize(("old", "new", "key"), [
+    ('l2_latency: "0.188 us"', 'l2_latency: "-0.188 us"', "memory.l2_latency"),
+    ('kernel_fixed: "1.106 us"', 'kernel_fixed: "soon"', "launch.kernel_fixed"),
+    ("gemm_stream_clean: 0.895", "gemm_stream_clean: 1.892", "efficiency.gemm_stream_clean"),
+])
+def test_bad_small_kernel_constants_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   old: str, new: str, key: str) -> None:
+    text = H100.read_text()
+    assert old in text
+    bad = tmp_path / "h100.yaml"
+    bad.write_text(text.replace(old, new, 1))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    line = text[: text.index(old)].count("\n") + 1
+    assert f"h100.yaml:{line}: {key}" in err
+
+
+def test_run_n_frozen_fa2_predictions_are_todays() -> None:
+    """Run n's FA2 decode predictions were frozen with today's code: the model gives them again to
+    1 ns, and the profile names the kernel the model builds (forward kernel for one split)."""
+    lines = [line for line in (ROOT / "benchmarks/gpu/h200-20261125n-fa2-predicted.txt").open() if not line.startswith("#")]
+    frozen = {r["name"]: float(r["predicted_us"]) for r in csv.DictReader(lines)}
+    rows = [r for r in csv.DictReader((ROOT / "benchmarks/gpu/h200-20261125n-fa2.csv").open()) if r["kind"] == "sk_fa2"]
+    assert len(rows) == len(frozen) == 14
+    g = gpu(H200)
+    from rdusim.analysis.gpu.predict import micro_device_s, micro_kernels
+
+    names = {k["row"]: k["kernel"] for k in csv.DictReader((ROOT / "benchmarks/gpu/h200-20261125n-fa2-kernels.csv").open())
+             if k["index"] == "0"}
+    for r in rows:
+        assert micro_device_s(r, g) * 1e6 == pytest.approx(frozen[r["name"]], abs=1e-3)
+        one_split = len(micro_kernels(r, g)) == 1
+        assert one_split == ("flash_fwd_kernel<" in names[r["name"]])
