@@ -179,16 +179,22 @@ class SortedColumn:
         if self.n == 0:
             return
         parts = -(-self.n // self.run)
+        bounds = np.empty(0)
         if parts == 1:
             ranges = [self.spill]
-        else:
-            sample = np.sort(np.concatenate(self.sample))
-            bounds = np.unique(sample[(len(sample) * np.arange(1, parts)) // parts])
+        else:   # range k holds bounds[k-1] <= value < bounds[k]; a value the sample holds often gets a range
+            sample = np.sort(np.concatenate(self.sample))   # of its own (then already in order: not loaded)
+            quantiles = sample[(len(sample) * np.arange(1, parts)) // parts]
+            bounds = np.unique(np.concatenate([quantiles, np.nextafter(quantiles, np.inf)]))
             ranges = partition(self.spill, lambda c: np.searchsorted(bounds, c["value"], side="right"),
                                len(bounds) + 1)
         try:
-            for part in ranges:
+            for k, part in enumerate(ranges):
                 if not part.n:
+                    continue
+                if 0 < k < len(bounds) and bounds[k] == np.nextafter(bounds[k - 1], np.inf):
+                    for chunk in part.chunks():   # one value: ties in the order appended
+                        yield chunk["value"], chunk.get("weight")
                     continue
                 values = part.column("value")
                 order = np.argsort(values, kind="stable")

@@ -17,6 +17,7 @@ bounded run at a time (``exact``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 import numpy as np
@@ -40,6 +41,8 @@ from rdusim.sim.serving import RECORD_FIELDS, REQUEST_FIELDS
 TRACE_REQUESTS = 20000
 #: rows of requests.csv formatted at a time
 CSV_ROWS = 16384
+#: a histogram group of more than this many ranges of steps is summed a chunk at a time
+BIG_GROUP = 4
 _TRACE_STEPS = ("node", "start_s", "duration_s", "active", "bucket")
 
 
@@ -217,9 +220,18 @@ class StreamedMeasure:
         keys = np.array(sorted(self.key_counts), dtype=np.int64)
         if not len(keys):
             return histogram_frame(*histogram_groups(np.empty(0, dtype=np.int64), np.empty(0)))
-        sizes = np.array([self.key_counts[k] for k in keys.tolist()])
-        group_range = (np.cumsum(sizes) - sizes) // self.run   # groups starting in the same run of steps
-        starts = keys[np.flatnonzero(np.diff(group_range, prepend=-1))]
+        # ranges of whole groups of about ``run`` steps; a group of more than BIG_GROUP runs alone,
+        # summed here as pandas sums it (compensated, over its steps in order) a chunk at a time
+        starts, alone, held = [], [], self.run
+        for key in keys.tolist():
+            size = self.key_counts[key]
+            big = size > BIG_GROUP * self.run and len(keys) > 1
+            if big or held + size > self.run or alone and alone[-1]:
+                starts.append(key)
+                alone.append(big)
+                held = 0
+            held += size
+        starts = np.array(starts, dtype=np.int64)
 
         def assign(c: dict[str, np.ndarray]) -> np.ndarray:
             return np.searchsorted(starts, histogram_key(c["bucket"], c["active"]), side="right") - 1
@@ -227,7 +239,13 @@ class StreamedMeasure:
         parts = partition(self.step_spill, assign, len(starts), ("duration", "active", "bucket")) \
             if len(starts) > 1 else [self.step_spill]
         found = []
-        for part in parts:
+        for part, big in zip(parts, alone, strict=True):
+            if big:
+                found.append((histogram_key(part.column("bucket")[:1], part.column("active")[:1]),
+                              np.array([part.n]), np.array([kahan_sum(c["duration"] for c in part.chunks(
+                                  names=["duration"]))])))
+                part.close()
+                continue
             key, duration = histogram_key(part.column("bucket"), part.column("active")), part.column("duration")
             lone = len(parts) > 1 and key.min() == key.max()
             if lone:   # pandas sums a lone group another way than a group among others: one more, dropped
@@ -257,3 +275,15 @@ class StreamedMeasure:
 
 
 _REJECTED = [float("nan")] * len(RECORD_FIELDS)
+
+
+def kahan_sum(chunks: Iterable[np.ndarray]) -> float:
+    """Compensated sum in order, the operations of pandas' groupby sum (``group_sum``)."""
+    total = compensation = 0.0
+    for chunk in chunks:
+        for value in chunk.tolist():
+            y = value - compensation
+            t = total + y
+            compensation = t - total - y
+            total = t
+    return total
