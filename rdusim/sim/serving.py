@@ -2,7 +2,9 @@
 
 Owns: ``ServingModel`` (what the engine needs to know of a deployment, as plain data and
 step-time functions), ``PrefillTable`` / ``DecodeTable`` (interpolated step times),
-``simulate_serving`` and its result ``ServingRun``. Imports: simpy, numpy, resources, errors.
+``simulate_serving``, its result ``ServingRun`` and the ``ServingSink`` it can hand its records
+to as they settle (a request's when it finishes or is rejected, decode steps in start order a
+chunk at a time: memory follows the requests in flight). Imports: simpy, numpy, resources, errors.
 
 This is the second discrete-event layer of rdusim, above the kernel simulator: events per
 arrival, prefill and KV transfer, and per block of decode steps between two disturbances of a

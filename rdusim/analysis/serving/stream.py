@@ -239,11 +239,11 @@ class StreamedMeasure:
         parts = partition(self.step_spill, assign, len(starts), ("duration", "active", "bucket")) \
             if len(starts) > 1 else [self.step_spill]
         found = []
-        for part, big in zip(parts, alone, strict=True):
+        for part, big, first in zip(parts, alone, starts.tolist(), strict=True):
             if big:
-                found.append((histogram_key(part.column("bucket")[:1], part.column("active")[:1]),
-                              np.array([part.n]), np.array([kahan_sum(c["duration"] for c in part.chunks(
-                                  names=["duration"]))])))
+                total = kahan_sum(c["duration"] for c in part.chunks(names=["duration"]))
+                found.append((np.array([first], dtype=np.int64), np.array([part.n], dtype=np.int64),
+                              np.array([total])))
                 part.close()
                 continue
             key, duration = histogram_key(part.column("bucket"), part.column("active")), part.column("duration")
