@@ -107,14 +107,23 @@ def run(args: argparse.Namespace) -> int:
     slo = early or slo_from(args, deployment)
     check_slo_possible(deployment, workload, slo)
     # requests.csv is written as the requests finish, into a file beside it renamed at commit
+    # (removed if anything fails before)
     csv = outputs.stream(out / "requests.csv") if out is not None else None
     try:
-        with bar(len(workload), "serve", "req") as served:  # requests finished or rejected
-            result = run_serving(deployment, workload, slo, record_events=False, progress=updater(served),
-                                 stream=True, requests_csv=csv)
+        text = _serve(outputs, out, deployment, workload, slo, csv)
     except BaseException:
         outputs.abort()
         raise
+    sys.stdout.write(text)
+    return 0
+
+
+def _serve(outputs: Outputs, out: Any, deployment: Any, workload: Any, slo: Slo,
+           csv: Any) -> str:
+    """Run, measure as the run goes, and write the outputs; the printed summary."""
+    with bar(len(workload), "serve", "req") as served:  # requests finished or rejected
+        result = run_serving(deployment, workload, slo, record_events=False, progress=updater(served),
+                             stream=True, requests_csv=csv)
     text = format_summary(result.summary, result.nodes)
     if out is not None:
         import matplotlib  # noqa: PLC0415 (heavy: only when writing figures)
@@ -133,14 +142,9 @@ def run(args: argparse.Namespace) -> int:
         for name, content in files.items():
             if content is not None:
                 outputs.put(out / name, content)
-        try:
-            outputs.commit()
-        except BaseException:
-            outputs.abort()
-            raise
+        outputs.commit()
         text += f"\nwrote {', '.join(files)} to {out}/\n"
-    sys.stdout.write(text)
-    return 0
+    return text
 
 
 def _cdf_figure(plot: Any, result: Any, slo: Slo) -> bytes:
