@@ -19,7 +19,9 @@ DeepSeek-R1 decode (budget 2000, 20 re-scores) and prefill (budget 200, 20 re-sc
 ``serve``: requests through the disaggregated SnapStream deployment (Poisson 1.5 req/s, prompts
 lognormal:32768,0.5, outputs lognormal:1024,0.6, seed 0), ``run_serving`` wall time after the
 step tables are built (and its CPU time: on a shared machine the steadier figure), and the peak
-resident memory of the process.
+resident memory of the process (and its peak before the run: the step tables); a tree whose
+``run_serving`` can measure the run as it goes (``stream=True``, what ``rdusim serve`` does) runs
+that way (``streamed`` in the row).
 """
 
 from __future__ import annotations
@@ -96,12 +98,18 @@ def _serve(args: argparse.Namespace) -> dict:
     deployment = load_deployment("mappings/deepseek-r1/serve-snapstream.yaml")
     workload = generate_workload(1.5, parse_distribution("lognormal:32768,0.5", "p"),
                                  parse_distribution("lognormal:1024,0.6", "o"), seed=0, requests=args.serve_requests)
+    import inspect  # noqa: PLC0415
+
+    # measured as the run goes where the tree can (issue 20 item 3: ``rdusim serve`` and the sweep do)
+    streamed = {"stream": True} if "stream" in inspect.signature(run_serving).parameters else {}
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start, cpu = time.perf_counter(), time.process_time()
-    result = run_serving(deployment, workload, record_events=False)
+    result = run_serving(deployment, workload, record_events=False, **streamed)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     s = result.summary
     return {"wall_s": wall, "cpu_s": cpu, "requests": len(workload), "requests_per_s": len(workload) / wall,
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss_before_mib": rss_before,
+            "streamed": bool(streamed),
             "result": (s["completed"], s["p90_ttft_ms"], s["p90_tpot_ms"], s["mean_decode_batch"])}
 
 
