@@ -63,13 +63,15 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from heapq import heappush
 
 import simpy
+from simpy.events import NORMAL
 
 from rdusim.config.schema import OFF_CHIP_TIERS
 from rdusim.errors import SimulationError
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
-from rdusim.sim.resources import BandwidthPool, delay
+from rdusim.sim.resources import HORIZON_S, BandwidthPool, delay, past_horizon
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
 
@@ -513,22 +515,27 @@ class _Load:
 def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs: list[simpy.Store],
                          outputs: list[simpy.Store], feed: _Feed, go: simpy.Event, socket: _Socket,
                          recorder: _Recorder, layer: int) -> Generator:
-    """``_run_stage`` with the loader as a ``_Feed`` and write-backs as pool events."""
+    """``_run_stage`` with the loader as a ``_Feed``, a chunk's items on compute as callbacks
+    (``_Items``) and write-backs as pool events."""
+    runner = _Items(env, kernel, stage, feed, socket, recorder, layer) if stage.rate_ops_per_s > 0 else None
     yield go
     writes: deque[simpy.Event] = deque()
     for index, chunk in enumerate(stage.chunks):
         yield from _await_inputs(stage, index, inputs)
         if stage.loads_follow_inputs:  # the chunk's inputs say what to load
             feed.release(len(chunk.items))
-        for item in chunk.items:
-            landing = feed.take()
-            if landing is not None:
-                yield landing
-                feed.take()
-            if item.work > 0 and stage.rate_ops_per_s > 0:
-                start = env.now
-                yield delay(env, item.work / stage.rate_ops_per_s)
-                recorder.compute(socket, stage.name, kernel.name, layer, start, env.now, item.work)
+        if runner is not None and chunk.items and chunk.items[-1].work > 0:
+            yield runner.run(chunk.items)   # the same takes and compute delays, as callbacks
+        else:
+            for item in chunk.items:
+                landing = feed.take()
+                if landing is not None:
+                    yield landing
+                    feed.take()
+                if item.work > 0 and stage.rate_ops_per_s > 0:
+                    start = env.now
+                    yield delay(env, item.work / stage.rate_ops_per_s)
+                    recorder.compute(socket, stage.name, kernel.name, layer, start, env.now, item.work)
         if chunk.p2p_bytes > 0:
             yield from _send(env, kernel, stage, chunk.p2p_bytes, chunk.p2p_steps, socket, recorder, layer)
         for tier, nbytes in chunk.stores:
@@ -539,6 +546,95 @@ def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stag
             yield queue.put(index)
     if writes:
         yield env.all_of(list(writes))
+
+
+class _Items:
+    """A chunk's items on a stage's compute, driven by callbacks instead of the stage's process:
+    item by item, take it from the feed (waiting for its landing if it is in flight), then
+    compute it for ``work / rate``. The same takes, at the same times, and the same compute
+    delays, scheduled where ``delay`` would schedule them (SimPy's queue, the same time, priority
+    and event number, so equal-time ties fall in the same order), without a process resumption,
+    a generator step and a new ``Timeout`` per item. The chunk's last item computes in the event
+    ``run`` returns (the stage's process waits for it), so the process resumes exactly where the
+    item-by-item loop would."""
+
+    __slots__ = ("env", "feed", "rate", "recorder", "socket", "stage", "kernel", "layer", "key", "items", "index",
+                 "start", "tick", "done")
+
+    def __init__(self, env: simpy.Environment, kernel: KernelPlan, stage: Stage, feed: _Feed, socket: _Socket,
+                 recorder: _Recorder, layer: int) -> None:
+        self.env, self.kernel, self.stage, self.feed, self.socket, self.recorder, self.layer = \
+            env, kernel, stage, feed, socket, recorder, layer
+        self.rate = stage.rate_ops_per_s
+        self.key = (socket.index, stage.name)
+        self.items: tuple = ()
+        self.index = 0
+        self.start = 0.0
+        self.tick = _triggered(env)   # an item's compute delay (one object, re-scheduled)
+        self.done = self.tick
+
+    def run(self, items: tuple) -> simpy.Event:
+        """Start ``items`` (the last has work); the event fires when the last is computed."""
+        self.items, self.index = items, 0
+        self.done = _triggered(self.env)
+        self.done.callbacks.append(self._computed)
+        self._take()
+        return self.done
+
+    def _take(self) -> None:
+        landing = self.feed.take()
+        if landing is None:
+            self._compute()
+        else:
+            landing.callbacks.append(self._landed)
+
+    def _landed(self, _event: simpy.Event) -> None:
+        self.feed.take()
+        self._compute()
+
+    def _compute(self) -> None:
+        """Compute the taken item (the next with work; taking those without in passing)."""
+        items = self.items
+        while True:
+            work = items[self.index].work
+            self.index += 1
+            if work > 0:
+                env = self.env
+                now = env._now   # noqa: SLF001 (env.now without the property call)
+                end = now + work / self.rate   # what ``delay`` schedules
+                if not end <= HORIZON_S:
+                    raise past_horizon(end)
+                self.start = now
+                if self.index == len(items):
+                    event = self.done
+                else:
+                    event = self.tick
+                    event.callbacks = [self._computed]
+                heappush(env._queue, (end, NORMAL, next(env._eid), event))   # noqa: SLF001
+                return
+            landing = self.feed.take()
+            if landing is not None:
+                landing.callbacks.append(self._landed)
+                return
+
+    def _computed(self, _event: simpy.Event) -> None:
+        end = self.env._now   # noqa: SLF001
+        recorder = self.recorder
+        if recorder.enabled:
+            recorder.compute(self.socket, self.stage.name, self.kernel.name, self.layer, self.start, end,
+                             self.items[self.index - 1].work)
+        else:   # ``recorder.compute``'s sum, the same operations
+            busy = recorder.busy
+            busy[self.key] = busy.get(self.key, 0.0) + end - self.start
+        if self.index < len(self.items):
+            self._take()
+
+
+def _triggered(env: simpy.Environment) -> simpy.Event:
+    """An event that succeeds when processed (a ``Timeout``'s state), to schedule by hand."""
+    event = simpy.Event(env)
+    event._ok, event._value = True, None   # noqa: SLF001
+    return event
 
 
 def _write(env: simpy.Environment, socket: _Socket, tier: str, nbytes: float, kernel: KernelPlan, name: str,
