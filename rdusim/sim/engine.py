@@ -70,8 +70,8 @@ from simpy.events import NORMAL
 
 from rdusim.config.schema import OFF_CHIP_TIERS
 from rdusim.errors import SimulationError
-from rdusim.mapping.plan import KernelPlan, Plan, Stage
-from rdusim.sim.resources import HORIZON_S, BandwidthPool, delay, past_horizon
+from rdusim.mapping.plan import Item, KernelPlan, Plan, Stage
+from rdusim.sim.resources import _EPSILON_BYTES, HORIZON_S, BandwidthPool, delay, past_horizon
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
 
@@ -390,26 +390,47 @@ class _Feed:
         self.left = 0
         self.event: simpy.Event | None = None
         self.on_landed: Callable[[int, float], None] | None = None
+        self._loads: dict[int, list[tuple[BandwidthPool, float]]] = {}   # an item's loads, by the item's id
         self._pump()
 
     def _pump(self) -> None:
-        items, depth = self.items, self.depth
+        items, depth, landed = self.items, self.depth, self.landed
         while self.started < len(items):
             k = self.started
-            if k >= self.released or self.taken < k - depth:   # the gate is shut for item k
+            released, taken = self.released, self.taken
+            if k >= released or taken < k - depth:   # the gate is shut for item k
                 return
-            if k > 0 and not self.landed[k - 1]:   # item k - 1 in flight: its landing starts item k
+            if k > 0 and not landed[k - 1]:   # item k - 1 in flight: its landing starts item k
                 if self.left:
                     self._urgent()
                 return   # (else its landing's event is on its way)
-            self.started += 1
-            pools = self.pools
-            loads = [(pools[tier], nbytes) for tier, nbytes in items[k].loads if nbytes > 0]
+            self.started = k + 1
             # urgent: the gate is open for item k + 1, so this landing starts it
-            urgent = not self.lazy or (k + 1 < self.released and self.taken >= k + 1 - depth)
-            if self._start(loads, urgent):
+            urgent = not self.lazy or (k + 1 < released and taken >= k + 1 - depth)
+            item = items[k]
+            loads = self._loads.get(id(item))
+            if loads is None:
+                loads = self._loads[id(item)] = self._resolve(item)
+            if len(loads) == 1 and loads[0][1] > _EPSILON_BYTES and not self.recorder.enabled:
+                # the common case (one load, a flow, no trace): the feed is the flow's waiter
+                pool, nbytes = loads[0]
+                self.left, self.event = 1, None
+                if urgent:
+                    self.event = event = self.env.event()
+                    event.callbacks.append(self._landed)
+                flow = pool.add(nbytes, self, urgent)
+                if self.left:
+                    self.flows = [(pool, flow)]
+                    return
+                if self.event is not None:
+                    return
+            elif self._start(loads, urgent):
                 return
-            self.landed[k] = True   # nothing to load, or landed at once
+            landed[k] = True   # nothing to load, or landed at once
+
+    def _resolve(self, item: Item) -> list[tuple[BandwidthPool, float]]:
+        pools = self.pools
+        return [(pools[tier], nbytes) for tier, nbytes in item.loads if nbytes > 0]
 
     def _start(self, loads: list[tuple[BandwidthPool, float]], urgent: bool) -> bool:
         """Start the next item's loads; whether they are in flight."""
@@ -419,7 +440,7 @@ class _Feed:
         if urgent and loads:
             self.event = self.env.event()
             self.event.callbacks.append(self._landed)
-        if len(loads) == 1:   # the common case: the feed is the flow's waiter
+        if len(loads) == 1:   # the feed is the flow's waiter
             pool, nbytes = loads[0]
             flow = pool.add(nbytes, self, urgent)
             if flow is None:
@@ -437,7 +458,12 @@ class _Feed:
 
     def succeed(self) -> None:
         """The pool's call when the in-flight item's one load lands."""
-        self.part_landed(0)
+        if self.on_landed is None and self.left == 1 and self.event is None:   # ``part_landed``'s common case
+            self.left = 0
+            self.flows = []
+            self.landed[self.started - 1] = True
+        else:
+            self.part_landed(0)
 
     def part_landed(self, index: int) -> None:
         if self.on_landed is not None:
@@ -489,13 +515,18 @@ class _Feed:
     def take(self) -> simpy.Event | None:
         """Compute takes the next item: ``None`` if its loads have landed (taken), else the event
         of their landing, after which compute calls ``take`` again."""
-        if self.flows:
-            self._settle()
-        if not self.landed[self.taken]:
-            if self.started <= self.taken:  # cannot happen: item k starts when item k - 1 lands
-                raise SimulationError(f"{self.stage.name}: item {self.taken} taken before its loads started")
+        flows = self.flows
+        if flows:
+            now = self.env._now   # noqa: SLF001
+            for pool, _ in flows:   # ``_settle``
+                if pool._next_s <= now:   # noqa: SLF001 (``catch_up``'s test, without the call)
+                    pool.catch_up()
+        k = self.taken
+        if not self.landed[k]:
+            if self.started <= k:  # cannot happen: item k starts when item k - 1 lands
+                raise SimulationError(f"{self.stage.name}: item {k} taken before its loads started")
             return self._urgent()
-        self.taken += 1
+        self.taken = k + 1
         self._pump()
         return None
 
@@ -627,7 +658,11 @@ class _Items:
             busy = recorder.busy
             busy[self.key] = busy.get(self.key, 0.0) + end - self.start
         if self.index < len(self.items):
-            self._take()
+            landing = self.feed.take()   # ``_take``
+            if landing is None:
+                self._compute()
+            else:
+                landing.callbacks.append(self._landed)
 
 
 def _triggered(env: simpy.Environment) -> simpy.Event:

@@ -95,7 +95,37 @@ class BandwidthPool:
         waiter is not called)."""
         if nbytes <= _EPSILON_BYTES:
             return None
-        return self._add(nbytes, waiter, urgent)
+        now = self.env._now   # noqa: SLF001 (env.now without the property call)
+        if self._next_s <= now:
+            self.catch_up()
+        flows = self._flows
+        rate = self.rate_bytes_per_s
+        elapsed = now - self._updated_s   # every flow served alike up to now
+        if elapsed > 0 and flows:
+            served = rate / len(flows) * elapsed
+            for flow in flows:
+                flow[0] -= served
+            self.busy_s += elapsed
+        self._updated_s = now
+        flow = [float(nbytes), self._arrivals, waiter, urgent]
+        self._arrivals += 1
+        at = len(flows)
+        while at and flows[at - 1][0] > flow[0]:
+            at -= 1
+        flows.insert(at, flow)
+        self._urgent += urgent
+        self.bytes_total += nbytes
+        # ``_reschedule(now)``, its common case inline: the first flow does not land at once
+        self._timer = None
+        least = flows[0][0]
+        end = now + least / (rate / len(flows))
+        if least > _EPSILON_BYTES and end > now and end <= HORIZON_S:
+            self._next_s = end
+            if self._urgent:
+                self._arm()
+        else:
+            self._reschedule(now)
+        return flow
 
     def catch_up(self) -> None:
         """Land every flow due by now (the landings no timer was armed for)."""
@@ -112,29 +142,6 @@ class BandwidthPool:
             self._urgent += 1
             if self._timer is None:
                 self._arm()
-
-    def _add(self, nbytes: float, waiter: Waiter, urgent: bool) -> list:
-        now = self.env._now   # noqa: SLF001
-        if self._next_s <= now:
-            self.catch_up()
-        flows = self._flows
-        elapsed = now - self._updated_s   # every flow served alike up to now
-        if elapsed > 0 and flows:
-            served = self.rate_bytes_per_s / len(flows) * elapsed
-            for flow in flows:
-                flow[0] -= served
-            self.busy_s += elapsed
-        self._updated_s = now
-        flow = [float(nbytes), self._arrivals, waiter, urgent]
-        self._arrivals += 1
-        at = len(flows)
-        while at and flows[at - 1][0] > flow[0]:
-            at -= 1
-        flows.insert(at, flow)
-        self._urgent += urgent
-        self.bytes_total += nbytes
-        self._reschedule(now)
-        return flow
 
     def _reschedule(self, now: float) -> None:
         self._timer = None   # an armed timer is stale now
@@ -179,16 +186,42 @@ class BandwidthPool:
             self._land_next()
 
     def _land_next(self) -> None:
+        """Serve every flow up to the next landing, then ``_reschedule`` (its common case inline:
+        the first flow lands alone and the next does not land at once)."""
         now = self._next_s
         flows = self._flows
+        rate = self.rate_bytes_per_s
         elapsed = now - self._updated_s   # every flow served alike up to now
         if elapsed > 0:
-            served = self.rate_bytes_per_s / len(flows) * elapsed
+            served = rate / len(flows) * elapsed
             for flow in flows:
                 flow[0] -= served
             self.busy_s += elapsed
         self._updated_s = now
-        self._reschedule(now)
+        count = len(flows)
+        share = rate / count
+        first = flows[0]
+        least = first[0]
+        if not (least <= _EPSILON_BYTES or now + least / share <= now) or \
+                (count > 1 and (flows[1][0] <= _EPSILON_BYTES or now + flows[1][0] / share <= now)):
+            self._reschedule(now)   # the first does not land, or several land together
+            return
+        self._timer = None
+        del flows[0]
+        self._urgent -= first[3]
+        waiter, first[2] = first[2], None   # None: landed
+        waiter.succeed()
+        if not flows:
+            self._next_s = math.inf
+            return
+        least = flows[0][0]
+        end = now + least / (rate / len(flows))
+        if least > _EPSILON_BYTES and end > now and end <= HORIZON_S:
+            self._next_s = end
+            if self._urgent:
+                self._arm()
+        else:
+            self._reschedule(now)
 
 
 def _arrival(flow: list) -> int:
