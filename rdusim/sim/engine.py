@@ -63,15 +63,15 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from heapq import heappush
+from heapq import heappop, heappush
 
 import simpy
 from simpy.events import NORMAL
 
 from rdusim.config.schema import OFF_CHIP_TIERS
 from rdusim.errors import SimulationError
-from rdusim.mapping.plan import Item, KernelPlan, Plan, Stage
-from rdusim.sim.resources import _EPSILON_BYTES, HORIZON_S, BandwidthPool, delay, past_horizon
+from rdusim.mapping.plan import KernelPlan, Plan, Stage
+from rdusim.sim.resources import EPSILON_BYTES, HORIZON_S, BandwidthPool, delay, past_horizon
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
 
@@ -144,7 +144,7 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     in_flight = _InFlight()
     main = env.process(_run_segments(env, segments, sockets, recorder, records, in_flight, coalesce))
     try:
-        env.run()
+        _run(env)
     except SimulationError as error:  # past the horizon: the hardware's numbers are the cause
         raise SimulationError(f"{plan.system.source}: simulating {plan.mapping.name}: {error}") from None
     if not main.triggered:
@@ -156,6 +156,21 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
         event_count=next(env._eid),  # SimPy's own event counter
         layer_multiplier={layer: mult for _, layers in segments for layer, _, mult in layers},
     )
+
+
+def _run(env: simpy.Environment) -> None:
+    """``env.run()``: SimPy's ``step`` until the queue is empty, its loop inline (the same events
+    in the same order; a failed event nobody defused raises as ``step`` raises it)."""
+    queue = env._queue   # noqa: SLF001
+    while queue:
+        env._now, _, _, event = heappop(queue)   # noqa: SLF001
+        callbacks, event.callbacks = event.callbacks, None
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):   # noqa: SLF001
+            exc = type(event._value)(*event._value.args)   # noqa: SLF001
+            exc.__cause__ = event._value   # noqa: SLF001
+            raise exc
 
 
 def _segments(plan: Plan, fast: bool) -> list[tuple[Plan, list[tuple[int, str, int]]]]:
@@ -390,7 +405,20 @@ class _Feed:
         self.left = 0
         self.event: simpy.Event | None = None
         self.on_landed: Callable[[int, float], None] | None = None
-        self._loads: dict[int, list[tuple[BandwidthPool, float]]] = {}   # an item's loads, by the item's id
+        # each item's loads as (pool, bytes); ``_one``: the load of an item of one (a flow), when
+        # no trace is recorded (``take`` starts those inline)
+        self._loads: list[list[tuple[BandwidthPool, float]]] = []
+        self._one: list[tuple[BandwidthPool, float] | None] = []
+        resolved: dict[int, tuple[list, list]] = {}   # by the chunk's items' id (plans share them)
+        for chunk in stage.chunks:
+            got = resolved.get(id(chunk.items))
+            if got is None:
+                loads = [[(self.pools[tier], nbytes) for tier, nbytes in item.loads if nbytes > 0]
+                         for item in chunk.items]
+                got = resolved[id(chunk.items)] = (loads, [x[0] if len(x) == 1 and x[0][1] > EPSILON_BYTES and lazy
+                                                           else None for x in loads])
+            self._loads += got[0]
+            self._one += got[1]
         self._pump()
 
     def _pump(self) -> None:
@@ -407,13 +435,9 @@ class _Feed:
             self.started = k + 1
             # urgent: the gate is open for item k + 1, so this landing starts it
             urgent = not self.lazy or (k + 1 < released and taken >= k + 1 - depth)
-            item = items[k]
-            loads = self._loads.get(id(item))
-            if loads is None:
-                loads = self._loads[id(item)] = self._resolve(item)
-            if len(loads) == 1 and loads[0][1] > _EPSILON_BYTES and not self.recorder.enabled:
-                # the common case (one load, a flow, no trace): the feed is the flow's waiter
-                pool, nbytes = loads[0]
+            one = self._one[k]
+            if one is not None:   # the common case (one load, a flow, no trace): the feed is the flow's waiter
+                pool, nbytes = one
                 self.left, self.event = 1, None
                 if urgent:
                     self.event = event = self.env.event()
@@ -424,13 +448,9 @@ class _Feed:
                     return
                 if self.event is not None:
                     return
-            elif self._start(loads, urgent):
+            elif self._start(self._loads[k], urgent):
                 return
             landed[k] = True   # nothing to load, or landed at once
-
-    def _resolve(self, item: Item) -> list[tuple[BandwidthPool, float]]:
-        pools = self.pools
-        return [(pools[tier], nbytes) for tier, nbytes in item.loads if nbytes > 0]
 
     def _start(self, loads: list[tuple[BandwidthPool, float]], urgent: bool) -> bool:
         """Start the next item's loads; whether they are in flight."""
@@ -518,15 +538,36 @@ class _Feed:
         flows = self.flows
         if flows:
             now = self.env._now   # noqa: SLF001
-            for pool, _ in flows:   # ``_settle``
-                if pool._next_s <= now:   # noqa: SLF001 (``catch_up``'s test, without the call)
-                    pool.catch_up()
+            for pool, _ in flows:   # ``_settle`` (the pools' ``catch_up``, inline)
+                while pool._next_s <= now:   # noqa: SLF001
+                    pool._land_next()   # noqa: SLF001
         k = self.taken
-        if not self.landed[k]:
+        landed = self.landed
+        if not landed[k]:
             if self.started <= k:  # cannot happen: item k starts when item k - 1 lands
                 raise SimulationError(f"{self.stage.name}: item {k} taken before its loads started")
             return self._urgent()
-        self.taken = k + 1
+        self.taken = taken = k + 1
+        # ``_pump``'s common case inline: the gate opens for the next item, the item before it has
+        # landed, and it is one flow
+        s = self.started
+        released, depth = self.released, self.depth
+        if s < released and taken >= s - depth and landed[s - 1] and (one := self._one[s]) is not None:
+            self.started = s + 1
+            pool, nbytes = one
+            self.left, self.event = 1, None
+            if s + 1 < released and taken >= s + 1 - depth:   # urgent: its landing starts the next
+                self.event = event = self.env.event()
+                event.callbacks.append(self._landed)
+                flow = pool.add(nbytes, self, True)
+            else:
+                flow = pool.add(nbytes, self, False)
+            if self.left:
+                self.flows = [(pool, flow)]
+                return None   # (``_pump`` would stop at item s + 1: item s is in flight)
+            if self.event is not None:
+                return None
+            landed[s] = True   # landed at once
         self._pump()
         return None
 
@@ -590,7 +631,7 @@ class _Items:
     item-by-item loop would."""
 
     __slots__ = ("env", "feed", "rate", "recorder", "socket", "stage", "kernel", "layer", "key", "items", "index",
-                 "start", "tick", "done")
+                 "start", "tick", "done", "delays")
 
     def __init__(self, env: simpy.Environment, kernel: KernelPlan, stage: Stage, feed: _Feed, socket: _Socket,
                  recorder: _Recorder, layer: int) -> None:
@@ -603,6 +644,7 @@ class _Items:
         self.start = 0.0
         self.tick = _triggered(env)   # an item's compute delay (one object, re-scheduled)
         self.done = self.tick
+        self.delays: dict[float, float] = {}   # work -> work / rate (the same quotient every time)
 
     def run(self, items: tuple) -> simpy.Event:
         """Start ``items`` (the last has work); the event fires when the last is computed."""
@@ -632,7 +674,7 @@ class _Items:
             if work > 0:
                 env = self.env
                 now = env._now   # noqa: SLF001 (env.now without the property call)
-                end = now + work / self.rate   # what ``delay`` schedules
+                end = now + self._delay(work)   # what ``delay`` schedules
                 if not end <= HORIZON_S:
                     raise past_horizon(end)
                 self.start = now
@@ -657,12 +699,31 @@ class _Items:
         else:   # ``recorder.compute``'s sum, the same operations
             busy = recorder.busy
             busy[self.key] = busy.get(self.key, 0.0) + end - self.start
-        if self.index < len(self.items):
+        items, index = self.items, self.index
+        if index < len(items):
             landing = self.feed.take()   # ``_take``
-            if landing is None:
-                self._compute()
-            else:
+            if landing is not None:
                 landing.callbacks.append(self._landed)
+                return
+            work = items[index].work
+            if work > 0 and index + 1 < len(items):   # ``_compute``'s common case inline
+                env = self.env
+                end_next = end + (self.delays.get(work) or self._delay(work))
+                if not end_next <= HORIZON_S:
+                    raise past_horizon(end_next)
+                self.index = index + 1
+                self.start = end
+                tick = self.tick
+                tick.callbacks = [self._computed]
+                heappush(env._queue, (end_next, NORMAL, next(env._eid), tick))   # noqa: SLF001
+            else:
+                self._compute()
+
+    def _delay(self, work: float) -> float:
+        delay = self.delays.get(work)
+        if delay is None:
+            delay = self.delays[work] = work / self.rate
+        return delay
 
 
 def _triggered(env: simpy.Environment) -> simpy.Event:

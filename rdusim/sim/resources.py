@@ -23,7 +23,7 @@ import simpy
 from rdusim.errors import HorizonError
 
 #: bytes below which a transfer counts as complete (guards float rounding)
-_EPSILON_BYTES = 1e-3
+EPSILON_BYTES = 1e-3
 #: simulated seconds no event may pass: no real prefill or decode step comes near (DeepSeek-R1
 #: at 128K streaming its weights from DDR is minutes), while absurd hardware values (a bandwidth
 #: of 1e-300 B/s, an efficiency of 1e-320) would otherwise schedule events at float precision's
@@ -93,7 +93,7 @@ class BandwidthPool:
         then reads the landing's time). Returns the flow's handle (for ``make_urgent``), or
         ``None`` when there is nothing to transfer (below the byte epsilon: not a flow, and the
         waiter is not called)."""
-        if nbytes <= _EPSILON_BYTES:
+        if nbytes <= EPSILON_BYTES:
             return None
         now = self.env._now   # noqa: SLF001 (env.now without the property call)
         if self._next_s <= now:
@@ -119,7 +119,7 @@ class BandwidthPool:
         self._timer = None
         least = flows[0][0]
         end = now + least / (rate / len(flows))
-        if least > _EPSILON_BYTES and end > now and end <= HORIZON_S:
+        if least > EPSILON_BYTES and end > now and end <= HORIZON_S:
             self._next_s = end
             if self._urgent:
                 self._arm()
@@ -153,10 +153,10 @@ class BandwidthPool:
             # done: under the byte epsilon, or so little left that the clock cannot advance by it
             # (late in a long run a float's resolution in seconds can exceed that time; waiting
             # would re-plan forever without progress)
-            if least > _EPSILON_BYTES and now + wait > now:
+            if least > EPSILON_BYTES and now + wait > now:
                 break
             count = 1
-            while count < len(flows) and (flows[count][0] <= _EPSILON_BYTES or now + flows[count][0] / share <= now):
+            while count < len(flows) and (flows[count][0] <= EPSILON_BYTES or now + flows[count][0] / share <= now):
                 count += 1
             done = sorted(flows[:count], key=_arrival) if count > 1 else flows[:1]
             del flows[:count]
@@ -202,8 +202,8 @@ class BandwidthPool:
         share = rate / count
         first = flows[0]
         least = first[0]
-        if not (least <= _EPSILON_BYTES or now + least / share <= now) or \
-                (count > 1 and (flows[1][0] <= _EPSILON_BYTES or now + flows[1][0] / share <= now)):
+        if not (least <= EPSILON_BYTES or now + least / share <= now) or \
+                (count > 1 and (flows[1][0] <= EPSILON_BYTES or now + flows[1][0] / share <= now)):
             self._reschedule(now)   # the first does not land, or several land together
             return
         self._timer = None
@@ -216,7 +216,7 @@ class BandwidthPool:
             return
         least = flows[0][0]
         end = now + least / (rate / len(flows))
-        if least > _EPSILON_BYTES and end > now and end <= HORIZON_S:
+        if least > EPSILON_BYTES and end > now and end <= HORIZON_S:
             self._next_s = end
             if self._urgent:
                 self._arm()
@@ -241,7 +241,7 @@ class WeightedPool:
 
     def transfer(self, nbytes: float, weight: float) -> simpy.Event:
         done = self.env.event()
-        if nbytes <= _EPSILON_BYTES:
+        if nbytes <= EPSILON_BYTES:
             done.succeed()
             return done
         self._advance()
@@ -259,7 +259,7 @@ class WeightedPool:
 
     def _reschedule(self) -> None:
         self._generation += 1
-        for key in [k for k, f in self._flows.items() if f[0] <= _EPSILON_BYTES]:
+        for key in [k for k, f in self._flows.items() if f[0] <= EPSILON_BYTES]:
             self._flows.pop(key)[2].succeed()
         if not self._flows:
             return
