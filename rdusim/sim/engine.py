@@ -164,6 +164,9 @@ def _run(env: simpy.Environment) -> None:
     queue = env._queue   # noqa: SLF001
     while queue:
         env._now, _, _, event = heappop(queue)   # noqa: SLF001
+        if event.__class__ is _Items:   # an item's compute delay: the stage's items go on
+            event.computed()
+            continue
         callbacks, event.callbacks = event.callbacks, None
         for callback in callbacks:
             callback(event)
@@ -628,10 +631,11 @@ class _Items:
     and event number, so equal-time ties fall in the same order), without a process resumption,
     a generator step and a new ``Timeout`` per item. The chunk's last item computes in the event
     ``run`` returns (the stage's process waits for it), so the process resumes exactly where the
-    item-by-item loop would."""
+    item-by-item loop would. The other items' delays are the runner itself in SimPy's queue (no
+    event object: ``_run`` calls ``computed``), so only ``_run`` may run the environment."""
 
     __slots__ = ("env", "feed", "rate", "recorder", "socket", "stage", "kernel", "layer", "key", "items", "index",
-                 "start", "tick", "done", "delays")
+                 "start", "done", "delays")
 
     def __init__(self, env: simpy.Environment, kernel: KernelPlan, stage: Stage, feed: _Feed, socket: _Socket,
                  recorder: _Recorder, layer: int) -> None:
@@ -642,8 +646,7 @@ class _Items:
         self.items: tuple = ()
         self.index = 0
         self.start = 0.0
-        self.tick = _triggered(env)   # an item's compute delay (one object, re-scheduled)
-        self.done = self.tick
+        self.done = _triggered(env)
         self.delays: dict[float, float] = {}   # work -> work / rate (the same quotient every time)
 
     def run(self, items: tuple) -> simpy.Event:
@@ -678,11 +681,7 @@ class _Items:
                 if not end <= HORIZON_S:
                     raise past_horizon(end)
                 self.start = now
-                if self.index == len(items):
-                    event = self.done
-                else:
-                    event = self.tick
-                    event.callbacks = [self._computed]
+                event = self.done if self.index == len(items) else self
                 heappush(env._queue, (end, NORMAL, next(env._eid), event))   # noqa: SLF001
                 return
             landing = self.feed.take()
@@ -691,6 +690,10 @@ class _Items:
                 return
 
     def _computed(self, _event: simpy.Event) -> None:
+        self.computed()
+
+    def computed(self) -> None:
+        """An item's compute delay ended (``_run``'s call; the last item's: its event's callback)."""
         end = self.env._now   # noqa: SLF001
         recorder = self.recorder
         if recorder.enabled:
@@ -713,9 +716,7 @@ class _Items:
                     raise past_horizon(end_next)
                 self.index = index + 1
                 self.start = end
-                tick = self.tick
-                tick.callbacks = [self._computed]
-                heappush(env._queue, (end_next, NORMAL, next(env._eid), tick))   # noqa: SLF001
+                heappush(env._queue, (end_next, NORMAL, next(env._eid), self))   # noqa: SLF001
             else:
                 self._compute()
 
