@@ -163,9 +163,13 @@ def _run(env: simpy.Environment) -> None:
     in the same order; a failed event nobody defused raises as ``step`` raises it)."""
     queue = env._queue   # noqa: SLF001
     while queue:
-        env._now, _, _, event = heappop(queue)   # noqa: SLF001
-        if event.__class__ is _Items:   # an item's compute delay: the stage's items go on
+        env._now, _, number, event = heappop(queue)   # noqa: SLF001
+        kind = event.__class__
+        if kind is _Items:   # an item's compute delay: the stage's items go on
             event.computed()
+            continue
+        if kind is BandwidthPool:   # a pool's timer
+            event.on_timer(number)
             continue
         callbacks, event.callbacks = event.callbacks, None
         for callback in callbacks:
@@ -199,8 +203,9 @@ def _run_segments(env: simpy.Environment, segments: list[tuple[Plan, list[tuple[
 
 def _make_socket(env: simpy.Environment, plan: Plan, index: int, copies: int) -> _Socket:
     socket = plan.system.socket
-    pools = {tier: BandwidthPool(env, f"{tier}{index}", socket.tier_bytes_per_s(tier)) for tier in OFF_CHIP_TIERS}
-    pools["p2p"] = BandwidthPool(env, f"p2p{index}", socket.p2p_bytes_per_s)
+    pools = {tier: BandwidthPool(env, f"{tier}{index}", socket.tier_bytes_per_s(tier), direct=True)
+             for tier in OFF_CHIP_TIERS}
+    pools["p2p"] = BandwidthPool(env, f"p2p{index}", socket.p2p_bytes_per_s, direct=True)
     return _Socket(index, pools, socket.p2p_latency_s, copies)
 
 

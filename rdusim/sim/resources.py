@@ -62,7 +62,10 @@ class BandwidthPool:
     urgent waiters wake at the exact time.
     """
 
-    def __init__(self, env: simpy.Environment, name: str, rate_bytes_per_s: float) -> None:
+    def __init__(self, env: simpy.Environment, name: str, rate_bytes_per_s: float, *, direct: bool = False) -> None:
+        """``direct``: the pool's timers are the pool itself in SimPy's queue (no event object; the
+        engine's own loop, which alone may run ``env`` then, calls ``on_timer`` with the entry's
+        event number)."""
         if rate_bytes_per_s <= 0:
             raise ValueError(f"{name}: rate_bytes_per_s must be > 0, got {rate_bytes_per_s}")
         self.env = env
@@ -78,7 +81,8 @@ class BandwidthPool:
         self._updated_s = env.now
         self._next_s = math.inf             # when the next flow lands (where the timer would fire)
         self._urgent = 0                    # urgent flows in flight
-        self._timer: simpy.Event | None = None
+        self._timer: simpy.Event | int | None = None   # the armed timer (its event number if ``direct``)
+        self._direct = direct
 
     def transfer(self, nbytes: float) -> simpy.Event:
         """An event that fires once ``nbytes`` have crossed the pool."""
@@ -176,6 +180,10 @@ class BandwidthPool:
     def _arm(self) -> None:
         """A timer at ``_next_s`` exactly (SimPy's own schedule, at an absolute time)."""
         env = self.env
+        if self._direct:
+            number = self._timer = next(env._eid)   # noqa: SLF001
+            heapq.heappush(env._queue, (self._next_s, simpy.events.NORMAL, number, self))   # noqa: SLF001
+            return
         timer = self._timer = simpy.Event(env)
         timer._ok = True   # noqa: SLF001 (a triggered event, as a Timeout is)
         timer.callbacks.append(self._on_timer)
@@ -183,6 +191,11 @@ class BandwidthPool:
 
     def _on_timer(self, timer: simpy.Event) -> None:
         if timer is self._timer:   # else a newer arrival or landing re-planned the pool
+            self._land_next()
+
+    def on_timer(self, number: int) -> None:
+        """The timer of event number ``number`` fired (a ``direct`` pool)."""
+        if number == self._timer:   # else a newer arrival or landing re-planned the pool
             self._land_next()
 
     def _land_next(self) -> None:
