@@ -74,6 +74,12 @@ from rdusim.mapping.plan import KernelPlan, Plan, Stage
 from rdusim.sim.resources import EPSILON_BYTES, HORIZON_S, BandwidthPool, delay, past_horizon
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
+#: direct scheduling (the default): a chunk's items on compute as callbacks (``_Items``), item
+#: delays and pool timers as plain entries in SimPy's queue, run by the engine's own loop
+#: (``_run``); ``False`` runs them as SimPy processes, ``Timeout``s and event timers under
+#: ``env.run()``: the same events in the same order (tests/sim/test_coalesce.py compares the two)
+DIRECT = True
+
 
 @dataclass
 class _Socket:
@@ -144,7 +150,10 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     in_flight = _InFlight()
     main = env.process(_run_segments(env, segments, sockets, recorder, records, in_flight, coalesce))
     try:
-        _run(env)
+        if DIRECT:
+            _run(env)
+        else:
+            env.run()
     except SimulationError as error:  # past the horizon: the hardware's numbers are the cause
         raise SimulationError(f"{plan.system.source}: simulating {plan.mapping.name}: {error}") from None
     if not main.triggered:
@@ -203,9 +212,9 @@ def _run_segments(env: simpy.Environment, segments: list[tuple[Plan, list[tuple[
 
 def _make_socket(env: simpy.Environment, plan: Plan, index: int, copies: int) -> _Socket:
     socket = plan.system.socket
-    pools = {tier: BandwidthPool(env, f"{tier}{index}", socket.tier_bytes_per_s(tier), direct=True)
+    pools = {tier: BandwidthPool(env, f"{tier}{index}", socket.tier_bytes_per_s(tier), direct=DIRECT)
              for tier in OFF_CHIP_TIERS}
-    pools["p2p"] = BandwidthPool(env, f"p2p{index}", socket.p2p_bytes_per_s, direct=True)
+    pools["p2p"] = BandwidthPool(env, f"p2p{index}", socket.p2p_bytes_per_s, direct=DIRECT)
     return _Socket(index, pools, socket.p2p_latency_s, copies)
 
 
@@ -597,7 +606,7 @@ def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stag
                          recorder: _Recorder, layer: int) -> Generator:
     """``_run_stage`` with the loader as a ``_Feed``, a chunk's items on compute as callbacks
     (``_Items``) and write-backs as pool events."""
-    runner = _Items(env, kernel, stage, feed, socket, recorder, layer) if stage.rate_ops_per_s > 0 else None
+    runner = _Items(env, kernel, stage, feed, socket, recorder, layer) if DIRECT and stage.rate_ops_per_s > 0 else None
     yield go
     writes: deque[simpy.Event] = deque()
     for index, chunk in enumerate(stage.chunks):
