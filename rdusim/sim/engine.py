@@ -50,6 +50,11 @@ event carrying a count; nothing is assumed about overlap or contention:
   same arithmetic (``BandwidthPool.catch_up``), and the feed catches its in-flight item up
   before its gate moves; the kernel's records read the pools after catching them up.
 
+Direct scheduling (``DIRECT``, the default; tests compare it with SimPy processes bit for bit): a
+chunk's items on compute are callbacks (``_Items``), and an item's compute delay and a pool's
+timer are plain entries in SimPy's queue (the runner, the pool) at the time, priority and event
+number a ``Timeout`` or timer event would have had, run by the engine's own loop (``_run``).
+
 Equal-time ties: events at the same simulated time run in another order than in the reference
 engine; tests/sim/test_coalesce.py checks on tie-laden random pipelines (every duration a
 quarter of a second) that the event logs and kernel records still agree bit for bit. With
