@@ -653,8 +653,8 @@ class _Items:
     item-by-item loop would. The other items' delays are the runner itself in SimPy's queue (no
     event object: ``_run`` calls ``computed``), so only ``_run`` may run the environment."""
 
-    __slots__ = ("env", "feed", "rate", "recorder", "socket", "stage", "kernel", "layer", "key", "items", "index",
-                 "start", "done", "delays")
+    __slots__ = ("env", "feed", "rate", "recorder", "socket", "stage", "kernel", "layer", "key", "items", "count",
+                 "index", "start", "done", "delays")
 
     def __init__(self, env: simpy.Environment, kernel: KernelPlan, stage: Stage, feed: _Feed, socket: _Socket,
                  recorder: _Recorder, layer: int) -> None:
@@ -663,6 +663,7 @@ class _Items:
         self.rate = stage.rate_ops_per_s
         self.key = (socket.index, stage.name)
         self.items: tuple = ()
+        self.count = 0   # len(items)
         self.index = 0
         self.start = 0.0
         self.done = _triggered(env)
@@ -670,7 +671,7 @@ class _Items:
 
     def run(self, items: tuple) -> simpy.Event:
         """Start ``items`` (the last has work); the event fires when the last is computed."""
-        self.items, self.index = items, 0
+        self.items, self.count, self.index = items, len(items), 0
         self.done = _triggered(self.env)
         self.done.callbacks.append(self._computed)
         self._take()
@@ -721,14 +722,14 @@ class _Items:
         else:   # ``recorder.compute``'s sum, the same operations
             busy = recorder.busy
             busy[self.key] = busy.get(self.key, 0.0) + end - self.start
-        items, index = self.items, self.index
-        if index < len(items):
+        index = self.index
+        if index < self.count:
             landing = self.feed.take()   # ``_take``
             if landing is not None:
                 landing.callbacks.append(self._landed)
                 return
-            work = items[index].work
-            if work > 0 and index + 1 < len(items):   # ``_compute``'s common case inline
+            work = self.items[index].work
+            if work > 0 and index + 1 < self.count:   # ``_compute``'s common case inline
                 env = self.env
                 end_next = end + (self.delays.get(work) or self._delay(work))
                 if not end_next <= HORIZON_S:

@@ -104,16 +104,17 @@ class BandwidthPool:
             self.catch_up()
         flows = self._flows
         rate = self.rate_bytes_per_s
+        count = len(flows)
         elapsed = now - self._updated_s   # every flow served alike up to now
-        if elapsed > 0 and flows:
-            served = rate / len(flows) * elapsed
+        if elapsed > 0 and count:
+            served = rate / count * elapsed
             for flow in flows:
                 flow[0] -= served
             self.busy_s += elapsed
         self._updated_s = now
         flow = [float(nbytes), self._arrivals, waiter, urgent]
         self._arrivals += 1
-        at = len(flows)
+        at = count
         while at and flows[at - 1][0] > flow[0]:
             at -= 1
         flows.insert(at, flow)
@@ -122,7 +123,7 @@ class BandwidthPool:
         # ``_reschedule(now)``, its common case inline: the first flow does not land at once
         self._timer = None
         least = flows[0][0]
-        end = now + least / (rate / len(flows))
+        end = now + least / (rate / (count + 1))
         if least > EPSILON_BYTES and end > now and end <= HORIZON_S:
             self._next_s = end
             if self._urgent:
@@ -204,15 +205,15 @@ class BandwidthPool:
         now = self._next_s
         flows = self._flows
         rate = self.rate_bytes_per_s
+        count = len(flows)
+        share = rate / count
         elapsed = now - self._updated_s   # every flow served alike up to now
         if elapsed > 0:
-            served = rate / len(flows) * elapsed
+            served = share * elapsed
             for flow in flows:
                 flow[0] -= served
             self.busy_s += elapsed
         self._updated_s = now
-        count = len(flows)
-        share = rate / count
         first = flows[0]
         least = first[0]
         if not (least <= EPSILON_BYTES or now + least / share <= now) or \
@@ -224,11 +225,11 @@ class BandwidthPool:
         self._urgent -= first[3]
         waiter, first[2] = first[2], None   # None: landed
         waiter.succeed()
-        if not flows:
+        if count == 1:
             self._next_s = math.inf
             return
         least = flows[0][0]
-        end = now + least / (rate / len(flows))
+        end = now + least / (rate / (count - 1))
         if least > EPSILON_BYTES and end > now and end <= HORIZON_S:
             self._next_s = end
             if self._urgent:
