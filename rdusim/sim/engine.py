@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 from heapq import heappop, heappush
 
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, PENDING
 
 from rdusim.config.schema import OFF_CHIP_TIERS
 from rdusim.errors import SimulationError
@@ -462,8 +462,7 @@ class _Feed:
                 pool, nbytes = one
                 self.left, self.event = 1, None
                 if urgent:
-                    self.event = event = self.env.event()
-                    event.callbacks.append(self._landed)
+                    self.event = _pending(self.env, self._landed)
                 flow = pool.add(nbytes, self, urgent)
                 if self.left:
                     self.flows = [(pool, flow)]
@@ -480,8 +479,7 @@ class _Feed:
             self.on_landed = self._recording(loads)
         self.flows, self.left, self.event = [], len(loads), None
         if urgent and loads:
-            self.event = self.env.event()
-            self.event.callbacks.append(self._landed)
+            self.event = _pending(self.env, self._landed)
         if len(loads) == 1:   # the feed is the flow's waiter
             pool, nbytes = loads[0]
             flow = pool.add(nbytes, self, urgent)
@@ -514,15 +512,14 @@ class _Feed:
         if self.left == 0:
             self.flows = []
             if self.event is not None:
-                self.event.succeed()   # its callback: ``_landed``
+                _succeed(self.event)   # its callback: ``_landed``
             else:   # found by a pool's catch-up: nothing started at its instant
                 self.landed[self.started - 1] = True
 
     def _urgent(self) -> simpy.Event:
         """The in-flight item's landing as an event (its pools wake at its exact time)."""
         if self.event is None:
-            self.event = self.env.event()
-            self.event.callbacks.append(self._landed)
+            self.event = _pending(self.env, self._landed)
             for pool, flow in self.flows:
                 pool.make_urgent(flow)
         return self.event
@@ -579,8 +576,7 @@ class _Feed:
             pool, nbytes = one
             self.left, self.event = 1, None
             if s + 1 < released and taken >= s + 1 - depth:   # urgent: its landing starts the next
-                self.event = event = self.env.event()
-                event.callbacks.append(self._landed)
+                self.event = _pending(self.env, self._landed)
                 flow = pool.add(nbytes, self, True)
             else:
                 flow = pool.add(nbytes, self, False)
@@ -745,6 +741,34 @@ class _Items:
         if delay is None:
             delay = self.delays[work] = work / self.rate
         return delay
+
+
+def _pending(env: simpy.Environment, callback: Callable[[simpy.Event], None]) -> simpy.Event:
+    """``env.event()`` with ``callback``: direct, the object's two attributes set without the
+    bound class's and ``__init__``'s calls (its value is ``Event``'s class default: pending)."""
+    if not DIRECT:
+        event = env.event()
+        event.callbacks.append(callback)
+        return event
+    event = _new_event(simpy.Event)
+    event.env, event.callbacks = env, [callback]
+    return event
+
+
+def _succeed(event: simpy.Event) -> None:
+    """``event.succeed()``: direct, scheduled as ``Environment.schedule`` schedules it (now, normal
+    priority, the next event number) without the two calls."""
+    if not DIRECT:
+        event.succeed()
+        return
+    if event._value is not PENDING:   # noqa: SLF001
+        raise SimulationError(f"{event} has already been triggered")
+    event._ok, event._value = True, None   # noqa: SLF001
+    env = event.env
+    heappush(env._queue, (env._now, NORMAL, next(env._eid), event))   # noqa: SLF001
+
+
+_new_event = object.__new__
 
 
 def _triggered(env: simpy.Environment) -> simpy.Event:
