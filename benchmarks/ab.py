@@ -1,6 +1,6 @@
 """A/B speed of the issue-20 figures: this tree against another commit, in the same run.
 
-    python benchmarks/ab.py [--base HEAD~1] [--figures prefill128k,full8k,explore,serve]
+    python benchmarks/ab.py [--base HEAD~1] [--figures prefill128k,full8k,explore,serve,moe128k]
                             [--repeats 3] [--serve-requests 100000] [--out ab.csv]
 
 The base commit is unpacked (``git archive``) into a temporary folder; every figure runs in a fresh
@@ -19,7 +19,12 @@ DeepSeek-R1 decode (budget 2000, 20 re-scores) and prefill (budget 200, 20 re-sc
 ``serve``: requests through the disaggregated SnapStream deployment (Poisson 1.5 req/s, prompts
 lognormal:32768,0.5, outputs lognormal:1024,0.6, seed 0), ``run_serving`` wall time after the
 step tables are built (and its CPU time: on a shared machine the steadier figure), and the peak
-resident memory of the process.
+resident memory of the process (and its peak before the run: the step tables); a tree whose
+``run_serving`` can measure the run as it goes (``stream=True``, what ``rdusim serve`` does) runs
+that way (``streamed`` in the row); ``moe128k`` (not in the issue's table, not run by default): the
+MoE layer type of the DeepSeek-R1 prefill at 128K alone on its built plan (``simulate_plan(...,
+layer_types=("moe",), record_events=False)``, min of 5 after a warm-up), the unit of work of the
+explorer's prefill re-scores.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = ("prefill128k", "full8k", "explore", "serve")
+FIGURES = ("prefill128k", "full8k", "explore", "serve", "moe128k")
 PREFILL = "mappings/deepseek-r1/prefill-snapstream.yaml"
 
 
@@ -52,6 +57,22 @@ def _prefill128k(_: argparse.Namespace) -> dict:
         walls.append(time.perf_counter() - start)
         cpus.append(time.process_time() - cpu)
     return {"wall_s": min(walls), "cpu_s": min(cpus), "events": result.trace.event_count, "result": result.total_s}
+
+
+def _moe128k(_: argparse.Namespace) -> dict:
+    from rdusim.mapping.build import build_plan  # noqa: PLC0415
+    from rdusim.mapping.bundle import load_mapping  # noqa: PLC0415
+    from rdusim.sim.engine import simulate_plan  # noqa: PLC0415
+
+    plan = build_plan(load_mapping("mappings/deepseek-r1/prefill.yaml", seq_len=131072))
+    walls, cpus = [], []
+    for _ in range(6):   # the first a warm-up
+        start, cpu = time.perf_counter(), time.process_time()
+        trace = simulate_plan(plan, record_events=False, layer_types=("moe",))
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    return {"wall_s": min(walls[1:]), "cpu_s": min(cpus[1:]), "events": trace.event_count,
+            "result": trace.kernels[-1].end_s}
 
 
 def _full8k(_: argparse.Namespace) -> dict:
@@ -96,17 +117,24 @@ def _serve(args: argparse.Namespace) -> dict:
     deployment = load_deployment("mappings/deepseek-r1/serve-snapstream.yaml")
     workload = generate_workload(1.5, parse_distribution("lognormal:32768,0.5", "p"),
                                  parse_distribution("lognormal:1024,0.6", "o"), seed=0, requests=args.serve_requests)
+    import inspect  # noqa: PLC0415
+
+    # measured as the run goes where the tree can (issue 20 item 3: ``rdusim serve`` and the sweep do)
+    streamed = {"stream": True} if "stream" in inspect.signature(run_serving).parameters else {}
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start, cpu = time.perf_counter(), time.process_time()
-    result = run_serving(deployment, workload, record_events=False)
+    result = run_serving(deployment, workload, record_events=False, **streamed)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     s = result.summary
     return {"wall_s": wall, "cpu_s": cpu, "requests": len(workload), "requests_per_s": len(workload) / wall,
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss_before_mib": rss_before,
+            "streamed": bool(streamed),
             "result": (s["completed"], s["p90_ttft_ms"], s["p90_tpot_ms"], s["mean_decode_batch"])}
 
 
 def _run_one(args: argparse.Namespace) -> None:
-    row = {"prefill128k": _prefill128k, "full8k": _full8k, "explore": _explore, "serve": _serve}[args.runner](args)
+    row = {"prefill128k": _prefill128k, "full8k": _full8k, "explore": _explore, "serve": _serve,
+           "moe128k": _moe128k}[args.runner](args)
     print(json.dumps(row))
 
 
@@ -128,7 +156,7 @@ def _git(*argv: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="HEAD~1", help="commit to compare against (default HEAD~1)")
-    parser.add_argument("--figures", default=",".join(FIGURES))
+    parser.add_argument("--figures", default=",".join(FIGURES[:4]))
     parser.add_argument("--repeats", type=int, default=3, help="runs per side, alternating (minimum reported)")
     parser.add_argument("--serve-requests", type=int, default=100_000)
     parser.add_argument("--out", type=Path, help="CSV of every run")

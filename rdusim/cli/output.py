@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from rdusim.analysis.result import SimulationResult
 from rdusim.cli.progress import held
@@ -46,6 +47,7 @@ class Outputs:
     _files: dict[Path, str] = field(default_factory=dict)          # path -> option that named it
     _folders: dict[Path, _Folder] = field(default_factory=dict)
     _content: dict[Path, bytes | Iterable[str | bytes]] = field(default_factory=dict)
+    _streams: dict[Path, tuple[str, IO[str]]] = field(default_factory=dict)   # path -> (temporary file, handle)
 
     def file(self, option: str, path: str | Path | None) -> Path | None:
         """Check an output file path now (``None``: the option was not given)."""
@@ -72,18 +74,50 @@ class Outputs:
             raise RuntimeError(f"{path} was not registered as an output")
         self._content[path] = content.encode("utf-8") if isinstance(content, str) else content
 
+    def stream(self, path: Path) -> IO[str]:
+        """A registered file written while the command works: a text handle on a temporary file
+        beside it (in its folder's nearest existing ancestor while the folder is not yet created),
+        renamed into place at ``commit`` with the others; ``abort`` removes it."""
+        if path not in self._files and path.parent not in self._folders:
+            raise RuntimeError(f"{path} was not registered as an output")
+        folder = path.parent if str(path.parent) else Path(".")
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())
+            handle = os.fdopen(fd, "w", encoding="utf-8", newline="")
+        except BaseException:
+            os.close(fd)
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self._streams[path] = (tmp, handle)
+        return handle
+
+    def abort(self) -> None:
+        """Remove the files being streamed (nothing else was written yet)."""
+        for tmp, handle in self._streams.values():
+            handle.close()
+            Path(tmp).unlink(missing_ok=True)
+        self._streams.clear()
+
     def commit(self) -> list[Path]:
         """Write every file handed over, all or nothing; returns the paths written."""
         created = [f.path for f in self._folders.values() if not f.path.exists()]
         staged: list[tuple[str, Path]] = []
         try:
+            for _, handle in self._streams.values():
+                handle.close()
             for folder in created:
                 folder.mkdir(parents=True)
             for path, data in self._content.items():
                 staged.append((_stage(path, data), path))
+            staged += [(tmp, path) for path, (tmp, _) in self._streams.items()]
+            self._streams.clear()
         except BaseException as error:
             for tmp, _ in staged:
                 Path(tmp).unlink(missing_ok=True)
+            self.abort()
             for folder in reversed(created):
                 _remove_empty(folder)
             if not isinstance(error, OSError):
@@ -94,7 +128,7 @@ class Outputs:
             for tmp, path in staged:
                 os.replace(tmp, path)
             for folder in self._folders.values():
-                _remove_stale(folder, set(self._content))
+                _remove_stale(folder, {path for _, path in staged})
         return [path for _, path in staged]
 
     def discard(self) -> None:

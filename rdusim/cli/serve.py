@@ -1,6 +1,7 @@
 """``rdusim serve DEPLOYMENT``: run requests through a serving deployment and report SLO metrics.
 
-Writes into ``--out`` (created): ``requests.csv`` (one row per request), ``summary.json``,
+Writes into ``--out`` (created): ``requests.csv`` (one row per request, written as the requests
+finish: the run is measured as it goes, ``run_serving(..., stream=True)``), ``summary.json``,
 ``nodes.csv`` (utilisation per node), ``batch_histogram.csv``, ``trace.json`` (Perfetto:
 requests per node) and ``latency_cdf.png`` (TTFT and TPOT CDFs). Without ``--out`` it prints
 the summary only. Workload: generated (``--rate``, ``--duration`` or ``--requests``,
@@ -13,7 +14,6 @@ import argparse
 import io
 import json
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from rdusim.analysis.serving.deployment import load_deployment
@@ -106,8 +106,24 @@ def run(args: argparse.Namespace) -> int:
         deployment = load_deployment(args.deployment, args.overrides, progress=updater(building))
     slo = early or slo_from(args, deployment)
     check_slo_possible(deployment, workload, slo)
+    # requests.csv is written as the requests finish, into a file beside it renamed at commit
+    # (removed if anything fails before)
+    csv = outputs.stream(out / "requests.csv") if out is not None else None
+    try:
+        text = _serve(outputs, out, deployment, workload, slo, csv)
+    except BaseException:
+        outputs.abort()
+        raise
+    sys.stdout.write(text)
+    return 0
+
+
+def _serve(outputs: Outputs, out: Any, deployment: Any, workload: Any, slo: Slo,
+           csv: Any) -> str:
+    """Run, measure as the run goes, and write the outputs; the printed summary."""
     with bar(len(workload), "serve", "req") as served:  # requests finished or rejected
-        result = run_serving(deployment, workload, slo, record_events=False, progress=updater(served))
+        result = run_serving(deployment, workload, slo, record_events=False, progress=updater(served),
+                             stream=True, requests_csv=csv)
     text = format_summary(result.summary, result.nodes)
     if out is not None:
         import matplotlib  # noqa: PLC0415 (heavy: only when writing figures)
@@ -116,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         from rdusim.analysis.serving.plots import plot_latency_cdf  # noqa: PLC0415
 
         files = {
-            "requests.csv": csv_chunks(result.requests),
+            "requests.csv": None,
             "summary.json": json.dumps(result.summary, indent=2) + "\n",
             "nodes.csv": result.nodes.to_csv(index=False),
             "batch_histogram.csv": result.batch_histogram.to_csv(index=False),
@@ -124,17 +140,11 @@ def run(args: argparse.Namespace) -> int:
         }
         files["latency_cdf.png"] = _cdf_figure(plot_latency_cdf, result, slo)
         for name, content in files.items():
-            outputs.put(out / name, content)
+            if content is not None:
+                outputs.put(out / name, content)
         outputs.commit()
         text += f"\nwrote {', '.join(files)} to {out}/\n"
-    sys.stdout.write(text)
-    return 0
-
-
-def csv_chunks(frame: Any, rows: int = 16384) -> Iterator[str]:
-    """``frame.to_csv(index=False)`` a slice of rows at a time (the same text, never whole in memory)."""
-    for start in range(0, max(len(frame), 1), rows):
-        yield frame.iloc[start:start + rows].to_csv(index=False, header=start == 0)
+    return text
 
 
 def _cdf_figure(plot: Any, result: Any, slo: Slo) -> bytes:
@@ -142,8 +152,8 @@ def _cdf_figure(plot: Any, result: Any, slo: Slo) -> bytes:
 
     figure = Figure(figsize=(9, 3.5), layout="constrained")
     left, right = figure.subplots(1, 2)
-    plot({result.deployment: result.requests}, "ttft_s", left, slo.ttft_s)
-    plot({result.deployment: result.requests}, "tpot_s", right, slo.tpot_s)
+    plot({result.deployment: result.latency["ttft_s"]}, "ttft_s", left, slo.ttft_s)
+    plot({result.deployment: result.latency["tpot_s"]}, "tpot_s", right, slo.tpot_s)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=120)
     return buffer.getvalue()

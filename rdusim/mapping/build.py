@@ -23,7 +23,7 @@ from rdusim.mapping.draft import draft_candidates
 from rdusim.mapping.memory import live_activation_peak
 from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan, SpeculativePlan
 from rdusim.mapping.sharding import Layout, aligned_kv_degree, collectives, op_shard
-from rdusim.mapping.stages import KernelContext, build_kernel, check_item_budget
+from rdusim.mapping.stages import GraphCache, KernelContext, build_kernel, check_item_budget
 from rdusim.model.ops import Op
 from rdusim.model.policy import kv_length as policy_kv_length
 from rdusim.model.speculative import expected_accepted
@@ -141,12 +141,15 @@ class LayerBuild:
 
 
 def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | None = None,
-                cache: dict[Any, KernelPlan] | None = None, check_sram: bool = True) -> LayerBuild:
+                cache: dict[Any, KernelPlan] | None = None, check_sram: bool = True,
+                kept: GraphCache | None = None) -> LayerBuild:
     """Check and plan one layer type (MappingError lists its problems).
 
     ``graph`` reuses a layer graph built for the same shape; ``cache`` reuses kernel plans
     whose inputs (spec, op shards, collectives, what leaves the kernel) are the same, which
-    is what lets the mapping explorer score thousands of candidates a second.
+    is what lets the mapping explorer score thousands of candidates a second. ``kept`` (with
+    ``graph``, and only for mappings of the same node and workload): what layers built on that
+    graph before kept (``rdusim.mapping.stages.GraphCache``: op stages, readers, collectives).
     """
     spec = loaded.spec
     if graph is None:
@@ -157,11 +160,11 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
     if issues:
         raise MappingError(issues)
     shards = {n: op_shard(graph.nodes[n]["op"], _kernel_of(kernel_specs, n)) for n in graph.nodes}
-    issues = _check_degrees(loaded, base, graph, kernel_specs, shards)
+    issues = _check_degrees(loaded, base, graph, kernel_specs, shards, kept.fine_shards if kept is not None else None)
     if issues:
         raise MappingError(issues)
-    context = KernelContext(loaded, layer_type, graph, shards, collectives(graph, shards, loaded.system.collective_steps),
-                            kernel_specs)
+    found = collectives(graph, shards, loaded.system.collective_steps, kept.edges if kept is not None else None)
+    context = KernelContext(loaded, layer_type, graph, shards, found, kernel_specs, kept)
     check_item_budget(context)
     keys = tuple(_kernel_key(context, index) for index in range(len(kernel_specs)))
     cache = {} if cache is None else cache
@@ -173,14 +176,16 @@ def build_layer(loaded: LoadedMapping, layer_type: str, *, graph: nx.DiGraph | N
     issues = _check_sram(loaded, base, tuple(plans)) if check_sram else []
     if issues:
         raise MappingError(issues)
-    return LayerBuild(tuple(plans), keys, live_activation_peak(graph, context.kernel_of, shards))
+    peak = live_activation_peak(graph, context.kernel_of, shards, kept.activation_bytes if kept is not None else None)
+    return LayerBuild(tuple(plans), keys, peak)
 
 
 def _kernel_key(ctx: KernelContext, index: int) -> tuple[Any, ...]:
     """Everything ``build_kernel`` reads for kernel ``index`` (the rest is fixed per mapping)."""
-    ops = [n for n in ctx.graph.nodes if ctx.kernel_of[n] == index]
+    ops = ctx.ops_of[index]
     shards = tuple((n, tuple(sorted(ctx.shards[n].items()))) for n in ops)
-    found = tuple(c for c in ctx.collectives if c.producer in ops or c.consumer in ops)
+    members = set(ops)
+    found = tuple(c for c in ctx.collectives if c.producer in members or c.consumer in members)
     outside = tuple(ctx.needed_outside(t, index) for n in ops for t in ctx.graph.nodes[n]["op"].writes)
     batch = ctx.loaded.spec.workload.batch
     return (ctx.layer_type, batch, query_tokens(ctx.loaded), ctx.kernel_specs[index].model_dump_json(), shards,
@@ -247,14 +252,14 @@ def _check_coverage(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
                 issues.append(f"{loaded.where('layers', layer_type, k, 'shard', name)}: shards op {name!r}, "
                               f"which is not in kernel {kernel.kernel!r} (its ops: {', '.join(kernel.ops)})")
         for j, name in enumerate(kernel.ops):
-            where = loaded.where("layers", layer_type, k, "ops", j)
             if name not in graph.nodes:
                 close = difflib.get_close_matches(name, list(graph.nodes), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                issues.append(f"{where}: unknown op {name!r} for {layer_type} layers{hint}")
+                issues.append(f"{loaded.where('layers', layer_type, k, 'ops', j)}: unknown op {name!r} for "
+                              f"{layer_type} layers{hint}")
             elif name in placed:
-                issues.append(f"{where}: op {name!r} is already in kernel "
-                              f"{kernel_specs[placed[name]].kernel!r}")
+                issues.append(f"{loaded.where('layers', layer_type, k, 'ops', j)}: op {name!r} is already in "
+                              f"kernel {kernel_specs[placed[name]].kernel!r}")
             else:
                 placed[name] = k
     missing = [n for n in graph.nodes if n not in placed]
@@ -270,12 +275,19 @@ def _check_coverage(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
 
 
 def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
-                   kernel_specs: list[KernelSpec], shards: dict[str, Layout]) -> list[str]:
+                   kernel_specs: list[KernelSpec], shards: dict[str, Layout],
+                   fine: set[tuple[Any, ...]] | None = None) -> list[str]:
+    """Degrees divide the dimensions they split and fit the node. ``fine``: (op, shard) pairs
+    found without an issue before on this graph and node (the checks read nothing else)."""
     issues: list[str] = []
     sockets = loaded.system.sockets
     for k, kernel in enumerate(kernel_specs):
         for name in kernel.ops:
             op, shard = graph.nodes[name]["op"], shards[name]
+            known = (name, tuple(shard.items()))
+            if fine is not None and known in fine:
+                continue
+            before = len(issues)
             key = ("shard", name) if name in kernel.shard else ("tp",)
             where = _Where(loaded, ("layers", layer_type, k, *key))  # formatted only for an issue
             for dim, degree in shard.items():
@@ -295,6 +307,8 @@ def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
             if used > sockets or sockets % used:
                 issues.append(f"{where}: op {name!r} is split {used} ways ({shard}), which does not "
                               f"fit or divide the {sockets} sockets of {loaded.system.name}")
+            if fine is not None and len(issues) == before:
+                fine.add(known)
     return sorted(set(issues), key=issues.index)
 
 

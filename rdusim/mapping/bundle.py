@@ -55,11 +55,14 @@ def validate_mapping(document: Document) -> MappingSpec:
 
 def resolve_kernels(spec: MappingSpec) -> MappingSpec:
     """``spec`` with every kernel's unset settings taken from ``spec.defaults``."""
-    defaults = spec.defaults
-    layers = {layer_type: [k.model_copy(update={f: getattr(defaults, f) for f in DEFAULTED_FIELDS
-                                                if getattr(k, f) is None}) for k in kernels]
-              for layer_type, kernels in spec.layers.items()}
+    layers = {layer_type: resolve_kernel_list(kernels, spec.defaults) for layer_type, kernels in spec.layers.items()}
     return spec.model_copy(update={"layers": layers})
+
+
+def resolve_kernel_list(kernels: list[KernelSpec], defaults: MappingDefaultsSpec) -> list[KernelSpec]:
+    """One layer type's kernels with their unset settings taken from ``defaults``."""
+    return [k.model_copy(update={f: getattr(defaults, f) for f in DEFAULTED_FIELDS if getattr(k, f) is None})
+            for k in kernels]
 
 
 def load_mapping(path: str | Path, *, overrides: list[Override] | None = None, seq_len: int | None = None,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -62,13 +63,16 @@ class LayerMemory:
     sram_bytes: float
 
 
-def layer_memory(kernels: Sequence[KernelPlan]) -> LayerMemory:
+def layer_memory(kernels: Sequence[KernelPlan], weight_bytes: Sequence[float] | None = None) -> LayerMemory:
+    """What a layer type's kernels add to the memory accounting; ``weight_bytes``: each kernel's
+    ``kernel_weight_bytes`` when the caller keeps them."""
     split = None
     for kernel in kernels:
         for stage in kernel.stages:
             if stage.op is not None and stage.op.op_class == "attention":
                 split = stage.shard.get("batch", 1) * stage.shard.get("kv_heads", 1)
-    return LayerMemory(tuple((k.weights_tier, kernel_weight_bytes(k)) for k in kernels), split,
+    weights = [kernel_weight_bytes(k) for k in kernels] if weight_bytes is None else weight_bytes
+    return LayerMemory(tuple((k.weights_tier, w) for k, w in zip(kernels, weights, strict=True)), split,
                        max((k.sram_bytes for k in kernels), default=0.0))
 
 
@@ -154,12 +158,14 @@ def kernel_weight_bytes(kernel: KernelPlan) -> float:
                for s in kernel.stages if s.op is not None for t in s.op.reads if t.role == "weight")
 
 
-def live_activation_peak(graph: nx.DiGraph, kernel_of: dict[str, int], shards: dict[str, Layout]) -> float:
+def live_activation_peak(graph: nx.DiGraph, kernel_of: dict[str, int], shards: dict[str, Layout],
+                         kept: dict[tuple[Any, ...], float] | None = None) -> float:
     """Peak bytes of activations held in HBM between kernels of one layer.
 
     A tensor is live from the kernel that writes it until the last kernel that reads it
     (the layer output until the next layer's last reader of its input); tensors made and
-    used inside one kernel stay in SRAM and are not counted.
+    used inside one kernel stay in SRAM and are not counted. ``kept``: each written tensor's
+    bytes by op, tensor and the op's shard, kept across layers of the same graph.
     """
     n_kernels = max(kernel_of.values()) + 1
     last_reader: dict[str, int] = {}   # tensor -> the last kernel reading it (one pass over the graph)
@@ -177,7 +183,14 @@ def live_activation_peak(graph: nx.DiGraph, kernel_of: dict[str, int], shards: d
             if tensor.role != "activation":
                 continue
             last = last_reader.get(tensor.name, 0)
-            nbytes = tensor.nbytes(op.sizes, tensor_layout(tensor, shards[name]))
+            if kept is None:
+                nbytes = tensor.nbytes(op.sizes, tensor_layout(tensor, shards[name]))
+            else:
+                key = (name, tensor.name, tuple(shards[name].items()))
+                found = kept.get(key)
+                if found is None:
+                    found = kept[key] = tensor.nbytes(op.sizes, tensor_layout(tensor, shards[name]))
+                nbytes = found
             for boundary in range(kernel_of[name], last):
                 live[boundary] += nbytes
     return max(live)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 
@@ -94,20 +95,47 @@ def partial_degree(op: Op, shard: Layout) -> int:
     return math.prod(k for d, k in shard.items() if d in op.reduce)
 
 
-def collectives(graph: nx.DiGraph, shards: dict[str, Layout], steps: Callable[[int], int]) -> list[Collective]:
-    """Every collective the layer needs, in op order."""
+@dataclass
+class EdgeCache:
+    """What ``collectives`` keeps across layers built on one layer graph and node: the graph's
+    edges, each tensor's writer, and each edge's collectives by everything they depend on (the
+    shards at its two ends and the partial-sum degree of the tensor)."""
+
+    edges: list[tuple[str, str, list[str]]] | None = None
+    writers: dict[str, str] = field(default_factory=dict)
+    steps: Callable[[int], int] | None = None
+    found: dict[tuple[Any, ...], list[Collective]] = field(default_factory=dict)
+
+
+def collectives(graph: nx.DiGraph, shards: dict[str, Layout], steps: Callable[[int], int],
+                kept: EdgeCache | None = None) -> list[Collective]:
+    """Every collective the layer needs, in op order. ``kept``: what earlier layers on the same
+    graph found (a node's ``steps`` other than the one it was kept for starts afresh)."""
+    if kept is None or kept.edges is None or kept.steps != steps:
+        kept = kept if kept is not None else EdgeCache()
+        kept.edges, kept.steps, kept.found = _edges(graph), steps, {}
+        # the tensor's last writer (its partial sums: ``partial_degree`` of that op's shard)
+        kept.writers = {t.name: n for n in graph.nodes for t in graph.nodes[n]["op"].writes}
     found: list[Collective] = []
-    partial = {t.name: partial_degree(graph.nodes[n]["op"], shards[n])
-               for n in graph.nodes for t in graph.nodes[n]["op"].writes}
+    partial: dict[str, int] = {}
     seen: set[tuple[str, str, str]] = set()
-    for producer, consumer, tensors in _edges(graph):
+    for producer, consumer, tensors in kept.edges:
         for tensor_name in tensors:
-            for collective in _edge_collectives(graph, producer, consumer, tensor_name, shards, partial, steps):
+            if tensor_name not in partial:
+                writer = kept.writers.get(tensor_name)
+                partial[tensor_name] = 1 if writer is None else partial_degree(graph.nodes[writer]["op"], shards[writer])
+            key = (producer, consumer, tensor_name, tuple(shards[producer].items()), tuple(shards[consumer].items()),
+                   partial[tensor_name])
+            edge = kept.found.get(key)
+            if edge is None:
+                edge = kept.found[key] = _edge_collectives(graph, producer, consumer, tensor_name, shards, partial,
+                                                           steps)
+            for collective in edge:
                 # one reduction serves every reader; gathers are per reading op
-                key = (collective.kind, collective.tensor,
-                       collective.producer if collective.in_producer_kernel else collective.consumer)
-                if key not in seen:
-                    seen.add(key)
+                once = (collective.kind, collective.tensor,
+                        collective.producer if collective.in_producer_kernel else collective.consumer)
+                if once not in seen:
+                    seen.add(once)
                     found.append(collective)
     return found
 

@@ -29,6 +29,7 @@ always in the space.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -253,6 +254,35 @@ def layer_kernels(space: Space, layer: LayerSpace, genome: tuple[int, ...]) -> l
         else:
             groups[-1].append(i + 1)
     return [_kernel(space, layer, group, genome) for group in groups]
+
+
+def kernel_signature(space: Space, layer: LayerSpace) -> Callable[[tuple[int, ...]], tuple[Any, ...]]:
+    """A function of a genome equal for two genomes exactly when ``layer_kernels`` spells the same
+    kernels for them (tested): per kernel, its segments and the gene indices ``_kernel`` reads (its
+    lead segment's TP, chunk and weights; the attention gene if it holds the attention op). A
+    gene's choices are distinct values, so distinct indices spell distinct kernels. A few tuple
+    operations, where ``layer_kernels`` builds every kernel's document."""
+    base = layer.layer_type
+    cuts = tuple(space.index[f"{base}.cut{i}"] if free else None for i, free in enumerate(layer.cut_is_free))
+    settings = tuple(tuple(space.index[f"{base}.seg{s}.{g}"] for g in ("tp", "chunk", "weights"))
+                     for s in range(len(layer.segments)))
+    holder = next((s for s, segment in enumerate(layer.segments) if layer.attention_op in segment.ops), None)
+    attn = space.index.get(f"{base}.attn")
+
+    def signature(genome: tuple[int, ...]) -> tuple[Any, ...]:
+        kernels: list[tuple[Any, ...]] = []
+        start = 0
+        for end in range(1, len(settings) + 1):
+            if end < len(settings) and cuts[end - 1] is not None and not genome[cuts[end - 1]]:
+                continue  # no boundary here: the next segment joins this kernel
+            lead = holder if holder is not None and start <= holder < end else start
+            tp, chunk, weights = settings[lead]
+            kernels.append((end, genome[tp], genome[chunk], genome[weights],
+                            genome[attn] if lead == holder and attn is not None else -1))
+            start = end
+        return tuple(kernels)
+
+    return signature
 
 
 def _kernel(space: Space, layer: LayerSpace, group: list[int], genome: tuple[int, ...]) -> dict[str, Any]:

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
+import numpy as np
 
 from rdusim.config.schema import HBM, KernelSpec
 from rdusim.errors import MappingError
 from rdusim.mapping.bundle import DEFAULTED_FIELDS, LoadedMapping
 from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
 from rdusim.mapping.routing import chunk_expert_tokens
-from rdusim.mapping.sharding import Collective, Layout, tensor_layout
+from rdusim.mapping.sharding import Collective, EdgeCache, Layout, tensor_layout
 from rdusim.model.ops import Op, TensorUse
 from rdusim.model.transformer import (
     LAYER_INPUT,
@@ -34,12 +38,31 @@ from rdusim.model.transformer import (
 
 #: the kernel settings ``build_kernel`` reads, present once ``resolve_kernels`` has run
 RESOLVED_FIELDS = tuple(f for f in DEFAULTED_FIELDS if f != "max_chunks")  # no cap is a valid setting
+_WORK = operator.attrgetter("work")
+_ZERO = np.zeros(1)  # a running total's start
+_FEW_ITEMS = 512     # a stage's work over fewer items: ``sum`` (numpy's calls cost more)
 #: the most work items the kernels of one layer type may hold. Each item costs a few
 #: microseconds to build and a few simulation events (about 4e5 events/s, benchmarks/RESULTS.md),
 #: so this bounds a layer to seconds; the shipped mappings need under 10^5 (DeepSeek-R1 prefill at
 #: 128K: 64 MoE tiles x 257 experts). A larger plan (a huge batch, chunk_tokens=1 on a long
 #: prompt, kv_block_tokens=1) is refused before anything is built
 MAX_LAYER_ITEMS = 1_000_000
+
+
+@dataclass
+class GraphCache:
+    """What ``build_layer`` keeps across layers built on one layer graph, for mappings of one node
+    and workload (the mapping explorer's candidates): op stages by everything ``_op_stage`` reads
+    (``_op_stage_key``; kernel plans that differ elsewhere share them), each tensor's readers,
+    the MoE router, the collectives' edges (``EdgeCache``), the bytes of written tensors
+    (``live_activation_peak``) and the (op, shard) pairs the degree checks passed."""
+
+    op_stages: dict[tuple[Any, ...], _Draft] = field(default_factory=dict)
+    readers: dict[str, list[str]] | None = None
+    router: str | None = None
+    edges: EdgeCache = field(default_factory=EdgeCache)
+    activation_bytes: dict[tuple[Any, ...], float] = field(default_factory=dict)  # ``live_activation_peak``'s
+    fine_shards: set[tuple[Any, ...]] = field(default_factory=set)  # (op, shard) the degree checks passed
 
 
 @dataclass
@@ -50,18 +73,33 @@ class KernelContext:
     shards: dict[str, Layout]
     collectives: list[Collective]
     kernel_specs: list[KernelSpec]
+    #: what layers built on this graph before kept (the explorer's); None: nothing kept
+    kept: GraphCache | None = None
     kernel_of: dict[str, int] = field(init=False)
+    ops_of: list[list[str]] = field(init=False)      # per kernel, its ops in graph order
+    router: str | None = field(init=False)           # the op writing an MoE layer's routes
     readers: dict[str, list[str]] = field(init=False)
+    chunking: dict[int, tuple[list[str], int, int]] = field(init=False, default_factory=dict)  # ``_chunking``'s
 
     def __post_init__(self) -> None:
         unresolved = [k.kernel for k in self.kernel_specs if any(getattr(k, f) is None for f in RESOLVED_FIELDS)]
         assert not unresolved, f"kernels not resolved against the mapping defaults: {unresolved}"
         self.kernel_of = {op: k for k, spec in enumerate(self.kernel_specs) for op in spec.ops}
+        self.ops_of = [[] for _ in self.kernel_specs]
+        for name in self.graph.nodes:
+            self.ops_of[self.kernel_of[name]].append(name)
+        if self.kept is not None and self.kept.readers is not None:
+            self.router, self.readers = self.kept.router, self.kept.readers
+            return
+        self.router = next((n for n in self.graph.nodes
+                            if any(t.name == ROUTES for t in self.graph.nodes[n]["op"].writes)), None)
         self.readers = {}
         for name in self.graph.nodes:
             for tensor in self.graph.nodes[name]["op"].reads:
                 key = LAYER_OUTPUT if tensor.name == LAYER_INPUT else tensor.name
                 self.readers.setdefault(key, []).append(name)
+        if self.kept is not None:
+            self.kept.router, self.kept.readers = self.router, self.readers
 
     def needed_outside(self, tensor: TensorUse, kernel: int) -> bool:
         """Whether a written tensor must go to HBM (read by another kernel, kept, or final)."""
@@ -73,12 +111,13 @@ class KernelContext:
 
 @dataclass
 class _Draft:
-    """A stage under construction (mutable until PCUs are allocated)."""
+    """A stage before PCUs are allocated (not changed once made: op stages are shared between
+    kernel plans, ``GraphCache.op_stages``)."""
 
     name: str
     op_class: str
     inputs: list[str]
-    chunks: list[Chunk]
+    chunks: Sequence[Chunk]                 # a tuple: the stage's (shared with the stages of other plans)
     op: Op | None = None
     shard: Layout = field(default_factory=dict)
     resident_bytes: float = 0.0
@@ -86,12 +125,39 @@ class _Draft:
     max_pcus: int | None = None             # independent instances per socket, if capped
     loads_follow_inputs: bool = False       # data-dependent loads (see ``_op_stage``)
 
+    @functools.cached_property
+    def work(self) -> float:
+        """Its items' work, summed item after item in plan order: ``sum`` of the floats one after
+        another (as ``sum`` adds floats up to Python 3.11), over many items by ``np.cumsum`` over
+        each chunk object's works (chunks repeat as the same objects; tested equal to the loop)."""
+        if sum(len(c.items) for c in self.chunks) <= _FEW_ITEMS:
+            return sum(map(_WORK, itertools.chain.from_iterable(c.items for c in self.chunks)))
+        works: dict[int, np.ndarray] = {}
+        parts = [_ZERO]
+        for chunk in self.chunks:
+            found = works.get(id(chunk))
+            if found is None:
+                found = works[id(chunk)] = np.fromiter(map(_WORK, chunk.items), float, len(chunk.items))
+            parts.append(found)
+        return float(np.cumsum(np.concatenate(parts))[-1])
+
+    @functools.cached_property
+    def max_item_load(self) -> float:
+        return _max_item_load(self)
+
 
 def _chunking(ctx: KernelContext, index: int) -> tuple[list[str], int, int]:
-    """The kernel's ops, its chunk size in tokens and its number of chunks."""
+    """The kernel's ops, its chunk size in tokens and its number of chunks (once per kernel)."""
+    found = ctx.chunking.get(index)
+    if found is None:
+        found = ctx.chunking[index] = _find_chunking(ctx, index)
+    return found
+
+
+def _find_chunking(ctx: KernelContext, index: int) -> tuple[list[str], int, int]:
     spec = ctx.kernel_specs[index]  # resolved: every setting present (bundle.resolve_kernels)
     chunk_tokens = spec.chunk_tokens
-    ops = [n for n in ctx.graph.nodes if ctx.kernel_of[n] == index]
+    ops = ctx.ops_of[index]
     # a kernel streams its token rows; only a kernel without any (SnapKV's) streams keys
     token_ops = [n for n in ops if "seq" in ctx.graph.nodes[n]["op"].loop] or ops
     rows = max(_rows(ctx.graph.nodes[n]["op"], ctx.shards[n]) for n in token_ops)
@@ -139,14 +205,14 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
             # one gather per tensor serves every reader in this kernel
             if coll.consumer == name and not coll.in_producer_kernel and all(d.name != coll.name for d in drafts):
                 drafts.append(_gather_stage(ctx, coll, n_chunks, provider))
-        drafts.append(_op_stage(ctx, name, index, n_chunks, provider))
+        drafts.append(_cached_op_stage(ctx, name, index, n_chunks, provider))
         for coll in ctx.collectives:
             if coll.producer == name and coll.in_producer_kernel:
                 drafts.append(_reduce_stage(ctx, coll, n_chunks, provider, index))
     assert len({d.name for d in drafts}) == len(drafts), "stage names must be unique within a kernel"
     stages = _allocate(ctx, drafts)
     depth = spec.buffer_depth
-    per_stage = tuple((x.name, x.resident_bytes + depth * (_max_item_load(x) + x.out_bytes_per_chunk)) for x in drafts)
+    per_stage = tuple((x.name, x.resident_bytes + depth * (x.max_item_load + x.out_bytes_per_chunk)) for x in drafts)
     return KernelPlan(spec.kernel, ctx.layer_type, stages, sum(b for _, b in per_stage), chunk_tokens, spec.weights,
                       depth, spec.orchestration, per_stage)
 
@@ -177,6 +243,43 @@ def _rows(op: Op, shard: Layout) -> int:
 
 
 # ---------------------------------------------------------------------------- op stage
+def _cached_op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider: dict[str, str]) -> _Draft:
+    """``_op_stage``, taken from ``ctx.kept`` when one with the same inputs was built (tested equal
+    to a fresh one); ``provider`` is updated either way."""
+    if ctx.kept is None:
+        return _op_stage(ctx, name, index, n_chunks, provider)
+    key = _op_stage_key(ctx, name, index, n_chunks, provider)
+    draft = ctx.kept.op_stages.get(key)
+    if draft is None:
+        draft = ctx.kept.op_stages[key] = _op_stage(ctx, name, index, n_chunks, provider)
+    else:
+        for tensor in draft.op.writes if draft.op is not None else ():
+            provider[tensor.name] = name
+    return draft
+
+
+def _op_stage_key(ctx: KernelContext, name: str, index: int, n_chunks: int, provider: dict[str, str]
+                  ) -> tuple[Any, ...]:
+    """Everything ``_op_stage`` reads besides the graph's op: its shard, chunks, the kernel's
+    settings it uses, which of its reads this kernel makes (and where), the reductions it feeds
+    in this kernel, which of its outputs leave the kernel, whether its router is in this kernel
+    (routed experts), and the workload's routing."""
+    op: Op = ctx.graph.nodes[name]["op"]
+    spec = ctx.kernel_specs[index]
+    workload = ctx.loaded.spec.workload
+    return (name, n_chunks, tuple(ctx.shards[name].items()), spec.weights, spec.kv_block_tokens, spec.attention_split,
+            spec.expert_weights, tuple(provider.get(t.name) for t in op.reads),
+            tuple(c.tensor for c in ctx.collectives if c.producer == name and c.in_producer_kernel),
+            tuple(ctx.needed_outside(t, index) for t in op.writes),
+            op.routed and spec.expert_weights == "routed" and _router_in_kernel(ctx, index),
+            workload.routing, workload.seed)
+
+
+def _router_in_kernel(ctx: KernelContext, index: int) -> bool:
+    """Whether the op writing the routes (an MoE router) is in kernel ``index``."""
+    return ctx.router is not None and ctx.kernel_of[ctx.router] == index
+
+
 def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider: dict[str, str]) -> _Draft:
     op: Op = ctx.graph.nodes[name]["op"]
     shard = ctx.shards[name]
@@ -221,9 +324,8 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     # streams is known only when its routes (and the rows they carry) arrive, so those loads
     # cannot run ahead of the router (a looped kernel cannot prefetch them either); routes
     # made by an earlier kernel call are known when this one starts
-    router = next((n for n in ctx.graph.nodes if any(t.name == ROUTES for t in ctx.graph.nodes[n]["op"].writes)), None)
-    follow = op.routed and spec.expert_weights == "routed" and router is not None and ctx.kernel_of[router] == index
-    return _Draft(name, op.op_class, inputs, chunks, op, shard, resident_bytes=sum(b for _, b in resident),
+    follow = op.routed and spec.expert_weights == "routed" and _router_in_kernel(ctx, index)
+    return _Draft(name, op.op_class, inputs, tuple(chunks), op, shard, resident_bytes=sum(b for _, b in resident),
                   out_bytes_per_chunk=out, max_pcus=_pcu_cap(ctx, op, shard, spec), loads_follow_inputs=follow)
 
 
@@ -348,11 +450,12 @@ def _routed_items(rows: int, n_chunks: int, experts: int, routed: int, topk: int
 
 
 # ---------------------------------------------------------------------- collectives
-def _collective_chunks(coll: Collective, n_chunks: int, loads: float, stores: float) -> list[Chunk]:
-    return [Chunk((Item(0.0, ((HBM, loads / n_chunks),) if loads else ()),),
-                  p2p_bytes=coll.egress_bytes / n_chunks, p2p_steps=coll.phases,
-                  stores=((HBM, stores / n_chunks),) if stores else ())
-            for _ in range(n_chunks)]
+@functools.lru_cache(maxsize=256)
+def _collective_chunks(coll: Collective, n_chunks: int, loads: float, stores: float) -> tuple[Chunk, ...]:
+    """A collective stage's chunks: one (immutable) chunk, n times (kept, as ``_block_items``)."""
+    chunk = Chunk((Item(0.0, ((HBM, loads / n_chunks),) if loads else ()),), p2p_bytes=coll.egress_bytes / n_chunks,
+                  p2p_steps=coll.phases, stores=((HBM, stores / n_chunks),) if stores else ())
+    return (chunk,) * n_chunks
 
 
 def _gather_stage(ctx: KernelContext, coll: Collective, n_chunks: int, provider: dict[str, str]) -> _Draft:
@@ -387,8 +490,7 @@ def _allocate(ctx: KernelContext, drafts: list[_Draft]) -> tuple[Stage, ...]:
     """PCUs per stage so that the spatial pipeline's slowest stage is as fast as whole PCUs allow."""
     socket = ctx.loaded.system.socket
     compute = [x for x in drafts if x.op_class != "collective"]
-    one_pcu_s = {x.name: sum(i.work for c in x.chunks for i in c.items) * socket.pcus
-                 / socket.achievable_ops_per_s(x.op_class) for x in compute}
+    one_pcu_s = {x.name: x.work * socket.pcus / socket.achievable_ops_per_s(x.op_class) for x in compute}
     caps = {x.name: x.max_pcus or socket.pcus for x in compute}
     pcus = balance_pcus(one_pcu_s, caps, socket.pcus)
     stages = []
@@ -454,7 +556,8 @@ def _max_item_load(draft: _Draft) -> float:
         return 0.0
     first = draft.chunks[0].items[0]
     # chunks and items repeat as the same objects: each counted once
-    items = {id(i): i for c in {id(c): c for c in draft.chunks}.values() for i in c.items}
+    chunks = {id(c): c for c in draft.chunks}.values()
+    items = {id(i): i for i in itertools.chain.from_iterable(c.items for c in chunks)}
     del items[id(first)]
     return max([sum(b for _, b in first.loads) - draft.resident_bytes,
                 *(sum(b for _, b in i.loads) for i in items.values())])

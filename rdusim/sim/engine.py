@@ -50,6 +50,11 @@ event carrying a count; nothing is assumed about overlap or contention:
   same arithmetic (``BandwidthPool.catch_up``), and the feed catches its in-flight item up
   before its gate moves; the kernel's records read the pools after catching them up.
 
+Direct scheduling (``DIRECT``, the default; tests compare it with SimPy processes bit for bit): a
+chunk's items on compute are callbacks (``_Items``), and an item's compute delay and a pool's
+timer are plain entries in SimPy's queue (the runner, the pool) at the time, priority and event
+number a ``Timeout`` or timer event would have had, run by the engine's own loop (``_run``).
+
 Equal-time ties: events at the same simulated time run in another order than in the reference
 engine; tests/sim/test_coalesce.py checks on tie-laden random pipelines (every duration a
 quarter of a second) that the event logs and kernel records still agree bit for bit. With
@@ -63,14 +68,22 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 import simpy
+from simpy.events import NORMAL, PENDING
 
 from rdusim.config.schema import OFF_CHIP_TIERS
 from rdusim.errors import SimulationError
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
-from rdusim.sim.resources import BandwidthPool, delay
+from rdusim.sim.resources import EPSILON_BYTES, HORIZON_S, BandwidthPool, delay, past_horizon
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
+
+#: direct scheduling (the default): a chunk's items on compute as callbacks (``_Items``), item
+#: delays and pool timers as plain entries in SimPy's queue, run by the engine's own loop
+#: (``_run``); ``False`` runs them as SimPy processes, ``Timeout``s and event timers under
+#: ``env.run()``: the same events in the same order (tests/sim/test_coalesce.py compares the two)
+DIRECT = True
 
 
 @dataclass
@@ -142,7 +155,10 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     in_flight = _InFlight()
     main = env.process(_run_segments(env, segments, sockets, recorder, records, in_flight, coalesce))
     try:
-        env.run()
+        if DIRECT:
+            _run(env)
+        else:
+            env.run()
     except SimulationError as error:  # past the horizon: the hardware's numbers are the cause
         raise SimulationError(f"{plan.system.source}: simulating {plan.mapping.name}: {error}") from None
     if not main.triggered:
@@ -154,6 +170,28 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
         event_count=next(env._eid),  # SimPy's own event counter
         layer_multiplier={layer: mult for _, layers in segments for layer, _, mult in layers},
     )
+
+
+def _run(env: simpy.Environment) -> None:
+    """``env.run()``: SimPy's ``step`` until the queue is empty, its loop inline (the same events
+    in the same order; a failed event nobody defused raises as ``step`` raises it)."""
+    queue = env._queue   # noqa: SLF001
+    while queue:
+        env._now, _, number, event = heappop(queue)   # noqa: SLF001
+        kind = event.__class__
+        if kind is _Items:   # an item's compute delay: the stage's items go on
+            event.computed()
+            continue
+        if kind is BandwidthPool:   # a pool's timer
+            event.on_timer(number)
+            continue
+        callbacks, event.callbacks = event.callbacks, None
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):   # noqa: SLF001
+            exc = type(event._value)(*event._value.args)   # noqa: SLF001
+            exc.__cause__ = event._value   # noqa: SLF001
+            raise exc
 
 
 def _segments(plan: Plan, fast: bool) -> list[tuple[Plan, list[tuple[int, str, int]]]]:
@@ -179,8 +217,9 @@ def _run_segments(env: simpy.Environment, segments: list[tuple[Plan, list[tuple[
 
 def _make_socket(env: simpy.Environment, plan: Plan, index: int, copies: int) -> _Socket:
     socket = plan.system.socket
-    pools = {tier: BandwidthPool(env, f"{tier}{index}", socket.tier_bytes_per_s(tier)) for tier in OFF_CHIP_TIERS}
-    pools["p2p"] = BandwidthPool(env, f"p2p{index}", socket.p2p_bytes_per_s)
+    pools = {tier: BandwidthPool(env, f"{tier}{index}", socket.tier_bytes_per_s(tier), direct=DIRECT)
+             for tier in OFF_CHIP_TIERS}
+    pools["p2p"] = BandwidthPool(env, f"p2p{index}", socket.p2p_bytes_per_s, direct=DIRECT)
     return _Socket(index, pools, socket.p2p_latency_s, copies)
 
 
@@ -388,26 +427,51 @@ class _Feed:
         self.left = 0
         self.event: simpy.Event | None = None
         self.on_landed: Callable[[int, float], None] | None = None
+        # each item's loads as (pool, bytes); ``_one``: the load of an item of one (a flow), when
+        # no trace is recorded (``take`` starts those inline)
+        self._loads: list[list[tuple[BandwidthPool, float]]] = []
+        self._one: list[tuple[BandwidthPool, float] | None] = []
+        resolved: dict[int, tuple[list, list]] = {}   # by the chunk's items' id (plans share them)
+        for chunk in stage.chunks:
+            got = resolved.get(id(chunk.items))
+            if got is None:
+                loads = [[(self.pools[tier], nbytes) for tier, nbytes in item.loads if nbytes > 0]
+                         for item in chunk.items]
+                got = resolved[id(chunk.items)] = (loads, [x[0] if len(x) == 1 and x[0][1] > EPSILON_BYTES and lazy
+                                                           else None for x in loads])
+            self._loads += got[0]
+            self._one += got[1]
         self._pump()
 
     def _pump(self) -> None:
-        items, depth = self.items, self.depth
+        items, depth, landed = self.items, self.depth, self.landed
         while self.started < len(items):
             k = self.started
-            if k >= self.released or self.taken < k - depth:   # the gate is shut for item k
+            released, taken = self.released, self.taken
+            if k >= released or taken < k - depth:   # the gate is shut for item k
                 return
-            if k > 0 and not self.landed[k - 1]:   # item k - 1 in flight: its landing starts item k
+            if k > 0 and not landed[k - 1]:   # item k - 1 in flight: its landing starts item k
                 if self.left:
                     self._urgent()
                 return   # (else its landing's event is on its way)
-            self.started += 1
-            pools = self.pools
-            loads = [(pools[tier], nbytes) for tier, nbytes in items[k].loads if nbytes > 0]
+            self.started = k + 1
             # urgent: the gate is open for item k + 1, so this landing starts it
-            urgent = not self.lazy or (k + 1 < self.released and self.taken >= k + 1 - depth)
-            if self._start(loads, urgent):
+            urgent = not self.lazy or (k + 1 < released and taken >= k + 1 - depth)
+            one = self._one[k]
+            if one is not None:   # the common case (one load, a flow, no trace): the feed is the flow's waiter
+                pool, nbytes = one
+                self.left, self.event = 1, None
+                if urgent:
+                    self.event = _pending(self.env, self._landed)
+                flow = pool.add(nbytes, self, urgent)
+                if self.left:
+                    self.flows = [(pool, flow)]
+                    return
+                if self.event is not None:
+                    return
+            elif self._start(self._loads[k], urgent):
                 return
-            self.landed[k] = True   # nothing to load, or landed at once
+            landed[k] = True   # nothing to load, or landed at once
 
     def _start(self, loads: list[tuple[BandwidthPool, float]], urgent: bool) -> bool:
         """Start the next item's loads; whether they are in flight."""
@@ -415,9 +479,8 @@ class _Feed:
             self.on_landed = self._recording(loads)
         self.flows, self.left, self.event = [], len(loads), None
         if urgent and loads:
-            self.event = self.env.event()
-            self.event.callbacks.append(self._landed)
-        if len(loads) == 1:   # the common case: the feed is the flow's waiter
+            self.event = _pending(self.env, self._landed)
+        if len(loads) == 1:   # the feed is the flow's waiter
             pool, nbytes = loads[0]
             flow = pool.add(nbytes, self, urgent)
             if flow is None:
@@ -435,7 +498,12 @@ class _Feed:
 
     def succeed(self) -> None:
         """The pool's call when the in-flight item's one load lands."""
-        self.part_landed(0)
+        if self.on_landed is None and self.left == 1 and self.event is None:   # ``part_landed``'s common case
+            self.left = 0
+            self.flows = []
+            self.landed[self.started - 1] = True
+        else:
+            self.part_landed(0)
 
     def part_landed(self, index: int) -> None:
         if self.on_landed is not None:
@@ -444,15 +512,14 @@ class _Feed:
         if self.left == 0:
             self.flows = []
             if self.event is not None:
-                self.event.succeed()   # its callback: ``_landed``
+                _succeed(self.event)   # its callback: ``_landed``
             else:   # found by a pool's catch-up: nothing started at its instant
                 self.landed[self.started - 1] = True
 
     def _urgent(self) -> simpy.Event:
         """The in-flight item's landing as an event (its pools wake at its exact time)."""
         if self.event is None:
-            self.event = self.env.event()
-            self.event.callbacks.append(self._landed)
+            self.event = _pending(self.env, self._landed)
             for pool, flow in self.flows:
                 pool.make_urgent(flow)
         return self.event
@@ -487,13 +554,38 @@ class _Feed:
     def take(self) -> simpy.Event | None:
         """Compute takes the next item: ``None`` if its loads have landed (taken), else the event
         of their landing, after which compute calls ``take`` again."""
-        if self.flows:
-            self._settle()
-        if not self.landed[self.taken]:
-            if self.started <= self.taken:  # cannot happen: item k starts when item k - 1 lands
-                raise SimulationError(f"{self.stage.name}: item {self.taken} taken before its loads started")
+        flows = self.flows
+        if flows:
+            now = self.env._now   # noqa: SLF001
+            for pool, _ in flows:   # ``_settle`` (the pools' ``catch_up``, inline)
+                while pool._next_s <= now:   # noqa: SLF001
+                    pool._land_next()   # noqa: SLF001
+        k = self.taken
+        landed = self.landed
+        if not landed[k]:
+            if self.started <= k:  # cannot happen: item k starts when item k - 1 lands
+                raise SimulationError(f"{self.stage.name}: item {k} taken before its loads started")
             return self._urgent()
-        self.taken += 1
+        self.taken = taken = k + 1
+        # ``_pump``'s common case inline: the gate opens for the next item, the item before it has
+        # landed, and it is one flow
+        s = self.started
+        released, depth = self.released, self.depth
+        if s < released and taken >= s - depth and landed[s - 1] and (one := self._one[s]) is not None:
+            self.started = s + 1
+            pool, nbytes = one
+            self.left, self.event = 1, None
+            if s + 1 < released and taken >= s + 1 - depth:   # urgent: its landing starts the next
+                self.event = _pending(self.env, self._landed)
+                flow = pool.add(nbytes, self, True)
+            else:
+                flow = pool.add(nbytes, self, False)
+            if self.left:
+                self.flows = [(pool, flow)]
+                return None   # (``_pump`` would stop at item s + 1: item s is in flight)
+            if self.event is not None:
+                return None
+            landed[s] = True   # landed at once
         self._pump()
         return None
 
@@ -513,22 +605,27 @@ class _Load:
 def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stage, inputs: list[simpy.Store],
                          outputs: list[simpy.Store], feed: _Feed, go: simpy.Event, socket: _Socket,
                          recorder: _Recorder, layer: int) -> Generator:
-    """``_run_stage`` with the loader as a ``_Feed`` and write-backs as pool events."""
+    """``_run_stage`` with the loader as a ``_Feed``, a chunk's items on compute as callbacks
+    (``_Items``) and write-backs as pool events."""
+    runner = _Items(env, kernel, stage, feed, socket, recorder, layer) if DIRECT and stage.rate_ops_per_s > 0 else None
     yield go
     writes: deque[simpy.Event] = deque()
     for index, chunk in enumerate(stage.chunks):
         yield from _await_inputs(stage, index, inputs)
         if stage.loads_follow_inputs:  # the chunk's inputs say what to load
             feed.release(len(chunk.items))
-        for item in chunk.items:
-            landing = feed.take()
-            if landing is not None:
-                yield landing
-                feed.take()
-            if item.work > 0 and stage.rate_ops_per_s > 0:
-                start = env.now
-                yield delay(env, item.work / stage.rate_ops_per_s)
-                recorder.compute(socket, stage.name, kernel.name, layer, start, env.now, item.work)
+        if runner is not None and chunk.items and chunk.items[-1].work > 0:
+            yield runner.run(chunk.items)   # the same takes and compute delays, as callbacks
+        else:
+            for item in chunk.items:
+                landing = feed.take()
+                if landing is not None:
+                    yield landing
+                    feed.take()
+                if item.work > 0 and stage.rate_ops_per_s > 0:
+                    start = env.now
+                    yield delay(env, item.work / stage.rate_ops_per_s)
+                    recorder.compute(socket, stage.name, kernel.name, layer, start, env.now, item.work)
         if chunk.p2p_bytes > 0:
             yield from _send(env, kernel, stage, chunk.p2p_bytes, chunk.p2p_steps, socket, recorder, layer)
         for tier, nbytes in chunk.stores:
@@ -539,6 +636,146 @@ def _run_stage_coalesced(env: simpy.Environment, kernel: KernelPlan, stage: Stag
             yield queue.put(index)
     if writes:
         yield env.all_of(list(writes))
+
+
+class _Items:
+    """A chunk's items on a stage's compute, driven by callbacks instead of the stage's process:
+    item by item, take it from the feed (waiting for its landing if it is in flight), then
+    compute it for ``work / rate``. The same takes, at the same times, and the same compute
+    delays, scheduled where ``delay`` would schedule them (SimPy's queue, the same time, priority
+    and event number, so equal-time ties fall in the same order), without a process resumption,
+    a generator step and a new ``Timeout`` per item. The chunk's last item computes in the event
+    ``run`` returns (the stage's process waits for it), so the process resumes exactly where the
+    item-by-item loop would. The other items' delays are the runner itself in SimPy's queue (no
+    event object: ``_run`` calls ``computed``), so only ``_run`` may run the environment."""
+
+    __slots__ = ("env", "feed", "rate", "recorder", "socket", "stage", "kernel", "layer", "key", "items", "count",
+                 "index", "start", "done", "delays")
+
+    def __init__(self, env: simpy.Environment, kernel: KernelPlan, stage: Stage, feed: _Feed, socket: _Socket,
+                 recorder: _Recorder, layer: int) -> None:
+        self.env, self.kernel, self.stage, self.feed, self.socket, self.recorder, self.layer = \
+            env, kernel, stage, feed, socket, recorder, layer
+        self.rate = stage.rate_ops_per_s
+        self.key = (socket.index, stage.name)
+        self.items: tuple = ()
+        self.count = 0   # len(items)
+        self.index = 0
+        self.start = 0.0
+        self.done = _triggered(env)
+        self.delays: dict[float, float] = {}   # work -> work / rate (the same quotient every time)
+
+    def run(self, items: tuple) -> simpy.Event:
+        """Start ``items`` (the last has work); the event fires when the last is computed."""
+        self.items, self.count, self.index = items, len(items), 0
+        self.done = _triggered(self.env)
+        self.done.callbacks.append(self._computed)
+        self._take()
+        return self.done
+
+    def _take(self) -> None:
+        landing = self.feed.take()
+        if landing is None:
+            self._compute()
+        else:
+            landing.callbacks.append(self._landed)
+
+    def _landed(self, _event: simpy.Event) -> None:
+        self.feed.take()
+        self._compute()
+
+    def _compute(self) -> None:
+        """Compute the taken item (the next with work; taking those without in passing)."""
+        items = self.items
+        while True:
+            work = items[self.index].work
+            self.index += 1
+            if work > 0:
+                env = self.env
+                now = env._now   # noqa: SLF001 (env.now without the property call)
+                end = now + self._delay(work)   # what ``delay`` schedules
+                if not end <= HORIZON_S:
+                    raise past_horizon(end)
+                self.start = now
+                event = self.done if self.index == len(items) else self
+                heappush(env._queue, (end, NORMAL, next(env._eid), event))   # noqa: SLF001
+                return
+            landing = self.feed.take()
+            if landing is not None:
+                landing.callbacks.append(self._landed)
+                return
+
+    def _computed(self, _event: simpy.Event) -> None:
+        self.computed()
+
+    def computed(self) -> None:
+        """An item's compute delay ended (``_run``'s call; the last item's: its event's callback)."""
+        end = self.env._now   # noqa: SLF001
+        recorder = self.recorder
+        if recorder.enabled:
+            recorder.compute(self.socket, self.stage.name, self.kernel.name, self.layer, self.start, end,
+                             self.items[self.index - 1].work)
+        else:   # ``recorder.compute``'s sum, the same operations
+            busy = recorder.busy
+            busy[self.key] = busy.get(self.key, 0.0) + end - self.start
+        index = self.index
+        if index < self.count:
+            landing = self.feed.take()   # ``_take``
+            if landing is not None:
+                landing.callbacks.append(self._landed)
+                return
+            work = self.items[index].work
+            if work > 0 and index + 1 < self.count:   # ``_compute``'s common case inline
+                env = self.env
+                end_next = end + (self.delays.get(work) or self._delay(work))
+                if not end_next <= HORIZON_S:
+                    raise past_horizon(end_next)
+                self.index = index + 1
+                self.start = end
+                heappush(env._queue, (end_next, NORMAL, next(env._eid), self))   # noqa: SLF001
+            else:
+                self._compute()
+
+    def _delay(self, work: float) -> float:
+        delay = self.delays.get(work)
+        if delay is None:
+            delay = self.delays[work] = work / self.rate
+        return delay
+
+
+def _pending(env: simpy.Environment, callback: Callable[[simpy.Event], None]) -> simpy.Event:
+    """``env.event()`` with ``callback``: direct, the object's two attributes set without the
+    bound class's and ``__init__``'s calls (its value is ``Event``'s class default: pending)."""
+    if not DIRECT:
+        event = env.event()
+        event.callbacks.append(callback)
+        return event
+    event = _new_event(simpy.Event)
+    event.env, event.callbacks = env, [callback]
+    return event
+
+
+def _succeed(event: simpy.Event) -> None:
+    """``event.succeed()``: direct, scheduled as ``Environment.schedule`` schedules it (now, normal
+    priority, the next event number) without the two calls."""
+    if not DIRECT:
+        event.succeed()
+        return
+    if event._value is not PENDING:   # noqa: SLF001
+        raise SimulationError(f"{event} has already been triggered")
+    event._ok, event._value = True, None   # noqa: SLF001
+    env = event.env
+    heappush(env._queue, (env._now, NORMAL, next(env._eid), event))   # noqa: SLF001
+
+
+_new_event = object.__new__
+
+
+def _triggered(env: simpy.Environment) -> simpy.Event:
+    """An event that succeeds when processed (a ``Timeout``'s state), to schedule by hand."""
+    event = simpy.Event(env)
+    event._ok, event._value = True, None   # noqa: SLF001
+    return event
 
 
 def _write(env: simpy.Environment, socket: _Socket, tier: str, nbytes: float, kernel: KernelPlan, name: str,

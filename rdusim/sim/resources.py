@@ -23,7 +23,7 @@ import simpy
 from rdusim.errors import HorizonError
 
 #: bytes below which a transfer counts as complete (guards float rounding)
-_EPSILON_BYTES = 1e-3
+EPSILON_BYTES = 1e-3
 #: simulated seconds no event may pass: no real prefill or decode step comes near (DeepSeek-R1
 #: at 128K streaming its weights from DDR is minutes), while absurd hardware values (a bandwidth
 #: of 1e-300 B/s, an efficiency of 1e-320) would otherwise schedule events at float precision's
@@ -62,7 +62,10 @@ class BandwidthPool:
     urgent waiters wake at the exact time.
     """
 
-    def __init__(self, env: simpy.Environment, name: str, rate_bytes_per_s: float) -> None:
+    def __init__(self, env: simpy.Environment, name: str, rate_bytes_per_s: float, *, direct: bool = False) -> None:
+        """``direct``: the pool's timers are the pool itself in SimPy's queue (no event object; the
+        engine's own loop, which alone may run ``env`` then, calls ``on_timer`` with the entry's
+        event number)."""
         if rate_bytes_per_s <= 0:
             raise ValueError(f"{name}: rate_bytes_per_s must be > 0, got {rate_bytes_per_s}")
         self.env = env
@@ -78,7 +81,8 @@ class BandwidthPool:
         self._updated_s = env.now
         self._next_s = math.inf             # when the next flow lands (where the timer would fire)
         self._urgent = 0                    # urgent flows in flight
-        self._timer: simpy.Event | None = None
+        self._timer: simpy.Event | int | None = None   # the armed timer (its event number if ``direct``)
+        self._direct = direct
 
     def transfer(self, nbytes: float) -> simpy.Event:
         """An event that fires once ``nbytes`` have crossed the pool."""
@@ -93,9 +97,40 @@ class BandwidthPool:
         then reads the landing's time). Returns the flow's handle (for ``make_urgent``), or
         ``None`` when there is nothing to transfer (below the byte epsilon: not a flow, and the
         waiter is not called)."""
-        if nbytes <= _EPSILON_BYTES:
+        if nbytes <= EPSILON_BYTES:
             return None
-        return self._add(nbytes, waiter, urgent)
+        now = self.env._now   # noqa: SLF001 (env.now without the property call)
+        if self._next_s <= now:
+            self.catch_up()
+        flows = self._flows
+        rate = self.rate_bytes_per_s
+        count = len(flows)
+        elapsed = now - self._updated_s   # every flow served alike up to now
+        if elapsed > 0 and count:
+            served = rate / count * elapsed
+            for flow in flows:
+                flow[0] -= served
+            self.busy_s += elapsed
+        self._updated_s = now
+        flow = [float(nbytes), self._arrivals, waiter, urgent]
+        self._arrivals += 1
+        at = count
+        while at and flows[at - 1][0] > flow[0]:
+            at -= 1
+        flows.insert(at, flow)
+        self._urgent += urgent
+        self.bytes_total += nbytes
+        # ``_reschedule(now)``, its common case inline: the first flow does not land at once
+        self._timer = None
+        least = flows[0][0]
+        end = now + least / (rate / (count + 1))
+        if least > EPSILON_BYTES and end > now and end <= HORIZON_S:
+            self._next_s = end
+            if self._urgent:
+                self._arm()
+        else:
+            self._reschedule(now)
+        return flow
 
     def catch_up(self) -> None:
         """Land every flow due by now (the landings no timer was armed for)."""
@@ -113,29 +148,6 @@ class BandwidthPool:
             if self._timer is None:
                 self._arm()
 
-    def _add(self, nbytes: float, waiter: Waiter, urgent: bool) -> list:
-        now = self.env._now   # noqa: SLF001
-        if self._next_s <= now:
-            self.catch_up()
-        flows = self._flows
-        elapsed = now - self._updated_s   # every flow served alike up to now
-        if elapsed > 0 and flows:
-            served = self.rate_bytes_per_s / len(flows) * elapsed
-            for flow in flows:
-                flow[0] -= served
-            self.busy_s += elapsed
-        self._updated_s = now
-        flow = [float(nbytes), self._arrivals, waiter, urgent]
-        self._arrivals += 1
-        at = len(flows)
-        while at and flows[at - 1][0] > flow[0]:
-            at -= 1
-        flows.insert(at, flow)
-        self._urgent += urgent
-        self.bytes_total += nbytes
-        self._reschedule(now)
-        return flow
-
     def _reschedule(self, now: float) -> None:
         self._timer = None   # an armed timer is stale now
         flows = self._flows
@@ -146,10 +158,10 @@ class BandwidthPool:
             # done: under the byte epsilon, or so little left that the clock cannot advance by it
             # (late in a long run a float's resolution in seconds can exceed that time; waiting
             # would re-plan forever without progress)
-            if least > _EPSILON_BYTES and now + wait > now:
+            if least > EPSILON_BYTES and now + wait > now:
                 break
             count = 1
-            while count < len(flows) and (flows[count][0] <= _EPSILON_BYTES or now + flows[count][0] / share <= now):
+            while count < len(flows) and (flows[count][0] <= EPSILON_BYTES or now + flows[count][0] / share <= now):
                 count += 1
             done = sorted(flows[:count], key=_arrival) if count > 1 else flows[:1]
             del flows[:count]
@@ -169,6 +181,10 @@ class BandwidthPool:
     def _arm(self) -> None:
         """A timer at ``_next_s`` exactly (SimPy's own schedule, at an absolute time)."""
         env = self.env
+        if self._direct:
+            number = self._timer = next(env._eid)   # noqa: SLF001
+            heapq.heappush(env._queue, (self._next_s, simpy.events.NORMAL, number, self))   # noqa: SLF001
+            return
         timer = self._timer = simpy.Event(env)
         timer._ok = True   # noqa: SLF001 (a triggered event, as a Timeout is)
         timer.callbacks.append(self._on_timer)
@@ -178,17 +194,48 @@ class BandwidthPool:
         if timer is self._timer:   # else a newer arrival or landing re-planned the pool
             self._land_next()
 
+    def on_timer(self, number: int) -> None:
+        """The timer of event number ``number`` fired (a ``direct`` pool)."""
+        if number == self._timer:   # else a newer arrival or landing re-planned the pool
+            self._land_next()
+
     def _land_next(self) -> None:
+        """Serve every flow up to the next landing, then ``_reschedule`` (its common case inline:
+        the first flow lands alone and the next does not land at once)."""
         now = self._next_s
         flows = self._flows
+        rate = self.rate_bytes_per_s
+        count = len(flows)
+        share = rate / count
         elapsed = now - self._updated_s   # every flow served alike up to now
         if elapsed > 0:
-            served = self.rate_bytes_per_s / len(flows) * elapsed
+            served = share * elapsed
             for flow in flows:
                 flow[0] -= served
             self.busy_s += elapsed
         self._updated_s = now
-        self._reschedule(now)
+        first = flows[0]
+        least = first[0]
+        if not (least <= EPSILON_BYTES or now + least / share <= now) or \
+                (count > 1 and (flows[1][0] <= EPSILON_BYTES or now + flows[1][0] / share <= now)):
+            self._reschedule(now)   # the first does not land, or several land together
+            return
+        self._timer = None
+        del flows[0]
+        self._urgent -= first[3]
+        waiter, first[2] = first[2], None   # None: landed
+        waiter.succeed()
+        if count == 1:
+            self._next_s = math.inf
+            return
+        least = flows[0][0]
+        end = now + least / (rate / (count - 1))
+        if least > EPSILON_BYTES and end > now and end <= HORIZON_S:
+            self._next_s = end
+            if self._urgent:
+                self._arm()
+        else:
+            self._reschedule(now)
 
 
 def _arrival(flow: list) -> int:
@@ -208,7 +255,7 @@ class WeightedPool:
 
     def transfer(self, nbytes: float, weight: float) -> simpy.Event:
         done = self.env.event()
-        if nbytes <= _EPSILON_BYTES:
+        if nbytes <= EPSILON_BYTES:
             done.succeed()
             return done
         self._advance()
@@ -226,7 +273,7 @@ class WeightedPool:
 
     def _reschedule(self) -> None:
         self._generation += 1
-        for key in [k for k, f in self._flows.items() if f[0] <= _EPSILON_BYTES]:
+        for key in [k for k, f in self._flows.items() if f[0] <= EPSILON_BYTES]:
             self._flows.pop(key)[2].succeed()
         if not self._flows:
             return

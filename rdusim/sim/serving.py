@@ -2,7 +2,9 @@
 
 Owns: ``ServingModel`` (what the engine needs to know of a deployment, as plain data and
 step-time functions), ``PrefillTable`` / ``DecodeTable`` (interpolated step times),
-``simulate_serving`` and its result ``ServingRun``. Imports: simpy, numpy, resources, errors.
+``simulate_serving``, its result ``ServingRun`` and the ``ServingSink`` it can hand its records
+to as they settle (a request's when it finishes or is rejected, decode steps in start order a
+chunk at a time: memory follows the requests in flight). Imports: simpy, numpy, resources, errors.
 
 This is the second discrete-event layer of rdusim, above the kernel simulator: events per
 arrival, prefill and KV transfer, and per block of decode steps between two disturbances of a
@@ -51,6 +53,7 @@ import operator
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import simpy
@@ -65,6 +68,8 @@ from rdusim.sim.resources import BandwidthPool
 BLOCK_STEPS = 4096
 #: a growing cache's segment of at least this many steps reads the decode table as a vector
 VECTOR_STEPS = 16
+#: decode steps held before those that can no longer be preceded go to the sink, in start order
+STEP_CHUNK = 1 << 16
 
 # ------------------------------------------------------------------------ step-time tables
 
@@ -183,12 +188,15 @@ class ServingModel:
 
 @dataclass
 class ServingRun:
-    """Everything one run produced; times in seconds, NaN where a stage never happened."""
+    """Everything one run produced; times in seconds, NaN where a stage never happened.
 
-    requests: dict[str, np.ndarray]    # per request (index = request id), see REQUEST_FIELDS
-    reasons: dict[int, str]            # rejected request id -> why
+    Run with a ``sink`` (``simulate_serving``), ``requests``, ``reasons`` and ``steps`` are None:
+    the sink received them as they were settled."""
+
+    requests: dict[str, np.ndarray] | None  # per request (index = request id), see REQUEST_FIELDS
+    reasons: dict[int, str] | None     # rejected request id -> why
     nodes: list[dict]                  # per node: name, role, busy_prefill_s, busy_decode_s, ...
-    steps: dict[str, np.ndarray]       # every decode step: node, start_s, duration_s (with a co-located
+    steps: dict[str, np.ndarray] | None  # every decode step: node, start_s, duration_s (with a co-located
                                        # prefill chunk), active, bucket, itl_s (since the last delivery
                                        # to requests still active: a stall for a whole prefill counts),
                                        # tokens (delivered by the step, to every active request)
@@ -197,10 +205,68 @@ class ServingRun:
 
 
 STEP_COLUMNS = ("node", "start_s", "duration_s", "active", "bucket", "itl_s", "tokens")
+#: the steps' compact dtypes (a million requests make ~10M steps)
+STEP_TYPES = dict(zip(STEP_COLUMNS, (np.int32, np.float64, np.float64, np.uint32, np.uint32, np.float64,
+                                     np.float64), strict=True))
 
 REQUEST_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens", "prefill_start_s", "first_token_s",
                   "decode_ready_s", "admitted_s", "finish_s", "kv_bytes_shipped", "kv_bytes_reserved",
                   "prefill_node", "decode_node", "decode_steps")
+#: what the engine records of a request while it is in flight (the rest are its inputs), in this order
+RECORD_FIELDS = REQUEST_FIELDS[3:]
+(_PREFILL_START, _FIRST_TOKEN, _READY, _ADMITTED, _FINISH, _SHIPPED, _RESERVED, _PREFILL_NODE, _DECODE_NODE,
+ _STEPS) = range(len(RECORD_FIELDS))
+
+
+class ServingSink(Protocol):
+    """Where a run's records go as they are settled (``simulate_serving(..., sink=)``)."""
+
+    def request(self, request: int, record: list | None, reason: str) -> None:
+        """Request ``request`` finished (``record``: its values of ``RECORD_FIELDS``, NaN where a stage
+        never happened) or was rejected (``record`` None, ``reason`` why); in the order they settle."""
+
+    def steps(self, columns: dict[str, np.ndarray]) -> None:
+        """The next decode steps (``STEP_COLUMNS``), in start order (then node): every call's steps
+        start after the last call's."""
+
+
+def node_names(model: ServingModel) -> list[str]:
+    """The nodes' names, by node index (prefill nodes first)."""
+    colocated = model.layout == "colocated"
+    return ([] if colocated else [f"prefill{i}" for i in range(model.prefill_nodes)]) + \
+        [f"{'node' if colocated else 'decode'}{i}" for i in range(model.decode_nodes)]
+
+
+class _Collect:
+    """The sink of a run kept in memory: ``ServingRun.requests``, ``reasons`` and ``steps``."""
+
+    def __init__(self, arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray) -> None:
+        n = len(arrival)
+        self.r = {f: np.full(n, np.nan) for f in REQUEST_FIELDS}
+        self.r["arrival_s"][:] = arrival
+        self.r["prompt_tokens"][:] = prompt
+        self.r["output_tokens"][:] = output
+        self.columns = [self.r[f] for f in RECORD_FIELDS]
+        self.reasons: dict[int, str] = {}
+        self.chunks: list[dict[str, np.ndarray]] = []
+
+    def request(self, request: int, record: list | None, reason: str) -> None:
+        if record is None:
+            self.reasons[request] = reason
+            return
+        for column, value in zip(self.columns, record, strict=True):
+            column[request] = value
+
+    def steps(self, columns: dict[str, np.ndarray]) -> None:
+        self.chunks.append(columns)
+
+    def step_arrays(self) -> dict[str, np.ndarray]:
+        if len(self.chunks) == 1:
+            return self.chunks.pop()
+        out = {n: np.concatenate([c[n] for c in self.chunks]) if self.chunks else np.empty(0, dtype=t)
+               for n, t in STEP_TYPES.items()}
+        self.chunks = []
+        return out
 
 
 @dataclass
@@ -238,6 +304,7 @@ class _Node:
     block_timer: simpy.Event | None = None           # the block's end on the event queue
     plan: _Plan | None = None                         # the block in flight
     block_generation: int = 0
+    block_start: float | None = None                  # when the block in flight started
     deliveries: dict = field(default_factory=dict)    # speculative: step number -> tokens it delivers
 
 
@@ -262,7 +329,7 @@ class _Plan:
 class _Engine:
     def __init__(self, model: ServingModel, arrival_s: np.ndarray, prompt: np.ndarray, output: np.ndarray,
                  record_events: bool, coalesce: bool = True,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None, sink: ServingSink | None = None) -> None:
         self.m = model
         self.coalesce = coalesce
         # a decode block may run through retirements when nothing observes them one by one: one
@@ -277,21 +344,21 @@ class _Engine:
         self.arrival = np.asarray(arrival_s, dtype=float)
         self.prompt = np.asarray(prompt, dtype=np.int64)
         self.output = np.asarray(output, dtype=np.int64)
-        self.r = {f: np.full(n, np.nan) for f in REQUEST_FIELDS}
-        self.r["arrival_s"][:] = self.arrival
-        self.r["prompt_tokens"][:] = self.prompt
-        self.r["output_tokens"][:] = self.output
-        self.reasons: dict[int, str] = {}
+        self.collect = _Collect(self.arrival, self.prompt, self.output) if sink is None else None
+        self.sink: ServingSink = self.collect if sink is None else sink
+        # the records of the requests in flight (request -> its values of RECORD_FIELDS), handed to
+        # the sink when they settle: memory follows the requests in the system, not the run
+        self.live: dict[int, list] = {}
         self.events: list[tuple[float, str, int, str]] | None = [] if record_events else None
         self.steps: list[tuple[int, float, float, int, int, float]] = []
-        # coalesced decode steps, one compact column each (4 or 8 bytes a value: a million requests make ~10M
-        # steps); the tokens column stays empty unless speculative (step_arrays computes it)
-        self.step_blocks = tuple(array.array(code) for code in "iddIIdd")  # the columns of step_arrays
+        # coalesced decode steps, one compact column each (4 or 8 bytes a value); the tokens column
+        # stays empty unless speculative (drain_steps computes it); drained to the sink in start order
+        self.step_blocks = self.new_step_blocks()
         self.seq = 0
         colocated = model.layout == "colocated"
-        self.prefill = [] if colocated else [
-            _Node(i, f"prefill{i}", "prefill") for i in range(model.prefill_nodes)]
-        self.decode = [_Node(len(self.prefill) + i, f"{'node' if colocated else 'decode'}{i}",
+        names = node_names(model)
+        self.prefill = [] if colocated else [_Node(i, names[i], "prefill") for i in range(model.prefill_nodes)]
+        self.decode = [_Node(len(self.prefill) + i, names[len(self.prefill) + i],
                              "colocated" if colocated else "decode") for i in range(model.decode_nodes)]
         for node in self.decode:
             node.group_count = [0] * model.kv_groups
@@ -303,12 +370,17 @@ class _Engine:
         self.growth = model.accepted_tokens_per_step if model.kv_grows else 0.0
         # per request, looked up once per distinct prompt length (the same calls as one per request)
         unique, index = np.unique(self.prompt, return_inverse=True)
-        self.kept = [model.kept_tokens(int(p)) for p in unique]
-        self.kept = [self.kept[i] for i in index.tolist()]
+        kept = np.empty(len(unique), dtype=object)    # the Python ints, shared (no object per request)
+        kept[:] = [model.kept_tokens(int(p)) for p in unique]
+        self.kept = kept[index]
         self.prefill_s = np.array([model.prefill_time(int(p)) for p in unique])[index] if not colocated or \
             model.chunk_tokens is None else None
 
     # ---------------------------------------------------------------- bookkeeping
+    @staticmethod
+    def new_step_blocks() -> tuple[array.array, ...]:
+        return tuple(array.array(code) for code in "iddIIdd")   # STEP_TYPES
+
     def log(self, event: str, request: int, node: str) -> None:
         if self.events is not None:
             self.events.append((self.env.now, event, request, node))
@@ -327,30 +399,31 @@ class _Engine:
         return self.m.prefill_time(int(self.prompt[request]))
 
     # ---------------------------------------------------------------- arrivals
-    def arrivals(self, order: list[int], times: list[float], at: int) -> None:
-        """Arrive requests ``order[at:]`` in turn, waiting (a timeout) for the next one's time:
-        the events a generator process would wait on, without its resumptions."""
-        now = self.env.now
-        while at < len(order):
-            delay = times[at] - now
+    def arrivals(self, order: np.ndarray | None, at: int) -> None:
+        """Arrive requests ``order[at:]`` (None: in index order) in turn, waiting (a timeout) for the
+        next one's time: the events a generator process would wait on, without its resumptions."""
+        now, arrival = self.env.now, self.arrival
+        while at < len(arrival):
+            request = at if order is None else int(order[at])
+            delay = float(arrival[request]) - now
             if delay > 0:
                 timer = self.env.timeout(delay)
-                timer.callbacks.append(functools.partial(self.arrived, order, times, at))
+                timer.callbacks.append(functools.partial(self.arrived, order, at))
                 return
-            self.arrive(order[at])
+            self.arrive(request)
             at += 1
 
-    def arrived(self, order: list[int], times: list[float], at: int, _event: simpy.Event) -> None:
-        self.arrivals(order, times, at)
+    def arrived(self, order: np.ndarray | None, at: int, _event: simpy.Event) -> None:
+        self.arrivals(order, at)
 
     def arrive(self, request: int) -> None:
         self.log("arrive", request, "")
         reason = self.rejection(request)
         if reason:
-            self.reasons[request] = reason
             self.log("reject", request, "")
-            self.settle()
+            self.settle(request, None, reason)
             return
+        self.live[request] = [math.nan] * len(RECORD_FIELDS)
         pool = self.decode if self.m.layout == "colocated" else self.prefill
         now = self.env.now
         # the least outstanding work (queued plus the rest of the running prefill), then the fewest
@@ -395,15 +468,16 @@ class _Engine:
         duration = self.prefill_duration(request)
         node.queued_s -= duration
         node.busy_until = self.env.now + duration
-        self.r["prefill_start_s"][request] = self.env.now
-        self.r["prefill_node"][request] = node.index
+        record = self.live[request]
+        record[_PREFILL_START] = self.env.now
+        record[_PREFILL_NODE] = node.index
         self.log("prefill_start", request, node.name)
         yield self.env.timeout(duration)
         node.busy_prefill_s += duration
         self.first_token(request, node)
 
     def first_token(self, request: int, node: _Node) -> None:
-        self.r["first_token_s"][request] = self.env.now
+        self.live[request][_FIRST_TOKEN] = self.env.now
         self.log("first_token", request, node.name)
         if self.output[request] <= 1:
             self.finish(request, node)
@@ -411,7 +485,7 @@ class _Engine:
                 node.committed -= 1
             return
         if node.role == "colocated":
-            self.r["kv_bytes_shipped"][request] = 0.0
+            self.live[request][_SHIPPED] = 0.0
             self.ready(request, node)
             return
         target = min(self.decode, key=lambda n: (n.committed, n.index))
@@ -431,7 +505,7 @@ class _Engine:
         node's ingress; ready on the decode node when they have landed (callbacks on the events a
         process would wait on)."""
         nbytes = self.kept[request] * self.m.shipped_bytes_per_token
-        self.r["kv_bytes_shipped"][request] = nbytes
+        self.live[request][_SHIPPED] = nbytes
         self.log("transfer_start", request, target.name)
         if self.m.link_latency_s > 0:
             self.env.timeout(self.m.link_latency_s).callbacks.append(lambda _e: self.send(request, target, nbytes))
@@ -442,8 +516,9 @@ class _Engine:
         target.ingress.transfer(nbytes).callbacks.append(lambda _e: self.ready(request, target))
 
     def ready(self, request: int, node: _Node) -> None:
-        self.r["decode_ready_s"][request] = self.env.now
-        self.r["decode_node"][request] = node.index
+        record = self.live[request]
+        record[_READY] = self.env.now
+        record[_DECODE_NODE] = node.index
         self.log("decode_ready", request, node.name)
         node.waiting.append(request)
         node.admit_dirty = True
@@ -452,12 +527,14 @@ class _Engine:
             self.cut_block(node)
 
     def finish(self, request: int, node: _Node, at: float | None = None) -> None:
-        self.r["finish_s"][request] = self.env.now if at is None else at
+        record = self.live.pop(request)
+        record[_FINISH] = self.env.now if at is None else at
         self.log("finish", request, node.name)
-        self.settle()
+        self.settle(request, record, "")
 
-    def settle(self) -> None:
-        """One more request done or rejected: report progress every 0.1% of them."""
+    def settle(self, request: int, record: list | None, reason: str) -> None:
+        """One more request done or rejected: to the sink; progress every 0.1% of them."""
+        self.sink.request(request, record, reason)
         self.settled += 1
         if self.progress is not None and (self.settled % self.progress_every == 0 or self.settled == len(self.arrival)):
             self.progress(self.settled, len(self.arrival))
@@ -490,9 +567,10 @@ class _Engine:
             kv0 = self.kept[request]
             node.kv_sum0 += kv0 - self.growth * node.steps_done
             node.active += 1
-            self.r["admitted_s"][request] = self.env.now
-            self.r["kv_bytes_reserved"][request] = need
-            self.r["decode_steps"][request] = steps
+            record = self.live[request]
+            record[_ADMITTED] = self.env.now
+            record[_RESERVED] = need
+            record[_STEPS] = steps
             if self.events is not None:
                 self.log("admit", request, node.name)
         self.set_bucket(node)
@@ -546,6 +624,8 @@ class _Engine:
                     m.accepted_tokens_per_step * node.active
                 self.steps.append((node.index, self.env.now, step_s + chunk_s, node.active, bucket,
                                    self.env.now + step_s + chunk_s - since, tokens))
+                if len(self.steps) >= STEP_CHUNK:
+                    self.drain_steps()
             yield self.env.timeout(step_s + chunk_s)
             node.busy_decode_s += step_s
             node.busy_prefill_s += chunk_s
@@ -570,7 +650,7 @@ class _Engine:
         the next step boundary, where the per-step engine would admit it. Every number is
         computed with the same operations in the same order as the per-step engine
         (``coalesce=False``)."""
-        now = self.env.now
+        now = node.block_start = self.env.now
         plan = node.plan = _Plan(t=now, last=node.last_step, through=self.through and not node.waiting,
                                  bucket=node.bucket, active=node.active, kv_sum0=node.kv_sum0,
                                  steps_done=node.steps_done, counts=list(node.group_count))
@@ -578,8 +658,10 @@ class _Engine:
         node.block = plan.ends
         yield from self.wait_block(node, len(plan.ends))
         n = node.block_steps
-        node.block = node.plan = None
+        node.block = node.plan = node.block_start = None
         self.record_block(node, plan, n, now)
+        if len(self.step_blocks[0]) >= STEP_CHUNK:
+            self.drain_steps()
         node.steps_done += n
         node.last_step = plan.last if n == len(plan.ends) else node.last_step
         self.retire(node)
@@ -766,7 +848,7 @@ class _Engine:
             node.group_free[group] += need
             node.active -= 1
             node.kv_sum0 -= self.kv_retired(request, steps_done)
-            steps = self.r["decode_steps"][request]
+            steps = self.live[request][_STEPS]
             if not self.m.draft_tokens:  # the fractional tokens of the last step beyond the output
                 node.tokens_decoded -= steps * self.m.accepted_tokens_per_step - (self.output[request] - 1)
             node.committed -= 1
@@ -777,7 +859,7 @@ class _Engine:
 
     def kv_retired(self, request: int, steps_done: int) -> float:
         """What a request retiring after the node's ``steps_done``-th step takes off ``kv_sum0``."""
-        return self.kept[request] - self.growth * (steps_done - self.r["decode_steps"][request])
+        return self.kept[request] - self.growth * (steps_done - self.live[request][_STEPS])
 
     def next_chunk(self, node: _Node) -> tuple[float, int]:
         """Co-located chunked prefill: the next chunk of the prompt in progress (or next in queue)."""
@@ -788,8 +870,9 @@ class _Engine:
                 return 0.0, -1
             _, _, node.chunk_request = heapq.heappop(node.queue)
             node.chunk_done = 0
-            self.r["prefill_start_s"][node.chunk_request] = self.env.now
-            self.r["prefill_node"][node.chunk_request] = node.index
+            record = self.live[node.chunk_request]
+            record[_PREFILL_START] = self.env.now
+            record[_PREFILL_NODE] = node.index
             self.log("prefill_start", node.chunk_request, node.name)
         request = node.chunk_request
         start = node.chunk_done
@@ -800,9 +883,8 @@ class _Engine:
 
     # ---------------------------------------------------------------- run
     def run(self) -> ServingRun:
-        order = np.argsort(self.arrival, kind="stable").tolist()
-        times = self.arrival[order].tolist()
-        self.soon(lambda _e: self.arrivals(order, times, 0))
+        order = None if np.all(self.arrival[1:] >= self.arrival[:-1]) else np.argsort(self.arrival, kind="stable")
+        self.soon(lambda _e: self.arrivals(order, 0))
         for node in self.prefill:
             self.env.process(self.prefill_node(node))
         for node in self.decode:
@@ -811,8 +893,11 @@ class _Engine:
         for node in self.decode:
             if node.active or node.waiting or node.queue or node.chunk_request >= 0:
                 raise SimulationError(f"{node.name}: requests left unfinished when the events ran out")
-        return ServingRun(self.r, self.reasons, self.node_records(), self.step_arrays(), self.events or [],
-                          float(self.env.now))
+        self.drain_steps(final=True)
+        if self.collect is None:
+            return ServingRun(None, None, self.node_records(), None, self.events or [], float(self.env.now))
+        return ServingRun(self.collect.r, self.collect.reasons, self.node_records(), self.collect.step_arrays(),
+                          self.events or [], float(self.env.now))
 
     def node_records(self) -> list[dict]:
         records = []
@@ -827,36 +912,48 @@ class _Engine:
             records.append(record)
         return records
 
-    def step_arrays(self) -> dict[str, np.ndarray]:
-        """Every decode step in start order (blocks of coalesced steps merged in: start time, then node).
-
-        Compact columns (a million requests make ~10M steps): node, active and bucket in 4 bytes;
-        without speculative decoding a coalesced step's tokens are not stored but computed here,
-        ``accepted_tokens_per_step * active``, the product the step computed."""
-        types = dict(zip(STEP_COLUMNS, (np.int32, float, float, np.uint32, np.uint32, float, float), strict=True))
-        columns = list(zip(*self.steps, strict=True)) if self.steps else [()] * len(STEP_COLUMNS)
-        out = {n: np.asarray(c, dtype=types[n]) for n, c in zip(STEP_COLUMNS, columns, strict=True)}
-        if len(self.step_blocks[0]):   # coalesced steps were recorded when their block ended: put them in start order
+    def drain_steps(self, final: bool = False) -> None:
+        """Hand the recorded decode steps that no later step can precede to the sink, in start
+        order (then node): a later step starts at or after now and after the start of every block
+        in flight. Coalesced blocks are recorded when they end, so steps of several decode nodes
+        arrive out of order; one node's come in order. Without speculative decoding a coalesced
+        step's tokens are not stored but computed here, ``accepted_tokens_per_step * active``, the
+        product the step computed."""
+        parts = []
+        if self.steps:
+            columns = list(zip(*self.steps, strict=True))
+            parts.append({n: np.asarray(c, dtype=STEP_TYPES[n]) for n, c in zip(STEP_COLUMNS, columns, strict=True)})
+            self.steps = []
+        if len(self.step_blocks[0]):
             blocks = dict(zip(STEP_COLUMNS, self.step_blocks, strict=True))
-            self.step_blocks = ()
-            if not len(blocks["tokens"]):
-                blocks["tokens"] = self.m.accepted_tokens_per_step * np.frombuffer(blocks["active"], dtype=np.uint32)
-            merged = {}
-            for n in STEP_COLUMNS:   # a column at a time
-                column = np.frombuffer(blocks.pop(n), dtype=types[n])
-                merged[n] = np.concatenate([out.pop(n), column]) if len(self.steps) else column
-            start, node = merged["start_s"], merged["node"]
-            if np.all((start[1:] > start[:-1]) | ((start[1:] == start[:-1]) & (node[1:] >= node[:-1]))):
-                return merged          # already in order (one decode node records its blocks in time)
+            self.step_blocks = self.new_step_blocks()
+            part = {n: np.frombuffer(blocks[n], dtype=STEP_TYPES[n]) for n in STEP_COLUMNS if n != "tokens"}
+            part["tokens"] = np.frombuffer(blocks["tokens"], dtype=np.float64) if self.m.draft_tokens else \
+                self.m.accepted_tokens_per_step * part["active"]
+            parts.append(part)
+        if not parts:
+            return
+        merged = parts[0] if len(parts) == 1 else \
+            {n: np.concatenate([p[n] for p in parts]) for n in STEP_COLUMNS}
+        start, node = merged["start_s"], merged["node"]
+        if not np.all((start[1:] > start[:-1]) | ((start[1:] == start[:-1]) & (node[1:] >= node[:-1]))):
             order = np.lexsort((node, start))
-            for n in STEP_COLUMNS:
-                out[n] = merged.pop(n)[order]
-        return out
+            merged = {n: c[order] for n, c in merged.items()}
+        if not final:
+            starts = [n.block_start for n in self.decode if n.block_start is not None]
+            cut = int(np.searchsorted(merged["start_s"], min([self.env.now, *starts]), side="left"))
+            for n, column in zip(STEP_COLUMNS, self.step_blocks, strict=True):   # the rest waits
+                if n != "tokens" or self.m.draft_tokens:
+                    column.frombytes(np.ascontiguousarray(merged[n][cut:]).tobytes())
+            merged = {n: c[:cut] for n, c in merged.items()}
+        if len(merged["start_s"]):
+            self.sink.steps(merged)
 
 
 def simulate_serving(model: ServingModel, arrival_s: np.ndarray, prompt_tokens: np.ndarray,
                      output_tokens: np.ndarray, *, record_events: bool = False, coalesce: bool = True,
-                     progress: Callable[[int, int], None] | None = None) -> ServingRun:
+                     progress: Callable[[int, int], None] | None = None,
+                     sink: ServingSink | None = None) -> ServingRun:
     """Run every request through the deployment; request ``i`` is row ``i`` of the result.
 
     ``progress(settled, total)`` is called as requests finish or are rejected (every 0.1%).
@@ -865,7 +962,12 @@ def simulate_serving(model: ServingModel, arrival_s: np.ndarray, prompt_tokens: 
     ties are broken by node index and arrival order. ``coalesce=False`` runs a disaggregated
     deployment's decode nodes step by step (one event per step) instead of a block of steps
     per event between disturbances; both give the same numbers.
+
+    ``sink``: each request's record goes to ``sink.request`` as it finishes or is rejected, and the
+    decode steps to ``sink.steps`` in start order a chunk at a time; nothing of them is kept here
+    (``ServingRun.requests``, ``reasons`` and ``steps`` are None). Without a sink they are
+    collected into the ``ServingRun``.
     """
     if not (len(arrival_s) == len(prompt_tokens) == len(output_tokens)):
         raise ValueError("arrival_s, prompt_tokens and output_tokens must have the same length")
-    return _Engine(model, arrival_s, prompt_tokens, output_tokens, record_events, coalesce, progress).run()
+    return _Engine(model, arrival_s, prompt_tokens, output_tokens, record_events, coalesce, progress, sink).run()

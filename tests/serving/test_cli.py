@@ -34,28 +34,42 @@ def test_serve_writes_every_output_and_repeats_bit_for_bit(tmp_path: Path, capsy
     assert "TTFT" in capsys.readouterr().out
 
 
-def test_requests_csv_written_in_chunks_is_the_whole_frame_text(tmp_path: Path) -> None:
-    """requests.csv is written a slice of rows at a time (never one string in memory): the same
-    bytes as the whole frame's CSV, whatever the slice boundaries (rejected rows, NaNs included)."""
+def test_serve_streams_the_outputs_of_the_run_in_memory(tmp_path: Path) -> None:
+    """``serve --out`` measures the run as it goes (requests.csv written as requests finish): the
+    same requests.csv, summary, histogram and trace bytes as the run kept in memory (rejected
+    rows and NaNs included)."""
     from rdusim.analysis.serving.deployment import load_deployment
+    from rdusim.analysis.serving.perfetto import serving_trace
     from rdusim.analysis.serving.run import run_serving
     from rdusim.analysis.serving.workload import generate_workload, parse_distribution
-    from rdusim.cli.output import Outputs
-    from rdusim.cli.serve import csv_chunks
 
     workload = generate_workload(2.0, parse_distribution("lognormal:1024,0.6", "p"),
                                  parse_distribution("uniform:1,64", "o"), seed=3, requests=300)
-    frame = run_serving(load_deployment(SMALL), workload, record_events=False).requests
+    whole = run_serving(load_deployment(SMALL), workload, record_events=False)
+    frame = whole.requests
     assert (frame["status"] == "rejected").any() and frame["transfer_s"].isna().any()
-    whole = frame.to_csv(index=False)
-    for rows in (1, 7, 299, 300, 10_000):
-        assert "".join(csv_chunks(frame, rows)) == whole
-    assert "".join(csv_chunks(frame.iloc[:0])) == frame.iloc[:0].to_csv(index=False)
-    outputs = Outputs()
-    out = outputs.folder("--out", tmp_path / "run")
-    outputs.put(out / "requests.csv", csv_chunks(frame, 64))
-    outputs.commit()
-    assert (out / "requests.csv").read_text(encoding="utf-8") == whole
+    out = tmp_path / "run"
+    assert main(["serve", SMALL, "--rate", "2", "--prompt-tokens", "lognormal:1024,0.6", "--output-tokens",
+                 "uniform:1,64", "--seed", "3", "--requests", "300", "--out", str(out)]) == 0
+    assert (out / "requests.csv").read_text(encoding="utf-8") == frame.to_csv(index=False)
+    assert (out / "summary.json").read_text(encoding="utf-8") == json.dumps(whole.summary, indent=2) + "\n"
+    assert (out / "batch_histogram.csv").read_text(encoding="utf-8") == whole.batch_histogram.to_csv(index=False)
+    assert (out / "trace.json").read_text(encoding="utf-8") == json.dumps(serving_trace(whole))
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(["run", *(p.name for p in out.iterdir())])
+
+
+def test_serve_interrupted_leaves_nothing_behind(tmp_path: Path, monkeypatch) -> None:
+    """requests.csv is streamed into a hidden file while the run goes; a failure mid-run removes
+    it and creates no folder."""
+    import rdusim.cli.serve as serve
+
+    def failing(*args, requests_csv, **kwargs):
+        requests_csv.write("request,arrival_s\n0,0.0\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(serve, "run_serving", failing)
+    assert main(["serve", SMALL, "--rate", "2", *WORKLOAD, "--out", str(tmp_path / "run")]) == 130
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_serve_replays_the_shipped_trace(capsys) -> None:

@@ -1,7 +1,9 @@
 """The coalesced engine (the default) against the reference engine (``coalesce=False``: one
 event per work item per socket): the same kernel records and trace events to 1e-9 relative on
 every shipped mapping, on the general path (every layer on every socket), and on random
-pipelines (Hypothesis) that stress the loader-to-compute buffer rule; and fewer events."""
+pipelines (Hypothesis) that stress the loader-to-compute buffer rule; and fewer events. Direct
+scheduling (``engine.DIRECT``, the default) against SimPy processes, ``Timeout``s and
+``env.run()``: the same events, records and event counts, bit for bit."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from rdusim.analysis.result import simulate
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import load_mapping
 from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
+from rdusim.sim import engine
 from rdusim.sim.engine import simulate_plan
 from rdusim.sim.trace import Trace
 from tests.conftest import LLAMA, MAPPINGS
@@ -68,6 +71,30 @@ def test_every_shipped_mapping_same_as_the_reference_engine(mapping) -> None:
     _assert_same_kernels(reference.trace, lazy.trace)
     assert lazy.trace.kernels == coalesced.trace.kernels and lazy.total_s == coalesced.total_s
     assert lazy.trace.event_count <= coalesced.trace.event_count
+
+
+def _plain(run):   # noqa: ANN001, ANN202
+    """``run()`` with SimPy processes, ``Timeout``s, event timers and ``env.run()`` (``DIRECT`` off)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "DIRECT", False)
+        return run()
+
+
+def _assert_identical(direct: Trace, plain: Trace) -> None:
+    assert direct.kernels == plain.kernels
+    assert direct.events == plain.events   # in the same order
+    assert direct.event_count == plain.event_count
+
+
+@pytest.mark.parametrize("mapping", MAPPINGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_direct_scheduling_same_as_simpy_processes_on_every_shipped_mapping(mapping) -> None:
+    for record in (True, False):
+        direct = simulate(mapping, record_events=record)
+        plain = _plain(lambda record=record: simulate(mapping, record_events=record))
+        _assert_identical(direct.trace, plain.trace)
+        assert direct.total_s == plain.total_s
+    reference = simulate(mapping, coalesce=False, record_events=False)   # the reference engine under each
+    _assert_identical(reference.trace, _plain(lambda: simulate(mapping, coalesce=False, record_events=False)).trace)
 
 
 @pytest.mark.parametrize("overrides", [[], ["defaults.kernel_looping=true"]], ids=["plain", "looped"])
@@ -127,6 +154,8 @@ def test_random_pipelines_same_as_the_reference_engine(synthetic_plan, kernels, 
     lazy = simulate_plan(plan, fast=False, record_events=False)
     _assert_same_kernels(reference, lazy)
     assert lazy.kernels == coalesced.kernels
+    for trace, kw in ((coalesced, {}), (lazy, {"record_events": False})):
+        _assert_identical(trace, _plain(lambda kw=kw: simulate_plan(plan, fast=False, **kw)))
 
 
 # ---------------------------------------------------------------------- equal-time ties
@@ -182,6 +211,9 @@ def test_equal_time_ties_give_the_same_log_bit_for_bit(synthetic_plan, kernels, 
     assert _rows(coalesced) == _rows(reference)
     assert coalesced.kernels == reference.kernels
     assert lazy.kernels == reference.kernels
+    # direct scheduling: the very events of SimPy processes and ``env.run()``, ties included
+    for trace, kw in ((reference, {"coalesce": False}), (coalesced, {}), (lazy, {"record_events": False})):
+        _assert_identical(trace, _plain(lambda kw=kw: simulate_plan(plan, fast=False, **kw)))
     assert lazy.event_count <= coalesced.event_count < reference.event_count or not any(
         item.loads for kernel in kernels for stage in kernel.stages for chunk in stage.chunks for item in chunk.items)
 

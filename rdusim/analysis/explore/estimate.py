@@ -24,32 +24,40 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter, ValidationError
 
 from rdusim.analysis.metrics import step_figures
 from rdusim.analysis.result import LayerCache
-from rdusim.config.schema import DDR, HBM
+from rdusim.config.loader import Document
+from rdusim.config.schema import DDR, HBM, KernelSpec, SpeculativeSpec, WorkloadSpec
 from rdusim.errors import ConfigError, MappingError
 from rdusim.mapping.build import build_layer, kv_length, layer_shape, speculative_plan
-from rdusim.mapping.bundle import LoadedMapping, load_mapping
+from rdusim.mapping.bundle import LoadedMapping, load_mapping, resolve_kernel_list
 from rdusim.mapping.capacity import reservations
-from rdusim.mapping.memory import LayerMemory, layer_memory, memory_of_layers, memory_report
+from rdusim.mapping.memory import (
+    LayerMemory,
+    kernel_weight_bytes,
+    layer_memory,
+    memory_of_layers,
+    memory_report,
+)
 from rdusim.mapping.plan import Chunk, KernelPlan, Stage
 from rdusim.mapping.space import (
     Space,
     candidate_data,
-    gene_indices,
+    kernel_signature,
     layer_kernels,
     layer_types,
     load_candidate,
     space_from_seed,
     speculative_genes,
 )
+from rdusim.mapping.stages import GraphCache
 from rdusim.model.speculative import accepted_tokens_per_step, expected_accepted
 from rdusim.model.transformer import base_layer_type, layer_graph
 
@@ -63,38 +71,47 @@ class KernelEstimate:
     comm_s: float             # P2P egress
 
 
-def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate:
-    """Closed-form time of one call of a kernel on one socket."""
+def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping, kept: EstimateCache | None = None) -> KernelEstimate:
+    """Closed-form time of one call of a kernel on one socket.
+
+    ``kept``: per-chunk sums and per-stage steps kept across calls on the same socket (the plan
+    builder shares chunks and whole stages' chunks between kernel plans: kept op stages,
+    attention blocks, expert items, collective chunks)."""
     system = loaded.system
     socket = system.socket
-    rates = {HBM: socket.tier_bytes_per_s(HBM), DDR: socket.tier_bytes_per_s(DDR)}
+    kept = EstimateCache() if kept is None else kept
+    if kept.socket is not socket:
+        kept.socket, kept.rates = socket, {HBM: socket.tier_bytes_per_s(HBM), DDR: socket.tier_bytes_per_s(DDR)}
+        kept.p2p = (socket.p2p_latency_s, socket.p2p_bytes_per_s)
+        kept.chunks.clear()
+        kept.stages.clear()
+    rates = kept.rates
+    p2p_latency, p2p_rate = kept.p2p
     names = {s.name: i for i, s in enumerate(kernel.stages)}
     # per stage, each chunk's finish time (Python floats: the same IEEE doubles as numpy's, faster
     # to index one at a time)
     finish: list[list[float]] = []
     busy: list[float] = []
-    # the bytes each tier moves, in the order the plan lists them (summed in that order below)
-    moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: []}
-    p2p_bytes = 0.0
-    seen: dict[int, _ChunkSums] = {}  # chunks (and their items) repeat as the same objects
+    # the bytes each tier moves and the P2P bytes, in the order the plan lists them (summed in
+    # that order below)
+    moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: [], _P2P: []}
     for stage in kernel.stages:
-        steps = _stage_steps(stage, seen, rates, socket.p2p_latency_s, socket.p2p_bytes_per_s, moved)
+        steps = _stage_steps(stage, kept, rates, p2p_latency, p2p_rate)
         done: list[float] = []
-        total_compute = 0.0
         prev = 0.0
-        for (compute, cost, send, p2p, appends), ready in zip(steps, _ready(stage, finish, names), strict=True):
-            for target, nbytes in appends:
-                target.append(nbytes)
-            p2p_bytes += p2p
+        for ready, cost, send in zip(_ready(stage, finish, names), steps.costs, steps.sends, strict=True):
             prev = max(prev, ready) + cost + send
             done.append(prev)
-            total_compute += compute
+        for tier, nbytes in steps.moved:
+            moved[tier].append(nbytes)
         finish.append(done)
-        busy.append(total_compute)
-    # np.cumsum adds one element after another, as ``total += nbytes`` item by item would
-    totals = {tier: float(np.cumsum(np.concatenate(parts))[-1]) if parts else 0.0 for tier, parts in moved.items()}
+        busy.append(steps.busy)
+    # np.cumsum adds one element after another, as ``total += nbytes`` chunk by chunk would (a
+    # leading 0.0 as the running total's start; stages that add only zeros are left out: exact)
+    totals = {tier: float(np.cumsum(np.concatenate([_ZERO, *parts]))[-1]) if parts else 0.0
+              for tier, parts in moved.items()}
     memory = totals[HBM] / rates[HBM] + totals[DDR] / rates[DDR]
-    comm = p2p_bytes / socket.p2p_bytes_per_s
+    comm = totals[_P2P] / p2p_rate
     tiers = max(totals[HBM] / rates[HBM], totals[DDR] / rates[DDR])
     # a stage's chunks finish in order (each adds non-negative times to the one before): its
     # last chunk is its latest
@@ -103,30 +120,70 @@ def kernel_estimate(kernel: KernelPlan, loaded: LoadedMapping) -> KernelEstimate
     return KernelEstimate(kernel.name, latency, max(busy, default=0.0), memory, comm)
 
 
-#: one chunk of a stage: compute, max(compute, load), send, P2P bytes, (list, bytes) to append
-_Step = tuple[float, float, float, float, tuple[tuple[list[np.ndarray], np.ndarray], ...]]
+_P2P = "p2p"
+_ZERO = np.zeros(1)
 
 
-def _stage_steps(stage: Stage, seen: dict[int, _ChunkSums], rates: dict[str, float], p2p_latency: float,
-                 p2p_rate: float, moved: dict[str, list[np.ndarray]]) -> list[_Step]:
-    """Per chunk of a stage: (compute, max(compute, load), send, P2P bytes, the tier byte arrays to
-    append to ``moved``), worked out once per chunk object (the plan repeats chunks)."""
+@dataclass
+class EstimateCache:
+    """What ``kernel_estimate`` keeps across kernel plans of one socket: chunk sums by chunk object
+    and stage steps by (chunks object, rate); each entry holds its object, so the id stays its.
+    Given another socket (``is not``), it starts afresh."""
+
+    chunks: dict[int, tuple[Chunk, _ChunkSums]] = field(default_factory=dict)
+    stages: dict[tuple[int, float], tuple[tuple[Chunk, ...], _StageSteps]] = field(default_factory=dict)
+    socket: Any = None                        # the socket they are for (another one starts afresh)
+    rates: dict[str, float] = field(default_factory=dict)   # its tiers' achievable bytes per second
+    p2p: tuple[float, float] = (0.0, 0.0)     # its P2P latency and achievable rate
+
+
+@dataclass(frozen=True)
+class _StageSteps:
+    costs: list[float]                        # per chunk, max(compute, load)
+    sends: list[float]                        # per chunk, its P2P send
+    busy: float                               # its chunks' compute, summed chunk after chunk
+    moved: tuple[tuple[str, np.ndarray], ...]  # per tier (and P2P), the bytes in chunk order
+
+
+def _stage_steps(stage: Stage, kept: EstimateCache, rates: dict[str, float], p2p_latency: float,
+                 p2p_rate: float) -> _StageSteps:
+    """A stage's per-chunk steps, worked out once per chunk object (the plan repeats chunks) and
+    once per (chunks, rate) across kernel plans."""
     rate = stage.rate_ops_per_s
-    steps: dict[int, _Step] = {}
-    out: list[_Step] = []
+    found = kept.stages.get((id(stage.chunks), rate))
+    if found is not None:
+        return found[1]
+    steps: dict[int, tuple[float, float, float, _ChunkSums]] = {}
+    step: tuple[float, float, float, _ChunkSums] | None = None
+    costs, sends = [], []
+    busy = 0.0
+    moved: dict[str, list[np.ndarray]] = {HBM: [], DDR: []}
+    p2p: list[float] = []
+    last: Chunk | None = None
     for chunk in stage.chunks:
-        step = steps.get(id(chunk))
+        step = step if chunk is last else steps.get(id(chunk))  # chunks repeat, mostly in runs
+        last = chunk
         if step is None:
-            sums = seen.get(id(chunk))
+            sums = kept.chunks.get(id(chunk))
             if sums is None:
-                sums = seen[id(chunk)] = _chunk_sums(chunk, rates)
-            work, load = sums.work, sums.load_s
+                sums = kept.chunks[id(chunk)] = (chunk, _chunk_sums(chunk, rates))
+            work, load = sums[1].work, sums[1].load_s
             compute = work / rate if rate > 0 and work > 0 else 0.0
             send = chunk.p2p_steps * p2p_latency + chunk.p2p_bytes / p2p_rate if chunk.p2p_bytes > 0 else 0.0
-            step = steps[id(chunk)] = (compute, max(compute, load), send, chunk.p2p_bytes,
-                                       tuple((moved[tier], nbytes) for tier, nbytes in sums.moved))
-        out.append(step)
-    return out
+            step = steps[id(chunk)] = (compute, max(compute, load), send, sums[1])
+        compute, cost, send, chunk_sums = step
+        costs.append(cost)
+        sends.append(send)
+        busy += compute
+        p2p.append(chunk.p2p_bytes)
+        for tier, nbytes in chunk_sums.moved:
+            moved[tier].append(nbytes)
+    parts = [(tier, np.concatenate(arrays)) for tier, arrays in moved.items() if arrays]
+    if any(p2p):
+        parts.append((_P2P, np.array(p2p, dtype=float)))
+    result = _StageSteps(costs, sends, busy, tuple(parts))
+    kept.stages[id(stage.chunks), rate] = (stage.chunks, result)
+    return result
 
 
 def _ready(stage: Stage, finish: list[list[float]], names: dict[str, int]) -> list[float]:
@@ -190,8 +247,10 @@ class LayerEstimate:
         return sum(k.latency_s for k in self.kernels)
 
 
-#: a layer type of a candidate: (layer type, batch, its genes)
+#: a layer type of a candidate: (layer type, batch, draft length, the kernels its genes spell as JSON)
 LayerKey = tuple[Any, ...]
+#: one layer type's kernels, validated as a mapping document's are
+_KERNEL_LIST = TypeAdapter(list[KernelSpec])
 
 
 @dataclass(frozen=True)
@@ -205,13 +264,6 @@ class DraftEstimate:
     reason: str = ""
 
 
-def _picker(indices: tuple[int, ...]) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
-    """The genes at ``indices`` of a genome, as a tuple (``operator.itemgetter``, always a tuple)."""
-    if len(indices) > 1:
-        return operator.itemgetter(*indices)
-    return lambda genome: tuple(genome[i] for i in indices)
-
-
 @dataclass
 class Evaluator:
     """Estimates candidates of one problem, caching kernels and layers across calls."""
@@ -223,22 +275,33 @@ class Evaluator:
     _layers: dict[Any, LayerEstimate] = field(default_factory=dict)
     _kernel_plans: dict[Any, KernelPlan] = field(default_factory=dict)
     _kernel_estimates: dict[Any, KernelEstimate] = field(default_factory=dict)
+    _kernel_weights: dict[Any, float] = field(default_factory=dict)   # kernel_weight_bytes by kernel key
     _graphs: dict[Any, Any] = field(default_factory=dict)
+    _graph_kept: dict[Any, GraphCache] = field(default_factory=dict)   # per graph: what build_layer keeps
     simulated: LayerCache = field(default_factory=LayerCache)   # re-scores: simulated layer types by layer key
     _drafts: dict[Any, DraftEstimate] = field(default_factory=dict)
-    _spelled: dict[tuple[str, tuple[int, ...]], str] = field(default_factory=dict)  # layer genes -> kernels (JSON)
-    _layer_genes: dict[str, Callable[[tuple[int, ...]], tuple[int, ...]]] = field(init=False)  # base type -> its genes
+    _spelled: dict[tuple[str, tuple[Any, ...]], str] = field(default_factory=dict)  # signature -> kernels (JSON)
+    _signatures: dict[str, Callable[[tuple[int, ...]], tuple[Any, ...]]] = field(init=False)  # base type ->
+    _keys: dict[tuple[int, ...], tuple[LayerKey, ...]] = field(default_factory=dict)  # genome -> its layers' keys
+    _kernel_s: dict[LayerKey, dict[tuple[str, str], float]] = field(default_factory=dict)  # a row's, per layer
+    _rows: dict[Any, dict[str, Any]] = field(default_factory=dict)    # a row but its genome, by layers and draft
+    _spelled_lists: dict[tuple[str, tuple[Any, ...]], list[dict[str, Any]]] = field(default_factory=dict)
+    _estimates_kept: EstimateCache = field(default_factory=lambda: EstimateCache())  # across kernel plans
+    _resolved: dict[tuple[str, tuple[Any, ...]], list[KernelSpec]] = field(default_factory=dict)  # signature ->
+    _workloads: dict[int, WorkloadSpec] = field(default_factory=dict)                               # kernels, ...
+    _speculative: dict[tuple[str, int], SpeculativeSpec] = field(default_factory=dict)
     reserved_bytes: float = field(init=False)
+    _document: Document = field(init=False)            # a candidate's (``candidate``)
     kv_len: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.seed = load_mapping(self.problem.seed_path, overrides=list(self.problem.overrides))
+        self._document = Document(path=self.seed.document.path, data=None, lines={})
         self.space = space_from_seed(self.seed)
         self.counts = layer_types(self.seed)
         self.reserved_bytes = sum(reservations(self.seed).values())
         self.kv_len = kv_length(self.seed)
-        self._layer_genes = {layer.layer_type: _picker(gene_indices(self.space, layer.layer_type))
-                             for layer in self.space.layers}
+        self._signatures = {layer.layer_type: kernel_signature(self.space, layer) for layer in self.space.layers}
         self.simulated.kernel_plans = self._kernel_plans  # re-scores plan with the kernels estimates built
 
     def data(self, genome: tuple[int, ...]) -> dict[str, Any]:
@@ -251,14 +314,25 @@ class Evaluator:
         batch are composed with numpy, layer type by layer type in a fixed order, so a
         genome's figures do not depend on which batch (or worker) it came in.
         """
-        layers = [[self._layer(g, t) for t in self.counts] for g in genomes]
+        cached = self._layers
+        keys = [self.layer_keys(g) for g in genomes]
+        layers = [[cached[key] if key in cached else self._layer(g, key[0]) for key in row]
+                  for g, row in zip(genomes, keys, strict=True)]
         latency = np.array([[layer.latency_s for layer in row] for row in layers]).reshape(len(genomes), -1)
         step = np.zeros(len(genomes))
         for column, count in enumerate(self.counts.values()):
             step = step + latency[:, column] * float(count)
         drafts = [self._draft(g) for g in genomes]
-        return [self._row(g, row, float(s) + draft.step_s, draft)
-                for g, row, s, draft in zip(genomes, layers, step, drafts, strict=True)]
+        rows = []
+        for g, row, s, draft, key in zip(genomes, layers, step, drafts, keys, strict=True):
+            # genomes spelling the same layers (and draft) have the same row but for the genome
+            same = (key, speculative_genes(self.space, g))
+            rest = self._rows.get(same)
+            if rest is None:
+                rest = self._rows[same] = dict(self._row(g, row, float(s) + draft.step_s, draft, key))
+                del rest["genome"]
+            rows.append({"genome": g} | rest)
+        return rows
 
     def _k(self, genome: tuple[int, ...]) -> int:
         sd = speculative_genes(self.space, genome)
@@ -269,17 +343,34 @@ class Evaluator:
         shapes the verification pass: k + 1 tokens per sequence) and the kernels its genes spell
         (``rdusim.mapping.space.layer_kernels``), so genomes differing only in genes that change
         no kernel (settings of a segment fused into another segment's kernel) share the layer."""
-        batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
-        return (batch, self._k(genome), self._spelled_kernels(genome, base_layer_type(layer_type)))
+        return self._full_key(genome, layer_type)[1:]
+
+    def layer_keys(self, genome: tuple[int, ...]) -> tuple[LayerKey, ...]:
+        """``(layer type, *layer_key)`` of each layer type (``counts``' order), kept per genome."""
+        keys = self._keys.get(genome)
+        if keys is None:
+            batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
+            k = self._k(genome)
+            keys = self._keys[genome] = tuple((t, batch, k, self._spelled_kernels(genome, base_layer_type(t)))
+                                              for t in self.counts)
+        return keys
 
     def _spelled_kernels(self, genome: tuple[int, ...], base: str) -> str:
-        """``layer_kernels`` of a base layer type as JSON (sorted keys), cached by its genes."""
-        genes = (base, self._layer_genes[base](genome))
-        spelled = self._spelled.get(genes)
+        """``layer_kernels`` of a base layer type as JSON (sorted keys), cached by its kernels'
+        signature (``rdusim.mapping.space.kernel_signature``: equal exactly when the kernels are)."""
+        signature = (base, self._signatures[base](genome))
+        spelled = self._spelled.get(signature)
         if spelled is None:
-            layer = next(layer for layer in self.space.layers if layer.layer_type == base)
-            spelled = self._spelled[genes] = json.dumps(layer_kernels(self.space, layer, genome), sort_keys=True)
+            spelled = self._spelled[signature] = json.dumps(self._layer_kernels(genome, signature), sort_keys=True)
         return spelled
+
+    def _layer_kernels(self, genome: tuple[int, ...], signature: tuple[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
+        """``layer_kernels`` of a base layer type, kept by its signature (not to be changed)."""
+        kernels = self._spelled_lists.get(signature)
+        if kernels is None:
+            layer = next(layer for layer in self.space.layers if layer.layer_type == signature[0])
+            kernels = self._spelled_lists[signature] = layer_kernels(self.space, layer, genome)
+        return kernels
 
     def mapping_key(self, genome: tuple[int, ...]) -> tuple[Any, ...]:
         """Equal for two genomes exactly when their documents (``data``) have the same layers and
@@ -292,25 +383,26 @@ class Evaluator:
         """One (genome, layer type) per layer the cache lacks, for ``build_layers`` on workers."""
         found: dict[LayerKey, tuple[tuple[int, ...], str]] = {}
         for genome in genomes:
-            for layer_type in self.counts:
-                key = (layer_type, *self.layer_key(genome, layer_type))
+            for key in self.layer_keys(genome):
                 if key not in self._layers and key not in found:
-                    found[key] = (genome, layer_type)
+                    found[key] = (genome, key[0])
         return list(found.values())
 
     def build_layers(self, items: list[tuple[tuple[int, ...], str]]) -> list[tuple[LayerKey, LayerEstimate]]:
         """Estimate these layers (a worker's share of ``missing``), keyed for ``add_layers``."""
-        return [((t, *self.layer_key(g, t)), self._layer(g, t)) for g, t in items]
+        return [(self._full_key(g, t), self._layer(g, t)) for g, t in items]
+
+    def _full_key(self, genome: tuple[int, ...], layer_type: str) -> LayerKey:
+        return self.layer_keys(genome)[list(self.counts).index(layer_type)]
 
     def add_layers(self, built: list[tuple[LayerKey, LayerEstimate]]) -> None:
         """Layers estimated elsewhere (workers) join this cache: every worker's builds are shared."""
         self._layers.update(built)
 
     def _layer(self, genome: tuple[int, ...], layer_type: str) -> LayerEstimate:
-        batch = self.space.value(genome, "batch") if self.space.phase == "decode" else 0
-        key = (layer_type, *self.layer_key(genome, layer_type))
+        key = self._full_key(genome, layer_type)
         if key not in self._layers:
-            self._layers[key] = self._build(genome, layer_type, batch)
+            self._layers[key] = self._build(genome, layer_type, key[1])
         return self._layers[key]
 
     def _draft(self, genome: tuple[int, ...]) -> DraftEstimate:
@@ -327,6 +419,43 @@ class Evaluator:
         one = self._drafts[key]
         return dataclasses.replace(one, step_s=k * one.step_s)
 
+    def candidate(self, genome: tuple[int, ...], only: str | None = None) -> LoadedMapping:
+        """What ``load_candidate(self.seed, self.data(genome))`` gives ``build_layer`` (tested equal:
+        the same spec), from parts validated once: each base layer type's kernels by its
+        signature (validated and resolved against the seed's defaults, as ``validate_mapping``
+        does), the workload by batch, the speculative section by draft and k; every other field
+        is the seed's, which a candidate's document keeps. Its document has the seed's path and
+        no data or lines, as a candidate's (the error messages read only those). ``only``: a base
+        layer type to build alone (``build_layer`` reads no other layer type's kernels): the
+        others keep the seed's kernels."""
+        layers = dict(self.seed.spec.layers) if only is not None else {}
+        for layer in self.space.layers:
+            if only is None or layer.layer_type == only:
+                layers[layer.layer_type] = self._kernel_specs(genome, layer.layer_type)
+        update: dict[str, Any] = {"layers": layers}
+        if self.space.phase == "decode":
+            batch = self.space.value(genome, "batch")
+            if batch not in self._workloads:
+                workload = dict(self.seed.document.data["workload"]) | {"batch": batch}
+                self._workloads[batch] = WorkloadSpec.model_validate(workload)
+            update["workload"] = self._workloads[batch]
+        sd = speculative_genes(self.space, genome)
+        if sd is not None:
+            if sd not in self._speculative:
+                section = candidate_data(self.space, self.seed.document.data, genome)["speculative"]
+                self._speculative[sd] = SpeculativeSpec.model_validate(section)
+            update["speculative"] = self._speculative[sd]
+        return LoadedMapping(self.seed.spec.model_copy(update=update), self.seed.model, self.seed.system,
+                             self._document)
+
+    def _kernel_specs(self, genome: tuple[int, ...], base: str) -> list[KernelSpec]:
+        signature = (base, self._signatures[base](genome))
+        kernels = self._resolved.get(signature)
+        if kernels is None:
+            validated = _KERNEL_LIST.validate_python(self._layer_kernels(genome, signature))
+            kernels = self._resolved[signature] = resolve_kernel_list(validated, self.seed.spec.defaults)
+        return kernels
+
     def _build_draft(self, genome: tuple[int, ...]) -> DraftEstimate:
         try:
             loaded = load_candidate(self.seed, self.data(genome))
@@ -342,24 +471,30 @@ class Evaluator:
 
     def _build(self, genome: tuple[int, ...], layer_type: str, batch: int) -> LayerEstimate:
         try:
-            loaded = load_candidate(self.seed, self.data(genome))
+            try:
+                loaded = self.candidate(genome, only=base_layer_type(layer_type))
+            except ValidationError:  # not from the search's genes; the document's own message then
+                loaded = load_candidate(self.seed, self.data(genome))
             graph_key = (layer_type, batch, self._k(genome))
             if graph_key not in self._graphs:
                 self._graphs[graph_key] = layer_graph(loaded.model, layer_type, layer_shape(loaded),
                                                       loaded.spec.kv_policy)
-            built = build_layer(loaded, layer_type, graph=self._graphs[graph_key], cache=self._kernel_plans)
+            built = build_layer(loaded, layer_type, graph=self._graphs[graph_key], cache=self._kernel_plans,
+                                kept=self._graph_kept.setdefault(graph_key, GraphCache()))
         except MappingError as error:
             return LayerEstimate((), None, 0.0, str(error).splitlines()[0])
-        self.simulated.builds[layer_type, self.layer_key(genome, layer_type)] = built  # re-scores plan with it
-        estimates = []
+        self.simulated.builds[layer_type, self._full_key(genome, layer_type)[1:]] = built  # re-scores plan with it
+        estimates, weights = [], []
         for kernel, key in zip(built.kernels, built.keys, strict=True):
             if key not in self._kernel_estimates:
-                self._kernel_estimates[key] = kernel_estimate(kernel, loaded)
+                self._kernel_estimates[key] = kernel_estimate(kernel, loaded, self._estimates_kept)
+                self._kernel_weights[key] = kernel_weight_bytes(kernel)
             estimates.append(self._kernel_estimates[key])
-        return LayerEstimate(tuple(estimates), layer_memory(built.kernels), built.activation_peak_bytes)
+            weights.append(self._kernel_weights[key])
+        return LayerEstimate(tuple(estimates), layer_memory(built.kernels, weights), built.activation_peak_bytes)
 
     def _row(self, genome: tuple[int, ...], layers: list[LayerEstimate], step_s: float,
-             draft: DraftEstimate) -> dict[str, Any]:
+             draft: DraftEstimate, keys: tuple[LayerKey, ...]) -> dict[str, Any]:
         spec = self.seed.spec
         batch = self.space.value(genome, "batch") if self.space.phase == "decode" else spec.workload.batch
         row: dict[str, Any] = {"genome": genome, "batch": batch, "fits": True, "reason": ""}
@@ -370,8 +505,14 @@ class Evaluator:
         row |= memory | self._figures(step_s, batch, genome)
         if draft.step_s:
             row["draft_s"] = draft.step_s
-        row["kernel_s"] = {(t, k.name): k.latency_s * n for (t, n), layer in zip(self.counts.items(), layers, strict=True)
-                           for k in layer.kernels}
+        kernel_s: dict[tuple[str, str], float] = {}
+        for key, layer in zip(keys, layers, strict=True):  # each layer type's kernels' times, kept per layer
+            times = self._kernel_s.get(key)
+            if times is None:
+                n = self.counts[key[0]]
+                times = self._kernel_s[key] = {(key[0], k.name): k.latency_s * n for k in layer.kernels}
+            kernel_s.update(times)
+        row["kernel_s"] = kernel_s
         if memory["hbm_used_bytes"] > memory["hbm_capacity_bytes"]:
             row |= {"fits": False, "reason": "HBM: needs more than a socket has"}
         elif memory["ddr_used_bytes"] > self.seed.system.socket.capacity_bytes(DDR):

@@ -118,10 +118,26 @@ def _simulate(problem: Problem, ev: Evaluator, picks: list[Genome], executor: Ex
     for _, group in itertools.groupby(ordered, key=lambda g: keys[g][:1]):
         members = list(group)
         runs += [members[i:i + size] for i in range(0, len(members), size)]
-    done = executor.map(simulate_many_task, [(problem, run) for run in runs],
+    # workers that did not fork from this process (Dask) get the layer types the estimator built
+    # for their candidates: unpickling them costs less than building them (benchmarks/RESULTS.md,
+    # "Explorer estimator, vectorised caches"); forked local workers hold them already
+    ship = not isinstance(executor, LocalExecutor)
+    tasks = [(problem, run, _builds(ev, run) if ship else None) for run in runs]
+    done = executor.map(simulate_many_task, tasks,
                         progress=(lambda k, total: progress("simulate", k, total)) if progress else None)
     by_genome = {row["genome"]: row for rows in done for row in rows}
     return [by_genome[g] for g in picks]
+
+
+def _builds(ev: Evaluator, genomes: list[Genome]) -> dict[tuple[str, Any], Any]:
+    """The layer types of ``genomes`` that ``ev``'s estimator built, by layer type and layer key."""
+    found = {}
+    for genome in genomes:
+        for layer_type in ev.counts:
+            key = (layer_type, ev.layer_key(genome, layer_type))
+            if key in ev.simulated.builds:
+                found[key] = ev.simulated.builds[key]
+    return found
 
 
 def _search(problem: Problem, space: Space, budget: int, seed: int, executor: Executor,
@@ -209,8 +225,8 @@ def _key(row: dict[str, Any], objective: str) -> tuple[Any, ...]:
 
 
 def _child(space: Space, rng: np.random.Generator, parents: list[Genome]) -> Genome:
-    a, b = (parents[int(min(rng.integers(len(parents), size=2)))] for _ in range(2))  # tournaments of 2
-    mask = rng.random(len(a)) < 0.5
+    a, b = (parents[int(rng.integers(len(parents), size=2).min())] for _ in range(2))  # tournaments of 2
+    mask = (rng.random(len(a)) < 0.5).tolist()
     child = [x if m else y for x, y, m in zip(a, b, mask, strict=True)]
     for _ in range(1 + int(rng.integers(2))):
         i = int(rng.integers(len(child)))

@@ -14,6 +14,7 @@ from rdusim.analysis.explore.estimate import Evaluator, LayerEstimate, LayerKey,
 from rdusim.analysis.metrics import step_figures
 from rdusim.analysis.result import simulate_kernels
 from rdusim.errors import MappingError
+from rdusim.mapping.build import LayerBuild
 from rdusim.mapping.space import load_candidate
 from rdusim.model.speculative import accepted_tokens_per_step
 
@@ -33,8 +34,19 @@ def layers_task(problem: Problem, items: list[tuple[Genome, str]]) -> list[tuple
     return evaluator(problem).build_layers(items)
 
 
-def simulate_many_task(problem: Problem, genomes: list[Genome]) -> list[dict[str, Any]]:
-    """``simulate_task`` for several candidates in one worker (they share its simulated layers)."""
+def simulate_many_task(problem: Problem, genomes: list[Genome],
+                       builds: dict[tuple[str, Any], LayerBuild] | None = None) -> list[dict[str, Any]]:
+    """``simulate_task`` for several candidates in one worker (they share its simulated layers).
+    ``builds``: their layer types as the search's estimator built them (by layer type and layer
+    key), for a worker that did not fork from the search (Dask): it plans with them instead of
+    building them again; a worker's own builds are kept."""
+    if builds:
+        cache = evaluator(problem).simulated
+        for key, build in builds.items():
+            if key not in cache.builds:
+                cache.builds[key] = build
+                for plan_key, plan in zip(build.keys, build.kernels, strict=True):
+                    cache.kernel_plans.setdefault(plan_key, plan)
     return [simulate_task(problem, genome) for genome in genomes]
 
 

@@ -66,20 +66,26 @@ def default_slo(deployment: Deployment) -> Slo:
 
 
 def request_frame(run: ServingRun, slo: Slo) -> pd.DataFrame:
-    r = run.requests
-    names = {n["index"]: n["node"] for n in run.nodes}
+    return request_rows(run.requests, 0, run.reasons, {n["index"]: n["node"] for n in run.nodes}, slo)
+
+
+def request_rows(r: dict[str, np.ndarray], first: int, reasons: dict[int, str], names: dict[int, str],
+                 slo: Slo) -> pd.DataFrame:
+    """The rows of requests ``first`` onwards (``r``: their ``REQUEST_FIELDS`` as float arrays,
+    ``reasons``: the rejected ones among them by request id): each row depends on its request only,
+    so a run's frame is the concatenation of the rows of its slices."""
     n = len(r["arrival_s"])
     rejected = np.zeros(n, dtype=bool)
-    rejected[list(run.reasons)] = True
+    rejected[[i - first for i in reasons]] = True
     output = r["output_tokens"]
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output > 1, (r["finish_s"] - r["first_token_s"]) / (output - 1), np.nan)
     ttft = r["first_token_s"] - r["arrival_s"]
     met = ~rejected & (ttft <= slo.ttft_s) & ((output <= 1) | (tpot <= slo.tpot_s))
     frame = pd.DataFrame({
-        "request": np.arange(n), "arrival_s": r["arrival_s"], "prompt_tokens": r["prompt_tokens"],
+        "request": np.arange(first, first + n), "arrival_s": r["arrival_s"], "prompt_tokens": r["prompt_tokens"],
         "output_tokens": output, "status": np.where(rejected, "rejected", "done"),
-        "reason": [run.reasons.get(i, "") for i in range(n)], "queue_s": r["prefill_start_s"] - r["arrival_s"],
+        "reason": [reasons.get(i, "") for i in range(first, first + n)], "queue_s": r["prefill_start_s"] - r["arrival_s"],
         "ttft_s": ttft, "transfer_s": r["decode_ready_s"] - r["first_token_s"],
         "decode_wait_s": r["admitted_s"] - r["decode_ready_s"], "tpot_s": tpot, "e2e_s": r["finish_s"] - r["arrival_s"],
         "prefill_node": [names.get(int(i), "") if i == i else "" for i in r["prefill_node"]],
@@ -92,7 +98,7 @@ def request_frame(run: ServingRun, slo: Slo) -> pd.DataFrame:
     return frame
 
 
-def _stats(prefix: str, values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
+def stats(prefix: str, values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
     """mean, median, p90, p99 in milliseconds (serving benchmarks' names), NaN when empty.
 
     Exact (weighted) percentiles need every value: a few copies of the column live here while it
@@ -125,7 +131,7 @@ def step_summary(run: ServingRun) -> dict[str, Any]:
     """What the summary takes from the decode steps (computed before the request frame exists,
     so their sorting copies and the frame are never in memory together)."""
     steps = run.steps
-    out = _stats("itl", steps["itl_s"], steps["active"])
+    out = stats("itl", steps["itl_s"], steps["active"])
     out["mean_decode_batch"] = float(np.average(steps["active"], weights=steps["duration_s"])) \
         if len(steps["active"]) else 0.0
     # tokens a request receives per decode step (a burst under speculative decoding): every
@@ -142,28 +148,51 @@ def summarise(run: ServingRun, requests: pd.DataFrame, slo: Slo, steps: dict[str
     steps = step_summary(run) if steps is None else steps
     done = requests.loc[requests["status"] == "done",   # only the columns summed (a million rows: no strings copied)
                         ["prompt_tokens", "output_tokens", "kv_bytes_shipped", "ttft_s", "tpot_s", "e2e_s"]]
-    duration = max(run.end_s, 1e-12)   # first arrival (time 0) to the last event
-    good = int(requests["met_slo"].sum())
-    summary: dict[str, Any] = {
-        "requests": len(requests), "completed": len(done), "rejected": int((requests["status"] == "rejected").sum()),
-        "duration_s": duration, "total_input_tokens": int(done["prompt_tokens"].sum()),
-        "total_output_tokens": int(done["output_tokens"].sum()),
-        "request_throughput": len(done) / duration, "output_throughput": float(done["output_tokens"].sum()) / duration,
-        "total_token_throughput": float(done["prompt_tokens"].sum() + done["output_tokens"].sum()) / duration,
-        "request_goodput": good / duration, "slo_attainment": good / max(len(requests), 1),
-        "slo_ttft_s": slo.ttft_s, "slo_tpot_s": slo.tpot_s,
-        "kv_bytes_shipped": float(done["kv_bytes_shipped"].sum()),
-    }
-    summary |= _stats("ttft", done["ttft_s"].to_numpy())
-    summary |= _stats("tpot", done["tpot_s"].to_numpy())
-    summary |= {k: steps[k] for k in ("mean_itl_ms", "median_itl_ms", "p90_itl_ms", "p99_itl_ms")}
-    summary |= _stats("e2el", done["e2e_s"].to_numpy())
+    counts = {"requests": len(requests), "completed": len(done),
+              "rejected": int((requests["status"] == "rejected").sum()),
+              "input_tokens": done["prompt_tokens"].sum(), "output_tokens": done["output_tokens"].sum(),
+              "good": int(requests["met_slo"].sum()), "kv_bytes_shipped": float(done["kv_bytes_shipped"].sum())}
+    latency = stats("ttft", done["ttft_s"].to_numpy()) | stats("tpot", done["tpot_s"].to_numpy()) \
+        | stats("e2el", done["e2e_s"].to_numpy())
     del done
+    return assemble_summary(run.end_s, slo, counts, latency, steps, rejection_counts(requests))
+
+
+def assemble_summary(end_s: float, slo: Slo, counts: dict[str, Any], latency: dict[str, float],
+                     steps: dict[str, Any], rejections: dict[str, int]) -> dict[str, Any]:
+    """The summary, in its order, from what the requests and the steps gave (in memory or streamed)."""
+    duration = max(end_s, 1e-12)   # first arrival (time 0) to the last event
+    good, done, total = counts["good"], counts["completed"], counts["requests"]
+    summary: dict[str, Any] = {
+        "requests": total, "completed": done, "rejected": counts["rejected"],
+        "duration_s": duration, "total_input_tokens": int(counts["input_tokens"]),
+        "total_output_tokens": int(counts["output_tokens"]),
+        "request_throughput": done / duration, "output_throughput": float(counts["output_tokens"]) / duration,
+        "total_token_throughput": float(counts["input_tokens"] + counts["output_tokens"]) / duration,
+        "request_goodput": good / duration, "slo_attainment": good / max(total, 1),
+        "slo_ttft_s": slo.ttft_s, "slo_tpot_s": slo.tpot_s,
+        "kv_bytes_shipped": counts["kv_bytes_shipped"],
+    }
+    summary |= {k: latency[k] for k in latency if "_ttft_" in k or "_tpot_" in k}
+    summary |= {k: steps[k] for k in ("mean_itl_ms", "median_itl_ms", "p90_itl_ms", "p99_itl_ms")}
+    summary |= {k: latency[k] for k in latency if "_e2el_" in k}
     summary |= {k: steps[k] for k in ("mean_decode_batch", "mean_tokens_per_step", "decode_steps_per_batch_bucket")}
-    reasons = requests.loc[requests["status"] == "rejected", "reason"]
-    summary["rejections"] = {str(k): int(v) for k, v in reasons.str.replace(r"\d[\d.]*", "N", regex=True)
-                             .value_counts().items()}
+    summary["rejections"] = rejections
     return summary
+
+
+def rejection_kinds(requests: pd.DataFrame) -> pd.Series:
+    """The rejected requests' reasons with their numbers replaced by N (the kinds counted)."""
+    return requests.loc[requests["status"] == "rejected", "reason"].str.replace(r"\d[\d.]*", "N", regex=True)
+
+
+def rejection_counts(requests: pd.DataFrame | None, counts: dict[str, int] | None = None) -> dict[str, int]:
+    """Rejections per kind, most first (ties in order of first appearance, as ``value_counts``);
+    from the frame, or from ``counts`` (kind -> count, in order of first appearance)."""
+    if counts is None:
+        return {str(k): int(v) for k, v in rejection_kinds(requests).value_counts().items()}
+    ordered = pd.Series(list(counts.values()), index=pd.Index(list(counts), dtype=object), dtype=np.int64)
+    return {str(k): int(v) for k, v in ordered.sort_values(ascending=False, kind="stable").items()}
 
 
 def node_frame(run: ServingRun, duration_s: float) -> pd.DataFrame:
@@ -180,9 +209,40 @@ def batch_histogram(run: ServingRun) -> pd.DataFrame:
     steps = run.steps
     key = steps["bucket"].astype(np.int64) << 32
     key |= steps["active"]
-    frame = pd.Series(steps["duration_s"], copy=False).groupby(key).agg(["size", "sum"])
-    del key
-    codes = frame.index.to_numpy()
-    return pd.DataFrame({"bucket": (codes >> 32).astype(steps["bucket"].dtype),
-                         "active": (codes & 0xFFFFFFFF).astype(steps["active"].dtype),
-                         "steps": frame["size"].to_numpy(), "time_s": frame["sum"].to_numpy()})
+    return histogram_frame(*histogram_groups(key, steps["duration_s"]))
+
+
+def histogram_key(bucket: np.ndarray, active: np.ndarray) -> np.ndarray:
+    key = bucket.astype(np.int64) << 32
+    key |= active
+    return key
+
+
+def histogram_groups(key: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(keys, steps, seconds) per key, keys increasing: pandas' groupby size and sum (each group's
+    sum over its own rows in order, so any subset of whole groups gives the same figures)."""
+    frame = pd.Series(duration, copy=False).groupby(key).agg(["size", "sum"])
+    return frame.index.to_numpy(), frame["size"].to_numpy(), frame["sum"].to_numpy()
+
+
+def histogram_frame(codes: np.ndarray, sizes: np.ndarray, sums: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({"bucket": (codes >> 32).astype(np.uint32), "active": (codes & 0xFFFFFFFF).astype(np.uint32),
+                         "steps": sizes, "time_s": sums})
+
+
+#: points of a latency CDF figure (the exact quantiles at evenly spaced ranks)
+CDF_POINTS = 1000
+
+
+def cdf_ranks(n: int, points: int = CDF_POINTS) -> np.ndarray:
+    """The positions in a sorted column of ``n`` values that a CDF figure draws (all when n <= points)."""
+    if n <= points:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, points)).astype(np.int64))
+
+
+def cdf_points(values: np.ndarray, points: int = CDF_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """(value, fraction of values at or below it) at ``cdf_ranks`` of the sorted finite values."""
+    values = np.sort(values[~np.isnan(values)])
+    ranks = cdf_ranks(len(values), points)
+    return values[ranks], (ranks + 1) / max(len(values), 1)

@@ -10,22 +10,29 @@ from __future__ import annotations
 import numpy as np
 
 from rdusim.analysis.serving.run import ServingResult
+from rdusim.analysis.serving.stream import TRACE_REQUESTS
 
 _US = 1e6
 
 
-def serving_trace(result: ServingResult, max_requests: int = 20000) -> dict:
+def serving_trace(result: ServingResult, max_requests: int = TRACE_REQUESTS) -> dict:
     """Chrome trace events: one process per node; prefill slices, decode steps, and each
-    request's stay on its decode node (async spans); the first ``max_requests`` requests."""
+    request's stay on its decode node (async spans); the first ``max_requests`` requests (a
+    streamed result kept the first ``TRACE_REQUESTS`` and the steps up to their last finish)."""
     events: list[dict] = []
-    frame = result.requests.head(max_requests)
+    if result.head is not None:
+        frame, r, steps = result.head
+        if max_requests > len(frame) and len(frame) == TRACE_REQUESTS:
+            raise ValueError(f"a streamed result keeps the first {TRACE_REQUESTS} requests for the trace")
+        frame = frame.head(max_requests)
+    else:
+        frame, r, steps = result.requests.head(max_requests), result.run.requests, result.run.steps
     index = {n["node"]: n["index"] for n in result.run.nodes}
     for node in result.run.nodes:
         pid = node["index"]
         events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"{node['node']} ({node['role']})"}})
         for tid, name in ((1, "prefill"), (2, "decode steps"), (3, "requests")):
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
-    r = result.run.requests
     for row in frame.itertuples():
         i = row.request
         if row.prefill_node:
@@ -39,7 +46,6 @@ def serving_trace(result: ServingResult, max_requests: int = 20000) -> dict:
             events.append(common | {"ph": "b", "ts": r["admitted_s"][i] * _US,
                                     "args": {"output_tokens": int(row.output_tokens)}})
             events.append(common | {"ph": "e", "ts": r["finish_s"][i] * _US})
-    steps = result.run.steps
     limit = r["finish_s"][frame["request"].to_numpy()]
     horizon = np.nanmax(limit) if len(limit) and not np.all(np.isnan(limit)) else np.inf
     for node, start, duration, active, bucket in zip(steps["node"], steps["start_s"], steps["duration_s"],

@@ -1,6 +1,7 @@
 """Figures of serving runs: latency CDFs and goodput against offered rate.
 
-Owns: ``plot_latency_cdf``, ``plot_goodput_vs_rate``. Imports: matplotlib, numpy, pandas.
+Owns: ``plot_latency_cdf``, ``plot_goodput_vs_rate``. Imports: metrics (``cdf_points``), matplotlib,
+numpy, pandas.
 Kept apart from ``rdusim.analysis.plots`` (the kernel-level figures) with the same rules:
 each function draws on ``ax`` (or on a new ``Figure``), returns the Axes, never writes a
 file and never touches matplotlib's global state.
@@ -15,6 +16,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from rdusim.analysis.serving.metrics import CDF_POINTS, cdf_points
+
 _LABELS = {"ttft_s": ("time to first token (s)", 1.0, "slo_ttft_s"),
            "tpot_s": ("time per output token (ms)", 1e3, "slo_tpot_s")}
 
@@ -25,16 +28,20 @@ def _new_axes(ax: Axes | None, size: tuple[float, float] = (5.0, 3.5)) -> Axes:
     return Figure(figsize=size, layout="constrained").add_subplot()
 
 
-def plot_latency_cdf(frames: Mapping[str, pd.DataFrame], metric: str = "ttft_s", ax: Axes | None = None,
-                     slo_s: float | None = None) -> Axes:
-    """Empirical CDF of ``metric`` (``ttft_s`` or ``tpot_s``) of finished requests, one line
-    per label (``ServingResult.requests`` frames); a dashed line marks the SLO if given."""
+def plot_latency_cdf(curves: Mapping[str, pd.DataFrame | tuple[np.ndarray, np.ndarray]], metric: str = "ttft_s",
+                     ax: Axes | None = None, slo_s: float | None = None) -> Axes:
+    """Empirical CDF of ``metric`` (``ttft_s`` or ``tpot_s``) of finished requests, one line per
+    label: a ``ServingResult.requests`` frame, or its ``latency[metric]`` points; a dashed line marks
+    the SLO if given. Drawn through the exact quantiles at ``CDF_POINTS`` evenly spaced ranks (every
+    request when there are fewer), so a million requests draw a line of a thousand steps."""
     ax = _new_axes(ax)
     label, scale, _ = _LABELS[metric]
-    for name, frame in frames.items():
-        values = np.sort(frame.loc[frame["status"] == "done", metric].dropna().to_numpy()) * scale
+    for name, curve in curves.items():
+        if isinstance(curve, pd.DataFrame):
+            curve = cdf_points(curve.loc[curve["status"] == "done", metric].to_numpy(), CDF_POINTS)
+        values, fraction = curve
         if len(values):
-            ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", label=name)
+            ax.step(values * scale, fraction, where="post", label=name)
     if slo_s is not None:
         ax.axvline(slo_s * scale, color="0.3", linestyle="--", linewidth=1, label="SLO")
     ax.set_xlabel(label)

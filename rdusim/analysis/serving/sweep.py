@@ -22,8 +22,9 @@ from rdusim.errors import ConfigError
 
 
 def sweep_task(deployment: Deployment, workload: GeneratedWorkload, rate: float, slo: Slo) -> dict[str, Any]:
-    """One (deployment, rate) point: the summary (what a worker sends back)."""
-    result = run_serving(deployment, workload.at(rate), slo, record_events=False)
+    """One (deployment, rate) point: the summary (what a worker sends back), measured as the run
+    goes (memory follows the requests in flight)."""
+    result = run_serving(deployment, workload.at(rate), slo, record_events=False, stream=True)
     summary = dict(result.summary)
     summary.pop("rejections", None)
     summary.pop("decode_steps_per_batch_bucket", None)
