@@ -209,6 +209,8 @@ def test_run_spec_picks_the_document_of_the_device_a_run_names() -> None:
     ('l2_latency: "0.188 us"', 'l2_latency: "-0.188 us"', "memory.l2_latency"),
     ('kernel_fixed: "1.106 us"', 'kernel_fixed: "soon"', "launch.kernel_fixed"),
     ("gemm_stream_clean: 0.895", "gemm_stream_clean: 1.892", "efficiency.gemm_stream_clean"),
+    ("attention_overlap: 0.55", "attention_overlap: 1.55", "efficiency.attention_overlap"),
+    ("attention_overlap: 0.55", "attention_overlap: half", "efficiency.attention_overlap"),
 ])
 def test_bad_small_kernel_constants_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    old: str, new: str, key: str) -> None:
