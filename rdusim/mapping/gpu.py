@@ -14,11 +14,14 @@ out of the engine; here only the structure is decided, from the libraries' own r
   split (split-K) and a second kernel reduces the fp32 partials.
 - Prefill attention (FlashAttention-2, what ``scaled_dot_product_attention`` runs): one CTA per
   128 query rows per head (64 at head_dim 256); with a causal mask a CTA visits only the keys up
-  to its last row; MMAs, softmax exponentials and shared-memory operand reads in series; K/V
-  re-reads miss L2 once a head's K/V outgrows it (causal).
+  to its last row; MMAs, softmax exponentials and shared-memory operand reads in series (the
+  engine hides ``efficiency.attention_overlap`` of the shorter of MMAs and operand reads); K/V
+  re-reads miss L2 once a head's K/V outgrows it (causal), and a tile's first read comes from
+  DRAM (``fa2_first_read_share``, ``fa2_dram_tile_wait_s``).
 - Decode attention (FlashAttention-2 split-KV): GQA queries of one KV head are packed into the
   row tile (64 rows, padded); the KV axis is split by FA2's own heuristic (``fa2_splits``) to
-  fill 2 CTAs per SM, and a combine kernel merges the partial results.
+  fill 2 CTAs per SM, and a combine kernel merges the partial results; with one split FA2 runs
+  its forward kernel, each CTA reading its (sequence, KV head)'s K/V alone from DRAM.
 - Norms and elementwise kernels stream their bytes with every SM busy.
 """
 
