@@ -23,6 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure as M  # noqa: E402
+import sweep as S  # noqa: E402
 
 BF16 = torch.bfloat16
 
@@ -34,6 +35,7 @@ def main(out: str) -> int:
                             "--format=csv,noheader", "-lms", "20"], stdout=log)
     ctx = M.Ctx(device=torch.device("cuda"), tiny=False)
     ctx.flush_buf = torch.zeros(64 << 20, dtype=torch.float32, device=ctx.device)
+    print("sdpa backend:", M.pick_sdpa_backend(ctx), flush=True)  # FlashAttention, as every FA2 row
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     rows, phases = [], []
     for kv in (1024, 4096, 16384):
@@ -47,6 +49,8 @@ def main(out: str) -> int:
         for f in fns:
             f()
         torch.cuda.synchronize()
+        names = sorted({n for n, _ in S.kernel_names(fns[0])})
+        print(kv, names, flush=True)
         for mode in ("back_to_back", "after_flush", "after_idle", "back_to_back"):
             n = 200
             ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
