@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
+import sys
 from pathlib import Path
 
 from compare import parity_axes  # compare.py beside this file
@@ -160,7 +161,7 @@ def prefill_section(rows: list[dict], rows_d: list[dict], gpu: Gpu) -> tuple[lis
                 continue
             pred = predict_row(r, gpu)
             t = float(r["median_us"]) * 1e-6
-            cal = run == "a" and r["name"] in ATTENTION_CALIBRATION
+            cal = run in ("a", "d") and r["name"] in ATTENTION_CALIBRATION
             c = {**r, "pred": pred, "err": (pred - t) / t, "cal": cal, "run": run}
             compared.append(c)
             cud = by.get(r["name"].replace("flash_", "cudnn_"))
@@ -402,7 +403,7 @@ def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict], ho
                    label=f"FA2 prefill, head_dim {hd}", s=18)
     cal = [c for c in prefill if c["cal"]]
     ax.scatter([float(c["median_us"]) for c in cal], [c["pred"] * 1e6 for c in cal], color="k", marker="x",
-               label="calibration (2)", s=30)
+               label=f"calibration ({len(cal)})", s=30)
     ax.scatter([float(c["median_us"]) for c in holdout], [c["pred"] * 1e6 for c in holdout], facecolors="none",
                edgecolors="k", marker="s", label="held out (run g, frozen predictions)", s=30)
     parity_axes(ax, 1e2, 2e6, "FA2 prefill 4K-256K (runs a, d, e, g)", title_size=9)
@@ -753,6 +754,59 @@ def fa2_section() -> list[str]:
     return out
 
 
+RUN_P = "benchmarks/gpu/h100-20261125p-fa2mech.csv"
+RUN_P_FROZEN = "benchmarks/gpu/h100-20261125p-fa2mech-predicted.txt"  # before the DRAM tile wait
+RUN_Q = "benchmarks/gpu/h200-20261125q-fa2mech.csv"
+RUN_Q_FROZEN = "benchmarks/gpu/h200-20261125q-fa2mech-predicted.txt"  # with it, before the first-read share
+RUN_R = "benchmarks/gpu/h100-20261125r-fa2mech-holdout.csv"  # held out: frozen with both changes
+RUN_R_FROZEN = "benchmarks/gpu/h100-20261125r-fa2mech-holdout-predicted.txt"
+
+
+def _mech_group(r: dict) -> str:
+    hd = r["head_dim"]
+    if r["kind"] == "sk_fa2":
+        return f"one-split decode, hd {hd}"
+    if r["kind"] == "fa2_l2":
+        return "one-split decode, K/V in L2 or HBM"
+    if r["kind"] == "fa2_fullq":
+        return "128 queries over their own KV (decode grid, full tiles)"
+    return f"prefill {'causal' if r['mode'] == 'causal' else 'no mask'}, hd {hd}"
+
+
+def fa2_mech_section() -> list[str]:
+    """Runs p (H100), q (H200) and r (H100, held-out shapes): fa2_mech.py's rows, measured (a
+    decode row's graph share), the frozen prediction and today's, by group."""
+    sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
+    from fa2_mech_predicted import predicted_s
+
+    out = ["| run | row | measured (us) | frozen prediction (us) | error | predicted now (us) | error |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    errs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    for run, path, frozen_path in (("p (H100)", RUN_P, RUN_P_FROZEN), ("q (H200)", RUN_Q, RUN_Q_FROZEN),
+                                   ("r (H100, held out)", RUN_R, RUN_R_FROZEN)):
+        rows = list(csv.DictReader((ROOT / path).open()))
+        gpu = Gpu(run_spec(rows))
+        frozen = read_frozen(frozen_path)
+        for r in rows:
+            shape = {k: (int(r[k]) if r[k] else 0) for k in ("batch", "q_heads", "kv_heads", "kv_len", "head_dim", "seq_len")}
+            row = {**r, **shape} if r["kind"] != "attn_prefill_l2" else r
+            t, fz = float(r["median_us"]), frozen[r["name"]]
+            now = predicted_s(row, gpu) * 1e6
+            e = errs.setdefault((run, _mech_group(shape | {"kind": r["kind"], "mode": r["mode"]})), ([], []))
+            e[0].append(fz / t - 1)
+            e[1].append(now / t - 1)
+            out.append(f"| {run} | {r['name']} | {t:.1f} | {fz:.1f} | {(fz / t - 1) * 100:+.1f}% | {now:.1f} | "
+                       f"{(now / t - 1) * 100:+.1f}% |")
+    out += ["", "| run | group | rows | frozen: median abs error | worst | median signed | now: median abs error | worst "
+            "| median signed |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for (run, group), (fz, now) in errs.items():
+        def part(e: list[float]) -> str:
+            a = [abs(x) for x in e]
+            return f"{statistics.median(a) * 100:.1f}% | {max(a) * 100:.1f}% | {statistics.median(e) * 100:+.1f}%"
+        out.append(f"| {run} | {group} | {len(fz)} | {part(fz)} | {part(now)} |")
+    return out
+
+
 def decode_summary_section(base: ModelSpec, spec_h100: GpuSpec, runs_1: list[dict]) -> list[str]:
     """Graph decode steps of every run, with today's model: runs 1 (H100), k (H200), l, m."""
     rows_k = list(csv.DictReader((ROOT / RUN_K).open()))
@@ -785,7 +839,7 @@ def main() -> int:
     rows_d = list(csv.DictReader((ROOT / RUN_D).open()))
     if args.fit:
         print("fit_gemm (24 calibration rows):", fit_gemm(runs[0], spec))
-        print("fit_attention (2 calibration rows):", fit_attention(runs[0], spec))
+        print("fit_attention (4 calibration rows, runs a and d):", fit_attention(runs[0] + rows_d, spec))
     gpu = Gpu(spec)
     base = load_spec(model_path("llama-3.1-8b"), ModelSpec)
     gemm_lines, gemm_runs = gemm_section(runs, gpu)
@@ -806,7 +860,7 @@ def main() -> int:
         text = _between(text, marker, lines)
     h200 = h200_sections(spec, base, runs[0])
     h200 += [("p12-small", small_kernels_section(base)), ("p12-small-steps", decode_summary_section(base, spec, runs[0])),
-             ("p12-fa2", fa2_section())]
+             ("p12-fa2", fa2_section()), ("p12-fa2mech", fa2_mech_section())]
     for marker, lines in h200:
         text = _between(text, marker, lines)
     doc.write_text(text)

@@ -563,6 +563,10 @@ class GpuEfficiencySpec(Spec):
         description="PyTorch's non-vectorised elementwise path (an operand not contiguous) as a share of "
                     "HBM peak (none: hbm_stream)")
     attention_tensor: float = Field(gt=0.0, le=1.0, description="FlashAttention-2 main loop's share of tensor peak")
+    attention_overlap: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="share of the shorter of a FlashAttention-2 CTA's MMA time and its shared-memory operand "
+                    "reads that the SM overlaps with the other (0: in series)")
     mla_tensor: float = Field(gt=0.0, le=1.0, description="FlashMLA decode main loop's share of tensor peak")
 
 

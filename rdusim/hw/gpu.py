@@ -71,6 +71,12 @@ class Gpu:
         return self.hbm_latency_s if lat is None else float(lat)
 
     @property
+    def attention_overlap(self) -> float:
+        """Share of min(MMA time, shared-memory read time) of a FlashAttention CTA hidden under the
+        other (``efficiency.attention_overlap``; 0: the two in series)."""
+        return float(self.spec.efficiency.attention_overlap)
+
+    @property
     def kernel_fixed_s(self) -> float:
         """A small kernel's device time beyond its round trips, in a graph or eager step."""
         return float(self.spec.launch.kernel_fixed_s)

@@ -14,11 +14,14 @@ out of the engine; here only the structure is decided, from the libraries' own r
   split (split-K) and a second kernel reduces the fp32 partials.
 - Prefill attention (FlashAttention-2, what ``scaled_dot_product_attention`` runs): one CTA per
   128 query rows per head (64 at head_dim 256); with a causal mask a CTA visits only the keys up
-  to its last row; MMAs, softmax exponentials and shared-memory operand reads in series; K/V
-  re-reads miss L2 once a head's K/V outgrows it (causal).
+  to its last row; MMAs, softmax exponentials and shared-memory operand reads in series (the
+  engine hides ``efficiency.attention_overlap`` of the shorter of MMAs and operand reads); K/V
+  re-reads miss L2 once a head's K/V outgrows it (causal), and a tile's first read comes from
+  DRAM (``fa2_first_read_share``, ``fa2_dram_tile_wait_s``).
 - Decode attention (FlashAttention-2 split-KV): GQA queries of one KV head are packed into the
   row tile (64 rows, padded); the KV axis is split by FA2's own heuristic (``fa2_splits``) to
-  fill 2 CTAs per SM, and a combine kernel merges the partial results.
+  fill 2 CTAs per SM, and a combine kernel merges the partial results; with one split FA2 runs
+  its forward kernel, each CTA reading its (sequence, KV head)'s K/V alone from DRAM.
 - Norms and elementwise kernels stream their bytes with every SM busy.
 """
 
@@ -233,7 +236,8 @@ def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: in
     after it. A K or V tile that misses L2 (causal, K/V past L2: see below) comes from HBM, and
     FA2 waits on every tile copy it issued one GEMM earlier (``cp_async_wait<0>``, one tile in
     flight), so each miss also exposes one DRAM round trip (``memory.hbm_latency``) that a hit
-    does not (``stall_s``)."""
+    does not (``stall_s``). A tile's first read comes from DRAM too (``fa2_first_read_share``: all
+    of them where one CTA reads a KV head alone) and waits ``fa2_dram_tile_wait_s`` more."""
     kv_len = length if kv_len is None else kv_len
     rows, cols = fa2_fwd_tile(head_dim)
     m_blocks = math.ceil(length / rows)
@@ -251,21 +255,37 @@ def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: in
     working_set = kv_in_flight * 2 * kv_len * head_dim * BF16
     miss = 1.0 - l2_hit_fraction(working_set, gpu.l2_capacity_bytes) if causal else 0.0
     groups = []
-    offset = kv_len - length  # queries are the last `length` of `kv_len` positions
-    for i in range(m_blocks):
-        last_row = min(length, (i + 1) * rows) - 1 + offset
-        keys = min(kv_len, last_row + 1) if causal else kv_len
-        keys = math.ceil(keys / cols) * cols  # whole key tiles
+    tile_keys = [_visible_keys(i, rows, cols, length, kv_len, causal) for i in range(m_blocks)]
+    # the first read of each K/V tile comes from DRAM: of the tiles the CTAs of one KV head's group
+    # read, the share that are first reads (1 where one CTA reads a KV head alone: a short query
+    # block over a long KV); it waits ``fa2_dram_tile_wait_s`` more than an L2 hit
+    first = fa2_first_read_share(math.ceil(kv_len / cols), sum(tile_keys) / cols * q_heads / kv_heads)
+    for keys in tile_keys:
         flops = 4.0 * rows * head_dim * keys
         nbytes = 2 * rows * head_dim * BF16 + kv_bytes_per_head / m_blocks + miss * 2 * keys * head_dim * BF16
         groups.append(CtaGroup(heads, nbytes, flops, keys // cols, sfu=float(rows * keys),
                                smem_bytes=fa2_smem_bytes(rows, cols, head_dim) * (keys // cols),
-                               stall_s=2 * miss * (keys // cols) * gpu.hbm_latency_s,
+                               stall_s=(2 * miss * gpu.hbm_latency_s + first * fa2_dram_tile_wait_s(gpu)) * (keys // cols),
                                prologue_bytes=rows * head_dim * BF16, epilogue_bytes=rows * head_dim * BF16))
     # launch order: block i of every (sequence, head), then block i + 1. FA2's own grid runs the
     # query blocks of one head first (grid(m_blocks, b, h)); in that order the same rows differ by
     # under 2% (tried) and the simulation takes heads-fold longer
     return [GpuKernel(name, tuple(groups), FA2_CTAS_PER_SM, math="attention")]
+
+
+def _visible_keys(block: int, rows: int, cols: int, length: int, kv_len: int, causal: bool) -> int:
+    """Keys (whole ``cols`` tiles) query block ``block`` of a ``length``-query FA2 forward visits,
+    the queries being the last ``length`` of ``kv_len`` positions."""
+    last_row = min(length, (block + 1) * rows) - 1 + kv_len - length
+    keys = min(kv_len, last_row + 1) if causal else kv_len
+    return math.ceil(keys / cols) * cols
+
+
+def fa2_first_read_share(kv_tiles: int, tile_reads: float) -> float:
+    """Share of a KV head's K/V tile reads that are a tile's first read (from DRAM; the later
+    reads of the same tile by the group's other CTAs hit L2 while it fits): ``kv_tiles`` distinct
+    tiles over ``tile_reads`` reads by all the CTAs that read them."""
+    return min(1.0, kv_tiles / tile_reads) if tile_reads else 0.0
 
 
 def fa2_splits(batch_heads_mblocks: int, slots: int, n_blocks: int, max_splits: int = 128) -> int:
@@ -285,6 +305,22 @@ def fa2_splits(batch_heads_mblocks: int, slots: int, n_blocks: int, max_splits: 
     effs = {s: efficiency(s) for s in range(1, max_splits + 1) if eligible(s)}
     best = max(effs.values())
     return next(s for s, e in effs.items() if e >= 0.85 * best)
+
+
+#: waits of FA2's forward loop on its tile copies per key tile: ``cp_async_wait<0>`` on K before
+#: S = QK^T, then on V before O += PV (flash_fwd_kernel.h, ``compute_attn_1rowblock``)
+FA2_TILE_WAITS = 2
+
+
+def fa2_dram_tile_wait_s(gpu: Gpu) -> float:
+    """What a key tile of FA2's forward kernel waits beyond what the attention rate holds when its
+    K and V come from DRAM rather than L2: each of the loop's ``FA2_TILE_WAITS`` waits is one
+    round trip, and the fitted rate (``efficiency.attention_tensor``, on prefill rows whose K/V
+    tiles hit L2: many CTAs read each) already holds an L2 hit's; a tile read by one CTA alone
+    (decode with one KV split: a (sequence, KV head) per CTA) waits ``hbm_latency - l2_latency``
+    more at each (zero where the document gives no L2 latency: ``Gpu.l2_latency_s`` is then the
+    DRAM round trip)."""
+    return FA2_TILE_WAITS * max(0.0, gpu.hbm_latency_s - gpu.l2_latency_s)
 
 
 FA2_SPLITKV_TILE = (64, 128)  # (query rows, key columns) of FA2's split-KV kernel at hd 128
@@ -314,9 +350,14 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     tiles = math.ceil(keys / cols)
     flops = 4.0 * rows_tile * head_dim * tiles * cols
     fa2 = math_class == "attention"  # FlashMLA (wgmma, its own pipeline) keeps its tensor rate alone
+    # one split: every K and V tile of the forward kernel is read by this CTA alone (GQA packed
+    # its group's heads into the rows), so every read is a first read from DRAM where prefill's
+    # mostly hit L2 (``fa2_first_read_share`` = 1; ``fa2_dram_tile_wait_s``)
+    stall = fa2_dram_tile_wait_s(gpu) * tiles if splits == 1 and fa2 else 0.0
     main = GpuKernel(name, (CtaGroup(bhm * splits, nbytes, flops, tiles,
                                      sfu=float(rows_tile * tiles * cols) if fa2 else 0.0,
-                                     smem_bytes=fa2_smem_bytes(rows_tile, cols, head_dim) * tiles if fa2 else 0.0),),
+                                     smem_bytes=fa2_smem_bytes(rows_tile, cols, head_dim) * tiles if fa2 else 0.0,
+                                     stall_s=stall),),
                      FA2_CTAS_PER_SM, math=math_class)
     if splits == 1:
         return [main]

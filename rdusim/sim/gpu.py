@@ -50,6 +50,7 @@ class _Gpu:
         self.l2_latency_s = gpu.l2_latency_s
         self.strided_derate = gpu.strided_stream_derate
         self.gemm_step_s = gpu.launch_s("gemm_step")
+        self.attention_overlap = gpu.attention_overlap
         self.unfinished = 0  # kernels issued by the host and not yet finished on the GPU
 
 
@@ -165,17 +166,22 @@ def _first_wait_s(kernel: GpuKernel, state: _Gpu) -> float:
 def _step_s(state: _Gpu, group: CtaGroup, math: str, occupancy: int) -> float:
     """One CTA's issue time for its whole main loop on an SM it shares with ``occupancy - 1``
     others: tensor FLOPs, special functions (softmax exponentials) and shared-memory operand
-    reads, each at the SM's rate split among the resident CTAs, one after another. FlashAttention-2
-    issues its two MMAs, the exponentials and the ``ldmatrix`` operand loads from the same warps
-    in program order (no warp specialisation: FlashAttention-3 paper, section 3), so the three
-    add up rather than overlap; then the DRAM round trips the loop waits on (``stall_s``)."""
+    reads, each at the SM's rate split among the resident CTAs. FlashAttention-2 issues its two
+    MMAs, the exponentials and the ``ldmatrix`` operand loads from the same warps in program order
+    (no warp specialisation: FlashAttention-3 paper, section 3), so they add up, but for the share
+    ``attention_overlap`` of the shorter of MMAs and operand reads, which the SM overlaps (each
+    warp loads the next k-slice's fragments before the MMAs of this one, and the other resident
+    CTA's warps issue while this one's wait); then the DRAM round trips the loop waits on
+    (``stall_s``)."""
     if math not in state.sm_flops:
         return 0.0
-    step = group.flops / (state.sm_flops[math] / occupancy)
+    mma = group.flops / (state.sm_flops[math] / occupancy)
+    step = mma
     if group.sfu and state.sm_sfu:
         step += group.sfu / (state.sm_sfu / occupancy)
     if group.smem_bytes and state.sm_smem:
-        step += group.smem_bytes / (state.sm_smem / occupancy)
+        smem = group.smem_bytes / (state.sm_smem / occupancy)
+        step += smem - state.attention_overlap * min(mma, smem)
     return step + group.stall_s
 
 

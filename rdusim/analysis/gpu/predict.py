@@ -637,43 +637,57 @@ def fit_gemm(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     return {**best, "loss": best_loss}
 
 
-#: the FlashAttention-2 prefill calibration subset of a ``sweep.py`` CSV: the causal hd-128 GQA
-#: rows (32 x 8 x 128, Llama-3.1-8B's heads) at 16K and 32K tokens, where the causal triangle's
-#: tail is small and K/V fit in L2. 16K is the point the FlashAttention-3 paper's FA2 figure
-#: (D.2) gives, which ``attention_tensor`` cited before P12 fitted it. Every other prefill row
-#: (other head shapes, head_dim 64 and 256, 4K-256K, non-causal) is a prediction.
-ATTENTION_CALIBRATION = ("flash_prefill_h32x8x128_l16384", "flash_prefill_h32x8x128_l32768")
+#: the FlashAttention-2 prefill calibration rows of the ``sweep.py`` CSVs of runs a and d: the
+#: causal hd-128 GQA rows (32 x 8 x 128, Llama-3.1-8B's heads) at 16K and 32K tokens, where the
+#: causal triangle's tail is small and K/V fit in L2 (16K is the point the FlashAttention-3
+#: paper's FA2 figure, D.2, gives), and one row of each other FA2 tile at 32K, K/V in L2: 32 x 8 x
+#: 64 (run a) and 8 x 1 x 256 (run d). Every other prefill row (other head shapes and lengths,
+#: 4K-256K, K/V past L2, non-causal, held out, the H200) is a prediction.
+ATTENTION_CALIBRATION = ("flash_prefill_h32x8x128_l16384", "flash_prefill_h32x8x128_l32768",
+                         "flash_prefill_h32x8x64_l32768", "flash_l2_b1_h8x1x256_l32768")
 
 
 def fit_attention(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
-    """Fit ``efficiency.attention_tensor`` (FA2's ``mma.sync`` rate as a share of tensor peak, with
-    the softmax exponentials at ``compute.sfu_peak`` and the shared-memory operand reads at
-    ``memory.shared_bandwidth`` charged beside it) to the ``ATTENTION_CALIBRATION`` rows: golden-
-    section search on the sum of squared log errors."""
+    """Fit ``efficiency.attention_tensor`` (FA2's ``mma.sync`` rate as a share of tensor peak) and
+    ``efficiency.attention_overlap`` (the share of the shorter of its MMAs and its shared-memory
+    operand reads that the SM overlaps; exponentials at ``compute.sfu_peak`` and operand reads at
+    ``memory.shared_bandwidth`` beside them) to the ``ATTENTION_CALIBRATION`` rows, one row of each
+    FA2 tile (hd 64, 128, 256) among them: golden-section search on the overlap, each point with
+    the tensor share that minimises the sum of squared log errors."""
     cal = [r for r in rows if r["name"] in ATTENTION_CALIBRATION]
     if not cal:
         raise ValueError("the CSV has no attention calibration rows")
 
-    def loss(eff: float) -> float:
-        s = spec.model_copy(update={"efficiency": spec.efficiency.model_copy(update={"attention_tensor": eff})})
+    def loss(eff: float, overlap: float) -> float:
+        s = spec.model_copy(update={"efficiency": spec.efficiency.model_copy(
+            update={"attention_tensor": eff, "attention_overlap": overlap})})
         gpu = Gpu(s)
         return sum(math.log(predict_row(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
 
-    lo, hi = 0.2, 1.0
+    def tensor_at(overlap: float) -> tuple[float, float]:
+        eff = _golden(lambda e: loss(e, overlap), 0.2, 1.0, 1e-3)
+        return eff, loss(eff, overlap)
+
+    overlap = round(_golden(lambda o: tensor_at(o)[1], 0.0, 1.0, 1e-2), 2)
+    eff = round(tensor_at(overlap)[0], 3)
+    return {"attention_tensor": eff, "attention_overlap": overlap, "loss": loss(eff, overlap)}
+
+
+def _golden(f, lo: float, hi: float, tol: float) -> float:
+    """The minimiser of a unimodal ``f`` on [lo, hi] to ``tol`` (golden-section search)."""
     g = (math.sqrt(5) - 1) / 2
     a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = loss(a), loss(b)
-    while hi - lo > 1e-3:
+    fa, fb = f(a), f(b)
+    while hi - lo > tol:
         if fa < fb:
             hi, b, fb = b, a, fa
             a = hi - g * (hi - lo)
-            fa = loss(a)
+            fa = f(a)
         else:
             lo, a, fa = a, b, fb
             b = lo + g * (hi - lo)
-            fb = loss(b)
-    eff = round((lo + hi) / 2, 3)
-    return {"attention_tensor": eff, "loss": loss(eff)}
+            fb = f(b)
+    return (lo + hi) / 2
 
 
 # ------------------------------------------------------------------- eager host dispatch
