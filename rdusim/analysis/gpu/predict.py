@@ -918,20 +918,7 @@ def fit_gemm_clean(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
         gpu = Gpu(s)
         return sum(math.log(micro_gemm_s(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
 
-    lo, hi = 0.3, 1.0
-    g = (math.sqrt(5) - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = loss(a), loss(b)
-    while hi - lo > 1e-3:
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = loss(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = loss(b)
-    eff = round((lo + hi) / 2, 3)
+    eff = round(_golden(loss, 0.3, 1.0, 1e-3), 3)
     return {"gemm_stream_clean": eff, "loss": loss(eff), "rows": len(cal)}
 
 
