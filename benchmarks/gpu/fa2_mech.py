@@ -25,11 +25,9 @@ Sections:
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
 import math
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -50,10 +48,6 @@ from fa2_mech_shapes import (  # noqa: E402
 BF16 = torch.bfloat16
 
 
-def _l2() -> int:
-    return torch.cuda.get_device_properties(0).L2_cache_size
-
-
 def _decode_fns(batch: int, hq: int, hkv: int, kv_len: int, hd: int, device, copies: int) -> list:
     q = torch.randn(batch, hq, 1, hd, dtype=BF16, device=device)
     kvs = [(torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=device),
@@ -64,7 +58,7 @@ def _decode_fns(batch: int, hq: int, hkv: int, kv_len: int, hd: int, device, cop
 def decode_rows(ctx: M.Ctx, shapes: list = DECODE_SHAPES) -> None:
     for batch, hq, hkv, kv_len, hd in shapes:
         cache = 2 * batch * hkv * kv_len * hd * 2
-        fns = _decode_fns(batch, hq, hkv, kv_len, hd, ctx.device, max(2, math.ceil(2 * _l2() / cache)))
+        fns = _decode_fns(batch, hq, hkv, kv_len, hd, ctx.device, max(2, math.ceil(2 * SK.l2_bytes() / cache)))
         SK.measure(ctx, "sk_fa2", f"fa2_b{batch}_h{hq}x{hkv}x{hd}_l{kv_len}", fns, batch=batch, q_heads=hq,
                    kv_heads=hkv, head_dim=hd, kv_len=kv_len, bytes=cache)
         del fns
@@ -74,7 +68,7 @@ def decode_rows(ctx: M.Ctx, shapes: list = DECODE_SHAPES) -> None:
 def diag_rows(ctx: M.Ctx) -> None:
     for batch, hq, hkv, kv_len, hd in L2_SHAPES:
         cache = 2 * batch * hkv * kv_len * hd * 2
-        for where, copies in (("l2", 1), ("hbm", max(2, math.ceil(2 * _l2() / cache)))):
+        for where, copies in (("l2", 1), ("hbm", max(2, math.ceil(2 * SK.l2_bytes() / cache)))):
             fns = _decode_fns(batch, hq, hkv, kv_len, hd, ctx.device, copies)
             SK.measure(ctx, "fa2_l2", f"fa2_{where}_b{batch}_h{hq}x{hkv}x{hd}_l{kv_len}", fns, batch=batch,
                        q_heads=hq, kv_heads=hkv, head_dim=hd, kv_len=kv_len, bytes=cache, mode=where)
@@ -85,7 +79,7 @@ def diag_rows(ctx: M.Ctx) -> None:
         q = torch.randn(batch, hkv, 128, hd, dtype=BF16, device=ctx.device)
         kvs = [(torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device),
                 torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device))
-               for _ in range(max(2, math.ceil(2 * _l2() / cache)))]
+               for _ in range(max(2, math.ceil(2 * SK.l2_bytes() / cache)))]
         fns = [lambda k=k, v=v, q=q: M.sdpa(q, k, v, False) for k, v in kvs]
         SK.measure(ctx, "fa2_fullq", f"fa2_fullq_b{batch}_h{hkv}x{hkv}x{hd}_l{kv_len}", fns, batch=batch,
                    q_heads=hkv, kv_heads=hkv, head_dim=hd, kv_len=kv_len, seq_len=128, bytes=cache)
@@ -142,19 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     ctx.env["sdpa_backend"] = M.pick_sdpa_backend(ctx)
     print(ctx.env, flush=True)
     ctx.flush_buf = torch.zeros(64 << 20, dtype=torch.float32, device=ctx.device)
-    for name in args.only.split(","):
-        start = time.perf_counter()
-        try:
-            with torch.no_grad():
-                SECTIONS[name](ctx)
-        except Exception as exc:  # keep every other section's rows
-            print(f"section {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print(f"# section {name}: {time.perf_counter() - start:.1f} s", flush=True)
-        M.write(args.out, ctx)
-        with open(args.kernels, "w", newline="") as fh:
-            wr = csv.DictWriter(fh, fieldnames=["row", "index", "kernel", "calls", "device_us", "min_us"])
-            wr.writeheader()
-            wr.writerows(SK.KERNEL_ROWS)
+    M.run_sections({name: functools.partial(fn, ctx) for name, fn in SECTIONS.items()}, args.only,
+                   lambda: (M.write(args.out, ctx), SK.write_kernels(args.kernels)))
     return 0
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import statistics
 import subprocess
 import sys
@@ -200,17 +201,14 @@ extern "C" __global__ void chase(const long long* next, long long* out, int step
 """
 
 
-def latency_rows(ctx: Ctx) -> None:
-    """Dependent-load (pointer-chase) latency of HBM over a 1 GiB span, one thread: a hardware
-    constant (set ``hardware``), like the SM count read off the device; not a kernel row."""
-    if not ctx.cuda:
-        return
+def chase_rows(ctx: Ctx, kind: str, prefix: str, span: int, entries: int, *, cold: bool) -> None:
+    """One thread's dependent loads over ``span`` int64 elements, ``entries`` of them 1 KiB or more
+    apart (every hop a new line), in random order; rows ``{prefix}_1000`` and ``_8000`` (set
+    ``hardware``: a constant of the device, not a kernel row)."""
     import cupy
 
     kernel = cupy.RawKernel(CHASE_SRC, "chase")
-    span = 1 << 27  # int64 elements: 1 GiB
-    entries = 1 << 20
-    stride = span // entries  # 1 KiB between entries: every hop is a new line
+    stride = span // entries
     order = torch.randperm(entries, device=ctx.device) * stride
     nxt = torch.zeros(span, dtype=torch.int64, device=ctx.device)
     nxt[order] = torch.roll(order, -1)
@@ -221,8 +219,15 @@ def latency_rows(ctx: Ctx) -> None:
             with stream:
                 kernel((1,), (1,), (cupy.asarray(nxt), cupy.asarray(out), cupy.int32(steps)))
 
-        t, reps = time_fn(ctx, run)
-        record(ctx, "hardware", "latency", f"pointer_chase_{steps}", t, reps, n=steps, bytes=8 * steps)
+        t, reps = time_fn(ctx, run, cold=cold)
+        record(ctx, "hardware", kind, f"{prefix}_{steps}", t, reps, n=steps, bytes=8 * steps)
+
+
+def latency_rows(ctx: Ctx) -> None:
+    """Dependent-load (pointer-chase) latency of HBM over a 1 GiB span (1M entries 1 KiB apart),
+    timed after a flush."""
+    if ctx.cuda:
+        chase_rows(ctx, "latency", "pointer_chase", 1 << 27, 1 << 20, cold=True)
 
 
 # ---------------------------------------------------------------- attention
@@ -606,16 +611,23 @@ def main(argv: list[str] | None = None) -> int:
     if ctx.cuda:
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
         ctx.flush_buf = torch.zeros(64 << 20, dtype=torch.float32, device=device)
-    for name in args.only.split(","):
+    run_sections({name: functools.partial(fn, ctx) for name, fn in SECTIONS.items()}, args.only,
+                 lambda: write(args.out, ctx))
+    return 0
+
+
+def run_sections(sections: dict[str, Callable[[], None]], only: str, after: Callable[[], None]) -> None:
+    """Run the comma-separated ``only`` sections in order without autograd; a failing section is
+    reported and the others still run. ``after`` (writing the rows so far) follows each section."""
+    for name in only.split(","):
         start = time.perf_counter()
         try:
             with torch.no_grad():
-                SECTIONS[name](ctx)
+                sections[name]()
         except Exception as exc:  # keep every other section's rows
             print(f"section {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         print(f"# section {name}: {time.perf_counter() - start:.1f} s", flush=True)
-        write(args.out, ctx)
-    return 0
+        after()
 
 
 def write(path: str, ctx: Ctx) -> None:

@@ -42,10 +42,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -119,23 +119,7 @@ def measure(ctx: M.Ctx, kind: str, name: str, fns: list, calls_per_fn: int = 1, 
 def l2_latency_rows(ctx: M.Ctx) -> None:
     """measure.py's pointer chase over an 8 MiB span (8192 lines 1 KiB apart: past L1, inside L2),
     timed warm (no flush), so every hop after the first pass hits L2 (set ``hardware``)."""
-    import cupy
-
-    kernel = cupy.RawKernel(M.CHASE_SRC, "chase")
-    span, entries = 1 << 20, 1 << 13  # int64 elements: 8 MiB; 1 KiB between entries
-    stride = span // entries
-    order = torch.randperm(entries, device=ctx.device) * stride
-    nxt = torch.zeros(span, dtype=torch.int64, device=ctx.device)
-    nxt[order] = torch.roll(order, -1)
-    out = torch.zeros(1, dtype=torch.int64, device=ctx.device)
-    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-    for steps in (1000, 8000):
-        def run(steps: int = steps) -> None:
-            with stream:
-                kernel((1,), (1,), (cupy.asarray(nxt), cupy.asarray(out), cupy.int32(steps)))
-
-        t, reps = M.time_fn(ctx, run, cold=False)
-        M.record(ctx, "hardware", "latency_l2", f"pointer_chase_l2_{steps}", t, reps, n=steps, bytes=8 * steps)
+    M.chase_rows(ctx, "latency_l2", "pointer_chase_l2", 1 << 20, 1 << 13, cold=False)
 
 
 def size_rows(ctx: M.Ctx) -> None:
@@ -167,7 +151,7 @@ def rmsnorm_rows(ctx: M.Ctx) -> None:
     torch.cuda.empty_cache()
 
 
-def _l2() -> int:
+def l2_bytes() -> int:
     return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20))
 
 
@@ -185,7 +169,7 @@ def site_rows(ctx: M.Ctx) -> None:
                 measure(ctx, "sk_site", f"{fam}_b{batch}_site{i}_{op}", [fn], mode=op, **common)
             # SDPA over KV caches that come from HBM: enough distinct caches for 2x L2
             cache = 2 * batch * hkv * kv_len * hd * 2
-            copies = max(2, math.ceil(2 * _l2() / cache))
+            copies = max(2, math.ceil(2 * l2_bytes() / cache))
             q = torch.randn(batch, hq, 1, hd, dtype=BF16, device=ctx.device)
             kvs = [(torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device),
                     torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device)) for _ in range(copies)]
@@ -209,7 +193,7 @@ def fa2_rows(ctx: M.Ctx) -> None:
     hd = 128
     for batch, hq, hkv, kv_len in FA2_SHAPES:
         cache = 2 * batch * hkv * kv_len * hd * 2
-        copies = max(2, math.ceil(2 * _l2() / cache))
+        copies = max(2, math.ceil(2 * l2_bytes() / cache))
         q = torch.randn(batch, hq, 1, hd, dtype=BF16, device=ctx.device)
         kvs = [(torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device),
                 torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device)) for _ in range(copies)]
@@ -227,7 +211,7 @@ def gemm_rows(ctx: M.Ctx) -> None:
                   ("down", hidden, ffn), ("lm_head", vocab, hidden)]
         for op, n, k in shapes:
             wbytes = n * k * 2
-            copies = max(2, math.ceil(2 * _l2() / wbytes))
+            copies = max(2, math.ceil(2 * l2_bytes() / wbytes))
             ws = [torch.randn(n, k, dtype=BF16, device=ctx.device) for _ in range(copies)]
             for m in GEMM_MS:
                 x = torch.randn(m, k, dtype=BF16, device=ctx.device)
@@ -298,20 +282,17 @@ def main(argv: list[str] | None = None) -> int:
     print(ctx.env, flush=True)
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
     ctx.flush_buf = torch.zeros(64 << 20, dtype=torch.float32, device=ctx.device)
-    for name in args.only.split(","):
-        start = time.perf_counter()
-        try:
-            with torch.no_grad():
-                SECTIONS[name](ctx)
-        except Exception as exc:  # keep every other section's rows
-            print(f"section {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print(f"# section {name}: {time.perf_counter() - start:.1f} s", flush=True)
-        M.write(args.out, ctx)
-        with open(args.kernels, "w", newline="") as fh:
-            wr = csv.DictWriter(fh, fieldnames=["row", "index", "kernel", "calls", "device_us", "min_us"])
-            wr.writeheader()
-            wr.writerows(KERNEL_ROWS)
+    M.run_sections({name: functools.partial(fn, ctx) for name, fn in SECTIONS.items()}, args.only,
+                   lambda: (M.write(args.out, ctx), write_kernels(args.kernels)))
     return 0
+
+
+def write_kernels(path: str) -> None:
+    """The profiled kernels of every row so far (``KERNEL_ROWS``)."""
+    with open(path, "w", newline="") as fh:
+        wr = csv.DictWriter(fh, fieldnames=["row", "index", "kernel", "calls", "device_us", "min_us"])
+        wr.writeheader()
+        wr.writerows(KERNEL_ROWS)
 
 
 if __name__ == "__main__":

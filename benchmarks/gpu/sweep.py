@@ -871,19 +871,16 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
     ctx.flush_buf = torch.zeros(64 << 20, dtype=torch.float32, device=ctx.device)
     kernels: list[dict] = []
-    for name in args.only.split(","):
-        start = time.perf_counter()
-        try:
-            with torch.no_grad():
-                SECTIONS[name](ctx, args.quick, kernels)
-        except Exception as exc:  # keep every other section's rows
-            print(f"section {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print(f"# section {name}: {time.perf_counter() - start:.1f} s", flush=True)
+
+    def write_all() -> None:
         write(args.out, ctx)
         with open(args.kernels, "w", newline="") as fh:
             wr = csv.DictWriter(fh, fieldnames=["row", "m", "n", "k", "index", "kernel", "device_us"])
             wr.writeheader()
             wr.writerows(kernels)
+
+    M.run_sections({name: functools.partial(fn, ctx, args.quick, kernels) for name, fn in SECTIONS.items()},
+                   args.only, write_all)
     return 0
 
 
