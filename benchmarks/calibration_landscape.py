@@ -14,11 +14,12 @@ shipped fit rounds them to the socket YAML's 4 digits before simulating). At one
    differences at two steps), its eigenvalues and eigenvectors, and for each the distance along
    the eigenvector over which the objective rises by 0.01 pp^2 (the size of the steps in 1.);
 3. the full finite-difference Hessian's eigenvalues at the same two steps (they disagree where
-   the objective is not smooth).
+   the objective is not smooth);
+4. the objective along each Gauss-Newton eigenvector (step 0.02), +-0.1 in log-efficiency.
 
     python benchmarks/calibration_landscape.py [--at gemm,attention,elementwise,sort,collective]
 
-About 400 simulations of one 128K MoE layer (0.2-0.5 s each on the 2-core machine).
+About 500 simulations of one 128K MoE layer (0.2-0.5 s each on the 2-core machine).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ CONVERGED = "0.2832,0.3862,0.5504,0.0723,0.9037"
 COARSE = np.linspace(-0.03, 0.03, 31)
 FINE = np.linspace(-3e-4, 3e-4, 13)
 JUMP = 0.01  # pp^2: the order of the steps the fine scans find
+EIGEN_SCAN = np.linspace(-0.1, 0.1, 21)
 
 
 class Landscape:
@@ -93,7 +95,7 @@ def line_scans(land: Landscape) -> None:
               f"{np.max(np.abs(steps)):.5f} | {flips} | {'; '.join(sorted(changed)) or '-'} |", flush=True)
 
 
-def gauss_newton(land: Landscape, h: float) -> None:
+def gauss_newton(land: Landscape, h: float) -> np.ndarray:
     n = len(fit.PARAMETERS)
     jacobian = np.zeros((len(land.published), n))
     for i in range(n):
@@ -105,6 +107,17 @@ def gauss_newton(land: Landscape, h: float) -> None:
     for k in range(n):
         reach = math.sqrt(2 * JUMP / values[k]) if values[k] > 0 else math.inf
         print(f"| {values[k]:.3f} | " + " | ".join(f"{v:+.3f}" for v in vectors[:, k]) + f" | {reach:.4f} |")
+    return vectors
+
+
+def eigenvector_scans(land: Landscape, vectors: np.ndarray) -> None:
+    """The objective along each Gauss-Newton eigenvector, +-10% in 1% steps (log-efficiency)."""
+    print("\nthe objective along each eigenvector (softest first), steps of 0.01 in log-efficiency:\n")
+    print("| eigenvector | " + " | ".join(f"{d:+.2f}" for d in EIGEN_SCAN) + " |")
+    print("|---|" + "---:|" * len(EIGEN_SCAN))
+    for k in range(vectors.shape[1]):
+        values = [land.objective(land.x0 + d * vectors[:, k]) for d in EIGEN_SCAN]
+        print(f"| {k + 1} | " + " | ".join(f"{v:.4f}" for v in values) + " |", flush=True)
 
 
 def finite_difference_hessian(land: Landscape, h: float) -> None:
@@ -132,8 +145,10 @@ def main() -> None:
           f"{land.objective(land.x0):.5f} pp^2 (efficiencies unrounded)\n")
     line_scans(land)
     for h in (0.02, 0.005):
-        gauss_newton(land, h)
+        vectors = gauss_newton(land, h)
         finite_difference_hessian(land, h)
+        if h == 0.02:
+            eigenvector_scans(land, vectors)
 
 
 if __name__ == "__main__":
