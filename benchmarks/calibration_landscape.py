@@ -141,7 +141,7 @@ def main() -> None:
     parser.add_argument("--at", default=CONVERGED, help="efficiencies, comma-separated, in the order of fit.PARAMETERS")
     args = parser.parse_args()
     land = Landscape(np.log([float(v) for v in args.at.split(",")]))
-    print(f"at {dict(zip(fit.PARAMETERS, np.exp(land.x0).round(6), strict=True))}: squared error "
+    print(f"at {dict(zip(fit.PARAMETERS, (round(float(v), 6) for v in np.exp(land.x0)), strict=True))}: squared error "
           f"{land.objective(land.x0):.5f} pp^2 (efficiencies unrounded)\n")
     line_scans(land)
     for h in (0.02, 0.005):
