@@ -18,8 +18,10 @@ and restarted from its best point while a restart gains more than 1e-6 pp^2 (at 
 restarts): Nelder-Mead (initial simplex edge 0.2, ``fatol`` 1e-9, ``xatol`` 1e-7), Powell
 (bounded at efficiency 1, ``xtol`` 1e-7, ``ftol`` 1e-10) and ``least_squares`` on the seven
 residuals (trust region, bounded, ``diff_step`` 1e-3); then three fresh Nelder-Mead simplexes
-(at most 4,000 calls each) from Powell's best point. About 9,000 points simulated (40-60 min on
-the loaded 2-core machine; Nelder-Mead alone 22 min).
+(at most 4,000 calls each) from Powell's best point. About 10,300 points simulated (40 min on
+the 2-core machine at load 1-4, 2026-11-25; Nelder-Mead alone 16 min). Where each run ends
+depends on the last bits of the rates: the same runs with ``math.exp`` for ``numpy.exp`` end
+elsewhere (docs/calibration.md, "Without rounding").
 """
 
 from __future__ import annotations
