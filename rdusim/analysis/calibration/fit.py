@@ -30,6 +30,12 @@ the SnapStream prefill overhead at 32K from 4.05% to 5.07% (above the published 
 its 0.5 pp tolerance, and 1.02 pp: past the 1 pp that tests/test_fidelity.py lets the research
 rows move) and the SnapKV share from 2.41% to 3.01%. So scipy's simplex would not reproduce
 the shipped constants, and a converged fit is a refit: it is documented, not shipped (P15).
+Simulated unrounded, the objective is still not smooth (whole-PCU allocation steps, a PCU tie
+broken by floating-point rounding, a step in the MoE FFN's pipeline time), and scipy's Powell
+finds another basin (elementwise about 0.02, squared error 0.14-0.31 pp^2) that the grid, which
+never varies elementwise, does not reach: the fit is not well-posed, so it stays as shipped
+(measured 2026-11-25 with ``benchmarks/calibration_landscape.py`` and
+``benchmarks/calibration_optimisers.py --unrounded``; docs/calibration.md, "Without rounding").
 The decode constant uses ``scipy.optimize.minimize_scalar`` (same result as the golden-section
 search it replaced).
 """
