@@ -117,7 +117,8 @@ def test_serve_with_a_large_trace_interrupted(outputs, sig, code, line):
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_explore_interrupted_half_way(outputs, workers):
     before = _snapshot(outputs)
-    result, shown, stderr = _interrupt(["explore", "--model", "deepseek-r1", "--phase", "decode", "--budget", "4000",
+    # 40,000 candidates: seconds of estimating (4,000 now finish within tqdm's first refresh)
+    result, shown, stderr = _interrupt(["explore", "--model", "deepseek-r1", "--phase", "decode", "--budget", "40000",
                                         "--top", "3", "--workers", workers, "--out", "out"], outputs, signal.SIGINT)
     assert shown, f"no progress shown before the run ended\n{stderr[-2000:]}"
     assert result == 130, stderr[-2000:]
