@@ -42,6 +42,7 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
 DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
 PREFILL = [1024, 4096, 16384]
+PER = 20  # collectives timed back to back (and captured together in graph mode), as nccl-tests does
 FIELDS = ["set", "kind", "name", "median_us", "reps", "op", "bytes", "ranks", "mode", "batch", "kv_len",
           "seq_len", "nccl", "gpu", "nccl_algo", "nccl_proto"]
 
@@ -164,19 +165,23 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
            "nccl_algo": os.environ.get("NCCL_ALGO", ""), "nccl_proto": os.environ.get("NCCL_PROTO", "")}
     out: list[dict] = []
 
-    def timed(fn, reps: int = 50) -> float:
-        for _ in range(5):
+    def timed(fn, reps: int, per: int) -> float:
+        """Median over ``reps`` trials of one ``fn()`` (``per`` back-to-back operations) divided by
+        ``per``; a barrier before every trial lines the two ranks up (nccl-tests' method: launch
+        cost and rank skew are spread over ``per`` operations instead of landing on each)."""
+        for _ in range(3):
             fn()
         torch.cuda.synchronize()
-        dist.barrier()
         times = []
         for _ in range(reps):
+            dist.barrier()
+            torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn()
             end.record()
             torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) * 1e-3)
+            times.append(start.elapsed_time(end) * 1e-3 / per)
         return statistics.median(times)
 
     def keep(row: dict, seconds: float) -> None:
@@ -185,23 +190,23 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
         if rank == 0:
             print(f"{row['set']:11s} {row['name']:40s} {seconds * 1e6:12.1f} us", flush=True)
 
-    def measure(row: dict, fn, reps: int) -> None:
-        if row["mode"] == "graph":
-            fn = capture(None, fn).replay
-        keep({**row, "reps": reps}, timed(fn, reps=reps))
+    def measure(row: dict, fn, reps: int, per: int) -> None:
+        batch = _repeat(fn, per)
+        run = capture(None, batch).replay if row["mode"] == "graph" else batch
+        keep({**row, "reps": reps * per}, timed(run, reps, per))
         torch.cuda.empty_cache()
 
     rows = plan()
     with torch.no_grad():
         for row in (r for r in rows if r["kind"] == "collective" and r["bytes"] <= args.max_bytes
                     and "collectives" in args.only):
-            measure(row, _collective(row["op"], row["bytes"], world, device, dist, torch), 50)
+            measure(row, _collective(row["op"], row["bytes"], world, device, dist, torch), 10, PER)
         if "e2e" in args.only:
             shard = LlamaShape(q_heads=32 // world, kv_heads=8 // world, ffn=14336 // world, vocab=128256 // world)
             model = Llama(shard, device)
             for row in (r for r in rows if r["kind"].startswith("e2e")):
                 measure(row, _tp_step(model, row, world, device, dist, torch, F=torch.nn.functional, BF16=BF16,
-                                      rope_tables=rope_tables, sdpa=sdpa), 20)
+                                      rope_tables=rope_tables, sdpa=sdpa), 20, 1)
     if rank == 0:
         with open(args.out, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")
@@ -209,6 +214,16 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
             writer.writerows(out)
     dist.destroy_process_group()
     return 0
+
+
+def _repeat(fn, per: int):
+    """``fn`` ``per`` times back to back, as one callable (one CUDA graph in graph mode)."""
+
+    def batch() -> None:
+        for _ in range(per):
+            fn()
+
+    return batch
 
 
 def _collective(op, size, world, device, dist, torch):  # pragma: no cover - needs two GPUs
