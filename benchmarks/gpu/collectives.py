@@ -26,7 +26,13 @@ Run with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING`` to log the algorithm NCCL 
 ``--dry-run`` prints the plan (rows and sizes) without touching a GPU or torch.distributed;
 ``--model HW.yaml`` prints rdusim's predictions for the same collectives at 2, 4 and 8 GPUs (the
 frozen predictions a measurement is compared with) and the sanity table of docs/gpu.md;
+``--model HW.yaml --compare CSV`` fits ``bus_bandwidth`` from a measured CSV's calibration rows
+and compares every prediction row with the model (docs/gpu.md, "Measured on two H100s");
 ``--help`` imports nothing heavy.
+
+Timing: every trial times ``PER`` collectives back to back (stream: ``PER`` launches; graph: one
+graph of ``PER``) after a barrier and divides by ``PER`` (nccl-tests' method); a TP2 step is
+timed alone.
 """
 
 from __future__ import annotations
