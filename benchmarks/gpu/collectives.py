@@ -48,6 +48,7 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
 DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
 PREFILL = [1024, 4096, 16384]
+SLEEP_CYCLES = 6_000_000  # --host-ahead: ~3 ms at the H100's ~2 GHz, longer than the host takes to queue PER calls
 PER = 20  # collectives timed back to back (and captured together in graph mode), as nccl-tests does
 FIELDS = ["set", "kind", "name", "median_us", "reps", "op", "bytes", "ranks", "mode", "batch", "kv_len",
           "seq_len", "nccl", "gpu", "nccl_algo", "nccl_proto"]
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="print the plan; no GPU, no torch")
     ap.add_argument("--only", default="collectives,e2e", help="comma-separated: collectives, e2e")
     ap.add_argument("--max-bytes", type=int, default=SIZES[-1], help="largest collective size")
+    ap.add_argument("--host-ahead", action="store_true", help="diagnostic: before every trial keep the GPU busy "
+                    "for ~3 ms (torch.cuda._sleep), so the host has queued the trial's launches before they run "
+                    "(the time is the GPU's, not the host's); rows named *_queued")
     ap.add_argument("--model", metavar="HW_YAML", help="print rdusim's predictions for a gpu_node document")
     ap.add_argument("--compare", metavar="CSV", help="with --model: fit the calibration rows of a measured CSV "
                     "and compare every prediction row with the model")
@@ -248,6 +252,7 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
     env = {"nccl": ".".join(map(str, torch.cuda.nccl.version())), "gpu": torch.cuda.get_device_name(),
            "nccl_algo": os.environ.get("NCCL_ALGO", ""), "nccl_proto": os.environ.get("NCCL_PROTO", "")}
     out: list[dict] = []
+    sleep, suffix = (SLEEP_CYCLES, "_queued") if args.host_ahead else (0, "")
 
     def timed(fn, reps: int, per: int) -> float:
         """Median over ``reps`` trials of one ``fn()`` (``per`` back-to-back operations) divided by
@@ -261,6 +266,7 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
             dist.barrier()
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(sleep)
             start.record()
             fn()
             end.record()
@@ -269,7 +275,7 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
         return statistics.median(times)
 
     def keep(row: dict, seconds: float) -> None:
-        row = {**row, **env, "ranks": world, "median_us": round(seconds * 1e6, 3)}
+        row = {**row, **env, "name": row["name"] + suffix, "ranks": world, "median_us": round(seconds * 1e6, 3)}
         out.append(row)
         if rank == 0:
             print(f"{row['set']:11s} {row['name']:40s} {seconds * 1e6:12.1f} us", flush=True)
