@@ -3,6 +3,8 @@ and the collective kernel the GPU engine charges."""
 
 from __future__ import annotations
 
+import csv
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,31 @@ def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.Capture
     line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if t.startswith("nvls"))
     assert main(["validate", str(bad)]) == 2
     assert f"{bad}:{line}" in capsys.readouterr().err
+
+
+def _collectives_bench():
+    spec = importlib.util.spec_from_file_location("collectives_bench", ROOT / "benchmarks/gpu/collectives.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bus_bandwidth_fit_recovers_the_slope_from_calibration_rows_only() -> None:
+    """Rows made by the model at 300 GB/s, every prediction row poisoned x7: the fit gives 300."""
+    bench = _collectives_bench()
+    fabric = Fabric(300e9, 1.0)
+    rows = []
+    for row in bench.plan():
+        if row["kind"] == "collective":
+            t = collective_cost(row["op"], row["bytes"], 2, fabric).time_s * (7 if row["set"] == "prediction" else 1)
+            rows.append({**row, "ranks": "2", "bytes": str(row["bytes"]), "median_us": repr(t * 1e6)})
+    assert bench.fit_bus_bandwidth(rows) == pytest.approx(300e9, rel=1e-9)
+
+
+def test_h100_bus_bandwidth_is_the_fit_of_the_committed_two_gpu_measurement() -> None:
+    bench = _collectives_bench()
+    with open(ROOT / "benchmarks/gpu/h100x2-20261125t-collectives.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    fitted = bench.fit_bus_bandwidth(rows)
+    assert fitted == pytest.approx(343.1e9, abs=0.05e9)
+    assert load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu.fabric.bus_bytes_per_s == pytest.approx(fitted, abs=0.05e9)
