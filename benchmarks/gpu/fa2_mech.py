@@ -125,17 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--env")
     ap.add_argument("--only", default=DEFAULT)
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("fa2_mech.py needs a CUDA GPU", file=sys.stderr)
+    ctx = SK.gpu_ctx("fa2_mech.py", args.env, reduced_precision=False)
+    if ctx is None:
         return 2
-    if args.env:
-        Path(args.env).write_text(S.host_report())
-    ctx = M.Ctx(device=torch.device("cuda"), tiny=False)
-    torch.manual_seed(0)
-    ctx.env = M.environment(ctx)
-    ctx.env["sdpa_backend"] = M.pick_sdpa_backend(ctx)
-    print(ctx.env, flush=True)
-    ctx.flush_buf = torch.zeros(64 << 20, dtype=torch.float32, device=ctx.device)
     M.run_sections({name: functools.partial(fn, ctx) for name, fn in SECTIONS.items()}, args.only,
                    lambda: (M.write(args.out, ctx), SK.write_kernels(args.kernels)))
     return 0

@@ -155,6 +155,37 @@ def l2_bytes() -> int:
     return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20))
 
 
+def cold_sdpa(ctx: M.Ctx, batch: int, hq: int, hkv: int, kv_len: int, hd: int) -> tuple[list, int]:
+    """Decode SDPA calls (one query a sequence) over KV caches that come from HBM: enough distinct
+    caches to fill twice L2, one call each; (the calls, one cache's bytes)."""
+    cache = 2 * batch * hkv * kv_len * hd * 2
+    copies = max(2, math.ceil(2 * l2_bytes() / cache))
+    q = torch.randn(batch, hq, 1, hd, dtype=BF16, device=ctx.device)
+    kvs = [(torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device),
+            torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device)) for _ in range(copies)]
+    return [lambda k=k, v=v: M.sdpa(q, k, v, False) for k, v in kvs], cache
+
+
+def gpu_ctx(script: str, env_path: str | None, *, reduced_precision: bool) -> M.Ctx | None:
+    """The CUDA context a device script measures in (None, after saying so, without a GPU): seeded,
+    its environment printed (and the host report written to ``env_path``), the flush buffer made;
+    ``reduced_precision`` lets bf16 GEMMs reduce in bf16, as PyTorch's default serving stacks do."""
+    if not torch.cuda.is_available():
+        print(f"{script} needs a CUDA GPU", file=sys.stderr)
+        return None
+    if env_path:
+        Path(env_path).write_text(S.host_report())
+    ctx = M.Ctx(device=torch.device("cuda"), tiny=False)
+    torch.manual_seed(0)
+    ctx.env = M.environment(ctx)
+    ctx.env["sdpa_backend"] = M.pick_sdpa_backend(ctx)
+    print(ctx.env, flush=True)
+    if reduced_precision:
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
+    ctx.flush_buf = torch.zeros(64 << 20, dtype=torch.float32, device=ctx.device)
+    return ctx
+
+
 def site_rows(ctx: M.Ctx) -> None:
     for fam, (_layers, hidden, hq, hkv, hd, ffn, vocab) in S.DECODE_MODELS.items():
         s = M.LlamaShape(layers=2, hidden=hidden, q_heads=hq, kv_heads=hkv, head_dim=hd, ffn=ffn, vocab=vocab)
@@ -167,15 +198,9 @@ def site_rows(ctx: M.Ctx) -> None:
                 if op in ("gemm", "view", "transpose", "slice", "reshape_view", "sdpa"):
                     continue
                 measure(ctx, "sk_site", f"{fam}_b{batch}_site{i}_{op}", [fn], mode=op, **common)
-            # SDPA over KV caches that come from HBM: enough distinct caches for 2x L2
-            cache = 2 * batch * hkv * kv_len * hd * 2
-            copies = max(2, math.ceil(2 * l2_bytes() / cache))
-            q = torch.randn(batch, hq, 1, hd, dtype=BF16, device=ctx.device)
-            kvs = [(torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device),
-                    torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device)) for _ in range(copies)]
-            fns = [lambda k=k, v=v, q=q: M.sdpa(q, k, v, False) for k, v in kvs]
+            fns, cache = cold_sdpa(ctx, batch, hq, hkv, kv_len, hd)
             measure(ctx, "sk_sdpa", f"{fam}_b{batch}_sdpa_cold", fns, mode="sdpa", bytes=cache, **common)
-            del sites, keep, kvs, fns
+            del sites, keep, fns
             torch.cuda.empty_cache()
         del model
         torch.cuda.empty_cache()
@@ -192,15 +217,10 @@ FA2_SHAPES = [(367, 8, 1, 8192), (185, 8, 1, 8192), (64, 8, 1, 8192), (472, 32, 
 def fa2_rows(ctx: M.Ctx) -> None:
     hd = 128
     for batch, hq, hkv, kv_len in FA2_SHAPES:
-        cache = 2 * batch * hkv * kv_len * hd * 2
-        copies = max(2, math.ceil(2 * l2_bytes() / cache))
-        q = torch.randn(batch, hq, 1, hd, dtype=BF16, device=ctx.device)
-        kvs = [(torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device),
-                torch.randn(batch, hkv, kv_len, hd, dtype=BF16, device=ctx.device)) for _ in range(copies)]
-        fns = [lambda k=k, v=v, q=q: M.sdpa(q, k, v, False) for k, v in kvs]
+        fns, cache = cold_sdpa(ctx, batch, hq, hkv, kv_len, hd)
         measure(ctx, "sk_fa2", f"fa2_b{batch}_h{hq}x{hkv}_l{kv_len}", fns, batch=batch, q_heads=hq, kv_heads=hkv,
                 head_dim=hd, kv_len=kv_len, bytes=cache)
-        del kvs, fns, q
+        del fns
         torch.cuda.empty_cache()
 
 
@@ -270,18 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--env")
     ap.add_argument("--only", default=",".join(SECTIONS))
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("small_kernels.py needs a CUDA GPU", file=sys.stderr)
+    ctx = gpu_ctx("small_kernels.py", args.env, reduced_precision=True)
+    if ctx is None:
         return 2
-    if args.env:
-        Path(args.env).write_text(S.host_report())
-    ctx = M.Ctx(device=torch.device("cuda"), tiny=False)
-    torch.manual_seed(0)
-    ctx.env = M.environment(ctx)
-    ctx.env["sdpa_backend"] = M.pick_sdpa_backend(ctx)
-    print(ctx.env, flush=True)
-    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
-    ctx.flush_buf = torch.zeros(64 << 20, dtype=torch.float32, device=ctx.device)
     M.run_sections({name: functools.partial(fn, ctx) for name, fn in SECTIONS.items()}, args.only,
                    lambda: (M.write(args.out, ctx), write_kernels(args.kernels)))
     return 0
