@@ -354,6 +354,9 @@ class _Engine:
         # coalesced decode steps, one compact column each (4 or 8 bytes a value); the tokens column
         # stays empty unless speculative (drain_steps computes it); drained to the sink in start order
         self.step_blocks = self.new_step_blocks()
+        # drain when this many block rows are held: the rows a block in flight holds back stay,
+        # so the next drain waits for STEP_CHUNK more (not one per block end)
+        self.drain_at = STEP_CHUNK
         self.seq = 0
         colocated = model.layout == "colocated"
         names = node_names(model)
@@ -660,7 +663,7 @@ class _Engine:
         n = node.block_steps
         node.block = node.plan = node.block_start = None
         self.record_block(node, plan, n, now)
-        if len(self.step_blocks[0]) >= STEP_CHUNK:
+        if len(self.step_blocks[0]) >= self.drain_at:
             self.drain_steps()
         node.steps_done += n
         node.last_step = plan.last if n == len(plan.ends) else node.last_step
@@ -946,6 +949,7 @@ class _Engine:
                 if n != "tokens" or self.m.draft_tokens:
                     column.frombytes(np.ascontiguousarray(merged[n][cut:]).tobytes())
             merged = {n: c[:cut] for n, c in merged.items()}
+            self.drain_at = len(self.step_blocks[0]) + STEP_CHUNK
         if len(merged["start_s"]):
             self.sink.steps(merged)
 
