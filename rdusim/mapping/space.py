@@ -235,13 +235,6 @@ def candidate_data(space: Space, seed_data: dict[str, Any], genome: tuple[int, .
     return data
 
 
-def gene_indices(space: Space, layer_type: str) -> tuple[int, ...]:
-    """Positions in a genome of the genes that decide one base layer type's kernels
-    (``layer_kernels`` reads no other)."""
-    prefix = f"{layer_type}."
-    return tuple(i for i, g in enumerate(space.genes) if g.name.startswith(prefix))
-
-
 def layer_kernels(space: Space, layer: LayerSpace, genome: tuple[int, ...]) -> list[dict[str, Any]]:
     """The kernels (mapping YAML data) a genome spells for one base layer type. Genomes that
     differ only in genes this ignores (a segment's settings when it is not its kernel's lead

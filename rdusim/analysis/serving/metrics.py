@@ -207,12 +207,11 @@ def batch_histogram(run: ServingRun) -> pd.DataFrame:
     column, so the ~10M steps of a million requests are not copied into a frame; the sums are
     pandas' groupby sums over the same rows in the same order."""
     steps = run.steps
-    key = steps["bucket"].astype(np.int64) << 32
-    key |= steps["active"]
-    return histogram_frame(*histogram_groups(key, steps["duration_s"]))
+    return histogram_frame(*histogram_groups(histogram_key(steps["bucket"], steps["active"]), steps["duration_s"]))
 
 
 def histogram_key(bucket: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """One 8-byte key per step, ``bucket << 32 | active``: ordered as (bucket, active)."""
     key = bucket.astype(np.int64) << 32
     key |= active
     return key
