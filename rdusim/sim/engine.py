@@ -1,7 +1,7 @@
 """The discrete-event engine: run a plan's fused kernels on SimPy sockets.
 
 Owns: ``simulate_plan`` and the SimPy processes of a kernel (stage loaders, stage
-compute, write-back, the kernel barrier). Imports: resources, trace, mapping.plan.
+compute, write-back, the kernel barrier). Imports: resources, reuse, trace, mapping.plan, hw.system.
 
 Per socket: one processor-sharing pool per memory tier (HBM, DDR) and one for P2P
 egress. A kernel is a spatial pipeline: every stage owns its PCUs; its loader streams the
@@ -54,6 +54,11 @@ Direct scheduling (``DIRECT``, the default; tests compare it with SimPy processe
 chunk's items on compute are callbacks (``_Items``), and an item's compute delay and a pool's
 timer are plain entries in SimPy's queue (the runner, the pool) at the time, priority and event
 number a ``Timeout`` or timer event would have had, run by the engine's own loop (``_run``).
+
+Kernel calls reused (``reuse=KernelReuse()``, ``rdusim.sim.reuse``; the explorer's re-scores): a
+call from a drained node to a drained node whose kernel plan the cache holds at a start the
+shift to this one is exact for (the same start, or the same binade and an even multiple of its
+spacing) is the kept call shifted in time, one event; otherwise it is simulated and kept.
 
 Equal-time ties: events at the same simulated time run in another order than in the reference
 engine; tests/sim/test_coalesce.py checks on tie-laden random pipelines (every duration a
