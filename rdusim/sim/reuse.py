@@ -2,7 +2,7 @@
 from the same drained state, is the first call shifted in time, bit for bit.
 
 Owns: ``KernelReuse`` (``simulate_plan(reuse=...)``; the mapping explorer's re-scores keep one
-per process in their ``LayerCache``). Imports: mapping.plan, trace.
+per process in their ``LayerCache``). Imports: mapping.plan, resources (the horizon), trace.
 
 A kernel call that starts from a drained, synchronised node (no looped iteration loading before it
 or during it) and ends with the node's barrier depends only on its kernel plan, the node (pool
@@ -12,7 +12,7 @@ earlier calls left in SimPy's queue are stale pool timers, which do nothing when
 **Why a shifted call is exact.** Every time the engine computes during a call is a time it reached
 plus a non-negative duration (``now + d``: launch, item delays, a landing's time, sync) or a
 difference of two times it reached (``now - updated``: a pool's service), and times are only
-compared with each other (and with the horizon, which no call here comes near). In one binade
+compared with each other and with the horizon (``HORIZON_S``). In one binade
 [2^(E-1), 2^E) the doubles are the multiples of u = 2^(E-53), and rounding to nearest, ties to
 even (the even multiples of u), commutes with a shift by an even multiple of u: RN(x + delta) =
 RN(x) + delta while x and x + delta lie in the binade. So a call starting at ``s2 = s1 + delta``,
@@ -22,6 +22,10 @@ differences (latency, service, busy intervals) are the same doubles. A time a ca
 never reaches (a landing re-planned by an arrival, a superseded timer) can leave the binade; with
 ``MARGIN`` spacings between each call's end and the binade's top, such a time lies past the call's
 end in both calls, so every comparison still agrees. The same start (``delta = 0``) needs no binade.
+The horizon: a shifted call ending past it is simulated instead (which stops with the horizon's
+error); a time computed but never reached within ``delta`` below the horizon (10^7 s, a landing
+projected months ahead) would stop a fresh simulation of the later call and does not stop the
+shifted one, the one case where the two differ: only absurd hardware numbers come near it.
 tests/sim/test_reuse.py checks reused calls against fresh simulations, and the explorer's tests
 its re-scores against ``simulate``.
 
@@ -42,6 +46,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from rdusim.mapping.plan import KernelPlan
+from rdusim.sim.resources import HORIZON_S
 from rdusim.sim.trace import KernelRecord
 
 #: spacings (units in the last place of the binade) kept free between a shifted call's end and
@@ -73,8 +78,8 @@ class KernelReuse:
             end = record.end_s + (start - record.start_s)   # exact: one binade
             if _lattice(start, end) != lattice:
                 return None
-        if found is None or end is None or found[0] is not kernel:   # (a kept plan stays alive: ids are unique)
-            return None
+        if found is None or end is None or found[0] is not kernel or not end <= HORIZON_S:
+            return None   # (a kept plan stays alive, so an id names one plan)
         self.hits += 1
         return found[1], end
 
