@@ -87,6 +87,8 @@ RUN_N_FROZEN = "benchmarks/gpu/h200-20261125n-fa2-predicted.txt"
 #: run o (an H100): sweep.py --only e2e,p10_eager --quick after its timing loops became helpers
 #: (two models' steps and P10's six decode shapes, graph and eager), and both pointer chases
 RUN_O = "benchmarks/gpu/h100-20261125o-sweep.csv"
+#: run i (an H100): runs d's prefill_l2 and g's holdout again on another machine
+RUN_I = "benchmarks/gpu/h100-20261125i-sweep.csv"
 
 #: The GPU document that predicts a run: the hardware is the device the CSV itself names (every
 #: row carries torch.cuda.get_device_name), the one place a run is tied to its document.
@@ -830,6 +832,50 @@ def decode_summary_section(base: ModelSpec, spec_h100: GpuSpec, runs_1: list[dic
     return out
 
 
+#: an SDPA attention row of a CSV (FA2, cuDNN, FA2 decode): the kernels that draw the board's power
+ATTENTION_ROW = ("flash_", "cudnn_", "fa2_")
+#: back-to-back attention that long (a row's median x repetitions) leaves the next row at a
+#: power-limited SM clock: run s (h100-20261125s-clocks.csv) saw the clock fall from 1980 MHz to
+#: 1590-1785 within about 0.1 s of sustained FA2 and come back within 0.1-0.2 s of the load ending
+CLOCK_BURST_S = 0.25
+
+
+def clock_section() -> list[str]:
+    """FA2 prefill rows of 4K-8K tokens (the short ones, a few ms of measurement in all), split
+    by what the GPU ran just before them: a row measured right after ``CLOCK_BURST_S`` or more of
+    back-to-back attention (the previous CSV row) against the rest."""
+    runs = (("a", RUNS[0]), ("d", RUN_D), ("e", RUN_E[0]), ("g", RUN_G), ("i", RUN_I), ("k", RUN_K),
+            ("p", RUN_P), ("q", RUN_Q), ("r", RUN_R))
+    out = ["| run | row | tokens | measured right after | its repetitions (s) | measured (us) | predicted (us) | error |",
+           "|---|---|---:|---|---:|---:|---:|---:|"]
+    errs: dict[str, list[float]] = {"after": [], "after128": [], "other": []}
+    for run, path in runs:
+        rows = list(csv.DictReader((ROOT / path).open()))
+        gpu = Gpu(run_spec(rows))
+        for i, r in enumerate(rows):
+            if not (r["kind"].startswith("attn_prefill") and r["name"].startswith("flash_")
+                    and int(float(r["seq_len"])) <= 8192):
+                continue
+            prev = rows[i - 1] if i else None
+            burst = (float(prev["median_us"]) * int(prev["reps"]) * 1e-6
+                     if prev is not None and prev["name"].startswith(ATTENTION_ROW) else 0.0)
+            t, pred = float(r["median_us"]), predict_row(r, gpu) * 1e6
+            after = burst >= CLOCK_BURST_S
+            errs["after" if after else "other"].append(pred / t - 1)
+            if after and prev["head_dim"] and int(float(prev["head_dim"])) == 128:
+                errs["after128"].append(pred / t - 1)
+            before = "—" if prev is None else f"`{prev['name']}`"
+            out.append(f"| {run} | `{r['name']}` | {int(float(r['seq_len']))} | {before} | "
+                       f"{burst:.2f}{' (burst)' if after else ''} | {t:.0f} | {pred:.0f} | {(pred / t - 1) * 100:+.1f}% |")
+    out += ["", "| FA2 prefill rows of 4K-8K tokens, runs a d e g i k p q r | rows | median abs error | worst | median signed |",
+            "|---|---:|---:|---:|---:|"]
+    for label, key in ((f"right after >= {CLOCK_BURST_S} s of back-to-back attention", "after"),
+                       ("of which after head_dim-128 attention (FA2 or cuDNN)", "after128"), ("the others", "other")):
+        e = errs[key]
+        out.append(f"| {label} {_stats(e)} {statistics.median(e) * 100:+.1f}% |")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fit", action="store_true", help="print fit_gemm on the first run's calibration rows")
@@ -860,7 +906,7 @@ def main() -> int:
         text = _between(text, marker, lines)
     h200 = h200_sections(spec, base, runs[0])
     h200 += [("p12-small", small_kernels_section(base)), ("p12-small-steps", decode_summary_section(base, spec, runs[0])),
-             ("p12-fa2", fa2_section()), ("p12-fa2mech", fa2_mech_section())]
+             ("p12-fa2", fa2_section()), ("p12-fa2mech", fa2_mech_section()), ("p12-prefill-clock", clock_section())]
     for marker, lines in h200:
         text = _between(text, marker, lines)
     doc.write_text(text)
