@@ -846,7 +846,7 @@ def clock_section() -> list[str]:
     back-to-back attention (the previous CSV row) against the rest."""
     runs = (("a", RUNS[0]), ("d", RUN_D), ("e", RUN_E[0]), ("g", RUN_G), ("i", RUN_I), ("k", RUN_K),
             ("p", RUN_P), ("q", RUN_Q), ("r", RUN_R))
-    out = ["| run | row | tokens | measured right after | its repetitions (s) | measured (us) | predicted (us) | error |",
+    out = ["| run | row | tokens | measured right after | that row's repetitions (s) | measured (us) | predicted (us) | error |",
            "|---|---|---:|---|---:|---:|---:|---:|"]
     errs: dict[str, list[float]] = {"after": [], "after128": [], "other": []}
     for run, path in runs:
