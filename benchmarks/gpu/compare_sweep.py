@@ -836,7 +836,7 @@ def decode_summary_section(base: ModelSpec, spec_h100: GpuSpec, runs_1: list[dic
 ATTENTION_ROW = ("flash_", "cudnn_", "fa2_")
 #: back-to-back attention that long (a row's median x repetitions) leaves the next row at a
 #: power-limited SM clock: run s (h100-20261125s-clocks.csv) saw the clock fall from 1980 MHz to
-#: 1590-1785 within about 0.1 s of sustained FA2 and come back within 0.1-0.2 s of the load ending
+#: 1590-1785 within about 0.1 s of sustained FA2 and come back within 0.1-0.2 s once the load dropped
 CLOCK_BURST_S = 0.25
 
 
