@@ -876,6 +876,40 @@ def clock_section() -> list[str]:
     return out
 
 
+def gemm_clock_section() -> list[str]:
+    """The GEMM sweep's predicted rows against two measurements of each: the CUDA-event median of
+    its back-to-back repetitions (the table above) and the one call the profiler timed afterwards
+    (``-kernels.csv``, every kernel of the call summed), by the profiled call's length."""
+    out = ["| run | profiled call | rows | timed / profiled (median) | model vs timed: median signed | median abs | "
+           "worst | model vs profiled: median signed | median abs | worst |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for run, path in (("1 (H100)", RUNS[0]), ("2 (H100)", RUNS[1]), ("k (H200)", RUN_K)):
+        rows = list(csv.DictReader((ROOT / path).open()))
+        gpu = Gpu(run_spec(rows))
+        device: dict[str, float] = {}
+        for k in csv.DictReader((ROOT / path.replace("-sweep.csv", "-kernels.csv")).open()):
+            device[k["row"]] = device.get(k["row"], 0.0) + float(k["device_us"])
+        groups: dict[str, list[tuple[float, float, float]]] = {}
+        for r in rows:
+            if r["kind"] != "gemm" or r["set"] != "prediction" or is_gemm_calibration(r) or r["name"] not in device:
+                continue
+            t, d = float(r["median_us"]), device[r["name"]]
+            if d < 100:
+                continue  # a short call's timed median holds the flush's write-backs and the launch (sections above)
+            p = predict_row(r, gpu) * 1e6
+            label = "0.1-0.5 ms" if d < 500 else "0.5-2 ms" if d < 2000 else "over 2 ms"
+            groups.setdefault(label, []).append((t / d, p / t - 1, p / d - 1))
+        for label in ("0.1-0.5 ms", "0.5-2 ms", "over 2 ms"):
+            g = groups.get(label, [])
+            if not g:
+                continue
+            def part(e: list[float]) -> str:
+                return (f"{statistics.median(e) * 100:+.1f}% | {statistics.median(abs(x) for x in e) * 100:.1f}% | "
+                        f"{max(abs(x) for x in e) * 100:.1f}%")
+            out.append(f"| {run} | {label} | {len(g)} | {statistics.median(x[0] for x in g):.3f} | "
+                       f"{part([x[1] for x in g])} | {part([x[2] for x in g])} |")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fit", action="store_true", help="print fit_gemm on the first run's calibration rows")
@@ -906,7 +940,8 @@ def main() -> int:
         text = _between(text, marker, lines)
     h200 = h200_sections(spec, base, runs[0])
     h200 += [("p12-small", small_kernels_section(base)), ("p12-small-steps", decode_summary_section(base, spec, runs[0])),
-             ("p12-fa2", fa2_section()), ("p12-fa2mech", fa2_mech_section()), ("p12-prefill-clock", clock_section())]
+             ("p12-fa2", fa2_section()), ("p12-fa2mech", fa2_mech_section()), ("p12-prefill-clock", clock_section()),
+             ("p12-gemm-clock", gemm_clock_section())]
     for marker, lines in h200:
         text = _between(text, marker, lines)
     doc.write_text(text)
