@@ -1,0 +1,222 @@
+"""Tables and the plot of ``clock_power.py``'s run (CPU only).
+
+    python benchmarks/gpu/clock_power_analysis.py benchmarks/gpu/h100-20261125v-clock [--plot docs/img/gpu-clock-power.png]
+
+Reads PREFIX-events.csv(.gz), PREFIX-nvml.csv and PREFIX-summary.csv; prints markdown tables:
+per workload (kernel class) the cold call and clock, the burst's steady clock, power, temperature
+and clock-event reasons, the burst's call time against the cold one and the exponent of the clock
+ratio that explains it (1: the time scales as 1/f; 0: it does not move with the clock), the
+within-burst fit of call time against 1/f, the recovery after the burst, and the crossed rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import math
+import statistics
+import sys
+from pathlib import Path
+
+STEADY_S = 1.0          # the burst's last second is its steady state
+FULL_MHZ = 1980.0       # the H100 SXM's boost clock (../shared/reference/hardware-and-models.md D.1)
+SW_POWER_CAP, HW_SLOWDOWN, THERMAL = 0x4, 0x8 | 0x80, 0x20 | 0x40   # nvml.h clock-event reasons
+
+
+def _open(path: Path):  # type: ignore[no-untyped-def]
+    if path.exists():
+        return path.open()
+    gz = path.with_name(path.name + ".gz")
+    return gzip.open(gz, "rt")
+
+
+def load(prefix: str) -> tuple[list[dict[str, str]], list[dict[str, str]], list[dict[str, str]]]:
+    p = Path(prefix)
+    with _open(p.with_name(p.name + "-events.csv")) as fh:
+        events = list(csv.DictReader(fh))
+    with _open(p.with_name(p.name + "-nvml.csv")) as fh:
+        nvml = list(csv.DictReader(fh))
+    with _open(p.with_name(p.name + "-summary.csv")) as fh:
+        summary = list(csv.DictReader(fh))
+    return events, nvml, summary
+
+
+def _phase(events: list[dict[str, str]], workload: str, phase: str) -> list[dict[str, str]]:
+    return [e for e in events if e["workload"] == workload and e["phase"] == phase]
+
+
+def _window(nvml: list[dict[str, str]], t0: float, t1: float) -> list[dict[str, str]]:
+    return [s for s in nvml if t0 <= float(s["t"]) <= t1]
+
+
+def _med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def calls_with_clock(rows: list[dict[str, str]]) -> list[tuple[float, float, float]]:
+    """(start s, call us, clock MHz): the clock the mean of the probes just before and after."""
+    out = []
+    for i, r in enumerate(rows):
+        if r["kind"] != "call":
+            continue
+        around = [float(rows[j]["probe_mhz"]) for j in (i - 1, i + 1)
+                  if 0 <= j < len(rows) and rows[j]["probe_mhz"] and rows[j]["kind"] != "probe2000000"]
+        if around:
+            out.append((float(r["t"]), float(r["us"]), sum(around) / len(around)))
+    return out
+
+
+def fit_inverse_clock(pts: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """Least squares t = a + b * (FULL_MHZ / f); returns (a, b) in us."""
+    xs = [FULL_MHZ / f for _, _, f in pts]
+    ys = [t for _, t, _ in pts]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= 0:
+        return my, 0.0
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return my - b * mx, b
+
+
+def workload_row(events: list[dict[str, str]], nvml: list[dict[str, str]], name: str,
+                 burst_phase: str = "burst") -> dict[str, float]:
+    cold = _phase(events, name, "cold")
+    burst = _phase(events, name, burst_phase)
+    cold_calls = calls_with_clock(cold)
+    pts = calls_with_clock(burst)
+    t_start = float(burst[0]["t"])
+    t_end = float(burst[-1]["t"]) + float(burst[-1]["us"]) * 1e-6
+    steady = [p for p in pts if p[0] >= t_end - STEADY_S]
+    probes = [(float(e["t"]), float(e["probe_mhz"])) for e in burst if e["probe_mhz"] and e["kind"] == "probe40000"]
+    drop = next((t - t_start for t, f in probes if f < 0.97 * FULL_MHZ), float("nan"))
+    win = _window(nvml, t_end - STEADY_S, t_end)
+    whole = _window(nvml, t_start, t_end)
+    r: dict[str, float] = {
+        "cold_us": _med([c[1] for c in cold_calls]), "cold_mhz": _med([c[2] for c in cold_calls]),
+        "burst_s": t_end - t_start, "burst_us": _med([p[1] for p in steady]), "burst_mhz": _med([p[2] for p in steady]),
+        "burst_mhz_min": min((p[2] for p in pts), default=float("nan")),
+        "drop_ms": drop * 1e3,
+        "p_inst": _med([float(s["power_instant_w"]) for s in win]),
+        "p_inst_max": max((float(s["power_instant_w"]) for s in whole), default=float("nan")),
+        "p_avg": _med([float(s["power_avg_w"]) for s in win]),
+        "nvml_mhz": _med([float(s["sm_mhz"]) for s in win]),
+        "temp_max": max((float(s["temp_c"]) for s in whole), default=float("nan")),
+        "power_cap_share": (sum(1 for s in whole if int(s["reasons"]) & SW_POWER_CAP) / len(whole)) if whole else float("nan"),
+        "hw_share": (sum(1 for s in whole if int(s["reasons"]) & HW_SLOWDOWN) / len(whole)) if whole else float("nan"),
+        "thermal_share": (sum(1 for s in whole if int(s["reasons"]) & THERMAL) / len(whole)) if whole else float("nan"),
+    }
+    tr, fr = r["burst_us"] / r["cold_us"], r["cold_mhz"] / r["burst_mhz"]
+    r["time_ratio"], r["clock_ratio"] = tr, fr
+    r["alpha"] = math.log(tr) / math.log(fr) if fr > 1.01 else float("nan")
+    a, b = fit_inverse_clock(pts)
+    r["fit_share"] = b / (a + b) if a + b else float("nan")   # share of a full-clock call that scales as 1/f
+    r["fit_a"], r["fit_b"] = a, b
+    rec = _phase(events, name, "recovery")
+    if rec:
+        t0 = float(rec[0]["t"])
+        clocks = [(float(e["t"]) - t0, float(e["probe_mhz"])) for e in rec if e["probe_mhz"]]
+        target = 0.98 * r["cold_mhz"]
+        r["recover_ms"] = next((t for t, f in clocks if f >= target), float("nan")) * 1e3
+        r["recover_first_mhz"] = clocks[0][1] if clocks else float("nan")
+    return r
+
+
+def tables(events: list[dict[str, str]], nvml: list[dict[str, str]]) -> list[str]:
+    names = list(dict.fromkeys(e["workload"] for e in events if e["phase"] == "burst"))
+    out = ["| workload | cold call (us) | clock at cold call (MHz) | burst (s) | first probe < 0.97 x 1980 (ms after start) | "
+           "steady clock, last 1 s (MHz) | lowest (MHz) | NVML clock (MHz) | power, instantaneous (W) | max (W) | "
+           "1 s average (W) | max temp (C) | power-cap reason | thermal / HW slowdown | burst call, last 1 s (us) | "
+           "time ratio | clock ratio | exponent | 1/f share (fit in burst) | back to 0.98 x cold clock (ms) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for n in names:
+        r = workload_row(events, nvml, n)
+        out.append(f"| `{n}` | {r['cold_us']:.0f} | {r['cold_mhz']:.0f} | {r['burst_s']:.1f} | {r['drop_ms']:.0f} | "
+                   f"{r['burst_mhz']:.0f} | {r['burst_mhz_min']:.0f} | {r['nvml_mhz']:.0f} | {r['p_inst']:.0f} | "
+                   f"{r['p_inst_max']:.0f} | {r['p_avg']:.0f} | {r['temp_max']:.0f} | {r['power_cap_share'] * 100:.0f}% | "
+                   f"{r['thermal_share'] * 100:.0f}% / {r['hw_share'] * 100:.0f}% | {r['burst_us']:.0f} | "
+                   f"{r['time_ratio']:.3f} | {r['clock_ratio']:.3f} | {r['alpha']:.2f} | {r['fit_share']:.2f} | "
+                   f"{r.get('recover_ms', float('nan')):.0f} |")
+    out += ["", "| row | after | calls | first 5 (us) | first 5: clock (MHz) | last 10 (us) | last 10: clock (MHz) | "
+            "cold (us) | first 5 / cold | (cold clock / first-5 clock) ^ exponent of the burst |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for e_phase in dict.fromkeys(e["phase"] for e in events if e["phase"].startswith("after_")):
+        short = next(e["workload"] for e in events if e["phase"] == e_phase)
+        pts = calls_with_clock(_phase(events, short, e_phase))
+        base = workload_row(events, nvml, short)
+        f5, l10 = pts[:5], pts[-10:]
+        t5, c5 = _med([p[1] for p in f5]), _med([p[2] for p in f5])
+        pred = (base["cold_mhz"] / c5) ** base["alpha"] if not math.isnan(base["alpha"]) else float("nan")
+        out.append(f"| `{short}` | `{e_phase[6:]}` burst | {len(pts)} | {t5:.0f} | {c5:.0f} | {_med([p[1] for p in l10]):.0f} | "
+                   f"{_med([p[2] for p in l10]):.0f} | {base['cold_us']:.0f} | {t5 / base['cold_us']:.3f} | {pred:.3f} |")
+    long_ = [e for e in events if e["phase"] == "long_burst"]
+    if long_:
+        name = long_[0]["workload"]
+        pts = calls_with_clock(long_)
+        t0 = pts[0][0]
+        out += ["", f"| `{name}`, one {pts[-1][0] - t0:.0f} s burst | calls | call (us) | clock (MHz) | power, inst. (W) | temp (C) |",
+                "|---|---:|---:|---:|---:|---:|"]
+        for lo, hi in ((0, 0.1), (0.1, 0.5), (0.5, 1), (1, 2), (2, 4), (4, 6), (6, 9)):
+            seg = [p for p in pts if lo <= p[0] - t0 < hi]
+            if not seg:
+                continue
+            w = _window(nvml, t0 + lo, t0 + hi)
+            out.append(f"| {lo}-{hi} s | {len(seg)} | {_med([p[1] for p in seg]):.0f} | {_med([p[2] for p in seg]):.0f} | "
+                       f"{_med([float(s['power_instant_w']) for s in w]):.0f} | {_med([float(s['temp_c']) for s in w]):.0f} |")
+    return out
+
+
+def plot(events: list[dict[str, str]], nvml: list[dict[str, str]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(e["workload"] for e in events if e["phase"] == "burst"))
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 7.5), sharex=True)
+    for n in names:
+        burst = _phase(events, n, "burst") + _phase(events, n, "recovery")
+        t0 = float(burst[0]["t"])
+        t_end = float(burst[-1]["t"])
+        pr = [(float(e["t"]) - t0, float(e["probe_mhz"])) for e in burst if e["probe_mhz"]]
+        # 10 ms bins of the probe clock
+        bins: dict[int, list[float]] = {}
+        for t, f in pr:
+            bins.setdefault(int(t / 0.01), []).append(f)
+        xs = sorted(bins)
+        (line,) = ax1.plot([x * 0.01 for x in xs], [statistics.median(bins[x]) for x in xs], label=n, lw=1.2)
+        w = _window(nvml, t0 - 0.2, t_end)
+        ax2.plot([float(s["t"]) - t0 for s in w], [float(s["power_instant_w"]) for s in w], color=line.get_color(), lw=0.8)
+        rec = _phase(events, n, "recovery")
+        if rec:
+            ax1.axvline(float(rec[0]["t"]) - t0, color=line.get_color(), ls=":", lw=0.8)
+    ax1.set_ylabel("SM clock from the probe (MHz, 10 ms bins)")
+    ax1.axhline(FULL_MHZ, color="grey", lw=0.5)
+    ax1.legend(fontsize=8, loc="lower left")
+    ax1.set_title("H100 SXM, run v: each burst starts after 1.2 s idle (t = 0); dotted: burst ends, probes only")
+    limit = _med([float(s["power_limit_w"]) for s in nvml])
+    ax2.axhline(limit, color="grey", lw=0.5, ls="--")
+    ax2.set_ylabel("board power, NVML instantaneous (W)")
+    ax2.set_xlabel("seconds after the burst's first call")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def analyse(prefix: str, plot_path: str | None = None) -> int:
+    events, nvml, _summary = load(prefix)
+    print("\n".join(tables(events, nvml)))
+    if plot_path:
+        plot(events, nvml, plot_path)
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("prefix")
+    ap.add_argument("--plot", default=None)
+    args = ap.parse_args()
+    return analyse(args.prefix, args.plot)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
