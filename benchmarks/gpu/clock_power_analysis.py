@@ -202,6 +202,72 @@ def plot(events: list[dict[str, str]], nvml: list[dict[str, str]], path: str) ->
     fig.savefig(path, dpi=110)
 
 
+def run_s_table(root: Path) -> list[str]:
+    """Run s (``h100-20261125s-*``, fa2_clock.py): nvidia-smi's 20 ms log aligned with each phase."""
+    import datetime as dt
+
+    log = []
+    for line in (root / "h100-20261125s-clocks.csv").open():
+        ts, clk, pw, temp = (x.strip() for x in line.split(","))
+        t = dt.datetime.strptime(ts, "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=dt.UTC).timestamp()
+        log.append((t, int(clk.split()[0]), float(pw.split()[0]), int(temp)))
+    changes = sum(1 for a, b in zip(log, log[1:], strict=False) if (a[1], a[2]) != (b[1], b[2]))
+    with (root / "h100-20261125s-phases.csv").open() as fh:
+        phases = list(csv.DictReader(fh))
+    with (root / "h100-20261125s-fa2clock.csv").open() as fh:
+        calls = list(csv.DictReader(fh))
+    out = [f"nvidia-smi samples: {len(log)}, of which {changes} differ from the one before "
+           f"(readings refresh about every {(log[-1][0] - log[0][0]) / max(changes, 1) * 1e3:.0f} ms)", "",
+           "| keys | phase | span (s) | samples | SM clock median (MHz) | min-max | power.draw, 1 s average (W) | temp (C) | "
+           "call median (us) | first 20 | last 20 |", "|---:|---|---:|---:|---:|---|---|---|---:|---:|---:|"]
+    for p, c in zip(phases, calls, strict=True):
+        t0, t1 = float(p["start"]), float(p["end"])
+        xs = [x for x in log if t0 <= x[0] <= t1]
+        out.append(f"| {p['kv_len']} | {p['mode']} | {t1 - t0:.3f} | {len(xs)} | {_med([x[1] for x in xs]):.0f} | "
+                   f"{min(x[1] for x in xs)}-{max(x[1] for x in xs)} | {min(x[2] for x in xs):.0f}-{max(x[2] for x in xs):.0f} | "
+                   f"{min(x[3] for x in xs)}-{max(x[3] for x in xs)} | {c['median_us']} | {c['first20_us']} | {c['last20_us']} |")
+    return out
+
+
+def heldout(factor: float) -> list[str]:
+    """The 4K-8K FA2 prefill rows of the earlier runs (compare_sweep.clock_section's rule: the
+    previous CSV row is >= CLOCK_BURST_S of back-to-back attention) with the model's prediction
+    multiplied by ``factor`` (the run-v slow-down of a short FA2 prefill right after an FA2 burst:
+    measured, not fitted on these rows); the other rows unchanged."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import compare_sweep as cs
+
+    groups: dict[str, list[tuple[float, float]]] = {"after": [], "after128": [], "other": []}
+    for _run, path in (("a", cs.RUNS[0]), ("d", cs.RUN_D), ("e", cs.RUN_E[0]), ("g", cs.RUN_G), ("i", cs.RUN_I),
+                       ("k", cs.RUN_K), ("p", cs.RUN_P), ("q", cs.RUN_Q), ("r", cs.RUN_R)):
+        with (cs.ROOT / path).open() as fh:
+            rows = list(csv.DictReader(fh))
+        gpu = cs.Gpu(cs.run_spec(rows))
+        for i, r in enumerate(rows):
+            if not (r["kind"].startswith("attn_prefill") and r["name"].startswith("flash_") and int(float(r["seq_len"])) <= 8192):
+                continue
+            prev = rows[i - 1] if i else None
+            burst = (float(prev["median_us"]) * int(prev["reps"]) * 1e-6
+                     if prev is not None and prev["name"].startswith(cs.ATTENTION_ROW) else 0.0)
+            t, pred = float(r["median_us"]), cs.predict_row(r, gpu) * 1e6
+            after = burst >= cs.CLOCK_BURST_S
+            pair = (pred / t - 1, pred * (factor if after else 1.0) / t - 1)
+            groups["after" if after else "other"].append(pair)
+            if after and prev["head_dim"] and int(float(prev["head_dim"])) == 128:
+                groups["after128"].append(pair)
+    out = [f"| rows (runs a d e g i k p q r) | n | model: median abs | worst | median signed | "
+           f"x {factor:.3f} after a burst: median abs | worst | median signed |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, key in (("right after >= 0.25 s of attention", "after"), ("of which after head_dim 128", "after128"),
+                       ("the others (unchanged)", "other")):
+        g = groups[key]
+
+        def st(e: list[float]) -> str:
+            return (f"{statistics.median(abs(x) for x in e) * 100:.1f}% | {max(abs(x) for x in e) * 100:.1f}% | "
+                    f"{statistics.median(e) * 100:+.1f}%")
+        out.append(f"| {label} | {len(g)} | {st([x[0] for x in g])} | {st([x[1] for x in g])} |")
+    return out
+
+
 def analyse(prefix: str, plot_path: str | None = None) -> int:
     events, nvml, _summary = load(prefix)
     print("\n".join(tables(events, nvml)))
@@ -212,9 +278,19 @@ def analyse(prefix: str, plot_path: str | None = None) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("prefix")
+    ap.add_argument("prefix", nargs="?")
     ap.add_argument("--plot", default=None)
+    ap.add_argument("--run-s", action="store_true", help="run s's nvidia-smi log by phase")
+    ap.add_argument("--heldout", type=float, metavar="FACTOR", help="the earlier 4K-8K rows, after-burst ones x FACTOR")
     args = ap.parse_args()
+    if args.heldout:
+        print("\n".join(heldout(args.heldout)))
+        return 0
+    if args.run_s:
+        print("\n".join(run_s_table(Path(__file__).resolve().parent)))
+        return 0
+    if not args.prefix:
+        ap.error("PREFIX is required unless --run-s")
     return analyse(args.prefix, args.plot)
 
 
