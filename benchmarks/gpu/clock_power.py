@@ -4,8 +4,9 @@
     python benchmarks/gpu/clock_power.py --dry-run          # the rows, without a GPU
     python benchmarks/gpu/clock_power.py --analyse PREFIX   # tables and the plot from PREFIX-*.csv (CPU)
 
-Six workloads, each a kernel class: FA2 causal prefill through SDPA's FlashAttention backend
-(batch 1, 32 x 8 heads, head_dim 128) at 4K, 16K and 128K tokens; a bf16 GEMM 8192^3; a
+Eight workloads, each a kernel class: FA2 causal prefill through SDPA's FlashAttention backend
+(batch 1, 32 x 8 heads, head_dim 128) at 4K, 16K and 128K tokens, and at 16K with head_dim 64
+and 256 (less and more shared-memory traffic per FLOP, other tiles); a bf16 GEMM 8192^3; a
 device-to-device copy of 1 GiB (memory-bound); a decode-step-like mix (a CUDA graph of four
 Llama-3.1-8B layers at batch 64 x 4096 keys: the GEMMs, FA2 one-split decode, the elementwise
 ops). Each is run
@@ -66,20 +67,22 @@ class Workload:
     what: str
     flops: float       # per call
     bytes: float       # DRAM bytes per call, compulsory
+    seq: int = 0       # attention rows: tokens and head_dim
+    hd: int = 0
 
 
-def _prefill(seq: int) -> Workload:
-    hq, hkv, hd = 32, 8, 128
-    return Workload(f"fa2_prefill_{seq // 1024}k", "attention",
+def _prefill(seq: int, hd: int = 128) -> Workload:
+    hq, hkv = 32, 8
+    return Workload(f"fa2_prefill_{seq // 1024}k" + ("" if hd == 128 else f"_hd{hd}"), "attention",
                     f"SDPA flash, causal, batch 1, {hq} x {hkv} heads, hd {hd}, {seq} tokens",
-                    4 * seq * seq * hd * hq / 2, 2 * seq * hd * (2 * hq + 2 * hkv))
+                    4 * seq * seq * hd * hq / 2, 2 * seq * hd * (2 * hq + 2 * hkv), seq, hd)
 
 
 MIX_LAYERS, MIX_BATCH, MIX_KV, HIDDEN, FFN = 4, 64, 4096, 4096, 14336
 _MIX_W = (6144 + 4096 + 2 * FFN + FFN) * HIDDEN * 2
 _MIX_KV = 2 * MIX_BATCH * 8 * MIX_KV * 128 * 2
 WORKLOADS = (
-    _prefill(4096), _prefill(16384), _prefill(131072),
+    _prefill(4096), _prefill(16384), _prefill(131072), _prefill(16384, 64), _prefill(16384, 256),
     Workload("gemm_8192", "gemm", "bf16 matmul 8192 x 8192 x 8192, random data", 2 * 8192 ** 3, 3 * 8192 * 8192 * 2),
     Workload("copy_1g", "memory", "device-to-device copy_ of 1 GiB (bf16)", 0.0, 2 * (1 << 30)),
     Workload("decode_mix", "mix", f"CUDA graph of {MIX_LAYERS} Llama-3.1-8B layers, batch {MIX_BATCH} x {MIX_KV} keys "
@@ -269,10 +272,9 @@ def build(torch, w: Workload):  # type: ignore[no-untyped-def]
 
     bf, dev = torch.bfloat16, torch.device("cuda")
     if w.kind == "attention":
-        seq = int(w.name.split("_")[-1][:-1]) * 1024
-        q = torch.randn(1, 32, seq, 128, dtype=bf, device=dev)
-        k = torch.randn(1, 8, seq, 128, dtype=bf, device=dev)
-        v = torch.randn(1, 8, seq, 128, dtype=bf, device=dev)
+        q = torch.randn(1, 32, w.seq, w.hd, dtype=bf, device=dev)
+        k = torch.randn(1, 8, w.seq, w.hd, dtype=bf, device=dev)
+        v = torch.randn(1, 8, w.seq, w.hd, dtype=bf, device=dev)
 
         def fn() -> None:
             with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
