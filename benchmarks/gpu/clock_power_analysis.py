@@ -124,21 +124,20 @@ def workload_row(events: list[dict[str, str]], nvml: list[dict[str, str]], name:
 
 def tables(events: list[dict[str, str]], nvml: list[dict[str, str]]) -> list[str]:
     names = list(dict.fromkeys(e["workload"] for e in events if e["phase"] == "burst"))
-    out = ["| workload | cold call (us) | clock at cold call (MHz) | burst (s) | first probe < 0.97 x 1980 (ms after start) | "
-           "steady clock, last 1 s (MHz) | lowest (MHz) | NVML clock (MHz) | power, instantaneous (W) | max (W) | "
-           "1 s average (W) | max temp (C) | power-cap reason | thermal / HW slowdown | burst call, last 1 s (us) | "
-           "time ratio | clock ratio | exponent | 1/f share (fit in burst) | back to 0.98 x cold clock (ms) |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out = ["| workload | cold call (us) | clock around it (MHz) | burst, steady clock (probe, MHz) | NVML clock (MHz) | "
+           "power, instantaneous (W) | max (W) | max temp (C) | power-cap reason | burst call (us) | burst / cold | "
+           "cold clock / steady clock | back to 0.98 x cold clock (ms) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n in names:
         r = workload_row(events, nvml, n)
-        out.append(f"| `{n}` | {r['cold_us']:.0f} | {r['cold_mhz']:.0f} | {r['burst_s']:.1f} | {r['drop_ms']:.0f} | "
-                   f"{r['burst_mhz']:.0f} | {r['burst_mhz_min']:.0f} | {r['nvml_mhz']:.0f} | {r['p_inst']:.0f} | "
-                   f"{r['p_inst_max']:.0f} | {r['p_avg']:.0f} | {r['temp_max']:.0f} | {r['power_cap_share'] * 100:.0f}% | "
-                   f"{r['thermal_share'] * 100:.0f}% / {r['hw_share'] * 100:.0f}% | {r['burst_us']:.0f} | "
-                   f"{r['time_ratio']:.3f} | {r['clock_ratio']:.3f} | {r['alpha']:.2f} | {r['fit_share']:.2f} | "
-                   f"{r.get('recover_ms', float('nan')):.0f} |")
+        out.append(f"| `{n}` | {r['cold_us']:.0f} | {r['cold_mhz']:.0f} | {r['burst_mhz']:.0f} | {r['nvml_mhz']:.0f} | "
+                   f"{r['p_inst']:.0f} | {r['p_inst_max']:.0f} | {r['temp_max']:.0f} | {r['power_cap_share'] * 100:.0f}% | "
+                   f"{r['burst_us']:.0f} | {r['time_ratio']:.3f} | {r['clock_ratio']:.3f} | {r.get('recover_ms', float('nan')):.0f} |")
+    thermal = max(workload_row(events, nvml, n)["thermal_share"] + workload_row(events, nvml, n)["hw_share"] for n in names)
+    out.append(f"\n(steady: the burst's last {STEADY_S:.0f} s; thermal or HW-slowdown reason in any burst's samples: "
+               f"{thermal * 100:.0f}%)")
     out += ["", "| row | after | calls | first 5 (us) | first 5: clock (MHz) | last 10 (us) | last 10: clock (MHz) | "
-            "cold (us) | first 5 / cold | (cold clock / first-5 clock) ^ exponent of the burst |",
+            "cold (us) | first 5 / cold | cold clock / first-5 clock (1/f) |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for e_phase in dict.fromkeys(e["phase"] for e in events if e["phase"].startswith("after_")):
         short = next(e["workload"] for e in events if e["phase"] == e_phase)
@@ -146,9 +145,22 @@ def tables(events: list[dict[str, str]], nvml: list[dict[str, str]]) -> list[str
         base = workload_row(events, nvml, short)
         f5, l10 = pts[:5], pts[-10:]
         t5, c5 = _med([p[1] for p in f5]), _med([p[2] for p in f5])
-        pred = (base["cold_mhz"] / c5) ** base["alpha"] if not math.isnan(base["alpha"]) else float("nan")
+        pred = base["cold_mhz"] / c5
         out.append(f"| `{short}` | `{e_phase[6:]}` burst | {len(pts)} | {t5:.0f} | {c5:.0f} | {_med([p[1] for p in l10]):.0f} | "
                    f"{_med([p[2] for p in l10]):.0f} | {base['cold_us']:.0f} | {t5 / base['cold_us']:.3f} | {pred:.3f} |")
+    out += ["", "| workload: call time / cold call, by the probe clock around the call (MHz) | >= 1900 | 1800-1900 | "
+            "1700-1800 | 1600-1700 | 1500-1600 | 1400-1500 | < 1400 |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    edges = (1900, 1800, 1700, 1600, 1500, 1400, 0)
+    for n in names:
+        base = workload_row(events, nvml, n)["cold_us"]
+        pts = [p for e_phase in ("burst", "long_burst") + tuple(f"after_{m}" for m in names)
+               for p in calls_with_clock(_phase(events, n, e_phase))]
+        cells = []
+        for i, lo in enumerate(edges):
+            hi = edges[i - 1] if i else 1e9
+            seg = [p[1] for p in pts if lo <= p[2] < hi]
+            cells.append(f"{_med(seg) / base:.3f} ({len(seg)})" if len(seg) >= 3 else "")
+        out.append(f"| `{n}` | " + " | ".join(cells) + " |")
     long_ = [e for e in events if e["phase"] == "long_burst"]
     if long_:
         name = long_[0]["workload"]
@@ -229,7 +241,7 @@ def run_s_table(root: Path) -> list[str]:
     return out
 
 
-def heldout(factor: float) -> list[str]:
+def heldout(factor: float, only_hd128: bool = False) -> list[str]:
     """The 4K-8K FA2 prefill rows of the earlier runs (compare_sweep.clock_section's rule: the
     previous CSV row is >= CLOCK_BURST_S of back-to-back attention) with the model's prediction
     multiplied by ``factor`` (the run-v slow-down of a short FA2 prefill right after an FA2 burst:
@@ -251,12 +263,13 @@ def heldout(factor: float) -> list[str]:
                      if prev is not None and prev["name"].startswith(cs.ATTENTION_ROW) else 0.0)
             t, pred = float(r["median_us"]), cs.predict_row(r, gpu) * 1e6
             after = burst >= cs.CLOCK_BURST_S
-            pair = (pred / t - 1, pred * (factor if after else 1.0) / t - 1)
+            hd128 = after and bool(prev["head_dim"]) and int(float(prev["head_dim"])) == 128
+            pair = (pred / t - 1, pred * (factor if after and (hd128 or not only_hd128) else 1.0) / t - 1)
             groups["after" if after else "other"].append(pair)
             if after and prev["head_dim"] and int(float(prev["head_dim"])) == 128:
                 groups["after128"].append(pair)
     out = [f"| rows (runs a d e g i k p q r) | n | model: median abs | worst | median signed | "
-           f"x {factor:.3f} after a burst: median abs | worst | median signed |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+           f"x {factor:.3f} after a{' head_dim-128' if only_hd128 else 'ny'} burst: median abs | worst | median signed |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for label, key in (("right after >= 0.25 s of attention", "after"), ("of which after head_dim 128", "after128"),
                        ("the others (unchanged)", "other")):
         g = groups[key]
@@ -282,9 +295,10 @@ def main() -> int:
     ap.add_argument("--plot", default=None)
     ap.add_argument("--run-s", action="store_true", help="run s's nvidia-smi log by phase")
     ap.add_argument("--heldout", type=float, metavar="FACTOR", help="the earlier 4K-8K rows, after-burst ones x FACTOR")
+    ap.add_argument("--only-hd128", action="store_true", help="with --heldout: only rows after a head_dim-128 burst")
     args = ap.parse_args()
     if args.heldout:
-        print("\n".join(heldout(args.heldout)))
+        print("\n".join(heldout(args.heldout, args.only_hd128)))
         return 0
     if args.run_s:
         print("\n".join(run_s_table(Path(__file__).resolve().parent)))
