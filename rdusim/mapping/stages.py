@@ -12,18 +12,16 @@ import functools
 import heapq
 import itertools
 import math
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
-import numpy as np
 
 from rdusim.config.schema import HBM, KernelSpec
 from rdusim.errors import MappingError
 from rdusim.mapping.bundle import DEFAULTED_FIELDS, LoadedMapping
-from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
+from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage, chunks_work
 from rdusim.mapping.routing import chunk_expert_tokens
 from rdusim.mapping.sharding import Collective, EdgeCache, Layout, tensor_layout
 from rdusim.model.ops import Op, TensorUse
@@ -38,9 +36,6 @@ from rdusim.model.transformer import (
 
 #: the kernel settings ``build_kernel`` reads, present once ``resolve_kernels`` has run
 RESOLVED_FIELDS = tuple(f for f in DEFAULTED_FIELDS if f != "max_chunks")  # no cap is a valid setting
-_WORK = operator.attrgetter("work")
-_ZERO = np.zeros(1)  # a running total's start
-_FEW_ITEMS = 512     # a stage's work over fewer items: ``sum`` (numpy's calls cost more)
 #: the most work items the kernels of one layer type may hold. Each item costs a few
 #: microseconds to build and a few simulation events (about 4e5 events/s, benchmarks/RESULTS.md),
 #: so this bounds a layer to seconds; the shipped mappings need under 10^5 (DeepSeek-R1 prefill at
@@ -127,19 +122,8 @@ class _Draft:
 
     @functools.cached_property
     def work(self) -> float:
-        """Its items' work, summed item after item in plan order: ``sum`` of the floats one after
-        another (as ``sum`` adds floats up to Python 3.11), over many items by ``np.cumsum`` over
-        each chunk object's works (chunks repeat as the same objects; tested equal to the loop)."""
-        if sum(len(c.items) for c in self.chunks) <= _FEW_ITEMS:
-            return sum(map(_WORK, itertools.chain.from_iterable(c.items for c in self.chunks)))
-        works: dict[int, np.ndarray] = {}
-        parts = [_ZERO]
-        for chunk in self.chunks:
-            found = works.get(id(chunk))
-            if found is None:
-                found = works[id(chunk)] = np.fromiter(map(_WORK, chunk.items), float, len(chunk.items))
-            parts.append(found)
-        return float(np.cumsum(np.concatenate(parts))[-1])
+        """Its items' work, added item after item in plan order (``chunks_work``)."""
+        return chunks_work(self.chunks)
 
     @functools.cached_property
     def max_item_load(self) -> float:
