@@ -3,7 +3,7 @@ committed together or not at all, and the human-readable table.
 
 Owns: ``Outputs`` (the one place that validates and writes output paths), ``write_atomic``
 (one file), ``format_table``.
-Imports: analysis results, errors, units.
+Imports: analysis results, errors, units, summation.
 
 The contract: a command registers each output (``--out``, ``--trace``, ``--plot``, an output
 folder) before it computes anything, so a bad path costs nothing; after the work it hands
@@ -27,6 +27,7 @@ from typing import IO, Any
 from rdusim.analysis.result import SimulationResult
 from rdusim.cli.progress import held
 from rdusim.errors import ConfigError
+from rdusim.summation import add_in_order
 from rdusim.units import format_bytes
 
 #: kernel pseudo-filesystems: writing there is never a result file
@@ -307,5 +308,5 @@ def format_table(result: SimulationResult) -> str:
         if used:
             capacity = plan.system.socket.capacity_bytes(tier)
             parts = ", ".join(f"{u} {format_bytes(b)}" for u, b in used.items())
-            lines.append(f"  {tier.upper():<4} {format_bytes(sum(used.values())):>11} of {format_bytes(capacity)}: {parts}")
+            lines.append(f"  {tier.upper():<4} {format_bytes(add_in_order(used.values())):>11} of {format_bytes(capacity)}: {parts}")
     return "\n".join(lines) + "\n"

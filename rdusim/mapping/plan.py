@@ -1,6 +1,7 @@
 """What one socket does for one fused kernel: the contract between mapping and simulator.
 
-Owns: ``Item``, ``Chunk``, ``Stage``, ``KernelPlan``, ``Plan``. Imports: model, hw, config.
+Owns: ``Item``, ``Chunk``, ``Stage``, ``KernelPlan``, ``Plan``, ``chunks_work``. Imports: model, hw,
+config, summation, numpy.
 
 A fused kernel is a spatial pipeline of stages (one per op or inserted collective). Each
 stage processes the kernel's chunks in order; a chunk is a list of items (an attention
@@ -20,6 +21,7 @@ import numpy as np
 from rdusim.config.schema import MappingSpec, ModelSpec
 from rdusim.hw.system import System
 from rdusim.model.ops import Op
+from rdusim.summation import add_in_order
 
 _WORK = operator.attrgetter("work")
 _ZERO = np.zeros(1)   # a running total's start
@@ -80,14 +82,14 @@ class Stage:
         return chunks_work(self.chunks)
 
     def load_bytes(self, tier: str) -> float:
-        return sum(b for c in self.chunks for i in c.items for t, b in i.loads if t == tier)
+        return add_in_order(b for c in self.chunks for i in c.items for t, b in i.loads if t == tier)
 
     def store_bytes(self, tier: str) -> float:
-        return sum(b for c in self.chunks for t, b in c.stores if t == tier)
+        return add_in_order(b for c in self.chunks for t, b in c.stores if t == tier)
 
     @property
     def p2p_bytes(self) -> float:
-        return sum(c.p2p_bytes for c in self.chunks)
+        return add_in_order(c.p2p_bytes for c in self.chunks)
 
 
 @dataclass(frozen=True)

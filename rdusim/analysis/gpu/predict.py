@@ -67,6 +67,7 @@ from rdusim.mapping.gpu_mla import (
 )
 from rdusim.model.policy import kascade_anchor_layers, kascade_topk, kv_length
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
+from rdusim.summation import add_in_order
 
 #: the decoder layer and head of ``benchmarks/gpu/measure.py``'s Llama model, in launch order
 MEASURED_LAYER = ["rms_norm", "qkv_gemm", "rope", "kv_append", "attention", "o_gemm",
@@ -666,7 +667,7 @@ def fit_attention(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
         s = spec.model_copy(update={"efficiency": spec.efficiency.model_copy(
             update={"attention_tensor": eff, "attention_overlap": overlap})})
         gpu = Gpu(s)
-        return sum(math.log(predict_row(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
+        return add_in_order(math.log(predict_row(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
 
     def tensor_at(overlap: float) -> tuple[float, float]:
         eff = _argmin(lambda e: loss(e, overlap), 0.2, 1.0, 1e-3)
@@ -909,7 +910,7 @@ def fit_gemm_clean(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     def loss(eff: float) -> float:
         s = spec.model_copy(update={"efficiency": spec.efficiency.model_copy(update={"gemm_stream_clean": eff})})
         gpu = Gpu(s)
-        return sum(math.log(micro_gemm_s(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
+        return add_in_order(math.log(micro_gemm_s(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
 
     eff = round(_argmin(loss, 0.3, 1.0, 1e-3), 3)
     return {"gemm_stream_clean": eff, "loss": loss(eff), "rows": len(cal)}
