@@ -44,6 +44,9 @@ import sys
 from pathlib import Path
 
 SIZES = [1 << k for k in range(10, 31)]  # 1 KiB .. 1 GiB
+#: run u (the frozen prediction set of docs/gpu.md): sizes run t never had, 1 KiB .. 1 GiB
+RUN_U_SIZES = [1 << 10, 3 << 10, 12 << 10, 48 << 10, 192 << 10, 768 << 10, 3 << 20, 6 << 20, 12 << 20, 24 << 20,
+               48 << 20, 96 << 20, 384 << 20, 768 << 20]
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
 DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
@@ -54,12 +57,12 @@ FIELDS = ["set", "kind", "name", "median_us", "reps", "op", "bytes", "ranks", "m
           "seq_len", "nccl", "gpu", "nccl_algo", "nccl_proto"]
 
 
-def plan() -> list[dict]:
+def plan(sizes: list[int] | None = None) -> list[dict]:
     rows = []
     for op in OPS:
-        for size in SIZES:
+        for size in sizes or SIZES:
             for mode in ("stream", "graph"):
-                set_ = "calibration" if (op, size) in CALIBRATION and mode == "stream" else "prediction"
+                set_ = "calibration" if (op, size) in CALIBRATION and mode == "stream" and not sizes else "prediction"
                 rows.append({"set": set_, "kind": "collective", "name": f"{op}_{size}_{mode}", "op": op,
                              "bytes": size, "mode": mode})
     for batch, kv_len in DECODE:
@@ -77,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="print the plan; no GPU, no torch")
     ap.add_argument("--only", default="collectives,e2e", help="comma-separated: collectives, e2e")
     ap.add_argument("--max-bytes", type=int, default=SIZES[-1], help="largest collective size")
+    ap.add_argument("--sizes", help="comma-separated collective sizes in bytes instead of the powers of two "
+                    "('u': run u's set, RUN_U_SIZES)")
+    ap.add_argument("--ops", default=",".join(OPS), help="comma-separated collectives to time")
+    ap.add_argument("--modes", default="stream,graph", help="comma-separated launch modes to time")
     ap.add_argument("--host-ahead", action="store_true", help="diagnostic: before every trial keep the GPU busy "
                     "for ~3 ms (torch.cuda._sleep), so the host has queued the trial's launches before they run "
                     "(the time is the GPU's, not the host's); rows named *_queued")
@@ -86,10 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.model and args.compare:
         return compare(args.model, args.compare)
+    if args.model and args.sizes:
+        return frozen_table(args.model, _sizes(args.sizes))
     if args.model:
         return model_table(args.model)
     if args.dry_run:
-        rows = plan()
+        rows = plan(_sizes(args.sizes))
         for row in rows:
             print(f"{row['set']:11s} {row['kind']:16s} {row['name']}")
         print(f"# {len(rows)} rows, {sum(r['set'] == 'calibration' for r in rows)} calibration")
@@ -135,6 +144,46 @@ def model_table(path: str) -> int:
     return 0
 
 
+def predict_us(gpu, op: str, size: int, ranks: int, mode: str, fabric=None) -> tuple[float, object]:
+    """What the timing loop of this script measures for one collective row, simulated: ``PER``
+    calls back to back (``rdusim.sim.gpu``), divided by ``PER``. A ``stream`` row is Python
+    issuing ``PER`` torch.distributed calls: the engine's eager mode, where each call costs the
+    host its ``launch.collective_host`` and the GPU runs NCCL's time, so the row comes out as the
+    slower of host and device; a ``graph`` row is one graph of ``PER`` (per collective the graph
+    node, NCCL's event pair ``launch.graph_event_pair`` and NCCL's time). ``fabric``: a fitted
+    one instead of the document's. Returns (us, the collective's cost)."""
+    import dataclasses
+
+    from rdusim.hw.collectives import collective_cost
+    from rdusim.mapping.gpu import collective
+    from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+    cost = collective_cost(op, size, ranks, fabric or gpu.fabric)
+    kernel = dataclasses.replace(collective(op, op, size, ranks, gpu)[0], collective=cost)
+    trace = simulate_gpu([(kernel, 0)] * PER, gpu, mode="eager" if mode == "stream" else "graph")
+    return elapsed_s(trace) / PER * 1e6, cost
+
+
+def frozen_table(path: str, sizes: list[int]) -> int:
+    """rdusim's prediction of every collective row of a plan (the frozen predictions a later
+    measurement is compared with), on the document as it is (no fit)."""
+    from rdusim.hw.gpu import load_gpu_node
+
+    node = load_gpu_node(path)
+    gpu = node.gpu
+    print(f"# frozen predictions: {path}, bus {gpu.fabric.bus_bytes_per_s / 1e9:.1f} GB/s, 2 GPUs, "
+          f"{PER} calls back to back per row")
+    print("| row | predicted (us) | algorithm/protocol |")
+    print("|---|---:|---|")
+    for row in plan(sizes):
+        if row["kind"] == "collective":
+            us, cost = predict_us(gpu, row["op"], row["bytes"], 2, row["mode"])
+            print(f"| {row['name']} | {us:.2f} | {cost.algorithm}/{cost.protocol} |")
+    print()
+    _e2e_predictions(node)
+    return 0
+
+
 def fit_bus_bandwidth(rows: list[dict]) -> float:
     """``nvlink.bus_bandwidth`` from the calibration rows: the slope of the stream-launched
     all-reduce between 256 MB and 1 GB (ring Simple on two GPUs: each GPU puts 2(n-1)/n S on
@@ -160,11 +209,12 @@ def compare(path: str, csv_path: str) -> int:
         rows = list(csv.DictReader(fh))
     node = load_gpu_node(path)
     gpu = node.gpu
-    bus = fit_bus_bandwidth(rows)
+    fitted = any(r["set"] == "calibration" for r in rows)
+    bus = fit_bus_bandwidth(rows) if fitted else gpu.fabric.bus_bytes_per_s
     fabric = dataclasses.replace(gpu.fabric, bus_bytes_per_s=bus)
     print(f"# {csv_path}: NCCL {rows[0]['nccl']}, {rows[0]['gpu']}, {rows[0]['ranks']} ranks")
-    print(f"# fitted bus_bandwidth {bus / 1e9:.1f} GB/s (document: {gpu.fabric.bus_bytes_per_s / 1e9:.1f}); "
-          f"NVLS {'on' if fabric.nvls else 'off'}")
+    print(f"# {'fitted' if fitted else 'no calibration rows: the document'}'s bus_bandwidth {bus / 1e9:.1f} GB/s "
+          f"(document: {gpu.fabric.bus_bytes_per_s / 1e9:.1f}); NVLS {'on' if fabric.nvls else 'off'}")
     for r in rows:
         if r["set"] == "calibration" and int(r["bytes"]) < 1 << 20:
             floor = collective_cost("all_reduce", int(r["bytes"]), int(r["ranks"]), fabric).latency_s
@@ -177,20 +227,18 @@ def compare(path: str, csv_path: str) -> int:
     for r in rows:
         if r["kind"] != "collective":
             continue
-        c = collective_cost(r["op"], int(r["bytes"]), int(r["ranks"]), fabric)
-        pred = gpu.launch_s(r["mode"]) + c.time_s
-        err = pred / (float(r["median_us"]) * 1e-6) - 1
+        meas = float(r["median_us"])
+        pred, c = predict_us(gpu, r["op"], int(r["bytes"]), int(r["ranks"]), r["mode"], fabric)
+        err = pred / meas - 1
         if r["set"] == "prediction":
             errors.setdefault((r["op"], r["mode"]), []).append(err)
-        print(f"| {r['name']} | {r['set']} | {float(r['median_us']):.1f} | {pred * 1e6:.1f} | "
-              f"{c.algorithm}/{c.protocol} | {err * 100:+.0f}% |")
+        print(f"| {r['name']} | {r['set']} | {meas:.1f} | {pred:.1f} | {c.algorithm}/{c.protocol} | {err * 100:+.0f}% |")
     print()
     print("| op | mode | rows | median abs error | worst error |")
     print("|---|---|---:|---:|---:|")
-    for (op, mode), errs in errors.items():
+    for (op, mode), errs in sorted(errors.items()):
         worst = max(errs, key=abs)
-        print(f"| {op} | {mode} | {len(errs)} | {statistics.median(map(abs, errs)) * 100:.0f}% | "
-              f"{worst * 100:+.0f}% |")
+        print(f"| {op} | {mode} | {len(errs)} | {statistics.median(map(abs, errs)) * 100:.0f}% | {worst * 100:+.0f}% |")
     print()
     predicted = {name: us for name, us, _ in _e2e_rows(node)}
     print("| TP2 row (Llama-3.1-8B) | measured (us) | predicted (us) | error |")
@@ -286,10 +334,11 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
         keep({**row, "reps": reps * per}, timed(run, reps, per))
         torch.cuda.empty_cache()
 
-    rows = plan()
+    rows = plan(_sizes(args.sizes))
     with torch.no_grad():
         for row in (r for r in rows if r["kind"] == "collective" and r["bytes"] <= args.max_bytes
-                    and "collectives" in args.only):
+                    and "collectives" in args.only and r["op"] in args.ops.split(",")
+                    and r["mode"] in args.modes.split(",")):
             measure(row, _collective(row["op"], row["bytes"], world, device, dist, torch), 10, PER)
         if "e2e" in args.only:
             shard = LlamaShape(q_heads=32 // world, kv_heads=8 // world, ffn=14336 // world, vocab=128256 // world)
@@ -302,8 +351,22 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
             writer = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(out)
-    dist.destroy_process_group()
+    _exit(torch)
     return 0
+
+
+def _exit(torch) -> None:  # pragma: no cover - needs a GPU
+    """End the process without destroy_process_group: it hung after captured graphs
+    (collective_micro.py, 2026-11-25 18:42 UTC)."""
+    torch.cuda.synchronize()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def _sizes(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    return RUN_U_SIZES if text == "u" else [int(v) for v in text.split(",")]
 
 
 def _repeat(fn, per: int):

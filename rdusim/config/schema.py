@@ -504,6 +504,11 @@ HOST_OPS = ("gemm", "view", "transpose", "slice", "reshape_view", "elementwise_a
             "elementwise_neg", "silu", "cat", "index_copy", "rms_norm", "embedding", "sdpa")
 
 
+#: torch.distributed collectives whose per-call host cost a GPU document may give
+#: (``launch.collective_host``): the collectives of ``rdusim.hw.collectives.OPS``
+COLLECTIVE_HOST_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
 class GpuLaunchSpec(Spec):
     """What one kernel costs before its CTAs run, by how it is launched."""
 
@@ -528,6 +533,13 @@ class GpuLaunchSpec(Spec):
         default=None, description="the same while the GPU is idle (ahead of the host)")
     queue_depth: int | None = Field(
         default=None, gt=0, description="kernels the host can queue before a launch blocks")
+    collective_host: dict[str, NonNegativeSeconds] | None = Field(
+        default=None, description="host cost of one torch.distributed collective call by collective, "
+                                  "calls issued back to back (none: eager_host)")
+    graph_event_pair_s: NonNegativeSeconds = Field(
+        default=0.0, alias="graph_event_pair",
+        description="one external event wait + record node pair in a CUDA graph (what NCCL adds to a "
+                    "captured collective)")
 
     @model_validator(mode="after")
     def _known_ops(self) -> GpuLaunchSpec:
@@ -543,6 +555,12 @@ class GpuLaunchSpec(Spec):
             missing = [op for op in HOST_OPS if op not in ops]
             if ops and missing:
                 raise ValueError(f"{key}: missing {', '.join(missing)}")
+        for op in self.collective_host or {}:
+            if op not in COLLECTIVE_HOST_OPS:
+                close = difflib.get_close_matches(op, COLLECTIVE_HOST_OPS, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"collective_host: unknown collective {op!r}{hint} "
+                                 f"(known: {', '.join(COLLECTIVE_HOST_OPS)})")
         return self
 
 
