@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host-ahead", action="store_true", help="diagnostic: before every trial keep the GPU busy "
                     "for ~3 ms (torch.cuda._sleep), so the host has queued the trial's launches before they run "
                     "(the time is the GPU's, not the host's); rows named *_queued")
+    ap.add_argument("--busy-ms", type=float, default=0.0, help="diagnostic: before every trial run bf16 matrix "
+                    "products for about this many ms (the SMs at full clock, the launches queued); rows *_busy")
     ap.add_argument("--model", metavar="HW_YAML", help="print rdusim's predictions for a gpu_node document")
     ap.add_argument("--compare", metavar="CSV", help="with --model: fit the calibration rows of a measured CSV "
                     "and compare every prediction row with the model")
@@ -284,8 +286,6 @@ def _size(size: int) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
-    import statistics
-
     import torch
     import torch.distributed as dist
 
@@ -301,26 +301,14 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
            "nccl_algo": os.environ.get("NCCL_ALGO", ""), "nccl_proto": os.environ.get("NCCL_PROTO", "")}
     out: list[dict] = []
     sleep, suffix = (SLEEP_CYCLES, "_queued") if args.host_ahead else (0, "")
+    warm = None
+    if args.busy_ms:
+        suffix = "_busy"
+        a = torch.randn(4096, 4096, dtype=torch.bfloat16, device=device)
+        warm = (a, max(1, int(args.busy_ms / 0.2)))  # ~0.2 ms per 4096^3 bf16 product on an H100
 
     def timed(fn, reps: int, per: int) -> float:
-        """Median over ``reps`` trials of one ``fn()`` (``per`` back-to-back operations) divided by
-        ``per``; a barrier before every trial lines the two ranks up (nccl-tests' method: launch
-        cost and rank skew are spread over ``per`` operations instead of landing on each)."""
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            dist.barrier()
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda._sleep(sleep)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) * 1e-3 / per)
-        return statistics.median(times)
+        return _timed(torch, dist, fn, reps, per, sleep, warm)
 
     def keep(row: dict, seconds: float) -> None:
         row = {**row, **env, "name": row["name"] + suffix, "ranks": world, "median_us": round(seconds * 1e6, 3)}
@@ -353,6 +341,34 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
             writer.writerows(out)
     _exit(torch)
     return 0
+
+
+def _timed(torch, dist, fn, reps: int, per: int, sleep: int, warm) -> float:  # pragma: no cover - needs a GPU
+    """Median over ``reps`` trials of one ``fn()`` (``per`` back-to-back operations) divided by
+    ``per``; a barrier before every trial lines the two ranks up (nccl-tests' method: launch
+    cost and rank skew are spread over ``per`` operations instead of landing on each).
+    ``sleep`` (--host-ahead) and ``warm`` (--busy-ms: a matrix and a count of products) keep the
+    GPU busy before the trial."""
+    import statistics
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        dist.barrier()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(sleep)
+        if warm is not None:
+            for _ in range(warm[1]):
+                warm[0] @ warm[0]
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3 / per)
+    return statistics.median(times)
 
 
 def _exit(torch) -> None:  # pragma: no cover - needs a GPU
