@@ -489,6 +489,10 @@ class GpuLinkSpec(Spec):
     bus_bytes_per_s: PositiveBytesPerS = Field(
         alias="bus_bandwidth", description="NCCL's achieved bus bandwidth per GPU, per direction (to calibrate)")
     latency_scale: float = Field(gt=0.0, le=10.0, description="multiplies NCCL's latency table (to calibrate; 1 = NCCL's own)")
+    ll_bytes_per_s: PositiveBytesPerS | None = Field(
+        default=None, alias="ll_bandwidth",
+        description="the LL protocol's bandwidth on one node as the NCCL version in use gives it (tuning.cc "
+                    "llMaxBws; none: v2.19-2.20's 87.7 GB/s cap and its shares of the bus)")
 
     @model_validator(mode="after")
     def _bus_within_line_rate(self) -> GpuLinkSpec:

@@ -32,6 +32,15 @@ all-gather and reduce-scatter S. This n-dependence is ours (tuning.cc uses one r
 with it the model gives an NVLS algorithm bandwidth of 258, 265, 270, 275 GB/s at 5-8 H100s
 where NVIDIA/nccl issue #1455 reports 258, 265, 270, 273 (a check, nothing fitted to it).
 
+**LL's rate by NCCL version**: v2.19-2.20 caps LL at ``llMaxBws`` 87.7 GB/s for Hopper (its
+Hopper row copied Ampere's) after the shares above; later versions give Hopper its own row,
+141.0 GB/s on one node (NVIDIA/nccl master ``src/graph/tuning.cc``, ncclTunerConstantsDefaults),
+and NCCL 2.28.9 prints ring LL 141.0 GB/s for every collective on two H100s
+(``benchmarks/gpu/h100x2-20261125t-nccl-tuning-table.txt``: all-reduce 141.0, all-gather and
+reduce-scatter 282.0 algorithm bandwidth = 141.0 bus). A GPU document whose NCCL is that recent
+gives it as ``nvlink.ll_bandwidth``; the ring's LL then runs at it (the all-to-all's p2p LL,
+which NCCL does not tune, keeps the all-gather's share under v2.19's cap [A]).
+
 **Memory operations per wire byte** (ring, Simple and LL128): a channel is one CTA that moves
 every byte through its own loads and stores, and the ring steps of each collective make a
 different number of them per byte it puts on NVLink (NVIDIA/nccl ``src/device/all_reduce.h``,
@@ -137,11 +146,13 @@ class Fabric:
 
     ``bus_bytes_per_s`` and ``latency_scale`` are the two quantities a measurement calibrates
     (the GPU document's ``nvlink.bus_bandwidth`` and ``nvlink.latency_scale``); ``nvls`` is
-    whether the switch reduces (NVLink SHARP, the node document's ``nvls``)."""
+    whether the switch reduces (NVLink SHARP, the node document's ``nvls``); ``ll_bytes_per_s``
+    the LL protocol's rate where the document gives the NCCL version's own (module docstring)."""
 
     bus_bytes_per_s: float
     latency_scale: float = 1.0
     nvls: bool = False
+    ll_bytes_per_s: float | None = None  # the LL protocol's rate (the document's ``nvlink.ll_bandwidth``)
 
 
 @dataclass(frozen=True)
@@ -207,18 +218,21 @@ def _enabled(op: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _rate(op: str, algorithm: str, protocol: str, nbytes: float, bus: float, ranks: int = 2) -> float:
+def _rate(op: str, algorithm: str, protocol: str, nbytes: float, bus: float, ranks: int = 2,
+          ll: float | None = None) -> float:
     """Bytes per second the wire bytes move at: tuning.cc's refinements of the bus bandwidth, and
     for a ring's Simple and LL128 the memory operations per wire byte relative to the
-    all-reduce's (module docstring)."""
-    ll_cap = LL_MAX_GBPS * GB
+    all-reduce's (module docstring). ``ll``: the LL rate the document gives, else v2.19-2.20's."""
+    if algorithm == "p2p" and protocol == "LL":  # not tuned by NCCL: [A] the ring all-gather's LL share, v2.19's cap
+        return min(LL_MAX_GBPS * GB, bus / 3)
+    ll_cap = LL_MAX_GBPS * GB if ll is None else ll
+    if algorithm == "ring" and protocol == "LL" and ll is not None:
+        return ll
     if algorithm == "ring":
         if protocol == "LL":
             return min(ll_cap, bus * (1 / 4 if op == "all_reduce" else 1 / 3))
         ops = memory_ops_per_wire_byte("all_reduce", ranks) / memory_ops_per_wire_byte(op, ranks)
         return bus * ops * (LL128_SHARE if protocol == "LL128" else 1.0)
-    if algorithm == "p2p" and protocol == "LL":
-        return min(ll_cap, bus / 3)  # LL's share as the ring all-gather's: 8-byte lines, 4 data bytes
     if algorithm == "tree":
         rate = bus * TREE_SHARE
         if protocol == "LL":
@@ -260,7 +274,7 @@ def candidates(op: str, nbytes: float, ranks: int, fabric: Fabric) -> list[Colle
             if (protocol == "LL") != (piece <= P2P_LL_THRESHOLD):
                 continue
         wire = wire_bytes(op, algorithm, nbytes, ranks)
-        rate = _rate(op, algorithm, protocol, nbytes, fabric.bus_bytes_per_s, ranks)
+        rate = _rate(op, algorithm, protocol, nbytes, fabric.bus_bytes_per_s, ranks, fabric.ll_bytes_per_s)
         latency = _latency_us(op, algorithm, protocol, ranks) * US * fabric.latency_scale
         out.append(CollectiveCost(op, nbytes, ranks, algorithm, protocol, latency, wire, rate))
     return out

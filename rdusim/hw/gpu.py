@@ -149,7 +149,8 @@ class Gpu:
     def fabric(self) -> Fabric:
         """The NVLink fabric NCCL's collectives run on (``rdusim.hw.collectives``)."""
         link = self.spec.nvlink
-        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls)
+        ll = None if link.ll_bytes_per_s is None else float(link.ll_bytes_per_s)
+        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll)
 
 
 @dataclass(frozen=True)

@@ -273,3 +273,20 @@ def test_h100_bus_bandwidth_is_the_fit_of_the_committed_two_gpu_measurement() ->
     fitted = bench.fit_bus_bandwidth(rows)
     assert fitted == pytest.approx(343.1e9, abs=0.05e9)
     assert load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu.fabric.bus_bytes_per_s == pytest.approx(fitted, abs=0.05e9)
+
+
+def test_ll_rate_from_the_document_and_nccls_protocol_switch() -> None:
+    """With ``nvlink.ll_bandwidth`` (NCCL's Hopper llMaxBw, 141 GB/s) the ring's LL runs at it;
+    the p2p LL keeps v2.19's cap. On the H100 pair the switch to Simple then falls where NCCL
+    2.28.9 switched (h100x2-20261125t-nccl-tuning.txt): all-reduce LL at 1 MiB, Simple at 2 MiB;
+    all-gather and reduce-scatter LL at 2 MiB, Simple at 4 MiB."""
+    fabric = Fabric(BUS, 1.0, ll_bytes_per_s=141e9)
+    assert pick(candidates("all_reduce", MB, 2, fabric), "ring", "LL").bus_bytes_per_s == 141e9
+    assert pick(candidates("all_gather", MB, 8, fabric), "ring", "LL").bus_bytes_per_s == 141e9
+    assert collective_cost("all_to_all", 64 * KB, 2, fabric).bus_bytes_per_s == pytest.approx(LL_MAX_GBPS * GB)
+    gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
+    assert gpu.fabric.ll_bytes_per_s == pytest.approx(141e9)
+    mib = 1 << 20
+    for op, ll_at, simple_at in (("all_reduce", 1, 2), ("all_gather", 2, 4), ("reduce_scatter", 2, 4)):
+        assert collective_cost(op, ll_at * mib, 2, gpu.fabric).protocol == "LL"
+        assert collective_cost(op, simple_at * mib, 2, gpu.fabric).protocol == "Simple"
