@@ -47,6 +47,9 @@ SIZES = [1 << k for k in range(10, 31)]  # 1 KiB .. 1 GiB
 #: run u (the frozen prediction set of docs/gpu.md): sizes run t never had, 1 KiB .. 1 GiB
 RUN_U_SIZES = [1 << 10, 3 << 10, 12 << 10, 48 << 10, 192 << 10, 768 << 10, 3 << 20, 6 << 20, 12 << 20, 24 << 20,
                48 << 20, 96 << 20, 384 << 20, 768 << 20]
+#: run v (a second frozen set, after the LL rate was taken from NCCL 2.28.9): sizes neither run had
+RUN_V_SIZES = [2 << 10, 6 << 10, 24 << 10, 96 << 10, 320 << 10, 1536 << 10, 5 << 20, 20 << 20, 80 << 20, 160 << 20,
+               640 << 20]
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
 DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
@@ -81,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="collectives,e2e", help="comma-separated: collectives, e2e")
     ap.add_argument("--max-bytes", type=int, default=SIZES[-1], help="largest collective size")
     ap.add_argument("--sizes", help="comma-separated collective sizes in bytes instead of the powers of two "
-                    "('u': run u's set, RUN_U_SIZES)")
+                    "('u', 'v': run u's or run v's set, RUN_U_SIZES, RUN_V_SIZES)")
     ap.add_argument("--ops", default=",".join(OPS), help="comma-separated collectives to time")
     ap.add_argument("--modes", default="stream,graph", help="comma-separated launch modes to time")
     ap.add_argument("--host-ahead", action="store_true", help="diagnostic: before every trial keep the GPU busy "
@@ -382,7 +385,8 @@ def _exit(torch) -> None:  # pragma: no cover - needs a GPU
 def _sizes(text: str | None) -> list[int] | None:
     if not text:
         return None
-    return RUN_U_SIZES if text == "u" else [int(v) for v in text.split(",")]
+    named = {"u": RUN_U_SIZES, "v": RUN_V_SIZES}
+    return named[text] if text in named else [int(v) for v in text.split(",")]
 
 
 def _repeat(fn, per: int):
