@@ -1,7 +1,7 @@
 """Collectives as NCCL runs them inside one NVLink/NVSwitch node, and the algorithm NCCL picks.
 
-Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``candidates``, ``wire_bytes`` and
-NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
+Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``candidates``, ``wire_bytes``,
+``memory_ops_per_wire_byte``, ``p2p_channels_min`` and NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
 a collective kernel the ``time_s`` computed here.
 
 The facts follow NCCL's own cost model, ``src/graph/tuning.cc`` of NVIDIA/nccl (v2.19-2.20,
