@@ -87,6 +87,8 @@ RUN_N_FROZEN = "benchmarks/gpu/h200-20261125n-fa2-predicted.txt"
 #: run o (an H100): sweep.py --only e2e,p10_eager --quick after its timing loops became helpers
 #: (two models' steps and P10's six decode shapes, graph and eager), and both pointer chases
 RUN_O = "benchmarks/gpu/h100-20261125o-sweep.csv"
+#: run i (an H100): runs d's prefill_l2 and g's holdout again on another machine
+RUN_I = "benchmarks/gpu/h100-20261125i-sweep.csv"
 
 #: The GPU document that predicts a run: the hardware is the device the CSV itself names (every
 #: row carries torch.cuda.get_device_name), the one place a run is tied to its document.
@@ -830,6 +832,84 @@ def decode_summary_section(base: ModelSpec, spec_h100: GpuSpec, runs_1: list[dic
     return out
 
 
+#: an SDPA attention row of a CSV (FA2, cuDNN, FA2 decode): the kernels that draw the board's power
+ATTENTION_ROW = ("flash_", "cudnn_", "fa2_")
+#: back-to-back attention that long (a row's median x repetitions) leaves the next row at a
+#: power-limited SM clock: run s (h100-20261125s-clocks.csv) saw the clock fall from 1980 MHz to
+#: 1590-1785 within about 0.1 s of sustained FA2 and come back within 0.1-0.2 s once the load dropped
+CLOCK_BURST_S = 0.25
+
+
+def clock_section() -> list[str]:
+    """FA2 prefill rows of 4K-8K tokens (the short ones, a few ms of measurement in all), split
+    by what the GPU ran just before them: a row measured right after ``CLOCK_BURST_S`` or more of
+    back-to-back attention (the previous CSV row) against the rest."""
+    runs = (("a", RUNS[0]), ("d", RUN_D), ("e", RUN_E[0]), ("g", RUN_G), ("i", RUN_I), ("k", RUN_K),
+            ("p", RUN_P), ("q", RUN_Q), ("r", RUN_R))
+    out = ["| run | row | tokens | measured right after | that row's repetitions (s) | measured (us) | predicted (us) | error |",
+           "|---|---|---:|---|---:|---:|---:|---:|"]
+    errs: dict[str, list[float]] = {"after": [], "after128": [], "other": []}
+    for run, path in runs:
+        rows = list(csv.DictReader((ROOT / path).open()))
+        gpu = Gpu(run_spec(rows))
+        for i, r in enumerate(rows):
+            if not (r["kind"].startswith("attn_prefill") and r["name"].startswith("flash_")
+                    and int(float(r["seq_len"])) <= 8192):
+                continue
+            prev = rows[i - 1] if i else None
+            burst = (float(prev["median_us"]) * int(prev["reps"]) * 1e-6
+                     if prev is not None and prev["name"].startswith(ATTENTION_ROW) else 0.0)
+            t, pred = float(r["median_us"]), predict_row(r, gpu) * 1e6
+            after = burst >= CLOCK_BURST_S
+            errs["after" if after else "other"].append(pred / t - 1)
+            if after and prev["head_dim"] and int(float(prev["head_dim"])) == 128:
+                errs["after128"].append(pred / t - 1)
+            before = "—" if prev is None else f"`{prev['name']}`"
+            out.append(f"| {run} | `{r['name']}` | {int(float(r['seq_len']))} | {before} | "
+                       f"{burst:.2f}{' (burst)' if after else ''} | {t:.0f} | {pred:.0f} | {(pred / t - 1) * 100:+.1f}% |")
+    out += ["", "| FA2 prefill rows of 4K-8K tokens, runs a d e g i k p q r | rows | median abs error | worst | median signed |",
+            "|---|---:|---:|---:|---:|"]
+    for label, key in ((f"right after >= {CLOCK_BURST_S} s of back-to-back attention", "after"),
+                       ("of which after head_dim-128 attention (FA2 or cuDNN)", "after128"), ("the others", "other")):
+        e = errs[key]
+        out.append(f"| {label} {_stats(e)} {statistics.median(e) * 100:+.1f}% |")
+    return out
+
+
+def gemm_clock_section() -> list[str]:
+    """The GEMM sweep's predicted rows against two measurements of each: the CUDA-event median of
+    its back-to-back repetitions (the table above) and the one call the profiler timed afterwards
+    (``-kernels.csv``, every kernel of the call summed), by the profiled call's length."""
+    out = ["| run | profiled call | rows | timed / profiled (median) | model vs timed: median signed | median abs | "
+           "worst | model vs profiled: median signed | median abs | worst |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for run, path in (("1 (H100)", RUNS[0]), ("2 (H100)", RUNS[1]), ("k (H200)", RUN_K)):
+        rows = list(csv.DictReader((ROOT / path).open()))
+        gpu = Gpu(run_spec(rows))
+        device: dict[str, float] = {}
+        for k in csv.DictReader((ROOT / path.replace("-sweep.csv", "-kernels.csv")).open()):
+            device[k["row"]] = device.get(k["row"], 0.0) + float(k["device_us"])
+        groups: dict[str, list[tuple[float, float, float]]] = {}
+        for r in rows:
+            if r["kind"] != "gemm" or r["set"] != "prediction" or is_gemm_calibration(r) or r["name"] not in device:
+                continue
+            t, d = float(r["median_us"]), device[r["name"]]
+            if d < 100:
+                continue  # a short call's timed median holds the flush's write-backs and the launch (sections above)
+            p = predict_row(r, gpu) * 1e6
+            label = "0.1-0.5 ms" if d < 500 else "0.5-2 ms" if d < 2000 else "over 2 ms"
+            groups.setdefault(label, []).append((t / d, p / t - 1, p / d - 1))
+        for label in ("0.1-0.5 ms", "0.5-2 ms", "over 2 ms"):
+            g = groups.get(label, [])
+            if not g:
+                continue
+            def part(e: list[float]) -> str:
+                return (f"{statistics.median(e) * 100:+.1f}% | {statistics.median(abs(x) for x in e) * 100:.1f}% | "
+                        f"{max(abs(x) for x in e) * 100:.1f}%")
+            out.append(f"| {run} | {label} | {len(g)} | {statistics.median(x[0] for x in g):.3f} | "
+                       f"{part([x[1] for x in g])} | {part([x[2] for x in g])} |")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fit", action="store_true", help="print fit_gemm on the first run's calibration rows")
@@ -860,7 +940,8 @@ def main() -> int:
         text = _between(text, marker, lines)
     h200 = h200_sections(spec, base, runs[0])
     h200 += [("p12-small", small_kernels_section(base)), ("p12-small-steps", decode_summary_section(base, spec, runs[0])),
-             ("p12-fa2", fa2_section()), ("p12-fa2mech", fa2_mech_section())]
+             ("p12-fa2", fa2_section()), ("p12-fa2mech", fa2_mech_section()), ("p12-prefill-clock", clock_section()),
+             ("p12-gemm-clock", gemm_clock_section())]
     for marker, lines in h200:
         text = _between(text, marker, lines)
     doc.write_text(text)

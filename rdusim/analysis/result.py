@@ -23,6 +23,7 @@ from rdusim.mapping.memory import memory_report
 from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan
 from rdusim.model.speculative import accepted_tokens_per_step
 from rdusim.sim.engine import simulate_plan
+from rdusim.sim.reuse import KernelReuse
 from rdusim.sim.trace import Trace
 
 
@@ -112,6 +113,12 @@ class LayerCache:
     ``simulate_plan(start_s=...)`` ran at the same start time. Kernel times come out bit for
     bit; the per-kernel busy times differ in the last bits only (the pools' running totals
     start from zero instead of the earlier layers' sums).
+
+    Within a layer type, a kernel call that a candidate shares with an earlier one (the same
+    kernel plan, reached at another time) is that call shifted in time, bit for bit, when the
+    two start times allow it (``kernel_calls``, ``rdusim.sim.reuse``): the explorer's prefill
+    candidates differ in their attention kernels and share the MoE FFN kernel, simulated once
+    or twice per process instead of once per candidate.
     """
 
     traces: dict[tuple[Any, ...], Trace] = field(default_factory=dict)
@@ -120,6 +127,7 @@ class LayerCache:
     #: layer types built (``build_layer``) by (layer type, the caller's key of that layer type alone:
     #: a build does not depend on the layer types before it), handed to ``build_plan(built=...)``
     builds: dict[tuple[str, Hashable], LayerBuild] = field(default_factory=dict)
+    kernel_calls: KernelReuse = field(default_factory=KernelReuse)   # simulated kernel calls, reused shifted
 
     def trace(self, plan: Plan, keys: Mapping[str, Hashable]) -> Trace:
         parts: list[Trace] = []
@@ -131,7 +139,7 @@ class LayerCache:
             else:
                 start = parts[-1].kernels[-1].end_s if parts and parts[-1].kernels else 0.0
                 self.traces[prefix] = simulate_plan(plan, record_events=False, layer_types=(layer_type,),
-                                                    start_s=start)
+                                                    start_s=start, reuse=self.kernel_calls)
             parts.append(self.traces[prefix])
         return Trace(kernels=tuple(k for part in parts for k in part.kernels), sockets_simulated=1,
                      layers_simulated=sum(p.layers_simulated for p in parts),

@@ -69,6 +69,15 @@ class GpuKernel:
     #: activations, just written and in L2, so each round trip hits L2 (``memory.l2_latency``)
     round_trips: tuple[int, ...] = ()
     resident: bool = False
+    #: launched by the same library call right behind the kernel before it (cuBLAS's
+    #: ``splitKreduce_kernel`` after a ``splitK`` GEMM): it is already in the stream's queue when
+    #: that kernel ends, so a kernel timed alone (``stream``) pays no host launch for it, only
+    #: the queued kernel's start (``launch.graph``, as a graph node) and its own fixed time
+    #: (``launch.kernel_fixed``) and round trips, as in a graph. The reduction ran 1.6-1.9 us of
+    #: device time behind a 4.3-7 us split-K GEMM (benchmarks/gpu/h100-20261125-kernels.csv,
+    #: h200-20261125k-kernels.csv: DeepSeek-V3's kv_a at m = 1-64), under a timed-alone launch
+    #: (``launch.stream``, 4.33 us)
+    queued: bool = False
 
     @property
     def ctas(self) -> int:
@@ -160,7 +169,12 @@ def _gemm_estimate(m: int, n: int, k: int, bn: int, bm: int, splits: int, gpu: G
     hbm_s = hbm / (gpu.hbm_bytes_per_s * gpu.gemm_stream_derate)
     # the per-step cost the main loop does not hide is paid once per wave
     est = max(hbm_s, l2_s, math_s) + waves * math.ceil(k_slice / GEMM_K_STEP) * gpu.launch_s("gemm_step")
-    if splits > 1:  # the reduction kernel: its launch and its bytes
+    # the reduction kernel: a launch and its bytes. The ranking charges a timed-alone launch
+    # (``launch.stream``) though the engine runs the reduction as a queued kernel (``GpuKernel.queued``):
+    # with the queued kernel's start here too, the model picks cuBLAS's split-K for DeepSeek-V3's
+    # kv_a at m = 1-16, but the refit of the GEMM constants it needs moves the graph decode steps
+    # the wrong way (docs/gpu.md, "Split-K's reduction is queued"); not adopted
+    if splits > 1:
         est += gpu.launch_s("stream") + m * n * (4 * splits + dtype_bytes) / gpu.hbm_bytes_per_s
     return GemmPlan(bn, bm, splits, ctas, k_slice, hbm, l2_cta, est)
 
@@ -181,8 +195,9 @@ def gemm(name: str, m: int, n: int, k: int, gpu: Gpu, *, dtype_bytes: int = BF16
                      ctas_per_sm=1, math="gemm")
     if p.splits == 1:
         return [main]
-    return [main, streaming(f"{name}.splitk_reduce", m * n * (4 * p.splits + dtype_bytes), gpu,
-                            round_trips=(RT_VECTORIZED,), resident=True)]
+    reduce = streaming(f"{name}.splitk_reduce", m * n * (4 * p.splits + dtype_bytes), gpu,
+                       round_trips=(RT_VECTORIZED,), resident=True)
+    return [main, replace(reduce, queued=True)]
 
 
 # ------------------------------------------------------------------------- attention

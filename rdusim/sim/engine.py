@@ -1,7 +1,7 @@
 """The discrete-event engine: run a plan's fused kernels on SimPy sockets.
 
 Owns: ``simulate_plan`` and the SimPy processes of a kernel (stage loaders, stage
-compute, write-back, the kernel barrier). Imports: resources, trace, mapping.plan.
+compute, write-back, the kernel barrier). Imports: resources, reuse, trace, mapping.plan, hw.system.
 
 Per socket: one processor-sharing pool per memory tier (HBM, DDR) and one for P2P
 egress. A kernel is a spatial pipeline: every stage owns its PCUs; its loader streams the
@@ -55,6 +55,11 @@ chunk's items on compute are callbacks (``_Items``), and an item's compute delay
 timer are plain entries in SimPy's queue (the runner, the pool) at the time, priority and event
 number a ``Timeout`` or timer event would have had, run by the engine's own loop (``_run``).
 
+Kernel calls reused (``reuse=KernelReuse()``, ``rdusim.sim.reuse``; the explorer's re-scores): a
+call from a drained node to a drained node whose kernel plan the cache holds at a start the
+shift to this one is exact for (the same start, or the same binade and an even multiple of its
+spacing) is the kept call shifted in time, one event; otherwise it is simulated and kept.
+
 Equal-time ties: events at the same simulated time run in another order than in the reference
 engine; tests/sim/test_coalesce.py checks on tie-laden random pipelines (every duration a
 quarter of a second) that the event logs and kernel records still agree bit for bit. With
@@ -75,8 +80,10 @@ from simpy.events import NORMAL, PENDING
 
 from rdusim.config.schema import OFF_CHIP_TIERS
 from rdusim.errors import SimulationError
+from rdusim.hw.system import System
 from rdusim.mapping.plan import KernelPlan, Plan, Stage
 from rdusim.sim.resources import EPSILON_BYTES, HORIZON_S, BandwidthPool, delay, past_horizon
+from rdusim.sim.reuse import KernelReuse, shifted
 from rdusim.sim.trace import KernelRecord, Trace, TraceEvent
 
 #: direct scheduling (the default): a chunk's items on compute as callbacks (``_Items``), item
@@ -136,13 +143,18 @@ class _Recorder:
 
 
 def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
-                  layer_types: tuple[str, ...] | None = None, coalesce: bool = True, start_s: float = 0.0) -> Trace:
+                  layer_types: tuple[str, ...] | None = None, coalesce: bool = True, start_s: float = 0.0,
+                  reuse: KernelReuse | None = None) -> Trace:
     """Simulate one forward pass (prefill) or one decode step of ``plan``.
 
     ``layer_types`` restricts the run to some layer types (calibration needs only one).
     ``coalesce=False`` runs the reference engine (one event per item per socket). ``start_s``
     starts the clock there (a layer type simulated on its own at the time it starts in the
     whole run: the node is drained and synchronised then, so its times come out bit for bit).
+    ``reuse``: kernel calls from a drained node to a drained node are taken from it when it holds
+    a call of the same kernel on the same node that shifts exactly to their start, and kept in it
+    otherwise (``rdusim.sim.reuse``: the times bit for bit; the busy times and bytes are the
+    first call's; fewer events); only without a trace and on one simulated socket.
     """
     env = simpy.Environment(initial_time=start_s)
     n_sockets = 1 if fast else plan.system.sockets  # every socket of a plan runs the same kernels
@@ -153,7 +165,9 @@ def simulate_plan(plan: Plan, *, fast: bool = True, record_events: bool = True,
     segments = [(p, [x for x in layers if layer_types is None or x[1] in layer_types])
                 for p, layers in _segments(plan, fast)]
     in_flight = _InFlight()
-    main = env.process(_run_segments(env, segments, sockets, recorder, records, in_flight, coalesce))
+    if record_events or len(sockets) > 1:
+        reuse = None
+    main = env.process(_run_segments(env, segments, sockets, recorder, records, in_flight, coalesce, reuse))
     try:
         if DIRECT:
             _run(env)
@@ -210,9 +224,9 @@ def _segments(plan: Plan, fast: bool) -> list[tuple[Plan, list[tuple[int, str, i
 
 def _run_segments(env: simpy.Environment, segments: list[tuple[Plan, list[tuple[int, str, int]]]],
                   sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord],
-                  in_flight: _InFlight, coalesce: bool) -> Generator:
+                  in_flight: _InFlight, coalesce: bool, reuse: KernelReuse | None) -> Generator:
     for plan, layers in segments:
-        yield from _run_layers(env, plan, layers, sockets, recorder, records, in_flight, coalesce)
+        yield from _run_layers(env, plan, layers, sockets, recorder, records, in_flight, coalesce, reuse)
 
 
 def _make_socket(env: simpy.Environment, plan: Plan, index: int, copies: int) -> _Socket:
@@ -242,13 +256,25 @@ def _looped(plan: Plan, layer_type: str) -> bool:
 
 def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str, int]],
                 sockets: list[_Socket], recorder: _Recorder, records: list[KernelRecord],
-                in_flight: _InFlight, coalesce: bool) -> Generator:
+                in_flight: _InFlight, coalesce: bool, reuse: KernelReuse | None = None) -> Generator:
     system = plan.system
     calls = [(layer, layer_type, kernel) for layer, layer_type, _ in layers for kernel in plan.kernels[layer_type]]
     started: _Started | None = None  # a looped iteration, already loading
     for index, (layer, layer_type, kernel) in enumerate(calls):
         start = env.now
         _catch_up(sockets[0])
+        following = calls[index + 1] if index + 1 < len(calls) else None
+        looping = following is not None and following[1] == layer_type and _looped(plan, layer_type)
+        # a call from a drained node to a drained node (no looped iteration loading before or during
+        # it) is its plan, the node and its start time: ``reuse`` may hold it
+        node = _node(system, kernel, sockets[0], coalesce) if reuse is not None and started is None and not looping \
+            else None
+        if node is not None and reuse is not None and (found := reuse.find(node, kernel, start)) is not None:
+            record, end = found
+            yield _at(env, end)
+            _add_totals(sockets[0], recorder, record)
+            records.append(shifted(record, layer, start, end))
+            continue
         before = {k: (p.busy_s, p.bytes_total) for k, p in sockets[0].pools.items()}
         busy_before = dict(recorder.busy)
         launch_sync_s = 0.0
@@ -259,8 +285,6 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
         runs, stages = started
         in_flight.kernel, in_flight.layer_type, in_flight.layer, in_flight.stages = kernel.name, layer_type, layer, stages
         done = env.all_of(runs)
-        following = calls[index + 1] if index + 1 < len(calls) else None
-        looping = following is not None and following[1] == layer_type and _looped(plan, layer_type)
         # the next iteration's loaders start now (bounded by its buffers); its compute waits for this one
         started = _start(env, following[2], sockets, recorder, following[0], done, coalesce) \
             if looping and following is not None else None
@@ -270,6 +294,33 @@ def _run_layers(env: simpy.Environment, plan: Plan, layers: list[tuple[int, str,
             launch_sync_s += system.sync_s
         _catch_up(sockets[0])
         records.append(_record(kernel, layer, start, env.now, launch_sync_s, sockets[0], before, recorder, busy_before))
+        if node is not None and reuse is not None:
+            reuse.keep(node, kernel, records[-1])
+
+
+def _node(system: System, kernel: KernelPlan, socket: _Socket, coalesce: bool) -> tuple:
+    """What a kernel call's simulation depends on besides its plan and start time: the socket's
+    pool rates and P2P latency, the call's launch and the barrier's sync, and the engine."""
+    return (tuple((name, pool.rate_bytes_per_s) for name, pool in socket.pools.items()), socket.p2p_latency_s,
+            socket.copies, system.socket.launch_s(kernel.orchestration), system.sync_s, coalesce, DIRECT)
+
+
+def _at(env: simpy.Environment, time: float) -> simpy.Event:
+    """An event at ``time`` exactly (SimPy's own schedule at an absolute time, as a pool's timer)."""
+    event = _triggered(env)
+    heappush(env._queue, (time, NORMAL, next(env._eid), event))   # noqa: SLF001
+    return event
+
+
+def _add_totals(socket: _Socket, recorder: _Recorder, record: KernelRecord) -> None:
+    """A reused call's busy times and bytes onto the node's running totals."""
+    busy = recorder.busy
+    for stage, busy_s in record.stage_busy_s.items():
+        key = (socket.index, stage)
+        busy[key] = busy.get(key, 0.0) + busy_s
+    for name, pool in socket.pools.items():
+        pool.busy_s += record.pool_busy_s[name]
+        pool.bytes_total += record.pool_bytes[name]
 
 
 def _catch_up(socket: _Socket) -> None:

@@ -104,8 +104,10 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         yield issued.get()
         start = env.now
         fixed = gpu.launch_s("gemm_pipeline" if kernel.math == "gemm" else "pipeline")
-        overhead = gap * kernel.launches + (fixed if kernel.math in state.sm_flops else 0.0)
-        if kernel.round_trips and mode != "stream":  # stream's launch holds a kernel's own fixed time
+        queued = kernel.queued and mode == "stream"  # already queued by the call before: no host launch
+        overhead = (gpu.launch_s("graph") if queued else gap) * kernel.launches
+        overhead += fixed if kernel.math in state.sm_flops else 0.0
+        if kernel.round_trips and (mode != "stream" or queued):  # stream's launch holds a kernel's own fixed time
             overhead += kernel.launches * gpu.kernel_fixed_s
         if kernel.math == "nvlink" and mode == "graph":  # NCCL's event wait + record nodes around it
             overhead += gpu.launch_s("graph_event_pair")

@@ -41,6 +41,29 @@ def test_rescores_sharing_layers_reuse_them_and_match_a_fresh_simulation() -> No
     assert ev.simulated.hits - hits >= len(genomes) - 1
 
 
+def test_prefill_rescores_reuse_kernel_calls_shifted_and_match_a_fresh_simulation() -> None:
+    """Prefill candidates differing in their dense layers start their MoE layers at other times:
+    the MoE layers' kernel calls come from the ``LayerCache``'s kernel calls, shifted
+    (``rdusim.sim.reuse``), and every step time, kernel latency and bound is a fresh simulation's."""
+    problem = Problem(str(ROOT / "mappings/deepseek-r1/prefill.yaml"), ("workload.seq_len=8192",), "latency", None)
+    ev = evaluator(problem)
+    space = ev.space
+    dense = [i for i, g in enumerate(space.genes) if g.name.startswith("dense.")]
+    genomes = [space.seed, *[g for g in _neighbours(space, space.seed) if any(g[i] != space.seed[i] for i in dense)][:20]]
+    hits, compared = ev.simulated.kernel_calls.hits, 0
+    for genome in genomes:
+        row = simulate_task(problem, genome)
+        if "sim_step_s" not in row:   # does not fit SRAM
+            continue
+        compared += 1
+        fresh = simulate(load_candidate(ev.seed, ev.data(genome)), record_events=False)
+        assert repr(row["sim_step_s"]) == repr(fresh.total_s)
+        assert [k["latency_s"] for k in row["sim_kernels"]] == list(fresh.kernels["latency_s"])
+        assert [k["bound"] for k in row["sim_kernels"]] == list(fresh.kernels["bound"])
+    assert compared >= 8
+    assert ev.simulated.kernel_calls.hits - hits >= compared - 1
+
+
 def test_one_worker_and_two_give_the_same_estimates_and_ranking() -> None:
     """Layers built on either worker, composed in the search's process: the batch layout and the
     worker count change nothing, bit for bit."""

@@ -113,6 +113,23 @@ def test_split_k_when_tiles_do_not_fill_the_gpu() -> None:
     assert gemm_plan(8192, 8192, 8192, g).splits == 1
 
 
+def test_split_k_reduction_is_queued_behind_its_gemm_when_timed_alone() -> None:
+    """cuBLAS launches splitKreduce_kernel in the same call as the split-K GEMM, so a GEMM timed
+    alone pays one host launch (launch.stream) for the pair: the reduction starts as a queued
+    kernel (launch.graph) plus its own fixed time (launch.kernel_fixed); in a graph it pays the
+    same; the GEMM itself keeps the stream launch."""
+    g = gpu()
+    main_k, reduce_k = gemm("down", 1, 576, 28672, g)
+    assert reduce_k.queued and not main_k.queued
+    stream = simulate_gpu([(main_k, 0), (reduce_k, 0)], g, mode="stream").kernels
+    graph = simulate_gpu([(main_k, 0), (reduce_k, 0)], g, mode="graph").kernels
+    assert stream[1].launch_sync_s == pytest.approx(g.launch_s("graph") + g.kernel_fixed_s, rel=1e-12)
+    assert graph[1].launch_sync_s == pytest.approx(stream[1].launch_sync_s, rel=1e-12)
+    assert stream[0].launch_sync_s == pytest.approx(g.launch_s("stream") + g.launch_s("gemm_pipeline"), rel=1e-12)
+    alone = simulate_gpu([(replace(reduce_k, queued=False), 0)], g, mode="stream").kernels[0]
+    assert alone.launch_sync_s == pytest.approx(g.launch_s("stream"), rel=1e-12)
+
+
 def test_fa2_split_heuristic() -> None:
     # 33 splits would fill 264 slots exactly but is not eligible (32 blocks each, as with 32
     # splits); the best eligible efficiency is below 1, and 28 splits (0.848) reach 85% of it

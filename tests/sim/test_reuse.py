@@ -1,0 +1,149 @@
+"""Kernel calls reused shifted in time (``simulate_plan(reuse=...)``, ``rdusim.sim.reuse``): a call
+taken from the cache is a fresh simulation at its start time bit for bit (start, end, launch and
+sync; the busy times and bytes to 1e-12), on a real MoE layer and on random tie-laden pipelines,
+under both engines and both schedulers; calls are taken only where the shift is exact (the same
+binade, an even multiple of its spacing, or the same start), and a shift across binades, which
+the cache refuses, does change the times."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rdusim.mapping.build import build_plan
+from rdusim.mapping.bundle import load_mapping
+from rdusim.sim.engine import simulate_plan
+from rdusim.sim.reuse import MARGIN, KernelReuse, _lattice
+from rdusim.sim.trace import Trace
+from tests.conftest import ROOT
+from tests.sim.test_coalesce import _plain, _tie_kernels, synthetic_plan  # noqa: F401 (a fixture)
+
+REL = 1e-12
+
+
+def _assert_fresh(reused: Trace, fresh: Trace) -> None:
+    """``reused`` is ``fresh`` bit for bit in every time, to ``REL`` in the running totals."""
+    assert len(reused.kernels) == len(fresh.kernels)
+    for a, b in zip(reused.kernels, fresh.kernels, strict=True):
+        assert (a.kernel, a.layer_type, a.layer, a.stage_pcus) == (b.kernel, b.layer_type, b.layer, b.stage_pcus)
+        assert (repr(a.start_s), repr(a.end_s), repr(a.launch_sync_s)) == \
+            (repr(b.start_s), repr(b.end_s), repr(b.launch_sync_s)), a.kernel
+        for field in ("stage_busy_s", "pool_busy_s", "pool_bytes"):
+            left, right = getattr(a, field), getattr(b, field)
+            assert left.keys() == right.keys()
+            assert all(math.isclose(left[k], right[k], rel_tol=REL, abs_tol=1e-18) for k in left), (field, left, right)
+    assert reused.layer_multiplier == fresh.layer_multiplier
+    assert reused.event_count <= fresh.event_count
+
+
+@pytest.fixture(scope="module")
+def moe_plan():
+    """DeepSeek-R1 prefill at 8K: its MoE layer type alone (five kernels, the MoE FFN's expert tiles)."""
+    return build_plan(load_mapping(ROOT / "mappings/deepseek-r1/prefill.yaml", seq_len=8192))
+
+
+def _moe(plan, start: float, reuse: KernelReuse | None = None, **kw) -> Trace:   # noqa: ANN001
+    return simulate_plan(plan, record_events=False, layer_types=("moe",), start_s=start, reuse=reuse, **kw)
+
+
+def _latency(trace: Trace) -> float:
+    return trace.kernels[-1].end_s - trace.kernels[-1].start_s
+
+
+def test_a_moe_layer_shifted_in_its_binade_is_a_fresh_simulation(moe_plan) -> None:
+    reuse = KernelReuse()
+    s1 = 0.3                                   # binade [0.25, 0.5): spacing 2^-54
+    u = math.ulp(s1)
+
+    def parity(x: float, odd: bool) -> float:   # x, or the next double, of s1's parity (or the other)
+        return x if (int(x / u) - int(s1 / u)) % 2 == odd else x + u
+
+    first = _moe(moe_plan, s1, reuse)
+    _assert_fresh(first, _moe(moe_plan, s1))   # filling the cache changes nothing
+    kernels = len(first.kernels)
+    assert reuse.hits == 0
+    # the same start, even shifts (small and large), an odd one (not taken: kept as the odd class),
+    # then odd ones (taken from it)
+    for start, hits in [(s1, kernels), (s1 + 2 * u, kernels), (s1 + 2 * 12345 * u, kernels),
+                        (parity(0.375, False), kernels), (s1 + u, 0), (s1 + 3 * u, kernels),
+                        (parity(0.41, True), kernels)]:
+        before = reuse.hits
+        reused = _moe(moe_plan, start, reuse)
+        _assert_fresh(reused, _moe(moe_plan, start))
+        assert reuse.hits - before == hits, start
+        if hits:
+            assert reused.event_count < 10 * kernels   # the calls' events are gone
+    # across binades nothing is taken, and shifting would not have been exact: the MoE layer
+    # lasts a few ulps more or less when it starts in another binade
+    before = reuse.hits
+    for start in (0.2, 0.6, 1.3):
+        _assert_fresh(_moe(moe_plan, start, reuse), _moe(moe_plan, start))
+        assert reuse.hits == before
+    latency = {s: _latency(_moe(moe_plan, s)) for s in (0.3, 0.6, 1.3, 3.0)}
+    assert len(set(latency.values())) > 1, latency
+
+
+def test_only_a_call_from_a_drained_node_to_a_drained_node_is_kept(moe_plan) -> None:
+    """A looped layer type's calls overlap (the next iteration loads during this one): none is
+    kept or taken; with a trace (events) nothing is."""
+    looped = moe_plan.mapping.model_copy(
+        update={"defaults": moe_plan.mapping.defaults.model_copy(update={"kernel_looping": True})})
+    plan = dataclasses.replace(moe_plan, mapping=looped, kernels={"moe": moe_plan.kernels["moe"][-1:]},
+                               layer_counts={"moe": 2})
+    reuse = KernelReuse()
+    for _ in range(2):
+        _assert_fresh(_moe(plan, 0.3, reuse), _moe(plan, 0.3))
+    assert reuse.hits == 0 and not reuse.calls
+    simulate_plan(moe_plan, layer_types=("moe",), start_s=0.3, reuse=reuse)
+    assert not reuse.calls
+
+
+def test_every_socket_simulated_is_not_kept(synthetic_plan) -> None:  # noqa: F811
+    """The reference engine on the general path simulates each socket: nothing is kept; the
+    coalesced engine's one socket standing for all of them is."""
+    reuse = KernelReuse()
+    simulate_plan(synthetic_plan, fast=False, coalesce=False, record_events=False, reuse=reuse)
+    assert not reuse.calls
+    simulate_plan(synthetic_plan, fast=False, record_events=False, reuse=reuse)
+    assert reuse.calls
+
+
+def test_the_lattice_rule() -> None:
+    """A class is a binade and a parity in its spacing; a call must end ``MARGIN`` spacings below
+    the binade's top; zero and subnormal starts have none (only the same start is taken)."""
+    u = math.ulp(1.0)
+    assert _lattice(1.0) == ("shift", 1, 0) and _lattice(1.0 + u) == ("shift", 1, 1)
+    assert _lattice(1.5, 2.0 - MARGIN * u - u) is not None
+    assert _lattice(1.5, 2.0 - MARGIN * u) is None and _lattice(1.5, 2.5) is None
+    assert _lattice(0.0) is None and _lattice(5e-324) is None
+
+
+@given(kernels=_tie_kernels(), layers=st.integers(1, 3), looping=st.booleans(), coalesce=st.booleans(),
+       steps=st.lists(st.integers(-2 ** 20, 2 ** 20), min_size=1, max_size=3))
+def test_random_pipelines_shifted_are_fresh_simulations(synthetic_plan, kernels, layers,  # noqa: F811
+                                                        looping, coalesce, steps) -> None:
+    """Tie-laden pipelines (every duration a quarter of a second: equal-time ties) started at 64 s
+    and shifted by even multiples of the binade's spacing: every call taken from the cache is the
+    fresh simulation bit for bit, ties included, with SimPy processes too."""
+    mapping = synthetic_plan.mapping.model_copy(
+        update={"defaults": synthetic_plan.mapping.defaults.model_copy(update={"kernel_looping": looping})})
+    plan = dataclasses.replace(synthetic_plan, kernels={"dense": kernels}, layer_counts={"dense": layers},
+                               mapping=mapping)
+    reuse = KernelReuse()
+    u = math.ulp(64.0)
+
+    def run(start: float, cache: KernelReuse | None) -> Trace:
+        return simulate_plan(plan, record_events=False, coalesce=coalesce, start_s=start, reuse=cache)
+
+    run(64.0, reuse)
+    for step in steps:
+        start = 80.0 + 2 * step * u
+        fresh = run(start, None)
+        _assert_fresh(run(start, reuse), fresh)
+        _assert_fresh(_plain(lambda start=start: run(start, reuse)), fresh)
+    assert reuse.hits > 0 or looping and len(kernels) == 1 and layers > 1 or any(
+        r.end_s + MARGIN * u >= 128.0 for r in run(64.0, None).kernels)
