@@ -489,6 +489,10 @@ class GpuLinkSpec(Spec):
     bus_bytes_per_s: PositiveBytesPerS = Field(
         alias="bus_bandwidth", description="NCCL's achieved bus bandwidth per GPU, per direction (to calibrate)")
     latency_scale: float = Field(gt=0.0, le=10.0, description="multiplies NCCL's latency table (to calibrate; 1 = NCCL's own)")
+    ll_bytes_per_s: PositiveBytesPerS | None = Field(
+        default=None, alias="ll_bandwidth",
+        description="the LL protocol's bandwidth on one node as the NCCL version in use gives it (tuning.cc "
+                    "llMaxBws; none: v2.19-2.20's 87.7 GB/s cap and its shares of the bus)")
 
     @model_validator(mode="after")
     def _bus_within_line_rate(self) -> GpuLinkSpec:
@@ -502,6 +506,11 @@ class GpuLinkSpec(Spec):
 #: dispatch microbenchmark of benchmarks/gpu/sweep.py names them
 HOST_OPS = ("gemm", "view", "transpose", "slice", "reshape_view", "elementwise_add", "elementwise_mul",
             "elementwise_neg", "silu", "cat", "index_copy", "rms_norm", "embedding", "sdpa")
+
+
+#: torch.distributed collectives whose per-call host cost a GPU document may give
+#: (``launch.collective_host``): the collectives of ``rdusim.hw.collectives.OPS``
+COLLECTIVE_HOST_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
 
 class GpuLaunchSpec(Spec):
@@ -528,6 +537,13 @@ class GpuLaunchSpec(Spec):
         default=None, description="the same while the GPU is idle (ahead of the host)")
     queue_depth: int | None = Field(
         default=None, gt=0, description="kernels the host can queue before a launch blocks")
+    collective_host: dict[str, NonNegativeSeconds] | None = Field(
+        default=None, description="host cost of one torch.distributed collective call by collective, "
+                                  "calls issued back to back (none: eager_host)")
+    graph_event_pair_s: NonNegativeSeconds = Field(
+        default=0.0, alias="graph_event_pair",
+        description="one external event wait + record node pair in a CUDA graph (what NCCL adds to a "
+                    "captured collective)")
 
     @model_validator(mode="after")
     def _known_ops(self) -> GpuLaunchSpec:
@@ -543,6 +559,12 @@ class GpuLaunchSpec(Spec):
             missing = [op for op in HOST_OPS if op not in ops]
             if ops and missing:
                 raise ValueError(f"{key}: missing {', '.join(missing)}")
+        for op in self.collective_host or {}:
+            if op not in COLLECTIVE_HOST_OPS:
+                close = difflib.get_close_matches(op, COLLECTIVE_HOST_OPS, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"collective_host: unknown collective {op!r}{hint} "
+                                 f"(known: {', '.join(COLLECTIVE_HOST_OPS)})")
         return self
 
 

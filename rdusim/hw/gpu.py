@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rdusim.config.loader import check_kind, load_any, load_spec, read_document
-from rdusim.config.schema import GpuSpec
+from rdusim.config.schema import COLLECTIVE_HOST_OPS, GpuSpec
 from rdusim.errors import ConfigError
 from rdusim.hw.collectives import Fabric
 
@@ -120,12 +120,18 @@ class Gpu:
         launch = self.spec.launch
         gemm = launch.pipeline_s if launch.gemm_pipeline_s is None else launch.gemm_pipeline_s
         return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s,
-                "pipeline": launch.pipeline_s, "gemm_pipeline": gemm, "gemm_step": launch.gemm_step_s}[mode]
+                "pipeline": launch.pipeline_s, "gemm_pipeline": gemm, "gemm_step": launch.gemm_step_s,
+                "graph_event_pair": launch.graph_event_pair_s}[mode]
 
     def host_op_s(self, op: str, *, gpu_idle: bool) -> float:
         """Host cost of one eager PyTorch op of kind ``op`` (``HOST_OPS``): the GPU document's
-        per-op cost with the GPU idle (ahead of the host) or busy (behind), else ``eager_host``."""
+        per-op cost with the GPU idle (ahead of the host) or busy (behind), else ``eager_host``.
+        A collective (``COLLECTIVE_HOST_OPS``) costs its ``collective_host`` (calls back to back,
+        GPU idle or not: docs/gpu.md, "Collectives"), else ``eager_host``."""
         launch = self.spec.launch
+        if op in COLLECTIVE_HOST_OPS:
+            host = launch.collective_host or {}
+            return float(host[op]) if op in host else launch.eager_host_s
         table = launch.eager_ops_idle if gpu_idle else launch.eager_ops
         return launch.eager_host_s if table is None else float(table[op])
 
@@ -143,7 +149,8 @@ class Gpu:
     def fabric(self) -> Fabric:
         """The NVLink fabric NCCL's collectives run on (``rdusim.hw.collectives``)."""
         link = self.spec.nvlink
-        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls)
+        ll = None if link.ll_bytes_per_s is None else float(link.ll_bytes_per_s)
+        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll)
 
 
 @dataclass(frozen=True)

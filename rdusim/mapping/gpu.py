@@ -440,11 +440,12 @@ def rt_rms_norm(width: int) -> int:
 def collective(name: str, op: str, nbytes: float, group: int, gpu: Gpu) -> list[GpuKernel]:
     """An NCCL collective (``rdusim.hw.collectives``: the algorithm and protocol NCCL's tuner
     picks) of ``nbytes`` among ``group`` GPUs: one kernel on the NVLink whose bytes are what
-    this GPU sends and whose time the engine takes from ``cost``. None on one GPU."""
+    this GPU sends and whose time the engine takes from ``cost``; in eager mode the host issues
+    it as one torch.distributed call (``host_ops``: the collective's own host cost). None on one GPU."""
     if group <= 1:
         return []
     cost = collective_cost(op, nbytes, group, gpu.fabric)
-    return [GpuKernel(name, (CtaGroup(1, cost.wire_bytes),), 1, math="nvlink", collective=cost)]
+    return [GpuKernel(name, (CtaGroup(1, cost.wire_bytes),), 1, math="nvlink", collective=cost, host_ops=(op,))]
 
 
 def all_reduce(name: str, nbytes: float, group: int, gpu: Gpu) -> list[GpuKernel]:

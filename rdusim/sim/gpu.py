@@ -16,7 +16,10 @@ CTAs run: ``stream`` (one kernel timed alone), ``graph`` (CUDA graph replay) or 
 host process dispatches every op at ``eager_host`` each and the GPU runs behind it). An NCCL
 collective (``math == "nvlink"``) takes the time ``rdusim.hw.collectives`` gives its algorithm
 and protocol (latency plus the GPU's wire bytes at the protocol's bus rate); its bytes are
-recorded as NVLink bytes, not HBM.
+recorded as NVLink bytes, not HBM. Captured in a graph it also pays ``launch.graph_event_pair``
+(the event wait and record nodes NCCL adds to a captured launch); eager, the host pays its
+torch.distributed call (``launch.collective_host``), so back-to-back calls run at the slower of
+host and device.
 
 Identical CTAs placed at the same instant on equally occupied SMs move as one bundle (same
 finish time under processor sharing), so a wave costs a few events, not one per CTA.
@@ -106,6 +109,8 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         overhead += fixed if kernel.math in state.sm_flops else 0.0
         if kernel.round_trips and (mode != "stream" or queued):  # stream's launch holds a kernel's own fixed time
             overhead += kernel.launches * gpu.kernel_fixed_s
+        if kernel.math == "nvlink" and mode == "graph":  # NCCL's event wait + record nodes around it
+            overhead += gpu.launch_s("graph_event_pair")
         yield delay(env, overhead)
         if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + wire bytes at its rate
             yield delay(env, kernel.collective.time_s)

@@ -11,14 +11,18 @@ import pytest
 
 from rdusim.cli import main
 from rdusim.hw.collectives import (
+    ALL_TO_ALL_LATENCY_US,
     BASE_LATENCY_US,
     HOP_LATENCY_US,
     LL_MAX_GBPS,
     NVLS_SHARE,
     OPS,
+    P2P_LL_THRESHOLD,
     Fabric,
     candidates,
     collective_cost,
+    memory_ops_per_wire_byte,
+    p2p_channels_min,
 )
 from rdusim.hw.gpu import load_gpu_node
 from rdusim.mapping.gpu import all_reduce, collective
@@ -48,12 +52,43 @@ def test_ring_all_reduce_closed_form(n: int) -> None:
 
 
 @pytest.mark.parametrize("op", ["all_gather", "reduce_scatter", "all_to_all"])
-def test_one_way_collectives_closed_form(op: str) -> None:
-    n, s = 8, 64 * GB
+@pytest.mark.parametrize("n", [2, 8])
+def test_one_way_collectives_closed_form(op: str, n: int) -> None:
+    """(n-1)/n S on the wire; the ring ones at the bus rate times the all-reduce's memory
+    operations per wire byte over theirs, (3n-2)/(3n-1); all-to-all at the bus rate."""
+    s = 64 * GB
     cost = collective_cost(op, s, n, NVSWITCH)
     assert cost.wire_bytes == pytest.approx((n - 1) / n * s)
     assert cost.algorithm in ("ring", "p2p") and cost.protocol == "Simple"
-    assert cost.busbw == pytest.approx(BUS, rel=0.01)
+    share = 1.0 if op == "all_to_all" else (3 * n - 2) / (3 * n - 1)
+    assert cost.bus_bytes_per_s == pytest.approx(BUS * share)
+    assert cost.busbw == pytest.approx(BUS * share, rel=0.01)
+
+
+def test_memory_operations_per_wire_byte_count_the_ring_steps() -> None:
+    """Two GPUs: all-reduce send (1+1) + recvReduceCopySend (2+2) + recv (1+1) over 2 wire
+    chunks = 4; all-gather copySend (1+2) + recv (1+1) = 5; reduce-scatter send (1+1) +
+    recvReduceCopy (2+1) = 5. Each step added per extra GPU adds 3 operations per wire chunk."""
+    assert memory_ops_per_wire_byte("all_reduce", 2) == 4
+    assert memory_ops_per_wire_byte("all_gather", 2) == memory_ops_per_wire_byte("reduce_scatter", 2) == 5
+    for n in range(2, 9):
+        assert memory_ops_per_wire_byte("all_reduce", n) * 2 * (n - 1) == 8 + 6 * (n - 2)
+        assert memory_ops_per_wire_byte("all_gather", n) * (n - 1) == 5 + 3 * (n - 2)
+    with pytest.raises(ValueError, match="no ring"):
+        memory_ops_per_wire_byte("all_to_all", 2)
+
+
+def test_all_to_all_protocol_follows_nccls_p2p_rule() -> None:
+    """LL while a peer's bytes over p2p_channels_min channels fit NCCL_P2P_LL_THRESHOLD (16 KB):
+    16 channels on 2 GPUs (32 per peer, halved while x ranks > 32), 4 on 8; else Simple."""
+    assert p2p_channels_min(2) == 16 and p2p_channels_min(8) == 4 and p2p_channels_min(32) == 1
+    for n in (2, 8):
+        edge = P2P_LL_THRESHOLD * n * p2p_channels_min(n)
+        small, large = collective_cost("all_to_all", edge, n, NVSWITCH), collective_cost("all_to_all", edge + n, n, NVSWITCH)
+        assert (small.protocol, large.protocol) == ("LL", "Simple")
+        assert small.latency_s == pytest.approx(ALL_TO_ALL_LATENCY_US["LL"] * 1e-6) == pytest.approx(7.2e-6)
+        assert large.latency_s == pytest.approx(ALL_TO_ALL_LATENCY_US["Simple"] * 1e-6) == pytest.approx(11.8e-6)
+        assert small.bus_bytes_per_s == pytest.approx(min(BUS / 3, LL_MAX_GBPS * GB))
 
 
 def test_protocol_shares() -> None:
@@ -153,6 +188,47 @@ def test_engine_charges_the_collective_kernel() -> None:
     assert a2a.collective.algorithm == "p2p"
 
 
+def test_graph_collective_pays_nccls_event_pair() -> None:
+    """Captured in a graph, a collective costs the graph node, NCCL's event wait + record pair
+    (launch.graph_event_pair) and NCCL's time; a plain kernel does not pay the pair."""
+    gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
+    pair = gpu.launch_s("graph_event_pair")
+    assert pair == pytest.approx(1.337e-6)
+    (kernel,) = collective("ag", "all_gather", 64 * KB, 2, gpu)
+    trace = simulate_gpu([(kernel, 0)] * 3, gpu, mode="graph")
+    assert elapsed_s(trace) == pytest.approx(3 * (gpu.launch_s("graph") + pair + kernel.collective.time_s))
+    assert all(r.launch_sync_s == pytest.approx(gpu.launch_s("graph") + pair) for r in trace.kernels)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_back_to_back_eager_collectives_run_at_the_slower_of_host_and_device(op: str) -> None:
+    """Eager, every torch.distributed call costs the host launch.collective_host: 20 small
+    calls take 20 host costs plus the last one's NCCL time (the GPU waits on the host); 20 large
+    ones take one host cost plus 20 NCCL times (the host waits on nothing, the GPU is behind)."""
+    gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
+    host = gpu.host_op_s(op, gpu_idle=True)
+    assert host == gpu.host_op_s(op, gpu_idle=False) and 40e-6 < host < 60e-6
+    for size in (4 * KB, 256 * MB):
+        (kernel,) = collective(op, op, size, 2, gpu)
+        device = kernel.collective.time_s
+        elapsed = elapsed_s(simulate_gpu([(kernel, 0)] * 20, gpu, mode="eager"))
+        expected = 20 * host + device if host > device else host + 20 * device
+        assert (host > device) == (size == 4 * KB)
+        assert elapsed == pytest.approx(expected)
+
+
+def test_collective_host_without_a_table_is_eager_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No collective_host: eager_host; a misspelt collective: exit 2 naming the key and the fix."""
+    gpu = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu
+    assert gpu.host_op_s("all_reduce", gpu_idle=True) == gpu.launch_s("eager")
+    text = (ROOT / "hw_configs/h100.yaml").read_text()
+    assert "    all_gather: " in text
+    bad = tmp_path / "h100.yaml"
+    bad.write_text(text.replace("    all_gather: ", "    all_gathr: "))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "collective_host" in err and "'all_gather'" in err
+
 def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (ROOT / "hw_configs/h200.yaml").read_text()
     for old, new, key in (('bus_bandwidth: "370.8 GB/s"', 'bus_bandwidth: "470.8 GB/s"', "nvlink"),
@@ -197,3 +273,20 @@ def test_h100_bus_bandwidth_is_the_fit_of_the_committed_two_gpu_measurement() ->
     fitted = bench.fit_bus_bandwidth(rows)
     assert fitted == pytest.approx(343.1e9, abs=0.05e9)
     assert load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu.fabric.bus_bytes_per_s == pytest.approx(fitted, abs=0.05e9)
+
+
+def test_ll_rate_from_the_document_and_nccls_protocol_switch() -> None:
+    """With ``nvlink.ll_bandwidth`` (NCCL's Hopper llMaxBw, 141 GB/s) the ring's LL runs at it;
+    the p2p LL keeps v2.19's cap. On the H100 pair the switch to Simple then falls where NCCL
+    2.28.9 switched (h100x2-20261125t-nccl-tuning.txt): all-reduce LL at 1 MiB, Simple at 2 MiB;
+    all-gather and reduce-scatter LL at 2 MiB, Simple at 4 MiB."""
+    fabric = Fabric(BUS, 1.0, ll_bytes_per_s=141e9)
+    assert pick(candidates("all_reduce", MB, 2, fabric), "ring", "LL").bus_bytes_per_s == 141e9
+    assert pick(candidates("all_gather", MB, 8, fabric), "ring", "LL").bus_bytes_per_s == 141e9
+    assert collective_cost("all_to_all", 64 * KB, 2, fabric).bus_bytes_per_s == pytest.approx(LL_MAX_GBPS * GB)
+    gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
+    assert gpu.fabric.ll_bytes_per_s == pytest.approx(141e9)
+    mib = 1 << 20
+    for op, ll_at, simple_at in (("all_reduce", 1, 2), ("all_gather", 2, 4), ("reduce_scatter", 2, 4)):
+        assert collective_cost(op, ll_at * mib, 2, gpu.fabric).protocol == "LL"
+        assert collective_cost(op, simple_at * mib, 2, gpu.fabric).protocol == "Simple"
