@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 from rdusim.hw.collectives import CollectiveCost, collective_cost
 from rdusim.hw.gpu import Gpu
+from rdusim.summation import add_in_order
 
 BF16 = 2
 
@@ -85,11 +86,11 @@ class GpuKernel:
 
     @property
     def bytes(self) -> float:
-        return sum(g.count * g.bytes for g in self.groups)
+        return add_in_order(g.count * g.bytes for g in self.groups)
 
     @property
     def flops(self) -> float:
-        return sum(g.count * g.flops for g in self.groups)
+        return add_in_order(g.count * g.flops for g in self.groups)
 
 
 # ------------------------------------------------------------------------------ GEMM

@@ -177,8 +177,8 @@ def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str) ->
         for record in trace.kernels:
             per_kernel[record.kernel] = per_kernel.get(record.kernel, 0.0) + (record.end_s - record.start_s) * count
         launches += sum(k.launches for k in kernels) * count
-        nbytes += sum(k.bytes for k in kernels if k.math != "nvlink") * count  # HBM, not NVLink
-        flops += sum(k.flops for k in kernels) * count
+        nbytes += add_in_order(k.bytes for k in kernels if k.math != "nvlink") * count  # HBM, not NVLink
+        flops += add_in_order(k.flops for k in kernels) * count
     return GpuStep(seconds, per_kernel, launches, nbytes, flops)
 
 
@@ -271,7 +271,7 @@ def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     copies = [(float(r["bytes"]), float(r["median_us"]) * 1e-6) for r in calibration if r["kind"] == "copy"]
     xs, ys = zip(*copies, strict=True)
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in copies) / sum((x - mx) ** 2 for x in xs)
+    slope = add_in_order((x - mx) * (y - my) for x, y in copies) / add_in_order((x - mx) ** 2 for x in xs)
     intercept = my - slope * mx
     launch = intercept - latency
     fit = {"hbm_stream": 1.0 / slope / spec.memory.hbm_bytes_per_s, "launch_stream_s": launch,
@@ -725,8 +725,8 @@ def site_host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float]]:
         if r["mode"] == "idle" and gpu >= 0.9 * cost:  # timed at the GPU's pace: the host's cost is the behind one
             cost = behind_at.get((extra.get("site", ""), extra.get("where", "")), cost)
         acc.setdefault((extra["op"], r["mode"]), []).append(cost)
-    behind = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "behind"}
-    idle = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "idle"}
+    behind = {op: add_in_order(v) / len(v) for (op, mode), v in acc.items() if mode == "behind"}
+    idle = {op: add_in_order(v) / len(v) for (op, mode), v in acc.items() if mode == "idle"}
     missing = [op for op in HOST_OPS if op not in behind or op not in idle]
     if missing:
         raise ValueError(f"no site rows for {', '.join(missing)}")
