@@ -173,7 +173,7 @@ def test_bad_arguments() -> None:
 
 def test_engine_charges_the_collective_kernel() -> None:
     """The all-reduce kernel of a TP group: NVLink bytes = the chosen algorithm's wire bytes,
-    engine time = graph launch + NCCL's time; one GPU has no collective."""
+    engine time = graph launch + NCCL's event pair + NCCL's time; one GPU has no collective."""
     node = load_gpu_node(ROOT / "hw_configs/h200-8.yaml")
     assert node.gpu.nvls and node.gpu.fabric.bus_bytes_per_s == BUS
     assert all_reduce("ar", 1 * MB, 1, node.gpu) == []
@@ -182,7 +182,9 @@ def test_engine_charges_the_collective_kernel() -> None:
         cost = collective_cost("all_reduce", size, 8, node.gpu.fabric)
         assert kernel.bytes == pytest.approx(cost.wire_bytes) and kernel.math == "nvlink"
         trace = simulate_gpu([(kernel, 0)], node.gpu, mode="graph")
-        assert elapsed_s(trace) == pytest.approx(node.gpu.launch_s("graph") + cost.time_s)
+        assert elapsed_s(trace) == pytest.approx(node.gpu.launch_s("graph") + node.gpu.launch_s("graph_event_pair")
+                                                 + cost.time_s)
+        assert node.gpu.launch_s("graph_event_pair") > 0
         assert trace.kernels[0].pool_bytes["nvlink"] == pytest.approx(cost.wire_bytes)
     (a2a,) = collective("a2a", "all_to_all", 8 * MB, 8, node.gpu)
     assert a2a.collective.algorithm == "p2p"
