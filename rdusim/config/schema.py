@@ -539,7 +539,7 @@ class GpuLaunchSpec(Spec):
         default=None, gt=0, description="kernels the host can queue before a launch blocks")
     collective_host: dict[str, NonNegativeSeconds] | None = Field(
         default=None, description="host cost of one torch.distributed collective call by collective, "
-                                  "calls issued back to back (none: eager_host)")
+                                  "calls issued back to back; all four or none (none: eager_host)")
     graph_event_pair_s: NonNegativeSeconds = Field(
         default=0.0, alias="graph_event_pair",
         description="one external event wait + record node pair in a CUDA graph (what NCCL adds to a "
@@ -559,12 +559,17 @@ class GpuLaunchSpec(Spec):
             missing = [op for op in HOST_OPS if op not in ops]
             if ops and missing:
                 raise ValueError(f"{key}: missing {', '.join(missing)}")
-        for op in self.collective_host or {}:
+        host = self.collective_host
+        for op in host or {}:
             if op not in COLLECTIVE_HOST_OPS:
                 close = difflib.get_close_matches(op, COLLECTIVE_HOST_OPS, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise ValueError(f"collective_host: unknown collective {op!r}{hint} "
                                  f"(known: {', '.join(COLLECTIVE_HOST_OPS)})")
+        missing = [] if host is None else [op for op in COLLECTIVE_HOST_OPS if op not in host]
+        if missing:
+            raise ValueError(f"collective_host: missing {', '.join(missing)} (give all of "
+                             f"{', '.join(COLLECTIVE_HOST_OPS)}, or leave collective_host out: eager_host)")
         return self
 
 

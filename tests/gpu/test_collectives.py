@@ -8,6 +8,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rdusim.cli import main
 from rdusim.hw.collectives import (
@@ -234,6 +235,32 @@ def test_collective_host_without_a_table_is_eager_host(tmp_path: Path, capsys: p
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "collective_host" in err and "'all_gather'" in err
+
+
+def test_collective_host_applies_without_eager_ops(tmp_path: Path) -> None:
+    """A document with collective_host but no eager_ops charges each eager collective its
+    collective_host (not eager_host, 8 us): 20 small calls take 20 host costs + one NCCL time."""
+    doc = yaml.safe_load((ROOT / "hw_configs/h100.yaml").read_text())
+    del doc["launch"]["eager_ops"], doc["launch"]["eager_ops_idle"]
+    path = tmp_path / "h100-no-eager-ops.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    gpu = load_gpu_node(path).gpu
+    (kernel,) = collective("ar", "all_reduce", 4 * KB, 2, gpu)
+    host = gpu.host_op_s("all_reduce", gpu_idle=False)
+    assert host == pytest.approx(54.7e-6) and host > gpu.launch_s("eager")
+    elapsed = elapsed_s(simulate_gpu([(kernel, 0)] * 20, gpu, mode="eager"))
+    assert elapsed == pytest.approx(20 * host + kernel.collective.time_s)
+
+
+def test_partial_collective_host_exits_2_naming_the_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "hw_configs/h100.yaml").read_text()
+    line = '    all_to_all: "51.6 us"\n'
+    assert line in text
+    bad = tmp_path / "h100.yaml"
+    bad.write_text(text.replace(line, ""))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "collective_host: missing all_to_all" in err
 
 def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (ROOT / "hw_configs/h200.yaml").read_text()
