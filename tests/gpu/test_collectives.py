@@ -226,8 +226,13 @@ def test_back_to_back_eager_collectives_run_at_the_slower_of_host_and_device(op:
 
 def test_collective_host_without_a_table_is_eager_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """No collective_host: eager_host; a misspelt collective: exit 2 naming the key and the fix."""
-    gpu = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu
-    assert gpu.host_op_s("all_reduce", gpu_idle=True) == gpu.launch_s("eager")
+    doc = yaml.safe_load((ROOT / "hw_configs/h100.yaml").read_text())
+    del doc["launch"]["collective_host"]
+    plain = tmp_path / "h100-no-collective-host.yaml"
+    plain.write_text(yaml.safe_dump(doc))
+    gpu = load_gpu_node(plain).gpu
+    assert gpu.host_op_s("all_reduce", gpu_idle=True) == gpu.launch_s("eager") == pytest.approx(8e-6)
+    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.host_op_s("all_reduce", gpu_idle=True) == pytest.approx(54.7e-6)
     text = (ROOT / "hw_configs/h100.yaml").read_text()
     assert "    all_gather: " in text
     bad = tmp_path / "h100.yaml"
