@@ -496,9 +496,10 @@ class GpuLinkSpec(Spec):
 
     @model_validator(mode="after")
     def _bus_within_line_rate(self) -> GpuLinkSpec:
-        if self.bus_bytes_per_s > self.bandwidth_bytes_per_s:
-            raise ValueError(f"bus_bandwidth ({self.bus_bytes_per_s / 1e9:g} GB/s) exceeds the line rate "
-                             f"bandwidth ({self.bandwidth_bytes_per_s / 1e9:g} GB/s)")
+        for key, rate in (("bus_bandwidth", self.bus_bytes_per_s), ("ll_bandwidth", self.ll_bytes_per_s)):
+            if rate is not None and rate > self.bandwidth_bytes_per_s:
+                raise ValueError(f"{key} ({rate / 1e9:g} GB/s) exceeds the line rate "
+                                 f"bandwidth ({self.bandwidth_bytes_per_s / 1e9:g} GB/s)")
         return self
 
 

@@ -38,8 +38,10 @@ Hopper row copied Ampere's) after the shares above; later versions give Hopper i
 and NCCL 2.28.9 prints ring LL 141.0 GB/s for every collective on two H100s
 (``benchmarks/gpu/h100x2-20261125t-nccl-tuning-table.txt``: all-reduce 141.0, all-gather and
 reduce-scatter 282.0 algorithm bandwidth = 141.0 bus). A GPU document whose NCCL is that recent
-gives it as ``nvlink.ll_bandwidth``; the ring's LL then runs at it (the all-to-all's p2p LL,
-which NCCL does not tune, keeps the all-gather's share under v2.19's cap [A]).
+gives it as ``nvlink.ll_bandwidth``; the ring's LL then runs at it or at half the bus, the
+lower (NCCL's ``std::min(llMaxBw, busBw * .5)``; the half only binds on a fabric slower than
+282 GB/s). The all-to-all's p2p LL, which NCCL does not tune, keeps the all-gather's share
+under v2.19's cap, whatever ``ll_bandwidth`` says: a separate assumption [A].
 
 **Memory operations per wire byte** (ring, Simple and LL128): a channel is one CTA that moves
 every byte through its own loads and stores, and the ring steps of each collective make a
@@ -221,16 +223,21 @@ def _enabled(op: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _rate(op: str, algorithm: str, protocol: str, nbytes: float, bus: float, ranks: int = 2,
+def _rate(op: str, algorithm: str, protocol: str, nbytes: float, bus: float, ranks: int,
           ll: float | None = None) -> float:
     """Bytes per second the wire bytes move at: tuning.cc's refinements of the bus bandwidth, and
     for a ring's Simple and LL128 the memory operations per wire byte relative to the
     all-reduce's (module docstring). ``ll``: the LL rate the document gives, else v2.19-2.20's."""
-    if algorithm == "p2p" and protocol == "LL":  # not tuned by NCCL: [A] the ring all-gather's LL share, v2.19's cap
+    if algorithm == "p2p" and protocol == "LL":
+        # [A] a separate assumption, whatever ``ll`` is: NCCL's tuning model has no p2p entry, so
+        # the rate is taken as the v2.19-2.20 ring all-gather's LL (a third of the bus, under
+        # v2.19's 87.7 GB/s cap); ``nvlink.ll_bandwidth`` (the ring's LL rate) does not apply
         return min(LL_MAX_GBPS * GB, bus / 3)
     ll_cap = LL_MAX_GBPS * GB if ll is None else ll
     if algorithm == "ring" and protocol == "LL" and ll is not None:
-        return ll
+        # NCCL 2.28 tuning.cc (ring refinement): ``busBw = std::min(llMaxBw, busBw * .5)``, LL
+        # carrying 4 data bytes in 8; on the shipped documents 0.5 x bus (172-185 GB/s) > 141
+        return min(ll, bus * 0.5)
     if algorithm == "ring":
         if protocol == "LL":
             return min(ll_cap, bus * (1 / 4 if op == "all_reduce" else 1 / 3))

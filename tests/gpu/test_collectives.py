@@ -92,6 +92,17 @@ def test_all_to_all_protocol_follows_nccls_p2p_rule() -> None:
     assert collective_cost("all_to_all", 2 * 393216, 2, NVSWITCH).protocol == "LL"
 
 
+def test_ring_ll_rate_is_the_lower_of_ll_bandwidth_and_half_the_bus() -> None:
+    """NCCL 2.28 tuning.cc: ring LL ``busBw = std::min(llMaxBw, busBw * .5)``: 141 GB/s on a
+    343 GB/s bus, half the bus on a 200 GB/s one; the p2p LL keeps its own rate [A]."""
+    for bus, expected in ((343.1e9, 141e9), (200e9, 100e9)):
+        fabric = Fabric(bus, 1.0, ll_bytes_per_s=141e9)
+        for op in ("all_reduce", "all_gather", "reduce_scatter"):
+            assert pick(candidates(op, 64 * KB, 2, fabric), "ring", "LL").bus_bytes_per_s == pytest.approx(expected)
+        p2p = collective_cost("all_to_all", 64 * KB, 2, fabric)
+        assert p2p.protocol == "LL" and p2p.bus_bytes_per_s == pytest.approx(min(bus / 3, LL_MAX_GBPS * GB))
+
+
 def test_protocol_shares() -> None:
     """LL: a quarter of the bus for all-reduce, capped at 87.7 GB/s; LL128 0.92; Simple all."""
     cands = candidates("all_reduce", 1 * MB, 2, NVSWITCH)
@@ -270,6 +281,7 @@ def test_partial_collective_host_exits_2_naming_the_missing(tmp_path: Path, caps
 def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (ROOT / "hw_configs/h200.yaml").read_text()
     for old, new, key in (('bus_bandwidth: "370.8 GB/s"', 'bus_bandwidth: "470.8 GB/s"', "nvlink"),
+                          ('ll_bandwidth: "141 GB/s"', 'll_bandwidth: "9000 GB/s"', "ll_bandwidth (9000 GB/s) exceeds"),
                           ("latency_scale: 1.0", "latency_scale: 0.0", "nvlink.latency_scale")):
         assert old in text
         bad = tmp_path / "h200.yaml"
