@@ -132,7 +132,7 @@ class Gpu:
         launch = self.spec.launch
         if op in COLLECTIVE_HOST_OPS:
             host = launch.collective_host
-            return launch.eager_host_s if host is None else float(host[op])
+            return launch.eager_host_s if host is None else float(getattr(host, op))
         table = launch.eager_ops_idle if gpu_idle else launch.eager_ops
         return launch.eager_host_s if table is None else float(table[op])
 

@@ -248,9 +248,10 @@ def test_collective_host_without_a_table_is_eager_host(tmp_path: Path, capsys: p
     assert "    all_gather: " in text
     bad = tmp_path / "h100.yaml"
     bad.write_text(text.replace("    all_gather: ", "    all_gathr: "))
+    line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if t.startswith("    all_gathr: "))
     assert main(["validate", str(bad)]) == 2
-    err = capsys.readouterr().err
-    assert str(bad) in err and "collective_host" in err and "'all_gather'" in err
+    err = capsys.readouterr().err  # located at the misspelt key's own line, not at `launch:`
+    assert f"{bad}:{line}: launch.collective_host.all_gathr: unknown key 'all_gathr'; did you mean 'all_gather'?" in err
 
 
 def test_collective_host_applies_without_eager_ops(tmp_path: Path) -> None:
@@ -276,7 +277,7 @@ def test_partial_collective_host_exits_2_naming_the_missing(tmp_path: Path, caps
     bad.write_text(text.replace(line, ""))
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert str(bad) in err and "collective_host: missing all_to_all" in err
+    assert str(bad) in err and "launch.collective_host.all_to_all: required key is missing" in err
 
 def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (ROOT / "hw_configs/h200.yaml").read_text()
