@@ -341,3 +341,37 @@ def test_ll_rate_from_the_document_and_nccls_protocol_switch() -> None:
     for op, ll_at, simple_at in (("all_reduce", 1, 2), ("all_gather", 2, 4), ("reduce_scatter", 2, 4)):
         assert collective_cost(op, ll_at * mib, 2, gpu.fabric).protocol == "LL"
         assert collective_cost(op, simple_at * mib, 2, gpu.fabric).protocol == "Simple"
+
+
+def test_committed_comparison_is_what_the_model_gives_now(capsys: pytest.CaptureFixture[str]) -> None:
+    """`collectives.py --model hw_configs/h100.yaml --compare <run t csv>` reproduces the
+    committed comparison of the current model, line for line (its medians and worst included)."""
+    bench = _collectives_bench()
+    csv_path = "benchmarks/gpu/h100x2-20261125t-collectives.csv"
+    assert bench.main(["--model", str(ROOT / "hw_configs/h100.yaml"), "--compare", str(ROOT / csv_path)]) == 0
+    out = capsys.readouterr().out.replace(str(ROOT) + "/", "")
+    assert out == (ROOT / "benchmarks/gpu/h100x2-20261125t-collectives-compare-p2p.txt").read_text()
+
+
+def test_launch_constants_are_the_microbenchmarks_medians() -> None:
+    """collective_micro.py --constants: collective_host from the -m1/-m2 micro CSVs' host_busy rows,
+    graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml (and h200.yaml [A]) give them."""
+    spec = importlib.util.spec_from_file_location("collective_micro", ROOT / "benchmarks/gpu/collective_micro.py")
+    micro = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(micro)
+
+    def rows(*names: str) -> list[dict]:
+        out = []
+        for name in names:
+            with open(ROOT / "benchmarks/gpu" / name, newline="") as fh:
+                out += [{**r, "source": name} for r in csv.DictReader(fh)]
+        return out
+
+    host, _ = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv"))
+    _, pair = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv",
+                                   "h100x2-20261125m2-micro-nomix.csv"))
+    for doc in ("h100.yaml", "h200.yaml"):
+        gpu = load_gpu_node(ROOT / "hw_configs" / doc).gpu
+        for op, us in host.items():
+            assert gpu.host_op_s(op, gpu_idle=False) == pytest.approx(round(us, 1) * 1e-6)
+        assert gpu.launch_s("graph_event_pair") == pytest.approx(round(pair, 3) * 1e-6)
