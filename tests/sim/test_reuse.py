@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import load_mapping
+from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
 from rdusim.sim.engine import simulate_plan
 from rdusim.sim.reuse import MARGIN, KernelReuse, _lattice
 from rdusim.sim.trace import Trace
@@ -85,6 +86,42 @@ def test_a_moe_layer_shifted_in_its_binade_is_a_fresh_simulation(moe_plan) -> No
         assert reuse.hits == before
     latency = {s: _latency(_moe(moe_plan, s)) for s in (0.3, 0.6, 1.3, 3.0)}
     assert len(set(latency.values())) > 1, latency
+
+
+def test_an_odd_shift_is_not_exact_and_is_refused(synthetic_plan) -> None:  # noqa: F811
+    """Why the shift must be an even multiple of the spacing u: one item whose compute lasts 1.5 u
+    (exact in binary; a stage of 1 op/s makes the delay its work) ends on a tie, rounded to the
+    even multiple of u: 2 u after an even start, 1 u after an odd one. So the call started one u
+    later is not the kept call shifted (the cache refuses it), and the call started 2 u later is
+    (the cache takes it, the fresh simulation bit for bit)."""
+    s1 = 80.0                                        # binade [64, 128)
+    u = math.ulp(s1)
+    item = Item(1.5 * u)
+    kernel = KernelPlan("K0", "dense", (Stage("s0", "gemm", 1, 1.0, (), (Chunk((item,)),)),), sram_bytes=0.0,
+                        chunk_tokens=1, weights_tier="hbm", buffer_depth=1)
+    plan = dataclasses.replace(synthetic_plan, kernels={"dense": (kernel,)}, layer_counts={"dense": 1})
+
+    def run(start: float, reuse: KernelReuse | None = None) -> Trace:
+        return simulate_plan(plan, record_events=False, start_s=start, reuse=reuse)
+
+    computes = s1 + plan.system.socket.launch_s(kernel.orchestration)   # the item's compute starts there
+    assert math.ulp(computes) == u and int(computes / u) % 2 == 0        # at an even multiple of u
+    reuse = KernelReuse()
+    kept = run(s1, reuse).kernels[0]
+    assert reuse.hits == 0 and _lattice(s1, kept.end_s) == ("shift", 7, 0)
+    (_, node), = reuse.calls                          # the node the call was kept for
+    odd, even = run(s1 + u).kernels[0], run(s1 + 2 * u).kernels[0]   # fresh simulations
+    # the item lasts 2 u from an even start, 1 u from an odd one: the odd call ends 1 u earlier
+    # than the kept call shifted by u, the even call exactly at the kept call shifted by 2 u
+    assert odd.end_s - odd.start_s == kept.end_s - kept.start_s - u
+    assert odd.end_s != kept.end_s + u and even.end_s == kept.end_s + 2 * u
+    assert reuse.find(node, kernel, s1 + u) is None
+    assert reuse.find(node, kernel, s1 + 3 * u) is None and reuse.hits == 0
+    found = reuse.find(node, kernel, s1 + 2 * u)
+    assert found is not None and found == (kept, even.end_s) and reuse.hits == 1
+    _assert_fresh(run(s1 + 2 * u, reuse), run(s1 + 2 * u))
+    _assert_fresh(run(s1 + u, reuse), run(s1 + u))    # simulated, and kept as the odd class
+    assert reuse.hits == 2
 
 
 def test_only_a_call_from_a_drained_node_to_a_drained_node_is_kept(moe_plan) -> None:
