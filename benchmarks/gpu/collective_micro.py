@@ -12,7 +12,7 @@ Rows (``kind``), none compared with the model, each the source of one constant:
   (``time.perf_counter``) read around them, divided by 20; median of 10 trials. The calls
   queue behind the sleep, so this is the host's cost alone (``launch.collective_host``).
 - ``host_idle``: the same call timed alone on the host with the GPU idle (synchronised before
-  it), median of 30 (``launch.collective_host_idle``).
+  it), median of 30: recorded and printed by ``--constants``, no model constant (docs/gpu.md).
 - ``graph_events``: one CUDA graph of 20 tiny kernels (``x.add_(1)`` on one element) with, per
   kernel, an external event wait before and an external event record after it (what NCCL's
   ``ncclStrongStreamAcquire``/``Release`` add to a captured launch when graph mixing support is

@@ -44,7 +44,7 @@ import sys
 from pathlib import Path
 
 SIZES = [1 << k for k in range(10, 31)]  # 1 KiB .. 1 GiB
-#: run u (the frozen prediction set of docs/gpu.md): sizes run t never had, 1 KiB .. 1 GiB
+#: run u (the frozen prediction set of docs/gpu.md): 1 KiB (run t's too) and 13 sizes run t never had, to 768 MiB
 RUN_U_SIZES = [1 << 10, 3 << 10, 12 << 10, 48 << 10, 192 << 10, 768 << 10, 3 << 20, 6 << 20, 12 << 20, 24 << 20,
                48 << 20, 96 << 20, 384 << 20, 768 << 20]
 #: run v (a second frozen set, after the LL rate was taken from NCCL 2.28.9): sizes neither run had

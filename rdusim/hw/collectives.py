@@ -1,7 +1,7 @@
 """Collectives as NCCL runs them inside one NVLink/NVSwitch node, and the algorithm NCCL picks.
 
 Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``candidates``, ``wire_bytes``,
-``memory_ops_per_wire_byte``, ``p2p_channels_min`` and NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
+``memory_ops_per_wire_byte``, ``p2p_ll_limit`` and NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
 a collective kernel the ``time_s`` computed here.
 
 The facts follow NCCL's own cost model, ``src/graph/tuning.cc`` of NVIDIA/nccl (v2.19-2.20,
@@ -38,8 +38,10 @@ Hopper row copied Ampere's) after the shares above; later versions give Hopper i
 and NCCL 2.28.9 prints ring LL 141.0 GB/s for every collective on two H100s
 (``benchmarks/gpu/h100x2-20261125t-nccl-tuning-table.txt``: all-reduce 141.0, all-gather and
 reduce-scatter 282.0 algorithm bandwidth = 141.0 bus). A GPU document whose NCCL is that recent
-gives it as ``nvlink.ll_bandwidth``; the ring's LL then runs at it (the all-to-all's p2p LL,
-which NCCL does not tune, keeps the all-gather's share under v2.19's cap [A]).
+gives it as ``nvlink.ll_bandwidth``; the ring's LL then runs at it or at half the bus, the
+lower (NCCL's ``std::min(llMaxBw, busBw * .5)``; the half only binds on a fabric slower than
+282 GB/s). The all-to-all's p2p LL, which NCCL does not tune, keeps the all-gather's share
+under v2.19's cap, whatever ``ll_bandwidth`` says: a separate assumption [A].
 
 **Memory operations per wire byte** (ring, Simple and LL128): a channel is one CTA that moves
 every byte through its own loads and stores, and the ring steps of each collective make a
@@ -59,10 +61,16 @@ and 1.27 (reduce-scatter) times the all-reduce's time per wire byte, where 5/4 i
 
 All-to-all is not a tuned collective in NCCL (nccl-tests' alltoall is grouped ncclSend /
 ncclRecv to every peer): one direct NVSwitch hop per peer, all peers at once. Its protocol is
-NCCL's p2p rule (``src/enqueue.cc``, addP2pToPlan and scheduleP2pTasksToPlan): LL when a
-channel's piece is at most ``NCCL_P2P_LL_THRESHOLD`` (16384 B), the piece being a peer's bytes
-split over ``p2p_channels_min`` channels (32 p2p channels per peer, halved while that times
-the ranks exceeds the 32 p2p channels: 16 on 2 GPUs, 4 on 8), else Simple. Its latency is
+NCCL's p2p rule of the 2.28 line the measurements ran (2.28.9; NVIDIA/nccl ``src/enqueue.cc``
+at commit 01e6dd915fdd2627a7205f5aa1c7f14d46990226, the closest stored version to the v2.28.9
+tag, which we could not read itself):
+addP2pToPlan takes LL when a peer's bytes are at most ``thresholdLL = nChannelsMax *
+NCCL_P2P_LL_THRESHOLD``, nChannelsMax being ``p2pnChannelsPerPeer`` (32 on one NVLink node:
+NCCL's INIT log), so 32 x 16 KB = 512 KB per peer whatever the ranks, else Simple.
+The channel count scheduleP2pTasksToPlan starts a peer on (``nChannelsMin``: 32, halved while
+that times the ranks exceeds the 32 p2p channels: 16 on 2 GPUs, 4 on 8) does not enter the
+protocol (a later rewrite, ``src/enqueue/`` on master, compares the bytes with the
+channels actually used instead; not the measured version). Its latency is
 taken as one ring step of that protocol (LL: 6.6 + 0.6 us, Simple: 8.4 + 3.4 us) [A]: NCCL
 has no p2p entry in its tuning model.
 
@@ -113,21 +121,18 @@ TREE_CORRECTION = {
 }
 #: [A] all-to-all (grouped send/recv): one ring step of its protocol, tuning.cc's base + hop
 ALL_TO_ALL_LATENCY_US = {p: BASE_LATENCY_US[("ring", p)] + HOP_LATENCY_US[("ring", p)] for p in ("LL", "Simple")}
-#: src/enqueue.cc: ``NCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 16384)``
+#: src/enqueue.cc: ``NCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 16384)``, bytes per channel
 P2P_LL_THRESHOLD = 16384
 #: NCCL's p2p channels on one NVLink node (NCCL's INIT log on two H100s, 2.28.9: "32 p2p
 #: channels, 32 p2p channels per peer", benchmarks/gpu/h100x2-20261125t-nccl-init.txt)
 P2P_CHANNELS = 32
 
 
-def p2p_channels_min(ranks: int) -> int:
-    """Channels a grouped send/recv splits a peer's bytes over at least (enqueue.cc,
-    scheduleP2pTasksToPlan: the per-peer channels halved while they times the ranks exceed the
-    p2p channels)."""
-    n = P2P_CHANNELS
-    while n * ranks > P2P_CHANNELS and n > 1:
-        n //= 2
-    return n
+def p2p_ll_limit() -> int:
+    """The most bytes per peer a grouped send/recv carries with LL (NCCL 2.28 ``src/enqueue.cc``,
+    commit 01e6dd915fdd2627a7205f5aa1c7f14d46990226, addP2pToPlan: ``thresholdLL =
+    nChannelsMax*ncclParamP2pLLThreshold()``, nChannelsMax = p2pnChannelsPerPeer): 512 KB."""
+    return P2P_CHANNELS * P2P_LL_THRESHOLD
 
 
 def memory_ops_per_wire_byte(op: str, ranks: int) -> float:
@@ -218,16 +223,21 @@ def _enabled(op: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _rate(op: str, algorithm: str, protocol: str, nbytes: float, bus: float, ranks: int = 2,
+def _rate(op: str, algorithm: str, protocol: str, nbytes: float, bus: float, ranks: int,
           ll: float | None = None) -> float:
     """Bytes per second the wire bytes move at: tuning.cc's refinements of the bus bandwidth, and
     for a ring's Simple and LL128 the memory operations per wire byte relative to the
     all-reduce's (module docstring). ``ll``: the LL rate the document gives, else v2.19-2.20's."""
-    if algorithm == "p2p" and protocol == "LL":  # not tuned by NCCL: [A] the ring all-gather's LL share, v2.19's cap
+    if algorithm == "p2p" and protocol == "LL":
+        # [A] a separate assumption, whatever ``ll`` is: NCCL's tuning model has no p2p entry, so
+        # the rate is taken as the v2.19-2.20 ring all-gather's LL (a third of the bus, under
+        # v2.19's 87.7 GB/s cap); ``nvlink.ll_bandwidth`` (the ring's LL rate) does not apply
         return min(LL_MAX_GBPS * GB, bus / 3)
     ll_cap = LL_MAX_GBPS * GB if ll is None else ll
     if algorithm == "ring" and protocol == "LL" and ll is not None:
-        return ll
+        # NCCL 2.28 tuning.cc (ring refinement): ``busBw = std::min(llMaxBw, busBw * .5)``, LL
+        # carrying 4 data bytes in 8; on the shipped documents 0.5 x bus (172-185 GB/s) > 141
+        return min(ll, bus * 0.5)
     if algorithm == "ring":
         if protocol == "LL":
             return min(ll_cap, bus * (1 / 4 if op == "all_reduce" else 1 / 3))
@@ -270,8 +280,8 @@ def candidates(op: str, nbytes: float, ranks: int, fabric: Fabric) -> list[Colle
         if algorithm == "nvls" and not fabric.nvls:
             continue
         if algorithm == "p2p":  # NCCL's p2p rule picks the protocol; it is not tuned
-            piece = nbytes / ranks / p2p_channels_min(ranks)
-            if (protocol == "LL") != (piece <= P2P_LL_THRESHOLD):
+            per_peer = nbytes / ranks
+            if (protocol == "LL") != (per_peer <= p2p_ll_limit()):
                 continue
         wire = wire_bytes(op, algorithm, nbytes, ranks)
         rate = _rate(op, algorithm, protocol, nbytes, fabric.bus_bytes_per_s, ranks, fabric.ll_bytes_per_s)

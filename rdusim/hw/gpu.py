@@ -10,6 +10,7 @@ efficiency is fitted to the calibration set of ``benchmarks/gpu`` or cited). The
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,15 +131,18 @@ class Gpu:
         GPU idle or not: docs/gpu.md, "Collectives"), else ``eager_host``."""
         launch = self.spec.launch
         if op in COLLECTIVE_HOST_OPS:
-            host = launch.collective_host or {}
-            return float(host[op]) if op in host else launch.eager_host_s
+            host = launch.collective_host
+            return launch.eager_host_s if host is None else float(getattr(host, op))
         table = launch.eager_ops_idle if gpu_idle else launch.eager_ops
         return launch.eager_host_s if table is None else float(table[op])
 
-    @property
-    def host_ops_measured(self) -> bool:
-        """True when the GPU document gives per-op host costs (``launch.eager_ops``)."""
-        return self.spec.launch.eager_ops is not None
+    def prices_host_ops(self, ops: Sequence[str]) -> bool:
+        """True when the GPU document gives a host cost for every op of ``ops``: a collective's in
+        ``launch.collective_host``, a PyTorch op's in ``launch.eager_ops`` (each independent of
+        the other); else the engine charges the kernel's launches at ``eager_host``."""
+        launch = self.spec.launch
+        return all((launch.collective_host if op in COLLECTIVE_HOST_OPS else launch.eager_ops) is not None
+                   for op in ops)
 
     @property
     def queue_depth(self) -> int | None:

@@ -8,6 +8,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rdusim.cli import main
 from rdusim.hw.collectives import (
@@ -17,12 +18,10 @@ from rdusim.hw.collectives import (
     LL_MAX_GBPS,
     NVLS_SHARE,
     OPS,
-    P2P_LL_THRESHOLD,
     Fabric,
     candidates,
     collective_cost,
     memory_ops_per_wire_byte,
-    p2p_channels_min,
 )
 from rdusim.hw.gpu import load_gpu_node
 from rdusim.mapping.gpu import all_reduce, collective
@@ -79,16 +78,29 @@ def test_memory_operations_per_wire_byte_count_the_ring_steps() -> None:
 
 
 def test_all_to_all_protocol_follows_nccls_p2p_rule() -> None:
-    """LL while a peer's bytes over p2p_channels_min channels fit NCCL_P2P_LL_THRESHOLD (16 KB):
-    16 channels on 2 GPUs (32 per peer, halved while x ranks > 32), 4 on 8; else Simple."""
-    assert p2p_channels_min(2) == 16 and p2p_channels_min(8) == 4 and p2p_channels_min(32) == 1
-    for n in (2, 8):
-        edge = P2P_LL_THRESHOLD * n * p2p_channels_min(n)
+    """NCCL 2.28 src/enqueue.cc (commit 01e6dd9), addP2pToPlan: LL while a peer's bytes are at
+    most nChannelsMax (p2pnChannelsPerPeer, 32 on the measured node) x NCCL_P2P_LL_THRESHOLD
+    (16384) = 524288 bytes, on any number of GPUs; else Simple."""
+    for n in (2, 4, 8):
+        edge = 524288 * n  # the buffer holds n peers' pieces
         small, large = collective_cost("all_to_all", edge, n, NVSWITCH), collective_cost("all_to_all", edge + n, n, NVSWITCH)
         assert (small.protocol, large.protocol) == ("LL", "Simple")
         assert small.latency_s == pytest.approx(ALL_TO_ALL_LATENCY_US["LL"] * 1e-6) == pytest.approx(7.2e-6)
         assert large.latency_s == pytest.approx(ALL_TO_ALL_LATENCY_US["Simple"] * 1e-6) == pytest.approx(11.8e-6)
         assert small.bus_bytes_per_s == pytest.approx(min(BUS / 3, LL_MAX_GBPS * GB))
+    # the rule the model had before (16 KB x nChannelsMin: 256 KB per peer on 2 GPUs) is gone
+    assert collective_cost("all_to_all", 2 * 393216, 2, NVSWITCH).protocol == "LL"
+
+
+def test_ring_ll_rate_is_the_lower_of_ll_bandwidth_and_half_the_bus() -> None:
+    """NCCL 2.28 tuning.cc: ring LL ``busBw = std::min(llMaxBw, busBw * .5)``: 141 GB/s on a
+    343 GB/s bus, half the bus on a 200 GB/s one; the p2p LL keeps its own rate [A]."""
+    for bus, expected in ((343.1e9, 141e9), (200e9, 100e9)):
+        fabric = Fabric(bus, 1.0, ll_bytes_per_s=141e9)
+        for op in ("all_reduce", "all_gather", "reduce_scatter"):
+            assert pick(candidates(op, 64 * KB, 2, fabric), "ring", "LL").bus_bytes_per_s == pytest.approx(expected)
+        p2p = collective_cost("all_to_all", 64 * KB, 2, fabric)
+        assert p2p.protocol == "LL" and p2p.bus_bytes_per_s == pytest.approx(min(bus / 3, LL_MAX_GBPS * GB))
 
 
 def test_protocol_shares() -> None:
@@ -154,8 +166,12 @@ def test_latency_grows_with_gpus_and_time_with_bytes(op: str) -> None:
         assert times == sorted(times)
     floors = [collective_cost(op, 8.0, n, NO_NVLS).latency_s for n in range(2, 9)]
     assert floors == sorted(floors)
-    sizes = [collective_cost(op, 2.0 ** k, 8, NVSWITCH).time_s for k in range(6, 31)]
-    assert sizes == sorted(sizes)
+    costs = [collective_cost(op, 2.0 ** k, 8, NVSWITCH) for k in range(6, 31)]
+    # NCCL's tuner picks the fastest, so time grows with bytes; all-to-all's protocol is NCCL's
+    # untuned p2p rule (LL up to 512 KB a peer), so there time grows within each protocol
+    groups = [[c for c in costs if c.protocol == p] for p in ("LL", "Simple")] if op == "all_to_all" else [costs]
+    for group in groups:
+        assert [c.time_s for c in group] == sorted(c.time_s for c in group)
 
 
 def test_latency_scale_scales_only_latency() -> None:
@@ -221,19 +237,52 @@ def test_back_to_back_eager_collectives_run_at_the_slower_of_host_and_device(op:
 
 def test_collective_host_without_a_table_is_eager_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """No collective_host: eager_host; a misspelt collective: exit 2 naming the key and the fix."""
-    gpu = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu
-    assert gpu.host_op_s("all_reduce", gpu_idle=True) == gpu.launch_s("eager")
+    doc = yaml.safe_load((ROOT / "hw_configs/h100.yaml").read_text())
+    del doc["launch"]["collective_host"]
+    plain = tmp_path / "h100-no-collective-host.yaml"
+    plain.write_text(yaml.safe_dump(doc))
+    gpu = load_gpu_node(plain).gpu
+    assert gpu.host_op_s("all_reduce", gpu_idle=True) == gpu.launch_s("eager") == pytest.approx(8e-6)
+    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.host_op_s("all_reduce", gpu_idle=True) == pytest.approx(54.7e-6)
     text = (ROOT / "hw_configs/h100.yaml").read_text()
     assert "    all_gather: " in text
     bad = tmp_path / "h100.yaml"
     bad.write_text(text.replace("    all_gather: ", "    all_gathr: "))
+    line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if t.startswith("    all_gathr: "))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err  # located at the misspelt key's own line, not at `launch:`
+    assert f"{bad}:{line}: launch.collective_host.all_gathr: unknown key 'all_gathr'; did you mean 'all_gather'?" in err
+
+
+def test_collective_host_applies_without_eager_ops(tmp_path: Path) -> None:
+    """A document with collective_host but no eager_ops charges each eager collective its
+    collective_host (not eager_host, 8 us): 20 small calls take 20 host costs + one NCCL time."""
+    doc = yaml.safe_load((ROOT / "hw_configs/h100.yaml").read_text())
+    del doc["launch"]["eager_ops"], doc["launch"]["eager_ops_idle"]
+    path = tmp_path / "h100-no-eager-ops.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    gpu = load_gpu_node(path).gpu
+    (kernel,) = collective("ar", "all_reduce", 4 * KB, 2, gpu)
+    host = gpu.host_op_s("all_reduce", gpu_idle=False)
+    assert host == pytest.approx(54.7e-6) and host > gpu.launch_s("eager")
+    elapsed = elapsed_s(simulate_gpu([(kernel, 0)] * 20, gpu, mode="eager"))
+    assert elapsed == pytest.approx(20 * host + kernel.collective.time_s)
+
+
+def test_partial_collective_host_exits_2_naming_the_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "hw_configs/h100.yaml").read_text()
+    line = '    all_to_all: "51.6 us"\n'
+    assert line in text
+    bad = tmp_path / "h100.yaml"
+    bad.write_text(text.replace(line, ""))
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert str(bad) in err and "collective_host" in err and "'all_gather'" in err
+    assert str(bad) in err and "launch.collective_host.all_to_all: required key is missing" in err
 
 def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (ROOT / "hw_configs/h200.yaml").read_text()
     for old, new, key in (('bus_bandwidth: "370.8 GB/s"', 'bus_bandwidth: "470.8 GB/s"', "nvlink"),
+                          ('ll_bandwidth: "141 GB/s"', 'll_bandwidth: "9000 GB/s"', "ll_bandwidth (9000 GB/s) exceeds"),
                           ("latency_scale: 1.0", "latency_scale: 0.0", "nvlink.latency_scale")):
         assert old in text
         bad = tmp_path / "h200.yaml"
@@ -292,3 +341,37 @@ def test_ll_rate_from_the_document_and_nccls_protocol_switch() -> None:
     for op, ll_at, simple_at in (("all_reduce", 1, 2), ("all_gather", 2, 4), ("reduce_scatter", 2, 4)):
         assert collective_cost(op, ll_at * mib, 2, gpu.fabric).protocol == "LL"
         assert collective_cost(op, simple_at * mib, 2, gpu.fabric).protocol == "Simple"
+
+
+def test_committed_comparison_is_what_the_model_gives_now(capsys: pytest.CaptureFixture[str]) -> None:
+    """`collectives.py --model hw_configs/h100.yaml --compare <run t csv>` reproduces the
+    committed comparison of the current model, line for line (its medians and worst included)."""
+    bench = _collectives_bench()
+    csv_path = "benchmarks/gpu/h100x2-20261125t-collectives.csv"
+    assert bench.main(["--model", str(ROOT / "hw_configs/h100.yaml"), "--compare", str(ROOT / csv_path)]) == 0
+    out = capsys.readouterr().out.replace(str(ROOT) + "/", "")
+    assert out == (ROOT / "benchmarks/gpu/h100x2-20261125t-collectives-compare-p2p.txt").read_text()
+
+
+def test_launch_constants_are_the_microbenchmarks_medians() -> None:
+    """collective_micro.py --constants: collective_host from the -m1/-m2 micro CSVs' host_busy rows,
+    graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml (and h200.yaml [A]) give them."""
+    spec = importlib.util.spec_from_file_location("collective_micro", ROOT / "benchmarks/gpu/collective_micro.py")
+    micro = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(micro)
+
+    def rows(*names: str) -> list[dict]:
+        out = []
+        for name in names:
+            with open(ROOT / "benchmarks/gpu" / name, newline="") as fh:
+                out += [{**r, "source": name} for r in csv.DictReader(fh)]
+        return out
+
+    host, _ = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv"))
+    _, pair = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv",
+                                   "h100x2-20261125m2-micro-nomix.csv"))
+    for doc in ("h100.yaml", "h200.yaml"):
+        gpu = load_gpu_node(ROOT / "hw_configs" / doc).gpu
+        for op, us in host.items():
+            assert gpu.host_op_s(op, gpu_idle=False) == pytest.approx(round(us, 1) * 1e-6)
+        assert gpu.launch_s("graph_event_pair") == pytest.approx(round(pair, 3) * 1e-6)
