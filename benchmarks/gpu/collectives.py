@@ -44,6 +44,12 @@ import sys
 from pathlib import Path
 
 SIZES = [1 << k for k in range(10, 31)]  # 1 KiB .. 1 GiB
+#: run u (the frozen prediction set of docs/gpu.md): 1 KiB (run t's too) and 13 sizes run t never had, to 768 MiB
+RUN_U_SIZES = [1 << 10, 3 << 10, 12 << 10, 48 << 10, 192 << 10, 768 << 10, 3 << 20, 6 << 20, 12 << 20, 24 << 20,
+               48 << 20, 96 << 20, 384 << 20, 768 << 20]
+#: run v (a second frozen set, after the LL rate was taken from NCCL 2.28.9): sizes neither run had
+RUN_V_SIZES = [2 << 10, 6 << 10, 24 << 10, 96 << 10, 320 << 10, 1536 << 10, 5 << 20, 20 << 20, 80 << 20, 160 << 20,
+               640 << 20]
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
 DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
@@ -54,12 +60,12 @@ FIELDS = ["set", "kind", "name", "median_us", "reps", "op", "bytes", "ranks", "m
           "seq_len", "nccl", "gpu", "nccl_algo", "nccl_proto"]
 
 
-def plan() -> list[dict]:
+def plan(sizes: list[int] | None = None) -> list[dict]:
     rows = []
     for op in OPS:
-        for size in SIZES:
+        for size in sizes or SIZES:
             for mode in ("stream", "graph"):
-                set_ = "calibration" if (op, size) in CALIBRATION and mode == "stream" else "prediction"
+                set_ = "calibration" if (op, size) in CALIBRATION and mode == "stream" and not sizes else "prediction"
                 rows.append({"set": set_, "kind": "collective", "name": f"{op}_{size}_{mode}", "op": op,
                              "bytes": size, "mode": mode})
     for batch, kv_len in DECODE:
@@ -77,19 +83,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="print the plan; no GPU, no torch")
     ap.add_argument("--only", default="collectives,e2e", help="comma-separated: collectives, e2e")
     ap.add_argument("--max-bytes", type=int, default=SIZES[-1], help="largest collective size")
+    ap.add_argument("--sizes", help="comma-separated collective sizes in bytes instead of the powers of two "
+                    "('u', 'v': run u's or run v's set, RUN_U_SIZES, RUN_V_SIZES)")
+    ap.add_argument("--ops", default=",".join(OPS), help="comma-separated collectives to time")
+    ap.add_argument("--modes", default="stream,graph", help="comma-separated launch modes to time")
     ap.add_argument("--host-ahead", action="store_true", help="diagnostic: before every trial keep the GPU busy "
                     "for ~3 ms (torch.cuda._sleep), so the host has queued the trial's launches before they run "
                     "(the time is the GPU's, not the host's); rows named *_queued")
+    ap.add_argument("--busy-ms", type=float, default=0.0, help="diagnostic: before every trial run bf16 matrix "
+                    "products for about this many ms (the SMs at full clock, the launches queued); rows *_busy")
     ap.add_argument("--model", metavar="HW_YAML", help="print rdusim's predictions for a gpu_node document")
     ap.add_argument("--compare", metavar="CSV", help="with --model: fit the calibration rows of a measured CSV "
                     "and compare every prediction row with the model")
     args = ap.parse_args(argv)
     if args.model and args.compare:
         return compare(args.model, args.compare)
+    if args.model and args.sizes:
+        return frozen_table(args.model, _sizes(args.sizes))
     if args.model:
         return model_table(args.model)
     if args.dry_run:
-        rows = plan()
+        rows = plan(_sizes(args.sizes))
         for row in rows:
             print(f"{row['set']:11s} {row['kind']:16s} {row['name']}")
         print(f"# {len(rows)} rows, {sum(r['set'] == 'calibration' for r in rows)} calibration")
@@ -135,6 +149,46 @@ def model_table(path: str) -> int:
     return 0
 
 
+def predict_us(gpu, op: str, size: int, ranks: int, mode: str, fabric=None) -> tuple[float, object]:
+    """What the timing loop of this script measures for one collective row, simulated: ``PER``
+    calls back to back (``rdusim.sim.gpu``), divided by ``PER``. A ``stream`` row is Python
+    issuing ``PER`` torch.distributed calls: the engine's eager mode, where each call costs the
+    host its ``launch.collective_host`` and the GPU runs NCCL's time, so the row comes out as the
+    slower of host and device; a ``graph`` row is one graph of ``PER`` (per collective the graph
+    node, NCCL's event pair ``launch.graph_event_pair`` and NCCL's time). ``fabric``: a fitted
+    one instead of the document's. Returns (us, the collective's cost)."""
+    import dataclasses
+
+    from rdusim.hw.collectives import collective_cost
+    from rdusim.mapping.gpu import collective
+    from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+    cost = collective_cost(op, size, ranks, fabric or gpu.fabric)
+    kernel = dataclasses.replace(collective(op, op, size, ranks, gpu)[0], collective=cost)
+    trace = simulate_gpu([(kernel, 0)] * PER, gpu, mode="eager" if mode == "stream" else "graph")
+    return elapsed_s(trace) / PER * 1e6, cost
+
+
+def frozen_table(path: str, sizes: list[int]) -> int:
+    """rdusim's prediction of every collective row of a plan (the frozen predictions a later
+    measurement is compared with), on the document as it is (no fit)."""
+    from rdusim.hw.gpu import load_gpu_node
+
+    node = load_gpu_node(path)
+    gpu = node.gpu
+    print(f"# frozen predictions: {path}, bus {gpu.fabric.bus_bytes_per_s / 1e9:.1f} GB/s, 2 GPUs, "
+          f"{PER} calls back to back per row")
+    print("| row | predicted (us) | algorithm/protocol |")
+    print("|---|---:|---|")
+    for row in plan(sizes):
+        if row["kind"] == "collective":
+            us, cost = predict_us(gpu, row["op"], row["bytes"], 2, row["mode"])
+            print(f"| {row['name']} | {us:.2f} | {cost.algorithm}/{cost.protocol} |")
+    print()
+    _e2e_predictions(node)
+    return 0
+
+
 def fit_bus_bandwidth(rows: list[dict]) -> float:
     """``nvlink.bus_bandwidth`` from the calibration rows: the slope of the stream-launched
     all-reduce between 256 MB and 1 GB (ring Simple on two GPUs: each GPU puts 2(n-1)/n S on
@@ -160,11 +214,12 @@ def compare(path: str, csv_path: str) -> int:
         rows = list(csv.DictReader(fh))
     node = load_gpu_node(path)
     gpu = node.gpu
-    bus = fit_bus_bandwidth(rows)
+    fitted = any(r["set"] == "calibration" for r in rows)
+    bus = fit_bus_bandwidth(rows) if fitted else gpu.fabric.bus_bytes_per_s
     fabric = dataclasses.replace(gpu.fabric, bus_bytes_per_s=bus)
     print(f"# {csv_path}: NCCL {rows[0]['nccl']}, {rows[0]['gpu']}, {rows[0]['ranks']} ranks")
-    print(f"# fitted bus_bandwidth {bus / 1e9:.1f} GB/s (document: {gpu.fabric.bus_bytes_per_s / 1e9:.1f}); "
-          f"NVLS {'on' if fabric.nvls else 'off'}")
+    print(f"# {'fitted' if fitted else 'no calibration rows: the document'}'s bus_bandwidth {bus / 1e9:.1f} GB/s "
+          f"(document: {gpu.fabric.bus_bytes_per_s / 1e9:.1f}); NVLS {'on' if fabric.nvls else 'off'}")
     for r in rows:
         if r["set"] == "calibration" and int(r["bytes"]) < 1 << 20:
             floor = collective_cost("all_reduce", int(r["bytes"]), int(r["ranks"]), fabric).latency_s
@@ -177,20 +232,18 @@ def compare(path: str, csv_path: str) -> int:
     for r in rows:
         if r["kind"] != "collective":
             continue
-        c = collective_cost(r["op"], int(r["bytes"]), int(r["ranks"]), fabric)
-        pred = gpu.launch_s(r["mode"]) + c.time_s
-        err = pred / (float(r["median_us"]) * 1e-6) - 1
+        meas = float(r["median_us"])
+        pred, c = predict_us(gpu, r["op"], int(r["bytes"]), int(r["ranks"]), r["mode"], fabric)
+        err = pred / meas - 1
         if r["set"] == "prediction":
             errors.setdefault((r["op"], r["mode"]), []).append(err)
-        print(f"| {r['name']} | {r['set']} | {float(r['median_us']):.1f} | {pred * 1e6:.1f} | "
-              f"{c.algorithm}/{c.protocol} | {err * 100:+.0f}% |")
+        print(f"| {r['name']} | {r['set']} | {meas:.1f} | {pred:.1f} | {c.algorithm}/{c.protocol} | {err * 100:+.0f}% |")
     print()
     print("| op | mode | rows | median abs error | worst error |")
     print("|---|---|---:|---:|---:|")
-    for (op, mode), errs in errors.items():
+    for (op, mode), errs in sorted(errors.items()):
         worst = max(errs, key=abs)
-        print(f"| {op} | {mode} | {len(errs)} | {statistics.median(map(abs, errs)) * 100:.0f}% | "
-              f"{worst * 100:+.0f}% |")
+        print(f"| {op} | {mode} | {len(errs)} | {statistics.median(map(abs, errs)) * 100:.0f}% | {worst * 100:+.0f}% |")
     print()
     predicted = {name: us for name, us, _ in _e2e_rows(node)}
     print("| TP2 row (Llama-3.1-8B) | measured (us) | predicted (us) | error |")
@@ -236,8 +289,6 @@ def _size(size: int) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
-    import statistics
-
     import torch
     import torch.distributed as dist
 
@@ -253,26 +304,14 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
            "nccl_algo": os.environ.get("NCCL_ALGO", ""), "nccl_proto": os.environ.get("NCCL_PROTO", "")}
     out: list[dict] = []
     sleep, suffix = (SLEEP_CYCLES, "_queued") if args.host_ahead else (0, "")
+    warm = None
+    if args.busy_ms:
+        suffix = "_busy"
+        a = torch.randn(4096, 4096, dtype=torch.bfloat16, device=device)
+        warm = (a, max(1, int(args.busy_ms / 0.2)))  # ~0.2 ms per 4096^3 bf16 product on an H100
 
     def timed(fn, reps: int, per: int) -> float:
-        """Median over ``reps`` trials of one ``fn()`` (``per`` back-to-back operations) divided by
-        ``per``; a barrier before every trial lines the two ranks up (nccl-tests' method: launch
-        cost and rank skew are spread over ``per`` operations instead of landing on each)."""
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            dist.barrier()
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda._sleep(sleep)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) * 1e-3 / per)
-        return statistics.median(times)
+        return _timed(torch, dist, fn, reps, per, sleep, warm)
 
     def keep(row: dict, seconds: float) -> None:
         row = {**row, **env, "name": row["name"] + suffix, "ranks": world, "median_us": round(seconds * 1e6, 3)}
@@ -286,10 +325,11 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
         keep({**row, "reps": reps * per}, timed(run, reps, per))
         torch.cuda.empty_cache()
 
-    rows = plan()
+    rows = plan(_sizes(args.sizes))
     with torch.no_grad():
         for row in (r for r in rows if r["kind"] == "collective" and r["bytes"] <= args.max_bytes
-                    and "collectives" in args.only):
+                    and "collectives" in args.only and r["op"] in args.ops.split(",")
+                    and r["mode"] in args.modes.split(",")):
             measure(row, _collective(row["op"], row["bytes"], world, device, dist, torch), 10, PER)
         if "e2e" in args.only:
             shard = LlamaShape(q_heads=32 // world, kv_heads=8 // world, ffn=14336 // world, vocab=128256 // world)
@@ -302,8 +342,51 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
             writer = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(out)
-    dist.destroy_process_group()
+    _exit(torch)
     return 0
+
+
+def _timed(torch, dist, fn, reps: int, per: int, sleep: int, warm) -> float:  # pragma: no cover - needs a GPU
+    """Median over ``reps`` trials of one ``fn()`` (``per`` back-to-back operations) divided by
+    ``per``; a barrier before every trial lines the two ranks up (nccl-tests' method: launch
+    cost and rank skew are spread over ``per`` operations instead of landing on each).
+    ``sleep`` (--host-ahead) and ``warm`` (--busy-ms: a matrix and a count of products) keep the
+    GPU busy before the trial."""
+    import statistics
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        dist.barrier()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(sleep)
+        if warm is not None:
+            for _ in range(warm[1]):
+                warm[0] @ warm[0]
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3 / per)
+    return statistics.median(times)
+
+
+def _exit(torch) -> None:  # pragma: no cover - needs a GPU
+    """End the process without destroy_process_group: it hung after captured graphs
+    (collective_micro.py, 2026-11-25 18:42 UTC)."""
+    torch.cuda.synchronize()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def _sizes(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    named = {"u": RUN_U_SIZES, "v": RUN_V_SIZES}
+    return named[text] if text in named else [int(v) for v in text.split(",")]
 
 
 def _repeat(fn, per: int):

@@ -1,6 +1,6 @@
 """Trace -> tidy per-kernel breakdown: latency, share, compute/memory/comm time, bound.
 
-Owns: ``kernel_breakdown``, ``kernel_latencies``, ``roofline_s``. Imports: sim.trace, mapping.plan, pandas.
+Owns: ``kernel_breakdown``, ``kernel_latencies``, ``roofline_s``. Imports: sim.trace, mapping.plan, summation, pandas.
 
 Definitions (per socket, per call, then times the calls of the phase):
 - ``latency_s``: launch to barrier, i.e. what the kernel adds to the phase;
@@ -18,6 +18,7 @@ import pandas as pd
 from rdusim.config.schema import DDR, HBM
 from rdusim.mapping.plan import KernelPlan, Plan
 from rdusim.sim.trace import KernelRecord, Trace
+from rdusim.summation import add_in_order
 
 COLUMNS = ["kernel", "layer_type", "calls", "latency_s", "share", "compute_s", "memory_s", "comm_s",
            "bound", "pcu_util", "hbm_util", "roofline_s", "hbm_bytes", "p2p_bytes", "sram_bytes"]
@@ -26,10 +27,10 @@ COLUMNS = ["kernel", "layer_type", "calls", "latency_s", "share", "compute_s", "
 def roofline_s(kernel: KernelPlan, plan: Plan) -> float:
     """Lower bound on one call: max of compute at peak, bytes per tier, link bytes."""
     socket = plan.system.socket
-    compute = sum(s.work / socket.peak_ops_per_s(s.op_class) for s in kernel.stages if s.pcus)
-    tiers = [(sum(s.load_bytes(t) + s.store_bytes(t) for s in kernel.stages)) / socket.tier_peak_bytes_per_s(t)
+    compute = add_in_order(s.work / socket.peak_ops_per_s(s.op_class) for s in kernel.stages if s.pcus)
+    tiers = [(add_in_order(s.load_bytes(t) + s.store_bytes(t) for s in kernel.stages)) / socket.tier_peak_bytes_per_s(t)
              for t in (HBM, DDR)]
-    link = sum(s.p2p_bytes for s in kernel.stages) / socket.spec.p2p.bandwidth_bytes_per_s
+    link = add_in_order(s.p2p_bytes for s in kernel.stages) / socket.spec.p2p.bandwidth_bytes_per_s
     return max(compute, *tiers, link)
 
 
@@ -81,7 +82,7 @@ def _times(record: KernelRecord) -> tuple[float, tuple[float, float, float, str]
 def _row(record: KernelRecord, kernel: KernelPlan, plan: Plan, calls: int) -> dict:
     socket = plan.system.socket
     latency, (compute, memory, comm, bound) = _times(record)
-    pcu_s = sum(record.stage_busy_s[n] * record.stage_pcus[n] for n in record.stage_busy_s)
+    pcu_s = add_in_order(record.stage_busy_s[n] * record.stage_pcus[n] for n in record.stage_busy_s)
     return {
         "kernel": record.kernel, "layer_type": record.layer_type, "calls": calls,
         "latency_s": latency * calls, "share": 0.0, "compute_s": compute * calls, "memory_s": memory * calls,

@@ -1,6 +1,6 @@
 """Ring buffer vs naive SnapStream decode update: on-chip memory per op, fit, step time.
 
-Owns: ``kv_update_comparison``, ``UPDATE_OPS``. Imports: mapping (build, onchip), sim, breakdown.
+Owns: ``kv_update_comparison``, ``UPDATE_OPS``. Imports: mapping (build, onchip), sim, breakdown, summation.
 
 Both updates are planned for the same decode mapping and prompt; the kernel holding the
 update (the one with ``attention``) is allocated onto PMUs (``mapping.onchip``) and each
@@ -19,6 +19,7 @@ from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import load_mapping
 from rdusim.mapping.onchip import pmu_allocation
 from rdusim.sim.engine import simulate_plan
+from rdusim.summation import add_in_order
 
 #: the ops each update adds (the "indexing" ops of the comparison)
 UPDATE_OPS = {"ring": ("ring_slot",), "naive": ("naive_shift", "naive_concat", "naive_select")}
@@ -38,7 +39,7 @@ def kv_update_comparison(mapping: str | Path, seq_len: int, batch: int, override
         for stage in onchip.stages:
             by_op.append({"update": update, "op": stage.stage, "sram_bytes": stage.bytes, "pmus": stage.pmus,
                           "indexing": stage.stage in UPDATE_OPS[update]})
-        indexing = sum(s.bytes for s in onchip.stages if s.stage in UPDATE_OPS[update])
+        indexing = add_in_order(s.bytes for s in onchip.stages if s.stage in UPDATE_OPS[update])
         step = float(kernel_breakdown(plan, simulate_plan(plan, record_events=False))["latency_s"].sum())
         summary.append({"update": update, "kernel": kernel.name, "seq_len": seq_len, "batch": batch,
                         "kv_len": plan.kv_len, "sram_bytes": onchip.bytes, "pmus": onchip.pmus,

@@ -116,9 +116,19 @@ class LayerCache:
 
     Within a layer type, a kernel call that a candidate shares with an earlier one (the same
     kernel plan, reached at another time) is that call shifted in time, bit for bit, when the
-    two start times allow it (``kernel_calls``, ``rdusim.sim.reuse``): the explorer's prefill
-    candidates differ in their attention kernels and share the MoE FFN kernel, simulated once
-    or twice per process instead of once per candidate.
+    two start times allow it (``kernel_calls``, ``rdusim.sim.reuse``: the same start, or the
+    same binade and an even multiple of its spacing, the calls ending ``MARGIN`` spacings below
+    the binade's top): the explorer's prefill candidates differ in their attention kernels and
+    share the MoE FFN kernel, simulated once or twice per process and binade of its start times
+    (once per parity) instead of once per candidate; a call ending nearer its binade's top is
+    simulated again at each new start.
+
+    A reused call's stage and pool busy times and bytes are the increments of the call simulated
+    first, not a fresh simulation's: those fields can depend on which candidate filled the cache
+    first, in their last bits only, and so can the kernel's ``bound`` derived from them (only
+    where two of its parts agree to those bits); ``Trace.event_count`` (a call taken is one
+    event) depends on which calls were taken. The times (start, end, latency, step time) are a
+    fresh simulation's, bit for bit, whichever candidate filled the cache.
     """
 
     traces: dict[tuple[Any, ...], Trace] = field(default_factory=dict)

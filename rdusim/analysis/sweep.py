@@ -30,6 +30,7 @@ from rdusim.mapping.capacity import batch_candidates, hbm_fit, kv_overflow, max_
 from rdusim.mapping.plan import DRAFT_PREFIX
 from rdusim.model.speculative import accepted_tokens_per_step
 from rdusim.sim.engine import simulate_plan
+from rdusim.summation import add_in_order
 
 SWEEP_COLUMNS = ["model", "seq_len", "policy", "kv_len", "batch", "fits", "reason", "step_s", "ttft_s", "tpot_s",
                  "tokens_per_s", "max_batch", "margin_gib", "bound", "hbm_weights_bytes", "hbm_kv_bytes",
@@ -156,7 +157,7 @@ def at_max_batch(frame: pd.DataFrame) -> pd.DataFrame:
             row["max_batch"] = int(best["batch"])
         limit = rejected.iloc[0] if len(rejected) else None
         row["limit"] = "" if limit is None else limit["reason"]
-        used = sum(limit[c] for c in ("hbm_weights_bytes", "hbm_kv_bytes", "hbm_activations_bytes",
+        used = add_in_order(limit[c] for c in ("hbm_weights_bytes", "hbm_kv_bytes", "hbm_activations_bytes",
                                       "hbm_reserved_bytes")) if limit is not None else float("nan")
         row["over_bytes"] = used - limit["hbm_capacity_bytes"] if limit is not None else float("nan")
         rows.append(row)

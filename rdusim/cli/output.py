@@ -3,7 +3,7 @@ committed together or not at all, and the human-readable table.
 
 Owns: ``Outputs`` (the one place that validates and writes output paths), ``write_atomic``
 (one file), ``format_table``.
-Imports: analysis results, errors, units.
+Imports: analysis results, errors, units, summation.
 
 The contract: a command registers each output (``--out``, ``--trace``, ``--plot``, an output
 folder) before it computes anything, so a bad path costs nothing; after the work it hands
@@ -22,11 +22,12 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from rdusim.analysis.result import SimulationResult
 from rdusim.cli.progress import held
 from rdusim.errors import ConfigError
+from rdusim.summation import add_in_order
 from rdusim.units import format_bytes
 
 #: kernel pseudo-filesystems: writing there is never a result file
@@ -83,14 +84,7 @@ class Outputs:
         folder = path.parent if str(path.parent) else Path(".")
         while not folder.exists() and folder != folder.parent:
             folder = folder.parent
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            os.fchmod(fd, 0o666 & ~_umask())
-            handle = os.fdopen(fd, "w", encoding="utf-8", newline="")
-        except BaseException:
-            os.close(fd)
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        tmp, handle = _temporary(folder, path.name, "w", encoding="utf-8", newline="")
         self._streams[path] = (tmp, handle)
         return handle
 
@@ -235,13 +229,24 @@ def _umask() -> int:
     return mask
 
 
-def _stage(path: Path, data: bytes | Iterable[str | bytes]) -> str:
-    """Write ``data`` (bytes, or chunks of text or bytes) to a temporary file beside ``path``
-    with the umask's permissions."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _temporary(folder: Path, name: str, mode: str, **options: Any) -> tuple[str, IO[Any]]:
+    """A new temporary file in ``folder`` for the output ``name``, with the umask's permissions,
+    open in ``mode``: its path and handle (nothing left behind if it cannot be opened)."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as handle:
+        return tmp, os.fdopen(fd, mode, **options)
+    except BaseException:
+        os.close(fd)
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _stage(path: Path, data: bytes | Iterable[str | bytes]) -> str:
+    """Write ``data`` (bytes, or chunks of text or bytes) to a temporary file beside ``path``."""
+    tmp, handle = _temporary(path.parent, path.name, "wb")
+    try:
+        with handle:
             for chunk in [data] if isinstance(data, bytes | bytearray | memoryview) else data:
                 handle.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
     except BaseException:
@@ -303,5 +308,5 @@ def format_table(result: SimulationResult) -> str:
         if used:
             capacity = plan.system.socket.capacity_bytes(tier)
             parts = ", ".join(f"{u} {format_bytes(b)}" for u, b in used.items())
-            lines.append(f"  {tier.upper():<4} {format_bytes(sum(used.values())):>11} of {format_bytes(capacity)}: {parts}")
+            lines.append(f"  {tier.upper():<4} {format_bytes(add_in_order(used.values())):>11} of {format_bytes(capacity)}: {parts}")
     return "\n".join(lines) + "\n"

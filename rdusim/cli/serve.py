@@ -36,6 +36,8 @@ from rdusim.errors import ConfigError
 
 DEFAULT_PROMPT = "lognormal:32768,0.5"
 DEFAULT_OUTPUT = "lognormal:1024,0.6"
+#: the output written as the requests finish (``Outputs.stream``), not handed over at the end
+STREAMED = "requests.csv"
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,9 +108,9 @@ def run(args: argparse.Namespace) -> int:
         deployment = load_deployment(args.deployment, args.overrides, progress=updater(building))
     slo = early or slo_from(args, deployment)
     check_slo_possible(deployment, workload, slo)
-    # requests.csv is written as the requests finish, into a file beside it renamed at commit
+    # STREAMED is written as the requests finish, into a file beside it renamed at commit
     # (removed if anything fails before)
-    csv = outputs.stream(out / "requests.csv") if out is not None else None
+    csv = outputs.stream(out / STREAMED) if out is not None else None
     try:
         text = _serve(outputs, out, deployment, workload, slo, csv)
     except BaseException:
@@ -131,8 +133,7 @@ def _serve(outputs: Outputs, out: Any, deployment: Any, workload: Any, slo: Slo,
         matplotlib.use("Agg")
         from rdusim.analysis.serving.plots import plot_latency_cdf  # noqa: PLC0415
 
-        files = {
-            "requests.csv": None,
+        files = {   # handed over now; STREAMED is already written
             "summary.json": json.dumps(result.summary, indent=2) + "\n",
             "nodes.csv": result.nodes.to_csv(index=False),
             "batch_histogram.csv": result.batch_histogram.to_csv(index=False),
@@ -140,10 +141,9 @@ def _serve(outputs: Outputs, out: Any, deployment: Any, workload: Any, slo: Slo,
         }
         files["latency_cdf.png"] = _cdf_figure(plot_latency_cdf, result, slo)
         for name, content in files.items():
-            if content is not None:
-                outputs.put(out / name, content)
+            outputs.put(out / name, content)
         outputs.commit()
-        text += f"\nwrote {', '.join(files)} to {out}/\n"
+        text += f"\nwrote {', '.join([STREAMED, *files])} to {out}/\n"
     return text
 
 

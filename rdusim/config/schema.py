@@ -489,12 +489,17 @@ class GpuLinkSpec(Spec):
     bus_bytes_per_s: PositiveBytesPerS = Field(
         alias="bus_bandwidth", description="NCCL's achieved bus bandwidth per GPU, per direction (to calibrate)")
     latency_scale: float = Field(gt=0.0, le=10.0, description="multiplies NCCL's latency table (to calibrate; 1 = NCCL's own)")
+    ll_bytes_per_s: PositiveBytesPerS | None = Field(
+        default=None, alias="ll_bandwidth",
+        description="the LL protocol's bandwidth on one node as the NCCL version in use gives it (tuning.cc "
+                    "llMaxBws; none: v2.19-2.20's 87.7 GB/s cap and its shares of the bus)")
 
     @model_validator(mode="after")
     def _bus_within_line_rate(self) -> GpuLinkSpec:
-        if self.bus_bytes_per_s > self.bandwidth_bytes_per_s:
-            raise ValueError(f"bus_bandwidth ({self.bus_bytes_per_s / 1e9:g} GB/s) exceeds the line rate "
-                             f"bandwidth ({self.bandwidth_bytes_per_s / 1e9:g} GB/s)")
+        for key, rate in (("bus_bandwidth", self.bus_bytes_per_s), ("ll_bandwidth", self.ll_bytes_per_s)):
+            if rate is not None and rate > self.bandwidth_bytes_per_s:
+                raise ValueError(f"{key} ({rate / 1e9:g} GB/s) exceeds the line rate "
+                                 f"bandwidth ({self.bandwidth_bytes_per_s / 1e9:g} GB/s)")
         return self
 
 
@@ -502,6 +507,21 @@ class GpuLinkSpec(Spec):
 #: dispatch microbenchmark of benchmarks/gpu/sweep.py names them
 HOST_OPS = ("gemm", "view", "transpose", "slice", "reshape_view", "elementwise_add", "elementwise_mul",
             "elementwise_neg", "silu", "cat", "index_copy", "rms_norm", "embedding", "sdpa")
+
+
+class CollectiveHostSpec(Spec):
+    """Host cost of one torch.distributed collective call, calls issued back to back: all four
+    collectives (a section, so a misspelt or missing one is located at its own key)."""
+
+    all_reduce: NonNegativeSeconds
+    all_gather: NonNegativeSeconds
+    reduce_scatter: NonNegativeSeconds
+    all_to_all: NonNegativeSeconds
+
+
+#: torch.distributed collectives whose per-call host cost a GPU document may give
+#: (``launch.collective_host``): the collectives of ``rdusim.hw.collectives.OPS``
+COLLECTIVE_HOST_OPS = tuple(CollectiveHostSpec.model_fields)
 
 
 class GpuLaunchSpec(Spec):
@@ -528,6 +548,13 @@ class GpuLaunchSpec(Spec):
         default=None, description="the same while the GPU is idle (ahead of the host)")
     queue_depth: int | None = Field(
         default=None, gt=0, description="kernels the host can queue before a launch blocks")
+    collective_host: CollectiveHostSpec | None = Field(
+        default=None, description="host cost of one torch.distributed collective call by collective, "
+                                  "calls issued back to back; all four or none (none: eager_host)")
+    graph_event_pair_s: NonNegativeSeconds = Field(
+        default=0.0, alias="graph_event_pair",
+        description="one external event wait + record node pair in a CUDA graph (what NCCL adds to a "
+                    "captured collective)")
 
     @model_validator(mode="after")
     def _known_ops(self) -> GpuLaunchSpec:

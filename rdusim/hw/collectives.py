@@ -1,7 +1,7 @@
 """Collectives as NCCL runs them inside one NVLink/NVSwitch node, and the algorithm NCCL picks.
 
-Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``candidates``, ``wire_bytes`` and
-NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
+Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``candidates``, ``wire_bytes``,
+``memory_ops_per_wire_byte``, ``p2p_ll_limit`` and NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
 a collective kernel the ``time_s`` computed here.
 
 The facts follow NCCL's own cost model, ``src/graph/tuning.cc`` of NVIDIA/nccl (v2.19-2.20,
@@ -32,12 +32,51 @@ all-gather and reduce-scatter S. This n-dependence is ours (tuning.cc uses one r
 with it the model gives an NVLS algorithm bandwidth of 258, 265, 270, 275 GB/s at 5-8 H100s
 where NVIDIA/nccl issue #1455 reports 258, 265, 270, 273 (a check, nothing fitted to it).
 
-All-to-all is not a tuned collective in NCCL (nccl-tests' alltoall is grouped ncclSend /
-ncclRecv to every peer): one direct NVSwitch hop per peer, all peers at once, Simple protocol;
-its latency is taken as one ring Simple step (base 8.4 + 3.4 us) [A], to calibrate.
+**LL's rate by NCCL version**: v2.19-2.20 caps LL at ``llMaxBws`` 87.7 GB/s for Hopper (its
+Hopper row copied Ampere's) after the shares above; later versions give Hopper its own row,
+141.0 GB/s on one node (NVIDIA/nccl master ``src/graph/tuning.cc``, ncclTunerConstantsDefaults),
+and NCCL 2.28.9 prints ring LL 141.0 GB/s for every collective on two H100s
+(``benchmarks/gpu/h100x2-20261125t-nccl-tuning-table.txt``: all-reduce 141.0, all-gather and
+reduce-scatter 282.0 algorithm bandwidth = 141.0 bus). A GPU document whose NCCL is that recent
+gives it as ``nvlink.ll_bandwidth``; the ring's LL then runs at it or at half the bus, the
+lower (NCCL's ``std::min(llMaxBw, busBw * .5)``; the half only binds on a fabric slower than
+282 GB/s). The all-to-all's p2p LL, which NCCL does not tune, keeps the all-gather's share
+under v2.19's cap, whatever ``ll_bandwidth`` says: a separate assumption [A].
 
-Not modelled: NCCL lowering its channel count for mid-size messages, CollNet, PCIe topologies
-(no shipped document describes a PCIe node), multi-node.
+**Memory operations per wire byte** (ring, Simple and LL128): a channel is one CTA that moves
+every byte through its own loads and stores, and the ring steps of each collective make a
+different number of them per byte it puts on NVLink (NVIDIA/nccl ``src/device/all_reduce.h``,
+``all_gather.h``, ``reduce_scatter.h``, runRing; FIFO transport, no registered buffers):
+all-reduce ``send`` (1 load, 1 store), n-2 ``recvReduceSend`` (2, 1), ``recvReduceCopySend``
+(2, 2), n-2 ``recvCopySend`` (1, 2), ``recv`` (1, 1): 6n-4 operations over 2(n-1) wire chunks;
+all-gather ``copySend`` (1, 2), n-2 ``recvCopySend`` (1, 2), ``recv`` (1, 1): 3n-1 over n-1;
+reduce-scatter ``send`` (1, 1), n-2 ``recvReduceSend`` (2, 1), ``recvReduceCopy`` (2, 1):
+3n-1 over n-1. ``Fabric.bus_bytes_per_s`` is fitted to the all-reduce, so all-gather and
+reduce-scatter run at it times (all-reduce's operations per wire byte) / (theirs): 0.8 on two
+GPUs, 0.96 on eight. Supported by measurement, not fitted to it: on two H100s, halving NCCL's
+channels (NCCL_MAX_NCHANNELS=12) slows all three 1.3-1.5x at 256 MB (a pure link limit would
+not move), and a 4x larger NCCL_BUFFSIZE changes nothing
+(``benchmarks/gpu/h100x2-20261125m2-diag.log``); the 1 GB rows then stand at 1.24 (all-gather)
+and 1.27 (reduce-scatter) times the all-reduce's time per wire byte, where 5/4 is this count's.
+
+All-to-all is not a tuned collective in NCCL (nccl-tests' alltoall is grouped ncclSend /
+ncclRecv to every peer): one direct NVSwitch hop per peer, all peers at once. Its protocol is
+NCCL's p2p rule of the 2.28 line the measurements ran (2.28.9; NVIDIA/nccl ``src/enqueue.cc``
+at commit 01e6dd915fdd2627a7205f5aa1c7f14d46990226, the closest stored version to the v2.28.9
+tag, which we could not read itself):
+addP2pToPlan takes LL when a peer's bytes are at most ``thresholdLL = nChannelsMax *
+NCCL_P2P_LL_THRESHOLD``, nChannelsMax being ``p2pnChannelsPerPeer`` (32 on one NVLink node:
+NCCL's INIT log), so 32 x 16 KB = 512 KB per peer whatever the ranks, else Simple.
+The channel count scheduleP2pTasksToPlan starts a peer on (``nChannelsMin``: 32, halved while
+that times the ranks exceeds the 32 p2p channels: 16 on 2 GPUs, 4 on 8) does not enter the
+protocol (a later rewrite, ``src/enqueue/`` on master, compares the bytes with the
+channels actually used instead; not the measured version). Its latency is
+taken as one ring step of that protocol (LL: 6.6 + 0.6 us, Simple: 8.4 + 3.4 us) [A]: NCCL
+has no p2p entry in its tuning model.
+
+Not modelled: NCCL lowering its channel count for small messages (LL: the latency term holds
+it), the mid-size ramp (docs/gpu.md, "Collectives"), CollNet, PCIe topologies (no shipped
+document describes a PCIe node), multi-node.
 """
 
 from __future__ import annotations
@@ -80,8 +119,30 @@ TREE_CORRECTION = {
     "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
     "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
 }
-#: [A] all-to-all (grouped send/recv): one ring Simple step, tuning.cc's 8.4 + 3.4 us
-ALL_TO_ALL_LATENCY_US = BASE_LATENCY_US[("ring", "Simple")] + HOP_LATENCY_US[("ring", "Simple")]
+#: [A] all-to-all (grouped send/recv): one ring step of its protocol, tuning.cc's base + hop
+ALL_TO_ALL_LATENCY_US = {p: BASE_LATENCY_US[("ring", p)] + HOP_LATENCY_US[("ring", p)] for p in ("LL", "Simple")}
+#: src/enqueue.cc: ``NCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 16384)``, bytes per channel
+P2P_LL_THRESHOLD = 16384
+#: NCCL's p2p channels on one NVLink node (NCCL's INIT log on two H100s, 2.28.9: "32 p2p
+#: channels, 32 p2p channels per peer", benchmarks/gpu/h100x2-20261125t-nccl-init.txt)
+P2P_CHANNELS = 32
+
+
+def p2p_ll_limit() -> int:
+    """The most bytes per peer a grouped send/recv carries with LL (NCCL 2.28 ``src/enqueue.cc``,
+    commit 01e6dd915fdd2627a7205f5aa1c7f14d46990226, addP2pToPlan: ``thresholdLL =
+    nChannelsMax*ncclParamP2pLLThreshold()``, nChannelsMax = p2pnChannelsPerPeer): 512 KB."""
+    return P2P_CHANNELS * P2P_LL_THRESHOLD
+
+
+def memory_ops_per_wire_byte(op: str, ranks: int) -> float:
+    """Loads plus stores a ring channel makes per byte it puts on NVLink (module docstring)."""
+    n = ranks
+    if op == "all_reduce":
+        return (6 * n - 4) / (2 * (n - 1))
+    if op in ("all_gather", "reduce_scatter"):
+        return (3 * n - 1) / (n - 1)
+    raise ValueError(f"no ring memory-operation count for {op!r}")
 
 
 @dataclass(frozen=True)
@@ -90,11 +151,13 @@ class Fabric:
 
     ``bus_bytes_per_s`` and ``latency_scale`` are the two quantities a measurement calibrates
     (the GPU document's ``nvlink.bus_bandwidth`` and ``nvlink.latency_scale``); ``nvls`` is
-    whether the switch reduces (NVLink SHARP, the node document's ``nvls``)."""
+    whether the switch reduces (NVLink SHARP, the node document's ``nvls``); ``ll_bytes_per_s``
+    the LL protocol's rate where the document gives the NCCL version's own (module docstring)."""
 
     bus_bytes_per_s: float
     latency_scale: float = 1.0
     nvls: bool = False
+    ll_bytes_per_s: float | None = None  # the LL protocol's rate (the document's ``nvlink.ll_bandwidth``)
 
 
 @dataclass(frozen=True)
@@ -148,7 +211,7 @@ def _enabled(op: str) -> list[tuple[str, str]]:
     """(algorithm, protocol) pairs tuning.cc enables for ``op`` on one NVSwitch node: the tree
     only for all-reduce; NVLS only with the Simple protocol."""
     if op == "all_to_all":
-        return [("p2p", "Simple")]
+        return [("p2p", "LL"), ("p2p", "Simple")]
     pairs = []
     for algorithm in ALGORITHMS:
         if algorithm == "tree" and op != "all_reduce":
@@ -160,13 +223,26 @@ def _enabled(op: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _rate(op: str, algorithm: str, protocol: str, nbytes: float, bus: float) -> float:
-    """Bytes per second the wire bytes move at: tuning.cc's refinements of the bus bandwidth."""
-    ll_cap = LL_MAX_GBPS * GB
+def _rate(op: str, algorithm: str, protocol: str, nbytes: float, bus: float, ranks: int,
+          ll: float | None = None) -> float:
+    """Bytes per second the wire bytes move at: tuning.cc's refinements of the bus bandwidth, and
+    for a ring's Simple and LL128 the memory operations per wire byte relative to the
+    all-reduce's (module docstring). ``ll``: the LL rate the document gives, else v2.19-2.20's."""
+    if algorithm == "p2p" and protocol == "LL":
+        # [A] a separate assumption, whatever ``ll`` is: NCCL's tuning model has no p2p entry, so
+        # the rate is taken as the v2.19-2.20 ring all-gather's LL (a third of the bus, under
+        # v2.19's 87.7 GB/s cap); ``nvlink.ll_bandwidth`` (the ring's LL rate) does not apply
+        return min(LL_MAX_GBPS * GB, bus / 3)
+    ll_cap = LL_MAX_GBPS * GB if ll is None else ll
+    if algorithm == "ring" and protocol == "LL" and ll is not None:
+        # NCCL 2.28 tuning.cc (ring refinement): ``busBw = std::min(llMaxBw, busBw * .5)``, LL
+        # carrying 4 data bytes in 8; on the shipped documents 0.5 x bus (172-185 GB/s) > 141
+        return min(ll, bus * 0.5)
     if algorithm == "ring":
         if protocol == "LL":
             return min(ll_cap, bus * (1 / 4 if op == "all_reduce" else 1 / 3))
-        return bus * LL128_SHARE if protocol == "LL128" else bus
+        ops = memory_ops_per_wire_byte("all_reduce", ranks) / memory_ops_per_wire_byte(op, ranks)
+        return bus * ops * (LL128_SHARE if protocol == "LL128" else 1.0)
     if algorithm == "tree":
         rate = bus * TREE_SHARE
         if protocol == "LL":
@@ -183,7 +259,7 @@ def _rate(op: str, algorithm: str, protocol: str, nbytes: float, bus: float) -> 
 
 def _latency_us(op: str, algorithm: str, protocol: str, ranks: int) -> float:
     if algorithm == "p2p":
-        return ALL_TO_ALL_LATENCY_US
+        return ALL_TO_ALL_LATENCY_US[protocol]
     base, hop = BASE_LATENCY_US[(algorithm, protocol)], HOP_LATENCY_US[(algorithm, protocol)]
     if algorithm == "nvls":
         return hop                                   # tuning.cc: latency = intraLat
@@ -203,8 +279,12 @@ def candidates(op: str, nbytes: float, ranks: int, fabric: Fabric) -> list[Colle
     for algorithm, protocol in _enabled(op):
         if algorithm == "nvls" and not fabric.nvls:
             continue
+        if algorithm == "p2p":  # NCCL's p2p rule picks the protocol; it is not tuned
+            per_peer = nbytes / ranks
+            if (protocol == "LL") != (per_peer <= p2p_ll_limit()):
+                continue
         wire = wire_bytes(op, algorithm, nbytes, ranks)
-        rate = _rate(op, algorithm, protocol, nbytes, fabric.bus_bytes_per_s)
+        rate = _rate(op, algorithm, protocol, nbytes, fabric.bus_bytes_per_s, ranks, fabric.ll_bytes_per_s)
         latency = _latency_us(op, algorithm, protocol, ranks) * US * fabric.latency_scale
         out.append(CollectiveCost(op, nbytes, ranks, algorithm, protocol, latency, wire, rate))
     return out

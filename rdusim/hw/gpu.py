@@ -10,11 +10,12 @@ efficiency is fitted to the calibration set of ``benchmarks/gpu`` or cited). The
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rdusim.config.loader import check_kind, load_any, load_spec, read_document
-from rdusim.config.schema import GpuSpec
+from rdusim.config.schema import COLLECTIVE_HOST_OPS, GpuSpec
 from rdusim.errors import ConfigError
 from rdusim.hw.collectives import Fabric
 
@@ -120,19 +121,28 @@ class Gpu:
         launch = self.spec.launch
         gemm = launch.pipeline_s if launch.gemm_pipeline_s is None else launch.gemm_pipeline_s
         return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s,
-                "pipeline": launch.pipeline_s, "gemm_pipeline": gemm, "gemm_step": launch.gemm_step_s}[mode]
+                "pipeline": launch.pipeline_s, "gemm_pipeline": gemm, "gemm_step": launch.gemm_step_s,
+                "graph_event_pair": launch.graph_event_pair_s}[mode]
 
     def host_op_s(self, op: str, *, gpu_idle: bool) -> float:
         """Host cost of one eager PyTorch op of kind ``op`` (``HOST_OPS``): the GPU document's
-        per-op cost with the GPU idle (ahead of the host) or busy (behind), else ``eager_host``."""
+        per-op cost with the GPU idle (ahead of the host) or busy (behind), else ``eager_host``.
+        A collective (``COLLECTIVE_HOST_OPS``) costs its ``collective_host`` (calls back to back,
+        GPU idle or not: docs/gpu.md, "Collectives"), else ``eager_host``."""
         launch = self.spec.launch
+        if op in COLLECTIVE_HOST_OPS:
+            host = launch.collective_host
+            return launch.eager_host_s if host is None else float(getattr(host, op))
         table = launch.eager_ops_idle if gpu_idle else launch.eager_ops
         return launch.eager_host_s if table is None else float(table[op])
 
-    @property
-    def host_ops_measured(self) -> bool:
-        """True when the GPU document gives per-op host costs (``launch.eager_ops``)."""
-        return self.spec.launch.eager_ops is not None
+    def prices_host_ops(self, ops: Sequence[str]) -> bool:
+        """True when the GPU document gives a host cost for every op of ``ops``: a collective's in
+        ``launch.collective_host``, a PyTorch op's in ``launch.eager_ops`` (each independent of
+        the other); else the engine charges the kernel's launches at ``eager_host``."""
+        launch = self.spec.launch
+        return all((launch.collective_host if op in COLLECTIVE_HOST_OPS else launch.eager_ops) is not None
+                   for op in ops)
 
     @property
     def queue_depth(self) -> int | None:
@@ -143,7 +153,8 @@ class Gpu:
     def fabric(self) -> Fabric:
         """The NVLink fabric NCCL's collectives run on (``rdusim.hw.collectives``)."""
         link = self.spec.nvlink
-        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls)
+        ll = None if link.ll_bytes_per_s is None else float(link.ll_bytes_per_s)
+        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll)
 
 
 @dataclass(frozen=True)

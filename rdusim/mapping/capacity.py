@@ -30,6 +30,7 @@ from rdusim.mapping.memory import cached_layers, memory_report, mtp_layers
 from rdusim.mapping.plan import Plan
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
 from rdusim.model.policy import kv_length
+from rdusim.summation import add_in_order
 from rdusim.units import format_bytes
 
 
@@ -46,7 +47,7 @@ class HbmFit:
 
     @property
     def reserved_bytes(self) -> float:
-        return sum(self.reserves.values())
+        return add_in_order(self.reserves.values())
 
     @property
     def used_bytes(self) -> float:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 from rdusim.hw.collectives import CollectiveCost, collective_cost
 from rdusim.hw.gpu import Gpu
+from rdusim.summation import add_in_order
 
 BF16 = 2
 
@@ -85,11 +86,11 @@ class GpuKernel:
 
     @property
     def bytes(self) -> float:
-        return sum(g.count * g.bytes for g in self.groups)
+        return add_in_order(g.count * g.bytes for g in self.groups)
 
     @property
     def flops(self) -> float:
-        return sum(g.count * g.flops for g in self.groups)
+        return add_in_order(g.count * g.flops for g in self.groups)
 
 
 # ------------------------------------------------------------------------------ GEMM
@@ -440,11 +441,12 @@ def rt_rms_norm(width: int) -> int:
 def collective(name: str, op: str, nbytes: float, group: int, gpu: Gpu) -> list[GpuKernel]:
     """An NCCL collective (``rdusim.hw.collectives``: the algorithm and protocol NCCL's tuner
     picks) of ``nbytes`` among ``group`` GPUs: one kernel on the NVLink whose bytes are what
-    this GPU sends and whose time the engine takes from ``cost``. None on one GPU."""
+    this GPU sends and whose time the engine takes from ``cost``; in eager mode the host issues
+    it as one torch.distributed call (``host_ops``: the collective's own host cost). None on one GPU."""
     if group <= 1:
         return []
     cost = collective_cost(op, nbytes, group, gpu.fabric)
-    return [GpuKernel(name, (CtaGroup(1, cost.wire_bytes),), 1, math="nvlink", collective=cost)]
+    return [GpuKernel(name, (CtaGroup(1, cost.wire_bytes),), 1, math="nvlink", collective=cost, host_ops=(op,))]
 
 
 def all_reduce(name: str, nbytes: float, group: int, gpu: Gpu) -> list[GpuKernel]:

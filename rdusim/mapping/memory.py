@@ -2,7 +2,7 @@
 
 Owns: ``memory_report`` / ``memory_usage`` / ``memory_of_layers`` (the one memory accounting,
 shared with the analytical estimator through ``LayerMemory`` / ``layer_memory``),
-``kv_cache_bytes_per_socket``, ``cached_layers``, ``kernel_weight_bytes``, ``kv_split``, ``live_activation_peak``. Imports: plan, sharding, model, config.
+``kv_cache_bytes_per_socket``, ``cached_layers``, ``kernel_weight_bytes``, ``kv_split``, ``live_activation_peak``. Imports: plan, sharding, model, config, summation.
 Weights: every layer's weight tensors as its ops are sharded, in the tier the mapping puts
 them, plus embedding and output head (split by vocabulary across TP). KV cache: kept
 tokens x bytes per token x layers, split as the mapping shards attention (DP splits
@@ -31,6 +31,7 @@ from rdusim.mapping.plan import DRAFT_PREFIX, KernelPlan, Plan
 from rdusim.mapping.sharding import Layout, tensor_layout
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
 from rdusim.model.transformer import HEAD, LAYER_INPUT, LAYER_OUTPUT
+from rdusim.summation import add_in_order
 
 USES = ("weights", "kv_cache", "activations", "working_set")
 
@@ -104,7 +105,7 @@ def memory_of_layers(mapping: MappingSpec, model: ModelSpec, layer_counts: Mappi
         # multi-token prediction: one more decoder layer (DeepSeek: an MoE layer, M1 in
         # hardware-and-models.md B.2), sharded like the last decoder layer type
         last = list(decoder)[-1]
-        report[HBM]["weights"] += mtp * sum(nbytes for _, nbytes in decoder[last].weights)
+        report[HBM]["weights"] += mtp * add_in_order(nbytes for _, nbytes in decoder[last].weights)
     split = 1   # sockets the KV cache is split over: the last attention stage's (kv_split)
     for layer in layers.values():
         if layer.kv_split is not None:
@@ -154,7 +155,7 @@ def kv_split(kernels: Iterable[KernelPlan]) -> int:
 
 def kernel_weight_bytes(kernel: KernelPlan) -> float:
     """Weights of one kernel's ops per socket, as they are sharded."""
-    return sum(t.nbytes(s.op.sizes, tensor_layout(t, s.shard))
+    return add_in_order(t.nbytes(s.op.sizes, tensor_layout(t, s.shard))
                for s in kernel.stages if s.op is not None for t in s.op.reads if t.role == "weight")
 
 

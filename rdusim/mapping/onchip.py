@@ -1,6 +1,6 @@
 """On-chip memory per PMU: each stage's buffers allocated onto whole PMUs.
 
-Owns: ``StageSram``, ``OnChip``, ``pmu_allocation``. Imports: plan, hw.
+Owns: ``StageSram``, ``OnChip``, ``pmu_allocation``. Imports: plan, hw, summation.
 
 A socket has 1040 PMUs of 512 KiB (hardware-and-models.md A.1: R1 Table II; R10/R4 "0.5 MB"
 per PMU). A stage's buffers (its resident weights, ``buffer_depth`` streamed items and output
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from rdusim.config.schema import SRAM
 from rdusim.hw.system import Socket
 from rdusim.mapping.plan import KernelPlan
+from rdusim.summation import add_in_order
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class OnChip:
 
     @property
     def bytes(self) -> float:
-        return sum(s.bytes for s in self.stages)
+        return add_in_order(s.bytes for s in self.stages)
 
     @property
     def fits(self) -> bool:

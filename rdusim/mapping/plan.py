@@ -1,6 +1,7 @@
 """What one socket does for one fused kernel: the contract between mapping and simulator.
 
-Owns: ``Item``, ``Chunk``, ``Stage``, ``KernelPlan``, ``Plan``. Imports: model, hw, config.
+Owns: ``Item``, ``Chunk``, ``Stage``, ``KernelPlan``, ``Plan``, ``chunks_work``. Imports: model, hw,
+config, summation, numpy.
 
 A fused kernel is a spatial pipeline of stages (one per op or inserted collective). Each
 stage processes the kernel's chunks in order; a chunk is a list of items (an attention
@@ -11,11 +12,20 @@ depth), so overlap, fill and drain come out of the simulation, not out of this p
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from rdusim.config.schema import MappingSpec, ModelSpec
 from rdusim.hw.system import System
 from rdusim.model.ops import Op
+from rdusim.summation import add_in_order
+
+_WORK = operator.attrgetter("work")
+_ZERO = np.zeros(1)   # a running total's start
+_FEW_ITEMS = 512      # ``chunks_work`` over fewer items: a loop (numpy's calls cost more)
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,27 @@ class Chunk:
     p2p_bytes: float = 0.0                   # egress bytes sent after the items
     p2p_steps: int = 0                       # latency steps of that send
     stores: tuple[tuple[str, float], ...] = ()  # (tier, bytes) written after the items
+
+
+def chunks_work(chunks: Sequence[Chunk]) -> float:
+    """The items' work added item after item in plan order, left to right: the same bits on every
+    Python (``sum`` of floats compensates its rounding since Python 3.12). A loop over a few
+    items; over many, ``np.add.accumulate`` (one addition after another, unlike ``np.sum``) over
+    each chunk object's works, made once (chunks repeat as the same objects)."""
+    if sum(len(c.items) for c in chunks) <= _FEW_ITEMS:
+        total = 0.0
+        for chunk in chunks:
+            for item in chunk.items:
+                total += item.work
+        return total
+    works: dict[int, np.ndarray] = {}
+    parts = [_ZERO]
+    for chunk in chunks:
+        found = works.get(id(chunk))
+        if found is None:
+            found = works[id(chunk)] = np.fromiter(map(_WORK, chunk.items), float, len(chunk.items))
+        parts.append(found)
+    return float(np.add.accumulate(np.concatenate(parts))[-1])
 
 
 @dataclass(frozen=True)
@@ -48,17 +79,17 @@ class Stage:
 
     @property
     def work(self) -> float:
-        return sum(item.work for chunk in self.chunks for item in chunk.items)
+        return chunks_work(self.chunks)
 
     def load_bytes(self, tier: str) -> float:
-        return sum(b for c in self.chunks for i in c.items for t, b in i.loads if t == tier)
+        return add_in_order(b for c in self.chunks for i in c.items for t, b in i.loads if t == tier)
 
     def store_bytes(self, tier: str) -> float:
-        return sum(b for c in self.chunks for t, b in c.stores if t == tier)
+        return add_in_order(b for c in self.chunks for t, b in c.stores if t == tier)
 
     @property
     def p2p_bytes(self) -> float:
-        return sum(c.p2p_bytes for c in self.chunks)
+        return add_in_order(c.p2p_bytes for c in self.chunks)
 
 
 @dataclass(frozen=True)

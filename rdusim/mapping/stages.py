@@ -3,7 +3,7 @@
 Owns: ``KernelContext``, ``build_kernel``: chunking along tokens, flash-style K/V blocks
 (causal pairs counted exactly), per-expert weight streaming for routed MoE ops, where
 each tensor is loaded from or stored to, inserted collective stages, PCU allocation and
-the SRAM working set. Imports: plan, sharding, routing, model, config.
+the SRAM working set. Imports: plan, sharding, routing, model, config, summation.
 """
 
 from __future__ import annotations
@@ -12,18 +12,16 @@ import functools
 import heapq
 import itertools
 import math
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
-import numpy as np
 
 from rdusim.config.schema import HBM, KernelSpec
 from rdusim.errors import MappingError
 from rdusim.mapping.bundle import DEFAULTED_FIELDS, LoadedMapping
-from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
+from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage, chunks_work
 from rdusim.mapping.routing import chunk_expert_tokens
 from rdusim.mapping.sharding import Collective, EdgeCache, Layout, tensor_layout
 from rdusim.model.ops import Op, TensorUse
@@ -35,12 +33,10 @@ from rdusim.model.transformer import (
     TOKEN_DIMS,
     base_layer_type,
 )
+from rdusim.summation import add_in_order
 
 #: the kernel settings ``build_kernel`` reads, present once ``resolve_kernels`` has run
 RESOLVED_FIELDS = tuple(f for f in DEFAULTED_FIELDS if f != "max_chunks")  # no cap is a valid setting
-_WORK = operator.attrgetter("work")
-_ZERO = np.zeros(1)  # a running total's start
-_FEW_ITEMS = 512     # a stage's work over fewer items: ``sum`` (numpy's calls cost more)
 #: the most work items the kernels of one layer type may hold. Each item costs a few
 #: microseconds to build and a few simulation events (about 4e5 events/s, benchmarks/RESULTS.md),
 #: so this bounds a layer to seconds; the shipped mappings need under 10^5 (DeepSeek-R1 prefill at
@@ -127,19 +123,8 @@ class _Draft:
 
     @functools.cached_property
     def work(self) -> float:
-        """Its items' work, summed item after item in plan order: ``sum`` of the floats one after
-        another (as ``sum`` adds floats up to Python 3.11), over many items by ``np.cumsum`` over
-        each chunk object's works (chunks repeat as the same objects; tested equal to the loop)."""
-        if sum(len(c.items) for c in self.chunks) <= _FEW_ITEMS:
-            return sum(map(_WORK, itertools.chain.from_iterable(c.items for c in self.chunks)))
-        works: dict[int, np.ndarray] = {}
-        parts = [_ZERO]
-        for chunk in self.chunks:
-            found = works.get(id(chunk))
-            if found is None:
-                found = works[id(chunk)] = np.fromiter(map(_WORK, chunk.items), float, len(chunk.items))
-            parts.append(found)
-        return float(np.cumsum(np.concatenate(parts))[-1])
+        """Its items' work, added item after item in plan order (``chunks_work``)."""
+        return chunks_work(self.chunks)
 
     @functools.cached_property
     def max_item_load(self) -> float:
@@ -213,7 +198,7 @@ def build_kernel(ctx: KernelContext, index: int) -> KernelPlan:
     stages = _allocate(ctx, drafts)
     depth = spec.buffer_depth
     per_stage = tuple((x.name, x.resident_bytes + depth * (x.max_item_load + x.out_bytes_per_chunk)) for x in drafts)
-    return KernelPlan(spec.kernel, ctx.layer_type, stages, sum(b for _, b in per_stage), chunk_tokens, spec.weights,
+    return KernelPlan(spec.kernel, ctx.layer_type, stages, add_in_order(b for _, b in per_stage), chunk_tokens, spec.weights,
                       depth, spec.orchestration, per_stage)
 
 
@@ -316,7 +301,7 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
         chunks.append(Chunk((first, *items[1:]), stores=stored))
     for tensor in op.writes:
         provider[tensor.name] = name
-    out = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in op.writes) / n_chunks
+    out = add_in_order(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in op.writes) / n_chunks
     if op.whole_operand:  # at least one whole sequence's output on chip at once
         sequences = max(1, op.sizes["batch"] // shard.get("batch", 1))
         out = max(out, out * n_chunks / sequences)
@@ -325,7 +310,7 @@ def _op_stage(ctx: KernelContext, name: str, index: int, n_chunks: int, provider
     # cannot run ahead of the router (a looped kernel cannot prefetch them either); routes
     # made by an earlier kernel call are known when this one starts
     follow = op.routed and spec.expert_weights == "routed" and _router_in_kernel(ctx, index)
-    return _Draft(name, op.op_class, inputs, tuple(chunks), op, shard, resident_bytes=sum(b for _, b in resident),
+    return _Draft(name, op.op_class, inputs, tuple(chunks), op, shard, resident_bytes=add_in_order(b for _, b in resident),
                   out_bytes_per_chunk=out, max_pcus=_pcu_cap(ctx, op, shard, spec), loads_follow_inputs=follow)
 
 
@@ -370,7 +355,7 @@ def _attention_items(op: Op, shard: Layout, n_chunks: int, block: int,
     seq, kv_seq = op.sizes["seq"], op.sizes["kv_seq"]
     sequences = op.sizes["batch"] // shard.get("batch", 1)
     per_pair = op.work(shard) / (sequences * _pairs(0, seq, 0, kv_seq, op.causal))
-    key_bytes = sum(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in kv) / (sequences * kv_seq)
+    key_bytes = add_in_order(t.nbytes(op.sizes, tensor_layout(t, shard)) for t in kv) / (sequences * kv_seq)
     return _block_items(seq, kv_seq, sequences, n_chunks, block, op.causal, per_pair, key_bytes)
 
 
@@ -414,7 +399,7 @@ def _expert_items(ctx: KernelContext, op: Op, shard: Layout, n_chunks: int,
     weights each chunk, idle experts with no tokens.
     """
     tier = resident[0][0] if resident else HBM
-    weight_bytes = sum(b for _, b in resident) / op.sizes["experts"]
+    weight_bytes = add_in_order(b for _, b in resident) / op.sizes["experts"]
     rows = _rows(op, shard)
     per_token_slot = op.work(shard) / (rows * op.sizes["slots"])
     shared = op.sizes["experts"] - op.sizes["routed"]
@@ -522,7 +507,7 @@ def balance_pcus(one_pcu_s: dict[str, float], caps: dict[str, int], total: int) 
         # other step, so when at most ``spare`` of them exist they are all taken: hand them out
         # at once (a socket has 1040 PCUs: a thousand heap operations per kernel otherwise), then
         # go on one PCU at a time from the same state. Same allocation, bit for bit.
-        level = sum(one_pcu_s[name] for _, name in growing) / spare
+        level = add_in_order(one_pcu_s[name] for _, name in growing) / spare
         steps = {name: _steps_above(one_pcu_s[name], caps[name] - 1, level) for _, name in growing}
         if sum(steps.values()) <= spare:
             for name, n in steps.items():
@@ -559,5 +544,5 @@ def _max_item_load(draft: _Draft) -> float:
     chunks = {id(c): c for c in draft.chunks}.values()
     items = {id(i): i for i in itertools.chain.from_iterable(c.items for c in chunks)}
     del items[id(first)]
-    return max([sum(b for _, b in first.loads) - draft.resident_bytes,
-                *(sum(b for _, b in i.loads) for i in items.values())])
+    return max([add_in_order(b for _, b in first.loads) - draft.resident_bytes,
+                *(add_in_order(b for _, b in i.loads) for i in items.values())])

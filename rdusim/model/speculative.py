@@ -1,6 +1,6 @@
 """Speculative decoding's acceptance model: how many tokens one draft-and-verify step yields.
 
-Owns: ``expected_accepted``, ``accepted_tokens_per_step``, ``draw_accepted``. Imports: config.
+Owns: ``expected_accepted``, ``accepted_tokens_per_step``, ``draw_accepted``. Imports: config, summation.
 
 A step drafts ``k`` tokens; the target verifies them and ``k + 1`` positions at once. With a
 per-token acceptance rate ``a`` (each draft token accepted with probability ``a`` given the
@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rdusim.config.schema import MappingSpec
+from rdusim.summation import add_in_order
 
 
 def expected_accepted(rate: float, k: int) -> float:
@@ -30,7 +31,7 @@ def expected_accepted(rate: float, k: int) -> float:
     if rate == 1.0:
         return float(k + 1)
     # the sum form: exact for small k and no cancellation near a = 1
-    return float(sum(rate ** i for i in range(k + 1)))
+    return float(add_in_order(rate ** i for i in range(k + 1)))
 
 
 def draw_accepted(rate: float, k: int, uniform: Callable[[], float]) -> int:

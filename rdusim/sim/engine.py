@@ -58,7 +58,11 @@ number a ``Timeout`` or timer event would have had, run by the engine's own loop
 Kernel calls reused (``reuse=KernelReuse()``, ``rdusim.sim.reuse``; the explorer's re-scores): a
 call from a drained node to a drained node whose kernel plan the cache holds at a start the
 shift to this one is exact for (the same start, or the same binade and an even multiple of its
-spacing) is the kept call shifted in time, one event; otherwise it is simulated and kept.
+spacing, both calls ending ``MARGIN`` spacings below the binade's top) is the kept call shifted
+in time, one event; otherwise it is simulated and kept (for shifting only if it ends that far
+below its binade's top; else for its own start alone, so such a call is simulated again at each
+new start). Its busy times and bytes are the kept call's increments (equal to a fresh
+simulation's in all but the last bits).
 
 Equal-time ties: events at the same simulated time run in another order than in the reference
 engine; tests/sim/test_coalesce.py checks on tie-laden random pipelines (every duration a

@@ -16,7 +16,10 @@ CTAs run: ``stream`` (one kernel timed alone), ``graph`` (CUDA graph replay) or 
 host process dispatches every op at ``eager_host`` each and the GPU runs behind it). An NCCL
 collective (``math == "nvlink"``) takes the time ``rdusim.hw.collectives`` gives its algorithm
 and protocol (latency plus the GPU's wire bytes at the protocol's bus rate); its bytes are
-recorded as NVLink bytes, not HBM.
+recorded as NVLink bytes, not HBM. Captured in a graph it also pays ``launch.graph_event_pair``
+(the event wait and record nodes NCCL adds to a captured launch); eager, the host pays its
+torch.distributed call (``launch.collective_host``), so back-to-back calls run at the slower of
+host and device.
 
 Identical CTAs placed at the same instant on equally occupied SMs move as one bundle (same
 finish time under processor sharing), so a wave costs a few events, not one per CTA.
@@ -79,13 +82,13 @@ def elapsed_s(trace: Trace) -> float:
 def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
           issued: simpy.Store, state: _Gpu) -> Generator:
     """Eager: the host dispatches op by op, each op of a kernel's ``host_ops`` at its kind's host
-    cost (where the GPU document gives per-op costs), which depends on whether the GPU keeps up (at most the last kernel issued still runs:
+    cost (where the GPU document gives every one: ``Gpu.prices_host_ops``), which depends on whether the GPU keeps up (at most the last kernel issued still runs:
     the microbenchmark's "idle" case) or has a backlog (behind the host); a kernel without ``host_ops`` costs ``launches`` x
     ``eager_host``. A launch blocks while ``queue_depth`` kernels wait. Graph and stream hand
     every kernel over at once."""
     for index, (kernel, _) in enumerate(kernels):
         if mode == "eager":
-            if kernel.host_ops and gpu.host_ops_measured:
+            if kernel.host_ops and gpu.prices_host_ops(kernel.host_ops):
                 for op in kernel.host_ops:
                     yield delay(env, gpu.host_op_s(op, gpu_idle=state.unfinished <= 1))
             else:
@@ -106,6 +109,8 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         overhead += fixed if kernel.math in state.sm_flops else 0.0
         if kernel.round_trips and (mode != "stream" or queued):  # stream's launch holds a kernel's own fixed time
             overhead += kernel.launches * gpu.kernel_fixed_s
+        if kernel.math == "nvlink" and mode == "graph":  # NCCL's event wait + record nodes around it
+            overhead += gpu.launch_s("graph_event_pair")
         yield delay(env, overhead)
         if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + wire bytes at its rate
             yield delay(env, kernel.collective.time_s)

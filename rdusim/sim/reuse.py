@@ -58,8 +58,9 @@ MARGIN = 4
 @dataclass
 class KernelReuse:
     """Kernel calls by kernel plan (its identity) and node, each kept at its start time and, when it
-    fits in one binade, as its binade's representative for its parity (so at most two simulations
-    per kernel and binade, any start time in it)."""
+    ends ``MARGIN`` spacings below its binade's top, as its binade's representative for its parity
+    (so calls of a kernel anywhere in a binade that end that far below its top are simulated at
+    most twice, once per parity; a call ending nearer the top is simulated at each new start)."""
 
     calls: dict[tuple[int, Hashable], dict[tuple, tuple[KernelPlan, KernelRecord]]] = field(default_factory=dict)
     hits: int = 0
@@ -93,6 +94,8 @@ class KernelReuse:
 
 def shifted(record: KernelRecord, layer: int, start: float, end: float) -> KernelRecord:
     """``record`` as the call of ``layer`` from ``start`` to ``end``."""
+    # shares the kept record's dicts (busy times, PCUs, bytes): nothing mutates a record's dicts
+    # once it is made (the engine's ``_add_totals`` and rdusim.analysis.breakdown only read them)
     return dataclasses.replace(record, layer=layer, start_s=start, end_s=end)
 
 

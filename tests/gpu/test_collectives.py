@@ -8,9 +8,11 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rdusim.cli import main
 from rdusim.hw.collectives import (
+    ALL_TO_ALL_LATENCY_US,
     BASE_LATENCY_US,
     HOP_LATENCY_US,
     LL_MAX_GBPS,
@@ -19,6 +21,7 @@ from rdusim.hw.collectives import (
     Fabric,
     candidates,
     collective_cost,
+    memory_ops_per_wire_byte,
 )
 from rdusim.hw.gpu import load_gpu_node
 from rdusim.mapping.gpu import all_reduce, collective
@@ -48,12 +51,56 @@ def test_ring_all_reduce_closed_form(n: int) -> None:
 
 
 @pytest.mark.parametrize("op", ["all_gather", "reduce_scatter", "all_to_all"])
-def test_one_way_collectives_closed_form(op: str) -> None:
-    n, s = 8, 64 * GB
+@pytest.mark.parametrize("n", [2, 8])
+def test_one_way_collectives_closed_form(op: str, n: int) -> None:
+    """(n-1)/n S on the wire; the ring ones at the bus rate times the all-reduce's memory
+    operations per wire byte over theirs, (3n-2)/(3n-1); all-to-all at the bus rate."""
+    s = 64 * GB
     cost = collective_cost(op, s, n, NVSWITCH)
     assert cost.wire_bytes == pytest.approx((n - 1) / n * s)
     assert cost.algorithm in ("ring", "p2p") and cost.protocol == "Simple"
-    assert cost.busbw == pytest.approx(BUS, rel=0.01)
+    share = 1.0 if op == "all_to_all" else (3 * n - 2) / (3 * n - 1)
+    assert cost.bus_bytes_per_s == pytest.approx(BUS * share)
+    assert cost.busbw == pytest.approx(BUS * share, rel=0.01)
+
+
+def test_memory_operations_per_wire_byte_count_the_ring_steps() -> None:
+    """Two GPUs: all-reduce send (1+1) + recvReduceCopySend (2+2) + recv (1+1) over 2 wire
+    chunks = 4; all-gather copySend (1+2) + recv (1+1) = 5; reduce-scatter send (1+1) +
+    recvReduceCopy (2+1) = 5. Each step added per extra GPU adds 3 operations per wire chunk."""
+    assert memory_ops_per_wire_byte("all_reduce", 2) == 4
+    assert memory_ops_per_wire_byte("all_gather", 2) == memory_ops_per_wire_byte("reduce_scatter", 2) == 5
+    for n in range(2, 9):
+        assert memory_ops_per_wire_byte("all_reduce", n) * 2 * (n - 1) == 8 + 6 * (n - 2)
+        assert memory_ops_per_wire_byte("all_gather", n) * (n - 1) == 5 + 3 * (n - 2)
+    with pytest.raises(ValueError, match="no ring"):
+        memory_ops_per_wire_byte("all_to_all", 2)
+
+
+def test_all_to_all_protocol_follows_nccls_p2p_rule() -> None:
+    """NCCL 2.28 src/enqueue.cc (commit 01e6dd9), addP2pToPlan: LL while a peer's bytes are at
+    most nChannelsMax (p2pnChannelsPerPeer, 32 on the measured node) x NCCL_P2P_LL_THRESHOLD
+    (16384) = 524288 bytes, on any number of GPUs; else Simple."""
+    for n in (2, 4, 8):
+        edge = 524288 * n  # the buffer holds n peers' pieces
+        small, large = collective_cost("all_to_all", edge, n, NVSWITCH), collective_cost("all_to_all", edge + n, n, NVSWITCH)
+        assert (small.protocol, large.protocol) == ("LL", "Simple")
+        assert small.latency_s == pytest.approx(ALL_TO_ALL_LATENCY_US["LL"] * 1e-6) == pytest.approx(7.2e-6)
+        assert large.latency_s == pytest.approx(ALL_TO_ALL_LATENCY_US["Simple"] * 1e-6) == pytest.approx(11.8e-6)
+        assert small.bus_bytes_per_s == pytest.approx(min(BUS / 3, LL_MAX_GBPS * GB))
+    # the rule the model had before (16 KB x nChannelsMin: 256 KB per peer on 2 GPUs) is gone
+    assert collective_cost("all_to_all", 2 * 393216, 2, NVSWITCH).protocol == "LL"
+
+
+def test_ring_ll_rate_is_the_lower_of_ll_bandwidth_and_half_the_bus() -> None:
+    """NCCL 2.28 tuning.cc: ring LL ``busBw = std::min(llMaxBw, busBw * .5)``: 141 GB/s on a
+    343 GB/s bus, half the bus on a 200 GB/s one; the p2p LL keeps its own rate [A]."""
+    for bus, expected in ((343.1e9, 141e9), (200e9, 100e9)):
+        fabric = Fabric(bus, 1.0, ll_bytes_per_s=141e9)
+        for op in ("all_reduce", "all_gather", "reduce_scatter"):
+            assert pick(candidates(op, 64 * KB, 2, fabric), "ring", "LL").bus_bytes_per_s == pytest.approx(expected)
+        p2p = collective_cost("all_to_all", 64 * KB, 2, fabric)
+        assert p2p.protocol == "LL" and p2p.bus_bytes_per_s == pytest.approx(min(bus / 3, LL_MAX_GBPS * GB))
 
 
 def test_protocol_shares() -> None:
@@ -119,8 +166,12 @@ def test_latency_grows_with_gpus_and_time_with_bytes(op: str) -> None:
         assert times == sorted(times)
     floors = [collective_cost(op, 8.0, n, NO_NVLS).latency_s for n in range(2, 9)]
     assert floors == sorted(floors)
-    sizes = [collective_cost(op, 2.0 ** k, 8, NVSWITCH).time_s for k in range(6, 31)]
-    assert sizes == sorted(sizes)
+    costs = [collective_cost(op, 2.0 ** k, 8, NVSWITCH) for k in range(6, 31)]
+    # NCCL's tuner picks the fastest, so time grows with bytes; all-to-all's protocol is NCCL's
+    # untuned p2p rule (LL up to 512 KB a peer), so there time grows within each protocol
+    groups = [[c for c in costs if c.protocol == p] for p in ("LL", "Simple")] if op == "all_to_all" else [costs]
+    for group in groups:
+        assert [c.time_s for c in group] == sorted(c.time_s for c in group)
 
 
 def test_latency_scale_scales_only_latency() -> None:
@@ -138,7 +189,7 @@ def test_bad_arguments() -> None:
 
 def test_engine_charges_the_collective_kernel() -> None:
     """The all-reduce kernel of a TP group: NVLink bytes = the chosen algorithm's wire bytes,
-    engine time = graph launch + NCCL's time; one GPU has no collective."""
+    engine time = graph launch + NCCL's event pair + NCCL's time; one GPU has no collective."""
     node = load_gpu_node(ROOT / "hw_configs/h200-8.yaml")
     assert node.gpu.nvls and node.gpu.fabric.bus_bytes_per_s == BUS
     assert all_reduce("ar", 1 * MB, 1, node.gpu) == []
@@ -147,15 +198,91 @@ def test_engine_charges_the_collective_kernel() -> None:
         cost = collective_cost("all_reduce", size, 8, node.gpu.fabric)
         assert kernel.bytes == pytest.approx(cost.wire_bytes) and kernel.math == "nvlink"
         trace = simulate_gpu([(kernel, 0)], node.gpu, mode="graph")
-        assert elapsed_s(trace) == pytest.approx(node.gpu.launch_s("graph") + cost.time_s)
+        assert elapsed_s(trace) == pytest.approx(node.gpu.launch_s("graph") + node.gpu.launch_s("graph_event_pair")
+                                                 + cost.time_s)
+        assert node.gpu.launch_s("graph_event_pair") > 0
         assert trace.kernels[0].pool_bytes["nvlink"] == pytest.approx(cost.wire_bytes)
     (a2a,) = collective("a2a", "all_to_all", 8 * MB, 8, node.gpu)
     assert a2a.collective.algorithm == "p2p"
 
 
+def test_graph_collective_pays_nccls_event_pair() -> None:
+    """Captured in a graph, a collective costs the graph node, NCCL's event wait + record pair
+    (launch.graph_event_pair) and NCCL's time; a plain kernel does not pay the pair."""
+    gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
+    pair = gpu.launch_s("graph_event_pair")
+    assert pair == pytest.approx(1.337e-6)
+    (kernel,) = collective("ag", "all_gather", 64 * KB, 2, gpu)
+    trace = simulate_gpu([(kernel, 0)] * 3, gpu, mode="graph")
+    assert elapsed_s(trace) == pytest.approx(3 * (gpu.launch_s("graph") + pair + kernel.collective.time_s))
+    assert all(r.launch_sync_s == pytest.approx(gpu.launch_s("graph") + pair) for r in trace.kernels)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_back_to_back_eager_collectives_run_at_the_slower_of_host_and_device(op: str) -> None:
+    """Eager, every torch.distributed call costs the host launch.collective_host: 20 small
+    calls take 20 host costs plus the last one's NCCL time (the GPU waits on the host); 20 large
+    ones take one host cost plus 20 NCCL times (the host waits on nothing, the GPU is behind)."""
+    gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
+    host = gpu.host_op_s(op, gpu_idle=True)
+    assert host == gpu.host_op_s(op, gpu_idle=False) and 40e-6 < host < 60e-6
+    for size in (4 * KB, 256 * MB):
+        (kernel,) = collective(op, op, size, 2, gpu)
+        device = kernel.collective.time_s
+        elapsed = elapsed_s(simulate_gpu([(kernel, 0)] * 20, gpu, mode="eager"))
+        expected = 20 * host + device if host > device else host + 20 * device
+        assert (host > device) == (size == 4 * KB)
+        assert elapsed == pytest.approx(expected)
+
+
+def test_collective_host_without_a_table_is_eager_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No collective_host: eager_host; a misspelt collective: exit 2 naming the key and the fix."""
+    doc = yaml.safe_load((ROOT / "hw_configs/h100.yaml").read_text())
+    del doc["launch"]["collective_host"]
+    plain = tmp_path / "h100-no-collective-host.yaml"
+    plain.write_text(yaml.safe_dump(doc))
+    gpu = load_gpu_node(plain).gpu
+    assert gpu.host_op_s("all_reduce", gpu_idle=True) == gpu.launch_s("eager") == pytest.approx(8e-6)
+    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.host_op_s("all_reduce", gpu_idle=True) == pytest.approx(54.7e-6)
+    text = (ROOT / "hw_configs/h100.yaml").read_text()
+    assert "    all_gather: " in text
+    bad = tmp_path / "h100.yaml"
+    bad.write_text(text.replace("    all_gather: ", "    all_gathr: "))
+    line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if t.startswith("    all_gathr: "))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err  # located at the misspelt key's own line, not at `launch:`
+    assert f"{bad}:{line}: launch.collective_host.all_gathr: unknown key 'all_gathr'; did you mean 'all_gather'?" in err
+
+
+def test_collective_host_applies_without_eager_ops(tmp_path: Path) -> None:
+    """A document with collective_host but no eager_ops charges each eager collective its
+    collective_host (not eager_host, 8 us): 20 small calls take 20 host costs + one NCCL time."""
+    doc = yaml.safe_load((ROOT / "hw_configs/h100.yaml").read_text())
+    del doc["launch"]["eager_ops"], doc["launch"]["eager_ops_idle"]
+    path = tmp_path / "h100-no-eager-ops.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    gpu = load_gpu_node(path).gpu
+    (kernel,) = collective("ar", "all_reduce", 4 * KB, 2, gpu)
+    host = gpu.host_op_s("all_reduce", gpu_idle=False)
+    assert host == pytest.approx(54.7e-6) and host > gpu.launch_s("eager")
+    elapsed = elapsed_s(simulate_gpu([(kernel, 0)] * 20, gpu, mode="eager"))
+    assert elapsed == pytest.approx(20 * host + kernel.collective.time_s)
+
+
+def test_partial_collective_host_exits_2_naming_the_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "hw_configs/h100.yaml").read_text()
+    line = '    all_to_all: "51.6 us"\n'
+    assert line in text
+    bad = tmp_path / "h100.yaml"
+    bad.write_text(text.replace(line, ""))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "launch.collective_host.all_to_all: required key is missing" in err
+
 def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (ROOT / "hw_configs/h200.yaml").read_text()
     for old, new, key in (('bus_bandwidth: "370.8 GB/s"', 'bus_bandwidth: "470.8 GB/s"', "nvlink"),
+                          ('ll_bandwidth: "141 GB/s"', 'll_bandwidth: "9000 GB/s"', "ll_bandwidth (9000 GB/s) exceeds"),
                           ("latency_scale: 1.0", "latency_scale: 0.0", "nvlink.latency_scale")):
         assert old in text
         bad = tmp_path / "h200.yaml"
@@ -197,3 +324,54 @@ def test_h100_bus_bandwidth_is_the_fit_of_the_committed_two_gpu_measurement() ->
     fitted = bench.fit_bus_bandwidth(rows)
     assert fitted == pytest.approx(343.1e9, abs=0.05e9)
     assert load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu.fabric.bus_bytes_per_s == pytest.approx(fitted, abs=0.05e9)
+
+
+def test_ll_rate_from_the_document_and_nccls_protocol_switch() -> None:
+    """With ``nvlink.ll_bandwidth`` (NCCL's Hopper llMaxBw, 141 GB/s) the ring's LL runs at it;
+    the p2p LL keeps v2.19's cap. On the H100 pair the switch to Simple then falls where NCCL
+    2.28.9 switched (h100x2-20261125t-nccl-tuning.txt): all-reduce LL at 1 MiB, Simple at 2 MiB;
+    all-gather and reduce-scatter LL at 2 MiB, Simple at 4 MiB."""
+    fabric = Fabric(BUS, 1.0, ll_bytes_per_s=141e9)
+    assert pick(candidates("all_reduce", MB, 2, fabric), "ring", "LL").bus_bytes_per_s == 141e9
+    assert pick(candidates("all_gather", MB, 8, fabric), "ring", "LL").bus_bytes_per_s == 141e9
+    assert collective_cost("all_to_all", 64 * KB, 2, fabric).bus_bytes_per_s == pytest.approx(LL_MAX_GBPS * GB)
+    gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
+    assert gpu.fabric.ll_bytes_per_s == pytest.approx(141e9)
+    mib = 1 << 20
+    for op, ll_at, simple_at in (("all_reduce", 1, 2), ("all_gather", 2, 4), ("reduce_scatter", 2, 4)):
+        assert collective_cost(op, ll_at * mib, 2, gpu.fabric).protocol == "LL"
+        assert collective_cost(op, simple_at * mib, 2, gpu.fabric).protocol == "Simple"
+
+
+def test_committed_comparison_is_what_the_model_gives_now(capsys: pytest.CaptureFixture[str]) -> None:
+    """`collectives.py --model hw_configs/h100.yaml --compare <run t csv>` reproduces the
+    committed comparison of the current model, line for line (its medians and worst included)."""
+    bench = _collectives_bench()
+    csv_path = "benchmarks/gpu/h100x2-20261125t-collectives.csv"
+    assert bench.main(["--model", str(ROOT / "hw_configs/h100.yaml"), "--compare", str(ROOT / csv_path)]) == 0
+    out = capsys.readouterr().out.replace(str(ROOT) + "/", "")
+    assert out == (ROOT / "benchmarks/gpu/h100x2-20261125t-collectives-compare-p2p.txt").read_text()
+
+
+def test_launch_constants_are_the_microbenchmarks_medians() -> None:
+    """collective_micro.py --constants: collective_host from the -m1/-m2 micro CSVs' host_busy rows,
+    graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml (and h200.yaml [A]) give them."""
+    spec = importlib.util.spec_from_file_location("collective_micro", ROOT / "benchmarks/gpu/collective_micro.py")
+    micro = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(micro)
+
+    def rows(*names: str) -> list[dict]:
+        out = []
+        for name in names:
+            with open(ROOT / "benchmarks/gpu" / name, newline="") as fh:
+                out += [{**r, "source": name} for r in csv.DictReader(fh)]
+        return out
+
+    host, _ = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv"))
+    _, pair = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv",
+                                   "h100x2-20261125m2-micro-nomix.csv"))
+    for doc in ("h100.yaml", "h200.yaml"):
+        gpu = load_gpu_node(ROOT / "hw_configs" / doc).gpu
+        for op, us in host.items():
+            assert gpu.host_op_s(op, gpu_idle=False) == pytest.approx(round(us, 1) * 1e-6)
+        assert gpu.launch_s("graph_event_pair") == pytest.approx(round(pair, 3) * 1e-6)

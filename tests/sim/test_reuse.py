@@ -1,9 +1,10 @@
 """Kernel calls reused shifted in time (``simulate_plan(reuse=...)``, ``rdusim.sim.reuse``): a call
 taken from the cache is a fresh simulation at its start time bit for bit (start, end, launch and
-sync; the busy times and bytes to 1e-12), on a real MoE layer and on random tie-laden pipelines,
-under both engines and both schedulers; calls are taken only where the shift is exact (the same
-binade, an even multiple of its spacing, or the same start), and a shift across binades, which
-the cache refuses, does change the times."""
+sync; the busy times and bytes to 1e-12), on a real MoE layer and on random pipelines (ties, and
+times that round at every addition), under both engines and both schedulers; calls are taken
+only where the shift is exact (the same binade, an even multiple of its spacing, or the same
+start); an odd shift (an item lasting 1.5 spacings: a tie rounded to even) and a shift across
+binades, which the cache refuses, do change the times."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from hypothesis import strategies as st
 
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import load_mapping
+from rdusim.mapping.plan import Chunk, Item, KernelPlan, Stage
 from rdusim.sim.engine import simulate_plan
 from rdusim.sim.reuse import MARGIN, KernelReuse, _lattice
 from rdusim.sim.trace import Trace
 from tests.conftest import ROOT
-from tests.sim.test_coalesce import _plain, _tie_kernels, synthetic_plan  # noqa: F401 (a fixture)
+from tests.sim.test_coalesce import _plain, synthetic_plan  # noqa: F401 (a fixture)
+from tests.synthetic import DDR_BYTES_PER_S, FLOP_PER_S, HBM_BYTES_PER_S, P2P_BYTES_PER_S
 
 REL = 1e-12
 
@@ -87,6 +90,42 @@ def test_a_moe_layer_shifted_in_its_binade_is_a_fresh_simulation(moe_plan) -> No
     assert len(set(latency.values())) > 1, latency
 
 
+def test_an_odd_shift_is_not_exact_and_is_refused(synthetic_plan) -> None:  # noqa: F811
+    """Why the shift must be an even multiple of the spacing u: one item whose compute lasts 1.5 u
+    (exact in binary; a stage of 1 op/s makes the delay its work) ends on a tie, rounded to the
+    even multiple of u: 2 u after an even start, 1 u after an odd one. So the call started one u
+    later is not the kept call shifted (the cache refuses it), and the call started 2 u later is
+    (the cache takes it, the fresh simulation bit for bit)."""
+    s1 = 80.0                                        # binade [64, 128)
+    u = math.ulp(s1)
+    item = Item(1.5 * u)
+    kernel = KernelPlan("K0", "dense", (Stage("s0", "gemm", 1, 1.0, (), (Chunk((item,)),)),), sram_bytes=0.0,
+                        chunk_tokens=1, weights_tier="hbm", buffer_depth=1)
+    plan = dataclasses.replace(synthetic_plan, kernels={"dense": (kernel,)}, layer_counts={"dense": 1})
+
+    def run(start: float, reuse: KernelReuse | None = None) -> Trace:
+        return simulate_plan(plan, record_events=False, start_s=start, reuse=reuse)
+
+    computes = s1 + plan.system.socket.launch_s(kernel.orchestration)   # the item's compute starts there
+    assert math.ulp(computes) == u and int(computes / u) % 2 == 0        # at an even multiple of u
+    reuse = KernelReuse()
+    kept = run(s1, reuse).kernels[0]
+    assert reuse.hits == 0 and _lattice(s1, kept.end_s) == ("shift", 7, 0)
+    (_, node), = reuse.calls                          # the node the call was kept for
+    odd, even = run(s1 + u).kernels[0], run(s1 + 2 * u).kernels[0]   # fresh simulations
+    # the item lasts 2 u from an even start, 1 u from an odd one: the odd call ends 1 u earlier
+    # than the kept call shifted by u, the even call exactly at the kept call shifted by 2 u
+    assert odd.end_s - odd.start_s == kept.end_s - kept.start_s - u
+    assert odd.end_s != kept.end_s + u and even.end_s == kept.end_s + 2 * u
+    assert reuse.find(node, kernel, s1 + u) is None
+    assert reuse.find(node, kernel, s1 + 3 * u) is None and reuse.hits == 0
+    found = reuse.find(node, kernel, s1 + 2 * u)
+    assert found is not None and found == (kept, even.end_s) and reuse.hits == 1
+    _assert_fresh(run(s1 + 2 * u, reuse), run(s1 + 2 * u))
+    _assert_fresh(run(s1 + u, reuse), run(s1 + u))    # simulated, and kept as the odd class
+    assert reuse.hits == 2
+
+
 def test_only_a_call_from_a_drained_node_to_a_drained_node_is_kept(moe_plan) -> None:
     """A looped layer type's calls overlap (the next iteration loads during this one): none is
     kept or taken; with a trace (events) nothing is."""
@@ -122,28 +161,83 @@ def test_the_lattice_rule() -> None:
     assert _lattice(0.0) is None and _lattice(5e-324) is None
 
 
-@given(kernels=_tie_kernels(), layers=st.integers(1, 3), looping=st.booleans(), coalesce=st.booleans(),
-       steps=st.lists(st.integers(-2 ** 20, 2 ** 20), min_size=1, max_size=3))
+#: the most an item's work or a transfer lasts (s): a kernel call lasts at most 3 stages x 4 chunks
+#: x (4 items x 3 + 2) x _SPAN = 13.4 s, a layer type's calls (two kernels, or three looped
+#: layers) 41 s, so calls started at 64 s and at 80 s all end well inside the binade [64, 128)
+_SPAN = 0.08
+
+
+def _amount(rate: float) -> st.SearchStrategy[float]:
+    """Work or bytes at ``rate`` per second: none, a tie value (1/32 or 1/16 s, exact in binary:
+    equal-time ties) or an arbitrary one up to ``_SPAN`` s (a duration no multiple of the binade's
+    spacing: every addition to a time rounds)."""
+    return st.one_of(st.sampled_from([0.0, rate / 32, rate / 16]), st.floats(rate * 1e-4, rate * _SPAN))
+
+
+_item = st.builds(lambda w, h, d: Item(w, tuple(x for x in (("hbm", h), ("ddr", d)) if x[1] > 0)),
+                  _amount(FLOP_PER_S), _amount(HBM_BYTES_PER_S), _amount(DDR_BYTES_PER_S))
+_chunk = st.builds(lambda items, p2p, store: Chunk(tuple(items), p2p_bytes=p2p, p2p_steps=1 if p2p else 0,
+                                                   stores=(("hbm", store),) if store else ()),
+                   st.lists(_item, min_size=1, max_size=4), _amount(P2P_BYTES_PER_S), _amount(HBM_BYTES_PER_S))
+
+
+@st.composite
+def _kernels(draw) -> tuple[KernelPlan, ...]:
+    kernels = []
+    for k in range(draw(st.integers(1, 2))):
+        n_chunks = draw(st.integers(1, 4))
+        stages = []
+        for s in range(draw(st.integers(1, 3))):
+            chunks = tuple(draw(st.lists(_chunk, min_size=n_chunks, max_size=n_chunks)))
+            inputs = (f"s{s - 1}",) if s else ()
+            follow = bool(s) and draw(st.booleans())   # data-dependent loads: a chunk's loads wait for its inputs
+            barrier = bool(s) and not follow and draw(st.booleans())
+            stages.append(Stage(f"s{s}", "gemm", 1, FLOP_PER_S, inputs, chunks, is_barrier=barrier,
+                                loads_follow_inputs=follow))
+        kernels.append(KernelPlan(f"K{k}", "dense", tuple(stages), sram_bytes=0.0, chunk_tokens=1,
+                                  weights_tier="hbm", buffer_depth=draw(st.integers(1, 3))))
+    return tuple(kernels)
+
+
+@given(kernels=_kernels(), layers=st.integers(1, 3), looping=st.booleans(), coalesce=st.booleans(),
+       steps=st.lists(st.integers(-2 ** 21, 2 ** 21), min_size=1, max_size=4, unique=True))
 def test_random_pipelines_shifted_are_fresh_simulations(synthetic_plan, kernels, layers,  # noqa: F811
                                                         looping, coalesce, steps) -> None:
-    """Tie-laden pipelines (every duration a quarter of a second: equal-time ties) started at 64 s
-    and shifted by even multiples of the binade's spacing: every call taken from the cache is the
-    fresh simulation bit for bit, ties included, with SimPy processes too."""
+    """Random pipelines (work and bytes of tie values or arbitrary ones, whose times round) run at
+    64 s, then at 80 s shifted by multiples of the binade's spacing u: a call from a drained node
+    to a drained node is taken from the cache exactly when a call of its kernel was simulated at a
+    start of the same parity in u (the first run's at an even shift; one at an odd shift, or after
+    a call that lasted a u more or less, only once such a call was kept), and what the cache gives
+    is the fresh simulation bit for bit, ties included, under direct scheduling and SimPy processes
+    (each with its own cache: the node's key names the scheduling)."""
     mapping = synthetic_plan.mapping.model_copy(
         update={"defaults": synthetic_plan.mapping.defaults.model_copy(update={"kernel_looping": looping})})
     plan = dataclasses.replace(synthetic_plan, kernels={"dense": kernels}, layer_counts={"dense": layers},
                                mapping=mapping)
-    reuse = KernelReuse()
+    direct, plain = KernelReuse(), KernelReuse()
     u = math.ulp(64.0)
 
     def run(start: float, cache: KernelReuse | None) -> Trace:
         return simulate_plan(plan, record_events=False, coalesce=coalesce, start_s=start, reuse=cache)
 
-    run(64.0, reuse)
-    for step in steps:
-        start = 80.0 + 2 * step * u
+    # each kernel is called once (the fast path), from a drained node to a drained node, unless one
+    # kernel is looped over several layers (each iteration loads during the one before: none is kept)
+    reused = not (looping and len(kernels) == 1 and layers > 1)
+    held: set[tuple[str, int]] = set()   # (kernel, parity of a start in u) the caches hold a call for
+
+    def calls(trace: Trace) -> list[tuple[str, int]]:   # 64 s and 80 s are even multiples of u
+        return [(r.kernel, int(r.start_s / u) % 2) for r in trace.kernels] if reused else []
+
+    held.update(calls(run(64.0, direct)))
+    _plain(lambda: run(64.0, plain))
+    for step in (0, *steps):   # at 80 s, every call is taken (if any is)
+        start = 80.0 + step * u
         fresh = run(start, None)
-        _assert_fresh(run(start, reuse), fresh)
-        _assert_fresh(_plain(lambda start=start: run(start, reuse)), fresh)
-    assert reuse.hits > 0 or looping and len(kernels) == 1 and layers > 1 or any(
-        r.end_s + MARGIN * u >= 128.0 for r in run(64.0, None).kernels)
+        assert all(r.end_s + MARGIN * u < 128.0 for r in fresh.kernels)   # (``_SPAN``)
+        hits = direct.hits, plain.hits
+        _assert_fresh(run(start, direct), fresh)
+        _assert_fresh(_plain(lambda start=start: run(start, plain)), fresh)
+        expected = sum(call in held for call in calls(fresh))
+        assert (direct.hits - hits[0], plain.hits - hits[1]) == (expected, expected), step
+        held.update(calls(fresh))
+    assert (direct.hits > 0, plain.hits > 0) == (reused, reused)

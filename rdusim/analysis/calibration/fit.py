@@ -2,7 +2,7 @@
 
 Owns: ``fit_efficiencies``, ``layer_shares``, ``with_efficiencies``, ``snapstream_overhead``,
 ``fit_decode_overhead``, ``with_software_launch``.
-Imports: mapping, sim, analysis.breakdown, numpy, scipy.
+Imports: mapping, sim, analysis.breakdown, summation, numpy, scipy.
 
 The fit is explicit and reproducible: five parameters (gemm, attention, elementwise,
 sort, collective), each constrained to (0, 1] so the model stays physical, minimise the
@@ -59,6 +59,7 @@ from rdusim.errors import ConfigError
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
 from rdusim.sim.engine import simulate_plan
+from rdusim.summation import add_in_order
 
 PARAMETERS = OP_CLASSES  # one efficiency per operation class, in this order
 #: the initial simplex's edge in log-efficiency (about 22% in each efficiency)
@@ -82,7 +83,7 @@ class CalibrationResult:
 
     @property
     def squared_error_pp2(self) -> float:
-        return sum(((self.fitted[k] - self.published[k]) * 100) ** 2 for k in self.published)
+        return add_in_order(((self.fitted[k] - self.published[k]) * 100) ** 2 for k in self.published)
 
 
 def layer_shares(loaded: LoadedMapping, efficiency: dict[str, float], layer_type: str = "moe") -> dict[str, float]:
@@ -109,7 +110,7 @@ def fit_efficiencies(loaded: LoadedMapping, published: dict[str, float], *,
         key = tuple(efficiency.values())
         if key not in cache:
             shares = layer_shares(loaded, efficiency)
-            cache[key] = sum(((shares.get(k, 0.0) - v) * 100) ** 2 for k, v in published.items())  # pp^2
+            cache[key] = add_in_order(((shares.get(k, 0.0) - v) * 100) ** 2 for k, v in published.items())  # pp^2
         if progress is not None:
             progress(calls, cache[key])
         return cache[key]
@@ -216,7 +217,7 @@ def fit_decode_overhead(points: dict[str, tuple[LoadedMapping, float]], *, upper
     published figures over [0, ``upper_s``], to ``tolerance_s``; reported to 0.1 us."""
 
     def error(overhead_s: float) -> float:
-        return sum(math.log(decode_tokens_per_s(m, overhead_s) / tps) ** 2 for m, tps in points.values())
+        return add_in_order(math.log(decode_tokens_per_s(m, overhead_s) / tps) ** 2 for m, tps in points.values())
 
     found = optimize.minimize_scalar(error, bounds=(0.0, upper_s), method="bounded", options={"xatol": tolerance_s})
     overhead = round(float(found.x), 7)

@@ -60,6 +60,7 @@ from rdusim.mapping.space import (
 from rdusim.mapping.stages import GraphCache
 from rdusim.model.speculative import accepted_tokens_per_step, expected_accepted
 from rdusim.model.transformer import base_layer_type, layer_graph
+from rdusim.summation import add_in_order
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ class _ChunkSums:
 
 
 def _chunk_sums(chunk: Chunk, rates: dict[str, float]) -> _ChunkSums:
-    work = sum(item.work for item in chunk.items)
+    work = add_in_order(item.work for item in chunk.items)
     load = 0.0
     moved: dict[str, list[float]] = {HBM: [], DDR: []}
     for item in chunk.items:
@@ -244,7 +245,7 @@ class LayerEstimate:
 
     @property
     def latency_s(self) -> float:
-        return sum(k.latency_s for k in self.kernels)
+        return add_in_order(k.latency_s for k in self.kernels)
 
 
 #: a layer type of a candidate: (layer type, batch, draft length, the kernels its genes spell as JSON)
@@ -299,7 +300,7 @@ class Evaluator:
         self._document = Document(path=self.seed.document.path, data=None, lines={})
         self.space = space_from_seed(self.seed)
         self.counts = layer_types(self.seed)
-        self.reserved_bytes = sum(reservations(self.seed).values())
+        self.reserved_bytes = add_in_order(reservations(self.seed).values())
         self.kv_len = kv_length(self.seed)
         self._signatures = {layer.layer_type: kernel_signature(self.space, layer) for layer in self.space.layers}
         self.simulated.kernel_plans = self._kernel_plans  # re-scores plan with the kernels estimates built
@@ -464,7 +465,7 @@ class Evaluator:
             return DraftEstimate(reason=f"draft: {str(error).splitlines()[0]}")
         assert plan is not None and plan.draft is not None
         draft = plan.draft
-        step = sum(kernel_estimate(kernel, loaded).latency_s * draft.layer_counts[t]
+        step = add_in_order(kernel_estimate(kernel, loaded).latency_s * draft.layer_counts[t]
                    for t, kernels in draft.kernels.items() for kernel in kernels)
         hbm = memory_report(draft)[HBM]
         return DraftEstimate(step, hbm["weights"], hbm["kv_cache"], hbm["activations"])

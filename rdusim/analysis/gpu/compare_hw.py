@@ -46,6 +46,7 @@ from rdusim.hw.gpu import GpuNode, load_gpu_node
 from rdusim.kv_policy import COMPRESSING
 from rdusim.mapping.gpu_mla import mla_kv_bytes_per_token, mla_weight_bytes
 from rdusim.model.policy import kv_length
+from rdusim.summation import add_in_order
 
 MAX_GPU_BATCH = 1024  # largest batch tried on a GPU replica
 
@@ -91,7 +92,7 @@ def _sn40l_row(mapping: Path, hw: str, seq_len: int, policy: KvPolicySpec, batch
         return _empty(hw, policy, reason)
     result = simulate(mapping, seq_len=seq_len, batch=use, hw=hw, overrides=overrides)
     memory = result.to_dict()["memory"]
-    hbm = sum(memory["per_socket"][HBM].values())
+    hbm = add_in_order(memory["per_socket"][HBM].values())
     accepted = result.accepted_tokens_per_step
     figures = step_figures("decode", result.total_s, batch=use, seq_len=seq_len, accepted=accepted)
     note = f"{result.plan.system.sockets} sockets, the mapping's degrees"

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from scipy import optimize
+
 from rdusim.config.loader import (
     Override,
     apply_overrides,
@@ -65,6 +67,7 @@ from rdusim.mapping.gpu_mla import (
 )
 from rdusim.model.policy import kascade_anchor_layers, kascade_topk, kv_length
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
+from rdusim.summation import add_in_order
 
 #: the decoder layer and head of ``benchmarks/gpu/measure.py``'s Llama model, in launch order
 MEASURED_LAYER = ["rms_norm", "qkv_gemm", "rope", "kv_append", "attention", "o_gemm",
@@ -174,8 +177,8 @@ def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str) ->
         for record in trace.kernels:
             per_kernel[record.kernel] = per_kernel.get(record.kernel, 0.0) + (record.end_s - record.start_s) * count
         launches += sum(k.launches for k in kernels) * count
-        nbytes += sum(k.bytes for k in kernels if k.math != "nvlink") * count  # HBM, not NVLink
-        flops += sum(k.flops for k in kernels) * count
+        nbytes += add_in_order(k.bytes for k in kernels if k.math != "nvlink") * count  # HBM, not NVLink
+        flops += add_in_order(k.flops for k in kernels) * count
     return GpuStep(seconds, per_kernel, launches, nbytes, flops)
 
 
@@ -268,7 +271,7 @@ def fit_calibration(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     copies = [(float(r["bytes"]), float(r["median_us"]) * 1e-6) for r in calibration if r["kind"] == "copy"]
     xs, ys = zip(*copies, strict=True)
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in copies) / sum((x - mx) ** 2 for x in xs)
+    slope = add_in_order((x - mx) * (y - my) for x, y in copies) / add_in_order((x - mx) ** 2 for x in xs)
     intercept = my - slope * mx
     launch = intercept - latency
     fit = {"hbm_stream": 1.0 / slope / spec.memory.hbm_bytes_per_s, "launch_stream_s": launch,
@@ -652,8 +655,10 @@ def fit_attention(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     ``efficiency.attention_overlap`` (the share of the shorter of its MMAs and its shared-memory
     operand reads that the SM overlaps; exponentials at ``compute.sfu_peak`` and operand reads at
     ``memory.shared_bandwidth`` beside them) to the ``ATTENTION_CALIBRATION`` rows, one row of each
-    FA2 tile (hd 64, 128, 256) among them: golden-section search on the overlap, each point with
-    the tensor share that minimises the sum of squared log errors."""
+    FA2 tile (hd 64, 128, 256) among them: a bounded search on the overlap to 0.01, each point with
+    the tensor share (to 0.001) that minimises the sum of squared log errors. The overlap's
+    minimiser lies at 0.5448, next to the rounding boundary: searched to 0.01 it stops at 0.5456
+    and rounds to the shipped 0.55 (docs/gpu.md, "The two one-dimensional fits")."""
     cal = [r for r in rows if r["name"] in ATTENTION_CALIBRATION]
     if not cal:
         raise ValueError("the CSV has no attention calibration rows")
@@ -662,32 +667,21 @@ def fit_attention(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
         s = spec.model_copy(update={"efficiency": spec.efficiency.model_copy(
             update={"attention_tensor": eff, "attention_overlap": overlap})})
         gpu = Gpu(s)
-        return sum(math.log(predict_row(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
+        return add_in_order(math.log(predict_row(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
 
     def tensor_at(overlap: float) -> tuple[float, float]:
-        eff = _golden(lambda e: loss(e, overlap), 0.2, 1.0, 1e-3)
+        eff = _argmin(lambda e: loss(e, overlap), 0.2, 1.0, 1e-3)
         return eff, loss(eff, overlap)
 
-    overlap = round(_golden(lambda o: tensor_at(o)[1], 0.0, 1.0, 1e-2), 2)
+    overlap = round(_argmin(lambda o: tensor_at(o)[1], 0.0, 1.0, 1e-2), 2)
     eff = round(tensor_at(overlap)[0], 3)
     return {"attention_tensor": eff, "attention_overlap": overlap, "loss": loss(eff, overlap)}
 
 
-def _golden(f, lo: float, hi: float, tol: float) -> float:
-    """The minimiser of a unimodal ``f`` on [lo, hi] to ``tol`` (golden-section search)."""
-    g = (math.sqrt(5) - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = f(a), f(b)
-    while hi - lo > tol:
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = f(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = f(b)
-    return (lo + hi) / 2
+def _argmin(f: Callable[[float], float], lo: float, hi: float, tol: float) -> float:
+    """The minimiser of a unimodal ``f`` on [lo, hi] to ``tol`` (bounded Brent,
+    ``scipy.optimize.minimize_scalar``)."""
+    return float(optimize.minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": tol}).x)
 
 
 # ------------------------------------------------------------------- eager host dispatch
@@ -731,8 +725,8 @@ def site_host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float]]:
         if r["mode"] == "idle" and gpu >= 0.9 * cost:  # timed at the GPU's pace: the host's cost is the behind one
             cost = behind_at.get((extra.get("site", ""), extra.get("where", "")), cost)
         acc.setdefault((extra["op"], r["mode"]), []).append(cost)
-    behind = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "behind"}
-    idle = {op: sum(v) / len(v) for (op, mode), v in acc.items() if mode == "idle"}
+    behind = {op: add_in_order(v) / len(v) for (op, mode), v in acc.items() if mode == "behind"}
+    idle = {op: add_in_order(v) / len(v) for (op, mode), v in acc.items() if mode == "idle"}
     missing = [op for op in HOST_OPS if op not in behind or op not in idle]
     if missing:
         raise ValueError(f"no site rows for {', '.join(missing)}")
@@ -908,7 +902,7 @@ GEMM_CLEAN_CALIBRATION = tuple(f"llama3.1-8b_{op}_m{m}_graph" for op in ("qkv", 
 
 def fit_gemm_clean(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     """Fit ``efficiency.gemm_stream_clean`` to the ``GEMM_CLEAN_CALIBRATION`` rows (each call's
-    share of a graph of back-to-back GEMMs): golden-section search on squared log errors."""
+    share of a graph of back-to-back GEMMs): a bounded search (to 0.001) on squared log errors."""
     cal = [r for r in rows if r["name"] in GEMM_CLEAN_CALIBRATION]
     if not cal:
         raise ValueError("the CSV has no graph GEMM calibration rows")
@@ -916,9 +910,9 @@ def fit_gemm_clean(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     def loss(eff: float) -> float:
         s = spec.model_copy(update={"efficiency": spec.efficiency.model_copy(update={"gemm_stream_clean": eff})})
         gpu = Gpu(s)
-        return sum(math.log(micro_gemm_s(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
+        return add_in_order(math.log(micro_gemm_s(r, gpu) / (float(r["median_us"]) * 1e-6)) ** 2 for r in cal)
 
-    eff = round(_golden(loss, 0.3, 1.0, 1e-3), 3)
+    eff = round(_argmin(loss, 0.3, 1.0, 1e-3), 3)
     return {"gemm_stream_clean": eff, "loss": loss(eff), "rows": len(cal)}
 
 

@@ -244,4 +244,9 @@ def cdf_points(values: np.ndarray, points: int = CDF_POINTS) -> tuple[np.ndarray
     """(value, fraction of values at or below it) at ``cdf_ranks`` of the sorted finite values."""
     values = np.sort(values[~np.isnan(values)])
     ranks = cdf_ranks(len(values), points)
-    return values[ranks], (ranks + 1) / max(len(values), 1)
+    return values[ranks], cdf_fractions(ranks, len(values))
+
+
+def cdf_fractions(ranks: np.ndarray, n: int) -> np.ndarray:
+    """The fraction of a sorted column's ``n`` values at or below each of its positions ``ranks``."""
+    return (ranks + 1) / max(n, 1)

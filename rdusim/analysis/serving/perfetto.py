@@ -1,16 +1,14 @@
 """Serving traces for Perfetto / chrome://tracing: one process per node, prefill slices, decode
 steps and each request's stay on its decode node.
 
-Owns: ``serving_trace``. Imports: run (``ServingResult``), numpy. Writes no files (the CLI
+Owns: ``serving_trace``. Imports: run (``ServingResult``), stream (``last_finish``). Writes no files (the CLI
 writes the JSON).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from rdusim.analysis.serving.run import ServingResult
-from rdusim.analysis.serving.stream import TRACE_REQUESTS
+from rdusim.analysis.serving.stream import TRACE_REQUESTS, last_finish
 
 _US = 1e6
 
@@ -47,7 +45,7 @@ def serving_trace(result: ServingResult, max_requests: int = TRACE_REQUESTS) -> 
                                     "args": {"output_tokens": int(row.output_tokens)}})
             events.append(common | {"ph": "e", "ts": r["finish_s"][i] * _US})
     limit = r["finish_s"][frame["request"].to_numpy()]
-    horizon = np.nanmax(limit) if len(limit) and not np.all(np.isnan(limit)) else np.inf
+    horizon = last_finish(limit)
     for node, start, duration, active, bucket in zip(steps["node"], steps["start_s"], steps["duration_s"],
                                                      steps["active"], steps["bucket"], strict=True):
         if start > horizon:

@@ -27,6 +27,7 @@ from rdusim.analysis.serving.exact import SORT_RUN, SortedColumn, Spill, pairwis
 from rdusim.analysis.serving.metrics import (
     Slo,
     assemble_summary,
+    cdf_fractions,
     cdf_ranks,
     histogram_frame,
     histogram_groups,
@@ -44,6 +45,12 @@ CSV_ROWS = 16384
 #: a histogram group of more than this many ranges of steps is summed a chunk at a time
 BIG_GROUP = 4
 _TRACE_STEPS = ("node", "start_s", "duration_s", "active", "bucket")
+
+
+def last_finish(finish_s: np.ndarray) -> float:
+    """The last of the trace's requests' finishes (NaN: not finished), how far its decode steps
+    go; infinite when none finished."""
+    return float(np.nanmax(finish_s)) if len(finish_s) and not np.all(np.isnan(finish_s)) else np.inf
 
 
 class StreamedMeasure:
@@ -162,7 +169,7 @@ class StreamedMeasure:
 
     def set_horizon(self) -> None:
         finish = np.concatenate([r["finish_s"] for r in self.head_records])
-        self.horizon = float(np.nanmax(finish)) if len(finish) and not np.all(np.isnan(finish)) else np.inf
+        self.horizon = last_finish(finish)
         if self.trace_steps:
             steps = {n: np.concatenate([c[n] for c in self.trace_steps]) for n in _TRACE_STEPS}
             self.trace_steps = []
@@ -187,7 +194,7 @@ class StreamedMeasure:
             ranks = cdf_ranks(column.n)
             out, at = column.stats(prefix, ranks)
             latency |= out
-            cdf[metric] = (at, (ranks + 1) / max(column.n, 1))
+            cdf[metric] = (at, cdf_fractions(ranks, column.n))
         summary = assemble_summary(end_s, self.slo, counts, latency, self.step_summary(),
                                    rejection_counts(None, self.kinds))
         return {"summary": summary, "batch_histogram": self.histogram(), "latency": cdf, "head": self.head()}
