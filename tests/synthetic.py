@@ -7,7 +7,8 @@ both the matrix and the SIMD units, HBM 1 GB/s, DDR 0.1 GB/s, P2P 1 GB/s per dir
 and SRAM/HBM large enough that nothing is refused for capacity.
 
 ``write_node`` and ``write_mapping`` write YAML into a (temporary) folder and return the path,
-so the code under test goes through its ordinary entry point, ``load_mapping``.
+so the code under test goes through its ordinary entry point, ``load_mapping``. ``random_kernels``
+draws random spatial pipelines on this socket for the engines' property tests.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hypothesis import strategies as st
+
+from rdusim.mapping.plan import KernelPlan, Stage
 
 FLOP_PER_S = 1e9      # matrix and SIMD peak
 HBM_BYTES_PER_S = 1e9
@@ -89,3 +93,24 @@ def two_kernel_layers(model: str, phase: str) -> dict[str, list[dict[str, Any]]]
         return {"dense": [{"kernel": "Attention", "ops": attention}, {"kernel": "FFN", "ops": DENSE_FFN}],
                 "moe": [{"kernel": "Attention", "ops": attention}, {"kernel": "FFN", "ops": MOE_FFN}]}
     return {"dense": [{"kernel": "Attention", "ops": GQA_ATTENTION}, {"kernel": "FFN", "ops": DENSE_FFN}]}
+
+
+@st.composite
+def random_kernels(draw: st.DrawFn, chunk: st.SearchStrategy) -> tuple[KernelPlan, ...]:
+    """One or two spatial kernels of one to three chained gemm stages on this socket's rate, each
+    stage over the same number (1-4) of ``chunk``s; a later stage's loads may wait for its input
+    (``loads_follow_inputs``) or it may be a barrier; buffer depth 1-3."""
+    kernels = []
+    for k in range(draw(st.integers(1, 2))):
+        n_chunks = draw(st.integers(1, 4))
+        stages = []
+        for s in range(draw(st.integers(1, 3))):
+            chunks = tuple(draw(st.lists(chunk, min_size=n_chunks, max_size=n_chunks)))
+            inputs = (f"s{s - 1}",) if s else ()
+            follow = bool(s) and draw(st.booleans())   # data-dependent loads: a chunk's loads wait for its inputs
+            barrier = bool(s) and not follow and draw(st.booleans())
+            stages.append(Stage(f"s{s}", "gemm", 1, FLOP_PER_S, inputs, chunks, is_barrier=barrier,
+                                loads_follow_inputs=follow))
+        kernels.append(KernelPlan(f"K{k}", "dense", tuple(stages), sram_bytes=0.0, chunk_tokens=1,
+                                  weights_tier="hbm", buffer_depth=draw(st.integers(1, 3))))
+    return tuple(kernels)

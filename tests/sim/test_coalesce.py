@@ -22,7 +22,7 @@ from rdusim.sim import engine
 from rdusim.sim.engine import simulate_plan
 from rdusim.sim.trace import Trace
 from tests.conftest import LLAMA, MAPPINGS
-from tests.synthetic import FLOP_PER_S, two_kernel_layers, write_mapping, write_node
+from tests.synthetic import FLOP_PER_S, random_kernels, two_kernel_layers, write_mapping, write_node
 
 REL = 1e-9
 
@@ -127,23 +127,9 @@ _chunk = st.builds(lambda items, p2p, store: Chunk(tuple(items), p2p_bytes=p2p, 
                    st.sampled_from([0.0, 0.0, 2e3]))
 
 
-@st.composite
-def _kernels(draw) -> tuple[KernelPlan, ...]:
-    kernels = []
-    for k in range(draw(st.integers(1, 2))):
-        n_chunks = draw(st.integers(1, 4))
-        stages = []
-        for s in range(draw(st.integers(1, 3))):
-            chunks = tuple(draw(st.lists(_chunk, min_size=n_chunks, max_size=n_chunks)))
-            inputs = (f"s{s - 1}",) if s else ()
-            barrier = bool(s) and draw(st.booleans())
-            stages.append(Stage(f"s{s}", "gemm", 1, FLOP_PER_S, inputs, chunks, is_barrier=barrier))
-        kernels.append(KernelPlan(f"K{k}", "dense", tuple(stages), sram_bytes=0.0, chunk_tokens=1,
-                                  weights_tier="hbm", buffer_depth=draw(st.integers(1, 3))))
-    return tuple(kernels)
 
 
-@given(kernels=_kernels(), layers=st.integers(1, 3), looping=st.booleans())
+@given(kernels=random_kernels(_chunk), layers=st.integers(1, 3), looping=st.booleans())
 def test_random_pipelines_same_as_the_reference_engine(synthetic_plan, kernels, layers, looping) -> None:
     mapping = synthetic_plan.mapping.model_copy(
         update={"defaults": synthetic_plan.mapping.defaults.model_copy(update={"kernel_looping": looping})})
@@ -176,22 +162,6 @@ _tie_chunk = st.builds(lambda items, p2p, store: Chunk(tuple(items), p2p_bytes=p
                        st.sampled_from([0.0, 0.0, _Q, 2 * _Q]))
 
 
-@st.composite
-def _tie_kernels(draw) -> tuple[KernelPlan, ...]:
-    kernels = []
-    for k in range(draw(st.integers(1, 2))):
-        n_chunks = draw(st.integers(1, 4))
-        stages = []
-        for s in range(draw(st.integers(1, 3))):
-            chunks = tuple(draw(st.lists(_tie_chunk, min_size=n_chunks, max_size=n_chunks)))
-            inputs = (f"s{s - 1}",) if s else ()
-            follow = bool(s) and draw(st.booleans())   # data-dependent loads: a chunk's loads wait for its inputs
-            barrier = bool(s) and not follow and draw(st.booleans())
-            stages.append(Stage(f"s{s}", "gemm", 1, FLOP_PER_S, inputs, chunks, is_barrier=barrier,
-                                loads_follow_inputs=follow))
-        kernels.append(KernelPlan(f"K{k}", "dense", tuple(stages), sram_bytes=0.0, chunk_tokens=1,
-                                  weights_tier="hbm", buffer_depth=draw(st.integers(1, 3))))
-    return tuple(kernels)
 
 
 def _rows(trace: Trace) -> list[tuple]:
@@ -199,7 +169,7 @@ def _rows(trace: Trace) -> list[tuple]:
                   for e in trace.events)
 
 
-@given(kernels=_tie_kernels(), layers=st.integers(1, 3), looping=st.booleans())
+@given(kernels=random_kernels(_tie_chunk), layers=st.integers(1, 3), looping=st.booleans())
 def test_equal_time_ties_give_the_same_log_bit_for_bit(synthetic_plan, kernels, layers, looping) -> None:
     mapping = synthetic_plan.mapping.model_copy(
         update={"defaults": synthetic_plan.mapping.defaults.model_copy(update={"kernel_looping": looping})})

@@ -23,7 +23,13 @@ from rdusim.sim.reuse import MARGIN, KernelReuse, _lattice
 from rdusim.sim.trace import Trace
 from tests.conftest import ROOT
 from tests.sim.test_coalesce import _plain, synthetic_plan  # noqa: F401 (a fixture)
-from tests.synthetic import DDR_BYTES_PER_S, FLOP_PER_S, HBM_BYTES_PER_S, P2P_BYTES_PER_S
+from tests.synthetic import (
+    DDR_BYTES_PER_S,
+    FLOP_PER_S,
+    HBM_BYTES_PER_S,
+    P2P_BYTES_PER_S,
+    random_kernels,
+)
 
 REL = 1e-12
 
@@ -181,25 +187,9 @@ _chunk = st.builds(lambda items, p2p, store: Chunk(tuple(items), p2p_bytes=p2p, 
                    st.lists(_item, min_size=1, max_size=4), _amount(P2P_BYTES_PER_S), _amount(HBM_BYTES_PER_S))
 
 
-@st.composite
-def _kernels(draw) -> tuple[KernelPlan, ...]:
-    kernels = []
-    for k in range(draw(st.integers(1, 2))):
-        n_chunks = draw(st.integers(1, 4))
-        stages = []
-        for s in range(draw(st.integers(1, 3))):
-            chunks = tuple(draw(st.lists(_chunk, min_size=n_chunks, max_size=n_chunks)))
-            inputs = (f"s{s - 1}",) if s else ()
-            follow = bool(s) and draw(st.booleans())   # data-dependent loads: a chunk's loads wait for its inputs
-            barrier = bool(s) and not follow and draw(st.booleans())
-            stages.append(Stage(f"s{s}", "gemm", 1, FLOP_PER_S, inputs, chunks, is_barrier=barrier,
-                                loads_follow_inputs=follow))
-        kernels.append(KernelPlan(f"K{k}", "dense", tuple(stages), sram_bytes=0.0, chunk_tokens=1,
-                                  weights_tier="hbm", buffer_depth=draw(st.integers(1, 3))))
-    return tuple(kernels)
 
 
-@given(kernels=_kernels(), layers=st.integers(1, 3), looping=st.booleans(), coalesce=st.booleans(),
+@given(kernels=random_kernels(_chunk), layers=st.integers(1, 3), looping=st.booleans(), coalesce=st.booleans(),
        steps=st.lists(st.integers(-2 ** 21, 2 ** 21), min_size=1, max_size=4, unique=True))
 def test_random_pipelines_shifted_are_fresh_simulations(synthetic_plan, kernels, layers,  # noqa: F811
                                                         looping, coalesce, steps) -> None:
