@@ -56,3 +56,29 @@ def test_frozen_table_is_read_by_row_and_gpu_count(tmp_path: Path) -> None:
         ("all_reduce_1024_graph", 4): 12.10,
     }
     assert parity.run_label(csv_path) == "run w"
+
+
+def test_a_run_with_several_gpu_counts_on_the_h200(tmp_path: Path) -> None:
+    """A CSV of 2 and 4 ranks on an H200 (no frozen table): h200.yaml predicts it, each GPU count
+    is its own series, and no row is called a frozen prediction."""
+    parity = _parity()
+    csv_path = tmp_path / "h200x4-20261128x-collectives.csv"
+    head = "set,kind,name,median_us,reps,op,bytes,ranks,mode,nccl,gpu\n"
+    rows = [
+        f"prediction,collective,{op}_{size}_{mode},{us},200,{op},{size},{n},{mode},2.28.9,NVIDIA H200"
+        for op, size, n, mode, us in (
+            ("all_reduce", 1024, 2, "graph", 10.0),
+            ("all_reduce", 1024, 4, "graph", 14.0),
+            ("all_to_all", 1 << 24, 4, "stream", 80.0),
+        )
+    ]
+    csv_path.write_text(head + "\n".join(rows) + "\n")
+    pts = parity.points([csv_path])
+    assert {(p["run"], p["gpu"], p["ranks"]) for p in pts} == {
+        ("run x", "H200", 2),
+        ("run x", "H200", 4),
+    }
+    assert {p["status"] for p in pts} == {"explained"}
+    two, four = (p["predicted"] for p in pts[:2])
+    assert four > two  # the ring's latency grows with the GPU count
+    assert len(parity.plot(pts, tmp_path / "x.png")) == 4
