@@ -199,12 +199,22 @@ def fit_bus_bandwidth(rows: list[dict]) -> float:
     return 2 * (n - 1) / n * (s1 - s0) / (t1 - t0)
 
 
+def fitted_fabric(gpu, rows: list[dict]) -> tuple[object, bool]:
+    """The fabric a measured CSV's rows are compared on: the document's, with ``bus_bandwidth``
+    fitted to the CSV's calibration rows (``fit_bus_bandwidth``) where it has any. Returns
+    (fabric, fitted)."""
+    import dataclasses
+
+    fitted = any(r["set"] == "calibration" for r in rows)
+    bus = fit_bus_bandwidth(rows) if fitted else gpu.fabric.bus_bytes_per_s
+    return dataclasses.replace(gpu.fabric, bus_bytes_per_s=bus), fitted
+
+
 def compare(path: str, csv_path: str) -> int:
     """Fit ``bus_bandwidth`` (calibration rows only), then every prediction row of the measured CSV
     against the model: a collective row is its mode's launch gap plus NCCL's time on the fitted
     fabric; a TP2 row is ``simulate_gpu_step`` on the document as it is (so run it after the fitted
     value is written there). ``latency_scale`` is reported, not fitted: docs/gpu.md says why."""
-    import dataclasses
     import statistics
 
     from rdusim.hw.collectives import collective_cost
@@ -214,9 +224,8 @@ def compare(path: str, csv_path: str) -> int:
         rows = list(csv.DictReader(fh))
     node = load_gpu_node(path)
     gpu = node.gpu
-    fitted = any(r["set"] == "calibration" for r in rows)
-    bus = fit_bus_bandwidth(rows) if fitted else gpu.fabric.bus_bytes_per_s
-    fabric = dataclasses.replace(gpu.fabric, bus_bytes_per_s=bus)
+    fabric, fitted = fitted_fabric(gpu, rows)
+    bus = fabric.bus_bytes_per_s
     print(f"# {csv_path}: NCCL {rows[0]['nccl']}, {rows[0]['gpu']}, {rows[0]['ranks']} ranks")
     print(f"# {'fitted' if fitted else 'no calibration rows: the document'}'s bus_bandwidth {bus / 1e9:.1f} GB/s "
           f"(document: {gpu.fabric.bus_bytes_per_s / 1e9:.1f}); NVLS {'on' if fabric.nvls else 'off'}")

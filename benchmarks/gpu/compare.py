@@ -159,19 +159,26 @@ def _plot(compared: list[dict], held: list[dict], path: Path) -> None:
 
 
 def parity_axes(ax, lo: float, hi: float, title: str, *, xlabel: str = "measured (us)",
-                title_size: float | None = None, legend_size: float = 7) -> None:
-    """A log-log parity plot's frame: y = x and the ±15% lines (also used by compare_sweep.py)."""
+                title_size: float | None = None, legend_size: float | None = 7,
+                bands: tuple[float, ...] = (0.15,)) -> None:
+    """A log-log parity plot's frame: y = x and the ±``bands`` lines, the first dotted, the next
+    dashed (also used by compare_sweep.py and collectives_parity.py); ``legend_size`` None: no
+    legend."""
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-    for f in (0.85, 1.15):
-        ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.6)
+    styles = ("dotted", "dashed")
+    for band, style in zip(bands, styles, strict=False):
+        for f in (1 - band, 1 + band):
+            ax.plot([lo, hi], [lo * f, hi * f], color="k", linestyle=style, lw=0.6)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("rdusim predicted (us)")
-    ax.set_title(title + " (dotted: ±15%)", fontsize=title_size)
-    ax.legend(fontsize=legend_size)
+    lines = ", ".join(f"{style}: ±{band * 100:.0f}%" for band, style in zip(bands, styles, strict=False))
+    ax.set_title(f"{title} ({lines})", fontsize=title_size)
+    if legend_size is not None:
+        ax.legend(fontsize=legend_size)
 
 
 if __name__ == "__main__":

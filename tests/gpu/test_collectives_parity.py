@@ -1,0 +1,84 @@
+"""benchmarks/gpu/collectives_parity.py on the committed collectives CSVs: it runs, draws one panel
+per collective, and marks a row a frozen prediction only where the run's frozen table still holds
+today's figure."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _parity():
+    spec = importlib.util.spec_from_file_location(
+        "collectives_parity", ROOT / "benchmarks/gpu/collectives_parity.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_parity_figure_of_the_committed_runs(tmp_path: Path) -> None:
+    parity = _parity()
+    csvs = sorted((ROOT / "benchmarks/gpu").glob("*-collectives.csv"))
+    assert {p.name for p in csvs} >= {f"h100x2-20261125{r}-collectives.csv" for r in "tuv"}
+    pts = parity.points(csvs)
+    by_run: dict[str, set[str]] = {}
+    for p in pts:
+        by_run.setdefault(p["run"], set()).add(p["status"])
+        assert p["predicted"] > 0 and p["measured"] > 0
+    assert by_run["run t"] == {"calibration", "explained"}  # the run the model was built on
+    assert by_run["run u"] == {"frozen", "explained"}  # its LL and all-to-all rows moved after it
+    assert by_run["run v"] == {"frozen"}  # frozen at 4949ab7, unchanged since
+    out = tmp_path / "parity.png"
+    titles = parity.plot(pts, out)
+    assert [t.splitlines()[0] for t in titles] == [
+        "all-reduce",
+        "all-gather",
+        "reduce-scatter",
+        "all-to-all",
+    ]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_frozen_table_is_read_by_row_and_gpu_count(tmp_path: Path) -> None:
+    parity = _parity()
+    csv_path = tmp_path / "h100x4-20261128w-collectives.csv"
+    (tmp_path / "h100x4-20261128w-collectives-predicted.txt").write_text(
+        "# frozen\n| row | ranks | predicted (us) | algorithm/protocol |\n|---|---:|---:|---|\n"
+        "| all_reduce_1024_graph | 2 | 9.65 | ring/LL |\n| all_reduce_1024_graph | 4 | 12.10 | ring/LL |\n\n"
+        "| TP2 row (Llama-3.1-8B) | predicted step (us) | of which all-reduce (us) |\n|---|---:|---:|\n"
+        "| tp2_decode_b1_l1024_graph | 5537.0 | 620.5 |\n"
+    )
+    assert parity.frozen_predictions(csv_path) == {
+        ("all_reduce_1024_graph", 2): 9.65,
+        ("all_reduce_1024_graph", 4): 12.10,
+    }
+    assert parity.run_label(csv_path) == "run w"
+
+
+def test_a_run_with_several_gpu_counts_on_the_h200(tmp_path: Path) -> None:
+    """A CSV of 2 and 4 ranks on an H200 (no frozen table): h200.yaml predicts it, each GPU count
+    is its own series, and no row is called a frozen prediction."""
+    parity = _parity()
+    csv_path = tmp_path / "h200x4-20261128x-collectives.csv"
+    head = "set,kind,name,median_us,reps,op,bytes,ranks,mode,nccl,gpu\n"
+    rows = [
+        f"prediction,collective,{op}_{size}_{mode},{us},200,{op},{size},{n},{mode},2.28.9,NVIDIA H200"
+        for op, size, n, mode, us in (
+            ("all_reduce", 1024, 2, "graph", 10.0),
+            ("all_reduce", 1024, 4, "graph", 14.0),
+            ("all_to_all", 1 << 24, 4, "stream", 80.0),
+        )
+    ]
+    csv_path.write_text(head + "\n".join(rows) + "\n")
+    pts = parity.points([csv_path])
+    assert {(p["run"], p["gpu"], p["ranks"]) for p in pts} == {
+        ("run x", "H200", 2),
+        ("run x", "H200", 4),
+    }
+    assert {p["status"] for p in pts} == {"explained"}
+    two, four = (p["predicted"] for p in pts[:2])
+    assert four > two  # the ring's latency grows with the GPU count
+    assert len(parity.plot(pts, tmp_path / "x.png")) == 4
