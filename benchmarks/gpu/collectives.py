@@ -496,7 +496,7 @@ def _tp_step(model, row, world, device, dist, torch, *, F, BF16, rope_tables, sd
     """One TP step of the shard ``model`` (its heads, KV heads, FFN and vocabulary slice)."""
     s = model.s
     batch = row["batch"]
-    prefill = row["kind"] == "e2e_prefill_tp2"
+    prefill = row["kind"].startswith("e2e_prefill")
     length = row["seq_len"] if prefill else row["kv_len"]
     ck = [torch.randn(batch, s.kv_heads, length, s.head_dim, dtype=BF16, device=device) for _ in range(s.layers)]
     cv = [torch.randn_like(c) for c in ck]
