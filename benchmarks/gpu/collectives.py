@@ -1,8 +1,10 @@
-"""Measure NCCL collectives and Llama-3.1-8B TP2 steps on a two-GPU node for rdusim's collective model.
+"""Measure NCCL collectives and Llama-3.1-8B TP steps on one NVLink node for rdusim's collective model.
 
-Run on a machine with (at least) two NVLink-connected GPUs, one process per GPU:
+Run on a machine with (at least) two NVLink-connected GPUs, one process per GPU; the world size
+torchrun gives (2, 3, 4, ... ranks) is the ``ranks`` of every row and the TP degree of the steps:
 
     torchrun --nproc_per_node 2 benchmarks/gpu/collectives.py --out h200x2-collectives.csv
+    torchrun --nproc_per_node 4 benchmarks/gpu/collectives.py --out h100x4-collectives.csv
 
 What it measures (bf16 buffers, CUDA events on rank 0 after a barrier, medians after warm-up;
 every collective both launched on a stream and replayed from a CUDA graph):
@@ -11,10 +13,12 @@ every collective both launched on a stream and replayed from a CUDA graph):
   NCCL backend) of 1 KB to 1 GB, every power of two. ``size`` is nccl-tests' S: the all-reduce
   buffer, the whole all-gather output, the whole reduce-scatter input, the whole all-to-all
   send buffer.
-- end-to-end Llama-3.1-8B TP2 steps (random bf16 weights; heads, KV heads and FFN split over the
-  two GPUs, an all-reduce after the attention output and the FFN down projection, the LM head
-  vocabulary-parallel with an all-gather of the logits): decode steps CUDA-graph captured at
-  several batch and KV lengths, prefill of one prompt at 1K-16K tokens (eager).
+- end-to-end Llama-3.1-8B TP-n steps, n the world size (random bf16 weights; heads, KV heads and
+  FFN split over the n GPUs: TP4 has 8 heads, 2 KV heads and an FFN of 3584 a GPU; an all-reduce
+  after the attention output and the FFN down projection, the LM head vocabulary-parallel with an
+  all-gather of the logits): decode steps CUDA-graph captured at several batch and KV lengths
+  (rows ``tp<n>_decode_*``), prefill of one prompt at 1K-16K tokens (eager; ``tp<n>_prefill_*``).
+  ``--e2e decode`` keeps the decode steps only.
 
 Every row has a ``set``: ``calibration`` (the few sizes the two "to calibrate" quantities of
 ``hw_configs/h200.yaml`` are fitted to: the all-reduce latency floor at 1 KB and 4 KB, and
@@ -24,15 +28,21 @@ The NCCL version, the GPU names and ``NCCL_ALGO``/``NCCL_PROTO`` (if set) go int
 Run with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING`` to log the algorithm NCCL chose.
 
 ``--dry-run`` prints the plan (rows and sizes) without touching a GPU or torch.distributed;
-``--model HW.yaml`` prints rdusim's predictions for the same collectives at 2, 4 and 8 GPUs (the
-frozen predictions a measurement is compared with) and the sanity table of docs/gpu.md;
+``--model HW.yaml`` prints rdusim's predictions for the same collectives at 2, 4 and 8 GPUs and
+the sanity table of docs/gpu.md; ``--model HW.yaml --sizes ...`` (or ``--frozen``) the frozen
+predictions of the exact rows one run will write, at ``--ranks`` (2 by default), for
+``--modes``, with ``--host-ahead`` and ``--e2e`` as the run is given them;
 ``--model HW.yaml --compare CSV`` fits ``bus_bandwidth`` from a measured CSV's calibration rows
 and compares every prediction row with the model (docs/gpu.md, "Measured on two H100s");
 ``--help`` imports nothing heavy.
 
 Timing: every trial times ``PER`` collectives back to back (stream: ``PER`` launches; graph: one
 graph of ``PER``) after a barrier and divides by ``PER`` (nccl-tests' method); a TP2 step is
-timed alone.
+timed alone. Stream rows timed with the host ahead (``--host-ahead`` or ``--modes queued``: ``*_stream_queued``)
+are compared with NCCL's own time (the tuning model's latency + bytes / bandwidth, no launch):
+the host has queued every call before the GPU reaches them, so what is left is the device's.
+(Until run w, 2026-11-28, they were predicted as host-bound stream rows, which they are built
+not to be; graph rows with the host ahead are still predicted as graph rows.)
 """
 
 from __future__ import annotations
@@ -50,6 +60,8 @@ RUN_U_SIZES = [1 << 10, 3 << 10, 12 << 10, 48 << 10, 192 << 10, 768 << 10, 3 << 
 #: run v (a second frozen set, after the LL rate was taken from NCCL 2.28.9): sizes neither run had
 RUN_V_SIZES = [2 << 10, 6 << 10, 24 << 10, 96 << 10, 320 << 10, 1536 << 10, 5 << 20, 20 << 20, 80 << 20, 160 << 20,
                640 << 20]
+#: run w's floors at 2, 3 and 4 ranks (1-64 KiB: NCCL's latency, ring LL) and three larger sizes (LL, Simple)
+RUN_W_SIZES = [1 << k for k in range(10, 17)] + [1 << 20, 16 << 20, 256 << 20]
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
 DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
@@ -60,7 +72,10 @@ FIELDS = ["set", "kind", "name", "median_us", "reps", "op", "bytes", "ranks", "m
           "seq_len", "nccl", "gpu", "nccl_algo", "nccl_proto"]
 
 
-def plan(sizes: list[int] | None = None) -> list[dict]:
+def plan(sizes: list[int] | None = None, ranks: int = 2, e2e: tuple[str, ...] = ("decode", "prefill")) -> list[dict]:
+    """The rows one run writes: every collective at ``sizes`` (the powers of two when None: then
+    the four ``CALIBRATION`` rows are calibration) in both modes, then the TP-``ranks`` steps of
+    the phases in ``e2e``."""
     rows = []
     for op in OPS:
         for size in sizes or SIZES:
@@ -68,11 +83,12 @@ def plan(sizes: list[int] | None = None) -> list[dict]:
                 set_ = "calibration" if (op, size) in CALIBRATION and mode == "stream" and not sizes else "prediction"
                 rows.append({"set": set_, "kind": "collective", "name": f"{op}_{size}_{mode}", "op": op,
                              "bytes": size, "mode": mode})
-    for batch, kv_len in DECODE:
-        rows.append({"set": "prediction", "kind": "e2e_decode_tp2", "name": f"tp2_decode_b{batch}_l{kv_len}_graph",
+    tp = f"tp{ranks}"
+    for batch, kv_len in DECODE if "decode" in e2e else ():
+        rows.append({"set": "prediction", "kind": f"e2e_decode_{tp}", "name": f"{tp}_decode_b{batch}_l{kv_len}_graph",
                      "batch": batch, "kv_len": kv_len, "mode": "graph"})
-    for length in PREFILL:
-        rows.append({"set": "prediction", "kind": "e2e_prefill_tp2", "name": f"tp2_prefill_b1_l{length}",
+    for length in PREFILL if "prefill" in e2e else ():
+        rows.append({"set": "prediction", "kind": f"e2e_prefill_{tp}", "name": f"{tp}_prefill_b1_l{length}",
                      "batch": 1, "seq_len": length, "mode": "eager"})
     return rows
 
@@ -84,26 +100,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="collectives,e2e", help="comma-separated: collectives, e2e")
     ap.add_argument("--max-bytes", type=int, default=SIZES[-1], help="largest collective size")
     ap.add_argument("--sizes", help="comma-separated collective sizes in bytes instead of the powers of two "
-                    "('u', 'v': run u's or run v's set, RUN_U_SIZES, RUN_V_SIZES)")
+                    "('u', 'v', 'w': run u's, v's or w's set, RUN_U_SIZES, RUN_V_SIZES, RUN_W_SIZES)")
     ap.add_argument("--ops", default=",".join(OPS), help="comma-separated collectives to time")
-    ap.add_argument("--modes", default="stream,graph", help="comma-separated launch modes to time")
+    ap.add_argument("--modes", default="stream,graph", help="comma-separated launch modes to time: stream, graph, "
+                    "queued (each stream row again with the host ahead, as --host-ahead: rows *_queued)")
     ap.add_argument("--host-ahead", action="store_true", help="diagnostic: before every trial keep the GPU busy "
                     "for ~3 ms (torch.cuda._sleep), so the host has queued the trial's launches before they run "
                     "(the time is the GPU's, not the host's); rows named *_queued")
     ap.add_argument("--busy-ms", type=float, default=0.0, help="diagnostic: before every trial run bf16 matrix "
                     "products for about this many ms (the SMs at full clock, the launches queued); rows *_busy")
+    ap.add_argument("--e2e", default="decode,prefill", help="comma-separated TP step phases: decode, prefill")
+    ap.add_argument("--ranks", default="2", help="with --model and --sizes/--frozen: comma-separated world sizes "
+                    "to predict the rows at (a run gets its own from torchrun)")
+    ap.add_argument("--frozen", action="store_true", help="with --model: the frozen predictions of the full "
+                    "plan (the powers of two) at --ranks")
     ap.add_argument("--model", metavar="HW_YAML", help="print rdusim's predictions for a gpu_node document")
     ap.add_argument("--compare", metavar="CSV", help="with --model: fit the calibration rows of a measured CSV "
                     "and compare every prediction row with the model")
     args = ap.parse_args(argv)
     if args.model and args.compare:
         return compare(args.model, args.compare)
-    if args.model and args.sizes:
-        return frozen_table(args.model, _sizes(args.sizes))
+    if args.model and (args.sizes or args.frozen):
+        return frozen_table(args.model, _sizes(args.sizes), [int(n) for n in args.ranks.split(",")],
+                            modes=args.modes.split(","), ops=args.ops.split(","), e2e=_phases(args.e2e),
+                            host_ahead=args.host_ahead, only=args.only.split(","))
     if args.model:
         return model_table(args.model)
     if args.dry_run:
-        rows = plan(_sizes(args.sizes))
+        rows = plan(_sizes(args.sizes), e2e=_phases(args.e2e))
         for row in rows:
             print(f"{row['set']:11s} {row['kind']:16s} {row['name']}")
         print(f"# {len(rows)} rows, {sum(r['set'] == 'calibration' for r in rows)} calibration")
@@ -149,14 +173,16 @@ def model_table(path: str) -> int:
     return 0
 
 
-def predict_us(gpu, op: str, size: int, ranks: int, mode: str, fabric=None) -> tuple[float, object]:
+def predict_us(gpu, op: str, size: int, ranks: int, mode: str, fabric=None, queued: bool = False) -> tuple[float, object]:
     """What the timing loop of this script measures for one collective row, simulated: ``PER``
     calls back to back (``rdusim.sim.gpu``), divided by ``PER``. A ``stream`` row is Python
     issuing ``PER`` torch.distributed calls: the engine's eager mode, where each call costs the
     host its ``launch.collective_host`` and the GPU runs NCCL's time, so the row comes out as the
     slower of host and device; a ``graph`` row is one graph of ``PER`` (per collective the graph
     node, NCCL's event pair ``launch.graph_event_pair`` and NCCL's time). ``fabric``: a fitted
-    one instead of the document's. Returns (us, the collective's cost)."""
+    one instead of the document's. ``queued`` (a ``--host-ahead`` row, the calls queued before the
+    GPU reaches them): NCCL's own time, no launch (the module docstring). Returns (us, the
+    collective's cost)."""
     import dataclasses
 
     from rdusim.hw.collectives import collective_cost
@@ -164,28 +190,45 @@ def predict_us(gpu, op: str, size: int, ranks: int, mode: str, fabric=None) -> t
     from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
     cost = collective_cost(op, size, ranks, fabric or gpu.fabric)
+    if queued:
+        return cost.time_s * 1e6, cost
     kernel = dataclasses.replace(collective(op, op, size, ranks, gpu)[0], collective=cost)
     trace = simulate_gpu([(kernel, 0)] * PER, gpu, mode="eager" if mode == "stream" else "graph")
     return elapsed_s(trace) / PER * 1e6, cost
 
 
-def frozen_table(path: str, sizes: list[int]) -> int:
-    """rdusim's prediction of every collective row of a plan (the frozen predictions a later
-    measurement is compared with), on the document as it is (no fit)."""
+def frozen_table(path: str, sizes: list[int] | None, ranks: list[int], *, modes: list[str] | None = None,
+                 ops: list[str] | None = None, e2e: tuple[str, ...] = ("decode", "prefill"), host_ahead: bool = False,
+                 only: list[str] | None = None) -> int:
+    """rdusim's prediction of every row of a plan at each of ``ranks`` (the frozen predictions a
+    later measurement is compared with), on the document as it is (no fit); ``modes``, ``ops``,
+    ``e2e``, ``host_ahead`` and ``only`` select the rows as the run's own flags do."""
     from rdusim.hw.gpu import load_gpu_node
 
     node = load_gpu_node(path)
     gpu = node.gpu
-    print(f"# frozen predictions: {path}, bus {gpu.fabric.bus_bytes_per_s / 1e9:.1f} GB/s, 2 GPUs, "
-          f"{PER} calls back to back per row")
-    print("| row | predicted (us) | algorithm/protocol |")
-    print("|---|---:|---|")
-    for row in plan(sizes):
-        if row["kind"] == "collective":
-            us, cost = predict_us(gpu, row["op"], row["bytes"], 2, row["mode"])
-            print(f"| {row['name']} | {us:.2f} | {cost.algorithm}/{cost.protocol} |")
-    print()
-    _e2e_predictions(node)
+    modes, ops, only = modes or ["stream", "graph"], ops or list(OPS), only or ["collectives", "e2e"]
+    suffix = "_queued" if host_ahead else ""
+    for n in ranks:
+        print(f"# frozen predictions: {path}, bus {gpu.fabric.bus_bytes_per_s / 1e9:.1f} GB/s, {n} GPUs, "
+              f"NVLS {'on' if gpu.fabric.nvls else 'off'}, {PER} calls back to back per row"
+              + (", host ahead (*_queued: NCCL's own time)" if host_ahead else ""))
+        rows = plan(sizes, n, e2e)
+        if "collectives" in only:
+            print("| row | predicted (us) | algorithm/protocol |")
+            print("|---|---:|---|")
+            for row in rows:
+                if row["kind"] != "collective" or row["op"] not in ops:
+                    continue
+                for ahead in _aheads(row, modes):
+                    queued = ahead or host_ahead and row["mode"] == "stream"
+                    us, cost = predict_us(gpu, row["op"], row["bytes"], n, row["mode"], queued=queued)
+                    name = row["name"] + ("_queued" if ahead else suffix)
+                    print(f"| {name} | {us:.2f} | {cost.algorithm}/{cost.protocol} |")
+            print()
+        if "e2e" in only and e2e:
+            _e2e_predictions(node, [r["name"] for r in rows if r["kind"].startswith("e2e")])
+            print()
     return 0
 
 
@@ -242,10 +285,11 @@ def compare(path: str, csv_path: str) -> int:
         if r["kind"] != "collective":
             continue
         meas = float(r["median_us"])
-        pred, c = predict_us(gpu, r["op"], int(r["bytes"]), int(r["ranks"]), r["mode"], fabric)
+        queued = r["mode"] == "stream" and r["name"].endswith("_queued")
+        pred, c = predict_us(gpu, r["op"], int(r["bytes"]), int(r["ranks"]), r["mode"], fabric, queued=queued)
         err = pred / meas - 1
         if r["set"] == "prediction":
-            errors.setdefault((r["op"], r["mode"]), []).append(err)
+            errors.setdefault((r["op"], "queued" if queued else r["mode"]), []).append(err)
         print(f"| {r['name']} | {r['set']} | {meas:.1f} | {pred:.1f} | {c.algorithm}/{c.protocol} | {err * 100:+.0f}% |")
     print()
     print("| op | mode | rows | median abs error | worst error |")
@@ -253,28 +297,39 @@ def compare(path: str, csv_path: str) -> int:
     for (op, mode), errs in sorted(errors.items()):
         worst = max(errs, key=abs)
         print(f"| {op} | {mode} | {len(errs)} | {statistics.median(map(abs, errs)) * 100:.0f}% | {worst * 100:+.0f}% |")
-    print()
-    predicted = {name: us for name, us, _ in _e2e_rows(node)}
-    print("| TP2 row (Llama-3.1-8B) | measured (us) | predicted (us) | error |")
-    print("|---|---:|---:|---:|")
-    for r in rows:
-        if r["kind"].startswith("e2e"):
-            pred, meas = predicted[r["name"]], float(r["median_us"])
-            print(f"| {r['name']} | {meas:.0f} | {pred:.0f} | {(pred / meas - 1) * 100:+.0f}% |")
+    steps = [r for r in rows if r["kind"].startswith("e2e")]
+    predicted = {name: us for name, us, _ in _e2e_rows(node, [r["name"] for r in steps])}
+    for tp in sorted({_tp(r["name"]) for r in steps}) or [2]:
+        print()
+        print(f"| TP{tp} row (Llama-3.1-8B) | measured (us) | predicted (us) | error |")
+        print("|---|---:|---:|---:|")
+        for r in steps:
+            if _tp(r["name"]) == tp:
+                pred, meas = predicted[r["name"]], float(r["median_us"])
+                print(f"| {r['name']} | {meas:.0f} | {pred:.0f} | {(pred / meas - 1) * 100:+.0f}% |")
     return 0
 
 
-def _e2e_predictions(node) -> None:
-    print("| TP2 row (Llama-3.1-8B) | predicted step (us) | of which all-reduce (us) |")
-    print("|---|---:|---:|")
-    for name, step_us, ar_us in _e2e_rows(node):
-        print(f"| {name} | {step_us:.1f} | {ar_us:.1f} |")
+def _tp(name: str) -> int:
+    """The TP degree of a step row's name (``tp4_decode_...``: 4)."""
+    return int(name.split("_")[0][2:])
 
 
-def _e2e_rows(node) -> list[tuple[str, float, float]]:
-    """The TP2 rows of the plan as rdusim predicts them (MEASURED_LAYER with an all-reduce after
-    the attention output and the FFN; the LM head split by vocabulary, its logits gather not
-    modelled)."""
+def _e2e_predictions(node, names: list[str] | None = None) -> None:
+    """The TP step rows ``names`` (the TP2 rows of the full plan when None), one table per degree."""
+    rows = _e2e_rows(node, names)
+    for tp in sorted({_tp(name) for name, _, _ in rows}):
+        print(f"| TP{tp} row (Llama-3.1-8B) | predicted step (us) | of which all-reduce (us) |")
+        print("|---|---:|---:|")
+        for name, step_us, ar_us in rows:
+            if _tp(name) == tp:
+                print(f"| {name} | {step_us:.1f} | {ar_us:.1f} |")
+
+
+def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, float]]:
+    """The TP step rows ``names`` (the TP2 rows of the full plan when None) as rdusim predicts
+    them (MEASURED_LAYER with an all-reduce after the attention output and the FFN; the LM head
+    split by vocabulary, its logits gather not modelled)."""
     from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
@@ -284,11 +339,14 @@ def _e2e_rows(node) -> list[tuple[str, float, float]]:
     layer.insert(layer.index("o_gemm") + 1, "all_reduce")
     layer.insert(layer.index("down_gemm") + 1, "all_reduce")
     out = []
-    for row in (r for r in plan() if r["kind"].startswith("e2e")):
-        phase = "decode" if row["kind"] == "e2e_decode_tp2" else "prefill"
+    tps = sorted({_tp(name) for name in names}) if names else [2]
+    for row in (r for tp in tps for r in plan(ranks=tp) if r["kind"].startswith("e2e")):
+        if names is not None and row["name"] not in names:
+            continue
+        phase = "decode" if row["kind"].startswith("e2e_decode") else "prefill"
         seq = row["kv_len"] if phase == "decode" else row["seq_len"]
         step = simulate_gpu_step(model, node.gpu, layer=layer, head=["embedding", "lm_head"], phase=phase,
-                                 batch=row["batch"], seq_len=seq, mode=row["mode"], tp=2)
+                                 batch=row["batch"], seq_len=seq, mode=row["mode"], tp=_tp(row["name"]))
         out.append((row["name"], step.seconds * 1e6, step.kernels.get("all_reduce", 0.0) * 1e6))
     return out
 
@@ -311,7 +369,12 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
     device = torch.device("cuda")
     env = {"nccl": ".".join(map(str, torch.cuda.nccl.version())), "gpu": torch.cuda.get_device_name(),
            "nccl_algo": os.environ.get("NCCL_ALGO", ""), "nccl_proto": os.environ.get("NCCL_PROTO", "")}
-    out: list[dict] = []
+    sink = None
+    if rank == 0:  # every row written as it is measured: a run cut short keeps what it measured
+        fh = open(args.out, "w", newline="")  # closed below; every row flushed as written
+        sink = (fh, csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore"))
+        sink[1].writeheader()
+        fh.flush()
     sleep, suffix = (SLEEP_CYCLES, "_queued") if args.host_ahead else (0, "")
     warm = None
     if args.busy_ms:
@@ -319,38 +382,38 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
         a = torch.randn(4096, 4096, dtype=torch.bfloat16, device=device)
         warm = (a, max(1, int(args.busy_ms / 0.2)))  # ~0.2 ms per 4096^3 bf16 product on an H100
 
-    def timed(fn, reps: int, per: int) -> float:
-        return _timed(torch, dist, fn, reps, per, sleep, warm)
+    def timed(fn, reps: int, per: int, ahead: bool = False) -> float:
+        return _timed(torch, dist, fn, reps, per, SLEEP_CYCLES if ahead else sleep, warm)
 
-    def keep(row: dict, seconds: float) -> None:
-        row = {**row, **env, "name": row["name"] + suffix, "ranks": world, "median_us": round(seconds * 1e6, 3)}
-        out.append(row)
-        if rank == 0:
+    def keep(row: dict, seconds: float, ahead: bool = False) -> None:
+        row = {**row, **env, "name": row["name"] + ("_queued" if ahead else suffix), "ranks": world,
+               "median_us": round(seconds * 1e6, 3)}
+        if sink is not None:
+            sink[1].writerow(row)
+            sink[0].flush()
             print(f"{row['set']:11s} {row['name']:40s} {seconds * 1e6:12.1f} us", flush=True)
 
-    def measure(row: dict, fn, reps: int, per: int) -> None:
+    def measure(row: dict, fn, reps: int, per: int, ahead: bool = False) -> None:
         batch = _repeat(fn, per)
         run = capture(None, batch).replay if row["mode"] == "graph" else batch
-        keep({**row, "reps": reps * per}, timed(run, reps, per))
+        keep({**row, "reps": reps * per}, timed(run, reps, per, ahead), ahead)
         torch.cuda.empty_cache()
 
-    rows = plan(_sizes(args.sizes))
+    rows = plan(_sizes(args.sizes), world, _phases(args.e2e))
+    modes = args.modes.split(",")
     with torch.no_grad():
         for row in (r for r in rows if r["kind"] == "collective" and r["bytes"] <= args.max_bytes
-                    and "collectives" in args.only and r["op"] in args.ops.split(",")
-                    and r["mode"] in args.modes.split(",")):
-            measure(row, _collective(row["op"], row["bytes"], world, device, dist, torch), 10, PER)
+                    and "collectives" in args.only and r["op"] in args.ops.split(",")):
+            for ahead in _aheads(row, modes):
+                measure(row, _collective(row["op"], row["bytes"], world, device, dist, torch), 10, PER, ahead)
         if "e2e" in args.only:
             shard = LlamaShape(q_heads=32 // world, kv_heads=8 // world, ffn=14336 // world, vocab=128256 // world)
             model = Llama(shard, device)
             for row in (r for r in rows if r["kind"].startswith("e2e")):
                 measure(row, _tp_step(model, row, world, device, dist, torch, F=torch.nn.functional, BF16=BF16,
                                       rope_tables=rope_tables, sdpa=sdpa), 20, 1)
-    if rank == 0:
-        with open(args.out, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(out)
+    if sink is not None:
+        sink[0].close()
     _exit(torch)
     return 0
 
@@ -394,8 +457,19 @@ def _exit(torch) -> None:  # pragma: no cover - needs a GPU
 def _sizes(text: str | None) -> list[int] | None:
     if not text:
         return None
-    named = {"u": RUN_U_SIZES, "v": RUN_V_SIZES}
+    named = {"u": RUN_U_SIZES, "v": RUN_V_SIZES, "w": RUN_W_SIZES}
     return named[text] if text in named else [int(v) for v in text.split(",")]
+
+
+def _aheads(row: dict, modes: list[str]) -> list[bool]:
+    """How a collective row of the plan is timed under ``--modes``: as itself when its mode is
+    listed, and a stream row also host-ahead (``*_queued``) when ``queued`` is."""
+    out = [False] if row["mode"] in modes else []
+    return out + [True] if row["mode"] == "stream" and "queued" in modes else out
+
+
+def _phases(text: str) -> tuple[str, ...]:
+    return tuple(p for p in text.split(",") if p)
 
 
 def _repeat(fn, per: int):
@@ -431,7 +505,7 @@ def _tp_step(model, row, world, device, dist, torch, *, F, BF16, rope_tables, sd
     """One TP step of the shard ``model`` (its heads, KV heads, FFN and vocabulary slice)."""
     s = model.s
     batch = row["batch"]
-    prefill = row["kind"] == "e2e_prefill_tp2"
+    prefill = row["kind"].startswith("e2e_prefill")
     length = row["seq_len"] if prefill else row["kv_len"]
     ck = [torch.randn(batch, s.kv_heads, length, s.head_dim, dtype=BF16, device=device) for _ in range(s.layers)]
     cv = [torch.randn_like(c) for c in ck]

@@ -375,3 +375,19 @@ def test_launch_constants_are_the_microbenchmarks_medians() -> None:
         for op, us in host.items():
             assert gpu.host_op_s(op, gpu_idle=False) == pytest.approx(round(us, 1) * 1e-6)
         assert gpu.launch_s("graph_event_pair") == pytest.approx(round(pair, 3) * 1e-6)
+
+
+def test_plan_at_four_ranks_and_the_queued_rows_prediction() -> None:
+    """Run w's plan: TP-n step rows named by the world size; a stream row timed with the host
+    ahead (``--modes queued``) is predicted as NCCL's own time, a graph row as before."""
+    bench = _collectives_bench()
+    rows = bench.plan([1024], ranks=4, e2e=("decode",))
+    assert [r["name"] for r in rows if r["kind"] == "e2e_decode_tp4"][0] == "tp4_decode_b1_l1024_graph"
+    assert not any(r["kind"].startswith("e2e_prefill") for r in rows)
+    stream = next(r for r in rows if r["name"] == "all_reduce_1024_stream")
+    assert bench._aheads(stream, ["stream", "queued"]) == [False, True]
+    assert bench._aheads(stream, ["graph"]) == []
+    gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
+    us, cost = bench.predict_us(gpu, "all_reduce", 1024, 4, "stream", queued=True)
+    assert us == pytest.approx(cost.time_s * 1e6)
+    assert cost.algorithm == "ring" and cost.latency_s == pytest.approx((6.6 + 6 * 0.6) * 1e-6)
