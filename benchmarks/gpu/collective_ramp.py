@@ -5,7 +5,8 @@
 Reads the committed measurement of runs t, u and v (``PREFIX{t,u,v}-collectives.csv``), run t's
 one-call-per-trial run (``PREFIXt-collectives-percall.csv``), NCCL's per-call tuning logs
 (``PREFIX{t,u,v}-nccl-tuning.txt``) and the diagnostic variants (``PREFIX{m2,m3,v}-diag.log``);
-prints the markdown tables of docs/gpu.md, "The Simple ramp":
+prints the markdown tables of docs/gpu.md, "The Simple ramp" (``--ramp CSV...``: the first table
+only, for any runs' rows, e.g. a later lease's):
 
 1. the ramp: per op (graph rows of t, u and v pooled), the time per wire byte of the rows from
    512 MiB up (least squares) and every Simple row's *excess* over it, ``t - wire / rate``;
@@ -16,8 +17,9 @@ prints the markdown tables of docs/gpu.md, "The Simple ramp":
 
 NCCL 2.28's ring, Simple protocol (NVIDIA/nccl ``src/enqueue.cc`` at commit
 01e6dd915fdd2627a7205f5aa1c7f14d46990226, scheduleCollTasksToPlan and calcCollChunking;
-``src/include/collectives.h``; ``src/device/prims_simple.h``, genericOp): the buffer is split
-evenly over the channels; a channel's chunk is ``NCCL_BUFFSIZE / NCCL_STEPS x CHUNKSTEPS``
+``src/include/collectives.h``; ``src/device/all_reduce.h`` runRing and ``prims_simple.h``
+genericOp, read in stored copies of the 2.2x device code, prims_simple.h at 06de78e): the
+buffer is split evenly over the channels; a channel's chunk is ``NCCL_BUFFSIZE / NCCL_STEPS x CHUNKSTEPS``
 (4 MiB / 8 x 4 = 2 MiB; calcCollChunking reduces it only for CollNet, NVLS, the tree's LL128
 and PAT), a loop is ``ranks`` chunks, the last (or only) loop shrinks its chunk to what is left;
 every primitive call (2(n-1)+1 a loop for the all-reduce, n for all-gather and reduce-scatter)
@@ -79,31 +81,35 @@ def p2p_channels_per_peer(peer_bytes: int, ranks: int) -> int:
     return n
 
 
-def load(prefix: str) -> dict[tuple[str, str, int], tuple[float, str]]:
-    """(op, mode, bytes) -> (median us, run) over runs t, u, v."""
+def load(paths: dict[str, str], ranks: int = 2) -> dict[tuple[str, str, int], tuple[float, str]]:
+    """(op, mode, bytes) -> (median us, run) over the runs' CSVs ({run: path}), rows of ``ranks``."""
     rows: dict[tuple[str, str, int], tuple[float, str]] = {}
-    for run in RUNS:
-        with open(f"{prefix}{run}-collectives.csv", newline="") as fh:
+    for run, path in paths.items():
+        with open(path, newline="") as fh:
             for r in csv.DictReader(fh):
-                if r["kind"] == "collective":
+                if r["kind"] == "collective" and int(r.get("ranks") or 2) == ranks:
                     rows[(r["op"], r["mode"], int(r["bytes"]))] = (float(r["median_us"]), run)
     return rows
 
 
-def slope(rows: dict, op: str, mode: str) -> float:
+def slope(rows: dict, op: str, mode: str, ranks: int = 2) -> float:
     """Seconds per wire byte of the op's rows from SLOPE_FROM up (least squares with an intercept)."""
     pts = [
-        (wire_per_gpu(op, b), t * 1e-6)
+        (wire_per_gpu(op, b, ranks), t * 1e-6)
         for (o, m, b), (t, _) in rows.items()
         if o == op and m == mode and b >= SLOPE_FROM
     ]
     n = len(pts)
+    if n < 2:
+        raise SystemExit(
+            f"{op} {mode}: {n} rows from {SLOPE_FROM // MIB} MiB up at {ranks} ranks; a slope needs 2"
+        )
     mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
     return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
 
 
-def ramp_table(rows: dict, mode: str = "graph") -> list[str]:
-    per_byte = {op: slope(rows, op, mode) for op in OPS}
+def ramp_table(rows: dict, mode: str = "graph", ranks: int = 2) -> list[str]:
+    per_byte = {op: slope(rows, op, mode, ranks) for op in OPS}
     out = [
         f"Excess over the large-size rate, {mode} rows (us): t - wire bytes / rate",
         "",
@@ -119,7 +125,7 @@ def ramp_table(rows: dict, mode: str = "graph") -> list[str]:
         for op in OPS:
             if (op, mode, size) in rows:
                 t, run = rows[(op, mode, size)]
-                cells.append(f"{t - wire_per_gpu(op, size) * per_byte[op] * 1e6:.0f}")
+                cells.append(f"{t - wire_per_gpu(op, size, ranks) * per_byte[op] * 1e6:.0f}")
             else:
                 cells.append("")
         out.append(f"| {size / MIB:g} MiB | {run} | " + " | ".join(cells) + " |")
@@ -224,8 +230,17 @@ def p2p_table(rows: dict, ranks: int = 2) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prefix", default="benchmarks/gpu/h100x2-20261125")
+    ap.add_argument(
+        "--ramp", nargs="+", metavar="CSV", help="only the ramp table, of these runs' rows (pooled)"
+    )
+    ap.add_argument("--ranks", type=int, default=2, help="with --ramp: the rows of this world size")
     args = ap.parse_args(argv)
-    rows = load(args.prefix)
+    if args.ramp:
+        rows = load({Path(p).name.split("-")[1]: p for p in args.ramp}, args.ranks)
+        for mode in ("graph", "stream"):
+            print("\n".join(ramp_table(rows, mode, ranks=args.ranks) + [""]))
+        return 0
+    rows = load({run: f"{args.prefix}{run}-collectives.csv" for run in RUNS})
     out = ["# The Simple ramp on two H100s (runs t, u, v; benchmarks/gpu/collective_ramp.py)", ""]
     out += ramp_table(rows) + [""]
     out += ["Channels NCCL ran (its tuning log, rank 0)", ""] + tuning_channels(args.prefix) + [""]

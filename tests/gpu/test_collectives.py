@@ -411,6 +411,11 @@ def test_committed_ramp_tables_are_what_the_analysis_prints(
 ) -> None:
     """benchmarks/gpu/h100x2-20261125-collectives-ramp.txt (docs/gpu.md, "The Simple ramp") is the
     analysis of the committed files as it runs now."""
-    assert _ramp_analysis().main(["--prefix", str(ROOT / "benchmarks/gpu/h100x2-20261125")]) == 0
+    ramp = _ramp_analysis()
+    assert ramp.main(["--prefix", str(ROOT / "benchmarks/gpu/h100x2-20261125")]) == 0
     out = capsys.readouterr().out
     assert out == (ROOT / "benchmarks/gpu/h100x2-20261125-collectives-ramp.txt").read_text()
+    # --ramp: one run's rows; with two rows from 512 MiB up the slope passes through both
+    assert ramp.main(["--ramp", str(ROOT / "benchmarks/gpu/h100x2-20261125t-collectives.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "| 512 MiB | 20261125t | 161 |" in out and "| 1024 MiB | 20261125t | 161 |" in out
