@@ -41,6 +41,8 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 RUNS = ("t", "u", "v")
 #: the rows whose slope is taken as the op's large-size rate (the all-reduce's is what ``bus_bandwidth`` fits)
 SLOPE_FROM = 512 * MIB
+#: the sizes whose excess gives the ramp's slope (every run has rows there)
+RAMP = (16 * MIB, 256 * MIB)
 #: NCCL's defaults (src/include/collectives.h, src/init.cc: DEFAULT_BUFFSIZE 4 MiB, NCCL_STEPS 8)
 BUFFSIZE, NCCL_STEPS, CHUNKSTEPS, SLICESTEPS = 4 * MIB, 8, 4, 2
 #: the tuning log's channels (24 coll channels; 32 p2p channels and 32 per peer: -nccl-init.txt)
@@ -104,8 +106,7 @@ def slope(rows: dict, op: str, mode: str, ranks: int = 2) -> float:
         raise SystemExit(
             f"{op} {mode}: {n} rows from {SLOPE_FROM // MIB} MiB up at {ranks} ranks; a slope needs 2"
         )
-    mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
-    return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+    return _fit_slope(pts)
 
 
 def ramp_table(rows: dict, mode: str = "graph", ranks: int = 2) -> list[str]:
@@ -129,7 +130,32 @@ def ramp_table(rows: dict, mode: str = "graph", ranks: int = 2) -> list[str]:
             else:
                 cells.append("")
         out.append(f"| {size / MIB:g} MiB | {run} | " + " | ".join(cells) + " |")
+    ramp, flat = [], []
+    for op in OPS:
+        excess = {
+            b: t - wire_per_gpu(op, b, ranks) * per_byte[op] * 1e6
+            for (o, m, b), (t, _) in rows.items()
+            if o == op and m == mode
+        }
+        ramp.append(
+            f"{_fit_slope([(b / MIB, e) for b, e in excess.items() if RAMP[0] <= b <= RAMP[1]]):.3f}"
+        )
+        top = [e for b, e in excess.items() if b >= SLOPE_FROM]
+        flat.append(f"{min(top):.0f}-{max(top):.0f}")
+    out.append(
+        f"| ramp: excess per MiB, {RAMP[0] // MIB}-{RAMP[1] // MIB} MiB (us) | | "
+        + " | ".join(ramp)
+        + " |"
+    )
+    out.append(f"| excess from {SLOPE_FROM // MIB} MiB up (us) | | " + " | ".join(flat) + " |")
     return out
+
+
+def _fit_slope(pts: list[tuple[float, float]]) -> float:
+    """Least-squares slope of y against x."""
+    n = len(pts)
+    mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
+    return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
 
 
 def tuning_channels(prefix: str) -> list[str]:
@@ -236,7 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=2, help="with --ramp: the rows of this world size")
     args = ap.parse_args(argv)
     if args.ramp:
-        rows = load({Path(p).name.split("-")[1]: p for p in args.ramp}, args.ranks)
+        rows = load(
+            {Path(p).stem.split("-", 1)[-1].replace("-collectives", ""): p for p in args.ramp},
+            args.ranks,
+        )
         for mode in ("graph", "stream"):
             print("\n".join(ramp_table(rows, mode, ranks=args.ranks) + [""]))
         return 0
