@@ -75,8 +75,9 @@ taken as one ring step of that protocol (LL: 6.6 + 0.6 us, Simple: 8.4 + 3.4 us)
 has no p2p entry in its tuning model.
 
 Not modelled: NCCL lowering its channel count for small messages (LL: the latency term holds
-it), the mid-size ramp (docs/gpu.md, "Collectives"), CollNet, PCIe topologies (no shipped
-document describes a PCIe node), multi-node.
+it), the Simple protocol's mid-size ramp (measured; not NCCL 2.28's channels, chunks, slices
+or loops) and the all-to-all's p2p channels a peer (16 on two GPUs up to 512 MiB, then 32; their
+rate unmeasured), both in docs/gpu.md "The Simple ramp"; CollNet, PCIe topologies (no shipped document describes a PCIe node), multi-node.
 """
 
 from __future__ import annotations

@@ -391,3 +391,47 @@ def test_plan_at_four_ranks_and_the_queued_rows_prediction() -> None:
     us, cost = bench.predict_us(gpu, "all_reduce", 1024, 4, "stream", queued=True)
     assert us == pytest.approx(cost.time_s * 1e6)
     assert cost.algorithm == "ring" and cost.latency_s == pytest.approx((6.6 + 6 * 0.6) * 1e-6)
+
+
+def _ramp_analysis():
+    spec = importlib.util.spec_from_file_location(
+        "collective_ramp", ROOT / "benchmarks/gpu/collective_ramp.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ramp_analysis_follows_nccl_228s_chunking_and_p2p_rules() -> None:
+    """collective_ramp.py's closed forms (NCCL 2.28, src/enqueue.cc at 01e6dd9): a ring channel runs
+    2 slices per primitive call, 2(n-1)+1 calls a loop for the all-reduce and n for the others, one
+    loop up to channels x ranks x 2 MiB (4 MiB / 8 steps x 4); a peer's p2p send runs on 16
+    channels on two GPUs (8 on four), doubled once a part exceeds 16 MiB."""
+    ramp = _ramp_analysis()
+    mib = 1 << 20
+    assert ramp.slices_per_channel("all_reduce", 96 * mib) == 6  # one loop: 24 x 2 x 2 MiB
+    assert ramp.slices_per_channel("all_reduce", 97 * mib) == 12
+    assert ramp.slices_per_channel("all_reduce", 1024 * mib) == 6 * 11
+    assert ramp.slices_per_channel("all_gather", 96 * mib) == 4
+    assert ramp.slices_per_channel("all_reduce", 96 * mib, buffsize=mib) == 24
+    assert ramp.slices_per_channel("all_reduce", 96 * mib, ranks=4) == 7 * 2  # one loop of 192 MiB
+    assert ramp.p2p_channels_per_peer(256 * mib, 2) == 16
+    assert ramp.p2p_channels_per_peer(320 * mib, 2) == 32
+    assert ramp.p2p_channels_per_peer(128 * mib, 4) == 8
+    assert ramp.p2p_channels_per_peer(129 * mib, 4) == 16  # NVIDIA/nccl #2169's switch
+    assert ramp.p2p_channels_per_peer(600 * 1024, 2) == 10  # parts of at least 64 KiB
+
+
+def test_committed_ramp_tables_are_what_the_analysis_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks/gpu/h100x2-20261125-collectives-ramp.txt (docs/gpu.md, "The Simple ramp") is the
+    analysis of the committed files as it runs now."""
+    ramp = _ramp_analysis()
+    assert ramp.main(["--prefix", str(ROOT / "benchmarks/gpu/h100x2-20261125")]) == 0
+    out = capsys.readouterr().out
+    assert out == (ROOT / "benchmarks/gpu/h100x2-20261125-collectives-ramp.txt").read_text()
+    # --ramp: one run's rows; with two rows from 512 MiB up the slope passes through both
+    assert ramp.main(["--ramp", str(ROOT / "benchmarks/gpu/h100x2-20261125t-collectives.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "| 512 MiB | 20261125t | 161 |" in out and "| 1024 MiB | 20261125t | 161 |" in out
