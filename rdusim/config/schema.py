@@ -581,6 +581,10 @@ class GpuEfficiencySpec(Spec):
     gemm_stream: float | None = Field(
         default=None, gt=0.0, le=1.0,
         description="a GEMM's operand stream's share of HBM peak (TMA tile loads; none: hbm_stream)")
+    gemm_flush_writeback: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="a GEMM timed alone after a flush (stream launch): the share of L2's capacity its reads "
+                    "evict and write back, charged as that many more bytes of its stream (none: 0)")
     gemm_stream_clean: float | None = Field(
         default=None, gt=0.0, le=1.0,
         description="a GEMM's operand stream inside a step (graph, eager), where L2 holds no dirty lines "

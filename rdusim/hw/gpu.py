@@ -54,6 +54,18 @@ class Gpu:
             return eff.gemm_stream_clean / eff.hbm_stream
         return self.gemm_stream_derate
 
+    def gemm_kernel_derate(self, nbytes: float, mode: str) -> float:
+        """The share of a streaming kernel's HBM rate that a GEMM moving ``nbytes`` reaches over its
+        whole run. Timed alone (``stream``), after measure.py's flush has left L2 full of dirty lines,
+        its reads evict min(``nbytes``, L2) of them and the write-backs cost the stream
+        ``efficiency.gemm_flush_writeback`` of those bytes: a bounded cost, where a derate alone
+        grows with the weight. Inside a step (graph, eager) no flush precedes it."""
+        derate = self.gemm_stream_derate_in(mode)
+        share = self.spec.efficiency.gemm_flush_writeback
+        if mode != "stream" or not share or nbytes <= 0:
+            return derate
+        return derate * nbytes / (nbytes + share * min(nbytes, self.l2_capacity_bytes))
+
     @property
     def strided_stream_derate(self) -> float:
         """PyTorch's non-vectorised elementwise kernels' HBM rate as a share of a streaming kernel's."""

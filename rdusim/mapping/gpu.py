@@ -167,7 +167,7 @@ def _gemm_estimate(m: int, n: int, k: int, bn: int, bm: int, splits: int, gpu: G
     math_s = waves * 2.0 * bn * bm * k_slice / (gpu.math_flops_per_s("gemm") / gpu.sms)
     l2_rate = gpu.l2_bytes_per_s
     l2_s = ctas * l2_cta / l2_rate if l2_rate else 0.0
-    hbm_s = hbm / (gpu.hbm_bytes_per_s * gpu.gemm_stream_derate)
+    hbm_s = hbm / (gpu.hbm_bytes_per_s * gpu.gemm_kernel_derate(hbm, "stream"))
     # the per-step cost the main loop does not hide is paid once per wave
     est = max(hbm_s, l2_s, math_s) + waves * math.ceil(k_slice / GEMM_K_STEP) * gpu.launch_s("gemm_step")
     # the reduction kernel: a launch and its bytes. The ranking charges a timed-alone launch

@@ -49,7 +49,7 @@ class _Gpu:
         sfu, smem = gpu.sfu_per_s, gpu.shared_bytes_per_s
         self.sm_sfu = sfu / gpu.sms if sfu else None
         self.sm_smem = smem / gpu.sms if smem else None
-        self.gemm_derate = gpu.gemm_stream_derate_in(mode)
+        self.gpu, self.mode = gpu, mode
         self.l2_latency_s = gpu.l2_latency_s
         self.strided_derate = gpu.strided_stream_derate
         self.gemm_step_s = gpu.launch_s("gemm_step")
@@ -132,6 +132,7 @@ def _run_grid(env: simpy.Environment, kernel: GpuKernel, state: _Gpu) -> Generat
     freed = [env.event()]
     running: list[simpy.Process] = []
     cap = kernel.ctas_per_sm
+    derate = state.gpu.gemm_kernel_derate(kernel.bytes, state.mode) if kernel.math == "gemm" else 1.0
     for group in kernel.groups:
         left = group.count
         while left:
@@ -156,7 +157,8 @@ def _run_grid(env: simpy.Environment, kernel: GpuKernel, state: _Gpu) -> Generat
                     bundle[1].append((i, n))
             for occupancy, (n, sms) in bundles.items():
                 running.append(env.process(_bundle(env, state, n, occupancy, sms, group, kernel.math, freed,
-                                                   strided=kernel.strided, wait_s=_first_wait_s(kernel, state))))
+                                                   strided=kernel.strided, wait_s=_first_wait_s(kernel, state),
+                                                   gemm_derate=derate)))
     if running:
         yield env.all_of(running)
 
@@ -194,7 +196,7 @@ def _step_s(state: _Gpu, group: CtaGroup, math: str, occupancy: int) -> float:
 
 def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: list[tuple[int, int]],
             group: CtaGroup, math: str, freed: list[simpy.Event], *, strided: bool = False,
-            wait_s: float | None = None) -> Generator:
+            wait_s: float | None = None, gemm_derate: float = 1.0) -> Generator:
     """``n`` identical CTAs, each on an SM holding ``occupancy`` CTAs, through their main loop.
 
     One DRAM round trip fills the pipeline and the first step's loads are exposed; then the
@@ -205,7 +207,7 @@ def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: li
     edges = group.prologue_bytes + group.epilogue_bytes
     load = n * (group.bytes - edges) / tiles
     if math == "gemm":  # TMA tile loads of a GEMM's operands reach less of HBM than a streaming copy
-        load /= state.gemm_derate
+        load /= gemm_derate
     elif strided:  # PyTorch's non-vectorised elementwise path reaches less of HBM than a copy
         load /= state.strided_derate
     l2 = n * group.l2_bytes / tiles if state.l2 is not None else 0.0

@@ -83,22 +83,40 @@ def cta_time(g: Gpu, nbytes: float, flops: float, tiles: int, bandwidth: float, 
 def test_gemm_wave_quantisation_closed_form() -> None:
     """One CTA more than there are SMs: two waves. The first shares HBM among 132 CTAs; the
     second is a single CTA with the whole bandwidth to itself (HBM is shared among resident
-    CTAs, not sliced per SM). A GEMM's operand stream runs at gemm_stream of HBM peak, and each
-    CTA pays gemm_step per main-loop step (no L2 limit here: the kernel reads no panels)."""
+    CTAs, not sliced per SM). A GEMM's operand stream runs at gemm_stream of HBM peak, its bytes
+    and the flush's write-backs (gemm_flush_writeback of min(bytes, L2)) over the whole kernel, and
+    each CTA pays gemm_step per main-loop step (no L2 limit here: the kernel reads no panels)."""
     g = gpu()
     n, k = 256, 4096
     flops, nbytes = 2.0 * 128 * n * k, 2.0 * (128 + n) * k
-    kernel = GpuKernel("g", (CtaGroup(g.sms + 1, nbytes, flops, k // 64),), 1, math="gemm")
     fixed = g.launch_s("stream") + g.launch_s("gemm_pipeline")
-    bw = g.hbm_bytes_per_s * g.gemm_stream_derate
     step = g.launch_s("gemm_step")
-    wave1 = cta_time(g, nbytes, flops, k // 64, bw / g.sms, step_s=step)
-    wave2 = cta_time(g, nbytes, flops, k // 64, bw, step_s=step)
-    t = elapsed_s(simulate_gpu([(kernel, 0)], g, mode="stream"))
-    assert t == pytest.approx(fixed + wave1 + wave2, rel=1e-9)
-    one = GpuKernel("g", (CtaGroup(g.sms, nbytes, flops, k // 64),), 1, math="gemm")
-    t_one = elapsed_s(simulate_gpu([(one, 0)], g, mode="stream"))
-    assert t_one == pytest.approx(fixed + wave1, rel=1e-9)
+    share = g.spec.efficiency.gemm_flush_writeback
+    assert 0 < share < 1
+    for ctas, waves in ((g.sms + 1, 2), (g.sms, 1)):
+        kernel = GpuKernel("g", (CtaGroup(ctas, nbytes, flops, k // 64),), 1, math="gemm")
+        moved = kernel.bytes + share * min(kernel.bytes, g.l2_capacity_bytes)  # its reads and the write-backs
+        bw = g.hbm_bytes_per_s * g.gemm_stream_derate * kernel.bytes / moved
+        assert g.gemm_kernel_derate(kernel.bytes, "graph") == g.gemm_stream_derate_in("graph")  # no flush in a step
+        wave1 = cta_time(g, nbytes, flops, k // 64, bw / g.sms, step_s=step)
+        wave2 = cta_time(g, nbytes, flops, k // 64, bw, step_s=step) if waves == 2 else 0.0
+        t = elapsed_s(simulate_gpu([(kernel, 0)], g, mode="stream"))
+        assert t == pytest.approx(fixed + wave1 + wave2, rel=1e-9)
+
+
+def test_flush_writeback_is_bounded_by_l2() -> None:
+    """A GEMM timed alone pays the flush's write-backs on at most L2's capacity of its bytes: past
+    L2 every further byte streams at gemm_stream, so the per-byte rate of a large weight tends to it
+    (docs/gpu.md, "The big-weight skinny GEMMs"); a step (graph) pays no write-back."""
+    g = gpu()
+    l2, share = g.l2_capacity_bytes, g.spec.efficiency.gemm_flush_writeback
+    rate = g.hbm_bytes_per_s * g.gemm_stream_derate
+    for nbytes in (0.5 * l2, l2, 4 * l2, 40 * l2):
+        seconds = nbytes / (g.hbm_bytes_per_s * g.gemm_kernel_derate(nbytes, "stream"))
+        assert seconds == pytest.approx((nbytes + share * min(nbytes, l2)) / rate, rel=1e-12)
+    extra = [n / (g.hbm_bytes_per_s * g.gemm_kernel_derate(n, "stream")) - n / rate for n in (l2, 4 * l2, 40 * l2)]
+    assert extra == pytest.approx([share * l2 / rate] * 3, rel=1e-9)
+    assert g.gemm_kernel_derate(40 * l2, "graph") == g.gemm_stream_derate_in("graph")
 
 
 def test_split_k_when_tiles_do_not_fill_the_gpu() -> None:

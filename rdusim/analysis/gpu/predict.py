@@ -323,7 +323,8 @@ def fit_pipeline(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
 
     def time(row: dict, tensor: float, pipeline_s: float) -> float:
         eff = spec.efficiency.model_copy(update={"hbm_stream": base["hbm_stream"], "gemm_tensor": tensor,
-                                                 "gemm_stream": None, "strided_stream": None})
+                                                 "gemm_stream": None, "gemm_flush_writeback": None,
+                                                 "strided_stream": None})
         launch = spec.launch.model_copy(update={"stream_s": base["launch_stream_s"], "pipeline_s": pipeline_s,
                                                 "gemm_pipeline_s": pipeline_s, "gemm_step_s": 0.0})
         memory = spec.memory.model_copy(update={"hbm_latency_s": base["hbm_latency_s"], "l2_bytes_per_s": None})
@@ -574,16 +575,18 @@ def is_gpu_mapping(path: str | Path) -> bool:
 GEMM_FIT_GRID = {
     "gemm_tensor": [0.76 + 0.02 * i for i in range(10)],
     "gemm_stream": [0.66 + 0.03 * i for i in range(10)],
+    "gemm_flush_writeback": [0.1 * i for i in range(11)],
     "gemm_pipeline_s": [0.5e-6 * i for i in range(9)],
     "l2_bytes_per_s": [4e12 + 1e12 * i for i in range(13)],
     "gemm_step_s": [10e-9 * i for i in range(9)],
 }
 
 
-def gemm_spec(spec: GpuSpec, *, gemm_tensor: float, gemm_stream: float, gemm_pipeline_s: float,
-              l2_bytes_per_s: float, gemm_step_s: float) -> GpuSpec:
-    """``spec`` with the five GEMM constants replaced."""
-    eff = spec.efficiency.model_copy(update={"gemm_tensor": gemm_tensor, "gemm_stream": gemm_stream})
+def gemm_spec(spec: GpuSpec, *, gemm_tensor: float, gemm_stream: float, gemm_flush_writeback: float,
+              gemm_pipeline_s: float, l2_bytes_per_s: float, gemm_step_s: float) -> GpuSpec:
+    """``spec`` with the six GEMM constants replaced."""
+    eff = spec.efficiency.model_copy(update={"gemm_tensor": gemm_tensor, "gemm_stream": gemm_stream,
+                                             "gemm_flush_writeback": gemm_flush_writeback})
     launch = spec.launch.model_copy(update={"gemm_pipeline_s": gemm_pipeline_s, "gemm_step_s": gemm_step_s})
     memory = spec.memory.model_copy(update={"l2_bytes_per_s": l2_bytes_per_s})
     return spec.model_copy(update={"efficiency": eff, "launch": launch, "memory": memory})
