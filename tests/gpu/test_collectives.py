@@ -399,15 +399,23 @@ def _bench_out(bench, argv: list[str], capsys: pytest.CaptureFixture[str]) -> st
     return capsys.readouterr().out.replace(str(ROOT) + "/", "")
 
 
-@pytest.mark.parametrize("name", ["h100x4-20261128w-collectives", "h100x2-20261128x-collectives"])
-def test_committed_comparisons_of_runs_w_and_x_are_what_the_model_gives_now(
-    name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("name", "compared"),
+    [
+        ("h100x4-20261128w-collectives", "h100x4-20261128w-collectives-compare.txt"),
+        ("h100x2-20261128x-collectives", "h100x2-20261128x-collectives-compare.txt"),
+        ("h100x2-20261125t-collectives-queued", "h100x2-20261125t-collectives-queued-compare-now.txt"),
+    ],
+)
+def test_committed_comparisons_are_what_the_model_gives_now(
+    name: str, compared: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Run w's 4-rank and run x's comparisons (docs/gpu.md) come out of `--compare` byte for byte."""
+    """Run w's 4-rank, run x's and run t's host-ahead comparisons (docs/gpu.md) come out of
+    `--compare` byte for byte."""
     monkeypatch.chdir(ROOT)
     bench = _collectives_bench()
     out = _bench_out(bench, ["--model", "hw_configs/h100.yaml", "--compare", f"benchmarks/gpu/{name}.csv"], capsys)
-    assert out == (ROOT / f"benchmarks/gpu/{name}-compare.txt").read_text()
+    assert out == (ROOT / "benchmarks/gpu" / compared).read_text()
 
 
 def test_run_ws_frozen_predictions_come_from_the_commands_in_their_header(
