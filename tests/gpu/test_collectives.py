@@ -537,3 +537,22 @@ def test_committed_ramp_tables_are_what_the_analysis_prints(
     assert ramp.main(["--ramp", str(ROOT / "benchmarks/gpu/h100x2-20261125t-collectives.csv")]) == 0
     out = capsys.readouterr().out
     assert "| 512 MiB | 20261125t | 161 |" in out and "| 1024 MiB | 20261125t | 161 |" in out
+    assert "| excess from 512 MiB up (us) | | 161 (intercept) |" in out  # two rows: not a plateau
+
+
+def test_ramp_keeps_host_ahead_rows_apart_and_uses_the_models_factors() -> None:
+    """A run's *_queued rows are their own mode, not the plain stream rows; the wire bytes are
+    the model's (nccl-tests') factor at the given ranks; the last step's share is its formula."""
+    ramp = _ramp_analysis()
+    gpu = ROOT / "benchmarks/gpu"
+    rows = ramp.load({"t": gpu / "h100x2-20261125t-collectives.csv", "q": gpu / "h100x2-20261125t-collectives-queued.csv"})
+    gib = 1 << 30
+    assert [run for _, run in rows[("all_reduce", "stream", gib)]] == ["t"]
+    assert [run for _, run in rows[("all_reduce", "stream_queued", gib)]] == ["q"]
+    assert ramp.wire_per_gpu("all_to_all", gib, 4) == 0.75 * gib
+    assert ramp.wire_per_gpu("all_reduce", gib, 4) == 1.5 * gib
+    # all-reduce on two GPUs at 1/348.8 GB/s a wire byte: 4 memory operations a wire byte, its
+    # last step (recv) 2 a byte of S/2: 0.752 us a MiB of S; a 0.388 us/MiB slope is 0.52 of it
+    per_byte = 1 / 348.8e9
+    assert ramp.last_step_share("all_reduce", 0.388, per_byte) == pytest.approx(0.388 / (2 * (1 << 20) / 2 * per_byte / 4 * 1e6))
+    assert ramp.last_step_share("all_reduce", 0.388, per_byte) == pytest.approx(0.516, abs=1e-3)
