@@ -9,7 +9,9 @@ prints the markdown tables of docs/gpu.md, "The Simple ramp" (``--ramp CSV...``:
 only, for any runs' rows, e.g. a later lease's):
 
 1. the ramp: per op (graph rows of t, u and v pooled), the time per wire byte of the rows from
-   512 MiB up (least squares) and every Simple row's *excess* over it, ``t - wire / rate``;
+   512 MiB up (least squares) and every Simple row's *excess* over it, ``t - wire / rate``; the
+   excess's slope from 16 to 256 MiB, and that slope as a share of the ring's last step's own
+   memory time (``last_step_share``);
 2. the candidates NCCL 2.28's scheduling offers, each with the figure that rules it in or out:
    the channels NCCL ran (its tuning log), the slices a channel runs (the rule below) against
    the ``NCCL_BUFFSIZE`` variants, one call timed alone against twenty back to back, and the
@@ -36,6 +38,8 @@ import re
 import sys
 from pathlib import Path
 
+from rdusim.hw.collectives import BUSBW_FACTOR, memory_ops_per_wire_byte
+
 MIB = 1 << 20
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 RUNS = ("t", "u", "v")
@@ -49,11 +53,24 @@ BUFFSIZE, NCCL_STEPS, CHUNKSTEPS, SLICESTEPS = 4 * MIB, 8, 4, 2
 CHANNELS, P2P_CHANNELS, P2P_PER_PEER = 24, 32, 32
 #: NCCL's p2p chunk on NVLink ("P2P Chunksize set to 524288", -nccl-init.txt)
 P2P_CHUNK = 512 * 1024
+#: loads plus stores per byte of a ring's last step, the one that puts nothing on NVLink: the
+#: all-reduce's and all-gather's ``recv`` (1, 1), the reduce-scatter's ``recvReduceCopy`` (2, 1)
+#: (rdusim/hw/collectives.py's docstring, "Memory operations per wire byte": NVIDIA/nccl runRing)
+LAST_STEP_OPS = {"all_reduce": 2, "all_gather": 2, "reduce_scatter": 3}
 
 
 def wire_per_gpu(op: str, size: int, ranks: int = 2) -> float:
-    """nccl-tests' bus bytes: what each GPU puts on NVLink for nccl-tests' S."""
-    return size * (2 * (ranks - 1) / ranks if op == "all_reduce" else (ranks - 1) / ranks)
+    """nccl-tests' bus bytes: what each GPU puts on NVLink for nccl-tests' S (the model's factor)."""
+    return size * BUSBW_FACTOR[op](ranks)
+
+
+def last_step_share(op: str, slope_us_per_mib: float, per_byte: float, ranks: int = 2) -> float:
+    """The ramp's slope (us of excess per MiB of S) over the ring's last step's own memory time
+    per MiB of S: its ``LAST_STEP_OPS`` loads and stores of S / ``ranks`` bytes, at the op's
+    large-size rate of memory operations (the wire rate ``1 / per_byte`` times the model's
+    ``memory_ops_per_wire_byte``). A hint, not a model (docs/gpu.md, "The Simple ramp")."""
+    memory_rate = memory_ops_per_wire_byte(op, ranks) / per_byte  # loads + stores a second
+    return slope_us_per_mib / (LAST_STEP_OPS[op] * MIB / ranks / memory_rate * 1e6)
 
 
 def slices_per_channel(
@@ -83,28 +100,42 @@ def p2p_channels_per_peer(peer_bytes: int, ranks: int) -> int:
     return n
 
 
-def load(paths: dict[str, str], ranks: int = 2) -> dict[tuple[str, str, int], tuple[float, str]]:
-    """(op, mode, bytes) -> (median us, run) over the runs' CSVs ({run: path}), rows of ``ranks``."""
-    rows: dict[tuple[str, str, int], tuple[float, str]] = {}
+def load(
+    paths: dict[str, str], ranks: int = 2
+) -> dict[tuple[str, str, int], list[tuple[float, str]]]:
+    """(op, mode, bytes) -> [(median us, run), ...] over the runs' CSVs ({run: path}), rows of
+    ``ranks``; a row timed host-ahead or busy (``*_queued``, ``*_busy``) has the mode
+    ``stream_queued``, ``graph_busy``, ..., never the plain one. Every run's row is kept."""
+    rows: dict[tuple[str, str, int], list[tuple[float, str]]] = {}
     for run, path in paths.items():
         with open(path, newline="") as fh:
             for r in csv.DictReader(fh):
                 if r["kind"] == "collective" and int(r.get("ranks") or 2) == ranks:
-                    rows[(r["op"], r["mode"], int(r["bytes"]))] = (float(r["median_us"]), run)
+                    tail = r["name"].rsplit("_", 1)[-1]
+                    mode = r["mode"] + (f"_{tail}" if tail in ("queued", "busy") else "")
+                    rows.setdefault((r["op"], mode, int(r["bytes"])), []).append(
+                        (float(r["median_us"]), run)
+                    )
     return rows
+
+
+def _us(entries: list[tuple[float, str]]) -> float:
+    """One size's time: the mean over the runs that have it."""
+    return sum(t for t, _ in entries) / len(entries)
 
 
 def slope(rows: dict, op: str, mode: str, ranks: int = 2) -> float:
     """Seconds per wire byte of the op's rows from SLOPE_FROM up (least squares with an intercept)."""
     pts = [
         (wire_per_gpu(op, b, ranks), t * 1e-6)
-        for (o, m, b), (t, _) in rows.items()
+        for (o, m, b), entries in rows.items()
         if o == op and m == mode and b >= SLOPE_FROM
+        for t, _ in entries
     ]
-    n = len(pts)
+    n = len({x for x, _ in pts})
     if n < 2:
         raise SystemExit(
-            f"{op} {mode}: {n} rows from {SLOPE_FROM // MIB} MiB up at {ranks} ranks; a slope needs 2"
+            f"{op} {mode}: {n} sizes from {SLOPE_FROM // MIB} MiB up at {ranks} ranks; a slope needs 2"
         )
     return _fit_slope(pts)
 
@@ -122,31 +153,43 @@ def ramp_table(rows: dict, mode: str = "graph", ranks: int = 2) -> list[str]:
     ]
     sizes = sorted({b for (o, m, b) in rows if m == mode and b >= 2 * MIB})
     for size in sizes:
-        cells, run = [], ""
+        cells, runs = [], []
         for op in OPS:
-            if (op, mode, size) in rows:
-                t, run = rows[(op, mode, size)]
-                cells.append(f"{t - wire_per_gpu(op, size, ranks) * per_byte[op] * 1e6:.0f}")
-            else:
-                cells.append("")
-        out.append(f"| {size / MIB:g} MiB | {run} | " + " | ".join(cells) + " |")
-    ramp, flat = [], []
+            entries = rows.get((op, mode, size), [])
+            runs += [run for _, run in entries if run not in runs]
+            excess = (
+                _us(entries) - wire_per_gpu(op, size, ranks) * per_byte[op] * 1e6
+                if entries
+                else None
+            )
+            cells.append("" if excess is None else f"{excess:.0f}")
+        out.append(f"| {size / MIB:g} MiB | {', '.join(runs)} | " + " | ".join(cells) + " |")
+    ramp, share, flat = [], [], []
     for op in OPS:
-        excess = {
-            b: t - wire_per_gpu(op, b, ranks) * per_byte[op] * 1e6
-            for (o, m, b), (t, _) in rows.items()
+        excess = [
+            (b, t - wire_per_gpu(op, b, ranks) * per_byte[op] * 1e6)
+            for (o, m, b), entries in rows.items()
             if o == op and m == mode
-        }
-        ramp.append(
-            f"{_fit_slope([(b / MIB, e) for b, e in excess.items() if RAMP[0] <= b <= RAMP[1]]):.3f}"
+            for t, _ in entries
+        ]
+        slope_us = _fit_slope([(b / MIB, e) for b, e in excess if RAMP[0] <= b <= RAMP[1]])
+        ramp.append(f"{slope_us:.3f}")
+        share.append(
+            f"{last_step_share(op, slope_us, per_byte[op], ranks):.2f}"
+            if op in LAST_STEP_OPS
+            else "-"
         )
-        top = [e for b, e in excess.items() if b >= SLOPE_FROM]
-        flat.append(f"{min(top):.0f}-{max(top):.0f}")
+        top = [e for b, e in excess if b >= SLOPE_FROM]
+        if len(top) > 2:
+            flat.append(f"{min(top):.0f}-{max(top):.0f}")
+        else:  # the slope passes through both rows: their excess is the fit's intercept, not a plateau
+            flat.append(f"{top[0]:.0f} (intercept)")
     out.append(
         f"| ramp: excess per MiB, {RAMP[0] // MIB}-{RAMP[1] // MIB} MiB (us) | | "
         + " | ".join(ramp)
         + " |"
     )
+    out.append("| ramp slope / the ring's last step's memory time | | " + " | ".join(share) + " |")
     out.append(f"| excess from {SLOPE_FROM // MIB} MiB up (us) | | " + " | ".join(flat) + " |")
     return out
 
@@ -230,7 +273,7 @@ def percall_table(prefix: str, rows: dict) -> list[str]:
     ]
     for op in OPS:
         cells = [
-            f"{alone[(op, s)]:.0f} / {rows[(op, 'graph', s)][0]:.0f} ({alone[(op, s)] / rows[(op, 'graph', s)][0] - 1:+.1%})"
+            f"{alone[(op, s)]:.0f} / {_us(rows[(op, 'graph', s)]):.0f} ({alone[(op, s)] / _us(rows[(op, 'graph', s)]) - 1:+.1%})"
             for s in sizes
         ]
         out.append(f"| {op} | " + " | ".join(cells) + " |")
@@ -244,11 +287,11 @@ def p2p_table(rows: dict, ranks: int = 2) -> list[str]:
         "|---:|---:|---:|---:|---:|",
     ]
     for size in (128 * MIB, 256 * MIB, 384 * MIB, 512 * MIB, 640 * MIB, 768 * MIB, 1024 * MIB):
-        t = rows[("all_to_all", "graph", size)][0]
+        t = _us(rows[("all_to_all", "graph", size)])
         peer = size // ranks
         out.append(
             f"| {size // MIB} MiB | {peer // MIB} MiB | {p2p_channels_per_peer(peer, ranks)} | {t:.0f} | "
-            f"{wire_per_gpu('all_to_all', size) / t * 1e-3:.0f} |"
+            f"{wire_per_gpu('all_to_all', size, ranks) / t * 1e-3:.0f} |"
         )
     return out
 
@@ -257,7 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prefix", default="benchmarks/gpu/h100x2-20261125")
     ap.add_argument(
-        "--ramp", nargs="+", metavar="CSV", help="only the ramp table, of these runs' rows (pooled)"
+        "--ramp",
+        nargs="+",
+        metavar="CSV",
+        help="only the ramp table, of these runs' rows (pooled), one per mode they have",
     )
     ap.add_argument("--ranks", type=int, default=2, help="with --ramp: the rows of this world size")
     args = ap.parse_args(argv)
@@ -266,7 +312,10 @@ def main(argv: list[str] | None = None) -> int:
             {Path(p).stem.split("-", 1)[-1].replace("-collectives", ""): p for p in args.ramp},
             args.ranks,
         )
-        for mode in ("graph", "stream"):
+        modes = sorted(
+            {m for _, m, _ in rows}, key=lambda m: (m != "graph", m)
+        )  # graph, stream, variants
+        for mode in modes:
             print("\n".join(ramp_table(rows, mode, ranks=args.ranks) + [""]))
         return 0
     rows = load({run: f"{args.prefix}{run}-collectives.csv" for run in RUNS})

@@ -22,12 +22,14 @@ every collective both launched on a stream and replayed from a CUDA graph):
 
 Every row has a ``set``: ``calibration`` (the few sizes the two "to calibrate" quantities of
 ``hw_configs/h200.yaml`` are fitted to: the all-reduce latency floor at 1 KB and 4 KB, and
-the bus bandwidth at 256 MB and 1 GB, stream-launched) or ``prediction`` (every other row:
-never fitted). docs/gpu.md ("Collectives") says how the fit and the comparison are run.
+the bus bandwidth at 256 MB and 1 GB, stream-launched; never a host-ahead or busy copy of them)
+or ``prediction`` (every other row: never fitted). docs/gpu.md ("Collectives") says how the fit and the comparison are run.
 The NCCL version, the GPU names and ``NCCL_ALGO``/``NCCL_PROTO`` (if set) go into every row.
 Run with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING`` to log the algorithm NCCL chose.
 
-``--dry-run`` prints the plan (rows and sizes) without touching a GPU or torch.distributed;
+``--dry-run`` prints the rows a run at ``--ranks`` (2 by default) writes under the other flags,
+without touching a GPU or torch.distributed (``planned_rows``: the run, the dry run and the
+frozen table take their rows from it; bad flags exit 2 before anything runs);
 ``--model HW.yaml`` prints rdusim's predictions for the same collectives at 2, 4 and 8 GPUs and
 the sanity table of docs/gpu.md; ``--model HW.yaml --sizes ...`` (or ``--frozen``) the frozen
 predictions of the exact rows one run will write, at ``--ranks`` (2 by default), for
@@ -62,6 +64,8 @@ RUN_V_SIZES = [2 << 10, 6 << 10, 24 << 10, 96 << 10, 320 << 10, 1536 << 10, 5 <<
                640 << 20]
 #: run w's floors at 2, 3 and 4 ranks (1-64 KiB: NCCL's latency, ring LL) and three larger sizes (LL, Simple)
 RUN_W_SIZES = [1 << k for k in range(10, 17)] + [1 << 20, 16 << 20, 256 << 20]
+#: --sizes by name
+NAMED_SIZES = {"u": RUN_U_SIZES, "v": RUN_V_SIZES, "w": RUN_W_SIZES}
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
 DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
@@ -93,10 +97,39 @@ def plan(sizes: list[int] | None = None, ranks: int = 2, e2e: tuple[str, ...] = 
     return rows
 
 
+def planned_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
+    """Every row a run at ``ranks`` GPUs writes, in its order, named and set as it writes them (the
+    run, ``--dry-run`` and the frozen table all take their rows from here): the collectives of
+    ``plan`` kept by ``--only``, ``--ops``, ``--max-bytes`` and ``--modes`` (with ``queued``, a
+    stream row once more with the host ahead, ``*_queued``), then the TP steps. Each row adds
+    ``ahead`` (timed with the host ahead), ``queued`` (predicted as NCCL's own time: a stream row
+    timed host-ahead) and ``step`` (the plan's name of a TP step). A row timed host-ahead or busy
+    is never calibration: ``CALIBRATION`` is the plain stream rows."""
+    only = args.only.split(",")
+    suffix = "_busy" if args.busy_ms else "_queued" if args.host_ahead else ""
+    rows = []
+    for row in plan(_sizes(args.sizes), ranks, _phases(args.e2e)):
+        if row["kind"] != "collective":
+            if "e2e" in only:
+                rows.append({**row, "name": row["name"] + suffix, "ahead": args.host_ahead, "queued": False,
+                             "step": row["name"]})
+            continue
+        if "collectives" not in only or row["op"] not in args.ops.split(",") or row["bytes"] > args.max_bytes:
+            continue
+        modes = args.modes.split(",")
+        copies = [(args.host_ahead, suffix)] if row["mode"] in modes else []
+        copies += [(True, "_queued")] if row["mode"] == "stream" and "queued" in modes else []
+        for ahead, tail in copies:
+            rows.append({**row, "set": "prediction" if tail else row["set"], "name": row["name"] + tail,
+                         "ahead": ahead, "queued": ahead and row["mode"] == "stream"})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="CSV to write (rank 0)")
-    ap.add_argument("--dry-run", action="store_true", help="print the plan; no GPU, no torch")
+    ap.add_argument("--dry-run", action="store_true", help="print the rows a run at --ranks writes (names, "
+                    "sets) under the other flags; no GPU, no torch")
     ap.add_argument("--only", default="collectives,e2e", help="comma-separated: collectives, e2e")
     ap.add_argument("--max-bytes", type=int, default=SIZES[-1], help="largest collective size")
     ap.add_argument("--sizes", help="comma-separated collective sizes in bytes instead of the powers of two "
@@ -110,31 +143,91 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--busy-ms", type=float, default=0.0, help="diagnostic: before every trial run bf16 matrix "
                     "products for about this many ms (the SMs at full clock, the launches queued); rows *_busy")
     ap.add_argument("--e2e", default="decode,prefill", help="comma-separated TP step phases: decode, prefill")
-    ap.add_argument("--ranks", default="2", help="with --model and --sizes/--frozen: comma-separated world sizes "
-                    "to predict the rows at (a run gets its own from torchrun)")
+    ap.add_argument("--ranks", help="with --dry-run, or --model and --sizes/--frozen: comma-separated world "
+                    "sizes (2 by default) to plan or predict the rows at (a run gets its own from torchrun)")
     ap.add_argument("--frozen", action="store_true", help="with --model: the frozen predictions of the full "
                     "plan (the powers of two) at --ranks")
     ap.add_argument("--model", metavar="HW_YAML", help="print rdusim's predictions for a gpu_node document")
     ap.add_argument("--compare", metavar="CSV", help="with --model: fit the calibration rows of a measured CSV "
                     "and compare every prediction row with the model")
     args = ap.parse_args(argv)
+    ranks = _check_args(ap, args)
     if args.model and args.compare:
         return compare(args.model, args.compare)
     if args.model and (args.sizes or args.frozen):
-        return frozen_table(args.model, _sizes(args.sizes), [int(n) for n in args.ranks.split(",")],
-                            modes=args.modes.split(","), ops=args.ops.split(","), e2e=_phases(args.e2e),
-                            host_ahead=args.host_ahead, only=args.only.split(","))
+        return frozen_table(args.model, args, ranks)
     if args.model:
         return model_table(args.model)
     if args.dry_run:
-        rows = plan(_sizes(args.sizes), e2e=_phases(args.e2e))
-        for row in rows:
-            print(f"{row['set']:11s} {row['kind']:16s} {row['name']}")
-        print(f"# {len(rows)} rows, {sum(r['set'] == 'calibration' for r in rows)} calibration")
+        for n in ranks:
+            rows = planned_rows(args, n)
+            for row in rows:
+                print(f"{row['set']:11s} {row['kind']:16s} {row['name']}")
+            print(f"# {len(rows)} rows at {n} ranks, {sum(r['set'] == 'calibration' for r in rows)} calibration")
         return 0
     if not args.out:
         ap.error("--out is required (or --dry-run)")
     return _run(args)
+
+
+#: the choices of the comma-separated flags
+CHOICES = {"--ops": OPS, "--modes": ("stream", "graph", "queued"), "--only": ("collectives", "e2e"),
+           "--e2e": ("decode", "prefill")}
+
+
+def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[int]:
+    """Every flag's values checked before anything runs (``ap.error``: exit 2, what was expected,
+    the closest choice for a misspelling); returns the world sizes to plan or predict at."""
+    import difflib
+
+    for flag, choices in CHOICES.items():
+        for word in getattr(args, flag[2:]).split(","):
+            if word not in choices and (word or flag != "--e2e"):
+                close = difflib.get_close_matches(word, choices, n=1)
+                ap.error(f"{flag}: {word!r} is not one of {', '.join(choices)}"
+                         + (f" (did you mean {close[0]!r}?)" if close else ""))
+    if args.sizes and args.sizes not in NAMED_SIZES:
+        for word in args.sizes.split(","):
+            if not word.isdigit() or int(word) < 1:
+                ap.error(f"--sizes: {word!r} is not a size in bytes; expected comma-separated positive integers "
+                         f"or one of {', '.join(NAMED_SIZES)}")
+    if args.max_bytes < 1:
+        ap.error(f"--max-bytes: expected a positive size in bytes, got {args.max_bytes}")
+    if args.frozen and not args.model:
+        ap.error("--frozen needs --model")
+    return _check_ranks(ap, args)
+
+
+def _check_ranks(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[int]:
+    """``--ranks`` where it applies (2 by default), and every TP degree that will be planned
+    (``--ranks``, or torchrun's world size for a run) dividing Llama-3.1-8B's splits."""
+    planning = args.dry_run or (args.model and not args.compare and (args.sizes or args.frozen))
+    if args.ranks is not None and not planning:
+        ap.error("--ranks applies to --dry-run and to --model with --sizes or --frozen; "
+                 "a run takes its world size from torchrun, --compare from the CSV")
+    ranks = []
+    for word in (args.ranks or "2").split(","):
+        if not word.isdigit() or int(word) < 2:
+            ap.error(f"--ranks: {word!r} is not a world size; expected comma-separated integers >= 2")
+        ranks.append(int(word))
+    world = os.environ.get("WORLD_SIZE", "") if not (planning or args.model) else ""
+    steps = "e2e" in args.only.split(",") and _phases(args.e2e)
+    for n in (ranks if planning else [int(world)] if world.isdigit() else []) if steps else []:
+        if bad := _tp_split(n):
+            ap.error(f"TP-{n} steps: {n} does not divide Llama-3.1-8B's {bad}; "
+                     "leave them out with --only collectives (or --e2e '')")
+    return ranks
+
+
+def _tp_split(n: int) -> str:
+    """What of Llama-3.1-8B (its rdusim model document) ``n`` GPUs cannot split evenly, or ''."""
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    parts = {"heads": model.attention.heads, "KV heads": model.attention.kv_heads,
+             "FFN": model.ffn.intermediate, "vocabulary": model.vocab}
+    return ", ".join(f"{v} {k}" for k, v in parts.items() if v % n)
 
 
 def model_table(path: str) -> int:
@@ -197,37 +290,29 @@ def predict_us(gpu, op: str, size: int, ranks: int, mode: str, fabric=None, queu
     return elapsed_s(trace) / PER * 1e6, cost
 
 
-def frozen_table(path: str, sizes: list[int] | None, ranks: list[int], *, modes: list[str] | None = None,
-                 ops: list[str] | None = None, e2e: tuple[str, ...] = ("decode", "prefill"), host_ahead: bool = False,
-                 only: list[str] | None = None) -> int:
-    """rdusim's prediction of every row of a plan at each of ``ranks`` (the frozen predictions a
-    later measurement is compared with), on the document as it is (no fit); ``modes``, ``ops``,
-    ``e2e``, ``host_ahead`` and ``only`` select the rows as the run's own flags do."""
+def frozen_table(path: str, args: argparse.Namespace, ranks: list[int]) -> int:
+    """rdusim's prediction of every row a run at each of ``ranks`` writes (``planned_rows``: the
+    frozen predictions a later measurement is compared with), on the document as it is (no fit)."""
     from rdusim.hw.gpu import load_gpu_node
 
     node = load_gpu_node(path)
     gpu = node.gpu
-    modes, ops, only = modes or ["stream", "graph"], ops or list(OPS), only or ["collectives", "e2e"]
-    suffix = "_queued" if host_ahead else ""
     for n in ranks:
         print(f"# frozen predictions: {path}, bus {gpu.fabric.bus_bytes_per_s / 1e9:.1f} GB/s, {n} GPUs, "
               f"NVLS {'on' if gpu.fabric.nvls else 'off'}, {PER} calls back to back per row"
-              + (", host ahead (*_queued: NCCL's own time)" if host_ahead else ""))
-        rows = plan(sizes, n, e2e)
-        if "collectives" in only:
+              + (", host ahead (*_queued: NCCL's own time)" if args.host_ahead else ""))
+        rows = planned_rows(args, n)
+        if "collectives" in args.only.split(","):
             print("| row | predicted (us) | algorithm/protocol |")
             print("|---|---:|---|")
             for row in rows:
-                if row["kind"] != "collective" or row["op"] not in ops:
-                    continue
-                for ahead in _aheads(row, modes):
-                    queued = ahead or host_ahead and row["mode"] == "stream"
-                    us, cost = predict_us(gpu, row["op"], row["bytes"], n, row["mode"], queued=queued)
-                    name = row["name"] + ("_queued" if ahead else suffix)
-                    print(f"| {name} | {us:.2f} | {cost.algorithm}/{cost.protocol} |")
+                if row["kind"] == "collective":
+                    us, cost = predict_us(gpu, row["op"], row["bytes"], n, row["mode"], queued=row["queued"])
+                    print(f"| {row['name']} | {us:.2f} | {cost.algorithm}/{cost.protocol} |")
             print()
-        if "e2e" in only and e2e:
-            _e2e_predictions(node, [r["name"] for r in rows if r["kind"].startswith("e2e")])
+        steps = [row["step"] for row in rows if row["kind"].startswith("e2e")]
+        if steps:
+            _e2e_predictions(node, steps)
             print()
     return 0
 
@@ -375,41 +460,31 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
         sink = (fh, csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore"))
         sink[1].writeheader()
         fh.flush()
-    sleep, suffix = (SLEEP_CYCLES, "_queued") if args.host_ahead else (0, "")
     warm = None
     if args.busy_ms:
-        suffix = "_busy"
         a = torch.randn(4096, 4096, dtype=torch.bfloat16, device=device)
         warm = (a, max(1, int(args.busy_ms / 0.2)))  # ~0.2 ms per 4096^3 bf16 product on an H100
 
-    def timed(fn, reps: int, per: int, ahead: bool = False) -> float:
-        return _timed(torch, dist, fn, reps, per, SLEEP_CYCLES if ahead else sleep, warm)
-
-    def keep(row: dict, seconds: float, ahead: bool = False) -> None:
-        row = {**row, **env, "name": row["name"] + ("_queued" if ahead else suffix), "ranks": world,
-               "median_us": round(seconds * 1e6, 3)}
-        if sink is not None:
-            sink[1].writerow(row)
-            sink[0].flush()
-            print(f"{row['set']:11s} {row['name']:40s} {seconds * 1e6:12.1f} us", flush=True)
-
-    def measure(row: dict, fn, reps: int, per: int, ahead: bool = False) -> None:
+    def measure(row: dict, fn, reps: int, per: int) -> None:
+        """Time ``fn`` ``per`` times back to back (one graph of ``per`` for a graph row), write the row."""
         batch = _repeat(fn, per)
         run = capture(None, batch).replay if row["mode"] == "graph" else batch
-        keep({**row, "reps": reps * per}, timed(run, reps, per, ahead), ahead)
+        seconds = _timed(torch, dist, run, reps, per, SLEEP_CYCLES if row["ahead"] else 0, warm)
+        if sink is not None:
+            sink[1].writerow({**row, **env, "reps": reps * per, "ranks": world, "median_us": round(seconds * 1e6, 3)})
+            sink[0].flush()
+            print(f"{row['set']:11s} {row['name']:40s} {seconds * 1e6:12.1f} us", flush=True)
         torch.cuda.empty_cache()
 
-    rows = plan(_sizes(args.sizes), world, _phases(args.e2e))
-    modes = args.modes.split(",")
+    rows = planned_rows(args, world)
+    steps = [r for r in rows if r["kind"].startswith("e2e")]
     with torch.no_grad():
-        for row in (r for r in rows if r["kind"] == "collective" and r["bytes"] <= args.max_bytes
-                    and "collectives" in args.only and r["op"] in args.ops.split(",")):
-            for ahead in _aheads(row, modes):
-                measure(row, _collective(row["op"], row["bytes"], world, device, dist, torch), 10, PER, ahead)
-        if "e2e" in args.only:
+        for row in (r for r in rows if r["kind"] == "collective"):
+            measure(row, _collective(row["op"], row["bytes"], world, device, dist, torch), 10, PER)
+        if steps:  # _check_args: world divides every split
             shard = LlamaShape(q_heads=32 // world, kv_heads=8 // world, ffn=14336 // world, vocab=128256 // world)
             model = Llama(shard, device)
-            for row in (r for r in rows if r["kind"].startswith("e2e")):
+            for row in steps:
                 measure(row, _tp_step(model, row, world, device, dist, torch, F=torch.nn.functional, BF16=BF16,
                                       rope_tables=rope_tables, sdpa=sdpa), 20, 1)
     if sink is not None:
@@ -457,15 +532,7 @@ def _exit(torch) -> None:  # pragma: no cover - needs a GPU
 def _sizes(text: str | None) -> list[int] | None:
     if not text:
         return None
-    named = {"u": RUN_U_SIZES, "v": RUN_V_SIZES, "w": RUN_W_SIZES}
-    return named[text] if text in named else [int(v) for v in text.split(",")]
-
-
-def _aheads(row: dict, modes: list[str]) -> list[bool]:
-    """How a collective row of the plan is timed under ``--modes``: as itself when its mode is
-    listed, and a stream row also host-ahead (``*_queued``) when ``queued`` is."""
-    out = [False] if row["mode"] in modes else []
-    return out + [True] if row["mode"] == "stream" and "queued" in modes else out
+    return NAMED_SIZES[text] if text in NAMED_SIZES else [int(v) for v in text.split(",")]
 
 
 def _phases(text: str) -> tuple[str, ...]:

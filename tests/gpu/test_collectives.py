@@ -298,11 +298,16 @@ def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.Capture
     assert f"{bad}:{line}" in capsys.readouterr().err
 
 
-def _collectives_bench():
-    spec = importlib.util.spec_from_file_location("collectives_bench", ROOT / "benchmarks/gpu/collectives.py")
+def _bench_module(name: str):
+    """benchmarks/gpu/NAME.py, loaded as a module (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "benchmarks/gpu" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _collectives_bench():
+    return _bench_module("collectives")
 
 
 def test_bus_bandwidth_fit_recovers_the_slope_from_calibration_rows_only() -> None:
@@ -356,9 +361,7 @@ def test_committed_comparison_is_what_the_model_gives_now(capsys: pytest.Capture
 def test_launch_constants_are_the_microbenchmarks_medians() -> None:
     """collective_micro.py --constants: collective_host from the -m1/-m2 micro CSVs' host_busy rows,
     graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml (and h200.yaml [A]) give them."""
-    spec = importlib.util.spec_from_file_location("collective_micro", ROOT / "benchmarks/gpu/collective_micro.py")
-    micro = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(micro)
+    micro = _bench_module("collective_micro")
 
     def rows(*names: str) -> list[dict]:
         out = []
@@ -384,22 +387,121 @@ def test_plan_at_four_ranks_and_the_queued_rows_prediction() -> None:
     rows = bench.plan([1024], ranks=4, e2e=("decode",))
     assert [r["name"] for r in rows if r["kind"] == "e2e_decode_tp4"][0] == "tp4_decode_b1_l1024_graph"
     assert not any(r["kind"].startswith("e2e_prefill") for r in rows)
-    stream = next(r for r in rows if r["name"] == "all_reduce_1024_stream")
-    assert bench._aheads(stream, ["stream", "queued"]) == [False, True]
-    assert bench._aheads(stream, ["graph"]) == []
     gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
     us, cost = bench.predict_us(gpu, "all_reduce", 1024, 4, "stream", queued=True)
     assert us == pytest.approx(cost.time_s * 1e6)
     assert cost.algorithm == "ring" and cost.latency_s == pytest.approx((6.6 + 6 * 0.6) * 1e-6)
 
 
+def _bench_out(bench, argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``collectives.py ARGV`` prints, run from the repository root (paths as committed)."""
+    assert bench.main(argv) == 0
+    return capsys.readouterr().out.replace(str(ROOT) + "/", "")
+
+
+@pytest.mark.parametrize(
+    ("name", "compared"),
+    [
+        ("h100x4-20261128w-collectives", "h100x4-20261128w-collectives-compare.txt"),
+        ("h100x2-20261128x-collectives", "h100x2-20261128x-collectives-compare.txt"),
+        ("h100x2-20261125t-collectives-queued", "h100x2-20261125t-collectives-queued-compare-now.txt"),
+    ],
+)
+def test_committed_comparisons_are_what_the_model_gives_now(
+    name: str, compared: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run w's 4-rank, run x's and run t's host-ahead comparisons (docs/gpu.md) come out of
+    `--compare` byte for byte."""
+    monkeypatch.chdir(ROOT)
+    bench = _collectives_bench()
+    out = _bench_out(bench, ["--model", "hw_configs/h100.yaml", "--compare", f"benchmarks/gpu/{name}.csv"], capsys)
+    assert out == (ROOT / "benchmarks/gpu" / compared).read_text()
+
+
+def test_run_ws_frozen_predictions_come_from_the_commands_in_their_header(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """h100x4-20261128w-collectives-predicted.txt is its header's commands' output (the model
+    unchanged since it was frozen, and the row planning with it)."""
+    monkeypatch.chdir(ROOT)
+    bench = _collectives_bench()
+    text = (ROOT / "benchmarks/gpu/h100x4-20261128w-collectives-predicted.txt").read_text()
+    lines = text.splitlines(keepends=True)
+    header = lines[: next(i for i, t in enumerate(lines) if t.startswith("# frozen predictions"))]
+    model = "hw_configs/h100.yaml"
+    commands = "".join(t.lstrip("#").strip() + " " for t in header).split(f"--model {model}", 1)[1].split("|")
+    second = next(t for t in lines if t.startswith("# and "))
+    out = "".join(header)
+    for command in commands:
+        out += _bench_out(bench, ["--model", model, *command.split()], capsys)
+    out += "\n" + second + _bench_out(bench, ["--model", model, *second.split(": ", 1)[1].split()], capsys)
+    assert len(commands) == 5 and out == text
+
+
+def test_dry_run_frozen_table_and_run_plan_the_same_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    """--dry-run lists the rows a run at --ranks writes under --modes/--ops/--only/--max-bytes, as
+    the frozen table predicts them; a host-ahead copy of a calibration row is a prediction row."""
+    bench = _collectives_bench()
+    out = _bench_out(bench, ["--dry-run", "--modes", "queued"], capsys).splitlines()
+    assert out[-1] == "# 93 rows at 2 ranks, 0 calibration"  # 4 ops x 21 sizes queued, 9 TP2 steps
+    assert all(t.endswith("_queued") for t in out if " collective " in t)
+    out = _bench_out(bench, ["--dry-run", "--ranks", "4", "--only", "e2e", "--e2e", "decode"], capsys)
+    assert out.splitlines()[0].split() == ["prediction", "e2e_decode_tp4", "tp4_decode_b1_l1024_graph"]
+    out = _bench_out(bench, ["--dry-run", "--modes", "stream,queued", "--ops", "all_reduce", "--only",
+                             "collectives", "--max-bytes", "4096"], capsys).splitlines()
+    assert [t.split() for t in out[:-1]] == [
+        ["calibration", "collective", "all_reduce_1024_stream"],
+        ["prediction", "collective", "all_reduce_1024_stream_queued"],
+        ["prediction", "collective", "all_reduce_2048_stream"],
+        ["prediction", "collective", "all_reduce_2048_stream_queued"],
+        ["calibration", "collective", "all_reduce_4096_stream"],
+        ["prediction", "collective", "all_reduce_4096_stream_queued"],
+    ]
+    table = _bench_out(bench, ["--model", str(ROOT / "hw_configs/h100.yaml"), "--frozen", "--modes", "stream,queued",
+                               "--ops", "all_reduce", "--only", "collectives", "--max-bytes", "4096"], capsys)
+    assert [t.split(" | ")[0][2:] for t in table.splitlines()[3:-1]] == [t.split()[2] for t in out[:-1]]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--dry-run", "--sizes", "1024,x"], "--sizes: 'x' is not a size in bytes"),
+        (["--dry-run", "--ranks", "two"], "--ranks: 'two' is not a world size; expected comma-separated integers >= 2"),
+        (["--dry-run", "--ranks", "1"], "--ranks: '1' is not a world size"),
+        (["--dry-run", "--modes", "foo"], "--modes: 'foo' is not one of stream, graph, queued"),
+        (["--dry-run", "--modes", "grpah"], "(did you mean 'graph'?)"),
+        (["--dry-run", "--ops", "allreduce"], "(did you mean 'all_reduce'?)"),
+        (["--dry-run", "--only", "collective"], "(did you mean 'collectives'?)"),
+        (["--ranks", "4", "--out", "x.csv"], "--ranks applies to --dry-run and to --model with --sizes or --frozen"),
+        (["--model", "hw_configs/h100.yaml", "--ranks", "4"], "--ranks applies to"),
+        (["--dry-run", "--ranks", "3"], "TP-3 steps: 3 does not divide Llama-3.1-8B's 32 heads, 8 KV heads, 14336 FFN"),
+        (["--model", "hw_configs/h100.yaml", "--frozen", "--ranks", "2,6"], "TP-6 steps"),
+        (["--frozen"], "--frozen needs --model"),
+    ],
+)
+def test_bad_flags_exit_2_saying_what_was_expected(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        _collectives_bench().main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_run_checks_torchruns_world_size_against_the_tp_steps(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Three ranks cannot split Llama-3.1-8B: refused before torch is imported; collectives only is fine."""
+    bench = _collectives_bench()
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--out", str(tmp_path / "x.csv")])
+    assert exc.value.code == 2 and "TP-3 steps" in capsys.readouterr().err
+    assert bench.main(["--dry-run", "--ranks", "3", "--only", "collectives"]) == 0
+
+
 def _ramp_analysis():
-    spec = importlib.util.spec_from_file_location(
-        "collective_ramp", ROOT / "benchmarks/gpu/collective_ramp.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _bench_module("collective_ramp")
 
 
 def test_ramp_analysis_follows_nccl_228s_chunking_and_p2p_rules() -> None:
@@ -435,3 +537,22 @@ def test_committed_ramp_tables_are_what_the_analysis_prints(
     assert ramp.main(["--ramp", str(ROOT / "benchmarks/gpu/h100x2-20261125t-collectives.csv")]) == 0
     out = capsys.readouterr().out
     assert "| 512 MiB | 20261125t | 161 |" in out and "| 1024 MiB | 20261125t | 161 |" in out
+    assert "| excess from 512 MiB up (us) | | 161 (intercept) |" in out  # two rows: not a plateau
+
+
+def test_ramp_keeps_host_ahead_rows_apart_and_uses_the_models_factors() -> None:
+    """A run's *_queued rows are their own mode, not the plain stream rows; the wire bytes are
+    the model's (nccl-tests') factor at the given ranks; the last step's share is its formula."""
+    ramp = _ramp_analysis()
+    gpu = ROOT / "benchmarks/gpu"
+    rows = ramp.load({"t": gpu / "h100x2-20261125t-collectives.csv", "q": gpu / "h100x2-20261125t-collectives-queued.csv"})
+    gib = 1 << 30
+    assert [run for _, run in rows[("all_reduce", "stream", gib)]] == ["t"]
+    assert [run for _, run in rows[("all_reduce", "stream_queued", gib)]] == ["q"]
+    assert ramp.wire_per_gpu("all_to_all", gib, 4) == 0.75 * gib
+    assert ramp.wire_per_gpu("all_reduce", gib, 4) == 1.5 * gib
+    # all-reduce on two GPUs at 1/348.8 GB/s a wire byte: 4 memory operations a wire byte, its
+    # last step (recv) 2 a byte of S/2: 0.752 us a MiB of S; a 0.388 us/MiB slope is 0.52 of it
+    per_byte = 1 / 348.8e9
+    assert ramp.last_step_share("all_reduce", 0.388, per_byte) == pytest.approx(0.388 / (2 * (1 << 20) / 2 * per_byte / 4 * 1e6))
+    assert ramp.last_step_share("all_reduce", 0.388, per_byte) == pytest.approx(0.516, abs=1e-3)
