@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -421,8 +422,10 @@ def test_committed_comparisons_are_what_the_model_gives_now(
 def test_run_ws_frozen_predictions_come_from_the_commands_in_their_header(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """h100x4-20261128w-collectives-predicted.txt is its header's commands' output (the model
-    unchanged since it was frozen, and the row planning with it)."""
+    """h100x4-20261128w-collectives-predicted.txt's rows, protocols and headers are its header's
+    commands' output: the row planning is unchanged since the predictions were frozen. The figures
+    are masked: the single-GPU kernels under the TP steps (and any later collective change) move
+    them, and the frozen file keeps the figures of its day (the comparison files say which)."""
     monkeypatch.chdir(ROOT)
     bench = _collectives_bench()
     text = (ROOT / "benchmarks/gpu/h100x4-20261128w-collectives-predicted.txt").read_text()
@@ -435,7 +438,12 @@ def test_run_ws_frozen_predictions_come_from_the_commands_in_their_header(
     for command in commands:
         out += _bench_out(bench, ["--model", model, *command.split()], capsys)
     out += "\n" + second + _bench_out(bench, ["--model", model, *second.split(": ", 1)[1].split()], capsys)
-    assert len(commands) == 5 and out == text
+    assert len(commands) == 5 and _figures_masked(out) == _figures_masked(text)
+
+
+def _figures_masked(table: str) -> str:
+    """A markdown table with every numeric cell replaced by '#'."""
+    return re.sub(r"\| -?[0-9][0-9.]* (?=\|)", "| # ", table)
 
 
 def test_dry_run_frozen_table_and_run_plan_the_same_rows(capsys: pytest.CaptureFixture[str]) -> None:
