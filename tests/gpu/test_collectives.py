@@ -29,8 +29,8 @@ from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 BUS = 370.8e9
-NVSWITCH = Fabric(BUS, 1.0, nvls=True)
-NO_NVLS = Fabric(BUS, 1.0, nvls=False)
+NVSWITCH = Fabric(BUS, nvls=True)
+NO_NVLS = Fabric(BUS, nvls=False)
 GB, MB, KB = 1e9, 1e6, 1e3
 
 
@@ -96,7 +96,7 @@ def test_ring_ll_rate_is_the_lower_of_ll_bandwidth_and_half_the_bus() -> None:
     """NCCL 2.28 tuning.cc: ring LL ``busBw = std::min(llMaxBw, busBw * .5)``: 141 GB/s on a
     343 GB/s bus, half the bus on a 200 GB/s one; the p2p LL keeps its own rate [A]."""
     for bus, expected in ((343.1e9, 141e9), (200e9, 100e9)):
-        fabric = Fabric(bus, 1.0, ll_bytes_per_s=141e9)
+        fabric = Fabric(bus, ll_bytes_per_s=141e9)
         for op in ("all_reduce", "all_gather", "reduce_scatter"):
             assert pick(candidates(op, 64 * KB, 2, fabric), "ring", "LL").bus_bytes_per_s == pytest.approx(expected)
         p2p = collective_cost("all_to_all", 64 * KB, 2, fabric)
@@ -174,10 +174,30 @@ def test_latency_grows_with_gpus_and_time_with_bytes(op: str) -> None:
         assert [c.time_s for c in group] == sorted(c.time_s for c in group)
 
 
-def test_latency_scale_scales_only_latency() -> None:
-    a = collective_cost("all_reduce", 8 * KB, 2, NO_NVLS)
-    b = collective_cost("all_reduce", 8 * KB, 2, Fabric(BUS, 2.0))
-    assert b.latency_s == pytest.approx(2 * a.latency_s) and b.wire_bytes == a.wire_bytes
+def test_measured_ll_latency_closed_forms_and_nccl_choice() -> None:
+    """A measured ring LL latency (base, step): the ring LL floor at n ranks is base + 2(n-1)
+    steps for the all-reduce, base + (n-1) for all-gather and reduce-scatter; NCCL's choice (by
+    tuning.cc's table) and every other protocol's cost do not move; all-to-all keeps its [A]."""
+    base, step = 4.71e-6, 0.976e-6
+    measured = Fabric(BUS, nvls=True, ll_bytes_per_s=141e9, ll_latency_s=(base, step))
+    table = Fabric(BUS, nvls=True, ll_bytes_per_s=141e9)
+    for n in range(2, 9):
+        for op, steps in (("all_reduce", 2 * (n - 1)), ("all_gather", n - 1), ("reduce_scatter", n - 1)):
+            c = collective_cost(op, 1 * KB, n, measured)
+            assert (c.algorithm, c.protocol) == ("ring", "LL")
+            assert c.latency_s == pytest.approx(base + steps * step)
+            assert c.latency_s == pytest.approx(collective_cost(op, 1 * KB, n, Fabric(BUS, ll_latency_s=(base, step))).latency_s)
+        for op in OPS:
+            for size in (KB, 64 * KB, MB, 4 * MB, 64 * MB, GB):
+                a, b = collective_cost(op, size, n, measured), collective_cost(op, size, n, table)
+                assert (a.algorithm, a.protocol, a.wire_bytes, a.bus_bytes_per_s) == (
+                    b.algorithm, b.protocol, b.wire_bytes, b.bus_bytes_per_s)
+                if (a.algorithm, a.protocol) != ("ring", "LL"):
+                    assert a.latency_s == b.latency_s
+    # the documents: h100.yaml's fitted values, h200.yaml the same [A]
+    for doc in ("h100.yaml", "h200.yaml"):
+        fabric = load_gpu_node(ROOT / "hw_configs" / doc).gpu.fabric
+        assert fabric.ll_latency_s == pytest.approx((base, step))
 
 
 def test_bad_arguments() -> None:
@@ -283,13 +303,25 @@ def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.Capture
     text = (ROOT / "hw_configs/h200.yaml").read_text()
     for old, new, key in (('bus_bandwidth: "370.8 GB/s"', 'bus_bandwidth: "470.8 GB/s"', "nvlink"),
                           ('ll_bandwidth: "141 GB/s"', 'll_bandwidth: "9000 GB/s"', "ll_bandwidth (9000 GB/s) exceeds"),
-                          ("latency_scale: 1.0", "latency_scale: 0.0", "nvlink.latency_scale")):
+                          ('ll_step_latency: "0.976 us"', 'll_step_latency: "-1 us"', "nvlink.ll_step_latency"),
+                          ('  ll_step_latency: "0.976 us"\n', "", "give both or neither")):
         assert old in text
         bad = tmp_path / "h200.yaml"
         bad.write_text(text.replace(old, new))
         assert main(["validate", str(bad)]) == 2
         err = capsys.readouterr().err
         assert str(bad) in err and key in err
+    # a misspelt key (or the removed latency_scale): exit 2 at its own line, with the closest name
+    for old, new, fix in (('ll_base_latency: "4.71 us"', 'll_base_latncy: "4.71 us"', "ll_base_latency"),
+                          ('ll_base_latency: "4.71 us"', 'latency_scale: 1.0\n  ll_base_latency: "4.71 us"', None)):
+        bad = tmp_path / "h200.yaml"
+        bad.write_text(text.replace(old, new))
+        key = new.split(":")[0]
+        line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if t.strip().startswith(key + ":"))
+        assert main(["validate", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert f"{bad}:{line}: nvlink.{key}: unknown key '{key}'" in err
+        assert fix is None or f"did you mean '{fix}'?" in err
     node = (ROOT / "hw_configs/h200-8.yaml").read_text().replace("gpu: h200.yaml", f"gpu: {ROOT}/hw_configs/h200.yaml")
     bad = tmp_path / "node.yaml"
     bad.write_text(node.replace("nvls: true", "nvls: 1"))
@@ -308,7 +340,7 @@ def _collectives_bench():
 def test_bus_bandwidth_fit_recovers_the_slope_from_calibration_rows_only() -> None:
     """Rows made by the model at 300 GB/s, every prediction row poisoned x7: the fit gives 300."""
     bench = _collectives_bench()
-    fabric = Fabric(300e9, 1.0)
+    fabric = Fabric(300e9)
     rows = []
     for row in bench.plan():
         if row["kind"] == "collective":
@@ -331,7 +363,7 @@ def test_ll_rate_from_the_document_and_nccls_protocol_switch() -> None:
     the p2p LL keeps v2.19's cap. On the H100 pair the switch to Simple then falls where NCCL
     2.28.9 switched (h100x2-20261125t-nccl-tuning.txt): all-reduce LL at 1 MiB, Simple at 2 MiB;
     all-gather and reduce-scatter LL at 2 MiB, Simple at 4 MiB."""
-    fabric = Fabric(BUS, 1.0, ll_bytes_per_s=141e9)
+    fabric = Fabric(BUS, ll_bytes_per_s=141e9)
     assert pick(candidates("all_reduce", MB, 2, fabric), "ring", "LL").bus_bytes_per_s == 141e9
     assert pick(candidates("all_gather", MB, 8, fabric), "ring", "LL").bus_bytes_per_s == 141e9
     assert collective_cost("all_to_all", 64 * KB, 2, fabric).bus_bytes_per_s == pytest.approx(LL_MAX_GBPS * GB)
@@ -350,7 +382,33 @@ def test_committed_comparison_is_what_the_model_gives_now(capsys: pytest.Capture
     csv_path = "benchmarks/gpu/h100x2-20261125t-collectives.csv"
     assert bench.main(["--model", str(ROOT / "hw_configs/h100.yaml"), "--compare", str(ROOT / csv_path)]) == 0
     out = capsys.readouterr().out.replace(str(ROOT) + "/", "")
-    assert out == (ROOT / "benchmarks/gpu/h100x2-20261125t-collectives-compare-p2p.txt").read_text()
+    assert out == (ROOT / "benchmarks/gpu/h100x2-20261125t-collectives-compare-llfit.txt").read_text()
+
+
+def test_ll_latency_fit_is_h100_yamls_and_reads_calibration_rows_only(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--fit-floor` on run w's floor files gives h100.yaml's ll_base_latency / ll_step_latency;
+    on rows the model made (base 3, step 1.5 us), every other row poisoned x7, it recovers them."""
+    bench = _collectives_bench()
+    files = [str(ROOT / f"benchmarks/gpu/h100x4-20261128w-{n}.csv") for n in ("x2-floors-tp2", "x3-floors", "floors-tp4")]
+    assert bench.main(["--model", str(ROOT / "hw_configs/h100.yaml"), "--fit-floor", *files]) == 0
+    out = capsys.readouterr().out
+    doc = (ROOT / "hw_configs/h100.yaml").read_text()
+    for key in ("ll_base_latency", "ll_step_latency"):
+        line = next(t for t in out.splitlines() if t.startswith(key + ":"))
+        assert f"  {line}\n" in doc
+    gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
+    fabric = Fabric(gpu.fabric.bus_bytes_per_s, ll_bytes_per_s=gpu.fabric.ll_bytes_per_s, ll_latency_s=(3e-6, 1.5e-6))
+    rows = []
+    for n in (2, 3, 5):
+        for size in (1 << 10, 1 << 11, 1 << 12, 1 << 13):
+            for op in ("all_reduce", "all_gather"):
+                us = collective_cost(op, size, n, fabric).time_s * 1e6
+                name = f"{op}_{size}_stream_queued"
+                poison = 1 if op == "all_reduce" and size <= 4096 else 7
+                rows.append({"kind": "collective", "op": op, "name": name, "bytes": size, "ranks": n,
+                             "median_us": us * poison})
+    base, step, points = bench.fit_ll_latency(gpu, rows)
+    assert len(points) == 9 and (base, step) == pytest.approx((3e-6, 1.5e-6), rel=1e-9)
 
 
 def test_launch_constants_are_the_microbenchmarks_medians() -> None:
@@ -390,4 +448,4 @@ def test_plan_at_four_ranks_and_the_queued_rows_prediction() -> None:
     gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
     us, cost = bench.predict_us(gpu, "all_reduce", 1024, 4, "stream", queued=True)
     assert us == pytest.approx(cost.time_s * 1e6)
-    assert cost.algorithm == "ring" and cost.latency_s == pytest.approx((6.6 + 6 * 0.6) * 1e-6)
+    assert cost.algorithm == "ring" and cost.latency_s == pytest.approx((4.71 + 6 * 0.976) * 1e-6)  # h100.yaml
