@@ -62,6 +62,13 @@ RUN_V_SIZES = [2 << 10, 6 << 10, 24 << 10, 96 << 10, 320 << 10, 1536 << 10, 5 <<
                640 << 20]
 #: run w's floors at 2, 3 and 4 ranks (1-64 KiB: NCCL's latency, ring LL) and three larger sizes (LL, Simple)
 RUN_W_SIZES = [1 << k for k in range(10, 17)] + [1 << 20, 16 << 20, 256 << 20]
+#: run y (frozen after the ring LL latency fit): sizes none of runs t-w had at 4 ranks, 1.5 KiB-768 MiB
+#: (``ys``: the KiB ones, for 2 and 3 ranks; every one a multiple of 3 x 512 B, so no rank's slice is
+#: misaligned at 3 ranks); ``y3``: 3-rank all-gather / all-to-all sizes a multiple of 3 (12, 48 MiB)
+#: beside run w's 16 and 64 MiB, whose slices are not 16-byte multiples at 3 ranks
+RUN_Y_SMALL = [3 << 9, 3 << 10, 6 << 10, 12 << 10, 48 << 10, 192 << 10, 768 << 10]
+RUN_Y_SIZES = RUN_Y_SMALL + [3 << 20, 12 << 20, 48 << 20, 192 << 20, 768 << 20]
+RUN_Y3_SIZES = [12 << 20, 16 << 20, 48 << 20, 64 << 20]
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
 #: the ring LL latency's calibration rows (declared 2026-11-28, after run w was seen): the all-reduce
@@ -104,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="collectives,e2e", help="comma-separated: collectives, e2e")
     ap.add_argument("--max-bytes", type=int, default=SIZES[-1], help="largest collective size")
     ap.add_argument("--sizes", help="comma-separated collective sizes in bytes instead of the powers of two "
-                    "('u', 'v', 'w': run u's, v's or w's set, RUN_U_SIZES, RUN_V_SIZES, RUN_W_SIZES)")
+                    "('u', 'v', 'w', 'y', 'ys', 'y3': a run's set, RUN_U_SIZES ... RUN_Y3_SIZES)")
     ap.add_argument("--ops", default=",".join(OPS), help="comma-separated collectives to time")
     ap.add_argument("--modes", default="stream,graph", help="comma-separated launch modes to time: stream, graph, "
                     "queued (each stream row again with the host ahead, as --host-ahead: rows *_queued)")
@@ -526,7 +533,8 @@ def _exit(torch) -> None:  # pragma: no cover - needs a GPU
 def _sizes(text: str | None) -> list[int] | None:
     if not text:
         return None
-    named = {"u": RUN_U_SIZES, "v": RUN_V_SIZES, "w": RUN_W_SIZES}
+    named = {"u": RUN_U_SIZES, "v": RUN_V_SIZES, "w": RUN_W_SIZES, "y": RUN_Y_SIZES, "ys": RUN_Y_SMALL,
+             "y3": RUN_Y3_SIZES}
     return named[text] if text in named else [int(v) for v in text.split(",")]
 
 
