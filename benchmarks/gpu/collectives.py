@@ -416,7 +416,10 @@ def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, fl
     layer.insert(layer.index("down_gemm") + 1, "all_reduce")
     out = []
     tps = sorted({_tp(name) for name in names}) if names else [2]
-    for row in (r for tp in tps for r in plan(ranks=tp) if r["kind"].startswith("e2e")):
+    rows = [r for tp in tps for r in plan(ranks=tp) if r["kind"].startswith("e2e")]
+    known = {r["name"] for r in rows}
+    rows += [_step_row(name) for name in names or () if name not in known]  # a run's own --decode points
+    for row in rows:
         if names is not None and row["name"] not in names:
             continue
         phase = "decode" if row["kind"].startswith("e2e_decode") else "prefill"
@@ -425,6 +428,19 @@ def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, fl
                                  batch=row["batch"], seq_len=seq, mode=row["mode"], tp=_tp(row["name"]))
         out.append((row["name"], step.seconds * 1e6, step.kernels.get("all_reduce", 0.0) * 1e6))
     return out
+
+
+def _step_row(name: str) -> dict:
+    """A TP step row from its name (``tp4_decode_b48_l4096_graph``, ``tp4_prefill_b1_l1024``)."""
+    import re
+
+    m = re.fullmatch(r"tp(\d+)_(decode|prefill)_b(\d+)_l(\d+)(_graph)?", name)
+    if m is None:
+        raise ValueError(f"not a TP step row: {name!r}")
+    tp, phase, batch, length = m[1], m[2], int(m[3]), int(m[4])
+    if phase == "decode":
+        return {"kind": f"e2e_decode_tp{tp}", "name": name, "batch": batch, "kv_len": length, "mode": "graph"}
+    return {"kind": f"e2e_prefill_tp{tp}", "name": name, "batch": batch, "seq_len": length, "mode": "eager"}
 
 
 def _size(size: int) -> str:

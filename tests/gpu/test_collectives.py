@@ -263,7 +263,7 @@ def test_collective_host_without_a_table_is_eager_host(tmp_path: Path, capsys: p
     plain.write_text(yaml.safe_dump(doc))
     gpu = load_gpu_node(plain).gpu
     assert gpu.host_op_s("all_reduce", gpu_idle=True) == gpu.launch_s("eager") == pytest.approx(8e-6)
-    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.host_op_s("all_reduce", gpu_idle=True) == pytest.approx(54.7e-6)
+    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.host_op_s("all_reduce", gpu_idle=True) == pytest.approx(44.9e-6)
     text = (ROOT / "hw_configs/h100.yaml").read_text()
     assert "    all_gather: " in text
     bad = tmp_path / "h100.yaml"
@@ -413,7 +413,8 @@ def test_ll_latency_fit_is_h100_yamls_and_reads_calibration_rows_only(capsys: py
 
 def test_launch_constants_are_the_microbenchmarks_medians() -> None:
     """collective_micro.py --constants: collective_host from the -m1/-m2 micro CSVs' host_busy rows,
-    graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml (and h200.yaml [A]) give them."""
+    graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml gives them; h200.yaml's from
+    run z's micro CSV (two H200s)."""
     spec = importlib.util.spec_from_file_location("collective_micro", ROOT / "benchmarks/gpu/collective_micro.py")
     micro = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(micro)
@@ -428,11 +429,12 @@ def test_launch_constants_are_the_microbenchmarks_medians() -> None:
     host, _ = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv"))
     _, pair = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv",
                                    "h100x2-20261125m2-micro-nomix.csv"))
-    for doc in ("h100.yaml", "h200.yaml"):
+    h200_host, h200_pair = micro.constants(rows("h200x2-20261128z-micro.csv"))  # run z, two H200s
+    for doc, doc_host, doc_pair in (("h100.yaml", host, pair), ("h200.yaml", h200_host, h200_pair)):
         gpu = load_gpu_node(ROOT / "hw_configs" / doc).gpu
-        for op, us in host.items():
+        for op, us in doc_host.items():
             assert gpu.host_op_s(op, gpu_idle=False) == pytest.approx(round(us, 1) * 1e-6)
-        assert gpu.launch_s("graph_event_pair") == pytest.approx(round(pair, 3) * 1e-6)
+        assert gpu.launch_s("graph_event_pair") == pytest.approx(round(doc_pair, 3) * 1e-6)
 
 
 def test_plan_at_four_ranks_and_the_queued_rows_prediction() -> None:
