@@ -490,10 +490,10 @@ class GpuLinkSpec(Spec):
         alias="bus_bandwidth", description="NCCL's achieved bus bandwidth per GPU, per direction (to calibrate)")
     ll_base_latency_s: NonNegativeSeconds | None = Field(
         default=None, alias="ll_base_latency",
-        description="ring LL collective latency, fixed part (measured; none: tuning.cc's 6.6 us)")
+        description="ring LL all-reduce latency, fixed part (measured; none: tuning.cc's 6.6 us)")
     ll_step_latency_s: NonNegativeSeconds | None = Field(
         default=None, alias="ll_step_latency",
-        description="ring LL collective latency per ring step (measured; none: tuning.cc's 0.6 us)")
+        description="ring LL all-reduce latency per ring step (measured; none: tuning.cc's 0.6 us)")
     ll_bytes_per_s: PositiveBytesPerS | None = Field(
         default=None, alias="ll_bandwidth",
         description="the LL protocol's bandwidth on one node as the NCCL version in use gives it (tuning.cc "

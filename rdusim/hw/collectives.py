@@ -76,12 +76,14 @@ has no p2p entry in its tuning model.
 
 **Measured ring LL latency** (since 2026-11-28, P12 run w): NCCL still chooses with tuning.cc's
 latencies (``candidates``; its choices matched the model's at every logged size on 2-4 H100s),
-but a ring LL collective is charged the GPU document's measured base and per-step latency where
-it gives them (``nvlink.ll_base_latency``, ``nvlink.ll_step_latency``: base + 2(n-1) steps for
-the all-reduce, n-1 for all-gather and reduce-scatter), fitted by
-``benchmarks/gpu/collectives.py --fit-floor`` to the host-ahead all-reduce at 1-4 KiB on 2, 3
-and 4 H100s (docs/gpu.md, "Collectives"). LL128, Simple, the tree, NVLS and the all-to-all's
-p2p latency stay tuning.cc's (unmeasured floors).
+but a ring LL all-reduce is charged the GPU document's measured base and per-step latency where
+it gives them (``nvlink.ll_base_latency``, ``nvlink.ll_step_latency``: base + 2(n-1) steps),
+fitted by ``benchmarks/gpu/collectives.py --fit-floor`` to the host-ahead all-reduce at 1-4 KiB
+on 2, 3 and 4 H100s (docs/gpu.md, "Collectives"). All-gather and reduce-scatter keep tuning.cc's
+6.6 + 0.6 (n-1): run y (frozen) charged them base + (n-1) steps of the fit and their floors sat
+1-3 us above it at 2-4 ranks (explained after run y: the fit's rows are all-reduce rows only).
+LL128, Simple, the tree, NVLS and the all-to-all's p2p latency stay tuning.cc's (unmeasured
+floors).
 
 Not modelled: NCCL lowering its channel count for small messages (LL: the latency term holds
 it), the mid-size ramp (docs/gpu.md, "Collectives"), CollNet, PCIe topologies (no shipped
@@ -169,7 +171,7 @@ class Fabric:
     bus_bytes_per_s: float
     nvls: bool = False
     ll_bytes_per_s: float | None = None  # the LL protocol's rate (the document's ``nvlink.ll_bandwidth``)
-    ll_latency_s: tuple[float, float] | None = None  # measured ring LL (base, per step), seconds
+    ll_latency_s: tuple[float, float] | None = None  # measured ring LL all-reduce (base, per step), s
 
 
 @dataclass(frozen=True)
@@ -309,14 +311,16 @@ def ring_steps(op: str, ranks: int) -> int:
 def collective_cost(op: str, nbytes: float, ranks: int, fabric: Fabric) -> CollectiveCost:
     """The (algorithm, protocol) NCCL's tuner picks: the least time by its own model (tuning.cc's
     latencies: ``candidates``), first of equals. That choice is charged as NCCL's model prices it,
-    except a ring LL on a fabric with a measured LL latency (``Fabric.ll_latency_s``): base +
-    ``ring_steps`` x step. NCCL chooses with its table, the GPUs take the measured time."""
+    except a ring LL all-reduce on a fabric with a measured LL latency (``Fabric.ll_latency_s``):
+    base + ``ring_steps`` x step. NCCL chooses with its table, the GPUs take the measured time.
+    All-gather and reduce-scatter keep tuning.cc's latency: their floors were not calibrated, and
+    run y showed the all-reduce's line under them (module docstring)."""
     best = None
     for cost in candidates(op, nbytes, ranks, fabric):
         if best is None or cost.time_s < best.time_s:
             best = cost
     assert best is not None
-    if fabric.ll_latency_s is not None and (best.algorithm, best.protocol) == ("ring", "LL"):
+    if fabric.ll_latency_s is not None and op == "all_reduce" and (best.algorithm, best.protocol) == ("ring", "LL"):
         base, step = fabric.ll_latency_s
         best = dataclasses.replace(best, latency_s=base + ring_steps(op, ranks) * step)
     return best
