@@ -20,10 +20,11 @@ every collective both launched on a stream and replayed from a CUDA graph):
   (rows ``tp<n>_decode_*``), prefill of one prompt at 1K-16K tokens (eager; ``tp<n>_prefill_*``).
   ``--e2e decode`` keeps the decode steps only.
 
-Every row has a ``set``: ``calibration`` (the few sizes the two "to calibrate" quantities of
-``hw_configs/h200.yaml`` are fitted to: the all-reduce latency floor at 1 KB and 4 KB, and
-the bus bandwidth at 256 MB and 1 GB, stream-launched) or ``prediction`` (every other row:
-never fitted). docs/gpu.md ("Collectives") says how the fit and the comparison are run.
+Every row has a ``set``: ``calibration`` (the stream all-reduce at 1 KB and 4 KB, first meant for
+the latency floor, which measure the host and fit nothing, and at 256 MB and 1 GB, the bus
+bandwidth's rows) or ``prediction``. ``--compare`` also counts the host-ahead all-reduce at 1, 2
+and 4 KiB as calibration (``FLOOR_CALIBRATION``: ``--fit-floor`` fits the ring LL all-reduce
+latency, ``nvlink.ll_base_latency`` and ``ll_step_latency``, to them). docs/gpu.md ("Collectives") says how the fit and the comparison are run.
 The NCCL version, the GPU names and ``NCCL_ALGO``/``NCCL_PROTO`` (if set) go into every row.
 Run with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING`` to log the algorithm NCCL chose.
 
@@ -34,6 +35,7 @@ predictions of the exact rows one run will write, at ``--ranks`` (2 by default),
 ``--modes``, with ``--host-ahead`` and ``--e2e`` as the run is given them;
 ``--model HW.yaml --compare CSV`` fits ``bus_bandwidth`` from a measured CSV's calibration rows
 and compares every prediction row with the model (docs/gpu.md, "Measured on two H100s");
+``--model HW.yaml --fit-floor CSV...`` prints the ring LL all-reduce latency fit;
 ``--help`` imports nothing heavy.
 
 Timing: every trial times ``PER`` collectives back to back (stream: ``PER`` launches; graph: one

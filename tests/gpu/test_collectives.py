@@ -454,3 +454,18 @@ def test_plan_at_four_ranks_and_the_queued_rows_prediction() -> None:
     us, cost = bench.predict_us(gpu, "all_reduce", 1024, 4, "stream", queued=True)
     assert us == pytest.approx(cost.time_s * 1e6)
     assert cost.algorithm == "ring" and cost.latency_s == pytest.approx((4.71 + 6 * 0.976) * 1e-6)  # h100.yaml
+
+
+def test_llfit_before_after_table_is_what_the_script_gives(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/gpu/collectives_llfit.py reproduces its committed table (docs/gpu.md, Run y), and
+    its emulation of run y's frozen model is undone afterwards."""
+    import rdusim.hw.collectives as nccl
+
+    spec = importlib.util.spec_from_file_location("collectives_llfit", ROOT / "benchmarks/gpu/collectives_llfit.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    before = nccl.collective_cost
+    assert module.main() == 0
+    assert nccl.collective_cost is before
+    out = capsys.readouterr().out
+    assert out == (ROOT / "benchmarks/gpu/h100x4-20261128y-llfit-before-after.txt").read_text()
