@@ -20,11 +20,10 @@ every collective both launched on a stream and replayed from a CUDA graph):
   (rows ``tp<n>_decode_*``), prefill of one prompt at 1K-16K tokens (eager; ``tp<n>_prefill_*``).
   ``--e2e decode`` keeps the decode steps only.
 
-Every row has a ``set``: ``calibration`` (the stream all-reduce at 1 KB and 4 KB, first meant for
-the latency floor, which measure the host and fit nothing, and at 256 MB and 1 GB, the bus
-bandwidth's rows) or ``prediction``. ``--compare`` also counts the host-ahead all-reduce at 1, 2
-and 4 KiB as calibration (``FLOOR_CALIBRATION``: ``--fit-floor`` fits the ring LL all-reduce
-latency, ``nvlink.ll_base_latency`` and ``ll_step_latency``, to them). docs/gpu.md ("Collectives") says how the fit and the comparison are run.
+Every row has a ``set``: ``calibration`` (the few sizes the two "to calibrate" quantities of
+``hw_configs/h200.yaml`` are fitted to: the all-reduce latency floor at 1 KB and 4 KB, and
+the bus bandwidth at 256 MB and 1 GB, stream-launched) or ``prediction`` (every other row:
+never fitted). docs/gpu.md ("Collectives") says how the fit and the comparison are run.
 The NCCL version, the GPU names and ``NCCL_ALGO``/``NCCL_PROTO`` (if set) go into every row.
 Run with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING`` to log the algorithm NCCL chose.
 
@@ -35,7 +34,6 @@ predictions of the exact rows one run will write, at ``--ranks`` (2 by default),
 ``--modes``, with ``--host-ahead`` and ``--e2e`` as the run is given them;
 ``--model HW.yaml --compare CSV`` fits ``bus_bandwidth`` from a measured CSV's calibration rows
 and compares every prediction row with the model (docs/gpu.md, "Measured on two H100s");
-``--model HW.yaml --fit-floor CSV...`` prints the ring LL all-reduce latency fit;
 ``--help`` imports nothing heavy.
 
 Timing: every trial times ``PER`` collectives back to back (stream: ``PER`` launches; graph: one
@@ -73,10 +71,6 @@ RUN_Y_SIZES = RUN_Y_SMALL + [3 << 20, 12 << 20, 48 << 20, 192 << 20, 768 << 20]
 RUN_Y3_SIZES = [12 << 20, 16 << 20, 48 << 20, 64 << 20]
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
-#: the ring LL latency's calibration rows (declared 2026-11-28, after run w was seen): the all-reduce
-#: with the host ahead (``*_stream_queued``) at 1, 2 and 4 KiB; ``--fit-floor`` fits
-#: ``nvlink.ll_base_latency`` and ``nvlink.ll_step_latency`` to them (run w: 2, 3 and 4 ranks)
-FLOOR_CALIBRATION = {1 << 10, 1 << 11, 1 << 12}
 DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
 PREFILL = [1024, 4096, 16384]
 SLEEP_CYCLES = 6_000_000  # --host-ahead: ~3 ms at the H100's ~2 GHz, longer than the host takes to queue PER calls
@@ -130,16 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", metavar="HW_YAML", help="print rdusim's predictions for a gpu_node document")
     ap.add_argument("--compare", metavar="CSV", help="with --model: fit the calibration rows of a measured CSV "
                     "and compare every prediction row with the model")
-    ap.add_argument("--fit-floor", nargs="+", metavar="CSV", help="with --model: fit the ring LL latency "
-                    "(nvlink.ll_base_latency, ll_step_latency) to the floor calibration rows of these CSVs")
     ap.add_argument("--decode", help="TP decode points instead of the default ones: comma-separated BATCHxKV "
                     "(e.g. 2x2048,16x4096)")
     args = ap.parse_args(argv)
     if args.decode:
         global DECODE
         DECODE = [tuple(int(v) for v in p.split("x")) for p in args.decode.split(",")]
-    if args.model and args.fit_floor:
-        return fit_floor(args.model, args.fit_floor)
     if args.model and args.compare:
         return compare(args.model, args.compare)
     if args.model and (args.sizes or args.frozen):
@@ -168,9 +158,7 @@ def model_table(path: str) -> int:
     node = load_gpu_node(path)
     fabric = node.gpu.fabric
     line_rate = node.gpu.spec.nvlink.bandwidth_bytes_per_s
-    lat = "tuning.cc's" if fabric.ll_latency_s is None else "{:.2f} + {:.3f} us a step".format(
-        *(v * 1e6 for v in fabric.ll_latency_s))
-    print(f"# {node.name}: bus {fabric.bus_bytes_per_s / 1e9:.1f} GB/s, ring LL latency {lat}, "
+    print(f"# {node.name}: bus {fabric.bus_bytes_per_s / 1e9:.1f} GB/s, latency x{fabric.latency_scale:g}, "
           f"NVLS {'on' if fabric.nvls else 'off'}")
     print("| op | GPUs | size | algorithm/protocol | predicted (us) | busbw (GB/s) |")
     print("|---|---:|---:|---|---:|---:|")
@@ -266,60 +254,6 @@ def fit_bus_bandwidth(rows: list[dict]) -> float:
     return 2 * (n - 1) / n * (s1 - s0) / (t1 - t0)
 
 
-def is_floor_calibration(row: dict) -> bool:
-    """A ring LL latency calibration row (``FLOOR_CALIBRATION``): an all-reduce with the host ahead at 1-4 KiB."""
-    return (row["kind"] == "collective" and row["op"] == "all_reduce" and row["name"].endswith("_stream_queued")
-            and int(row["bytes"]) in FLOOR_CALIBRATION)
-
-
-def fit_ll_latency(gpu, rows: list[dict]) -> tuple[float, float, list[tuple[dict, float]]]:
-    """``nvlink.ll_base_latency`` and ``ll_step_latency`` (seconds): least squares of
-    latency = base + steps x step over the floor calibration rows (``is_floor_calibration``), a
-    row's latency being its time less the bytes term the model charges it (ring LL at the
-    document's rates; under 0.05 us at 4 KiB), steps the ring's 2(n-1). Returns (base, step,
-    [(row, latency)])."""
-    from rdusim.hw.collectives import collective_cost, ring_steps
-
-    points = []
-    for r in rows:
-        if not is_floor_calibration(r):
-            continue
-        c = collective_cost("all_reduce", int(r["bytes"]), int(r["ranks"]), gpu.fabric)
-        assert (c.algorithm, c.protocol) == ("ring", "LL"), r["name"]
-        points.append((r, float(r["median_us"]) * 1e-6 - c.wire_bytes / c.bus_bytes_per_s))
-    xs = [ring_steps("all_reduce", int(r["ranks"])) for r, _ in points]
-    if len(set(xs)) < 2:
-        raise SystemExit("--fit-floor needs floor calibration rows at two rank counts at least")
-    ys = [lat for _, lat in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    step = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-    return my - step * mx, step, points
-
-
-def fit_floor(path: str, csv_paths: list[str]) -> int:
-    """Print the ring LL latency fit (``fit_ll_latency``) of the CSVs' floor calibration rows and
-    what it leaves per row; the two values go into the GPU document's ``nvlink:`` section."""
-    from rdusim.hw.collectives import ring_steps
-    from rdusim.hw.gpu import load_gpu_node
-
-    rows = []
-    for p in csv_paths:
-        with open(p, newline="") as fh:
-            rows += [{**r, "file": Path(p).name} for r in csv.DictReader(fh)]
-    base, step, points = fit_ll_latency(load_gpu_node(path).gpu, rows)
-    print(f"# ring LL latency fit: {len(points)} floor calibration rows (all-reduce, host ahead, "
-          f"{', '.join(_size(b) for b in sorted(FLOOR_CALIBRATION))}) of {len(csv_paths)} files")
-    print("| file | row | ranks | measured (us) | latency (us) | fit (us) | residual |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for r, lat in points:
-        fit = base + ring_steps("all_reduce", int(r["ranks"])) * step
-        print(f"| {r['file']} | {r['name']} | {r['ranks']} | {float(r['median_us']):.3f} | {lat * 1e6:.3f} | "
-              f"{fit * 1e6:.3f} | {(fit / lat - 1) * 100:+.1f}% |")
-    print(f"ll_base_latency: \"{base * 1e6:.2f} us\"")
-    print(f"ll_step_latency: \"{step * 1e6:.3f} us\"")
-    return 0
-
-
 def fitted_fabric(gpu, rows: list[dict]) -> tuple[object, bool]:
     """The fabric a measured CSV's rows are compared on: the document's, with ``bus_bandwidth``
     fitted to the CSV's calibration rows (``fit_bus_bandwidth``) where it has any. Returns
@@ -335,10 +269,10 @@ def compare(path: str, csv_path: str) -> int:
     """Fit ``bus_bandwidth`` (calibration rows only), then every prediction row of the measured CSV
     against the model: a collective row is its mode's launch gap plus NCCL's time on the fitted
     fabric; a TP2 row is ``simulate_gpu_step`` on the document as it is (so run it after the fitted
-    value is written there). Floor calibration rows (``is_floor_calibration``) are reported as
-    calibration, not prediction: the document's ring LL latency was fitted to them (``--fit-floor``)."""
+    value is written there). ``latency_scale`` is reported, not fitted: docs/gpu.md says why."""
     import statistics
 
+    from rdusim.hw.collectives import collective_cost
     from rdusim.hw.gpu import load_gpu_node
 
     with open(csv_path, newline="") as fh:
@@ -350,12 +284,12 @@ def compare(path: str, csv_path: str) -> int:
     print(f"# {csv_path}: NCCL {rows[0]['nccl']}, {rows[0]['gpu']}, {rows[0]['ranks']} ranks")
     print(f"# {'fitted' if fitted else 'no calibration rows: the document'}'s bus_bandwidth {bus / 1e9:.1f} GB/s "
           f"(document: {gpu.fabric.bus_bytes_per_s / 1e9:.1f}); NVLS {'on' if fabric.nvls else 'off'}")
-    lat = fabric.ll_latency_s
-    print("# ring LL latency: " + ("tuning.cc's" if lat is None else
-          f"{lat[0] * 1e6:.2f} us + {lat[1] * 1e6:.3f} us a step (the document's, fitted by --fit-floor)"))
     for r in rows:
-        if is_floor_calibration(r):
-            r["set"] = "calibration"  # the ring LL latency's rows, whichever run they come from
+        if r["set"] == "calibration" and int(r["bytes"]) < 1 << 20:
+            floor = collective_cost("all_reduce", int(r["bytes"]), int(r["ranks"]), fabric).latency_s
+            scale = (float(r["median_us"]) * 1e-6 - gpu.launch_s("stream")) / floor
+            print(f"# floor row {r['name']}: {float(r['median_us']):.1f} us; latency_scale it would imply "
+                  f"{scale:.2f} (not written: docs/gpu.md)")
     errors: dict[tuple[str, str], list[float]] = {}
     print("| row | set | measured (us) | predicted (us) | algorithm/protocol | error |")
     print("|---|---|---:|---:|---|---:|")

@@ -1,13 +1,16 @@
-"""Before and after the ring LL latency fit: median abs error / worst per run, op, mode and ranks.
+"""The falsified ring LL latency fit (P12, reverted): median abs error / worst per run, op, mode and ranks
 
     PYTHONPATH=. python benchmarks/gpu/collectives_llfit.py > benchmarks/gpu/h100x4-20261128y-llfit-before-after.txt
 
-Every prediction row of the H100 runs w, x and y (the floor calibration rows left out), predicted
-as ``collectives.py --compare`` does but on the document's bus (no refit), three ways: with
-tuning.cc's ring LL latency (``hw_configs/h100.yaml`` without its measured one), with the fit on
-every ring LL (all-reduce base + 2(n-1) steps, all-gather and reduce-scatter base + (n-1): run
-y's frozen model, commit 3ec8630, emulated here) and with the fit on the all-reduce only (the
-model now). docs/gpu.md, "Run y", quotes it.
+The record of an experiment, not the model. After run w was seen, the ring LL latency was fitted
+(least squares, ``fit_ll_latency``) to its host-ahead all-reduce rows at 1, 2 and 4 KiB on 2, 3
+and 4 H100s (``is_floor_row``): base 4.71 us + 0.976 us a ring step (commit 443ea5b), in place of
+tuning.cc's 6.6 + 0.6. Run y was frozen with the fit on every ring LL (all-reduce base + 2(n-1)
+steps, all-gather and reduce-scatter base + (n-1): commit 3ec8630); after run y, commit 3ff6a75
+kept it on the all-reduce only. Both are emulated here beside tuning.cc's latency (the model now:
+the fit was falsified by run y and reverted, docs/gpu.md "Run y"). Every prediction row of the H100
+runs w, x and y (the fit's own rows left out) is predicted as ``collectives.py --compare`` does,
+on the document's bus (no refit).
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ import collectives as bench  # noqa: E402  (beside this file)
 
 ROOT = Path(__file__).resolve().parents[2]
 G = "benchmarks/gpu/"
+#: the fit's rows, declared after run w was seen: the all-reduce with the host ahead at 1, 2, 4 KiB
+FLOOR_SIZES = {1 << 10, 1 << 11, 1 << 12}
+FLOOR_FILES = [f"h100x4-20261128w-{n}.csv" for n in ("x2-floors-tp2", "x3-floors", "floors-tp4")]
 SETS = {
     "w 4 ranks": [
         "h100x4-20261128w-collectives.csv",
@@ -40,65 +46,95 @@ SETS = {
 }
 
 
+def is_floor_row(row: dict) -> bool:
+    """One of the fit's rows: an all-reduce with the host ahead (``*_stream_queued``) at 1-4 KiB."""
+    return (
+        row["kind"] == "collective"
+        and row["op"] == "all_reduce"
+        and row["name"].endswith("_stream_queued")
+        and int(row["bytes"]) in FLOOR_SIZES
+    )
+
+
+def read_rows(names: list[str]) -> list[dict]:
+    rows = []
+    for name in names:
+        with open(ROOT / G / name, newline="") as fh:
+            rows += list(csv.DictReader(fh))
+    return rows
+
+
+def fit_ll_latency(fabric, rows: list[dict], transfer=None) -> tuple[float, float, int]:
+    """Least squares of latency = base + 2(n-1) x step over the floor rows, a row's latency being
+    its time less its transfer term: ``transfer(cost) -> s``, by default the bytes over the ring
+    LL rate (what 443ea5b charged: under 0.05 us at 4 KiB). Returns (base, step, rows) in s."""
+    from rdusim.hw.collectives import collective_cost
+
+    xs, ys = [], []
+    for r in filter(is_floor_row, rows):
+        c = collective_cost("all_reduce", int(r["bytes"]), int(r["ranks"]), fabric)
+        assert (c.algorithm, c.protocol) == ("ring", "LL"), r["name"]
+        moved = transfer(c) if transfer else c.wire_bytes / c.bus_bytes_per_s
+        xs.append(2 * (int(r["ranks"]) - 1))
+        ys.append(float(r["median_us"]) * 1e-6 - moved)
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    step = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
+    return my - step * mx, step, len(xs)
+
+
 def main() -> int:
     import rdusim.hw.collectives as nccl
     from rdusim.hw.gpu import load_gpu_node
 
     gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
-    tuning = dataclasses.replace(gpu.fabric, ll_latency_s=None)
-    now = nccl.collective_cost
+    tuning = nccl.collective_cost
+    base, step, n = fit_ll_latency(gpu.fabric, read_rows(FLOOR_FILES))
+    base, step = round(base * 1e6, 2) * 1e-6, round(step * 1e6, 3) * 1e-6  # as 443ea5b wrote them
 
-    def every_ring_ll(
-        op, nbytes, ranks, fabric
-    ):  # 3ec8630: the fit on all-gather and reduce-scatter too
-        cost = now(op, nbytes, ranks, fabric)
-        if (
-            fabric.ll_latency_s
-            and op != "all_reduce"
-            and (cost.algorithm, cost.protocol) == ("ring", "LL")
-        ):
-            base, step = fabric.ll_latency_s
-            cost = dataclasses.replace(cost, latency_s=base + nccl.ring_steps(op, ranks) * step)
-        return cost
+    def fitted(ops):
+        def cost_fn(op, nbytes, ranks, fabric):
+            cost = tuning(op, nbytes, ranks, fabric)
+            if op in ops and (cost.algorithm, cost.protocol) == ("ring", "LL"):
+                steps = 2 * (ranks - 1) if op == "all_reduce" else ranks - 1
+                cost = dataclasses.replace(cost, latency_s=base + steps * step)
+            return cost
+
+        return cost_fn
 
     variants = (
-        ("tuning.cc", now, tuning),
-        ("fit, every ring LL", every_ring_ll, gpu.fabric),
-        ("fit, all-reduce only (now)", now, gpu.fabric),
+        ("tuning.cc (now)", tuning),
+        (
+            "fit, every ring LL (run y frozen, 3ec8630)",
+            fitted({"all_reduce", "all_gather", "reduce_scatter"}),
+        ),
+        ("fit, all-reduce only (3ff6a75, reverted)", fitted({"all_reduce"})),
     )
     print(
         f"# {__doc__.splitlines()[0]} (bus {gpu.fabric.bus_bytes_per_s / 1e9:.1f} GB/s, the document's)"
+    )
+    print(
+        f"# the fit: {n} floor rows of run w, base {base * 1e6:.2f} us + {step * 1e6:.3f} us a ring step"
     )
     print("| set | op | mode | rows | " + " | ".join(v[0] for v in variants) + " |")
     print("|---|---|---|---:|" + "---:|" * len(variants))
     try:
         for label, files in SETS.items():
             groups: dict[tuple[str, str], list[list[float]]] = {}
-            for name in files:
-                with open(ROOT / G / name, newline="") as fh:
-                    for r in csv.DictReader(fh):
-                        if (
-                            r["kind"] != "collective"
-                            or r["set"] == "calibration"
-                            or bench.is_floor_calibration(r)
-                        ):
-                            continue
-                        queued = r["name"].endswith("_stream_queued")
-                        errs = groups.setdefault(
-                            (r["op"], "queued" if queued else r["mode"]), [[] for _ in variants]
-                        )
-                        for i, (_, cost_fn, fabric) in enumerate(variants):
-                            nccl.collective_cost = cost_fn
-                            us, _ = bench.predict_us(
-                                gpu,
-                                r["op"],
-                                int(r["bytes"]),
-                                int(r["ranks"]),
-                                r["mode"],
-                                fabric,
-                                queued=queued,
-                            )
-                            errs[i].append(us / float(r["median_us"]) - 1)
+            for r in read_rows(files):
+                if r["kind"] != "collective" or r["set"] == "calibration" or is_floor_row(r):
+                    continue
+                queued = r["name"].endswith("_stream_queued")
+                errs = groups.setdefault(
+                    (r["op"], "queued" if queued else r["mode"]), [[] for _ in variants]
+                )
+                for i, (_, cost_fn) in enumerate(variants):
+                    nccl.collective_cost = cost_fn
+                    us, _ = bench.predict_us(
+                        gpu, r["op"], int(r["bytes"]), int(r["ranks"]), r["mode"], queued=queued
+                    )
+                    errs[i].append(us / float(r["median_us"]) - 1)
             for (op, mode), errs in groups.items():
                 cells = [
                     f"{statistics.median(map(abs, e)) * 100:.0f}% / {max(e, key=abs) * 100:+.0f}%"
@@ -106,7 +142,7 @@ def main() -> int:
                 ]
                 print(f"| {label} | {op} | {mode} | {len(errs[0])} | " + " | ".join(cells) + " |")
     finally:
-        nccl.collective_cost = now
+        nccl.collective_cost = tuning
     return 0
 
 

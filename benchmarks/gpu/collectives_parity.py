@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from collectives import OPS, fitted_fabric, is_floor_calibration, predict_us  # noqa: E402  (beside this file)
+from collectives import OPS, fitted_fabric, predict_us  # noqa: E402  (beside this file)
 from compare import parity_axes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,7 +173,7 @@ def points(csv_paths: list[Path]) -> list[dict]:
                 gpu, r["op"], int(r["bytes"]), ranks, r["mode"], fabric, queued=queued
             )
             before = frozen.get((r["name"], ranks), set()) | frozen.get((r["name"], None), set())
-            if r["set"] == "calibration" or is_floor_calibration(r):
+            if r["set"] == "calibration":
                 status = "calibration"
             elif any(abs(pred - b) <= TOLERANCE_US for b in before):
                 status = "frozen"

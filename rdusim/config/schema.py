@@ -483,17 +483,12 @@ class GpuMemorySpec(Spec):
 
 class GpuLinkSpec(Spec):
     """A GPU's NVLinks: the line rate, and what NCCL's collectives get of it
-    (``rdusim.hw.collectives``; the calibrated quantities of docs/gpu.md, "Collectives")."""
+    (``rdusim.hw.collectives``; the two "to calibrate" quantities of docs/gpu.md)."""
 
     bandwidth_bytes_per_s: PositiveBytesPerS = Field(alias="bandwidth", description="line rate per direction")
     bus_bytes_per_s: PositiveBytesPerS = Field(
         alias="bus_bandwidth", description="NCCL's achieved bus bandwidth per GPU, per direction (to calibrate)")
-    ll_base_latency_s: NonNegativeSeconds | None = Field(
-        default=None, alias="ll_base_latency",
-        description="ring LL all-reduce latency, fixed part (measured; none: tuning.cc's 6.6 us)")
-    ll_step_latency_s: NonNegativeSeconds | None = Field(
-        default=None, alias="ll_step_latency",
-        description="ring LL all-reduce latency per ring step (measured; none: tuning.cc's 0.6 us)")
+    latency_scale: float = Field(gt=0.0, le=10.0, description="multiplies NCCL's latency table (to calibrate; 1 = NCCL's own)")
     ll_bytes_per_s: PositiveBytesPerS | None = Field(
         default=None, alias="ll_bandwidth",
         description="the LL protocol's bandwidth on one node as the NCCL version in use gives it (tuning.cc "
@@ -501,8 +496,6 @@ class GpuLinkSpec(Spec):
 
     @model_validator(mode="after")
     def _bus_within_line_rate(self) -> GpuLinkSpec:
-        if (self.ll_base_latency_s is None) != (self.ll_step_latency_s is None):
-            raise ValueError("ll_base_latency and ll_step_latency are fitted together: give both or neither")
         for key, rate in (("bus_bandwidth", self.bus_bytes_per_s), ("ll_bandwidth", self.ll_bytes_per_s)):
             if rate is not None and rate > self.bandwidth_bytes_per_s:
                 raise ValueError(f"{key} ({rate / 1e9:g} GB/s) exceeds the line rate "

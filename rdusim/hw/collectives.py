@@ -1,6 +1,6 @@
 """Collectives as NCCL runs them inside one NVLink/NVSwitch node, and the algorithm NCCL picks.
 
-Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``candidates``, ``ring_steps``, ``wire_bytes``,
+Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``candidates``, ``wire_bytes``,
 ``memory_ops_per_wire_byte``, ``p2p_ll_limit`` and NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
 a collective kernel the ``time_s`` computed here.
 
@@ -74,17 +74,6 @@ channels actually used instead; not the measured version). Its latency is
 taken as one ring step of that protocol (LL: 6.6 + 0.6 us, Simple: 8.4 + 3.4 us) [A]: NCCL
 has no p2p entry in its tuning model.
 
-**Measured ring LL latency** (since 2026-11-28, P12 run w): NCCL still chooses with tuning.cc's
-latencies (``candidates``; its choices matched the model's at every logged size on 2-4 H100s),
-but a ring LL all-reduce is charged the GPU document's measured base and per-step latency where
-it gives them (``nvlink.ll_base_latency``, ``nvlink.ll_step_latency``: base + 2(n-1) steps),
-fitted by ``benchmarks/gpu/collectives.py --fit-floor`` to the host-ahead all-reduce at 1-4 KiB
-on 2, 3 and 4 H100s (docs/gpu.md, "Collectives"). All-gather and reduce-scatter keep tuning.cc's
-6.6 + 0.6 (n-1): run y (frozen) charged them base + (n-1) steps of the fit and their floors sat
-1-3 us above it at 2-4 ranks (explained after run y: the fit's rows are all-reduce rows only).
-LL128, Simple, the tree, NVLS and the all-to-all's p2p latency stay tuning.cc's (unmeasured
-floors).
-
 Not modelled: NCCL lowering its channel count for small messages (LL: the latency term holds
 it), the mid-size ramp (docs/gpu.md, "Collectives"), CollNet, PCIe topologies (no shipped
 document describes a PCIe node), multi-node.
@@ -92,7 +81,6 @@ document describes a PCIe node), multi-node.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -161,17 +149,15 @@ def memory_ops_per_wire_byte(op: str, ranks: int) -> float:
 class Fabric:
     """The GPUs' NVLink fabric as NCCL sees it.
 
-    ``bus_bytes_per_s`` (the GPU document's ``nvlink.bus_bandwidth``) and the ring LL latency
-    ``ll_latency_s`` (``nvlink.ll_base_latency``, ``nvlink.ll_step_latency``: base and per ring
-    step, seconds) are what a measurement calibrates; ``nvls`` is whether the switch reduces
-    (NVLink SHARP, the node document's ``nvls``); ``ll_bytes_per_s`` the LL protocol's rate where
-    the document gives the NCCL version's own (module docstring). Without ``ll_latency_s`` the
-    ring LL is charged tuning.cc's latency."""
+    ``bus_bytes_per_s`` and ``latency_scale`` are the two quantities a measurement calibrates
+    (the GPU document's ``nvlink.bus_bandwidth`` and ``nvlink.latency_scale``); ``nvls`` is
+    whether the switch reduces (NVLink SHARP, the node document's ``nvls``); ``ll_bytes_per_s``
+    the LL protocol's rate where the document gives the NCCL version's own (module docstring)."""
 
     bus_bytes_per_s: float
+    latency_scale: float = 1.0
     nvls: bool = False
     ll_bytes_per_s: float | None = None  # the LL protocol's rate (the document's ``nvlink.ll_bandwidth``)
-    ll_latency_s: tuple[float, float] | None = None  # measured ring LL all-reduce (base, per step), s
 
 
 @dataclass(frozen=True)
@@ -279,7 +265,8 @@ def _latency_us(op: str, algorithm: str, protocol: str, ranks: int) -> float:
         return hop                                   # tuning.cc: latency = intraLat
     if algorithm == "tree":
         return base + 2 * (ranks - 1) * hop          # single node: a chain up and down
-    return base + ring_steps(op, ranks) * hop
+    steps = 2 * (ranks - 1) if op == "all_reduce" else ranks - 1
+    return base + steps * hop
 
 
 def candidates(op: str, nbytes: float, ranks: int, fabric: Fabric) -> list[CollectiveCost]:
@@ -298,29 +285,16 @@ def candidates(op: str, nbytes: float, ranks: int, fabric: Fabric) -> list[Colle
                 continue
         wire = wire_bytes(op, algorithm, nbytes, ranks)
         rate = _rate(op, algorithm, protocol, nbytes, fabric.bus_bytes_per_s, ranks, fabric.ll_bytes_per_s)
-        latency = _latency_us(op, algorithm, protocol, ranks) * US
+        latency = _latency_us(op, algorithm, protocol, ranks) * US * fabric.latency_scale
         out.append(CollectiveCost(op, nbytes, ranks, algorithm, protocol, latency, wire, rate))
     return out
 
 
-def ring_steps(op: str, ranks: int) -> int:
-    """Ring steps of a collective: 2(n-1) for the all-reduce, n-1 for all-gather and reduce-scatter."""
-    return 2 * (ranks - 1) if op == "all_reduce" else ranks - 1
-
-
 def collective_cost(op: str, nbytes: float, ranks: int, fabric: Fabric) -> CollectiveCost:
-    """The (algorithm, protocol) NCCL's tuner picks: the least time by its own model (tuning.cc's
-    latencies: ``candidates``), first of equals. That choice is charged as NCCL's model prices it,
-    except a ring LL all-reduce on a fabric with a measured LL latency (``Fabric.ll_latency_s``):
-    base + ``ring_steps`` x step. NCCL chooses with its table, the GPUs take the measured time.
-    All-gather and reduce-scatter keep tuning.cc's latency: their floors were not calibrated, and
-    run y showed the all-reduce's line under them (module docstring)."""
+    """The (algorithm, protocol) NCCL's tuner picks: the least predicted time, first of equals."""
     best = None
     for cost in candidates(op, nbytes, ranks, fabric):
         if best is None or cost.time_s < best.time_s:
             best = cost
     assert best is not None
-    if fabric.ll_latency_s is not None and op == "all_reduce" and (best.algorithm, best.protocol) == ("ring", "LL"):
-        base, step = fabric.ll_latency_s
-        best = dataclasses.replace(best, latency_s=base + ring_steps(op, ranks) * step)
     return best

@@ -154,8 +154,7 @@ class Gpu:
         """The NVLink fabric NCCL's collectives run on (``rdusim.hw.collectives``)."""
         link = self.spec.nvlink
         ll = None if link.ll_bytes_per_s is None else float(link.ll_bytes_per_s)
-        lat = None if link.ll_base_latency_s is None else (float(link.ll_base_latency_s), float(link.ll_step_latency_s))
-        return Fabric(float(link.bus_bytes_per_s), self.nvls, ll, lat)
+        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll)
 
 
 @dataclass(frozen=True)

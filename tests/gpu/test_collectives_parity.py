@@ -33,9 +33,9 @@ def test_parity_figure_of_the_committed_runs(tmp_path: Path) -> None:
         assert p["predicted"] > 0 and p["measured"] > 0
     assert by_run["run t"] == {"calibration", "explained"}  # the run the model was built on
     assert by_run["run u"] == {"frozen", "explained"}  # its LL and all-to-all rows moved after it
-    # run v: frozen at 4949ab7; its ring LL all-reduce rows moved with the LL latency fit (P12, run w)
-    assert by_run["run v"] == {"frozen", "explained"}
-    # run w: its floor rows are the LL latency's calibration; its other predicted files are read too
+    # run v: frozen at 4949ab7, unchanged since (the ring LL latency fit of P12 was reverted)
+    assert by_run["run v"] == {"frozen"}
+    # run w: its calibration rows (set column) and every predicted file are read
     assert by_run["run w"] == {"calibration", "frozen", "explained"}
     frozen_w = [p for p in pts if p["run"] == "run w" and p["status"] == "frozen"]
     assert {p["ranks"] for p in frozen_w} == {2, 3, 4} and {p["mode"] for p in frozen_w} == {
