@@ -420,3 +420,17 @@ def test_llfit_before_after_table_is_what_the_script_gives(capsys: pytest.Captur
     out = capsys.readouterr().out
     assert "base 4.71 us + 0.976 us a ring step" in out
     assert out == (ROOT / "benchmarks/gpu/h100x4-20261128y-llfit-before-after.txt").read_text()
+
+
+def test_channel_rule_agrees_with_every_logged_ring_call(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/gpu/collectives_channels.py --logs: NCCL 2.28's channel count (topoGetAlgoInfo's
+    cap, scheduleCollTasksToPlan's split) gives the channels of every ring call in the committed
+    NCCL tuning logs (runs t-z, 2-4 ranks), as its committed check file records."""
+    spec = importlib.util.spec_from_file_location("collectives_channels", ROOT / "benchmarks/gpu/collectives_channels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--logs"]) == 0
+    out = capsys.readouterr().out
+    assert out == (ROOT / "benchmarks/gpu/h100-20261128-nccl-channels-check.txt").read_text()
+    assert module.channels_used("all_reduce", "LL", 256 << 10, 2) == 22 and module.ring_channels("LL", 256 << 10, 2) == 24
+    assert module.channels_used("all_reduce", "LL", 4 << 10, 4) == 1
