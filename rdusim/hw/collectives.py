@@ -74,8 +74,9 @@ channels actually used instead; not the measured version). Its latency is
 taken as one ring step of that protocol (LL: 6.6 + 0.6 us, Simple: 8.4 + 3.4 us) [A]: NCCL
 has no p2p entry in its tuning model.
 
-Not modelled: NCCL lowering its channel count for small messages (LL: the latency term holds
-it), the mid-size ramp (docs/gpu.md, "Collectives"), CollNet, PCIe topologies (no shipped
+Not modelled: NCCL lowering its channel count for small messages (the count is known exactly,
+``benchmarks/gpu/collectives_channels.py``; charging it did not improve the predictions:
+docs/gpu.md, "Collectives"), the mid-size ramp (docs/gpu.md, "Collectives"), CollNet, PCIe topologies (no shipped
 document describes a PCIe node), multi-node.
 """
 

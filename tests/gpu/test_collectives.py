@@ -434,3 +434,8 @@ def test_channel_rule_agrees_with_every_logged_ring_call(capsys: pytest.CaptureF
     assert out == (ROOT / "benchmarks/gpu/h100-20261128-nccl-channels-check.txt").read_text()
     assert module.channels_used("all_reduce", "LL", 256 << 10, 2) == 22 and module.ring_channels("LL", 256 << 10, 2) == 24
     assert module.channels_used("all_reduce", "LL", 4 << 10, 4) == 1
+    # the evaluation against the adoption rule declared before it (cd93295): reproduced, not adopted
+    assert module.main(["--eval"]) == 0
+    out = capsys.readouterr().out
+    assert out == (ROOT / "benchmarks/gpu/h100-20261128-channels-eval.txt").read_text()
+    assert out.count("-> keep tuning.cc") == 2
