@@ -64,8 +64,16 @@ RUN_V_SIZES = [2 << 10, 6 << 10, 24 << 10, 96 << 10, 320 << 10, 1536 << 10, 5 <<
                640 << 20]
 #: run w's floors at 2, 3 and 4 ranks (1-64 KiB: NCCL's latency, ring LL) and three larger sizes (LL, Simple)
 RUN_W_SIZES = [1 << k for k in range(10, 17)] + [1 << 20, 16 << 20, 256 << 20]
+#: run y (frozen after the ring LL latency fit): sizes none of runs t-w had at 4 ranks, 1.5 KiB-768 MiB
+#: (``ys``: the KiB ones, for 2 and 3 ranks; every one a multiple of 3 x 512 B, so no rank's slice is
+#: misaligned at 3 ranks); ``y3``: 3-rank all-gather / all-to-all sizes a multiple of 3 (12, 48 MiB)
+#: beside run w's 16 and 64 MiB, whose slices are not 16-byte multiples at 3 ranks
+RUN_Y_SMALL = [3 << 9, 3 << 10, 6 << 10, 12 << 10, 48 << 10, 192 << 10, 768 << 10]
+RUN_Y_SIZES = RUN_Y_SMALL + [3 << 20, 12 << 20, 48 << 20, 192 << 20, 768 << 20]
+RUN_Y3_SIZES = [12 << 20, 16 << 20, 48 << 20, 64 << 20]
 #: --sizes by name
-NAMED_SIZES = {"u": RUN_U_SIZES, "v": RUN_V_SIZES, "w": RUN_W_SIZES}
+NAMED_SIZES = {"u": RUN_U_SIZES, "v": RUN_V_SIZES, "w": RUN_W_SIZES, "y": RUN_Y_SIZES, "ys": RUN_Y_SMALL,
+               "y3": RUN_Y3_SIZES}
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
 DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
@@ -133,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="collectives,e2e", help="comma-separated: collectives, e2e")
     ap.add_argument("--max-bytes", type=int, default=SIZES[-1], help="largest collective size")
     ap.add_argument("--sizes", help="comma-separated collective sizes in bytes instead of the powers of two "
-                    "('u', 'v', 'w': run u's, v's or w's set, RUN_U_SIZES, RUN_V_SIZES, RUN_W_SIZES)")
+                    "('u', 'v', 'w', 'y', 'ys', 'y3': a run's set, RUN_U_SIZES ... RUN_Y3_SIZES)")
     ap.add_argument("--ops", default=",".join(OPS), help="comma-separated collectives to time")
     ap.add_argument("--modes", default="stream,graph", help="comma-separated launch modes to time: stream, graph, "
                     "queued (each stream row again with the host ahead, as --host-ahead: rows *_queued)")
@@ -150,8 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", metavar="HW_YAML", help="print rdusim's predictions for a gpu_node document")
     ap.add_argument("--compare", metavar="CSV", help="with --model: fit the calibration rows of a measured CSV "
                     "and compare every prediction row with the model")
+    ap.add_argument("--decode", help="TP decode points instead of the default ones: comma-separated BATCHxKV "
+                    "(e.g. 2x2048,16x4096)")
     args = ap.parse_args(argv)
     ranks = _check_args(ap, args)
+    if args.decode:
+        global DECODE
+        DECODE = _decode_points(ap, args.decode)
     if args.model and args.compare:
         return compare(args.model, args.compare)
     if args.model and (args.sizes or args.frozen):
@@ -425,7 +438,10 @@ def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, fl
     layer.insert(layer.index("down_gemm") + 1, "all_reduce")
     out = []
     tps = sorted({_tp(name) for name in names}) if names else [2]
-    for row in (r for tp in tps for r in plan(ranks=tp) if r["kind"].startswith("e2e")):
+    rows = [r for tp in tps for r in plan(ranks=tp) if r["kind"].startswith("e2e")]
+    known = {r["name"] for r in rows}
+    rows += [_step_row(name) for name in names or () if name not in known]  # a run's own --decode points
+    for row in rows:
         if names is not None and row["name"] not in names:
             continue
         phase = "decode" if row["kind"].startswith("e2e_decode") else "prefill"
@@ -434,6 +450,19 @@ def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, fl
                                  batch=row["batch"], seq_len=seq, mode=row["mode"], tp=_tp(row["name"]))
         out.append((row["name"], step.seconds * 1e6, step.kernels.get("all_reduce", 0.0) * 1e6))
     return out
+
+
+def _step_row(name: str) -> dict:
+    """A TP step row from its name (``tp4_decode_b48_l4096_graph``, ``tp4_prefill_b1_l1024``)."""
+    import re
+
+    m = re.fullmatch(r"tp(\d+)_(decode|prefill)_b(\d+)_l(\d+)(_graph)?", name)
+    if m is None:
+        raise ValueError(f"not a TP step row: {name!r}")
+    tp, phase, batch, length = m[1], m[2], int(m[3]), int(m[4])
+    if phase == "decode":
+        return {"kind": f"e2e_decode_tp{tp}", "name": name, "batch": batch, "kv_len": length, "mode": "graph"}
+    return {"kind": f"e2e_prefill_tp{tp}", "name": name, "batch": batch, "seq_len": length, "mode": "eager"}
 
 
 def _size(size: int) -> str:
@@ -533,6 +562,17 @@ def _sizes(text: str | None) -> list[int] | None:
     if not text:
         return None
     return NAMED_SIZES[text] if text in NAMED_SIZES else [int(v) for v in text.split(",")]
+
+
+def _decode_points(ap: argparse.ArgumentParser, text: str) -> list[tuple[int, int]]:
+    """``--decode 2x2048,16x4096``: the TP decode points (batch, KV length); a malformed one exits 2."""
+    points = []
+    for point in text.split(","):
+        batch, _, kv = point.partition("x")
+        if not (batch.isdigit() and kv.isdigit() and int(batch) > 0 and int(kv) > 0):
+            ap.error(f"--decode: {point!r} is not BATCHxKV with two positive integers (e.g. 2x2048)")
+        points.append((int(batch), int(kv)))
+    return points
 
 
 def _phases(text: str) -> tuple[str, ...]:

@@ -2,18 +2,23 @@
 
     PYTHONPATH=. python benchmarks/gpu/collectives_parity.py [CSV ...] [--out PNG]
 
-CSVs: ``collectives.py`` measurements (default: every ``benchmarks/gpu/*-collectives.csv``).
+CSVs: ``collectives.py`` measurements (default: every run's, ``default_csvs``).
 Each row is predicted as ``collectives.py --model DOC --compare CSV`` does (``fitted_fabric``,
 ``predict_us``), on the GPU document of the device the CSV names (``compare_sweep.GPU_DOCS``)
 and at the row's ``ranks``. One panel per collective; graph-replayed rows are circles,
 stream-launched rows triangles, one colour per run and GPU count.
 
-A point is a **frozen prediction** (filled) only where the run's ``-predicted.txt`` (committed
-before the run: ``collectives.py --model DOC --sizes ...``) holds the row and today's model still
-gives that figure (to its 0.01 us). Every other prediction row is **explained after
-measurement** (hollow): the run the model was built on (run t: its frozen file predates the fit),
-and rows whose prediction changed after the run was seen (run u's LL and all-to-all rows).
-Calibration rows are black crosses. ``--out`` defaults to docs/img/gpu-collectives-parity.png.
+A point is a **frozen prediction** (filled) only where one of the run's frozen tables (every
+``<run>-*predicted*.txt`` beside the CSV, committed before the run: ``collectives.py --model DOC
+--sizes ...``; a table's GPU count is its ``ranks``/``GPUs`` column or its ``# frozen
+predictions: ..., N GPUs`` line) holds the row and today's model still gives that figure (to its
+0.01 us). A run whose frozen tables were made for another device (run x: frozen on h200.yaml, lent
+H100s) has none for its rows: they are **unchanged since before the run** (filled grey edge) where
+git shows neither ``rdusim/`` nor the row's GPU document changed since the commit of that table,
+else explained. Every other prediction row is **explained after measurement** (hollow): the run
+the model was built on (run t), and rows whose prediction changed after the run was seen.
+Calibration rows are black crosses. Host-ahead rows (``*_stream_queued``) are predicted as
+NCCL's own time, as ``--compare`` does. ``--out`` defaults to docs/img/gpu-collectives-parity.png.
 """
 
 from __future__ import annotations
@@ -33,42 +38,104 @@ from compare import parity_axes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs/img/gpu-collectives-parity.png"
-MARKERS = {"graph": "o", "stream": "^"}
+MARKERS = {"graph": "o", "stream": "^", "queued": "s"}
 TOLERANCE_US = 0.0051  # frozen tables print 2 decimals
 
 
-def frozen_predictions(csv_path: Path) -> dict[tuple[str, int | None], float]:
-    """The run's frozen table (``X-collectives.csv`` -> ``X-collectives-predicted.txt``): row name
-    (and GPU count where the table has a ``ranks`` or ``GPUs`` column) -> predicted us."""
-    path = csv_path.with_name(csv_path.stem + "-predicted.txt")
-    if not path.exists():
-        return {}
-    out: dict[tuple[str, int | None], float] = {}
-    header: list[str] = []
-    table = [
-        [c.strip() for c in line.strip().strip("|").split("|")]
-        for line in path.read_text().splitlines()
-        if line.startswith("|")
-    ]
-    for i, cells in enumerate(table):
-        if set(cells[0]) <= set("-: "):
-            continue
-        if i + 1 < len(table) and set(table[i + 1][0]) <= set(
-            "-: "
-        ):  # a header: the next line rules it
-            header = cells
-        elif header[:1] == ["row"] and "predicted (us)" in header and len(cells) == len(header):
-            ranks = next(
-                (int(cells[header.index(k)]) for k in ("ranks", "GPUs") if k in header), None
-            )
-            out[(cells[0], ranks)] = float(cells[header.index("predicted (us)")])
+def run_prefix(csv_path: Path) -> str | None:
+    """``h100x4-20261128w-x3-floors.csv`` -> ``h100x4-20261128w``; None for other names."""
+    m = re.match(r"([a-z0-9]+x\d+-\d{8}[a-z]+\d*)-", csv_path.name)
+    return m[1] if m else None
+
+
+def frozen_files(csv_path: Path, any_device: bool = False) -> list[Path]:
+    """The run's frozen tables beside the CSV (``<prefix>-*predicted*.txt``); ``any_device``:
+    those of the same run made for another device (``h200x2-20261128x-...`` for an ``h100x2``
+    CSV)."""
+    prefix = run_prefix(csv_path)
+    if prefix is None:
+        return []
+    if any_device:
+        run = prefix.split("-", 1)[1]
+        return sorted(
+            p
+            for p in csv_path.parent.glob(f"*-{run}-*predicted*.txt")
+            if not p.name.startswith(prefix)
+        )
+    return sorted(csv_path.parent.glob(f"{prefix}-*predicted*.txt"))
+
+
+def frozen_predictions(csv_path: Path) -> dict[tuple[str, int | None], set[float]]:
+    """Every frozen table of the CSV's run (``frozen_files``): row name and GPU count (a ``ranks``
+    or ``GPUs`` column, else the section's ``# frozen predictions: ..., N GPUs`` line, else None)
+    -> the predicted figures (us) it was frozen at."""
+    out: dict[tuple[str, int | None], set[float]] = {}
+    for path in frozen_files(csv_path):
+        header: list[str] = []
+        section: int | None = None
+        lines = path.read_text().splitlines()
+        table = [
+            (i, [c.strip() for c in t.strip().strip("|").split("|")]) for i, t in enumerate(lines)
+        ]
+        for k, (i, cells) in enumerate(table):
+            text = lines[i]
+            m = re.match(r"# frozen predictions: .*?, (\d+) GPUs", text)
+            if m:
+                section = int(m[1])
+            if not text.startswith("|") or set(cells[0]) <= set("-: "):
+                continue
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if nxt.startswith("|") and set(table[k + 1][1][0]) <= set(
+                "-: "
+            ):  # a header: the next line rules it
+                header = cells
+            elif header[:1] == ["row"] and "predicted (us)" in header and len(cells) == len(header):
+                ranks = next(
+                    (int(cells[header.index(c)]) for c in ("ranks", "GPUs") if c in header), section
+                )
+                out.setdefault((cells[0], ranks), set()).add(
+                    float(cells[header.index("predicted (us)")])
+                )
     return out
+
+
+def model_unchanged_since(path: Path, doc: str) -> bool:
+    """True when git shows no change to ``rdusim/`` or ``doc`` since the commit that added
+    ``path`` (committed or not); False when it does or git cannot tell."""
+    import subprocess
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
+        )
+
+    added = git("log", "--diff-filter=A", "--format=%H", "-1", "--", str(path.relative_to(ROOT)))
+    commit = added.stdout.strip()
+    if added.returncode or not commit:
+        return False
+    changed = git("log", "--format=%H", f"{commit}..HEAD", "--", "rdusim", doc)
+    dirty = git("diff", "--quiet", "HEAD", "--", "rdusim", doc)
+    return changed.returncode == 0 and not changed.stdout.strip() and dirty.returncode == 0
 
 
 def run_label(csv_path: Path) -> str:
     """``h100x2-20261125t-collectives.csv`` -> ``run t``; other names: the file's stem."""
-    m = re.match(r"[a-z0-9]+x\d+-\d{8}([a-z0-9]+)-collectives$", csv_path.stem)
-    return f"run {m[1]}" if m else csv_path.stem
+    prefix = run_prefix(csv_path)
+    return f"run {prefix.split('-')[1][8:]}" if prefix else csv_path.stem
+
+
+def default_csvs() -> list[Path]:
+    """Every committed measurement of collectives (a ``collectives.py`` CSV of a run), leaving out
+    the diagnostics that time another thing (``percall``: one call alone; ``nomix``: NCCL's event
+    nodes off)."""
+    out = []
+    for path in sorted((ROOT / "benchmarks/gpu").glob("*x[0-9]-2026*.csv")):
+        if run_prefix(path) is None or any(k in path.name for k in ("percall", "nomix", "micro")):
+            continue
+        with open(path, newline="") as fh:
+            if any(r.get("kind") == "collective" for r in csv.DictReader(fh)):
+                out.append(path)
+    return out
 
 
 def points(csv_paths: list[Path]) -> list[dict]:
@@ -91,16 +158,27 @@ def points(csv_paths: list[Path]) -> list[dict]:
         gpu = load_gpu_node(str(ROOT / GPU_DOCS[device])).gpu
         fabric, _ = fitted_fabric(gpu, rows)
         frozen = frozen_predictions(csv_path)
+        other = frozen_files(csv_path, any_device=True)
+        unchanged = (
+            not frozen
+            and bool(other)
+            and all(model_unchanged_since(p, GPU_DOCS[device]) for p in other)
+        )
         for r in rows:
             if r["kind"] != "collective":
                 continue
             ranks = int(r.get("ranks") or 2)
-            pred, cost = predict_us(gpu, r["op"], int(r["bytes"]), ranks, r["mode"], fabric)
-            before = frozen.get((r["name"], ranks), frozen.get((r["name"], None)))
+            queued = r["mode"] == "stream" and r["name"].endswith("_queued")
+            pred, cost = predict_us(
+                gpu, r["op"], int(r["bytes"]), ranks, r["mode"], fabric, queued=queued
+            )
+            before = frozen.get((r["name"], ranks), set()) | frozen.get((r["name"], None), set())
             if r["set"] == "calibration":
                 status = "calibration"
-            elif before is not None and abs(pred - before) <= TOLERANCE_US:
+            elif any(abs(pred - b) <= TOLERANCE_US for b in before):
                 status = "frozen"
+            elif unchanged:
+                status = "unchanged"
             else:
                 status = "explained"
             out.append(
@@ -109,7 +187,7 @@ def points(csv_paths: list[Path]) -> list[dict]:
                     "gpu": device.replace("NVIDIA ", "").split()[0],
                     "ranks": ranks,
                     "op": r["op"],
-                    "mode": r["mode"],
+                    "mode": "queued" if queued else r["mode"],
                     "bytes": int(r["bytes"]),
                     "measured": float(r["median_us"]),
                     "predicted": pred,
@@ -149,13 +227,14 @@ def plot(pts: list[dict], out: Path) -> list[str]:
     from matplotlib.lines import Line2D
 
     series = sorted({(p["run"], p["gpu"], p["ranks"]) for p in pts})
-    colour = {s: f"C{i % 10}" for i, s in enumerate(series)}
+    palette = plt.get_cmap("tab20").colors if len(series) > 10 else [f"C{i}" for i in range(10)]
+    colour = {s: palette[i % len(palette)] for i, s in enumerate(series)}
     values = [v for p in pts for v in (p["measured"], p["predicted"])]
     lo, hi = (
         10 ** (f(2 * math.log10(v)) / 2)
         for f, v in ((math.floor, min(values)), (math.ceil, max(values)))
     )
-    fig, axes = plt.subplots(2, 2, figsize=(12, 11))
+    fig, axes = plt.subplots(2, 2, figsize=(12, 12))
     for ax, op in zip(axes.flat, OPS, strict=True):
         mine = [p for p in pts if p["op"] == op]
         for p in mine:
@@ -169,7 +248,8 @@ def plot(pts: list[dict], out: Path) -> list[str]:
                     marker=MARKERS[p["mode"]],
                     s=34,
                     edgecolors=c,
-                    facecolors=c if p["status"] == "frozen" else "none",
+                    facecolors=c if p["status"] in ("frozen", "unchanged") else "none",
+                    alpha=0.45 if p["status"] == "unchanged" else 1.0,
                     linewidths=1.0,
                 )
         note = []
@@ -184,7 +264,7 @@ def plot(pts: list[dict], out: Path) -> list[str]:
                     f"{mode} {len(errs)}: {statistics.median(map(abs, errs)) * 100:.0f}% / "
                     f"{max(errs, key=abs) * 100:+.0f}%"
                 )
-        note_text = "frozen predictions, median / worst: " + ("; ".join(note) or "none")
+        note_text = "frozen predictions, median / worst:\n" + ("; ".join(note) or "none")
         parity_axes(
             ax,
             lo,
@@ -215,6 +295,9 @@ def plot(pts: list[dict], out: Path) -> list[str]:
             color="grey",
             label="stream (eager calls)",
         ),
+        Line2D(
+            [], [], linestyle="", marker=MARKERS["queued"], color="grey", label="stream, host ahead"
+        ),
         Line2D([], [], linestyle="", marker="o", color="grey", label="filled: frozen prediction"),
         Line2D(
             [],
@@ -225,13 +308,22 @@ def plot(pts: list[dict], out: Path) -> list[str]:
             color="grey",
             label="hollow: explained after measurement",
         ),
+        Line2D(
+            [],
+            [],
+            linestyle="",
+            marker="o",
+            color="grey",
+            alpha=0.45,
+            label="faint: model unchanged since the run (frozen for another GPU)",
+        ),
         Line2D([], [], linestyle="", marker="x", color="k", label="calibration (fitted)"),
     ]
     fig.legend(handles=handles, loc="lower center", ncol=min(5, len(handles)), fontsize=8)
     fig.suptitle(
         "NCCL collectives, rdusim predicted vs measured (bf16, 20 calls back to back a trial)"
     )
-    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    fig.tight_layout(rect=(0, 0.1, 1, 0.97))
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     plt.close(fig)
@@ -241,13 +333,11 @@ def plot(pts: list[dict], out: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "csv", nargs="*", help="collectives.py CSVs (default: benchmarks/gpu/*-collectives.csv)"
+        "csv", nargs="*", help="collectives.py CSVs (default: every run's, default_csvs)"
     )
     ap.add_argument("--out", default=str(OUT), help="the PNG to write")
     args = ap.parse_args(argv)
-    paths = [Path(p) for p in args.csv] or sorted(
-        (ROOT / "benchmarks/gpu").glob("*-collectives.csv")
-    )
+    paths = [Path(p) for p in args.csv] or default_csvs()
     pts = points(paths)
     print("\n".join(summary(pts)))
     plot(pts, Path(args.out))

@@ -74,10 +74,12 @@ channels actually used instead; not the measured version). Its latency is
 taken as one ring step of that protocol (LL: 6.6 + 0.6 us, Simple: 8.4 + 3.4 us) [A]: NCCL
 has no p2p entry in its tuning model.
 
-Not modelled: NCCL lowering its channel count for small messages (LL: the latency term holds
-it), the Simple protocol's mid-size ramp (measured; not NCCL 2.28's channels, chunks, slices
-or loops) and the all-to-all's p2p channels a peer (16 on two GPUs up to 512 MiB, then 32; their
-rate unmeasured), both in docs/gpu.md "The Simple ramp"; CollNet, PCIe topologies (no shipped document describes a PCIe node), multi-node.
+Not modelled: NCCL lowering its channel count for small messages (the count is known exactly,
+``benchmarks/gpu/collectives_channels.py``; charging it did not improve the predictions:
+docs/gpu.md, "Collectives"), the Simple protocol's mid-size ramp (measured; not NCCL 2.28's
+channels, chunks, slices or loops) and the all-to-all's p2p channels a peer (16 on two GPUs up to
+512 MiB, then 32; their rate unmeasured), both in docs/gpu.md "The Simple ramp"; CollNet, PCIe
+topologies (no shipped document describes a PCIe node), multi-node.
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 BUS = 370.8e9
-NVSWITCH = Fabric(BUS, 1.0, nvls=True)
-NO_NVLS = Fabric(BUS, 1.0, nvls=False)
+NVSWITCH = Fabric(BUS, nvls=True)
+NO_NVLS = Fabric(BUS, nvls=False)
 GB, MB, KB = 1e9, 1e6, 1e3
 
 
@@ -97,7 +97,7 @@ def test_ring_ll_rate_is_the_lower_of_ll_bandwidth_and_half_the_bus() -> None:
     """NCCL 2.28 tuning.cc: ring LL ``busBw = std::min(llMaxBw, busBw * .5)``: 141 GB/s on a
     343 GB/s bus, half the bus on a 200 GB/s one; the p2p LL keeps its own rate [A]."""
     for bus, expected in ((343.1e9, 141e9), (200e9, 100e9)):
-        fabric = Fabric(bus, 1.0, ll_bytes_per_s=141e9)
+        fabric = Fabric(bus, ll_bytes_per_s=141e9)
         for op in ("all_reduce", "all_gather", "reduce_scatter"):
             assert pick(candidates(op, 64 * KB, 2, fabric), "ring", "LL").bus_bytes_per_s == pytest.approx(expected)
         p2p = collective_cost("all_to_all", 64 * KB, 2, fabric)
@@ -244,7 +244,7 @@ def test_collective_host_without_a_table_is_eager_host(tmp_path: Path, capsys: p
     plain.write_text(yaml.safe_dump(doc))
     gpu = load_gpu_node(plain).gpu
     assert gpu.host_op_s("all_reduce", gpu_idle=True) == gpu.launch_s("eager") == pytest.approx(8e-6)
-    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.host_op_s("all_reduce", gpu_idle=True) == pytest.approx(54.7e-6)
+    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.host_op_s("all_reduce", gpu_idle=True) == pytest.approx(44.9e-6)
     text = (ROOT / "hw_configs/h100.yaml").read_text()
     assert "    all_gather: " in text
     bad = tmp_path / "h100.yaml"
@@ -291,6 +291,16 @@ def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.Capture
         assert main(["validate", str(bad)]) == 2
         err = capsys.readouterr().err
         assert str(bad) in err and key in err
+    # a misspelt key: exit 2 at its own line, with the closest name
+    for old, new, fix in (("latency_scale: 1.0", "latency_scal: 1.0", "latency_scale"),):
+        bad = tmp_path / "h200.yaml"
+        bad.write_text(text.replace(old, new))
+        key = new.split(":")[0]
+        line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if t.strip().startswith(key + ":"))
+        assert main(["validate", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert f"{bad}:{line}: nvlink.{key}: unknown key '{key}'" in err
+        assert fix is None or f"did you mean '{fix}'?" in err
     node = (ROOT / "hw_configs/h200-8.yaml").read_text().replace("gpu: h200.yaml", f"gpu: {ROOT}/hw_configs/h200.yaml")
     bad = tmp_path / "node.yaml"
     bad.write_text(node.replace("nvls: true", "nvls: 1"))
@@ -314,7 +324,7 @@ def _collectives_bench():
 def test_bus_bandwidth_fit_recovers_the_slope_from_calibration_rows_only() -> None:
     """Rows made by the model at 300 GB/s, every prediction row poisoned x7: the fit gives 300."""
     bench = _collectives_bench()
-    fabric = Fabric(300e9, 1.0)
+    fabric = Fabric(300e9)
     rows = []
     for row in bench.plan():
         if row["kind"] == "collective":
@@ -337,7 +347,7 @@ def test_ll_rate_from_the_document_and_nccls_protocol_switch() -> None:
     the p2p LL keeps v2.19's cap. On the H100 pair the switch to Simple then falls where NCCL
     2.28.9 switched (h100x2-20261125t-nccl-tuning.txt): all-reduce LL at 1 MiB, Simple at 2 MiB;
     all-gather and reduce-scatter LL at 2 MiB, Simple at 4 MiB."""
-    fabric = Fabric(BUS, 1.0, ll_bytes_per_s=141e9)
+    fabric = Fabric(BUS, ll_bytes_per_s=141e9)
     assert pick(candidates("all_reduce", MB, 2, fabric), "ring", "LL").bus_bytes_per_s == 141e9
     assert pick(candidates("all_gather", MB, 8, fabric), "ring", "LL").bus_bytes_per_s == 141e9
     assert collective_cost("all_to_all", 64 * KB, 2, fabric).bus_bytes_per_s == pytest.approx(LL_MAX_GBPS * GB)
@@ -361,7 +371,8 @@ def test_committed_comparison_is_what_the_model_gives_now(capsys: pytest.Capture
 
 def test_launch_constants_are_the_microbenchmarks_medians() -> None:
     """collective_micro.py --constants: collective_host from the -m1/-m2 micro CSVs' host_busy rows,
-    graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml (and h200.yaml [A]) give them."""
+    graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml gives them; h200.yaml's from
+    run z's micro CSV (two H200s)."""
     micro = _bench_module("collective_micro")
 
     def rows(*names: str) -> list[dict]:
@@ -374,11 +385,12 @@ def test_launch_constants_are_the_microbenchmarks_medians() -> None:
     host, _ = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv"))
     _, pair = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv",
                                    "h100x2-20261125m2-micro-nomix.csv"))
-    for doc in ("h100.yaml", "h200.yaml"):
+    h200_host, h200_pair = micro.constants(rows("h200x2-20261128z-micro.csv"))  # run z, two H200s
+    for doc, doc_host, doc_pair in (("h100.yaml", host, pair), ("h200.yaml", h200_host, h200_pair)):
         gpu = load_gpu_node(ROOT / "hw_configs" / doc).gpu
-        for op, us in host.items():
+        for op, us in doc_host.items():
             assert gpu.host_op_s(op, gpu_idle=False) == pytest.approx(round(us, 1) * 1e-6)
-        assert gpu.launch_s("graph_event_pair") == pytest.approx(round(pair, 3) * 1e-6)
+        assert gpu.launch_s("graph_event_pair") == pytest.approx(round(doc_pair, 3) * 1e-6)
 
 
 def test_plan_at_four_ranks_and_the_queued_rows_prediction() -> None:
@@ -564,3 +576,35 @@ def test_ramp_keeps_host_ahead_rows_apart_and_uses_the_models_factors() -> None:
     per_byte = 1 / 348.8e9
     assert ramp.last_step_share("all_reduce", 0.388, per_byte) == pytest.approx(0.388 / (2 * (1 << 20) / 2 * per_byte / 4 * 1e6))
     assert ramp.last_step_share("all_reduce", 0.388, per_byte) == pytest.approx(0.516, abs=1e-3)
+
+
+def test_llfit_before_after_table_is_what_the_script_gives(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/gpu/collectives_llfit.py (the falsified ring LL latency fit, reverted) reproduces its
+    committed table (docs/gpu.md, Run y), its fit gives 443ea5b's 4.71 + 0.976 us, and its emulation
+    of the fitted models is undone afterwards."""
+    import rdusim.hw.collectives as nccl
+
+    module = _bench_module("collectives_llfit")
+    before = nccl.collective_cost
+    assert module.main() == 0
+    assert nccl.collective_cost is before
+    out = capsys.readouterr().out
+    assert "base 4.71 us + 0.976 us a ring step" in out
+    assert out == (ROOT / "benchmarks/gpu/h100x4-20261128y-llfit-before-after.txt").read_text()
+
+
+def test_channel_rule_agrees_with_every_logged_ring_call(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/gpu/collectives_channels.py --logs: NCCL 2.28's channel count (topoGetAlgoInfo's
+    cap, scheduleCollTasksToPlan's split) gives the channels of every ring call in the committed
+    NCCL tuning logs (runs t-z, 2-4 ranks), as its committed check file records."""
+    module = _bench_module("collectives_channels")
+    assert module.main(["--logs"]) == 0
+    out = capsys.readouterr().out
+    assert out == (ROOT / "benchmarks/gpu/h100-20261128-nccl-channels-check.txt").read_text()
+    assert module.channels_used("all_reduce", "LL", 256 << 10, 2) == 22 and module.ring_channels("LL", 256 << 10, 2) == 24
+    assert module.channels_used("all_reduce", "LL", 4 << 10, 4) == 1
+    # the evaluation against the adoption rule declared before it (cd93295): reproduced, not adopted
+    assert module.main(["--eval"]) == 0
+    out = capsys.readouterr().out
+    assert out == (ROOT / "benchmarks/gpu/h100-20261128-channels-eval.txt").read_text()
+    assert out.count("-> keep tuning.cc") == 2

@@ -21,8 +21,11 @@ def _parity():
 
 def test_parity_figure_of_the_committed_runs(tmp_path: Path) -> None:
     parity = _parity()
-    csvs = sorted((ROOT / "benchmarks/gpu").glob("*-collectives.csv"))
-    assert {p.name for p in csvs} >= {f"h100x2-20261125{r}-collectives.csv" for r in "tuv"}
+    csvs = parity.default_csvs()
+    names = {p.name for p in csvs}
+    assert names >= {f"h100x2-20261125{r}-collectives.csv" for r in "tuv"}
+    assert "h100x4-20261128w-x3-floors.csv" in names and "h100x4-20261128y-y4.csv" in names
+    assert not any("nomix" in n or "percall" in n or "micro" in n for n in names)
     pts = parity.points(csvs)
     by_run: dict[str, set[str]] = {}
     for p in pts:
@@ -30,7 +33,25 @@ def test_parity_figure_of_the_committed_runs(tmp_path: Path) -> None:
         assert p["predicted"] > 0 and p["measured"] > 0
     assert by_run["run t"] == {"calibration", "explained"}  # the run the model was built on
     assert by_run["run u"] == {"frozen", "explained"}  # its LL and all-to-all rows moved after it
-    assert by_run["run v"] == {"frozen"}  # frozen at 4949ab7, unchanged since
+    # run v: frozen at 4949ab7, unchanged since (the ring LL latency fit of P12 was reverted)
+    assert by_run["run v"] == {"frozen"}
+    # run w: its calibration rows (set column) and every predicted file are read
+    assert by_run["run w"] == {"calibration", "frozen", "explained"}
+    frozen_w = [p for p in pts if p["run"] == "run w" and p["status"] == "frozen"]
+    assert {p["ranks"] for p in frozen_w} == {2, 3, 4} and {p["mode"] for p in frozen_w} == {
+        "graph",
+        "stream",
+        "queued",
+    }
+    # run x was frozen for the H200 (h200.yaml) and ran on H100s; the model changed since: explained
+    assert by_run["run x"] == {"calibration", "explained"}
+    frozen_x = parity.frozen_files(
+        ROOT / "benchmarks/gpu/h100x2-20261128x-collectives.csv", any_device=True
+    )
+    assert [p.name for p in frozen_x] == ["h200x2-20261128x-collectives-predicted.txt"]
+    assert not parity.model_unchanged_since(
+        frozen_x[0], "hw_configs/h100.yaml"
+    )  # rdusim/ changed since 0b80079
     out = tmp_path / "parity.png"
     titles = parity.plot(pts, out)
     assert [t.splitlines()[0] for t in titles] == [
@@ -52,10 +73,24 @@ def test_frozen_table_is_read_by_row_and_gpu_count(tmp_path: Path) -> None:
         "| tp2_decode_b1_l1024_graph | 5537.0 | 620.5 |\n"
     )
     assert parity.frozen_predictions(csv_path) == {
-        ("all_reduce_1024_graph", 2): 9.65,
-        ("all_reduce_1024_graph", 4): 12.10,
+        ("all_reduce_1024_graph", 2): {9.65},
+        ("all_reduce_1024_graph", 4): {12.10},
     }
     assert parity.run_label(csv_path) == "run w"
+    # a second frozen file of the same run, its GPU count given by its section line
+    (tmp_path / "h100x4-20261128w-floors-predicted.txt").write_text(
+        "# frozen predictions: hw_configs/h100.yaml, bus 343.1 GB/s, 3 GPUs, NVLS off\n"
+        "| row | predicted (us) | algorithm/protocol |\n|---|---:|---|\n| all_reduce_1024_graph | 11.00 | ring/LL |\n"
+        "# frozen predictions: hw_configs/h100.yaml, bus 343.1 GB/s, 4 GPUs, NVLS off\n"
+        "| row | predicted (us) | algorithm/protocol |\n|---|---:|---|\n| all_reduce_1024_graph | 12.20 | ring/LL |\n"
+    )
+    other = tmp_path / "h100x4-20261128w-x3-floors.csv"
+    assert parity.run_label(other) == "run w"
+    assert parity.frozen_predictions(other) == {
+        ("all_reduce_1024_graph", 2): {9.65},
+        ("all_reduce_1024_graph", 3): {11.00},
+        ("all_reduce_1024_graph", 4): {12.10, 12.20},
+    }
 
 
 def test_a_run_with_several_gpu_counts_on_the_h200(tmp_path: Path) -> None:
