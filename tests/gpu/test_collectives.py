@@ -244,7 +244,7 @@ def test_collective_host_without_a_table_is_eager_host(tmp_path: Path, capsys: p
     plain.write_text(yaml.safe_dump(doc))
     gpu = load_gpu_node(plain).gpu
     assert gpu.host_op_s("all_reduce", gpu_idle=True) == gpu.launch_s("eager") == pytest.approx(8e-6)
-    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.host_op_s("all_reduce", gpu_idle=True) == pytest.approx(54.7e-6)
+    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.host_op_s("all_reduce", gpu_idle=True) == pytest.approx(44.9e-6)
     text = (ROOT / "hw_configs/h100.yaml").read_text()
     assert "    all_gather: " in text
     bad = tmp_path / "h100.yaml"
@@ -361,7 +361,8 @@ def test_committed_comparison_is_what_the_model_gives_now(capsys: pytest.Capture
 
 def test_launch_constants_are_the_microbenchmarks_medians() -> None:
     """collective_micro.py --constants: collective_host from the -m1/-m2 micro CSVs' host_busy rows,
-    graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml (and h200.yaml [A]) give them."""
+    graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml gives them; h200.yaml's from
+    the two-H200 host's own file (run z, h200x2-20261128z-micro.csv)."""
     micro = _bench_module("collective_micro")
 
     def rows(*names: str) -> list[dict]:
@@ -371,10 +372,11 @@ def test_launch_constants_are_the_microbenchmarks_medians() -> None:
                 out += [{**r, "source": name} for r in csv.DictReader(fh)]
         return out
 
-    host, _ = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv"))
-    _, pair = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv",
-                                   "h100x2-20261125m2-micro-nomix.csv"))
-    for doc in ("h100.yaml", "h200.yaml"):
+    h100_host, _ = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv"))
+    _, h100_pair = micro.constants(rows("h100x2-20261125m1-micro.csv", "h100x2-20261125m2-micro.csv",
+                                        "h100x2-20261125m2-micro-nomix.csv"))
+    h200_host, h200_pair = micro.constants(rows("h200x2-20261128z-micro.csv"))
+    for doc, host, pair in (("h100.yaml", h100_host, h100_pair), ("h200.yaml", h200_host, h200_pair)):
         gpu = load_gpu_node(ROOT / "hw_configs" / doc).gpu
         for op, us in host.items():
             assert gpu.host_op_s(op, gpu_idle=False) == pytest.approx(round(us, 1) * 1e-6)
