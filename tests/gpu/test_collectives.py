@@ -421,6 +421,21 @@ def test_committed_comparisons_are_what_the_model_gives_now(
     assert out == (ROOT / "benchmarks/gpu" / compared).read_text()
 
 
+@pytest.mark.parametrize("name", ["sweep", "sweep2", "tp2g", "tp2b"])
+def test_run_aa_against_its_frozen_table(name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run aa (two H200s): `--compare CSV --against <frozen table>` takes every prediction from the
+    table committed before the run (no fit) and reproduces the committed frozen comparison."""
+    monkeypatch.chdir(ROOT)
+    bench = _collectives_bench()
+    prefix = "benchmarks/gpu/h200x2-20261128aa-"
+    argv = ["--model", "hw_configs/h200.yaml", "--compare", f"{prefix}{name}.csv", "--against",
+            f"{prefix}collectives-predicted.txt"]
+    assert _bench_out(bench, argv, capsys) == (ROOT / f"{prefix}{name}-compare-frozen.txt").read_text()
+    frozen = bench.read_frozen(f"{prefix}collectives-predicted.txt")
+    assert frozen["all_reduce_1024_stream"] == (45.29, "ring/LL") and frozen["tp2_prefill_b1_l1024"][0] == 19024.1
+    assert len(frozen) == 252 + 9
+
+
 def test_run_ws_frozen_predictions_come_from_the_commands_in_their_header(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
