@@ -160,13 +160,15 @@ def main(argv: list[str] | None = None) -> int:
                     "and compare every prediction row with the model")
     ap.add_argument("--decode", help="TP decode points instead of the default ones: comma-separated BATCHxKV "
                     "(e.g. 2x2048,16x4096)")
+    ap.add_argument("--against", metavar="FROZEN_TXT", help="with --compare: compare with a committed frozen table "
+                    "(--frozen's output, made before the run) instead of the model now; nothing fitted")
     args = ap.parse_args(argv)
     ranks = _check_args(ap, args)
     if args.decode:
         global DECODE
         DECODE = _decode_points(ap, args.decode)
     if args.model and args.compare:
-        return compare(args.model, args.compare)
+        return compare(args.model, args.compare, args.against)
     if args.model and (args.sizes or args.frozen):
         return frozen_table(args.model, args, ranks)
     if args.model:
@@ -208,6 +210,8 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[i
         ap.error(f"--max-bytes: expected a positive size in bytes, got {args.max_bytes}")
     if args.frozen and not args.model:
         ap.error("--frozen needs --model")
+    if args.against and not args.compare:
+        ap.error("--against needs --model and --compare")
     return _check_ranks(ap, args)
 
 
@@ -351,31 +355,55 @@ def fitted_fabric(gpu, rows: list[dict]) -> tuple[object, bool]:
     return dataclasses.replace(gpu.fabric, bus_bytes_per_s=bus), fitted
 
 
-def compare(path: str, csv_path: str) -> int:
+def read_frozen(path: str) -> dict[str, tuple[float, str]]:
+    """A committed frozen table's predictions (``--frozen``'s output) by row name: (us, the
+    collective's algorithm/protocol, '' for a TP step)."""
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) >= 3 and cells[1].replace(".", "", 1).isdigit():
+            out[cells[0]] = (float(cells[1]), cells[2] if "/" in cells[2] else "")
+    return out
+
+
+def _compare_header(gpu, rows: list[dict], csv_path: str, fabric, fitted: bool, against: str | None) -> None:
+    """The comparison's header: the run, the fitted bus (or the frozen table compared with) and the
+    latency_scale each floor calibration row would imply (reported, never written)."""
+    from rdusim.hw.collectives import collective_cost
+
+    bus = fabric.bus_bytes_per_s
+    print(f"# {csv_path}: NCCL {rows[0]['nccl']}, {rows[0]['gpu']}, {rows[0]['ranks']} ranks")
+    if against:
+        print(f"# against the frozen predictions {against} (nothing fitted)")
+    else:
+        print(f"# {'fitted' if fitted else 'no calibration rows: the document'}'s bus_bandwidth {bus / 1e9:.1f} GB/s "
+              f"(document: {gpu.fabric.bus_bytes_per_s / 1e9:.1f}); NVLS {'on' if fabric.nvls else 'off'}")
+    for r in rows if not against else ():
+        if r["set"] == "calibration" and int(r["bytes"]) < 1 << 20:
+            floor = collective_cost("all_reduce", int(r["bytes"]), int(r["ranks"]), fabric).latency_s
+            scale = (float(r["median_us"]) * 1e-6 - gpu.launch_s("stream")) / floor
+            print(f"# floor row {r['name']}: {float(r['median_us']):.1f} us; latency_scale it would imply "
+                  f"{scale:.2f} (not written: docs/gpu.md)")
+
+
+def compare(path: str, csv_path: str, against: str | None = None) -> int:
     """Fit ``bus_bandwidth`` (calibration rows only), then every prediction row of the measured CSV
     against the model: a collective row is its mode's launch gap plus NCCL's time on the fitted
     fabric; a TP2 row is ``simulate_gpu_step`` on the document as it is (so run it after the fitted
-    value is written there). ``latency_scale`` is reported, not fitted: docs/gpu.md says why."""
+    value is written there). ``latency_scale`` is reported, not fitted: docs/gpu.md says why.
+    ``against``: every row's prediction from that committed frozen table instead (``read_frozen``;
+    no fit, the model as it was frozen)."""
     import statistics
 
-    from rdusim.hw.collectives import collective_cost
     from rdusim.hw.gpu import load_gpu_node
 
     with open(csv_path, newline="") as fh:
         rows = list(csv.DictReader(fh))
     node = load_gpu_node(path)
     gpu = node.gpu
-    fabric, fitted = fitted_fabric(gpu, rows)
-    bus = fabric.bus_bytes_per_s
-    print(f"# {csv_path}: NCCL {rows[0]['nccl']}, {rows[0]['gpu']}, {rows[0]['ranks']} ranks")
-    print(f"# {'fitted' if fitted else 'no calibration rows: the document'}'s bus_bandwidth {bus / 1e9:.1f} GB/s "
-          f"(document: {gpu.fabric.bus_bytes_per_s / 1e9:.1f}); NVLS {'on' if fabric.nvls else 'off'}")
-    for r in rows:
-        if r["set"] == "calibration" and int(r["bytes"]) < 1 << 20:
-            floor = collective_cost("all_reduce", int(r["bytes"]), int(r["ranks"]), fabric).latency_s
-            scale = (float(r["median_us"]) * 1e-6 - gpu.launch_s("stream")) / floor
-            print(f"# floor row {r['name']}: {float(r['median_us']):.1f} us; latency_scale it would imply "
-                  f"{scale:.2f} (not written: docs/gpu.md)")
+    frozen = read_frozen(against) if against else None
+    fabric, fitted = (gpu.fabric, False) if frozen else fitted_fabric(gpu, rows)
+    _compare_header(gpu, rows, csv_path, fabric, fitted, against)
     errors: dict[tuple[str, str], list[float]] = {}
     print("| row | set | measured (us) | predicted (us) | algorithm/protocol | error |")
     print("|---|---|---:|---:|---|---:|")
@@ -384,11 +412,15 @@ def compare(path: str, csv_path: str) -> int:
             continue
         meas = float(r["median_us"])
         queued = r["mode"] == "stream" and r["name"].endswith("_queued")
-        pred, c = predict_us(gpu, r["op"], int(r["bytes"]), int(r["ranks"]), r["mode"], fabric, queued=queued)
+        if frozen:
+            pred, how = frozen[r["name"]]
+        else:
+            pred, c = predict_us(gpu, r["op"], int(r["bytes"]), int(r["ranks"]), r["mode"], fabric, queued=queued)
+            how = f"{c.algorithm}/{c.protocol}"
         err = pred / meas - 1
         if r["set"] == "prediction":
             errors.setdefault((r["op"], "queued" if queued else r["mode"]), []).append(err)
-        print(f"| {r['name']} | {r['set']} | {meas:.1f} | {pred:.1f} | {c.algorithm}/{c.protocol} | {err * 100:+.0f}% |")
+        print(f"| {r['name']} | {r['set']} | {meas:.1f} | {pred:.1f} | {how} | {err * 100:+.0f}% |")
     print()
     print("| op | mode | rows | median abs error | worst error |")
     print("|---|---|---:|---:|---:|")
@@ -396,7 +428,10 @@ def compare(path: str, csv_path: str) -> int:
         worst = max(errs, key=abs)
         print(f"| {op} | {mode} | {len(errs)} | {statistics.median(map(abs, errs)) * 100:.0f}% | {worst * 100:+.0f}% |")
     steps = [r for r in rows if r["kind"].startswith("e2e")]
-    predicted = {name: us for name, us, _ in _e2e_rows(node, [r["name"] for r in steps])}
+    if frozen:
+        predicted = {r["name"]: frozen[r["name"]][0] for r in steps}
+    else:
+        predicted = {name: us for name, us, _ in _e2e_rows(node, [r["name"] for r in steps])}
     for tp in sorted({_tp(r["name"]) for r in steps}) or [2]:
         print()
         print(f"| TP{tp} row (Llama-3.1-8B) | measured (us) | predicted (us) | error |")

@@ -192,7 +192,7 @@ def test_engine_charges_the_collective_kernel() -> None:
     """The all-reduce kernel of a TP group: NVLink bytes = the chosen algorithm's wire bytes,
     engine time = graph launch + NCCL's event pair + NCCL's time; one GPU has no collective."""
     node = load_gpu_node(ROOT / "hw_configs/h200-8.yaml")
-    assert node.gpu.nvls and node.gpu.fabric.bus_bytes_per_s == BUS
+    assert node.gpu.nvls and node.gpu.fabric.bus_bytes_per_s == pytest.approx(344.0e9)  # run aa's fit
     assert all_reduce("ar", 1 * MB, 1, node.gpu) == []
     for size in (16 * KB, 64 * MB):
         (kernel,) = all_reduce("ar", size, 8, node.gpu)
@@ -282,7 +282,7 @@ def test_partial_collective_host_exits_2_naming_the_missing(tmp_path: Path, caps
 
 def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (ROOT / "hw_configs/h200.yaml").read_text()
-    for old, new, key in (('bus_bandwidth: "370.8 GB/s"', 'bus_bandwidth: "470.8 GB/s"', "nvlink"),
+    for old, new, key in (('bus_bandwidth: "344.0 GB/s"', 'bus_bandwidth: "470.8 GB/s"', "nvlink"),
                           ('ll_bandwidth: "141 GB/s"', 'll_bandwidth: "9000 GB/s"', "ll_bandwidth (9000 GB/s) exceeds"),
                           ("latency_scale: 1.0", "latency_scale: 0.0", "nvlink.latency_scale")):
         assert old in text
@@ -429,6 +429,25 @@ def test_committed_comparisons_are_what_the_model_gives_now(
     bench = _collectives_bench()
     out = _bench_out(bench, ["--model", "hw_configs/h100.yaml", "--compare", f"benchmarks/gpu/{name}.csv"], capsys)
     assert out == (ROOT / "benchmarks/gpu" / compared).read_text()
+
+
+@pytest.mark.parametrize("name", ["sweep", "sweep2", "tp2g", "tp2b"])
+def test_run_aa_against_its_frozen_table(name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run aa (two H200s): `--compare CSV --against <frozen table>` takes every prediction from the
+    table committed before the run (no fit) and reproduces the committed frozen comparison; plain
+    `--compare` (bus fitted on the sweep's calibration rows, h200.yaml's 344.0 GB/s) its -compare-fit."""
+    monkeypatch.chdir(ROOT)
+    bench = _collectives_bench()
+    prefix = "benchmarks/gpu/h200x2-20261128aa-"
+    argv = ["--model", "hw_configs/h200.yaml", "--compare", f"{prefix}{name}.csv", "--against",
+            f"{prefix}collectives-predicted.txt"]
+    assert _bench_out(bench, argv, capsys) == (ROOT / f"{prefix}{name}-compare-frozen.txt").read_text()
+    assert _bench_out(bench, argv[:4], capsys) == (ROOT / f"{prefix}{name}-compare-fit.txt").read_text()
+    frozen = bench.read_frozen(f"{prefix}collectives-predicted.txt")
+    assert frozen["all_reduce_1024_stream"] == (45.29, "ring/LL") and frozen["tp2_prefill_b1_l1024"][0] == 19024.1
+    assert len(frozen) == 252 + 9
+    fitted = bench.fit_bus_bandwidth(list(csv.DictReader(open(f"{prefix}sweep.csv", newline=""))))
+    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.fabric.bus_bytes_per_s == pytest.approx(fitted, abs=0.05e9)
 
 
 def test_run_ws_frozen_predictions_come_from_the_commands_in_their_header(
