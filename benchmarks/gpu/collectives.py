@@ -78,6 +78,11 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CALIBRATION = {("all_reduce", 1 << 10), ("all_reduce", 1 << 12), ("all_reduce", 1 << 28), ("all_reduce", 1 << 30)}
 DECODE = [(1, 1024), (1, 8192), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
 PREFILL = [1024, 4096, 16384]
+#: what a TP-n step splits over the GPUs: Llama-3.1-8B's query heads, KV heads, FFN width and
+#: vocabulary (rdusim/config/models/llama-3.1-8b.yaml; tests/gpu/test_collectives.py checks they
+#: agree). Literal so that a measurement run needs torch only, not rdusim's dependencies (run aa's
+#: first call failed importing rdusim on the device).
+LLAMA_8B_SPLITS = {"heads": 32, "KV heads": 8, "FFN": 14336, "vocabulary": 128256}
 SLEEP_CYCLES = 6_000_000  # --host-ahead: ~3 ms at the H100's ~2 GHz, longer than the host takes to queue PER calls
 PER = 20  # collectives timed back to back (and captured together in graph mode), as nccl-tests does
 FIELDS = ["set", "kind", "name", "median_us", "reps", "op", "bytes", "ranks", "mode", "batch", "kv_len",
@@ -237,14 +242,8 @@ def _check_ranks(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[
 
 
 def _tp_split(n: int) -> str:
-    """What of Llama-3.1-8B (its rdusim model document) ``n`` GPUs cannot split evenly, or ''."""
-    from rdusim.config.loader import load_spec, model_path
-    from rdusim.config.schema import ModelSpec
-
-    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
-    parts = {"heads": model.attention.heads, "KV heads": model.attention.kv_heads,
-             "FFN": model.ffn.intermediate, "vocabulary": model.vocab}
-    return ", ".join(f"{v} {k}" for k, v in parts.items() if v % n)
+    """What of Llama-3.1-8B's splits (``LLAMA_8B_SPLITS``) ``n`` GPUs cannot split evenly, or ''."""
+    return ", ".join(f"{v} {k}" for k, v in LLAMA_8B_SPLITS.items() if v % n)
 
 
 def model_table(path: str) -> int:
@@ -546,7 +545,9 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
         for row in (r for r in rows if r["kind"] == "collective"):
             measure(row, _collective(row["op"], row["bytes"], world, device, dist, torch), 10, PER)
         if steps:  # _check_args: world divides every split
-            shard = LlamaShape(q_heads=32 // world, kv_heads=8 // world, ffn=14336 // world, vocab=128256 // world)
+            split = {k: v // world for k, v in LLAMA_8B_SPLITS.items()}
+            shard = LlamaShape(q_heads=split["heads"], kv_heads=split["KV heads"], ffn=split["FFN"],
+                               vocab=split["vocabulary"])
             model = Llama(shard, device)
             for row in steps:
                 measure(row, _tp_step(model, row, world, device, dist, torch, F=torch.nn.functional, BF16=BF16,

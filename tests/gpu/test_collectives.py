@@ -393,6 +393,19 @@ def test_launch_constants_are_the_microbenchmarks_medians() -> None:
         assert gpu.launch_s("graph_event_pair") == pytest.approx(round(doc_pair, 3) * 1e-6)
 
 
+def test_tp_splits_are_the_model_documents() -> None:
+    """collectives.py's literal Llama-3.1-8B splits (a measurement run imports torch only) are
+    rdusim's model document's, and a degree that does not divide them is named."""
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+
+    bench = _collectives_bench()
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    assert bench.LLAMA_8B_SPLITS == {"heads": model.attention.heads, "KV heads": model.attention.kv_heads,
+                                     "FFN": model.ffn.intermediate, "vocabulary": model.vocab}
+    assert bench._tp_split(4) == "" and bench._tp_split(3) == "32 heads, 8 KV heads, 14336 FFN"
+
+
 def test_plan_at_four_ranks_and_the_queued_rows_prediction() -> None:
     """Run w's plan: TP-n step rows named by the world size; a stream row timed with the host
     ahead (``--modes queued``) is predicted as NCCL's own time, a graph row as before."""
