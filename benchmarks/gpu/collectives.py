@@ -508,7 +508,7 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
     import torch.distributed as dist
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from measure import BF16, Llama, LlamaShape, capture, rope_tables, sdpa  # noqa: PLC0415
+    from measure import BF16, Ctx, Llama, LlamaShape, capture, pick_sdpa_backend, rope_tables, sdpa  # noqa: PLC0415
 
     rank = int(os.environ.get("RANK", "0"))
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -517,6 +517,13 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
     device = torch.device("cuda")
     env = {"nccl": ".".join(map(str, torch.cuda.nccl.version())), "gpu": torch.cuda.get_device_name(),
            "nccl_algo": os.environ.get("NCCL_ALGO", ""), "nccl_proto": os.environ.get("NCCL_PROTO", "")}
+    # the TP steps' attention on FlashAttention, the kernel the model prices (and the single-GPU
+    # sweeps ran): SDPA's own choice was cuDNN's attention on the H200 (run ab,
+    # benchmarks/gpu/h200-20261128ab-tpshard-kernels.csv), its kernels 38% shorter at batch 64-128, so runs
+    # t, u, x and aa timed their TP steps on a kernel the model does not price
+    sdpa_backend = pick_sdpa_backend(Ctx(device, tiny=False))
+    if rank == 0:
+        print(f"sdpa backend: {sdpa_backend}", flush=True)
     sink = None
     if rank == 0:  # every row written as it is measured: a run cut short keeps what it measured
         fh = open(args.out, "w", newline="")  # closed below; every row flushed as written

@@ -1,0 +1,380 @@
+"""One GPU's share of a Llama-3.1-8B TP2 decode step, its kernels one by one (P12, run ab).
+
+Run aa (two H200s) measured the TP2 decode steps at batch 64 x 2048 and 128 x 1024 keys 19-20%
+under the model, the smaller batches within 4% (docs/gpu.md, "Measured on two H200s"). This
+script runs the shard's kernels alone on one GPU (16 query heads, 4 KV heads, FFN 7168, vocabulary
+64128; no NCCL: the all-reduces and the logits gather are left out) as a CUDA graph, times the
+graph, and profiles its replays kernel by kernel.
+
+- ``--predict``: the model's per-class times of the same shard steps (rdusim; CPU), frozen
+  before the run in ``h200-20261128ab-tpshard-predicted.txt``.
+- default: the measurement (torch only; the device has no rdusim): ``$OUT/tpshard.csv`` (graph
+  step time per row) and ``$OUT/tpshard-kernels.csv`` (every kernel of the profiled replays).
+- ``--compare KERNELS_CSV``: per-class measured vs predicted (rdusim; CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import sys
+from pathlib import Path
+
+#: (name, tp, batch, kv_len): the two rows of run aa that miss, its batch-8 row as a control, and
+#: the single-GPU step whose attention grid (512 CTAs of 16 key tiles) is the batch-128 shard's
+ROWS = [
+    ("tp2_b64_l2048", 2, 64, 2048),
+    ("tp2_b128_l1024", 2, 128, 1024),
+    ("tp2_b8_l8192", 2, 8, 8192),
+    ("tp1_b64_l1024", 1, 64, 1024),
+]
+
+#: (row, SDPA backend) measured: "default" is SDPA's own choice, as collectives.py ran the TP steps
+#: (it never calls measure.py's ``pick_sdpa_backend``); "flash" forces FlashAttention, as the
+#: single-GPU sweeps (sweep.py, small_kernels.py) did
+RUNS = [
+    ("tp2_b64_l2048", "default"),
+    ("tp2_b128_l1024", "default"),
+    ("tp2_b8_l8192", "default"),
+    ("tp2_b64_l2048", "flash"),
+    ("tp2_b128_l1024", "flash"),
+    ("tp1_b64_l1024", "flash"),
+    ("tp1_b64_l1024", "default"),
+]
+
+#: the model's kernel classes of MEASURED_LAYER and the head, as compared
+CLASSES = [
+    "attention",
+    "gemm_qkv",
+    "gemm_o",
+    "gemm_gate_up",
+    "gemm_down",
+    "lm_head",
+    "rope",
+    "kv_append",
+    "rms_norm",
+    "silu_mul",
+    "residual_add",
+    "other",
+]
+
+
+def _model_class(key: str) -> str:
+    key = key.split(".")[0]
+    return {
+        "qkv_gemm": "gemm_qkv",
+        "o_gemm": "gemm_o",
+        "gate_up_gemm": "gemm_gate_up",
+        "down_gemm": "gemm_down",
+        "final_norm": "rms_norm",
+        "embedding": "other",
+    }.get(key, key)
+
+
+def predict(gpus: list[str]) -> dict[tuple[str, str], dict[str, float]]:
+    """{(gpu, row): {class: us}} of the shard step, rdusim's model (no collectives)."""
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+    from rdusim.hw.gpu import load_gpu_node
+
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    out = {}
+    for g in gpus:
+        gpu = load_gpu_node(f"hw_configs/{g}.yaml").gpu
+        for name, tp, batch, kv in ROWS:
+            step = simulate_gpu_step(
+                model,
+                gpu,
+                layer=list(MEASURED_LAYER),
+                head=["embedding", "lm_head"],
+                phase="decode",
+                batch=batch,
+                seq_len=kv,
+                mode="graph",
+                tp=tp,
+            )
+            cls: dict[str, float] = {}
+            for key, s in step.kernels.items():
+                cls[_model_class(key)] = cls.get(_model_class(key), 0.0) + s * 1e6
+            cls["step"] = step.seconds * 1e6
+            out[(g, name)] = cls
+    return out
+
+
+def print_predictions() -> int:
+    pred = predict(["h100", "h200"])
+    print(
+        "# benchmarks/gpu/tp_shard.py --predict: the model's shard step by kernel class (us per step,"
+    )
+    print("# 32 layers and the head; no all-reduce, no logits gather); frozen before run ab")
+    print("| gpu | row | step | " + " | ".join(CLASSES) + " |")
+    print("|---|---|---:|" + "---:|" * len(CLASSES))
+    for (g, name), cls in pred.items():
+        print(
+            f"| {g} | {name} | {cls['step']:.0f} | "
+            + " | ".join(f"{cls.get(c, 0.0):.0f}" for c in CLASSES)
+            + " |"
+        )
+    return 0
+
+
+GEMM_TAGS = ("gemm", "nvjet", "xmma", "cutlass", "sm90_")
+
+
+def _gemm_class(gemms: int, in_half: int, attn_half: bool, layers: int) -> str:
+    if gemms > 4 * layers:
+        return "lm_head"
+    if attn_half:
+        return "gemm_qkv" if in_half == 1 else "gemm_o"
+    return "gemm_gate_up" if in_half == 1 else "gemm_down"
+
+
+def _elementwise_class(in_half: int, attn_half: bool, head: bool) -> str:
+    if in_half == 0 or head:
+        return "other"
+    if attn_half:
+        return "rope" if in_half == 1 else "residual_add"
+    return "silu_mul" if in_half == 1 else "residual_add"
+
+
+def classify(names: list[str], layers: int = 32) -> list[str]:
+    """The model's class of each kernel of one replay, by name and by its place in the layer: an
+    RMSNorm opens the attention half (odd norms) or the FFN half (even); the first GEMM of a half
+    is QKV or gate-up, the second O or down; a split-K reduction goes with its GEMM; the
+    elementwise kernels after QKV are RoPE, after gate-up SiLU * up, after O and down the
+    residual adds; after the layers' 4 x ``layers`` GEMMs the next is the LM head."""
+    out = []
+    norms = gemms = in_half = 0
+    last_gemm = "other"
+    for n in names:
+        low = n.lower()
+        attn_half = norms % 2 == 1
+        if "layer_norm" in low or "rms" in low:
+            norms, in_half, cls = norms + 1, 0, "rms_norm"
+        elif "flash" in low or "fmha" in low:
+            cls = "attention"
+        elif "reduce" in low and "splitk" in low:
+            cls = last_gemm
+        elif any(t in low for t in GEMM_TAGS):
+            gemms, in_half = gemms + 1, in_half + 1
+            cls = last_gemm = _gemm_class(gemms, in_half, attn_half, layers)
+        elif "index_copy" in low or "index_elementwise" in low:
+            cls = "kv_append"
+        elif "indexselect" in low or "embedding" in low:
+            cls = "other"
+        else:
+            cls = _elementwise_class(in_half, attn_half, gemms > 4 * layers)
+        out.append(cls)
+    return out
+
+
+def _shard_step(M, model, batch: int, kv: int):  # pragma: no cover - needs a GPU  # noqa: N803
+    """collectives.py's ``_tp_step`` (decode) without its all-reduces and logits gather."""
+    import torch
+    import torch.nn.functional as F
+
+    s, device = model.s, model.embed.device
+    ck = [
+        torch.randn(batch, s.kv_heads, kv, s.head_dim, dtype=M.BF16, device=device)
+        for _ in range(s.layers)
+    ]
+    cv = [torch.randn_like(c) for c in ck]
+    tokens = torch.randint(0, s.vocab, (batch, 1), device=device)
+    pos = torch.tensor([kv - 1], device=device)
+    cos, sin = M.rope_tables(s, pos)
+
+    def step():
+        x = F.embedding(tokens, model.embed)
+        for layer, k_cache, v_cache in zip(model.layers, ck, cv, strict=True):
+            h = F.rms_norm(x, (s.hidden,), layer["norm1"], 1e-5)
+            qkv = (
+                F.linear(h, layer["wqkv"])
+                .view(batch, 1, s.q_heads + 2 * s.kv_heads, s.head_dim)
+                .transpose(1, 2)
+            )
+            q = model.rope(qkv[:, : s.q_heads], cos, sin)
+            k = model.rope(qkv[:, s.q_heads : s.q_heads + s.kv_heads], cos, sin)
+            v = qkv[:, s.q_heads + s.kv_heads :]
+            k_cache.index_copy_(2, pos, k)
+            v_cache.index_copy_(2, pos, v)
+            o = M.sdpa(q, k_cache, v_cache, False)
+            x = x + F.linear(
+                o.transpose(1, 2).reshape(batch, 1, s.q_heads * s.head_dim), layer["wo"]
+            )
+            h = F.rms_norm(x, (s.hidden,), layer["norm2"], 1e-5)
+            gu = F.linear(h, layer["wgu"])
+            x = x + F.linear(F.silu(gu[..., : s.ffn]) * gu[..., s.ffn :], layer["wd"])
+        h = F.rms_norm(x[:, -1:], (s.hidden,), model.norm, 1e-5)
+        return F.linear(h, model.lm_head)
+
+    return step
+
+
+def _graph_us(torch, g, reps: int = 20) -> list[float]:  # pragma: no cover - needs a GPU
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    return times
+
+
+def _profiled(
+    torch, fn, calls: int = 3
+) -> list[tuple[str, float]]:  # pragma: no cover - needs a GPU
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    ev = sorted(
+        (e.time_range.start, e.name, e.time_range.elapsed_us())
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+    )
+    return [(n, d) for _, n, d in ev]
+
+
+def measure() -> int:  # pragma: no cover - needs a GPU
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    here = Path(__file__).resolve().parent
+    for p in (here, here.parent / "benchmarks" / "gpu"):
+        sys.path.insert(0, str(p))
+    import measure as M  # noqa: N812, PLC0415
+
+    out = Path(os.environ.get("OUT", "."))
+    steps_fh = open(out / "tpshard.csv", "w", newline="")  # noqa: SIM115
+    steps = csv.writer(steps_fh)
+    steps.writerow(
+        ["row", "tp", "batch", "kv_len", "gpu", "graph_median_us", "graph_min_us", "reps"]
+    )
+    kern_fh = open(out / "tpshard-kernels.csv", "w", newline="")  # noqa: SIM115
+    kern = csv.writer(kern_fh)
+    kern.writerow(["row", "replay", "index", "kernel", "device_us"])
+    gpu = torch.cuda.get_device_name()
+    print(gpu, torch.__version__, flush=True)
+    models: dict[int, object] = {}
+    with torch.no_grad():
+        shapes = {name: (tp, batch, kv) for name, tp, batch, kv in ROWS}
+        for name, backend in RUNS:
+            tp, batch, kv = shapes[name]
+            M.SDPA_BACKENDS[:] = [SDPBackend.FLASH_ATTENTION] if backend == "flash" else []
+            if tp not in models:
+                models.clear()
+                torch.cuda.empty_cache()
+                shard = M.LlamaShape(
+                    q_heads=32 // tp, kv_heads=8 // tp, ffn=14336 // tp, vocab=128256 // tp
+                )
+                models[tp] = M.Llama(shard, torch.device("cuda"))
+            step = _shard_step(M, models[tp], batch, kv)
+            g = M.capture(None, step)
+            times = _graph_us(torch, g)
+            steps.writerow(
+                [
+                    f"{name}:{backend}",
+                    tp,
+                    batch,
+                    kv,
+                    gpu,
+                    round(statistics.median(times), 1),
+                    round(min(times), 1),
+                    20,
+                ]
+            )
+            steps_fh.flush()
+            print(
+                f"{name}:{backend}: graph {statistics.median(times):.1f} us (min {min(times):.1f})",
+                flush=True,
+            )
+            for mode, fn in (("graph", g.replay), ("eager", step)):
+                ev = _profiled(torch, fn)
+                print(f"  {mode}: {len(ev)} kernels profiled", flush=True)
+                per = len(ev) // 3 or 1
+                for i, (kn, d) in enumerate(ev):
+                    kern.writerow([f"{name}:{backend}:{mode}", i // per, i % per, kn, round(d, 3)])
+                kern_fh.flush()
+            del g, step
+            torch.cuda.empty_cache()
+    steps_fh.close()
+    kern_fh.close()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def compare(kernels_csv: str, steps_csv: str) -> int:
+    """Measured per class (median over the replays) against the frozen classes, H200."""
+    pred = predict(["h200", "h100"])
+    rows: dict[str, dict[int, list[tuple[int, str, float]]]] = {}
+    with open(kernels_csv) as fh:
+        for r in csv.DictReader(fh):
+            rows.setdefault(r["row"], {}).setdefault(int(r["replay"]), []).append(
+                (int(r["index"]), r["kernel"], float(r["device_us"]))
+            )
+    graph = {}
+    with open(steps_csv) as fh:
+        for r in csv.DictReader(fh):
+            graph[r["row"]] = float(r["graph_median_us"])
+    print(
+        "| row | class | kernels a step | measured (us) | H200 model (us) | error | H100 model (us) |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for key, replays in rows.items():
+        name = key.split(":")[0]
+        per_class: dict[str, list[float]] = {}
+        counts: dict[str, int] = {}
+        for ks in replays.values():
+            ks.sort()
+            cls = classify([k for _, k, _ in ks])
+            tot: dict[str, float] = {}
+            for c, (_, _, d) in zip(cls, ks, strict=True):
+                tot[c] = tot.get(c, 0.0) + d
+            for c, v in tot.items():
+                per_class.setdefault(c, []).append(v)
+            counts = {c: cls.count(c) for c in set(cls)}
+        p200, p100 = pred[("h200", name)], pred[("h100", name)]
+        for c in sorted(per_class):
+            m = statistics.median(per_class[c])
+            e200, e100 = p200.get(c, 0.0), p100.get(c, 0.0)
+            err = f"{(e200 / m - 1) * 100:+.0f}%" if m else ""
+            print(
+                f"| {key} | {c} | {counts.get(c, 0)} | {m:.0f} | {e200:.0f} | {err} | {e100:.0f} |"
+            )
+        total = statistics.median([sum(d for _, _, d in ks) for ks in replays.values()])
+        print(
+            f"| {key} | kernels summed | | {total:.0f} | {p200['step']:.0f} | | {p100['step']:.0f} |"
+        )
+        run = ":".join(key.split(":")[:2])
+        if run in graph:
+            print(
+                f"| {key} | graph step | | {graph[run]:.0f} | {p200['step']:.0f} | "
+                f"{(p200['step'] / graph[run] - 1) * 100:+.0f}% | {p100['step']:.0f} |"
+            )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--predict", action="store_true")
+    ap.add_argument("--compare", nargs=2, metavar=("KERNELS_CSV", "STEPS_CSV"))
+    args = ap.parse_args(argv)
+    if args.predict:
+        return print_predictions()
+    if args.compare:
+        return compare(*args.compare)
+    return measure()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
