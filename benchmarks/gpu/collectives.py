@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -217,6 +218,10 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[i
         ap.error("--frozen needs --model")
     if args.against and not args.compare:
         ap.error("--against needs --model and --compare")
+    if args.against and not Path(args.against).is_file():
+        ap.error(f"--against: no such file {args.against!r} (a frozen table committed before the run)")
+    if args.compare and not args.model:
+        ap.error("--compare needs --model HW_YAML (the GPU document the run is compared on)")
     return _check_ranks(ap, args)
 
 
@@ -354,15 +359,30 @@ def fitted_fabric(gpu, rows: list[dict]) -> tuple[object, bool]:
     return dataclasses.replace(gpu.fabric, bus_bytes_per_s=bus), fitted
 
 
-def read_frozen(path: str) -> dict[str, tuple[float, str]]:
-    """A committed frozen table's predictions (``--frozen``'s output) by row name: (us, the
-    collective's algorithm/protocol, '' for a TP step)."""
+def read_frozen(path: str) -> dict[tuple[str, int | None], tuple[float, str]]:
+    """A committed frozen table's predictions (``--frozen``'s output) by row name and GPU count (the
+    ``# frozen predictions: ..., N GPUs`` line of its section; None before any): (us, the
+    collective's algorithm/protocol, '' for a TP step). A table of several sections (run y's: 4, 3
+    and 2 GPUs) repeats row names, so the count is part of the key."""
     out = {}
+    section = None
     for line in Path(path).read_text().splitlines():
+        if m := re.match(r"# frozen predictions: .*?, (\d+) GPUs", line):
+            section = int(m[1])
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("| ") and len(cells) >= 3 and cells[1].replace(".", "", 1).isdigit():
-            out[cells[0]] = (float(cells[1]), cells[2] if "/" in cells[2] else "")
+            out[(cells[0], section)] = (float(cells[1]), cells[2] if "/" in cells[2] else "")
     return out
+
+
+def _frozen_row(frozen: dict, name: str, ranks: int, against: str) -> tuple[float, str]:
+    """A row's frozen prediction at its GPU count; a row the table lacks exits 2 naming it."""
+    for key in ((name, ranks), (name, None)):
+        if key in frozen:
+            return frozen[key]
+    print(f"collectives.py: --against {against}: no frozen prediction for {name} at {ranks} GPUs "
+          "(was the table frozen for this run?)", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _compare_header(gpu, rows: list[dict], csv_path: str, fabric, fitted: bool, against: str | None) -> None:
@@ -412,7 +432,7 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
         meas = float(r["median_us"])
         queued = r["mode"] == "stream" and r["name"].endswith("_queued")
         if frozen:
-            pred, how = frozen[r["name"]]
+            pred, how = _frozen_row(frozen, r["name"], int(r["ranks"]), against)
         else:
             pred, c = predict_us(gpu, r["op"], int(r["bytes"]), int(r["ranks"]), r["mode"], fabric, queued=queued)
             how = f"{c.algorithm}/{c.protocol}"
@@ -428,7 +448,7 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
         print(f"| {op} | {mode} | {len(errs)} | {statistics.median(map(abs, errs)) * 100:.0f}% | {worst * 100:+.0f}% |")
     steps = [r for r in rows if r["kind"].startswith("e2e")]
     if frozen:
-        predicted = {r["name"]: frozen[r["name"]][0] for r in steps}
+        predicted = {r["name"]: _frozen_row(frozen, r["name"], _tp(r["name"]), against)[0] for r in steps}
     else:
         predicted = {name: us for name, us, _ in _e2e_rows(node, [r["name"] for r in steps])}
     for tp in sorted({_tp(r["name"]) for r in steps}) or [2]:

@@ -431,16 +431,18 @@ def _bench_out(bench, argv: list[str], capsys: pytest.CaptureFixture[str]) -> st
         ("h100x4-20261128w-collectives", "h100x4-20261128w-collectives-compare.txt"),
         ("h100x2-20261128x-collectives", "h100x2-20261128x-collectives-compare.txt"),
         ("h100x2-20261125t-collectives-queued", "h100x2-20261125t-collectives-queued-compare-now.txt"),
+        ("h200x2-20261128z-v-sizes", "h200x2-20261128z-v-sizes-compare-now.txt"),
     ],
 )
 def test_committed_comparisons_are_what_the_model_gives_now(
     name: str, compared: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Run w's 4-rank, run x's and run t's host-ahead comparisons (docs/gpu.md) come out of
-    `--compare` byte for byte."""
+    """Run w's 4-rank, run x's, run t's host-ahead and run z's (two H200s) comparisons with today's
+    model (docs/gpu.md) come out of `--compare` byte for byte."""
     monkeypatch.chdir(ROOT)
     bench = _collectives_bench()
-    out = _bench_out(bench, ["--model", "hw_configs/h100.yaml", "--compare", f"benchmarks/gpu/{name}.csv"], capsys)
+    doc = "hw_configs/h200.yaml" if name.startswith("h200") else "hw_configs/h100.yaml"
+    out = _bench_out(bench, ["--model", doc, "--compare", f"benchmarks/gpu/{name}.csv"], capsys)
     assert out == (ROOT / "benchmarks/gpu" / compared).read_text()
 
 
@@ -457,10 +459,34 @@ def test_run_aa_against_its_frozen_table(name: str, capsys: pytest.CaptureFixtur
     assert _bench_out(bench, argv, capsys) == (ROOT / f"{prefix}{name}-compare-frozen.txt").read_text()
     assert _bench_out(bench, argv[:4], capsys) == (ROOT / f"{prefix}{name}-compare-fit.txt").read_text()
     frozen = bench.read_frozen(f"{prefix}collectives-predicted.txt")
-    assert frozen["all_reduce_1024_stream"] == (45.29, "ring/LL") and frozen["tp2_prefill_b1_l1024"][0] == 19024.1
+    assert frozen["all_reduce_1024_stream", 2] == (45.29, "ring/LL") and frozen["tp2_prefill_b1_l1024", 2][0] == 19024.1
     assert len(frozen) == 252 + 9
     fitted = bench.fit_bus_bandwidth(list(csv.DictReader(open(f"{prefix}sweep.csv", newline=""))))
     assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.fabric.bus_bytes_per_s == pytest.approx(fitted, abs=0.05e9)
+
+
+def test_against_keys_rows_by_gpu_count_and_names_a_missing_row(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run y's frozen table has 4-, 3- and 2-GPU sections that repeat row names: `--against` takes
+    each row at the CSV's GPU count (a 4-rank row its 4-GPU figure, not the last section's); a
+    table without the run's rows, or no table, exits 2 with the row or the file named."""
+    monkeypatch.chdir(ROOT)
+    bench = _collectives_bench()
+    frozen = bench.read_frozen("benchmarks/gpu/h100x4-20261128y-collectives-predicted.txt")
+    assert frozen["all_reduce_1536_graph", 4][0] == 12.42 and frozen["all_reduce_1536_graph", 2][0] == 8.51
+    out = _bench_out(bench, ["--model", "hw_configs/h100.yaml", "--compare", "benchmarks/gpu/h100x4-20261128y-y4.csv",
+                             "--against", "benchmarks/gpu/h100x4-20261128y-collectives-predicted.txt"], capsys)
+    assert "| all_reduce_1536_graph | prediction | 16.2 | 12.4 | ring/LL | -23% |" in out
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--model", "hw_configs/h200.yaml", "--compare", "benchmarks/gpu/h200x2-20261128aa-sweep.csv",
+                    "--against", "benchmarks/gpu/h200x2-20261128z-collectives-predicted.txt"])
+    assert stop.value.code == 2 and "no frozen prediction for all_reduce_1024_stream at 2 GPUs" in capsys.readouterr().err
+    for argv in (["--model", "hw_configs/h200.yaml", "--compare", "benchmarks/gpu/h200x2-20261128aa-sweep.csv",
+                  "--against", "missing.txt"], ["--compare", "benchmarks/gpu/h200x2-20261128aa-sweep.csv"]):
+        with pytest.raises(SystemExit) as stop:
+            bench.main(argv)
+        assert stop.value.code == 2
 
 
 def test_run_ws_frozen_predictions_come_from_the_commands_in_their_header(
