@@ -4,25 +4,17 @@ line; the pieces of the analysis on constructed rows."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from .scripts import ROOT, bench_script
+
 PREFIX = str(ROOT / "benchmarks/gpu/h100-20261125v-clock")
 
 
 def _module(name: str):  # type: ignore[no-untyped-def]
-    path = ROOT / "benchmarks/gpu" / f"{name}.py"
-    sys.path.insert(0, str(path.parent))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module   # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return bench_script(name)
 
 
 def _doc_block(marker: str) -> list[str]:

@@ -4,7 +4,6 @@ and the collective kernel the GPU engine charges."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import re
 from pathlib import Path
 
@@ -27,6 +26,8 @@ from rdusim.hw.collectives import (
 from rdusim.hw.gpu import load_gpu_node
 from rdusim.mapping.gpu import all_reduce, collective
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+from .scripts import bench_script
 
 ROOT = Path(__file__).resolve().parents[2]
 BUS = 370.8e9
@@ -309,16 +310,8 @@ def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.Capture
     assert f"{bad}:{line}" in capsys.readouterr().err
 
 
-def _bench_module(name: str):
-    """benchmarks/gpu/NAME.py, loaded as a module (benchmarks/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "benchmarks/gpu" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _collectives_bench():
-    return _bench_module("collectives")
+    return bench_script("collectives")
 
 
 def test_bus_bandwidth_fit_recovers_the_slope_from_calibration_rows_only() -> None:
@@ -373,7 +366,7 @@ def test_launch_constants_are_the_microbenchmarks_medians() -> None:
     """collective_micro.py --constants: collective_host from the -m1/-m2 micro CSVs' host_busy rows,
     graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml gives them; h200.yaml's from
     run z's micro CSV (two H200s)."""
-    micro = _bench_module("collective_micro")
+    micro = bench_script("collective_micro")
 
     def rows(*names: str) -> list[dict]:
         out = []
@@ -579,7 +572,7 @@ def test_a_run_checks_torchruns_world_size_against_the_tp_steps(
 
 
 def _ramp_analysis():
-    return _bench_module("collective_ramp")
+    return bench_script("collective_ramp")
 
 
 def test_ramp_analysis_follows_nccl_228s_chunking_and_p2p_rules() -> None:
@@ -642,7 +635,7 @@ def test_llfit_before_after_table_is_what_the_script_gives(capsys: pytest.Captur
     of the fitted models is undone afterwards."""
     import rdusim.hw.collectives as nccl
 
-    module = _bench_module("collectives_llfit")
+    module = bench_script("collectives_llfit")
     before = nccl.collective_cost
     assert module.main() == 0
     assert nccl.collective_cost is before
@@ -655,7 +648,7 @@ def test_channel_rule_agrees_with_every_logged_ring_call(capsys: pytest.CaptureF
     """benchmarks/gpu/collectives_channels.py --logs: NCCL 2.28's channel count (topoGetAlgoInfo's
     cap, scheduleCollTasksToPlan's split) gives the channels of every ring call in the committed
     NCCL tuning logs (runs t-z, 2-4 ranks), as its committed check file records."""
-    module = _bench_module("collectives_channels")
+    module = bench_script("collectives_channels")
     assert module.main(["--logs"]) == 0
     out = capsys.readouterr().out
     assert out == (ROOT / "benchmarks/gpu/h100-20261128-nccl-channels-check.txt").read_text()

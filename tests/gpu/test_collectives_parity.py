@@ -4,19 +4,13 @@ today's figure."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from .scripts import ROOT, bench_script
 
 
 def _parity():
-    spec = importlib.util.spec_from_file_location(
-        "collectives_parity", ROOT / "benchmarks/gpu/collectives_parity.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("collectives_parity")
 
 
 def test_parity_figure_of_the_committed_runs(tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ from rdusim.mapping.gpu import (
 )
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
+from .scripts import bench_script
+
 ROOT = Path(__file__).resolve().parents[2]
 H100 = ROOT / "hw_configs/h100.yaml"
 SWEEP = ROOT / "benchmarks/gpu/h100-20261125-sweep.csv"
@@ -252,11 +254,7 @@ def test_eager_host_is_the_committed_site_measurement(gpu: str) -> None:
     """h100.yaml's and h200.yaml's per-op host costs are what benchmarks/gpu/host_costs.py derives
     from the committed runs beside each GPU (d-j; k) to its printed 0.1 us, not numbers typed in
     or fitted; the H200's run has no queue rows, so its queue depth is the H100 runs'."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("host_costs", ROOT / "benchmarks/gpu/host_costs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = bench_script("host_costs")
     pooled = module.measured(gpu)
     launch = load_spec(ROOT / f"hw_configs/{gpu}.yaml", GpuSpec).launch
     for key in ("eager_ops", "eager_ops_idle"):

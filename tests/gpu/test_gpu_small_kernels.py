@@ -6,7 +6,6 @@ for one KV split, the frozen H200 predictions, and compare_sweep.py's ``run_spec
 from __future__ import annotations
 
 import csv
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -37,6 +36,8 @@ from rdusim.mapping.gpu import (
     streaming,
 )
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+from .scripts import bench_script
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = ROOT / "hw_configs/h100.yaml"
@@ -171,13 +172,7 @@ def test_frozen_h200_predictions_match_the_code_that_wrote_them_for_the_unchange
     attention constants (refitted with the MMA / operand-read overlap after run q; taken as they
     were) and the GEMM refit with the flush's write-backs (taken as they were): the batch-1 and
     batch-16 steps (split-KV) are predicted now as they were frozen, to 0.5%."""
-    sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
-    try:
-        spec = importlib.util.spec_from_file_location("small_predicted", ROOT / "benchmarks/gpu/small_predicted.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.pop(0)
+    mod = bench_script("small_predicted")
     from rdusim.config.loader import model_path
     from rdusim.config.schema import ModelSpec
 
@@ -191,13 +186,7 @@ def test_frozen_h200_predictions_match_the_code_that_wrote_them_for_the_unchange
 
 
 def test_run_spec_picks_the_document_of_the_device_a_run_names() -> None:
-    spec = importlib.util.spec_from_file_location("compare_sweep_t", ROOT / "benchmarks/gpu/compare_sweep.py")
-    sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
-    try:
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.pop(0)
+    mod = bench_script("compare_sweep")
     assert mod.run_spec([{"device": "NVIDIA H200"}] * 2).name == load_spec(H200, GpuSpec).name
     assert mod.run_spec([{"device": "NVIDIA H100 80GB HBM3"}]).name == load_spec(H100, GpuSpec).name
     with pytest.raises(SystemExit, match="GPU_DOCS knows"):

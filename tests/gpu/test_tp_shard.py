@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from .scripts import ROOT, bench_script
 
 
 def _tp_shard():
-    spec = importlib.util.spec_from_file_location(
-        "bench_tp_shard", ROOT / "benchmarks/gpu/tp_shard.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("tp_shard")
 
 
 def test_tp_shard_classes_match_the_profiled_step():
