@@ -3,7 +3,7 @@ prefill attention, eager host dispatch. Rewrites docs/gpu.md's P12 sections and 
 
     PYTHONPATH=. python benchmarks/gpu/compare_sweep.py [--fit]
 
-``--fit`` first prints ``fit_gemm`` on the first CSV's 24 GEMM calibration rows (the five GEMM
+``--fit`` first prints ``fit_gemm`` on the first CSV's 24 GEMM calibration rows (the six GEMM
 constants in hw_configs/h100.yaml come from it). Every other GEMM row, every prefill row and every
 e2e row is a prediction. The eager rows are predicted with the per-op host costs measured by the
 dispatch microbenchmark of the same run (same host), never from the e2e rows.

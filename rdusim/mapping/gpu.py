@@ -167,7 +167,10 @@ def _gemm_estimate(m: int, n: int, k: int, bn: int, bm: int, splits: int, gpu: G
     math_s = waves * 2.0 * bn * bm * k_slice / (gpu.math_flops_per_s("gemm") / gpu.sms)
     l2_rate = gpu.l2_bytes_per_s
     l2_s = ctas * l2_cta / l2_rate if l2_rate else 0.0
-    hbm_s = hbm / (gpu.hbm_bytes_per_s * gpu.gemm_kernel_derate(hbm, "stream"))
+    # the operand stream's rate without the harness's flush write-backs (``Gpu.gemm_kernel_derate``
+    # charges those in ``stream`` mode only): cuBLAS's heuristic does not see whether L2 is dirty,
+    # so the tile it picks is the same in every launch mode
+    hbm_s = hbm / (gpu.hbm_bytes_per_s * gpu.gemm_stream_derate)
     # the per-step cost the main loop does not hide is paid once per wave
     est = max(hbm_s, l2_s, math_s) + waves * math.ceil(k_slice / GEMM_K_STEP) * gpu.launch_s("gemm_step")
     # the reduction kernel: a launch and its bytes. The ranking charges a timed-alone launch

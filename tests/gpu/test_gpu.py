@@ -119,6 +119,19 @@ def test_flush_writeback_is_bounded_by_l2() -> None:
     assert g.gemm_kernel_derate(40 * l2, "graph") == g.gemm_stream_derate_in("graph")
 
 
+def test_tile_ranking_does_not_see_the_flush() -> None:
+    """cuBLAS's pick does not know whether L2 is dirty: the tile ranking leaves the harness's
+    write-backs out, so the plan of every mode is the one without them (1 x 4096 x 14336 split K
+    12 ways; the write-backs in the ranking made it 8)."""
+    g = gpu()
+    eff = g.spec.efficiency.model_copy(update={"gemm_flush_writeback": None})
+    clean = Gpu(g.spec.model_copy(update={"efficiency": eff}))
+    shapes = [(m, n, k) for m in (1, 16, 64, 128, 256) for n, k in ((4096, 14336), (28672, 4096), (6144, 4096),
+                                                                  (8192, 28672), (5120, 8192))]
+    assert all(gemm_plan(*s, g) == gemm_plan(*s, clean) for s in shapes)
+    assert gemm_plan(1, 4096, 14336, g).splits == 12
+
+
 def test_split_k_when_tiles_do_not_fill_the_gpu() -> None:
     """A skinny GEMM with a long K whose tiles fill few SMs splits K into at most one wave
     (cuBLAS ran Llama-3.1-70B's down projection at m=1, 8192 x 28672, as a splitK kernel plus
@@ -183,7 +196,7 @@ def test_pipeline_fit_reproduces_the_committed_constant_from_calibration_rows_on
 
 
 def test_gemm_fit_reads_only_the_calibration_subset_and_gives_the_committed_constants() -> None:
-    """fit_gemm on the sweep CSV reproduces hw_configs/h100.yaml's five GEMM constants, and
+    """fit_gemm on the sweep CSV reproduces hw_configs/h100.yaml's six GEMM constants, and
     poisoning every other GEMM row changes nothing."""
     rows = list(csv.DictReader(SWEEP.open()))
     spec = load_spec(H100, GpuSpec)
@@ -193,6 +206,7 @@ def test_gemm_fit_reads_only_the_calibration_subset_and_gives_the_committed_cons
     assert sum(is_gemm_calibration(r) for r in rows) == 24
     assert fit["gemm_tensor"] == pytest.approx(spec.efficiency.gemm_tensor)
     assert fit["gemm_stream"] == pytest.approx(spec.efficiency.gemm_stream)
+    assert fit["gemm_flush_writeback"] == pytest.approx(spec.efficiency.gemm_flush_writeback)
     assert fit["gemm_pipeline_s"] == pytest.approx(spec.launch.gemm_pipeline_s)
     assert fit["gemm_step_s"] == pytest.approx(spec.launch.gemm_step_s)
     assert fit["l2_bytes_per_s"] == pytest.approx(spec.memory.l2_bytes_per_s)

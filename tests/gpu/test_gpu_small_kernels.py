@@ -198,7 +198,7 @@ def test_run_spec_picks_the_document_of_the_device_a_run_names() -> None:
 @pytest.mark.parametrize(("old", "new", "key"), [
     ('l2_latency: "0.188 us"', 'l2_latency: "-0.188 us"', "memory.l2_latency"),
     ('kernel_fixed: "1.106 us"', 'kernel_fixed: "soon"', "launch.kernel_fixed"),
-    ("gemm_stream_clean: 0.872", "gemm_stream_clean: 1.872", "efficiency.gemm_stream_clean"),
+    ("gemm_stream_clean: 0.881", "gemm_stream_clean: 1.881", "efficiency.gemm_stream_clean"),
     ("attention_overlap: 0.55", "attention_overlap: 1.55", "efficiency.attention_overlap"),
     ("attention_overlap: 0.55", "attention_overlap: half", "efficiency.attention_overlap"),
 ])

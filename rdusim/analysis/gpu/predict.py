@@ -615,8 +615,9 @@ def is_gemm_calibration(row: dict) -> bool:
 
 
 def fit_gemm(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
-    """Fit the GEMM model's five constants (tensor rate of a full wave, the operand stream's HBM
-    share, the per-kernel prologue/epilogue, the per-step cost, the L2 panel bandwidth) to the ``calibration`` GEMM
+    """Fit the GEMM model's six constants (tensor rate of a full wave, the operand stream's HBM
+    share, the share of L2 the harness's flush leaves dirty that a GEMM timed alone writes back, the
+    per-kernel prologue/epilogue, the per-step cost, the L2 panel bandwidth) to the ``calibration`` GEMM
     rows of a ``sweep.py`` CSV: the grid point (``GEMM_FIT_GRID``) with the least sum of squared
     log errors, refined by one pass over each constant's neighbours."""
     cal = [r for r in rows if is_gemm_calibration(r)]
