@@ -90,10 +90,11 @@ FIELDS = ["set", "kind", "name", "median_us", "reps", "op", "bytes", "ranks", "m
           "seq_len", "nccl", "gpu", "nccl_algo", "nccl_proto"]
 
 
-def plan(sizes: list[int] | None = None, ranks: int = 2, e2e: tuple[str, ...] = ("decode", "prefill")) -> list[dict]:
+def plan(sizes: list[int] | None = None, ranks: int = 2, e2e: tuple[str, ...] = ("decode", "prefill"),
+         decode: list[tuple[int, int]] | None = None) -> list[dict]:
     """The rows one run writes: every collective at ``sizes`` (the powers of two when None: then
     the four ``CALIBRATION`` rows are calibration) in both modes, then the TP-``ranks`` steps of
-    the phases in ``e2e``."""
+    the phases in ``e2e`` (decode at ``decode``'s (batch, KV) points, ``DECODE`` when None)."""
     rows = []
     for op in OPS:
         for size in sizes or SIZES:
@@ -102,7 +103,7 @@ def plan(sizes: list[int] | None = None, ranks: int = 2, e2e: tuple[str, ...] = 
                 rows.append({"set": set_, "kind": "collective", "name": f"{op}_{size}_{mode}", "op": op,
                              "bytes": size, "mode": mode})
     tp = f"tp{ranks}"
-    for batch, kv_len in DECODE if "decode" in e2e else ():
+    for batch, kv_len in (decode or DECODE) if "decode" in e2e else ():
         rows.append({"set": "prediction", "kind": f"e2e_decode_{tp}", "name": f"{tp}_decode_b{batch}_l{kv_len}_graph",
                      "batch": batch, "kv_len": kv_len, "mode": "graph"})
     for length in PREFILL if "prefill" in e2e else ():
@@ -122,7 +123,7 @@ def planned_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
     only = args.only.split(",")
     suffix = "_busy" if args.busy_ms else "_queued" if args.host_ahead else ""
     rows = []
-    for row in plan(_sizes(args.sizes), ranks, _phases(args.e2e)):
+    for row in plan(_sizes(args.sizes), ranks, _phases(args.e2e), args.decode):
         if row["kind"] != "collective":
             if "e2e" in only:
                 rows.append({**row, "name": row["name"] + suffix, "ahead": args.host_ahead, "queued": False,
@@ -170,9 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(--frozen's output, made before the run) instead of the model now; nothing fitted")
     args = ap.parse_args(argv)
     ranks = _check_args(ap, args)
-    if args.decode:
-        global DECODE
-        DECODE = _decode_points(ap, args.decode)
+    if args.decode:  # the (batch, KV) points from here on; a malformed one exits 2
+        args.decode = _decode_points(ap, args.decode)
     if args.model and args.compare:
         return compare(args.model, args.compare, args.against)
     if args.model and (args.sizes or args.frozen):
