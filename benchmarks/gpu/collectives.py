@@ -338,6 +338,14 @@ def frozen_table(path: str, args: argparse.Namespace, ranks: list[int]) -> int:
     return 0
 
 
+def median_worst(errs: list[float]) -> tuple[float, float]:
+    """The median absolute and the worst (signed) of relative errors, in percent: every comparison
+    table of these scripts reports these two."""
+    import statistics
+
+    return statistics.median(map(abs, errs)) * 100, max(errs, key=abs) * 100
+
+
 def fit_bus_bandwidth(rows: list[dict]) -> float:
     """``nvlink.bus_bandwidth`` from the calibration rows: the slope of the stream-launched
     all-reduce between 256 MB and 1 GB (ring Simple on two GPUs: each GPU puts 2(n-1)/n S on
@@ -412,7 +420,6 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
     value is written there). ``latency_scale`` is reported, not fitted: docs/gpu.md says why.
     ``against``: every row's prediction from that committed frozen table instead (``read_frozen``;
     no fit, the model as it was frozen)."""
-    import statistics
 
     from rdusim.hw.gpu import load_gpu_node
 
@@ -444,8 +451,8 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
     print("| op | mode | rows | median abs error | worst error |")
     print("|---|---|---:|---:|---:|")
     for (op, mode), errs in sorted(errors.items()):
-        worst = max(errs, key=abs)
-        print(f"| {op} | {mode} | {len(errs)} | {statistics.median(map(abs, errs)) * 100:.0f}% | {worst * 100:+.0f}% |")
+        median, worst = median_worst(errs)
+        print(f"| {op} | {mode} | {len(errs)} | {median:.0f}% | {worst:+.0f}% |")
     steps = [r for r in rows if r["kind"].startswith("e2e")]
     if frozen:
         predicted = {r["name"]: _frozen_row(frozen, r["name"], _tp(r["name"]), against)[0] for r in steps}

@@ -215,10 +215,7 @@ def evaluate() -> int:
     print("| set | op | mode | rows | " + " | ".join(m[0] for m in models) + " |")
     print("|---|---|---|---:|" + "---:|" * len(models))
     for (label, op, mode), errs in errors.items():
-        cells = [
-            f"{statistics.median(map(abs, e)) * 100:.0f}% / {max(e, key=abs) * 100:+.0f}%"
-            for e in errs
-        ]
+        cells = ["{:.0f}% / {:+.0f}%".format(*bench.median_worst(e)) for e in errs]
         print(f"| {label} | {op} | {mode} | {len(errs[0])} | " + " | ".join(cells) + " |")
     # the adoption rule (declared before this was run)
     print()

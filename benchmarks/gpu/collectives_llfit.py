@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import statistics
 import sys
 from pathlib import Path
 
@@ -136,10 +135,7 @@ def main() -> int:
                     )
                     errs[i].append(us / float(r["median_us"]) - 1)
             for (op, mode), errs in groups.items():
-                cells = [
-                    f"{statistics.median(map(abs, e)) * 100:.0f}% / {max(e, key=abs) * 100:+.0f}%"
-                    for e in errs
-                ]
+                cells = ["{:.0f}% / {:+.0f}%".format(*bench.median_worst(e)) for e in errs]
                 print(f"| {label} | {op} | {mode} | {len(errs[0])} | " + " | ".join(cells) + " |")
     finally:
         nccl.collective_cost = tuning

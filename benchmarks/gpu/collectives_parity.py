@@ -27,13 +27,12 @@ import argparse
 import csv
 import math
 import re
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from collectives import OPS, fitted_fabric, predict_us  # noqa: E402  (beside this file)
+from collectives import OPS, fitted_fabric, median_worst, predict_us  # noqa: E402  (beside this file)
 from compare import parity_axes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,10 +209,9 @@ def summary(pts: list[dict]) -> list[str]:
         "|---|---:|---|---|---|---:|---:|---:|",
     ]
     for (run, ranks, op, mode, status), errs in sorted(groups.items()):
-        worst = max(errs, key=abs)
+        median, worst = median_worst(errs)
         lines.append(
-            f"| {run} | {ranks} | {op} | {mode} | {status} | {len(errs)} | "
-            f"{statistics.median(map(abs, errs)) * 100:.0f}% | {worst * 100:+.0f}% |"
+            f"| {run} | {ranks} | {op} | {mode} | {status} | {len(errs)} | {median:.0f}% | {worst:+.0f}% |"
         )
     return lines
 
@@ -260,10 +258,7 @@ def plot(pts: list[dict], out: Path) -> list[str]:
                 if p["status"] == "frozen" and p["mode"] == mode
             ]
             if errs:
-                note.append(
-                    f"{mode} {len(errs)}: {statistics.median(map(abs, errs)) * 100:.0f}% / "
-                    f"{max(errs, key=abs) * 100:+.0f}%"
-                )
+                note.append("{} {}: {:.0f}% / {:+.0f}%".format(mode, len(errs), *median_worst(errs)))
         note_text = "frozen predictions, median / worst:\n" + ("; ".join(note) or "none")
         parity_axes(
             ax,
