@@ -352,8 +352,41 @@ def marginal(pts: dict[int, float]) -> list[tuple[int, int, float]]:
     return [(a, b, (pts[b] - pts[a]) / (b - a)) for a, b in zip(s, s[1:], strict=False)]
 
 
+def relative_ramp(pts: dict[int, float], per_mib: float, lo: int, hi: int) -> float:
+    """Marginal dt/dS between ``lo`` and ``hi`` MiB over the fit, minus 1 (nan where a size is missing)."""
+    if lo not in pts or hi not in pts:
+        return math.nan
+    return (pts[hi] - pts[lo]) / (hi - lo) / per_mib - 1
+
+
+#: the windows of the summary: the flat part, the ramp, the ramp's upper half (pre-registration)
+WINDOWS = ((2, 32), (16, 256), (64, 256), (64, 1024))
+
+
+def summary(
+    data: dict[tuple[str, str, str], dict[int, float]], rate_from: int = RATE_FROM
+) -> list[str]:
+    """One markdown row per variant, case and op: fit, ramp slope, relative ramp over WINDOWS, excess at 1 GiB."""
+    head = " | ".join(f"rel. {lo}-{hi}" for lo, hi in WINDOWS)
+    lines = [
+        f"| variant | case | op | fit us/MiB | ramp slope us/MiB | {head} | excess at 2 / 256 / max MiB |",
+        "|---|---|---|---:|---:|" + "---:|" * len(WINDOWS) + "---|",
+    ]
+    for (variant, case, op), pts in sorted(data.items()):
+        per_mib, _ = fit_per_mib(pts, rate_from)
+        exc = excess(pts, per_mib)
+        rel = " | ".join(f"{relative_ramp(pts, per_mib, lo, hi):+.3f}" for lo, hi in WINDOWS)
+        ends = " / ".join(f"{exc[s]:.0f}" if s in exc else "-" for s in (2, 256, max(exc)))
+        lines.append(
+            f"| {variant} | {case} | {op} | {per_mib:.4f} | {ramp_slope(exc):.3f} | {rel} | {ends} |"
+        )
+    return lines
+
+
 def analyse(paths: list[str], rate_from: int = RATE_FROM) -> int:
     data = load(paths)
+    print("\n".join(summary(data, rate_from)))
+    print()
     for (variant, case, op), pts in sorted(data.items()):
         per_mib, used = fit_per_mib(pts, rate_from)
         exc = excess(pts, per_mib)
