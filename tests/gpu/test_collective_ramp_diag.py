@@ -200,3 +200,25 @@ def test_analysis_finds_a_synthetic_ramp(
     assert (
         "ramp slope 0.400" in out and "ch24 all_reduce gap10 - plain (us, sleep off): 2:+1.0" in out
     )
+
+
+def test_run_ad_figures(diag: types.ModuleType) -> None:
+    """The figures docs/gpu.md quotes from run ad (the committed CSVs): the all-reduce's relative
+    ramp over 16-256 MiB by ring channels (none at 1-8, half at 12, all at 24), its rate a channel,
+    and rotated buffers past the L2 moving only the 2-8 MiB rows."""
+    root = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu"
+    data = diag.load(sorted(str(p) for p in root.glob("h100x2-20261128ad-*.csv")))
+    rel, gbps = {}, {}
+    for ch in (1, 2, 4, 8, 12, 24):
+        pts = data[(f"ch{ch}", "plain", "all_reduce")]
+        per_mib, _ = diag.fit_per_mib(pts, 512)
+        rel[ch] = round(diag.relative_ramp(pts, per_mib, 16, 256), 3)
+        gbps[ch] = round(MIB / per_mib / 1e3, 1)
+    assert rel == {1: 0.003, 2: 0.003, 4: -0.004, 8: -0.007, 12: 0.046, 24: 0.132}
+    assert gbps == {1: 21.0, 2: 42.1, 4: 82.6, 8: 159.8, 12: 232.9, 24: 349.3}
+    for op in diag.OPS:
+        plain, rot = data[("ch24", "plain", op)], data[("ch24", "rot", op)]
+        assert all(1.5 < rot[s] - plain[s] < 6 for s in (2, 4, 8))
+        assert all(abs(rot[s] - plain[s]) < 6.5 for s in (16, 32, 64, 128, 256))
+        for gap in ("gap10", "gap1000"):
+            assert all(abs(data[("ch24", gap, op)][s] - plain[s]) < 8 for s in plain if s <= 256)
