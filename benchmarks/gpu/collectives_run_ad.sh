@@ -3,7 +3,8 @@
 # one torchrun per NCCL environment: default (24 ring channels) with rotated buffers and idle gaps,
 # ring channels 1, 4, 12, 8, 2 (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS), p2p channels 8 and 16.
 # Usage on the device, from the repo root: OUT=<dir> [G=.gpudev] bash benchmarks/gpu/collectives_run_ad.sh
-# Pre-registration: benchmarks/gpu/h100x2-20261128ad-ramp-hypotheses.md.
+# Pre-registration: benchmarks/gpu/h100x2-20261128ad-ramp-hypotheses.md. The forced-channel steps' tuning logs
+# were renamed -nccl-tuning-forced.txt after the run (collectives_channels.py --logs checks NCCL's default rule).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$GPU" in *H200*) P=h200x2-20261128ad ;; *) P=h100x2-20261128ad ;; esac
