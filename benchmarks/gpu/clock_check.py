@@ -1,0 +1,708 @@
+"""Run ae (P12, issue 17): the SM-clock model's frozen check on one H100, and the clock of calibration rows.
+
+    python benchmarks/gpu/clock_check.py OUT_DIR               # on the GPU (about 2.5 minutes)
+    python benchmarks/gpu/clock_check.py --smoke OUT_DIR       # the whole flow on CPU, tiny shapes, fake events
+    python benchmarks/gpu/clock_check.py --predict CSV         # the model's predictions (CPU; frozen before the run)
+    python benchmarks/gpu/clock_check.py --against CSV PREFIX  # measured (PREFIX-events.csv.gz) against them
+
+Rows never measured before (none of them is run v's): Llama-3.1-8B-shaped prefill steps (32
+layers, eager, SDPA's FlashAttention forced as the sweeps do: ``measure.pick_sdpa_backend``) at
+4K and 16K tokens, 20 back to back; bf16 GEMMs 8192 x 28672 x 8192 and 4096 x 4096 x 14336
+(``F.linear``, m x n x k); FA2 causal prefill at 32K and 64K tokens (batch 1, 32 x 8 heads, hd
+128). Each: three cold calls (after 1.2 s idle each), a burst after 1.2 s idle (the steps 20 calls,
+the others >= 2 s), then clock probes for 0.3 s. A crossed row: the 8K FA2 prefill 20 times
+right after a 32K burst. Then the calibration rows' own structure (``measure.time_fn``: two
+warm-ups, one call, then the repetitions a 0.25 s / 0.4 s budget allows, one after another), each
+with a probe after every call: the FA2 prefill rows at 16K and 32K in the sweep's order (the
+attention fit's two hd-128 rows, cold=True: a 256 MiB flush before each), FA2 one-split decode
+(batch 64, 2K keys) and graph decode steps (batch 64 x 2K, 32 x 8K, 1 x 8K keys; cold=False).
+
+The clock probe and the NVML poll are run v's (``clock_power.py``: ``Timeline``, ``Sampler``).
+Files: ``events.csv`` (every call and probe), ``summary.csv``, ``nvml.csv``, ``log.txt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+IDLE_S = 1.2
+BURST_S = 2.0
+STEP_CALLS = 20
+RECOVERY_PROBES = 6_000  # x 100_000 cycles, about 0.3 s
+CROSS_CALLS = 20
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    kind: str  # step | gemm | attention | decode_graph | decode_attn
+    phase: str  # sustained (cold + burst) | cal (time_fn's structure)
+    tokens: int = 0  # step / attention: tokens; decode: kv keys
+    batch: int = 1
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    cold: bool = False  # time_fn's flush before each call
+    budget_s: float = 0.25
+    max_reps: int = 100
+    after_idle: bool = (
+        False  # calibration rows: 1.2 s idle before this one (else right after the last)
+    )
+
+
+SUSTAINED = (
+    Row("prefill_step_4k", "step", "sustained", tokens=4096),
+    Row("prefill_step_16k", "step", "sustained", tokens=16384),
+    Row("gemm_8192x28672x8192", "gemm", "sustained", m=8192, n=28672, k=8192),
+    Row("gemm_4096x4096x14336", "gemm", "sustained", m=4096, n=4096, k=14336),
+    Row("fa2_prefill_32k", "attention", "sustained", tokens=32768),
+    Row("fa2_prefill_64k", "attention", "sustained", tokens=65536),
+)
+CROSS = (Row("fa2_prefill_8k", "attention", "cross", tokens=8192), "fa2_prefill_32k")
+CALIBRATION = (  # in this order; the two prefill rows and decode attention in the sweep's order
+    Row("cal_gemm_square8192", "gemm", "cal", m=8192, n=8192, k=8192, cold=True),
+    Row("cal_attn_prefill_16k", "attention", "cal", tokens=16384, cold=True, after_idle=True),
+    Row("cal_attn_prefill_32k", "attention", "cal", tokens=32768, cold=True),
+    Row("cal_attn_decode_b64_l2048", "decode_attn", "cal", tokens=2048, batch=64, cold=True),
+    Row(
+        "cal_decode_step_b64_l2048_graph",
+        "decode_graph",
+        "cal",
+        tokens=2048,
+        batch=64,
+        budget_s=0.4,
+        max_reps=50,
+        after_idle=True,
+    ),
+    Row(
+        "cal_decode_step_b32_l8192_graph",
+        "decode_graph",
+        "cal",
+        tokens=8192,
+        batch=32,
+        budget_s=0.4,
+        max_reps=50,
+    ),
+    Row(
+        "cal_decode_step_b1_l8192_graph",
+        "decode_graph",
+        "cal",
+        tokens=8192,
+        batch=1,
+        budget_s=0.4,
+        max_reps=50,
+    ),
+)
+
+
+def _tiny(r: Row) -> Row:
+    from dataclasses import replace
+
+    return replace(
+        r,
+        tokens=min(r.tokens, 64) if r.tokens else 0,
+        batch=min(r.batch, 2),
+        m=min(r.m, 64),
+        n=min(r.n, 128),
+        k=min(r.k, 64),
+    )
+
+
+# --------------------------------------------------------------------------- the GPU side
+class _FakeEvent:
+    def __init__(self, **_: object) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, other: _FakeEvent) -> float:
+        return (other.t - self.t) * 1e3
+
+
+class _FakeCuda:
+    Event = _FakeEvent
+
+    @staticmethod
+    def synchronize() -> None:
+        pass
+
+    @staticmethod
+    def _sleep(cycles: int) -> None:
+        end = time.perf_counter() + cycles / 2e9
+        while time.perf_counter() < end:
+            pass
+
+
+class _FakeTorch:
+    cuda = _FakeCuda
+
+
+def build(torch, M, r: Row, smoke: bool):  # type: ignore[no-untyped-def]
+    """The row's one call (a closure), tensors allocated and warmed."""
+    import torch.nn.functional as F
+
+    bf, dev = torch.bfloat16, torch.device("cpu" if smoke else "cuda")
+    if smoke:
+        r = _tiny(r)
+    hq, hkv, hd = (4, 2, 16) if smoke else (32, 8, 128)
+    if r.kind == "step":
+        s = M.TINY_LLAMA if smoke else M.LlamaShape()
+        model = M.Llama(s, dev) if smoke else _one_layer_model(torch, M, s, dev)
+        ck = [
+            torch.empty(1, s.kv_heads, r.tokens, s.head_dim, dtype=bf, device=dev)
+            for _ in range(s.layers)
+        ]
+        cv = [torch.empty_like(c) for c in ck]
+        tokens = torch.randint(0, s.vocab, (1, r.tokens), device=dev)
+        pos = torch.arange(r.tokens, device=dev)
+        cos, sin = M.rope_tables(s, pos)
+
+        def fn() -> None:
+            model.forward(tokens, ck, cv, pos, cos, sin, prefill=True)
+    elif r.kind == "gemm":
+        x = torch.randn(r.m, r.k, dtype=bf, device=dev)
+        w = torch.randn(r.n, r.k, dtype=bf, device=dev)
+
+        def fn() -> None:
+            F.linear(x, w)
+    elif r.kind == "attention":
+        q = torch.randn(1, hq, r.tokens, hd, dtype=bf, device=dev)
+        k = torch.randn(1, hkv, r.tokens, hd, dtype=bf, device=dev)
+        v = torch.randn_like(k)
+
+        def fn() -> None:
+            M.sdpa(q, k, v, True)
+    elif r.kind == "decode_attn":
+        q = torch.randn(r.batch, hq, 1, hd, dtype=bf, device=dev)
+        k = torch.randn(r.batch, hkv, r.tokens, hd, dtype=bf, device=dev)
+        v = torch.randn_like(k)
+
+        def fn() -> None:
+            M.sdpa(q, k, v, False)
+    else:  # decode_graph: measure.py's decode step, captured
+        s = M.TINY_LLAMA if smoke else M.LlamaShape()
+        ctx = M.Ctx(device=dev, tiny=smoke)
+        model = M.Llama(s, dev) if smoke else _one_layer_model(torch, M, s, dev)
+        step = M.decode_step(ctx, model, r.batch, r.tokens)
+        fn = step if smoke else M.capture(ctx, step).replay
+    for _ in range(2):
+        fn()
+    if not smoke:
+        torch.cuda.synchronize()
+    return fn
+
+
+def _one_layer_model(torch, M, s, dev):  # type: ignore[no-untyped-def]
+    """Llama-3.1-8B shapes; one layer's weights shared by all 32 (each layer's 436 MB is past L2
+    anyway, so every layer streams its weights from HBM as with 32 copies; 16 GB less to fill)."""
+    one = M.Llama(M.LlamaShape(layers=1), dev)
+    model = M.Llama.__new__(M.Llama)
+    model.s, model.norm, model.lm_head, model.embed = s, one.norm, one.lm_head, one.embed
+    model.layers = one.layers * s.layers
+    return model
+
+
+class Check:
+    def __init__(self, torch, M, cp, smoke: bool) -> None:  # type: ignore[no-untyped-def]
+        self.torch, self.M, self.cp, self.smoke = torch, M, cp, smoke
+        self.ct = _FakeTorch() if smoke else torch  # what Timeline times with
+        self.events: list[dict[str, object]] = []
+        self.summary: list[dict[str, object]] = []
+        self.overhead = 0.0
+        self.t_start = time.perf_counter()
+        self.idle_s = 0.01 if smoke else IDLE_S
+        self.flush_buf = torch.zeros(
+            1 << 10 if smoke else 64 << 20, dtype=torch.float32, device="cpu" if smoke else "cuda"
+        )
+
+    def calibrate(self) -> None:
+        cp = self.cp
+        tl = cp.Timeline(self.ct)
+        tl.idle(0.0)
+        for i in range(100):
+            tl.probe(i, cp.PROBE_SHORT)
+            tl.probe(i, cp.PROBE_LONG)
+        cal = tl.rows("calibration", "probe_fit", 0.0)
+
+        def med(c: int) -> float:
+            return statistics.median(
+                float(r["us"]) for r in cal if r["kind"] == f"probe{c}" and int(r["index"]) >= 5
+            )
+
+        short, long_ = med(cp.PROBE_SHORT), med(cp.PROBE_LONG)
+        mhz = (cp.PROBE_LONG - cp.PROBE_SHORT) / (long_ - short)
+        self.overhead = short - cp.PROBE_SHORT / mhz
+        print(f"probe fit: {mhz:.1f} MHz, event overhead {self.overhead:.3f} us", flush=True)
+        self.events += cal
+
+    def record(self, tl, name: str, phase: str) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+        rows = tl.rows(name, phase, self.overhead)
+        self.events.extend(rows)
+        calls = [float(r["us"]) for r in rows if r["kind"] == "call"]
+        probes = [float(r["probe_mhz"]) for r in rows if r["probe_mhz"]]
+        self.summary.append(
+            {
+                "row": name,
+                "phase": phase,
+                "calls": len(calls),
+                "median_us": f"{statistics.median(calls):.2f}" if calls else "",
+                "last5_us": f"{statistics.median(calls[-5:]):.2f}" if calls else "",
+                "probe_mhz_median": f"{statistics.median(probes):.1f}" if probes else "",
+            }
+        )
+        print(self.summary[-1], f"({time.perf_counter() - self.t_start:.0f} s)", flush=True)
+        return rows
+
+    def cold(self, name: str, fn) -> float:  # type: ignore[no-untyped-def]
+        tl = self.cp.Timeline(self.ct)
+        for i in range(3):
+            tl.idle(self.idle_s)
+            tl.probe(i)
+            tl.run("call", i, fn)
+            tl.probe(i)
+        rows = self.record(tl, name, "cold")
+        return statistics.median(float(r["us"]) for r in rows if r["kind"] == "call")
+
+    def burst(self, tl, fn, calls: int) -> None:  # type: ignore[no-untyped-def]
+        for i in range(calls):
+            tl.run("call", i, fn)
+            tl.probe(i)
+
+    def calls_for(self, r: Row, cold_us: float) -> int:
+        if r.kind == "step":
+            return STEP_CALLS
+        return max(4, math.ceil((0.05 if self.smoke else BURST_S) / max(cold_us * 1e-6, 1e-6)))
+
+    def sustained(self, r: Row, fn) -> float:  # type: ignore[no-untyped-def]
+        cold_us = self.cold(r.name, fn)
+        tl = self.cp.Timeline(self.ct)
+        tl.idle(self.idle_s)
+        self.burst(tl, fn, self.calls_for(r, cold_us))
+        tl2 = tl.follow()
+        for i in range(60 if self.smoke else RECOVERY_PROBES):
+            tl2.probe(i, 100_000)
+        self.record(tl, r.name, "burst")
+        self.record(tl2, r.name, "recovery")
+        return cold_us
+
+    def cross(self, short: Row, fn_short, long_: Row, fn_long, long_cold_us: float) -> None:  # type: ignore[no-untyped-def]
+        self.cold(short.name, fn_short)
+        tl = self.cp.Timeline(self.ct)
+        tl.idle(self.idle_s)
+        self.burst(tl, fn_long, self.calls_for(long_, long_cold_us))
+        tl2 = tl.follow()
+        self.burst(tl2, fn_short, CROSS_CALLS)
+        self.record(tl, long_.name, f"burst_before_{short.name}")
+        self.record(tl2, short.name, f"after_{long_.name}")
+
+    def time_fn(self, tl, r: Row, fn) -> None:  # type: ignore[no-untyped-def]
+        """measure.time_fn's structure: two warm-ups, one call, ``reps`` calls (a flush before
+        each where cold); every call timed and followed by a probe, no synchronize between."""
+        for i in range(2):
+            tl.run("warmup", i, fn)
+            tl.probe(i)
+        t0 = time.perf_counter()
+        tl.run("one", 0, fn)
+        if not self.smoke:
+            self.torch.cuda.synchronize()
+        one = max(time.perf_counter() - t0, 1e-6)
+        tl.probe(0)
+        reps = int(min(r.max_reps, max(5, r.budget_s / one)))
+        for i in range(reps):
+            if r.cold:
+                tl.run("flush", i, lambda: self.flush_buf.add_(1))
+            tl.run("call", i, fn)
+            tl.probe(i)
+
+    def calibration(self, fns: dict) -> None:  # type: ignore[type-arg]
+        tl = self.cp.Timeline(self.ct)
+        tl.idle(self.idle_s)
+        for r in CALIBRATION:
+            if r.name in fns:
+                if r.after_idle:
+                    tl.idle(self.idle_s)
+                seg = tl.follow()
+                self.time_fn(seg, r, fns[r.name])
+                tl.last = seg.last
+                self.record(seg, r.name, "time_fn")
+
+    def all(self) -> None:
+        self.calibrate()
+        fns, cold = {}, {}
+        for r in (*SUSTAINED, CROSS[0]):
+            try:
+                fns[r.name] = build(self.torch, self.M, r, self.smoke)
+            except Exception as exc:  # noqa: BLE001 - keep the other rows
+                print(f"{r.name}: build failed: {exc!r}", flush=True)
+        for r in SUSTAINED:
+            if r.name in fns:
+                cold[r.name] = self.sustained(r, fns[r.name])
+                if r.kind == "step" and not self.smoke:
+                    del fns[r.name]
+                    self.torch.cuda.empty_cache()
+        long_ = next(r for r in SUSTAINED if r.name == CROSS[1])
+        if CROSS[0].name in fns and long_.name in fns:
+            self.cross(CROSS[0], fns[CROSS[0].name], long_, fns[long_.name], cold[long_.name])
+        fns.clear()
+        if not self.smoke:
+            self.torch.cuda.empty_cache()
+        cal = {}
+        for r in CALIBRATION:
+            try:
+                cal[r.name] = build(self.torch, self.M, r, self.smoke)
+            except Exception as exc:  # noqa: BLE001
+                print(f"{r.name}: build failed: {exc!r}", flush=True)
+        self.calibration(cal)
+
+
+def measure(out: Path, smoke: bool) -> int:
+    import clock_power as cp
+    import measure as M
+    import torch
+
+    ctx = M.Ctx(device=torch.device("cpu" if smoke else "cuda"), tiny=smoke)
+    print("sdpa backend:", M.pick_sdpa_backend(ctx), flush=True)
+    sampler = None
+    if not smoke:
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True  # as measure.py
+        props = torch.cuda.get_device_properties(0)
+        bus = (
+            f"{getattr(props, 'pci_domain_id', 0):08x}:{getattr(props, 'pci_bus_id', 0):02x}:"
+            f"{getattr(props, 'pci_device_id', 0):02x}.0"
+        )
+        uuid = str(getattr(props, "uuid", ""))
+        uuid = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+        print(
+            f"device {props.name}, {props.multi_processor_count} SMs; torch {torch.__version__}",
+            flush=True,
+        )
+        sampler = cp.Sampler(out, bus, uuid)
+    run = Check(torch, M, cp, smoke)
+    try:
+        run.all()
+    finally:
+        if not smoke:
+            torch.cuda.synchronize()
+        time.sleep(0.3)
+        if sampler is not None:
+            sampler.close()
+        for name, data in (("events.csv", run.events), ("summary.csv", run.summary)):
+            if data:
+                with (out / name).open("w", newline="") as fh:
+                    wr = csv.DictWriter(fh, fieldnames=list(data[0]))
+                    wr.writeheader()
+                    wr.writerows(data)
+    print(f"done in {time.perf_counter() - run.t_start:.0f} s", flush=True)
+    return 0
+
+
+# --------------------------------------------------------------------------- the model side (CPU)
+PROBE_S = 40_000 / 1.98e9 + 4.6e-6  # a probe between calls: the GPU near idle (run v's probe)
+FLUSH_BYTES = 2 * (256 << 20)  # measure.flush: a 256 MiB buffer read and written
+
+
+def _row_kernels(r: Row, gpu):  # type: ignore[no-untyped-def]
+    from rdusim.mapping.gpu import flash_decode, flash_prefill, gemm
+
+    if r.kind == "gemm":
+        return gemm("gemm", r.m, r.n, r.k, gpu)
+    if r.kind == "attention":
+        return flash_prefill("attention", 1, 32, 8, r.tokens, 128, gpu)
+    return flash_decode("attention", r.batch, 32, 8, r.tokens, 128, gpu)
+
+
+class Model:
+    """The engine's predictions for the rows, with the clock model (``on``) and without (``off``)."""
+
+    def __init__(self, hw: str = "hw_configs/h100.yaml") -> None:
+        from rdusim.config.loader import load_spec, model_path
+        from rdusim.config.schema import ModelSpec
+        from rdusim.hw.gpu import load_gpu_node
+
+        self.gpu = load_gpu_node(hw).gpu
+        self.model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+
+    def clock(self):  # type: ignore[no-untyped-def]
+        from rdusim.hw.gpu_clock import SmClock
+
+        return SmClock(self.gpu.spec.clock)
+
+    def call_s(self, r: Row, clock) -> float:  # type: ignore[no-untyped-def]
+        """One call on ``clock`` (None: full clock), left warm for the next."""
+        from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+        from rdusim.mapping.gpu import streaming
+        from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+        if r.kind == "step":
+            return simulate_gpu_step(
+                self.model,
+                self.gpu,
+                layer=MEASURED_LAYER,
+                head=["embedding", "lm_head"],
+                phase="prefill",
+                batch=1,
+                seq_len=r.tokens,
+                mode="eager",
+                clock=clock,
+            ).seconds
+        if r.kind == "decode_graph":
+            return simulate_gpu_step(
+                self.model,
+                self.gpu,
+                layer=MEASURED_LAYER,
+                head=["embedding", "lm_head"],
+                phase="decode",
+                batch=r.batch,
+                seq_len=r.tokens,
+                mode="graph",
+                clock=clock,
+            ).seconds
+        if r.kind == "flush":
+            return elapsed_s(
+                simulate_gpu(
+                    [(streaming("flush", FLUSH_BYTES, self.gpu), 0)],
+                    self.gpu,
+                    mode="stream",
+                    clock=clock,
+                )
+            )
+        return elapsed_s(
+            simulate_gpu(
+                [(k, 0) for k in _row_kernels(r, self.gpu)], self.gpu, mode="stream", clock=clock
+            )
+        )
+
+    def sequence(self, r: Row, calls: int, clock, flush: bool = False) -> list[float]:  # type: ignore[no-untyped-def]
+        out = []
+        for _ in range(calls):
+            if flush:
+                self.call_s(Row("flush", "flush", "cal"), clock)
+            out.append(self.call_s(r, clock))
+            clock.idle(PROBE_S)
+        return out
+
+
+def _med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def predict(path: str) -> int:
+    """The frozen predictions: per row and metric, clock model on and off (full clock)."""
+    m = Model()
+    rows: list[dict[str, object]] = []
+
+    def add(row: str, metric: str, on: float, off: float, what: str) -> None:
+        rows.append(
+            {
+                "row": row,
+                "metric": metric,
+                "clock_on": f"{on:.6g}",
+                "clock_off": f"{off:.6g}",
+                "what": what,
+            }
+        )
+        print(rows[-1], flush=True)
+
+    for r in SUSTAINED:
+        cold = m.call_s(r, None)
+        cold_on = m.call_s(
+            r, m.clock()
+        )  # a cold call from an idle GPU (a long one lowers its own clock)
+        calls = STEP_CALLS if r.kind == "step" else max(4, math.ceil(BURST_S / cold))
+        clk = m.clock()
+        seq = m.sequence(r, calls, clk)
+        add(
+            r.name,
+            "cold_us",
+            cold_on * 1e6,
+            cold * 1e6,
+            "median of 3 cold calls (each after 1.2 s idle)",
+        )
+        add(
+            r.name,
+            "burst_first5_us",
+            _med(seq[:5]) * 1e6,
+            cold * 1e6,
+            "burst: median of the first 5 calls",
+        )
+        add(
+            r.name,
+            "burst_last5_us",
+            _med(seq[-5:]) * 1e6,
+            cold * 1e6,
+            "burst: median of the last 5 calls",
+        )
+        add(r.name, "burst_last5_over_cold", _med(seq[-5:]) / cold_on, 1.0, "burst last 5 / cold")
+        add(
+            r.name,
+            "burst_end_clock",
+            clk.share,
+            1.0,
+            "clock at the burst's end, share of the cold clock (probes)",
+        )
+        if r.name == CROSS[1]:
+            short = CROSS[0]
+            s_cold = m.call_s(short, None)
+            s_cold_on = m.call_s(short, m.clock())
+            after = m.sequence(short, CROSS_CALLS, clk)
+            add(short.name, "cold_us", s_cold_on * 1e6, s_cold * 1e6, "median of 3 cold calls")
+            s_cold = s_cold_on
+            add(
+                short.name,
+                f"after_{r.name}_first5_over_cold",
+                _med(after[:5]) / s_cold,
+                1.0,
+                f"first 5 of {CROSS_CALLS} calls right after the {r.name} burst / cold",
+            )
+            add(
+                short.name,
+                f"after_{r.name}_last5_over_cold",
+                _med(after[-5:]) / s_cold,
+                1.0,
+                f"last 5 of {CROSS_CALLS} / cold",
+            )
+    clk = m.clock()  # the calibration rows: one after another from idle
+    for r in CALIBRATION:
+        if r.after_idle:
+            clk.idle(IDLE_S)
+        one_cold = m.call_s(r, None)
+        warm = m.sequence(r, 3, clk, flush=False)  # two warm-ups and time_fn's one call
+        one = warm[-1] + PROBE_S
+        reps = int(min(r.max_reps, max(5, r.budget_s / one)))
+        seq = m.sequence(r, reps, clk, flush=r.cold)
+        add(
+            r.name,
+            "reps",
+            reps,
+            int(min(r.max_reps, max(5, r.budget_s / (one_cold + PROBE_S)))),
+            "time_fn's repetitions",
+        )
+        add(
+            r.name,
+            "median_us",
+            _med(seq) * 1e6,
+            one_cold * 1e6,
+            "time_fn's median (what the sweep records)",
+        )
+        add(
+            r.name,
+            "median_over_cold",
+            _med(seq) / one_cold,
+            1.0,
+            "that median / the call at full clock",
+        )
+        add(r.name, "end_clock", clk.share, 1.0, "clock after the row, share of the cold clock")
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return 0
+
+
+# --------------------------------------------------------------------------- measured against frozen
+def _events(prefix: str) -> list[dict[str, str]]:
+    p = Path(f"{prefix}-events.csv.gz")
+    with gzip.open(p, "rt") if p.exists() else open(f"{prefix}-events.csv") as fh:
+        return list(csv.DictReader(fh))
+
+
+def measured(prefix: str) -> dict[tuple[str, str], float]:
+    """The measured value of every (row, metric) that ``predict`` writes."""
+    ev = _events(prefix)
+    by: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for e in ev:
+        by.setdefault((e["workload"], e["phase"]), []).append(e)
+
+    def calls(name: str, phase: str, kind: str = "call") -> list[float]:
+        return [float(e["us"]) for e in by.get((name, phase), []) if e["kind"] == kind]
+
+    def probes(name: str, phase: str) -> list[float]:
+        return [float(e["probe_mhz"]) for e in by.get((name, phase), []) if e["probe_mhz"]]
+
+    out: dict[tuple[str, str], float] = {}
+    cold_mhz: dict[str, float] = {}
+    for r in (*SUSTAINED, CROSS[0]):
+        c = calls(r.name, "cold")
+        if not c:
+            continue
+        out[(r.name, "cold_us")] = _med(c)
+        cold_mhz[r.name] = _med(probes(r.name, "cold"))
+        b = calls(r.name, "burst")
+        if b:
+            out[(r.name, "burst_first5_us")] = _med(b[:5])
+            out[(r.name, "burst_last5_us")] = _med(b[-5:])
+            out[(r.name, "burst_last5_over_cold")] = _med(b[-5:]) / _med(c)
+            out[(r.name, "burst_end_clock")] = _med(probes(r.name, "burst")[-5:]) / cold_mhz[r.name]
+    short, long_ = CROSS[0].name, CROSS[1]
+    a = calls(short, f"after_{long_}")
+    if a and (short, "cold_us") in out:
+        out[(short, f"after_{long_}_first5_over_cold")] = _med(a[:5]) / out[(short, "cold_us")]
+        out[(short, f"after_{long_}_last5_over_cold")] = _med(a[-5:]) / out[(short, "cold_us")]
+    idle_mhz = _med(list(cold_mhz.values()))
+    for r in CALIBRATION:
+        c = calls(r.name, "time_fn")
+        if not c:
+            continue
+        out[(r.name, "reps")] = len(c)
+        out[(r.name, "median_us")] = _med(c)
+        p = probes(r.name, "time_fn")
+        out[(r.name, "end_clock")] = _med(p[-5:]) / idle_mhz
+        out[(r.name, "median_clock")] = _med(p) / idle_mhz
+    return out
+
+
+def against(frozen: str, prefix: str) -> int:
+    with open(frozen) as fh:
+        pred = list(csv.DictReader(fh))
+    got = measured(prefix)
+    print("| row | metric | measured | clock on | err | clock off | err |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for p in pred:
+        v = got.get((p["row"], p["metric"]))
+        if v is None:
+            continue
+        on, off = float(p["clock_on"]), float(p["clock_off"])
+
+        def err(x: float, v: float = v) -> str:
+            return f"{(x / v - 1) * 100:+.1f}%" if v else ""
+
+        print(
+            f"| {p['row']} | {p['metric']} | {v:.4g} | {on:.4g} | {err(on)} | {off:.4g} | {err(off)} |"
+        )
+    for (row, metric), v in sorted(got.items()):
+        if metric == "median_clock":
+            print(f"| {row} | {metric} (measured only) | {v:.4g} | | | | |")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out", nargs="?")
+    ap.add_argument("--smoke", action="store_true", help="CPU, tiny shapes, fake events")
+    ap.add_argument("--predict", metavar="CSV")
+    ap.add_argument("--against", nargs=2, metavar=("CSV", "PREFIX"))
+    args = ap.parse_args()
+    if args.predict:
+        return predict(args.predict)
+    if args.against:
+        return against(*args.against)
+    if not args.out:
+        ap.error("OUT_DIR is required")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    return measure(out, args.smoke)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
