@@ -312,6 +312,8 @@ class Check:
         for i in range(2):
             tl.run("warmup", i, fn)
             tl.probe(i)
+        if not self.smoke:
+            self.torch.cuda.synchronize()  # as time_fn: the warm-ups done before the one timed call
         t0 = time.perf_counter()
         tl.run("one", 0, fn)
         if not self.smoke:
