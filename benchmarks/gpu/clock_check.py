@@ -612,6 +612,54 @@ def predict(path: str) -> int:
     return 0
 
 
+def calibration_table() -> int:
+    """Item 4 of the design brief, from the committed sweeps: each row a fitted constant rests on,
+    timed as ``measure.time_fn`` did (three calls, then its recorded repetitions, each after the
+    256 MiB flush), from an idle GPU; the clock model's median over its full-clock call. A row
+    whose median comes out above 1 holds a lowered clock in its constant."""
+    from compare_sweep import RUN_D, RUNS
+
+    from rdusim.analysis.gpu.predict import ATTENTION_CALIBRATION, is_gemm_calibration, row_kernels
+    from rdusim.mapping.gpu import streaming
+    from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+    m = Model()
+    gpu = m.gpu
+    root = Path(__file__).resolve().parents[2]
+    rows = [r for r in csv.DictReader((root / RUNS[0]).open()) if is_gemm_calibration(r)]
+    rows += [
+        r
+        for f in (RUNS[0], RUN_D)
+        for r in csv.DictReader((root / f).open())
+        if r["name"] in ATTENTION_CALIBRATION
+    ]
+    flush = [(streaming("flush", FLUSH_BYTES, gpu), 0)]
+    print(
+        "| row | constant | call (us) | reps | back to back (ms) | model: median / full clock | clock at the end |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        ks = [(k, 0) for k in row_kernels(r, gpu)]
+        full = elapsed_s(simulate_gpu(ks, gpu, mode="stream"))
+        clk = m.clock()
+        times = []
+        for i in range(3 + int(r["reps"])):
+            if i >= 3:
+                simulate_gpu(flush, gpu, mode="stream", clock=clk)
+            times.append(elapsed_s(simulate_gpu(ks, gpu, mode="stream", clock=clk)))
+        med = statistics.median(times[3:])
+        span = (3 + int(r["reps"])) * float(r["median_us"]) / 1e3
+        what = (
+            "efficiency.attention_tensor, attention_overlap"
+            if r["kind"] != "gemm"
+            else "efficiency.gemm_tensor"
+        )
+        print(
+            f"| {r['name']} | {what} | {float(r['median_us']):.0f} | {r['reps']} | {span:.0f} | {med / full:.3f} | {clk.share:.3f} |"
+        )
+    return 0
+
+
 # --------------------------------------------------------------------------- measured against frozen
 def _events(prefix: str) -> list[dict[str, str]]:
     p = Path(f"{prefix}-events.csv.gz")
@@ -694,7 +742,14 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true", help="CPU, tiny shapes, fake events")
     ap.add_argument("--predict", metavar="CSV")
     ap.add_argument("--against", nargs=2, metavar=("CSV", "PREFIX"))
+    ap.add_argument(
+        "--calibration",
+        action="store_true",
+        help="the fitted constants' rows under the clock model (CPU)",
+    )
     args = ap.parse_args()
+    if args.calibration:
+        return calibration_table()
     if args.predict:
         return predict(args.predict)
     if args.against:
