@@ -660,6 +660,56 @@ def calibration_table() -> int:
     return 0
 
 
+def tp2_prefill(node_path: str = "hw_configs/h200-8.yaml") -> list[str]:
+    """Run ac's TP2 prefill rows (two H200s, FlashAttention forced; collectives.py's step: an
+    all-reduce after o and down) with and without the clock: each row was timed as 3 + 20 steps
+    back to back (eager); with the clock, that sequence from an idle GPU, the median of the 20.
+    The all-reduce draws idle power in the clock model; the other GPU is the same."""
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+    from rdusim.hw.gpu import load_gpu_node
+    from rdusim.hw.gpu_clock import SmClock
+
+    root = Path(__file__).resolve().parents[2]
+    node = load_gpu_node(root / node_path)
+    m = Model()
+    layer = list(MEASURED_LAYER)
+    layer.insert(layer.index("o_gemm") + 1, "all_reduce")
+    layer.insert(layer.index("down_gemm") + 1, "all_reduce")
+    with (root / "benchmarks/gpu/h200x2-20261128ac-tp2.csv").open() as fh:
+        meas = {r["name"]: r for r in csv.DictReader(fh)}
+    out = [
+        "| row (run ac, 2 x H200) | measured (us) | model (us) | error | with the clock (us) | error | clock at the end |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for length in (1024, 4096, 16384):
+        r = meas[f"tp2_prefill_b1_l{length}"]
+
+        def step(clock, length: int = length) -> float:
+            return simulate_gpu_step(
+                m.model,
+                node.gpu,
+                layer=layer,
+                head=["embedding", "lm_head"],
+                phase="prefill",
+                batch=1,
+                seq_len=length,
+                mode="eager",
+                tp=2,
+                clock=clock,
+            ).seconds
+
+        off = step(None)
+        clk = SmClock(node.gpu.spec.clock)
+        seq = [step(clk) for _ in range(3 + int(r["reps"]))]
+        on = statistics.median(seq[3:])
+        t = float(r["median_us"]) * 1e-6
+        out.append(
+            f"| {r['name']} | {t * 1e6:.0f} | {off * 1e6:.0f} | {(off / t - 1) * 100:+.1f}% | {on * 1e6:.0f} | "
+            f"{(on / t - 1) * 100:+.1f}% | {clk.share:.3f} |"
+        )
+    return out
+
+
 # --------------------------------------------------------------------------- measured against frozen
 def _events(prefix: str) -> list[dict[str, str]]:
     p = Path(f"{prefix}-events.csv.gz")
@@ -743,6 +793,11 @@ def main() -> int:
     ap.add_argument("--predict", metavar="CSV")
     ap.add_argument("--against", nargs=2, metavar=("CSV", "PREFIX"))
     ap.add_argument(
+        "--tp2",
+        action="store_true",
+        help="run ac's TP2 prefill rows with and without the clock (CPU)",
+    )
+    ap.add_argument(
         "--calibration",
         action="store_true",
         help="the fitted constants' rows under the clock model (CPU)",
@@ -750,6 +805,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.calibration:
         return calibration_table()
+    if args.tp2:
+        print("\n".join(tp2_prefill()))
+        return 0
     if args.predict:
         return predict(args.predict)
     if args.against:
