@@ -710,6 +710,117 @@ def tp2_prefill(node_path: str = "hw_configs/h200-8.yaml") -> list[str]:
     return out
 
 
+def _replayer(kernels, gpu):  # type: ignore[no-untyped-def]
+    """One timed-alone call (``stream``) of ``kernels`` as the engine runs it with a clock: the
+    full-clock trace once, then per call the launch as idle and each kernel's work at the clock
+    (the engine's own steps, without re-simulating the CTAs)."""
+    from rdusim.hw.gpu_clock import kernel_power_w
+    from rdusim.sim.gpu import simulate_gpu
+
+    trace = simulate_gpu([(k, 0) for k in kernels], gpu, mode="stream")
+    parts, last = [], 0.0
+    for k, rec in zip(kernels, trace.kernels, strict=True):
+        work = rec.end_s - rec.start_s - rec.launch_sync_s
+        parts.append((rec.start_s - last + rec.launch_sync_s, work, k))
+        last = rec.end_s
+
+    def call(clock) -> float:  # type: ignore[no-untyped-def]
+        if clock is None:
+            return last
+        t = 0.0
+        for idle, work, k in parts:
+            clock.idle(idle)
+            t += idle + clock.run(
+                work, kernel_power_w(clock.spec, k.math, k.flops, k.bytes, work, k.keys), k.math
+            )
+        return t
+
+    return call
+
+
+def _time_fn_median(call, flush, reps: int, clock, cold: bool = True) -> float:  # type: ignore[no-untyped-def]
+    """measure.time_fn's sequence on ``clock``: three calls, then ``reps`` (a flush before each)."""
+    times = []
+    for i in range(3 + reps):
+        if cold and i >= 3:
+            flush(clock)
+        times.append(call(clock))
+    return statistics.median(times[3:])
+
+
+def heldout_rows() -> list[str]:
+    """The earlier runs' 4K-8K FA2 prefill rows (clock_power_analysis.heldout's selection: the
+    previous CSV row is >= 0.25 s of back-to-back attention), with the clock model: the previous
+    row's time_fn sequence from an idle GPU, then this row's; the other rows alone from idle."""
+    import compare_sweep as cs
+
+    from rdusim.analysis.gpu.predict import row_kernels
+    from rdusim.hw.gpu_clock import SmClock
+    from rdusim.mapping.gpu import streaming
+
+    groups: dict[str, list[tuple[float, float]]] = {"after": [], "after128": [], "other": []}
+    for path in (
+        cs.RUNS[0],
+        cs.RUN_D,
+        cs.RUN_E[0],
+        cs.RUN_G,
+        cs.RUN_I,
+        cs.RUN_K,
+        cs.RUN_P,
+        cs.RUN_Q,
+        cs.RUN_R,
+    ):
+        with (cs.ROOT / path).open() as fh:
+            rows = list(csv.DictReader(fh))
+        gpu = cs.Gpu(cs.run_spec(rows))
+        flush = _replayer([streaming("flush", FLUSH_BYTES, gpu)], gpu)
+        for i, r in enumerate(rows):
+            if not (
+                r["kind"].startswith("attn_prefill")
+                and r["name"].startswith("flash_")
+                and int(float(r["seq_len"])) <= 8192
+            ):
+                continue
+            prev = rows[i - 1] if i else None
+            burst = (
+                float(prev["median_us"]) * int(prev["reps"]) * 1e-6
+                if prev is not None and prev["name"].startswith(cs.ATTENTION_ROW)
+                else 0.0
+            )
+            after = burst >= cs.CLOCK_BURST_S
+            call = _replayer(row_kernels(r, gpu), gpu)
+            clk = SmClock(gpu.spec.clock)
+            if after:
+                _time_fn_median(
+                    _replayer(row_kernels(prev, gpu), gpu), flush, int(prev["reps"]), clk
+                )
+            on = _time_fn_median(call, flush, int(r["reps"]), clk)
+            t, off = float(r["median_us"]) * 1e-6, call(None)
+            pair = (off / t - 1, on / t - 1)
+            groups["after" if after else "other"].append(pair)
+            if after and prev["head_dim"] and int(float(prev["head_dim"])) == 128:
+                groups["after128"].append(pair)
+    out = [
+        "| rows (runs a d e g i k p q r) | n | model: median abs | worst | median signed | with the clock: median abs | worst | median signed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, key in (
+        ("right after >= 0.25 s of attention", "after"),
+        ("of which after head_dim 128", "after128"),
+        ("the others", "other"),
+    ):
+        g = groups[key]
+
+        def st(e: list[float]) -> str:
+            return (
+                f"{statistics.median(abs(x) for x in e) * 100:.1f}% | {max(abs(x) for x in e) * 100:.1f}% | "
+                f"{statistics.median(e) * 100:+.1f}%"
+            )
+
+        out.append(f"| {label} | {len(g)} | {st([x[0] for x in g])} | {st([x[1] for x in g])} |")
+    return out
+
+
 # --------------------------------------------------------------------------- measured against frozen
 def _events(prefix: str) -> list[dict[str, str]]:
     p = Path(f"{prefix}-events.csv.gz")
@@ -793,6 +904,11 @@ def main() -> int:
     ap.add_argument("--predict", metavar="CSV")
     ap.add_argument("--against", nargs=2, metavar=("CSV", "PREFIX"))
     ap.add_argument(
+        "--heldout",
+        action="store_true",
+        help="earlier 4K-8K FA2 rows after bursts, with the clock (CPU)",
+    )
+    ap.add_argument(
         "--tp2",
         action="store_true",
         help="run ac's TP2 prefill rows with and without the clock (CPU)",
@@ -805,6 +921,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.calibration:
         return calibration_table()
+    if args.heldout:
+        print("\n".join(heldout_rows()))
+        return 0
     if args.tp2:
         print("\n".join(tp2_prefill()))
         return 0
