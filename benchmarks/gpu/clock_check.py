@@ -821,6 +821,74 @@ def heldout_rows() -> list[str]:
     return out
 
 
+def gemm_rows_clock() -> list[str]:
+    """compare_sweep.gemm_clock_section's rows (the GEMM sweep's prediction rows with a profiled
+    call of >= 0.1 ms), the model against the timed median with and without the clock: each row's
+    time_fn sequence (sweep.py: 3 calls, then its recorded repetitions, a flush before each) after
+    the rows of the same weight that ran right before it (smaller m first), from an idle GPU."""
+    import compare_sweep as cs
+
+    from rdusim.analysis.gpu.predict import is_gemm_calibration, row_kernels
+    from rdusim.hw.gpu_clock import SmClock
+    from rdusim.mapping.gpu import streaming
+
+    out = [
+        "| run | profiled call | rows | model vs timed: median signed | median abs | worst | "
+        "with the clock: median signed | median abs | worst |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run, path in (("1 (H100)", cs.RUNS[0]), ("2 (H100)", cs.RUNS[1]), ("k (H200)", cs.RUN_K)):
+        rows = list(csv.DictReader((cs.ROOT / path).open()))
+        gpu = cs.Gpu(cs.run_spec(rows))
+        flush = _replayer([streaming("flush", FLUSH_BYTES, gpu)], gpu)
+        device: dict[str, float] = {}
+        for k in csv.DictReader((cs.ROOT / path.replace("-sweep.csv", "-kernels.csv")).open()):
+            device[k["row"]] = device.get(k["row"], 0.0) + float(k["device_us"])
+        groups: dict[str, list[tuple[float, float]]] = {}
+        for i, r in enumerate(rows):
+            if (
+                r["kind"] != "gemm"
+                or r["set"] != "prediction"
+                or is_gemm_calibration(r)
+                or r["name"] not in device
+            ):
+                continue
+            d = device[r["name"]]
+            if d < 100:
+                continue
+            j = i
+            while (
+                j > 0
+                and rows[j - 1]["kind"] == "gemm"
+                and (rows[j - 1]["n"], rows[j - 1]["k"]) == (r["n"], r["k"])
+            ):
+                j -= 1
+            clk = SmClock(gpu.spec.clock)
+            for prev in rows[j:i]:
+                _time_fn_median(
+                    _replayer(row_kernels(prev, gpu), gpu), flush, int(prev["reps"]), clk
+                )
+            call = _replayer(row_kernels(r, gpu), gpu)
+            on = _time_fn_median(call, flush, int(r["reps"]), clk)
+            t, off = float(r["median_us"]) * 1e-6, call(None)
+            label = "0.1-0.5 ms" if d < 500 else "0.5-2 ms" if d < 2000 else "over 2 ms"
+            groups.setdefault(label, []).append((off / t - 1, on / t - 1))
+        for label in ("0.1-0.5 ms", "0.5-2 ms", "over 2 ms"):
+            g = groups.get(label, [])
+
+            def part(e: list[float]) -> str:
+                return (
+                    f"{statistics.median(e) * 100:+.1f}% | {statistics.median(abs(x) for x in e) * 100:.1f}% | "
+                    f"{max(abs(x) for x in e) * 100:.1f}%"
+                )
+
+            if g:
+                out.append(
+                    f"| {run} | {label} | {len(g)} | {part([x[0] for x in g])} | {part([x[1] for x in g])} |"
+                )
+    return out
+
+
 # --------------------------------------------------------------------------- measured against frozen
 def _events(prefix: str) -> list[dict[str, str]]:
     p = Path(f"{prefix}-events.csv.gz")
@@ -904,6 +972,11 @@ def main() -> int:
     ap.add_argument("--predict", metavar="CSV")
     ap.add_argument("--against", nargs=2, metavar=("CSV", "PREFIX"))
     ap.add_argument(
+        "--gemms",
+        action="store_true",
+        help="GEMM sweep rows timed back to back, with the clock (CPU)",
+    )
+    ap.add_argument(
         "--heldout",
         action="store_true",
         help="earlier 4K-8K FA2 rows after bursts, with the clock (CPU)",
@@ -921,6 +994,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.calibration:
         return calibration_table()
+    if args.gemms:
+        print("\n".join(gemm_rows_clock()))
+        return 0
     if args.heldout:
         print("\n".join(heldout_rows()))
         return 0
