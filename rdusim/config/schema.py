@@ -692,6 +692,9 @@ class GpuMappingSpec(Spec):
     hardware: str = Field(description="gpu or gpu_node YAML path, relative to this file")
     phase: Phase
     launch: LaunchMode = "graph"
+    clock: Literal["full", "sustained"] = Field(
+        default="full", description="the SM clock: full (the default), or sustained: the step run back to back "
+        "from an idle GPU until the power-limited clock settles (the GPU document's clock section; GQA models)")
     tp: Int = Field(default=1, gt=0, le=MAX_GPUS, description="GPUs of one replica (the group its collectives span)")
     attention: Literal["tp", "dp"] = Field(
         default="tp", description="MLA + MoE models: heads split over the replica's GPUs (tp), or each GPU "

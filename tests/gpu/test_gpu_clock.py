@@ -152,3 +152,24 @@ def test_bad_clock_constants_exit_2_located(
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "h100.yaml:" in err and key in err, err
+
+
+def test_sustained_clock_mapping_option() -> None:
+    """``clock: sustained`` (a GPU mapping): prefill back to back runs under the limit (GEMM-heavy
+    steps at about 0.77 of full clock: 13% longer); a decode step stays at full clock (its kernels
+    are memory-bound in the model); MLA mappings refuse it."""
+    from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_mapping
+    from rdusim.errors import ConfigError
+
+    full = simulate_gpu_mapping(*load_gpu_mapping(ROOT / "mappings/llama-3.1-8b/prefill-h100.yaml"))
+    hot = simulate_gpu_mapping(
+        *load_gpu_mapping(ROOT / "mappings/llama-3.1-8b/prefill-h100-sustained.yaml")
+    )
+    assert 1.10 < hot.step.seconds / full.step.seconds < 1.16
+    spec, model, node = load_gpu_mapping(ROOT / "mappings/llama-3.1-8b/decode-h100.yaml")
+    base = simulate_gpu_mapping(spec, model, node)
+    same = simulate_gpu_mapping(spec.model_copy(update={"clock": "sustained"}), model, node)
+    assert same.step.seconds == pytest.approx(base.step.seconds, rel=1e-9)
+    spec, model, node = load_gpu_mapping(ROOT / "mappings/deepseek-r1/decode-h200x8.yaml")
+    with pytest.raises(ConfigError, match="GQA models only"):
+        simulate_gpu_mapping(spec.model_copy(update={"clock": "sustained"}), model, node)

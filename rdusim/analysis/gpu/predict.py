@@ -127,6 +127,29 @@ def simulate_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: lis
     return _run_parts(parts, gpu, mode, clock)
 
 
+#: ``sustained_gpu_step``: steps back to back until one differs from the one before by less than this
+SUSTAINED_TOL = 1e-3
+SUSTAINED_MAX_STEPS = 200
+
+
+def sustained_gpu_step(model: ModelSpec, gpu: Gpu, **step: object) -> GpuStep:
+    """``simulate_gpu_step`` run back to back on one SM-clock state (``gpu.spec.clock``) from an
+    idle GPU until a step's time moves by under ``SUSTAINED_TOL`` after at least five fall windows
+    (the clock settled); that last step. A serving estimate for a GPU kept busy."""
+    if gpu.spec.clock is None:
+        raise ConfigError(f"{gpu.name}: clock: sustained needs the GPU document's clock section")
+    clock = SmClock(gpu.spec.clock)
+    last, spent = None, 0.0
+    for _ in range(SUSTAINED_MAX_STEPS):
+        result = simulate_gpu_step(model, gpu, clock=clock, **step)  # type: ignore[arg-type]
+        spent += result.seconds
+        settled = last is not None and abs(result.seconds - last) <= SUSTAINED_TOL * result.seconds
+        if settled and spent >= 5 * gpu.spec.clock.fall_window_s:
+            break
+        last = result.seconds
+    return result
+
+
 def _replace(shape: LayerShape, **changes: object) -> LayerShape:
     from dataclasses import replace
 
@@ -439,11 +462,17 @@ def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
     if spec.tp > node.gpus or node.gpus % spec.tp:
         raise ConfigError(f"{spec.name}: tp={spec.tp} must divide the node's {node.gpus} GPU(s)")
     if model.attention.kind == "mla":
+        if spec.clock != "full":
+            raise ConfigError(f"{spec.name}: clock: {spec.clock} covers GQA models only (MLA steps run at full clock)")
         return _simulate_mla_mapping(spec, model, node, seq_len, batch, policy, mode)
     kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
     weights, per_seq, max_batch = _gqa_fit(spec, model, node, seq_len, batch, policy)
-    step = simulate_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
-                             batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
+    if spec.clock == "sustained":
+        step = sustained_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
+                                  batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
+    else:
+        step = simulate_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
+                                 batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
     return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
                      spec.tp, step, weights, per_seq * batch, weights + per_seq * batch, max_batch)
 
