@@ -195,11 +195,24 @@ def build(torch, M, r: Row, smoke: bool):  # type: ignore[no-untyped-def]
         ctx = M.Ctx(device=dev, tiny=smoke)
         model = M.Llama(s, dev) if smoke else _one_layer_model(torch, M, s, dev)
         step = M.decode_step(ctx, model, r.batch, r.tokens)
-        fn = step if smoke else M.capture(ctx, step).replay
+        fn = step if smoke else _graph_call(M, ctx, step)
+
     for _ in range(2):
         fn()
     if not smoke:
         torch.cuda.synchronize()
+    return fn
+
+
+def _graph_call(M, ctx, step):  # type: ignore[no-untyped-def]
+    """``step`` captured; the closure keeps ``step`` (its input tensors) alive with the graph (run
+    ae's build kept only ``g.replay``: the inputs were freed and the replays read reused memory)."""
+    graph = M.capture(ctx, step)
+
+    def fn() -> None:
+        graph.replay()
+
+    fn.step = step  # type: ignore[attr-defined]
     return fn
 
 
@@ -394,8 +407,11 @@ def measure(out: Path, smoke: bool) -> int:
     try:
         run.all()
     finally:
-        if not smoke:
-            torch.cuda.synchronize()
+        try:  # a device error must not lose what was measured (run ae lost events.csv here)
+            if not smoke:
+                torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001
+            print(f"synchronize failed: {exc!r}", flush=True)
         time.sleep(0.3)
         if sampler is not None:
             sampler.close()
