@@ -38,6 +38,8 @@ def run_gpu(args: argparse.Namespace) -> int:
         "hbm_gb": result.hbm_bytes / 1e9, "weights_gb": result.weight_bytes / 1e9,
         "kv_gb": result.kv_bytes / 1e9, "max_batch": result.max_batch,
     }
+    if spec.clock != "full":  # the SM clock under the power limit (docs/gpu.md); absent at full clock
+        summary["clock"] = spec.clock
     if args.format == "json":
         text = json.dumps({"summary": summary, "kernels": rows}, indent=2) + "\n"
     elif args.format == "csv":
@@ -57,7 +59,8 @@ def run_gpu(args: argparse.Namespace) -> int:
 
 
 def _table(summary: dict, rows: list[dict]) -> str:
-    lines = [f"{summary['mapping']} on {summary['hardware']} ({summary['phase']}, {summary['launch']} launch)",
+    lines = [f"{summary['mapping']} on {summary['hardware']} ({summary['phase']}, {summary['launch']} launch"
+             f"{', ' + summary['clock'] + ' clock' if 'clock' in summary else ''})",
              f"  batch {summary['batch']}, prompt {summary['seq_len']} tokens, KV {summary['kv_len']} "
              f"tokens/sequence ({summary['policy']})",
              f"  step {summary['step_ms']:.3f} ms, {summary['tokens_per_s']:.0f} tokens/s, "

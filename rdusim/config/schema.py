@@ -601,6 +601,59 @@ class GpuEfficiencySpec(Spec):
     mla_tensor: float = Field(gt=0.0, le=1.0, description="FlashMLA decode main loop's share of tensor peak")
 
 
+class GpuClockAnchorSpec(Spec):
+    """One workload of run v: its achieved rate at full clock and the board power it draws there,
+    given as the power (a workload under the limit) or as its steady slowdown under the limit
+    (full clock over steady clock, >= 1: the power at full clock is then ``idle + (limit - idle) x
+    slowdown``, power linear in the clock above idle [A])."""
+
+    tokens: Int | None = Field(default=None, gt=0, description="attention: the causal length of the workload")
+    rate: float = Field(gt=0.0, description="achieved tensor FLOP/s (memory: DRAM bytes/s) at full clock")
+    power_w: float | None = Field(default=None, alias="power", gt=0.0, le=10_000.0,
+                                  description="board power at full clock (W), a workload under the limit")
+    slowdown: float | None = Field(default=None, ge=1.0, le=10.0,
+                                   description="full clock over its steady clock under the limit")
+
+    @model_validator(mode="after")
+    def _one(self) -> GpuClockAnchorSpec:
+        if (self.power_w is None) == (self.slowdown is None):
+            raise ValueError("give exactly one of power and slowdown")
+        return self
+
+
+class GpuClockSpec(Spec):
+    """The SM clock under the board power limit (docs/gpu.md, "The SM clock under sustained load").
+
+    A per-GPU controller (``rdusim.hw.gpu_clock``): a running average of the power the kernels
+    would draw at full clock (time constant ``fall_window`` while that power is above the
+    average, ``rise_window`` while it is below) sets the clock at ``(limit - idle) / (average -
+    idle)`` of full, at most full; a kernel's time follows the clock per class."""
+
+    power_limit_w: float = Field(alias="power_limit", gt=0.0, le=10_000.0, description="board power limit (W)")
+    idle_w: float = Field(alias="idle", gt=0.0, le=10_000.0, description="power with no kernel running (W)")
+    fall_window_s: Delay = Field(alias="fall_window", description="time constant of the average while the power is above it")
+    rise_window_s: Delay = Field(alias="rise_window", description="time constant of the average while the power is below it")
+    gemm_knee: float = Field(gt=0.0, le=1.0, description="clock (share of full) under which a GEMM goes as 1/f")
+    memory: GpuClockAnchorSpec = Field(description="a streaming copy (rate: DRAM bytes/s)")
+    gemm: GpuClockAnchorSpec = Field(description="the reference GEMM (rate: tensor FLOP/s)")
+    attention: list[GpuClockAnchorSpec] = Field(min_length=1, description="FA2 prefill anchors, by tokens")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> GpuClockSpec:
+        if not (self.fall_window_s > 0 and self.rise_window_s > 0):
+            raise ValueError("fall_window and rise_window must be > 0")
+        if not self.idle_w < self.power_limit_w:
+            raise ValueError(f"idle ({self.idle_w:g} W) must be under power_limit ({self.power_limit_w:g} W)")
+        tokens = [a.tokens for a in self.attention]
+        if None in tokens or tokens != sorted(set(tokens)):
+            raise ValueError(f"attention: anchors need tokens, in increasing order, got {tokens}")
+        for name, a in (("memory", self.memory), ("gemm", self.gemm), *(("attention", a) for a in self.attention)):
+            if a.power_w is not None and not self.idle_w < a.power_w <= self.power_limit_w:
+                raise ValueError(f"{name}: power ({a.power_w:g} W) must lie above idle and at most power_limit"
+                                 " (over the limit: give slowdown)")
+        return self
+
+
 class GpuSpec(Spec):
     kind: Literal["gpu"]
     name: str
@@ -609,6 +662,8 @@ class GpuSpec(Spec):
     nvlink: GpuLinkSpec
     launch: GpuLaunchSpec
     efficiency: GpuEfficiencySpec
+    clock: GpuClockSpec | None = Field(
+        default=None, description="the SM clock under the board power limit (none: always full clock)")
 
 
 class GpuNodeSpec(Spec):
@@ -637,6 +692,9 @@ class GpuMappingSpec(Spec):
     hardware: str = Field(description="gpu or gpu_node YAML path, relative to this file")
     phase: Phase
     launch: LaunchMode = "graph"
+    clock: Literal["full", "sustained"] = Field(
+        default="full", description="the SM clock: full (the default), or sustained: the step run back to back "
+        "from an idle GPU until the power-limited clock settles (the GPU document's clock section; GQA models)")
     tp: Int = Field(default=1, gt=0, le=MAX_GPUS, description="GPUs of one replica (the group its collectives span)")
     attention: Literal["tp", "dp"] = Field(
         default="tp", description="MLA + MoE models: heads split over the replica's GPUs (tp), or each GPU "

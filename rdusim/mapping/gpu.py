@@ -79,6 +79,8 @@ class GpuKernel:
     #: h200-20261125k-kernels.csv: DeepSeek-V3's kv_a at m = 1-64), under a timed-alone launch
     #: (``launch.stream``, 4.33 us)
     queued: bool = False
+    #: an attention kernel's longest key span (the SM-clock model's power anchor, rdusim.hw.gpu_clock)
+    keys: int = 0
 
     @property
     def ctas(self) -> int:
@@ -289,7 +291,7 @@ def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: in
     # launch order: block i of every (sequence, head), then block i + 1. FA2's own grid runs the
     # query blocks of one head first (grid(m_blocks, b, h)); in that order the same rows differ by
     # under 2% (tried) and the simulation takes heads-fold longer
-    return [GpuKernel(name, tuple(groups), FA2_CTAS_PER_SM, math="attention")]
+    return [GpuKernel(name, tuple(groups), FA2_CTAS_PER_SM, math="attention", keys=kv_len)]
 
 
 def _visible_keys(block: int, rows: int, cols: int, length: int, kv_len: int, causal: bool) -> int:

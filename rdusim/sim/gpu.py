@@ -21,6 +21,12 @@ recorded as NVLink bytes, not HBM. Captured in a graph it also pays ``launch.gra
 torch.distributed call (``launch.collective_host``), so back-to-back calls run at the slower of
 host and device.
 
+With an ``SmClock`` (``clock=``; the GPU document's ``clock`` section, off by default) the SM
+clock follows the board power limit: each kernel runs at full clock through the CTA model, then
+takes the extra time the controller's clock gives its class (``rdusim.hw.gpu_clock``); the
+controller sees every kernel's full-clock power for the time it ran and idle power in the gaps.
+The state lives in the ``SmClock``, so passes chained on one object run back to back.
+
 Identical CTAs placed at the same instant on equally occupied SMs move as one bundle (same
 finish time under processor sharing), so a wave costs a few events, not one per CTA.
 """
@@ -33,6 +39,7 @@ import simpy
 
 from rdusim.config.schema import HBM
 from rdusim.hw.gpu import Gpu
+from rdusim.hw.gpu_clock import SmClock, kernel_power_w
 from rdusim.mapping.gpu import CtaGroup, GpuKernel
 from rdusim.sim.resources import WeightedPool, delay
 from rdusim.sim.trace import KernelRecord, Trace
@@ -57,9 +64,11 @@ class _Gpu:
         self.unfinished = 0  # kernels issued by the host and not yet finished on the GPU
 
 
-def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: str = "graph") -> Trace:
+def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: str = "graph",
+                 clock: SmClock | None = None) -> Trace:
     """Run ``kernels`` in order (each ``(kernel, layer)``); the trace has one record per kernel,
-    and the last one ends when the pass does (``elapsed_s``)."""
+    and the last one ends when the pass does (``elapsed_s``). ``clock``: the GPU's SM-clock state
+    (None: always full clock), advanced by this pass."""
     if mode not in ("graph", "eager", "stream"):
         raise ValueError(f"launch mode must be graph, eager or stream, got {mode!r}")
     env = simpy.Environment()
@@ -68,7 +77,7 @@ def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: st
     issued = simpy.Store(env, capacity=depth) if depth else simpy.Store(env)
     records: list[KernelRecord] = []
     env.process(_host(env, kernels, gpu, mode, issued, state))
-    done = env.process(_device(env, kernels, gpu, mode, state, issued, records))
+    done = env.process(_device(env, kernels, gpu, mode, state, issued, records, clock))
     env.run(until=done)
     return Trace(kernels=tuple(records), layers_simulated=len({layer for _, layer in kernels}),
                  event_count=next(env._eid))
@@ -98,8 +107,10 @@ def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu:
 
 
 def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
-            state: _Gpu, issued: simpy.Store, records: list[KernelRecord]) -> Generator:
+            state: _Gpu, issued: simpy.Store, records: list[KernelRecord], clock: SmClock | None = None,
+            ) -> Generator:
     gap = {"graph": gpu.launch_s("graph"), "stream": gpu.launch_s("stream"), "eager": 0.0}[mode]
+    free_since = env.now
     for kernel, layer in kernels:
         yield issued.get()
         start = env.now
@@ -112,10 +123,18 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         if kernel.math == "nvlink" and mode == "graph":  # NCCL's event wait + record nodes around it
             overhead += gpu.launch_s("graph_event_pair")
         yield delay(env, overhead)
+        if clock is not None:
+            clock.idle(env.now - free_since)
+        began = env.now
         if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + wire bytes at its rate
             yield delay(env, kernel.collective.time_s)
         else:
             yield from _run_grid(env, kernel, state)
+        if clock is not None:  # the same work at the controller's clock
+            full = env.now - began
+            power = kernel_power_w(clock.spec, kernel.math, kernel.flops, kernel.bytes, full, kernel.keys)
+            yield delay(env, max(0.0, clock.run(full, power, kernel.math) - full))
+        free_since = env.now
         state.unfinished -= 1
         records.append(KernelRecord(
             kernel=kernel.name, layer_type=kernel.math, layer=layer, start_s=start, end_s=env.now,

@@ -37,6 +37,7 @@ from rdusim.config.schema import (
 )
 from rdusim.errors import ConfigError, SimulationError
 from rdusim.hw.gpu import Gpu, GpuNode, load_gpu_node
+from rdusim.hw.gpu_clock import SmClock
 from rdusim.mapping.gpu import (
     BF16,
     GEMM_K_STEP,
@@ -96,9 +97,10 @@ def llama_shape(model: ModelSpec, *, batch: int, tokens: int, kv_len: int, tp: i
 
 def simulate_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: list[str], phase: str,
                       batch: int, seq_len: int, mode: str, tp: int = 1,
-                      policy: KvPolicySpec | None = None) -> GpuStep:
+                      policy: KvPolicySpec | None = None, clock: SmClock | None = None) -> GpuStep:
     """Simulate one step; identical layers are simulated once and multiplied (kernels run one
-    at a time from an idle GPU, so a layer's time does not depend on its neighbours)."""
+    at a time from an idle GPU, so a layer's time does not depend on its neighbours). With an
+    SM-clock state (``clock``) every layer runs in order, and the state is left as the step ends."""
     policy = policy or KvPolicySpec()
     tokens = seq_len if phase == "prefill" else 1
     kept = seq_len if phase == "prefill" else kv_length(seq_len, policy)
@@ -122,7 +124,30 @@ def simulate_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: lis
                                           shape.kv_len, shape.head_dim, kascade_topk(kept, policy), gpu,
                                           anchor=True)[:3]  # layer 0 also publishes its top-k
             parts.append((kernels, count))
-    return _run_parts(parts, gpu, mode)
+    return _run_parts(parts, gpu, mode, clock)
+
+
+#: ``sustained_gpu_step``: steps back to back until one differs from the one before by less than this
+SUSTAINED_TOL = 1e-3
+SUSTAINED_MAX_STEPS = 200
+
+
+def sustained_gpu_step(model: ModelSpec, gpu: Gpu, **step: object) -> GpuStep:
+    """``simulate_gpu_step`` run back to back on one SM-clock state (``gpu.spec.clock``) from an
+    idle GPU until a step's time moves by under ``SUSTAINED_TOL`` after at least five fall windows
+    (the clock settled); that last step. A serving estimate for a GPU kept busy."""
+    if gpu.spec.clock is None:
+        raise ConfigError(f"{gpu.name}: clock: sustained needs the GPU document's clock section")
+    clock = SmClock(gpu.spec.clock)
+    last, spent = None, 0.0
+    for _ in range(SUSTAINED_MAX_STEPS):
+        result = simulate_gpu_step(model, gpu, clock=clock, **step)  # type: ignore[arg-type]
+        spent += result.seconds
+        settled = last is not None and abs(result.seconds - last) <= SUSTAINED_TOL * result.seconds
+        if settled and spent >= 5 * gpu.spec.clock.fall_window_s:
+            break
+        last = result.seconds
+    return result
 
 
 def _replace(shape: LayerShape, **changes: object) -> LayerShape:
@@ -159,20 +184,20 @@ def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, m
     return _run_parts(parts, gpu, mode)
 
 
-def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str) -> GpuStep:
+def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str, clock: SmClock | None = None) -> GpuStep:
     """Graph and stream: each part simulated once from an idle GPU and multiplied by its count.
     Eager: the whole step in one simulation, every layer in order: the host runs ahead of the GPU
     across layer boundaries (up to ``queue_depth`` kernels) and the GPU's backlog from one layer
     hides the host's work on the next. A layer simulated alone from an idle host and GPU makes
     the GPU wait for the host at every layer's start, which over-predicted balanced (middle-batch)
     eager steps by 40-115% against the per-op costs of their own host (run e, docs/gpu.md)."""
-    if mode == "eager":
+    if mode == "eager" or clock is not None:
         parts = [([k for kernels, count in parts for _ in range(count) for k in kernels], 1)]
     seconds, per_kernel, launches, nbytes, flops = 0.0, {}, 0, 0.0, 0.0
     for kernels, count in parts:
         if not kernels or not count:
             continue
-        trace = simulate_gpu([(k, 0) for k in kernels], gpu, mode=mode)
+        trace = simulate_gpu([(k, 0) for k in kernels], gpu, mode=mode, clock=clock)
         seconds += elapsed_s(trace) * count
         for record in trace.kernels:
             per_kernel[record.kernel] = per_kernel.get(record.kernel, 0.0) + (record.end_s - record.start_s) * count
@@ -437,11 +462,17 @@ def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
     if spec.tp > node.gpus or node.gpus % spec.tp:
         raise ConfigError(f"{spec.name}: tp={spec.tp} must divide the node's {node.gpus} GPU(s)")
     if model.attention.kind == "mla":
+        if spec.clock != "full":
+            raise ConfigError(f"{spec.name}: clock: {spec.clock} covers GQA models only (MLA steps run at full clock)")
         return _simulate_mla_mapping(spec, model, node, seq_len, batch, policy, mode)
     kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
     weights, per_seq, max_batch = _gqa_fit(spec, model, node, seq_len, batch, policy)
-    step = simulate_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
-                             batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
+    if spec.clock == "sustained":
+        step = sustained_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
+                                  batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
+    else:
+        step = simulate_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
+                                 batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
     return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
                      spec.tp, step, weights, per_seq * batch, weights + per_seq * batch, max_batch)
 

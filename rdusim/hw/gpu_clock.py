@@ -1,0 +1,117 @@
+"""The SM clock under the board power limit: per-kernel power at full clock and a per-GPU controller.
+
+Owns: ``kernel_power_w``, ``clock_scale``, ``SmClock``. Imports: config. Never simulates (the
+engine, ``rdusim.sim.gpu``, drives ``SmClock`` at kernel boundaries).
+
+Run v (``benchmarks/gpu/h100-20261125v-clock-*``, docs/gpu.md "The SM clock under sustained
+load") measured eight workloads, one kernel class each. The model takes from it:
+
+- **Power at full clock, per class.** A workload under the limit gives its power; one over it
+  gives its steady slowdown s (full over steady clock), and its power at full clock is then
+  ``idle + (limit - idle) x s`` (power linear in the clock above idle [A]; at the steady clock it
+  draws the limit). Between shapes, within a class, the power above idle scales with the kernel's
+  achieved rate against its class's anchor (tensor FLOP/s for GEMMs and attention; for attention
+  the anchor is run v's FA2 prefill of the nearest length at or below the kernel's longest key
+  span, the shortest above it where none is); every kernel draws at least the streaming copy's
+  power at its DRAM rate (the memory anchor, same scaling). Collectives and gaps draw ``idle``.
+  One linear model across classes fails (docs: the GEMM would draw over 1.5 kW), so none is used.
+- **The controller.** A running average of that full-clock power, time constant
+  ``fall_window`` while the power is above the average and ``rise_window`` while it is below;
+  the clock is ``(limit - idle) / (average - idle)`` of full, at most full.
+- **Time against clock, per class** (run v's bin table): attention 1/f; a GEMM max(1, knee / f)
+  (flat to ``gemm_knee`` of full clock, 1/f below); anything else (streaming, collectives) none.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from rdusim.config.schema import GpuClockAnchorSpec, GpuClockSpec
+
+#: the longest stretch of full-clock work run at one clock: a long kernel (FA2 at 128K: 0.4 s) is
+#: cut into pieces this long, so the clock moves within it as at CTA-bundle boundaries
+STEP_S = 1e-3
+
+
+def _anchor_w(spec: GpuClockSpec, a: GpuClockAnchorSpec) -> float:
+    if a.power_w is not None:
+        return a.power_w
+    assert a.slowdown is not None
+    return spec.idle_w + (spec.power_limit_w - spec.idle_w) * a.slowdown
+
+
+def _scaled_w(spec: GpuClockSpec, a: GpuClockAnchorSpec, rate: float) -> float:
+    return spec.idle_w + (_anchor_w(spec, a) - spec.idle_w) * rate / a.rate
+
+
+def _attention_anchor(spec: GpuClockSpec, keys: int) -> GpuClockAnchorSpec:
+    below = [a for a in spec.attention if a.tokens is not None and a.tokens <= keys]
+    return below[-1] if below else spec.attention[0]
+
+
+def kernel_power_w(
+    spec: GpuClockSpec, math_class: str, flops: float, nbytes: float, seconds: float, keys: int = 0
+) -> float:
+    """Board power (W) a kernel of ``math_class`` would draw at full clock, moving ``flops`` and
+    ``nbytes`` in ``seconds`` (its full-clock time); ``keys``: an attention kernel's longest key span."""
+    if seconds <= 0 or math_class == "nvlink":
+        return spec.idle_w
+    power = _scaled_w(spec, spec.memory, nbytes / seconds)
+    if math_class == "gemm":
+        power = max(power, _scaled_w(spec, spec.gemm, flops / seconds))
+    elif math_class in ("attention", "mla"):
+        power = max(power, _scaled_w(spec, _attention_anchor(spec, keys), flops / seconds))
+    return power
+
+
+def clock_scale(spec: GpuClockSpec, math_class: str, share: float) -> float:
+    """A kernel's time at clock ``share`` of full over its time at full clock."""
+    if share >= 1.0:
+        return 1.0
+    if math_class in ("attention", "mla"):
+        return 1.0 / share
+    if math_class == "gemm":
+        return max(1.0, spec.gemm_knee / share)
+    return 1.0
+
+
+@dataclass
+class SmClock:
+    """One GPU's controller state: the running average of full-clock power (starts idle: a cold GPU)."""
+
+    spec: GpuClockSpec
+    average_w: float = field(default=0.0)
+
+    def __post_init__(self) -> None:
+        if self.average_w <= 0.0:
+            self.average_w = self.spec.idle_w
+
+    @property
+    def share(self) -> float:
+        """The clock now, as a share of full."""
+        spec = self.spec
+        over = self.average_w - spec.idle_w
+        head = spec.power_limit_w - spec.idle_w
+        return 1.0 if over <= head else head / over
+
+    def _average(self, seconds: float, power_w: float) -> None:
+        tau = self.spec.fall_window_s if power_w > self.average_w else self.spec.rise_window_s
+        self.average_w = power_w + (self.average_w - power_w) * math.exp(-seconds / tau)
+
+    def idle(self, seconds: float) -> None:
+        """Nothing runs for ``seconds`` (a host gap, a launch): the GPU draws idle power."""
+        if seconds > 0:
+            self._average(seconds, self.spec.idle_w)
+
+    def run(self, full_s: float, power_w: float, math_class: str) -> float:
+        """A kernel of ``full_s`` seconds at full clock, drawing ``power_w`` there: its time at the
+        controller's clock, which moves every ``STEP_S`` of its full-clock work."""
+        left, spent = full_s, 0.0
+        while left > 1e-15:
+            piece = min(left, STEP_S)
+            wall = piece * clock_scale(self.spec, math_class, self.share)
+            self._average(wall, power_w)
+            spent += wall
+            left -= piece
+        return spent

@@ -1,0 +1,175 @@
+"""The SM-clock model (rdusim.hw.gpu_clock): the controller on tiny cases in closed form, the
+engine with and without it, and the GPU documents' ``clock`` section."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from rdusim.cli import main
+from rdusim.config.loader import load_spec
+from rdusim.config.schema import GpuSpec
+from rdusim.hw.gpu import Gpu
+from rdusim.hw.gpu_clock import STEP_S, SmClock, clock_scale, kernel_power_w
+from rdusim.mapping.gpu import flash_prefill, gemm, streaming
+from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+H100 = ROOT / "hw_configs/h100.yaml"
+H200 = ROOT / "hw_configs/h200.yaml"
+
+
+def spec(path: Path = H100):  # type: ignore[no-untyped-def]
+    return load_spec(path, GpuSpec).clock
+
+
+def test_constant_power_reaches_the_cap_clock_at_the_closed_form_time() -> None:
+    """A kernel drawing P > limit from a cold GPU: the average is P + (idle - P) e^(-t / fall), so
+    the clock stays full until t1 = fall x ln((P - idle) / (P - limit)) and settles at
+    (limit - idle) / (P - idle) of full."""
+    s = spec()
+    p = s.idle_w + (s.power_limit_w - s.idle_w) * 1.325  # run v's GEMM: 887 W at full clock
+    c = SmClock(s)
+    t1 = s.fall_window_s * math.log((p - s.idle_w) / (p - s.power_limit_w))
+    c.run(t1 - STEP_S, p, "attention")
+    assert c.share == 1.0
+    c.run(2 * STEP_S, p, "attention")
+    assert c.share < 1.0
+    c.run(2.0, p, "attention")
+    assert c.share == pytest.approx((s.power_limit_w - s.idle_w) / (p - s.idle_w), rel=1e-6)
+    assert 1 / c.share == pytest.approx(1.325, rel=1e-6)
+    assert 0.025 < t1 < 0.035  # run v: the GEMM's clock falls from about 20 ms
+
+
+def test_recovery_after_idle_follows_the_rise_window() -> None:
+    """From the GEMM's steady average, idle brings the clock back to 0.98 of full after
+    rise x ln((A - idle) / (limit' - idle)), limit' = idle + (limit - idle) / 0.98: run v's 65 ms."""
+    s = spec()
+    a = s.idle_w + (s.power_limit_w - s.idle_w) * 1.325
+    c = SmClock(s, a)
+    back = s.idle_w + (s.power_limit_w - s.idle_w) / 0.98
+    t = s.rise_window_s * math.log((a - s.idle_w) / (back - s.idle_w))
+    c.idle(t)
+    assert c.share == pytest.approx(0.98, rel=1e-9)
+    assert t == pytest.approx(0.065, abs=0.001)
+
+
+def test_no_kernel_runs_faster_than_at_full_clock() -> None:
+    s = spec()
+    for cls in ("gemm", "attention", "mla", "none", "nvlink"):
+        for share in (1.0, 0.95, 0.884, 0.8, 0.5):
+            assert clock_scale(s, cls, share) >= 1.0
+        c = SmClock(s)
+        for power in (s.idle_w, 500.0, 900.0, 2000.0):
+            assert c.run(1e-3, power, cls) >= 1e-3 * (1 - 1e-12)
+            assert c.share <= 1.0
+
+
+def test_time_follows_the_clock_per_class() -> None:
+    """run v: attention 1/f; a GEMM flat to the knee, 1/f below; streaming none."""
+    s = spec()
+    assert clock_scale(s, "attention", 0.8) == pytest.approx(1.25)
+    assert clock_scale(s, "gemm", 0.9) == 1.0
+    assert clock_scale(s, "gemm", 0.75) == pytest.approx(s.gemm_knee / 0.75)
+    assert clock_scale(s, "none", 0.5) == 1.0
+
+
+def test_power_per_class_from_run_v_anchors() -> None:
+    """At an anchor's own rate a kernel draws the anchor's power; a copy at the memory anchor's
+    rate 477 W; collectives idle; decode-like attention (low tensor rate) the memory rule."""
+    s = spec()
+    g = s.gemm
+    assert kernel_power_w(s, "gemm", g.rate, 0.0, 1.0) == pytest.approx(125 + 575 * 1.325)
+    assert kernel_power_w(s, "none", 0.0, s.memory.rate, 1.0) == pytest.approx(477.0)
+    a4 = s.attention[0]
+    assert kernel_power_w(s, "attention", a4.rate, 0.0, 1.0, keys=4096) == pytest.approx(625.0)
+    assert kernel_power_w(s, "attention", 3.436e14, 0.0, 1.0, keys=200_000) == pytest.approx(
+        125 + 575 * 1.105
+    )
+    assert kernel_power_w(s, "nvlink", 1e15, 1e13, 1.0) == s.idle_w
+    assert kernel_power_w(s, "attention", 1e12, 2e12, 1.0, keys=8192) < s.power_limit_w
+
+
+def test_engine_with_the_clock_is_deterministic_and_off_by_default() -> None:
+    gpu = Gpu(load_spec(H100, GpuSpec))
+    ks = [(k, 0) for k in gemm("g", 8192, 28672, 8192, gpu)] * 40
+    off = elapsed_s(simulate_gpu(ks, gpu, mode="stream"))
+    none = elapsed_s(simulate_gpu(ks, gpu, mode="stream", clock=None))
+    assert off == none
+    on1 = simulate_gpu(ks, gpu, mode="stream", clock=SmClock(gpu.spec.clock))
+    on2 = simulate_gpu(ks, gpu, mode="stream", clock=SmClock(gpu.spec.clock))
+    assert on1 == on2
+    assert elapsed_s(on1) > off * 1.05  # 0.19 s of GEMMs back to back: the clock falls
+    first = on1.kernels[0]
+    assert first.end_s - first.start_s == pytest.approx(
+        off / 40, rel=1e-9
+    )  # 4.7 ms: before the fall
+
+
+def test_short_and_memory_bound_work_keeps_full_clock() -> None:
+    """A copy stream (477 W) and 4K FA2 prefill (625 W) stay under the limit however long."""
+    gpu = Gpu(load_spec(H100, GpuSpec))
+    for ks in ([streaming("copy", 2 << 30, gpu)], flash_prefill("a", 1, 32, 8, 4096, 128, gpu)):
+        seq = [(k, 0) for k in ks] * 200
+        c = SmClock(gpu.spec.clock)
+        assert elapsed_s(simulate_gpu(seq, gpu, mode="stream", clock=c)) == pytest.approx(
+            elapsed_s(simulate_gpu(seq, gpu, mode="stream")), rel=1e-9
+        )
+        assert c.share == 1.0
+
+
+def test_h200_carries_the_h100_constants_at_its_own_limit() -> None:
+    a, b = spec(H100), spec(H200)
+    assert b.power_limit_w == 700.0
+    assert a == b
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ("  power_limit: 700.0", "  power_limit: -700.0", "clock.power_limit"),
+        ("  idle: 125.0", "  idle: 800.0", "clock"),
+        ('  fall_window: "22 ms"', '  fall_window: "soon"', "clock.fall_window"),
+        ("  gemm_knee: 0.884", "  gemm_knee: 1.884", "clock.gemm_knee"),
+        (
+            "gemm: {rate: 7.939e+14, slowdown: 1.325}",
+            "gemm: {rate: 7.939e+14, slowdown: 0.5}",
+            "clock.gemm.slowdown",
+        ),
+        ("gemm: {rate: 7.939e+14, slowdown: 1.325}", "gemm: {rate: 7.939e+14}", "clock.gemm"),
+        ("- {tokens: 16384,", "- {tokens: 1024,", "clock"),
+    ],
+)
+def test_bad_clock_constants_exit_2_located(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, key: str
+) -> None:
+    text = H100.read_text()
+    assert old in text
+    bad = tmp_path / "h100.yaml"
+    bad.write_text(text.replace(old, new, 1))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "h100.yaml:" in err and key in err, err
+
+
+def test_sustained_clock_mapping_option() -> None:
+    """``clock: sustained`` (a GPU mapping): prefill back to back runs under the limit (GEMM-heavy
+    steps at about 0.77 of full clock: 13% longer); a decode step stays at full clock (its kernels
+    are memory-bound in the model); MLA mappings refuse it."""
+    from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_mapping
+    from rdusim.errors import ConfigError
+
+    full = simulate_gpu_mapping(*load_gpu_mapping(ROOT / "mappings/llama-3.1-8b/prefill-h100.yaml"))
+    hot = simulate_gpu_mapping(
+        *load_gpu_mapping(ROOT / "mappings/llama-3.1-8b/prefill-h100-sustained.yaml")
+    )
+    assert 1.10 < hot.step.seconds / full.step.seconds < 1.16
+    spec, model, node = load_gpu_mapping(ROOT / "mappings/llama-3.1-8b/decode-h100.yaml")
+    base = simulate_gpu_mapping(spec, model, node)
+    same = simulate_gpu_mapping(spec.model_copy(update={"clock": "sustained"}), model, node)
+    assert same.step.seconds == pytest.approx(base.step.seconds, rel=1e-9)
+    spec, model, node = load_gpu_mapping(ROOT / "mappings/deepseek-r1/decode-h200x8.yaml")
+    with pytest.raises(ConfigError, match="GQA models only"):
+        simulate_gpu_mapping(spec.model_copy(update={"clock": "sustained"}), model, node)
