@@ -173,3 +173,42 @@ def test_sustained_clock_mapping_option() -> None:
     spec, model, node = load_gpu_mapping(ROOT / "mappings/deepseek-r1/decode-h200x8.yaml")
     with pytest.raises(ConfigError, match="GQA models only"):
         simulate_gpu_mapping(spec.model_copy(update={"clock": "sustained"}), model, node)
+
+
+def _line_of(path: Path, key: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith(key))
+
+
+def test_validate_refuses_sustained_on_an_mla_model_at_the_clock_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An MLA model's steps run at full clock: ``clock: sustained`` is refused by validate at
+    the mapping's ``clock:`` line (not later by simulate without a location)."""
+    src = ROOT / "mappings/deepseek-r1/decode-h200x8.yaml"
+    text = src.read_text().replace("../../hw_configs/h200-8.yaml", str(ROOT / "hw_configs/h200-8.yaml"))
+    bad = tmp_path / "mla.yaml"
+    bad.write_text(text.replace("launch: graph\n", "launch: graph\nclock: sustained\n", 1))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"mla.yaml:{_line_of(bad, 'clock:')}: clock: sustained covers GQA models only" in err, err
+
+
+def test_validate_refuses_sustained_without_a_clock_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Hardware (its own ``hardware:`` or ``--hw``) with no ``clock:`` section: refused at the
+    mapping's ``clock:`` line."""
+    text = H100.read_text()
+    hw = tmp_path / "h100-noclock.yaml"
+    hw.write_text(text[: text.index("\nclock:")] + "\n")
+    src = ROOT / "mappings/llama-3.1-8b/prefill-h100-sustained.yaml"
+    bad = tmp_path / "sustained.yaml"
+    bad.write_text(src.read_text().replace("../../hw_configs/h100.yaml", str(hw)))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    line = _line_of(bad, "clock:")
+    assert f"sustained.yaml:{line}: clock: sustained needs a clock section" in err, err
+    assert main(["simulate", str(src), "--hw", str(hw)]) == 2
+    err = capsys.readouterr().err
+    assert f"prefill-h100-sustained.yaml:{_line_of(src, 'clock:')}: clock: sustained needs" in err, err
+    assert "--hw" in err, err

@@ -581,6 +581,7 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
     if not mla and spec.attention != "tp":
         raise ConfigError(f"{where('attention')}: attention: {spec.attention!r} is for MLA + MoE models; "
                           f"{model.name} splits attention by heads (tp)")
+    _check_clock(spec, model, node, where("clock"), hw)
     accepted = spec.workload.accepted_tokens_per_step
     if accepted > 1 and (not mla or accepted > 1 + model.mtp_layers or spec.phase != "decode"):
         raise ConfigError(f"{where('workload', 'accepted_tokens_per_step')}: workload.accepted_tokens_per_step: "
@@ -594,6 +595,19 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
         raise ConfigError(f"{where('workload', 'batch')}: workload.batch: "
                           f"{str(error).removeprefix(spec.name + ': ')}") from None
     return spec, model, node
+
+
+def _check_clock(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, at: str, hw: str | Path | None) -> None:
+    """``clock: sustained`` needs a GQA model and a GPU document (``hw``: from ``--hw``) with a ``clock`` section."""
+    if spec.clock != "sustained":
+        return
+    source = "--hw" if hw is not None else f"hardware: {spec.hardware}"
+    if model.attention.kind == "mla":
+        raise ConfigError(f"{at}: clock: sustained covers GQA models only; {model.name} has MLA "
+                          "attention (its steps run at full clock): use clock: full")
+    if node.gpu.spec.clock is None:
+        raise ConfigError(f"{at}: clock: sustained needs a clock section in the GPU document "
+                          f"({source}: {node.gpu.name} has none)")
 
 
 def is_gpu_mapping(path: str | Path) -> bool:
