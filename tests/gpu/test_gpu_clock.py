@@ -13,7 +13,7 @@ from rdusim.config.loader import load_spec
 from rdusim.config.schema import GpuSpec
 from rdusim.hw.gpu import Gpu
 from rdusim.hw.gpu_clock import STEP_S, SmClock, clock_scale, kernel_power_w
-from rdusim.mapping.gpu import flash_prefill, gemm, streaming
+from rdusim.mapping.gpu import flash_decode, flash_prefill, gemm, streaming
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +78,7 @@ def test_time_follows_the_clock_per_class() -> None:
 
 def test_power_per_class_from_run_v_anchors() -> None:
     """At an anchor's own rate a kernel draws the anchor's power; a copy at the memory anchor's
-    rate 477 W; collectives idle; decode-like attention (low tensor rate) the memory rule."""
+    rate 477 W; collectives idle; attention at a low tensor rate the memory rule."""
     s = spec()
     g = s.gemm
     assert kernel_power_w(s, "gemm", g.rate, 0.0, 1.0) == pytest.approx(125 + 575 * 1.325)
@@ -156,8 +156,8 @@ def test_bad_clock_constants_exit_2_located(
 
 def test_sustained_clock_mapping_option() -> None:
     """``clock: sustained`` (a GPU mapping): prefill back to back runs under the limit (GEMM-heavy
-    steps at about 0.77 of full clock: 13% longer); a decode step stays at full clock (its kernels
-    are memory-bound in the model); MLA mappings refuse it."""
+    steps at about 0.77 of full clock: 13% longer); the 32 x 8K H100 graph decode step stays at
+    full clock (the other decode points: docs/gpu.md, 0 to +1.6%); MLA mappings refuse it."""
     from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_mapping
     from rdusim.errors import ConfigError
 
@@ -176,7 +176,9 @@ def test_sustained_clock_mapping_option() -> None:
 
 
 def _line_of(path: Path, key: str) -> int:
-    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith(key))
+    return next(
+        i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith(key)
+    )
 
 
 def test_validate_refuses_sustained_on_an_mla_model_at_the_clock_key(
@@ -185,12 +187,16 @@ def test_validate_refuses_sustained_on_an_mla_model_at_the_clock_key(
     """An MLA model's steps run at full clock: ``clock: sustained`` is refused by validate at
     the mapping's ``clock:`` line (not later by simulate without a location)."""
     src = ROOT / "mappings/deepseek-r1/decode-h200x8.yaml"
-    text = src.read_text().replace("../../hw_configs/h200-8.yaml", str(ROOT / "hw_configs/h200-8.yaml"))
+    text = src.read_text().replace(
+        "../../hw_configs/h200-8.yaml", str(ROOT / "hw_configs/h200-8.yaml")
+    )
     bad = tmp_path / "mla.yaml"
     bad.write_text(text.replace("launch: graph\n", "launch: graph\nclock: sustained\n", 1))
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"mla.yaml:{_line_of(bad, 'clock:')}: clock: sustained covers GQA models only" in err, err
+    assert f"mla.yaml:{_line_of(bad, 'clock:')}: clock: sustained covers GQA models only" in err, (
+        err
+    )
 
 
 def test_validate_refuses_sustained_without_a_clock_section(
@@ -210,5 +216,72 @@ def test_validate_refuses_sustained_without_a_clock_section(
     assert f"sustained.yaml:{line}: clock: sustained needs a clock section" in err, err
     assert main(["simulate", str(src), "--hw", str(hw)]) == 2
     err = capsys.readouterr().err
-    assert f"prefill-h100-sustained.yaml:{_line_of(src, 'clock:')}: clock: sustained needs" in err, err
+    assert (
+        f"prefill-h100-sustained.yaml:{_line_of(src, 'clock:')}: clock: sustained needs" in err
+    ), err
     assert "--hw" in err, err
+
+
+def test_decode_attention_takes_the_anchor_of_its_key_span() -> None:
+    """FA2 decode at 32K keys (H100, batch 64, one split: the forward kernel's padded 128-row
+    tiles, about 322 TFLOP/s) is priced against the 16K anchor (the nearest at or below its key
+    span): idle + (anchor - idle) x rate / anchor rate = 677 W, under the limit, so the 64 x 32K
+    graph decode step does not move under ``clock: sustained``. (Before ``keys`` was set on
+    decode kernels they all took the 4K anchor: 716 W, and the step moved +2.2%.)"""
+    from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_step, sustained_gpu_step
+
+    gpu = Gpu(load_spec(H100, GpuSpec))
+    s = gpu.spec.clock
+    (k,) = flash_decode("attention", 64, 32, 8, 32768, 128, gpu)
+    assert k.keys == 32768
+    (r,) = simulate_gpu([(k, 0)], gpu, mode="stream").kernels
+    t = r.end_s - r.start_s
+    a16 = s.attention[1]
+    assert a16.tokens == 16384
+    anchor_w = s.idle_w + (s.power_limit_w - s.idle_w) * a16.slowdown
+    want = s.idle_w + (anchor_w - s.idle_w) * (k.flops / t) / a16.rate
+    assert kernel_power_w(s, "attention", k.flops, k.bytes, t, k.keys) == pytest.approx(
+        want, rel=1e-12
+    )
+    assert 670 < want < s.power_limit_w
+    spec, model, _ = load_gpu_mapping(
+        ROOT / "mappings/llama-3.1-8b/decode-h100.yaml", check_fit=False
+    )
+    kw = dict(
+        layer=spec.layer,
+        head=spec.head,
+        phase="decode",
+        batch=64,
+        seq_len=32768,
+        mode="graph",
+        tp=1,
+        policy=spec.kv_policy,
+    )
+    assert sustained_gpu_step(model, gpu, **kw).seconds == pytest.approx(
+        simulate_gpu_step(model, gpu, **kw).seconds, rel=1e-9
+    )
+
+
+def test_h200_decode_at_8k_moves_under_sustained_clock() -> None:
+    """H200, batch 128 x 8K graph decode: its FA2 kernels (320 TFLOP/s against the 4K anchor,
+    711 W) hold the average over the limit: 61.51 -> 62.51 ms (x1.0162) under ``clock: sustained``."""
+    from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_step, sustained_gpu_step
+
+    gpu = Gpu(load_spec(H200, GpuSpec))
+    spec, model, _ = load_gpu_mapping(
+        ROOT / "mappings/llama-3.1-8b/decode-h100.yaml", check_fit=False
+    )
+    kw = dict(
+        layer=spec.layer,
+        head=spec.head,
+        phase="decode",
+        batch=128,
+        seq_len=8192,
+        mode="graph",
+        tp=1,
+        policy=spec.kv_policy,
+    )
+    full = simulate_gpu_step(model, gpu, **kw).seconds
+    hot = sustained_gpu_step(model, gpu, **kw).seconds
+    assert full == pytest.approx(61.514e-3, rel=1e-4)
+    assert hot / full == pytest.approx(1.01619, abs=1e-4)
