@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from rdusim.config.schema import GpuClockAnchorSpec, GpuClockSpec
+from rdusim.config.schema import GpuClockAnchorSpec, GpuClockAttentionAnchorSpec, GpuClockSpec
 
 #: the longest stretch of full-clock work run at one clock: a long kernel (FA2 at 128K: 0.4 s) is
 #: cut into pieces this long, so the clock moves within it as at CTA-bundle boundaries
@@ -45,8 +45,8 @@ def _scaled_w(spec: GpuClockSpec, a: GpuClockAnchorSpec, rate: float) -> float:
     return spec.idle_w + (_anchor_w(spec, a) - spec.idle_w) * rate / a.rate
 
 
-def _attention_anchor(spec: GpuClockSpec, keys: int) -> GpuClockAnchorSpec:
-    below = [a for a in spec.attention if a.tokens is not None and a.tokens <= keys]
+def _attention_anchor(spec: GpuClockSpec, keys: int) -> GpuClockAttentionAnchorSpec:
+    below = [a for a in spec.attention if a.tokens <= keys]
     return below[-1] if below else spec.attention[0]
 
 

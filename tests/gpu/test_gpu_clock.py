@@ -127,31 +127,83 @@ def test_h200_carries_the_h100_constants_at_its_own_limit() -> None:
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "key"),
+    ("old", "new", "at", "key"),
     [
-        ("  power_limit: 700.0", "  power_limit: -700.0", "clock.power_limit"),
-        ("  idle: 125.0", "  idle: 800.0", "clock"),
-        ('  fall_window: "22 ms"', '  fall_window: "soon"', "clock.fall_window"),
-        ("  gemm_knee: 0.884", "  gemm_knee: 1.884", "clock.gemm_knee"),
+        ("  power_limit: 700.0", "  power_limit: -700.0", "  power_limit:", "clock.power_limit"),
+        ("  idle: 125.0", "  idle: 800.0", "  idle:", "clock.idle: idle (800 W) must be under"),
+        ('  fall_window: "22 ms"', '  fall_window: "soon"', "  fall_window:", "clock.fall_window"),
+        (
+            '  fall_window: "22 ms"',
+            '  fall_window: "0 ms"',
+            "  fall_window:",
+            "clock.fall_window: must be > 0",
+        ),
+        (
+            '  rise_window: "249 ms"',
+            '  rise_window: "-5 ms"',
+            "  rise_window:",
+            "clock.rise_window: must be > 0",
+        ),
+        ("  gemm_knee: 0.884", "  gemm_knee: 1.884", "  gemm_knee:", "clock.gemm_knee"),
         (
             "gemm: {rate: 7.939e+14, slowdown: 1.325}",
             "gemm: {rate: 7.939e+14, slowdown: 0.5}",
+            "  gemm:",
             "clock.gemm.slowdown",
         ),
-        ("gemm: {rate: 7.939e+14, slowdown: 1.325}", "gemm: {rate: 7.939e+14}", "clock.gemm"),
-        ("- {tokens: 16384,", "- {tokens: 1024,", "clock"),
+        (
+            "gemm: {rate: 7.939e+14, slowdown: 1.325}",
+            "gemm: {rate: 7.939e+14}",
+            "  gemm:",
+            "clock.gemm: ",
+        ),
+        (
+            "gemm: {rate: 7.939e+14, slowdown: 1.325}",
+            "gemm: {rate: 7.939e+14, power: 90.0}",
+            "  gemm:",
+            "clock.gemm: gemm: power (90 W) must lie above idle",
+        ),
+        (
+            "memory: {rate: 2.995e+12, power: 477.0}",
+            "memory: {tokens: 4096, rate: 2.995e+12, power: 477.0}",
+            "  memory:",
+            "clock.memory.tokens: unknown key 'tokens'",
+        ),
+        (
+            "- {tokens: 16384, rate: 3.435e+14, slowdown: 1.024}",
+            "- {tokens: 16384, rate: 3.435e+14, power: 720.0}",
+            "  attention:",
+            "clock.attention: attention[1] (tokens 16384): power (720 W)",
+        ),
+        (
+            "- {tokens: 16384,",
+            "- {",
+            "    - { rate: 3.435e+14",
+            "clock.attention[1].tokens: required key",
+        ),
+        (
+            "- {tokens: 16384,",
+            "- {tokens: 1024,",
+            "  attention:",
+            "clock.attention: anchors need tokens in increasing",
+        ),
     ],
 )
 def test_bad_clock_constants_exit_2_located(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, key: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, at: str, key: str
 ) -> None:
+    """Each bad constant: exit 2 at its own file, line and key path (a rule that spans keys at the
+    later key: idle against power_limit, an anchor's power against both)."""
     text = H100.read_text()
     assert old in text
     bad = tmp_path / "h100.yaml"
     bad.write_text(text.replace(old, new, 1))
+    lines = bad.read_text().splitlines()
+    clock = lines.index("clock:")
+    line = next(i for i, t in enumerate(lines[clock:], clock + 1) if t.startswith(at))
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert "h100.yaml:" in err and key in err, err
+    assert f"h100.yaml:{line}: {key}" in err, err
 
 
 def test_sustained_clock_mapping_option() -> None:
