@@ -337,3 +337,51 @@ def test_h200_decode_at_8k_moves_under_sustained_clock() -> None:
     hot = sustained_gpu_step(model, gpu, **kw).seconds
     assert full == pytest.approx(61.514e-3, rel=1e-4)
     assert hot / full == pytest.approx(1.01619, abs=1e-4)
+
+
+def test_engine_counts_the_gap_between_kernels_as_idle() -> None:
+    """Two 4096^3 GEMMs (0.2 ms each, at full clock throughout) with a 10 ms host launch before
+    each (``launch.stream`` set to 10 ms): the controller's average after the pass is, in closed
+    form, a1 = P + (idle - P) e^(-w / fall) after the first, a2 = idle + (a1 - idle) e^(-g / rise)
+    after the gap g, P + (a2 - P) e^(-w / fall) after the second. Without the engine's
+    ``clock.idle`` for the gap it would be P + (a1 - P) e^(-w / fall), 0.27 W higher."""
+    base = load_spec(H100, GpuSpec)
+    gpu = Gpu(
+        base.model_copy(update={"launch": base.launch.model_copy(update={"stream_s": 10e-3})})
+    )
+    s = gpu.spec.clock
+    ks = [(k, 0) for k in gemm("g", 4096, 4096, 4096, gpu)] * 2
+    c = SmClock(s)
+    trace = simulate_gpu(ks, gpu, mode="stream", clock=c)
+    assert trace.kernels == simulate_gpu(ks, gpu, mode="stream").kernels  # full clock throughout
+    r1, r2 = trace.kernels
+    w = r1.end_s - r1.start_s - r1.launch_sync_s
+    g = r2.start_s - r1.end_s + r2.launch_sync_s
+    assert w < STEP_S and 10e-3 < g < 10.1e-3
+    k = ks[0][0]
+    p = kernel_power_w(s, "gemm", k.flops, k.bytes, w)
+    fall, rise = math.exp(-w / s.fall_window_s), math.exp(-g / s.rise_window_s)
+    a1 = p + (s.idle_w - p) * fall
+    a2 = s.idle_w + (a1 - s.idle_w) * rise
+    assert c.average_w == pytest.approx(p + (a2 - p) * fall, rel=1e-12)
+    assert (p + (a1 - p) * fall) - c.average_w > 0.2
+
+
+def test_sustained_step_that_does_not_settle_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rdusim.analysis.gpu import predict
+    from rdusim.errors import SimulationError
+
+    gpu = Gpu(load_spec(H100, GpuSpec))
+    spec, model, _ = predict.load_gpu_mapping(ROOT / "mappings/llama-3.1-8b/decode-h100.yaml")
+    monkeypatch.setattr(predict, "SUSTAINED_MAX_STEPS", 1)
+    with pytest.raises(SimulationError, match="did not settle within 1 steps"):
+        predict.sustained_gpu_step(
+            model,
+            gpu,
+            layer=spec.layer,
+            head=spec.head,
+            phase="decode",
+            batch=1,
+            seq_len=1024,
+            mode="graph",
+        )
