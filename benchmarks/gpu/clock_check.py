@@ -729,8 +729,8 @@ def tp2_prefill(node_path: str = "hw_configs/h200-8.yaml") -> list[str]:
 def _replayer(kernels, gpu):  # type: ignore[no-untyped-def]
     """One timed-alone call (``stream``) of ``kernels`` as the engine runs it with a clock: the
     full-clock trace once, then per call the launch as idle and each kernel's work at the clock
-    (the engine's own steps, without re-simulating the CTAs)."""
-    from rdusim.hw.gpu_clock import kernel_power_w
+    (the engine's own steps, ``SmClock.idle`` and ``SmClock.run_kernel``, without re-simulating
+    the CTAs)."""
     from rdusim.sim.gpu import simulate_gpu
 
     trace = simulate_gpu([(k, 0) for k in kernels], gpu, mode="stream")
@@ -746,9 +746,7 @@ def _replayer(kernels, gpu):  # type: ignore[no-untyped-def]
         t = 0.0
         for idle, work, k in parts:
             clock.idle(idle)
-            t += idle + clock.run(
-                work, kernel_power_w(clock.spec, k.math, k.flops, k.bytes, work, k.keys), k.math
-            )
+            t += idle + clock.run_kernel(work, k.math, k.flops, k.bytes, k.keys)
         return t
 
     return call

@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from rdusim.config.quantity import Bytes, BytesPerS, Delay, FlopPerS, Hertz, Reserve
+from rdusim.config.quantity import Bytes, BytesPerS, Delay, FlopPerS, Hertz, Reserve, Seconds
 from rdusim.kv_policy import (
     DEFAULT_POOL,
     DEFAULT_SINK,
@@ -607,7 +607,6 @@ class GpuClockAnchorSpec(Spec):
     (full clock over steady clock, >= 1: the power at full clock is then ``idle + (limit - idle) x
     slowdown``, power linear in the clock above idle [A])."""
 
-    tokens: Int | None = Field(default=None, gt=0, description="attention: the causal length of the workload")
     rate: float = Field(gt=0.0, description="achieved tensor FLOP/s (memory: DRAM bytes/s) at full clock")
     power_w: float | None = Field(default=None, alias="power", gt=0.0, le=10_000.0,
                                   description="board power at full clock (W), a workload under the limit")
@@ -621,37 +620,64 @@ class GpuClockAnchorSpec(Spec):
         return self
 
 
+class GpuClockAttentionAnchorSpec(GpuClockAnchorSpec):
+    """An FA2 prefill workload of run v: an anchor with the causal length it ran at."""
+
+    tokens: Int = Field(gt=0, description="the causal length of the workload (its key span)")
+
+
+def _anchor_power_in_range(name: str, anchor: GpuClockAnchorSpec, info: ValidationInfo) -> None:
+    idle, limit = info.data.get("idle_w"), info.data.get("power_limit_w")
+    if anchor.power_w is None or idle is None or limit is None:
+        return  # power not given, or idle / limit already refused
+    if not idle < anchor.power_w <= limit:
+        raise ValueError(f"{name}: power ({anchor.power_w:g} W) must lie above idle ({idle:g} W) and at most "
+                         f"power_limit ({limit:g} W) (over the limit: give slowdown)")
+
+
 class GpuClockSpec(Spec):
     """The SM clock under the board power limit (docs/gpu.md, "The SM clock under sustained load").
 
     A per-GPU controller (``rdusim.hw.gpu_clock``): a running average of the power the kernels
     would draw at full clock (time constant ``fall_window`` while that power is above the
     average, ``rise_window`` while it is below) sets the clock at ``(limit - idle) / (average -
-    idle)`` of full, at most full; a kernel's time follows the clock per class."""
+    idle)`` of full, at most full; a kernel's time follows the clock per class. Each rule that
+    spans keys is checked at the later key (``idle`` against ``power_limit``, an anchor's power
+    against both), so an error names the line it is about."""
 
     power_limit_w: float = Field(alias="power_limit", gt=0.0, le=10_000.0, description="board power limit (W)")
     idle_w: float = Field(alias="idle", gt=0.0, le=10_000.0, description="power with no kernel running (W)")
-    fall_window_s: Delay = Field(alias="fall_window", description="time constant of the average while the power is above it")
-    rise_window_s: Delay = Field(alias="rise_window", description="time constant of the average while the power is below it")
+    fall_window_s: Seconds = Field(alias="fall_window", description="time constant of the average while the power is above it")
+    rise_window_s: Seconds = Field(alias="rise_window", description="time constant of the average while the power is below it")
     gemm_knee: float = Field(gt=0.0, le=1.0, description="clock (share of full) under which a GEMM goes as 1/f")
     memory: GpuClockAnchorSpec = Field(description="a streaming copy (rate: DRAM bytes/s)")
     gemm: GpuClockAnchorSpec = Field(description="the reference GEMM (rate: tensor FLOP/s)")
-    attention: list[GpuClockAnchorSpec] = Field(min_length=1, description="FA2 prefill anchors, by tokens")
+    attention: list[GpuClockAttentionAnchorSpec] = Field(min_length=1, description="FA2 prefill anchors, by tokens")
 
-    @model_validator(mode="after")
-    def _ordered(self) -> GpuClockSpec:
-        if not (self.fall_window_s > 0 and self.rise_window_s > 0):
-            raise ValueError("fall_window and rise_window must be > 0")
-        if not self.idle_w < self.power_limit_w:
-            raise ValueError(f"idle ({self.idle_w:g} W) must be under power_limit ({self.power_limit_w:g} W)")
-        tokens = [a.tokens for a in self.attention]
-        if None in tokens or tokens != sorted(set(tokens)):
-            raise ValueError(f"attention: anchors need tokens, in increasing order, got {tokens}")
-        for name, a in (("memory", self.memory), ("gemm", self.gemm), *(("attention", a) for a in self.attention)):
-            if a.power_w is not None and not self.idle_w < a.power_w <= self.power_limit_w:
-                raise ValueError(f"{name}: power ({a.power_w:g} W) must lie above idle and at most power_limit"
-                                 " (over the limit: give slowdown)")
-        return self
+    @field_validator("idle_w")
+    @classmethod
+    def _under_limit(cls, idle: float, info: ValidationInfo) -> float:
+        limit = info.data.get("power_limit_w")
+        if limit is not None and not idle < limit:
+            raise ValueError(f"idle ({idle:g} W) must be under power_limit ({limit:g} W)")
+        return idle
+
+    @field_validator("memory", "gemm")
+    @classmethod
+    def _anchor(cls, anchor: GpuClockAnchorSpec, info: ValidationInfo) -> GpuClockAnchorSpec:
+        _anchor_power_in_range(info.field_name or "", anchor, info)
+        return anchor
+
+    @field_validator("attention")
+    @classmethod
+    def _attention(cls, anchors: list[GpuClockAttentionAnchorSpec], info: ValidationInfo,
+                   ) -> list[GpuClockAttentionAnchorSpec]:
+        for i, a in enumerate(anchors):
+            _anchor_power_in_range(f"attention[{i}] (tokens {a.tokens})", a, info)
+        tokens = [a.tokens for a in anchors]
+        if tokens != sorted(set(tokens)):
+            raise ValueError(f"anchors need tokens in increasing order, got {tokens}")
+        return anchors
 
 
 class GpuSpec(Spec):

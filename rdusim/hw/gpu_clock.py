@@ -1,6 +1,6 @@
 """The SM clock under the board power limit: per-kernel power at full clock and a per-GPU controller.
 
-Owns: ``kernel_power_w``, ``clock_scale``, ``SmClock``. Imports: config. Never simulates (the
+Owns: ``kernel_power_w``, ``clock_scale``, ``SmClock`` (its ``run_kernel``: one kernel at the clock). Imports: config. Never simulates (the
 engine, ``rdusim.sim.gpu``, drives ``SmClock`` at kernel boundaries).
 
 Run v (``benchmarks/gpu/h100-20261125v-clock-*``, docs/gpu.md "The SM clock under sustained
@@ -25,9 +25,9 @@ load") measured eight workloads, one kernel class each. The model takes from it:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from rdusim.config.schema import GpuClockAnchorSpec, GpuClockSpec
+from rdusim.config.schema import GpuClockAnchorSpec, GpuClockAttentionAnchorSpec, GpuClockSpec
 
 #: the longest stretch of full-clock work run at one clock: a long kernel (FA2 at 128K: 0.4 s) is
 #: cut into pieces this long, so the clock moves within it as at CTA-bundle boundaries
@@ -45,8 +45,8 @@ def _scaled_w(spec: GpuClockSpec, a: GpuClockAnchorSpec, rate: float) -> float:
     return spec.idle_w + (_anchor_w(spec, a) - spec.idle_w) * rate / a.rate
 
 
-def _attention_anchor(spec: GpuClockSpec, keys: int) -> GpuClockAnchorSpec:
-    below = [a for a in spec.attention if a.tokens is not None and a.tokens <= keys]
+def _attention_anchor(spec: GpuClockSpec, keys: int) -> GpuClockAttentionAnchorSpec:
+    below = [a for a in spec.attention if a.tokens <= keys]
     return below[-1] if below else spec.attention[0]
 
 
@@ -81,21 +81,24 @@ class SmClock:
     """One GPU's controller state: the running average of full-clock power (starts idle: a cold GPU)."""
 
     spec: GpuClockSpec
-    average_w: float = field(default=0.0)
+    #: the running average of full-clock power (W); None: start idle
+    average_w: float | None = None
 
     def __post_init__(self) -> None:
-        if self.average_w <= 0.0:
+        if self.average_w is None:
             self.average_w = self.spec.idle_w
 
     @property
     def share(self) -> float:
         """The clock now, as a share of full."""
         spec = self.spec
+        assert self.average_w is not None
         over = self.average_w - spec.idle_w
         head = spec.power_limit_w - spec.idle_w
         return 1.0 if over <= head else head / over
 
     def _average(self, seconds: float, power_w: float) -> None:
+        assert self.average_w is not None
         tau = self.spec.fall_window_s if power_w > self.average_w else self.spec.rise_window_s
         self.average_w = power_w + (self.average_w - power_w) * math.exp(-seconds / tau)
 
@@ -115,3 +118,13 @@ class SmClock:
             spent += wall
             left -= piece
         return spent
+
+    def run_kernel(
+        self, full_s: float, math_class: str, flops: float, nbytes: float, keys: int = 0
+    ) -> float:
+        """A kernel of ``math_class`` moving ``flops`` and ``nbytes`` in ``full_s`` at full clock
+        (``keys``: an attention kernel's key span): its time at the controller's clock, drawing
+        ``kernel_power_w`` (the engine's hook, ``rdusim.sim.gpu``, and replays of it)."""
+        return self.run(
+            full_s, kernel_power_w(self.spec, math_class, flops, nbytes, full_s, keys), math_class
+        )

@@ -379,7 +379,7 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
                                      sfu=float(rows_tile * tiles * cols) if fa2 else 0.0,
                                      smem_bytes=fa2_smem_bytes(rows_tile, cols, head_dim) * tiles if fa2 else 0.0,
                                      stall_s=stall),),
-                     FA2_CTAS_PER_SM, math=math_class)
+                     FA2_CTAS_PER_SM, math=math_class, keys=kv_len)
     if splits == 1:
         return [main]
     partials = splits * batch * q_heads * head_dim * 4 + batch * q_heads * head_dim * BF16

@@ -39,7 +39,7 @@ import simpy
 
 from rdusim.config.schema import HBM
 from rdusim.hw.gpu import Gpu
-from rdusim.hw.gpu_clock import SmClock, kernel_power_w
+from rdusim.hw.gpu_clock import SmClock
 from rdusim.mapping.gpu import CtaGroup, GpuKernel
 from rdusim.sim.resources import WeightedPool, delay
 from rdusim.sim.trace import KernelRecord, Trace
@@ -132,8 +132,7 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
             yield from _run_grid(env, kernel, state)
         if clock is not None:  # the same work at the controller's clock
             full = env.now - began
-            power = kernel_power_w(clock.spec, kernel.math, kernel.flops, kernel.bytes, full, kernel.keys)
-            yield delay(env, max(0.0, clock.run(full, power, kernel.math) - full))
+            yield delay(env, max(0.0, clock.run_kernel(full, kernel.math, kernel.flops, kernel.bytes, kernel.keys) - full))
         free_since = env.now
         state.unfinished -= 1
         records.append(KernelRecord(

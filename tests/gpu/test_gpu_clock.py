@@ -13,7 +13,7 @@ from rdusim.config.loader import load_spec
 from rdusim.config.schema import GpuSpec
 from rdusim.hw.gpu import Gpu
 from rdusim.hw.gpu_clock import STEP_S, SmClock, clock_scale, kernel_power_w
-from rdusim.mapping.gpu import flash_prefill, gemm, streaming
+from rdusim.mapping.gpu import flash_decode, flash_prefill, gemm, streaming
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +78,7 @@ def test_time_follows_the_clock_per_class() -> None:
 
 def test_power_per_class_from_run_v_anchors() -> None:
     """At an anchor's own rate a kernel draws the anchor's power; a copy at the memory anchor's
-    rate 477 W; collectives idle; decode-like attention (low tensor rate) the memory rule."""
+    rate 477 W; collectives idle; attention at a low tensor rate the memory rule."""
     s = spec()
     g = s.gemm
     assert kernel_power_w(s, "gemm", g.rate, 0.0, 1.0) == pytest.approx(125 + 575 * 1.325)
@@ -127,37 +127,89 @@ def test_h200_carries_the_h100_constants_at_its_own_limit() -> None:
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "key"),
+    ("old", "new", "at", "key"),
     [
-        ("  power_limit: 700.0", "  power_limit: -700.0", "clock.power_limit"),
-        ("  idle: 125.0", "  idle: 800.0", "clock"),
-        ('  fall_window: "22 ms"', '  fall_window: "soon"', "clock.fall_window"),
-        ("  gemm_knee: 0.884", "  gemm_knee: 1.884", "clock.gemm_knee"),
+        ("  power_limit: 700.0", "  power_limit: -700.0", "  power_limit:", "clock.power_limit"),
+        ("  idle: 125.0", "  idle: 800.0", "  idle:", "clock.idle: idle (800 W) must be under"),
+        ('  fall_window: "22 ms"', '  fall_window: "soon"', "  fall_window:", "clock.fall_window"),
+        (
+            '  fall_window: "22 ms"',
+            '  fall_window: "0 ms"',
+            "  fall_window:",
+            "clock.fall_window: must be > 0",
+        ),
+        (
+            '  rise_window: "249 ms"',
+            '  rise_window: "-5 ms"',
+            "  rise_window:",
+            "clock.rise_window: must be > 0",
+        ),
+        ("  gemm_knee: 0.884", "  gemm_knee: 1.884", "  gemm_knee:", "clock.gemm_knee"),
         (
             "gemm: {rate: 7.939e+14, slowdown: 1.325}",
             "gemm: {rate: 7.939e+14, slowdown: 0.5}",
+            "  gemm:",
             "clock.gemm.slowdown",
         ),
-        ("gemm: {rate: 7.939e+14, slowdown: 1.325}", "gemm: {rate: 7.939e+14}", "clock.gemm"),
-        ("- {tokens: 16384,", "- {tokens: 1024,", "clock"),
+        (
+            "gemm: {rate: 7.939e+14, slowdown: 1.325}",
+            "gemm: {rate: 7.939e+14}",
+            "  gemm:",
+            "clock.gemm: ",
+        ),
+        (
+            "gemm: {rate: 7.939e+14, slowdown: 1.325}",
+            "gemm: {rate: 7.939e+14, power: 90.0}",
+            "  gemm:",
+            "clock.gemm: gemm: power (90 W) must lie above idle",
+        ),
+        (
+            "memory: {rate: 2.995e+12, power: 477.0}",
+            "memory: {tokens: 4096, rate: 2.995e+12, power: 477.0}",
+            "  memory:",
+            "clock.memory.tokens: unknown key 'tokens'",
+        ),
+        (
+            "- {tokens: 16384, rate: 3.435e+14, slowdown: 1.024}",
+            "- {tokens: 16384, rate: 3.435e+14, power: 720.0}",
+            "  attention:",
+            "clock.attention: attention[1] (tokens 16384): power (720 W)",
+        ),
+        (
+            "- {tokens: 16384,",
+            "- {",
+            "    - { rate: 3.435e+14",
+            "clock.attention[1].tokens: required key",
+        ),
+        (
+            "- {tokens: 16384,",
+            "- {tokens: 1024,",
+            "  attention:",
+            "clock.attention: anchors need tokens in increasing",
+        ),
     ],
 )
 def test_bad_clock_constants_exit_2_located(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, key: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, at: str, key: str
 ) -> None:
+    """Each bad constant: exit 2 at its own file, line and key path (a rule that spans keys at the
+    later key: idle against power_limit, an anchor's power against both)."""
     text = H100.read_text()
     assert old in text
     bad = tmp_path / "h100.yaml"
     bad.write_text(text.replace(old, new, 1))
+    lines = bad.read_text().splitlines()
+    clock = lines.index("clock:")
+    line = next(i for i, t in enumerate(lines[clock:], clock + 1) if t.startswith(at))
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert "h100.yaml:" in err and key in err, err
+    assert f"h100.yaml:{line}: {key}" in err, err
 
 
 def test_sustained_clock_mapping_option() -> None:
     """``clock: sustained`` (a GPU mapping): prefill back to back runs under the limit (GEMM-heavy
-    steps at about 0.77 of full clock: 13% longer); a decode step stays at full clock (its kernels
-    are memory-bound in the model); MLA mappings refuse it."""
+    steps at about 0.77 of full clock: 13% longer); the 32 x 8K H100 graph decode step stays at
+    full clock (the other decode points: docs/gpu.md, 0 to +1.6%); MLA mappings refuse it."""
     from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_mapping
     from rdusim.errors import ConfigError
 
@@ -173,3 +225,163 @@ def test_sustained_clock_mapping_option() -> None:
     spec, model, node = load_gpu_mapping(ROOT / "mappings/deepseek-r1/decode-h200x8.yaml")
     with pytest.raises(ConfigError, match="GQA models only"):
         simulate_gpu_mapping(spec.model_copy(update={"clock": "sustained"}), model, node)
+
+
+def _line_of(path: Path, key: str) -> int:
+    return next(
+        i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith(key)
+    )
+
+
+def test_validate_refuses_sustained_on_an_mla_model_at_the_clock_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An MLA model's steps run at full clock: ``clock: sustained`` is refused by validate at
+    the mapping's ``clock:`` line (not later by simulate without a location)."""
+    src = ROOT / "mappings/deepseek-r1/decode-h200x8.yaml"
+    text = src.read_text().replace(
+        "../../hw_configs/h200-8.yaml", str(ROOT / "hw_configs/h200-8.yaml")
+    )
+    bad = tmp_path / "mla.yaml"
+    bad.write_text(text.replace("launch: graph\n", "launch: graph\nclock: sustained\n", 1))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"mla.yaml:{_line_of(bad, 'clock:')}: clock: sustained covers GQA models only" in err, (
+        err
+    )
+
+
+def test_validate_refuses_sustained_without_a_clock_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Hardware (its own ``hardware:`` or ``--hw``) with no ``clock:`` section: refused at the
+    mapping's ``clock:`` line."""
+    text = H100.read_text()
+    hw = tmp_path / "h100-noclock.yaml"
+    hw.write_text(text[: text.index("\nclock:")] + "\n")
+    src = ROOT / "mappings/llama-3.1-8b/prefill-h100-sustained.yaml"
+    bad = tmp_path / "sustained.yaml"
+    bad.write_text(src.read_text().replace("../../hw_configs/h100.yaml", str(hw)))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    line = _line_of(bad, "clock:")
+    assert f"sustained.yaml:{line}: clock: sustained needs a clock section" in err, err
+    assert main(["simulate", str(src), "--hw", str(hw)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"prefill-h100-sustained.yaml:{_line_of(src, 'clock:')}: clock: sustained needs" in err
+    ), err
+    assert "--hw" in err, err
+
+
+def test_decode_attention_takes_the_anchor_of_its_key_span() -> None:
+    """FA2 decode at 32K keys (H100, batch 64, one split: the forward kernel's padded 128-row
+    tiles, about 322 TFLOP/s) is priced against the 16K anchor (the nearest at or below its key
+    span): idle + (anchor - idle) x rate / anchor rate = 677 W, under the limit, so the 64 x 32K
+    graph decode step does not move under ``clock: sustained``. (Before ``keys`` was set on
+    decode kernels they all took the 4K anchor: 716 W, and the step moved +2.2%.)"""
+    from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_step, sustained_gpu_step
+
+    gpu = Gpu(load_spec(H100, GpuSpec))
+    s = gpu.spec.clock
+    (k,) = flash_decode("attention", 64, 32, 8, 32768, 128, gpu)
+    assert k.keys == 32768
+    (r,) = simulate_gpu([(k, 0)], gpu, mode="stream").kernels
+    t = r.end_s - r.start_s
+    a16 = s.attention[1]
+    assert a16.tokens == 16384
+    anchor_w = s.idle_w + (s.power_limit_w - s.idle_w) * a16.slowdown
+    want = s.idle_w + (anchor_w - s.idle_w) * (k.flops / t) / a16.rate
+    assert kernel_power_w(s, "attention", k.flops, k.bytes, t, k.keys) == pytest.approx(
+        want, rel=1e-12
+    )
+    assert 670 < want < s.power_limit_w
+    spec, model, _ = load_gpu_mapping(
+        ROOT / "mappings/llama-3.1-8b/decode-h100.yaml", check_fit=False
+    )
+    kw = dict(
+        layer=spec.layer,
+        head=spec.head,
+        phase="decode",
+        batch=64,
+        seq_len=32768,
+        mode="graph",
+        tp=1,
+        policy=spec.kv_policy,
+    )
+    assert sustained_gpu_step(model, gpu, **kw).seconds == pytest.approx(
+        simulate_gpu_step(model, gpu, **kw).seconds, rel=1e-9
+    )
+
+
+def test_h200_decode_at_8k_moves_under_sustained_clock() -> None:
+    """H200, batch 128 x 8K graph decode: its FA2 kernels (320 TFLOP/s against the 4K anchor,
+    711 W) hold the average over the limit: 61.51 -> 62.51 ms (x1.0162) under ``clock: sustained``."""
+    from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_step, sustained_gpu_step
+
+    gpu = Gpu(load_spec(H200, GpuSpec))
+    spec, model, _ = load_gpu_mapping(
+        ROOT / "mappings/llama-3.1-8b/decode-h100.yaml", check_fit=False
+    )
+    kw = dict(
+        layer=spec.layer,
+        head=spec.head,
+        phase="decode",
+        batch=128,
+        seq_len=8192,
+        mode="graph",
+        tp=1,
+        policy=spec.kv_policy,
+    )
+    full = simulate_gpu_step(model, gpu, **kw).seconds
+    hot = sustained_gpu_step(model, gpu, **kw).seconds
+    assert full == pytest.approx(61.514e-3, rel=1e-4)
+    assert hot / full == pytest.approx(1.01619, abs=1e-4)
+
+
+def test_engine_counts_the_gap_between_kernels_as_idle() -> None:
+    """Two 4096^3 GEMMs (0.2 ms each, at full clock throughout) with a 10 ms host launch before
+    each (``launch.stream`` set to 10 ms): the controller's average after the pass is, in closed
+    form, a1 = P + (idle - P) e^(-w / fall) after the first, a2 = idle + (a1 - idle) e^(-g / rise)
+    after the gap g, P + (a2 - P) e^(-w / fall) after the second. Without the engine's
+    ``clock.idle`` for the gap it would be P + (a1 - P) e^(-w / fall), 0.27 W higher."""
+    base = load_spec(H100, GpuSpec)
+    gpu = Gpu(
+        base.model_copy(update={"launch": base.launch.model_copy(update={"stream_s": 10e-3})})
+    )
+    s = gpu.spec.clock
+    ks = [(k, 0) for k in gemm("g", 4096, 4096, 4096, gpu)] * 2
+    c = SmClock(s)
+    trace = simulate_gpu(ks, gpu, mode="stream", clock=c)
+    assert trace.kernels == simulate_gpu(ks, gpu, mode="stream").kernels  # full clock throughout
+    r1, r2 = trace.kernels
+    w = r1.end_s - r1.start_s - r1.launch_sync_s
+    g = r2.start_s - r1.end_s + r2.launch_sync_s
+    assert w < STEP_S and 10e-3 < g < 10.1e-3
+    k = ks[0][0]
+    p = kernel_power_w(s, "gemm", k.flops, k.bytes, w)
+    fall, rise = math.exp(-w / s.fall_window_s), math.exp(-g / s.rise_window_s)
+    a1 = p + (s.idle_w - p) * fall
+    a2 = s.idle_w + (a1 - s.idle_w) * rise
+    assert c.average_w == pytest.approx(p + (a2 - p) * fall, rel=1e-12)
+    assert (p + (a1 - p) * fall) - c.average_w > 0.2
+
+
+def test_sustained_step_that_does_not_settle_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rdusim.analysis.gpu import predict
+    from rdusim.errors import SimulationError
+
+    gpu = Gpu(load_spec(H100, GpuSpec))
+    spec, model, _ = predict.load_gpu_mapping(ROOT / "mappings/llama-3.1-8b/decode-h100.yaml")
+    monkeypatch.setattr(predict, "SUSTAINED_MAX_STEPS", 1)
+    with pytest.raises(SimulationError, match="did not settle within 1 steps"):
+        predict.sustained_gpu_step(
+            model,
+            gpu,
+            layer=spec.layer,
+            head=spec.head,
+            phase="decode",
+            batch=1,
+            seq_len=1024,
+            mode="graph",
+        )

@@ -132,22 +132,28 @@ SUSTAINED_TOL = 1e-3
 SUSTAINED_MAX_STEPS = 200
 
 
-def sustained_gpu_step(model: ModelSpec, gpu: Gpu, **step: object) -> GpuStep:
+def sustained_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: list[str], phase: str,
+                       batch: int, seq_len: int, mode: str, tp: int = 1,
+                       policy: KvPolicySpec | None = None) -> GpuStep:
     """``simulate_gpu_step`` run back to back on one SM-clock state (``gpu.spec.clock``) from an
     idle GPU until a step's time moves by under ``SUSTAINED_TOL`` after at least five fall windows
-    (the clock settled); that last step. A serving estimate for a GPU kept busy."""
+    (the clock settled); that last step. A serving estimate for a GPU kept busy. A step that has
+    not settled after ``SUSTAINED_MAX_STEPS`` is a ``SimulationError`` (no estimate)."""
     if gpu.spec.clock is None:
         raise ConfigError(f"{gpu.name}: clock: sustained needs the GPU document's clock section")
     clock = SmClock(gpu.spec.clock)
     last, spent = None, 0.0
     for _ in range(SUSTAINED_MAX_STEPS):
-        result = simulate_gpu_step(model, gpu, clock=clock, **step)  # type: ignore[arg-type]
+        result = simulate_gpu_step(model, gpu, layer=layer, head=head, phase=phase, batch=batch, seq_len=seq_len,
+                                   mode=mode, tp=tp, policy=policy, clock=clock)
         spent += result.seconds
         settled = last is not None and abs(result.seconds - last) <= SUSTAINED_TOL * result.seconds
         if settled and spent >= 5 * gpu.spec.clock.fall_window_s:
-            break
+            return result
         last = result.seconds
-    return result
+    raise SimulationError(f"{gpu.name}: clock: sustained: the step did not settle within {SUSTAINED_MAX_STEPS} "
+                          f"steps back to back ({spent:.3g} s; last two {last:.6g} s, {result.seconds:.6g} s, "
+                          f"tolerance {SUSTAINED_TOL:g})")
 
 
 def _replace(shape: LayerShape, **changes: object) -> LayerShape:
@@ -185,12 +191,14 @@ def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, m
 
 
 def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str, clock: SmClock | None = None) -> GpuStep:
-    """Graph and stream: each part simulated once from an idle GPU and multiplied by its count.
-    Eager: the whole step in one simulation, every layer in order: the host runs ahead of the GPU
-    across layer boundaries (up to ``queue_depth`` kernels) and the GPU's backlog from one layer
-    hides the host's work on the next. A layer simulated alone from an idle host and GPU makes
-    the GPU wait for the host at every layer's start, which over-predicted balanced (middle-batch)
-    eager steps by 40-115% against the per-op costs of their own host (run e, docs/gpu.md)."""
+    """Graph and stream without a clock: each part simulated once from an idle GPU and multiplied
+    by its count. Eager, or any mode with an SM-clock state (``clock``: the clock moves within
+    the step, so no layer's time stands for another's): the whole step in one simulation, every
+    layer in order. Eager: the host runs ahead of the GPU across layer boundaries (up to
+    ``queue_depth`` kernels) and the GPU's backlog from one layer hides the host's work on the
+    next. A layer simulated alone from an idle host and GPU makes the GPU wait for the host at
+    every layer's start, which over-predicted balanced (middle-batch) eager steps by 40-115%
+    against the per-op costs of their own host (run e, docs/gpu.md)."""
     if mode == "eager" or clock is not None:
         parts = [([k for kernels, count in parts for _ in range(count) for k in kernels], 1)]
     seconds, per_kernel, launches, nbytes, flops = 0.0, {}, 0, 0.0, 0.0
@@ -581,6 +589,7 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
     if not mla and spec.attention != "tp":
         raise ConfigError(f"{where('attention')}: attention: {spec.attention!r} is for MLA + MoE models; "
                           f"{model.name} splits attention by heads (tp)")
+    _check_clock(spec, model, node, where("clock"), hw)
     accepted = spec.workload.accepted_tokens_per_step
     if accepted > 1 and (not mla or accepted > 1 + model.mtp_layers or spec.phase != "decode"):
         raise ConfigError(f"{where('workload', 'accepted_tokens_per_step')}: workload.accepted_tokens_per_step: "
@@ -594,6 +603,19 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
         raise ConfigError(f"{where('workload', 'batch')}: workload.batch: "
                           f"{str(error).removeprefix(spec.name + ': ')}") from None
     return spec, model, node
+
+
+def _check_clock(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, at: str, hw: str | Path | None) -> None:
+    """``clock: sustained`` needs a GQA model and a GPU document (``hw``: from ``--hw``) with a ``clock`` section."""
+    if spec.clock != "sustained":
+        return
+    source = "--hw" if hw is not None else f"hardware: {spec.hardware}"
+    if model.attention.kind == "mla":
+        raise ConfigError(f"{at}: clock: sustained covers GQA models only; {model.name} has MLA "
+                          "attention (its steps run at full clock): use clock: full")
+    if node.gpu.spec.clock is None:
+        raise ConfigError(f"{at}: clock: sustained needs a clock section in the GPU document "
+                          f"({source}: {node.gpu.name} has none)")
 
 
 def is_gpu_mapping(path: str | Path) -> bool:
