@@ -88,3 +88,10 @@ def test_holdout_section_dry_run_on_cpu() -> None:
     assert (ctx.rows[1]["m"], ctx.rows[1]["n"], ctx.rows[1]["k"]) == (24, 32, 24)
     assert "family=qwen3-30b-a3b;tp=1;op=expert_down" in ctx.rows[1]["extra"]
     assert sweep.SECTIONS["gemm_holdout"] is sweep.gemm_holdout_rows
+
+
+def test_run_ag_comparison_reproduces() -> None:
+    """The committed comparison of run ag is what ``gemm_holdout.py compare`` prints today."""
+    mod = bench_script("gemm_holdout")
+    text = "\n".join(mod.compare(ROOT / mod.RUN, ROOT / mod.KERNELS, ROOT / mod.FROZEN)) + "\n"
+    assert text == (SCRIPTS / "h100-20261128ag-gemm-holdout-compare.txt").read_text()
