@@ -13,6 +13,10 @@ Sections (``--only``):
   DeepSeek-V3 MLA projections and experts) at tensor-parallel slices TP 1, 2, 4, 8 and
   m = 1 ... 8192 rows. Kernel time only, a cold L2 before every repetition. The kernels cuBLAS
   launched for each shape (names carry the tile and split-K choice) go to ``--kernels``.
+- ``gemm_holdout``: the same for the layer GEMMs of ten families the GEMM model never saw
+  (Llama-2-7B/70B, CodeLlama-34B, Qwen-72B, Gemma-2-27B, Qwen3-32B, Mistral-Large-2, Phi-3-medium,
+  Qwen3-30B-A3B and Qwen3-235B-A22B experts; ``gemm_shapes.HOLDOUT_FAMILIES``), m between the
+  swept ones, set ``holdout``; predicted and frozen first (``gemm_holdout.py``).
 - ``prefill``: causal SDPA at batch 1, 4K-128K tokens, five head shapes (GQA, head_dim 64 and
   128), on the FlashAttention backend, and cuDNN's where it runs; two non-causal rows.
 - ``dispatch``: host cost of one eager PyTorch op by kind (F.linear, a view, an elementwise op,
@@ -49,35 +53,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure as M  # noqa: E402  (measure.py beside this file)
+from gemm_shapes import gemm_plan, holdout_shapes, plan_shapes  # noqa: E402  (shapes: gemm_shapes.py)
 
 BF16 = torch.bfloat16
 
-# (hidden, q_heads, kv_heads, head_dim, ffn) from each model's config.json
-FAMILIES = {
-    "llama3.1-8b": (4096, 32, 8, 128, 14336),
-    "llama3.1-70b": (8192, 64, 8, 128, 28672),
-    "qwen2.5-7b": (3584, 28, 4, 128, 18944),
-    "qwen2.5-72b": (8192, 64, 8, 128, 29568),
-    "mistral-nemo-12b": (5120, 32, 8, 128, 14336),
-    "mixtral-8x22b": (6144, 48, 8, 128, 16384),
-    "llama3.2-1b": (2048, 32, 8, 64, 8192),
-    "gpt-oss-20b": (2880, 64, 8, 64, 2880),
-}
-MS = [1, 4, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
-TPS = [1, 2, 4, 8]
 CALIBRATION = {("llama3.1-8b", 1, m) for m in (16, 256, 4096)}
-
-
-def family_gemms(name: str, tp: int) -> list[tuple[str, int, int]]:
-    """(op, n, k) of one layer's GEMMs on one GPU of a TP group."""
-    if name == "deepseek-v3":  # MLA: heads split by TP; experts whole (expert parallel)
-        return [("q_a", 1536, 7168), ("q_b", 128 * 192 // tp, 1536), ("kv_a", 576, 7168),
-                ("kv_b", 128 * 256 // tp, 512), ("o", 7168, 128 * 128 // tp),
-                ("expert_gate_up", 4096, 7168), ("expert_down", 7168, 2048)]
-    h, hq, hkv, hd, ffn = FAMILIES[name]
-    kv = max(1, hkv // tp)
-    return [("qkv", (hq // tp + 2 * kv) * hd, h), ("o", h, hq // tp * hd),
-            ("gate_up", 2 * ffn // tp, h), ("down", h, ffn // tp)]
 
 
 def kernel_names(fn) -> list[tuple[str, float]]:
@@ -96,32 +76,40 @@ def kernel_names(fn) -> list[tuple[str, float]]:
 
 
 def gemm_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
-    families = list(FAMILIES) + ["deepseek-v3"]
-    if quick:
-        families = ["llama3.1-8b", "llama3.1-70b", "qwen2.5-7b", "llama3.2-1b", "deepseek-v3"]
-    seen: set[tuple[int, int, int]] = set()
+    quick_families = {"llama3.1-8b", "llama3.1-70b", "qwen2.5-7b", "llama3.2-1b", "deepseek-v3"}
+    plan = [p for p in gemm_plan() if not quick or p[0] in quick_families]
+    _gemm_pass(ctx, plan_shapes(plan), lambda fam, tp, m: "calibration" if (fam, tp, m) in CALIBRATION
+               else "prediction", kernels)
+
+
+def gemm_holdout_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Layer GEMMs of families the GEMM model never saw (``gemm_shapes.HOLDOUT_FAMILIES``, set
+    ``holdout``), predicted and frozen before they ran (``gemm_holdout.py``)."""
+    _gemm_pass(ctx, holdout_shapes(), lambda fam, tp, m: "holdout", kernels)
+
+
+def _gemm_pass(ctx: M.Ctx, shapes: list[tuple[str, int, str, int, int, int]], set_of, kernels: list[dict]) -> None:
+    """Time y = x W^T for each (family, tp, op, n, k, m) after a cold L2, then name the kernels of
+    every third shape (a second pass, 90 s at most)."""
     order: list[tuple[str, int, int, int]] = []
-    for fam in families:
-        for tp in TPS:
-            for op, n, k in family_gemms(fam, tp):
-                w = torch.randn(n, k, dtype=BF16, device=ctx.device)
-                for m in MS:
-                    if (m, n, k) in seen:
-                        continue
-                    seen.add((m, n, k))
-                    x = torch.randn(m, k, dtype=BF16, device=ctx.device)
-                    t, reps = M.time_fn(ctx, lambda x=x, w=w: F.linear(x, w), budget_s=0.04,
-                                        min_reps=5, max_reps=30)
-                    set_ = "calibration" if (fam, tp, m) in CALIBRATION else "prediction"
-                    name = f"{fam}_tp{tp}_{op}_m{m}"
-                    M.record(ctx, set_, "gemm", name, t, reps, m=m, n=n, k=k, flops=2 * m * n * k,
-                             bytes=2 * (m * k + n * k + m * n), family=fam, tp=tp, op=op)
-                    order.append((name, m, n, k))
-                    del x
-                del w
-        torch.cuda.empty_cache()
+    w, wkey = None, None
+    for fam, tp, op, n, k, m in shapes:
+        if (n, k) != wkey:
+            del w
+            torch.cuda.empty_cache()
+            w, wkey = torch.randn(n, k, dtype=BF16, device=ctx.device), (n, k)
+        x = torch.randn(m, k, dtype=BF16, device=ctx.device)
+        t, reps = M.time_fn(ctx, lambda x=x, w=w: F.linear(x, w), budget_s=0.04, min_reps=5, max_reps=30)
+        name = f"{fam}_tp{tp}_{op}_m{m}"
+        M.record(ctx, set_of(fam, tp, m), "gemm", name, t, reps, m=m, n=n, k=k, flops=2 * m * n * k,
+                 bytes=2 * (m * k + n * k + m * n), family=fam, tp=tp, op=op)
+        order.append((name, m, n, k))
+        del x
+    del w
+    torch.cuda.empty_cache()
     # which kernels cuBLAS chose: a second pass, every 3rd shape in a spread order, 90 s at most
     deadline = time.perf_counter() + 90.0
+    named = 0
     for name, m, n, k in order[::3] + order[1::3] + order[2::3]:
         if time.perf_counter() > deadline:
             break
@@ -132,10 +120,11 @@ def gemm_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         except Exception as exc:  # keep the timing rows even if the profiler fails
             print(f"profiler failed: {exc}", file=sys.stderr)
             break
+        named += 1
         for i, (kn, dur) in enumerate(names):
             kernels.append({"row": name, "m": m, "n": n, "k": k, "index": i, "kernel": kn,
                             "device_us": round(dur, 3)})
-    print(f"gemm kernels named for {len({r['row'] for r in kernels})} shapes", flush=True)
+    print(f"gemm kernels named for {named} shapes", flush=True)
 
 
 HEADS = [(32, 8, 128), (64, 8, 128), (28, 4, 128), (32, 8, 64), (8, 1, 128)]
@@ -831,7 +820,8 @@ def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dic
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
             "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
-            "eager_paired": eager_paired_rows, "prefill_holdout": prefill_holdout_rows, "p10_paired": p10_paired_rows}
+            "eager_paired": eager_paired_rows, "prefill_holdout": prefill_holdout_rows, "p10_paired": p10_paired_rows,
+            "gemm_holdout": gemm_holdout_rows}
 
 
 def host_report() -> str:

@@ -1,0 +1,97 @@
+"""Run ag's held-out GEMMs (benchmarks/gpu/gemm_shapes.py, gemm_holdout.py, sweep.py's
+``gemm_holdout`` section): new shapes only, predictions frozen from today's model, and the
+section runs (on the CPU, tiny shapes) through the loop the ``gemm`` section uses."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from rdusim.config.loader import load_spec
+from rdusim.config.schema import GpuSpec
+from rdusim.hw.gpu import Gpu
+
+from .scripts import ROOT, SCRIPTS, bench_script
+
+FROZEN = SCRIPTS / "h100-20261128ag-gemm-holdout-predicted.txt"
+
+
+def _committed_shapes() -> set[tuple[int, int, int]]:
+    """(m, n, k) of every row of every committed CSV under benchmarks/gpu, run ag's own left out."""
+    out = set()
+    for path in SCRIPTS.glob("*.csv"):
+        if "-20261128ag-" in path.name:
+            continue
+        with path.open() as fh:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames or not {"m", "n", "k"} <= set(reader.fieldnames):
+                continue
+            for r in reader:
+                try:
+                    out.add((int(float(r["m"])), int(float(r["n"])), int(float(r["k"]))))
+                except ValueError:
+                    continue
+    return out
+
+
+def test_holdout_shapes_are_new() -> None:
+    """844 shapes of ten families, each (m, n, k) once, none measured by any committed run."""
+    shapes = bench_script("gemm_shapes").holdout_shapes()
+    keys = [(m, n, k) for _, _, _, n, k, m in shapes]
+    assert len(keys) == len(set(keys)) == 844
+    assert len({s[0] for s in shapes}) == 10
+    assert not set(keys) & _committed_shapes()
+
+
+def test_gemm_section_rows_unchanged() -> None:
+    """The ``gemm`` section's plan names run a's 1452 GEMM rows in run a's order."""
+    shapes = bench_script("gemm_shapes")
+    names = [
+        f"{f}_tp{tp}_{op}_m{m}" for f, tp, op, _, _, m in shapes.plan_shapes(shapes.gemm_plan())
+    ]
+    with (SCRIPTS / "h100-20261125-sweep.csv").open() as fh:
+        run_a = [r["name"] for r in csv.DictReader(fh) if r["kind"] == "gemm" and r["set"] != "p10"]
+    assert names == run_a
+
+
+def test_frozen_holdout_predictions_are_todays() -> None:
+    """The frozen file is what today's model gives (to 1 ns), row for row, tile and split-K too."""
+    mod = bench_script("gemm_holdout")
+    frozen = mod.read_frozen(FROZEN)
+    mine = mod.predicted_rows(Gpu(load_spec(ROOT / mod.SPEC, GpuSpec)))
+    assert [r["name"] for r in mine] == list(frozen)
+    for r in mine:
+        f = frozen[r["name"]]
+        assert float(r["predicted_us"]) == pytest.approx(float(f["predicted_us"]), abs=1e-3)
+        assert (r["bn"], r["bm"], r["splits"]) == (int(f["bn"]), int(f["bm"]), int(f["splits"]))
+
+
+def test_holdout_section_dry_run_on_cpu() -> None:
+    """sweep.py's gemm_holdout section on the CPU with three tiny shapes: rows of set ``holdout``
+    with the shape, family, TP and op (the profiler pass may fail there; the rows stay)."""
+    torch = pytest.importorskip("torch")
+    sweep = bench_script("sweep")
+    ctx = sweep.M.Ctx(device=torch.device("cpu"), tiny=True)
+    shapes = [
+        ("llama2-7b", 8, "qkv", 48, 32, 3),
+        ("qwen3-30b-a3b", 1, "expert_down", 32, 24, 24),
+        ("qwen3-30b-a3b", 1, "expert_down", 32, 24, 96),
+    ]
+    sweep._gemm_pass(ctx, shapes, lambda fam, tp, m: "holdout", [])
+    assert [r["name"] for r in ctx.rows] == [
+        "llama2-7b_tp8_qkv_m3",
+        "qwen3-30b-a3b_tp1_expert_down_m24",
+        "qwen3-30b-a3b_tp1_expert_down_m96",
+    ]
+    assert {r["set"] for r in ctx.rows} == {"holdout"}
+    assert (ctx.rows[1]["m"], ctx.rows[1]["n"], ctx.rows[1]["k"]) == (24, 32, 24)
+    assert "family=qwen3-30b-a3b;tp=1;op=expert_down" in ctx.rows[1]["extra"]
+    assert sweep.SECTIONS["gemm_holdout"] is sweep.gemm_holdout_rows
+
+
+def test_run_ag_comparison_reproduces() -> None:
+    """The committed comparison of run ag is what ``gemm_holdout.py compare`` prints today."""
+    mod = bench_script("gemm_holdout")
+    text = "\n".join(mod.compare(ROOT / mod.RUN, ROOT / mod.KERNELS, ROOT / mod.FROZEN)) + "\n"
+    assert text == (SCRIPTS / "h100-20261128ag-gemm-holdout-compare.txt").read_text()
