@@ -4,6 +4,9 @@ the run, then compare the run with the frozen file (never refitted on these rows
     PYTHONPATH=. python benchmarks/gpu/gemm_holdout.py predict > benchmarks/gpu/h100-20261128ag-gemm-holdout-predicted.txt
     PYTHONPATH=. python benchmarks/gpu/gemm_holdout.py compare > benchmarks/gpu/h100-20261128ag-gemm-holdout-compare.txt
 
+The same shapes on the H200 (run ai): ``predict --gpu h200`` (hw_configs/h200.yaml, never fitted on
+an H200), ``compare --gpu h200`` (run ai's files; run k's sweep for the swept shapes measured again).
+
 ``predict``: every row of ``gemm_shapes.holdout_shapes()`` (nothing measured is read) by
 hw_configs/h100.yaml in the mode compare_sweep.py compares sweep.py's GEMM rows in
 (``predict_row``: one call timed alone after the 256 MB flush), with the tile and split-K the
@@ -17,6 +20,7 @@ import csv
 import re
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,6 +39,33 @@ RUN = "benchmarks/gpu/h100-20261128ag-gemm-holdout.csv"
 KERNELS = "benchmarks/gpu/h100-20261128ag-gemm-holdout-kernels.csv"
 FROZEN = "benchmarks/gpu/h100-20261128ag-gemm-holdout-predicted.txt"
 RUN_A = "benchmarks/gpu/h100-20261125-sweep.csv"
+
+
+@dataclass(frozen=True)
+class HoldoutRun:
+    """One GPU's held-out run: its document, its run's files and the earlier sweep of the swept shapes."""
+
+    label: str
+    spec: str
+    run: str
+    kernels: str
+    frozen: str
+    baseline: str
+    baseline_label: str
+
+
+RUNS = {
+    "h100": HoldoutRun("run ag", SPEC, RUN, KERNELS, FROZEN, RUN_A, "run a"),
+    "h200": HoldoutRun(
+        "run ai",
+        "hw_configs/h200.yaml",
+        "benchmarks/gpu/h200-20261128ai-gemm-holdout.csv",
+        "benchmarks/gpu/h200-20261128ai-gemm-holdout-kernels.csv",
+        "benchmarks/gpu/h200-20261128ai-gemm-holdout-predicted.txt",
+        "benchmarks/gpu/h200-20261125k-sweep.csv",
+        "run k",
+    ),
+}
 FIELDS = ["name", "family", "tp", "op", "m", "n", "k", "bn", "bm", "splits", "predicted_us"]
 #: m bands and call lengths (measured median, us) the comparison is split by
 M_BANDS = ((1, 16), (17, 128), (129, 1024), (1025, 8192))
@@ -69,11 +100,11 @@ def predicted_rows(gpu: Gpu) -> list[dict]:
     return out
 
 
-def predict() -> list[str]:
-    gpu = Gpu(load_spec(ROOT / SPEC, GpuSpec))
+def predict(which: HoldoutRun = RUNS["h100"]) -> list[str]:
+    gpu = Gpu(load_spec(ROOT / which.spec, GpuSpec))
     lines = [
-        f"# GEMM predictions of rdusim's GPU model ({SPEC}; stream mode: one call timed alone after the 256 MB "
-        "flush, compare_sweep.py's predict_row), frozen before run ag measured these shapes "
+        f"# GEMM predictions of rdusim's GPU model ({which.spec}; stream mode: one call timed alone after the 256 MB "
+        f"flush, compare_sweep.py's predict_row), frozen before {which.label} measured these shapes "
         "(sweep.py --only gemm_holdout); bn x bm, splits: the model's tile and split-K",
         ",".join(FIELDS),
     ]
@@ -107,7 +138,9 @@ def _tile(kernel: str) -> tuple[int, int] | None:
     return (b, a) if kernel.endswith("_TNN") else (a, b)
 
 
-def compare(run: Path, kernels_path: Path, frozen_path: Path) -> list[str]:
+def compare(
+    run: Path, kernels_path: Path, frozen_path: Path, which: HoldoutRun = RUNS["h100"]
+) -> list[str]:
     frozen = read_frozen(frozen_path)
     rows = [r for r in csv.DictReader(run.open()) if r["kind"] == "gemm" and r["set"] == "holdout"]
     missing = sorted(set(frozen) - {r["name"] for r in rows})
@@ -118,7 +151,7 @@ def compare(run: Path, kernels_path: Path, frozen_path: Path) -> list[str]:
         c.append({**f, "t": t, "p": p, "err": p / t - 1})
     head = "| rows | median abs error | worst | median signed |"
     out = [
-        f"# run ag (held-out GEMMs) against the frozen predictions ({frozen_path.name}); measured: {run.name}",
+        f"# {which.label} (held-out GEMMs) against the frozen predictions ({frozen_path.name}); measured: {run.name}",
         f"# {len(c)} rows measured, {len(missing)} frozen rows not measured",
         "",
         f"| all held-out rows {head}",
@@ -141,7 +174,7 @@ def compare(run: Path, kernels_path: Path, frozen_path: Path) -> list[str]:
         f"{_stats([x['err'] for x in c if x not in off])}"
     )
     out += _grouped(c, head)
-    out += _baseline_lines(run)
+    out += _baseline_lines(run, which)
     out += _profiled_lines(c, device, names)
     out += [
         "",
@@ -184,10 +217,10 @@ def _grouped(c: list[dict], head: str) -> list[str]:
     return out
 
 
-def _baseline_lines(run: Path) -> list[str]:
+def _baseline_lines(run: Path, which: HoldoutRun) -> list[str]:
     """The ``gemm`` section's shapes measured again in the same call (if the run has them): today's
     model on them (explained after measurement: it was refitted after runs a/b) and the time
-    against run a's, to tell this machine from run a's."""
+    against the earlier sweep's (run a on the H100, run k on the H200), to tell this machine from that one."""
     rows = [
         r
         for r in csv.DictReader(run.open())
@@ -195,10 +228,10 @@ def _baseline_lines(run: Path) -> list[str]:
     ]
     if not rows:
         return []
-    gpu = Gpu(load_spec(ROOT / SPEC, GpuSpec))
+    gpu = Gpu(load_spec(ROOT / which.spec, GpuSpec))
     run_a = {
         r["name"]: float(r["median_us"])
-        for r in csv.DictReader((ROOT / RUN_A).open())
+        for r in csv.DictReader((ROOT / which.baseline).open())
         if r["kind"] == "gemm"
     }
     errs = [predict_row(r, gpu) / (float(r["median_us"]) * 1e-6) - 1 for r in rows]
@@ -209,7 +242,7 @@ def _baseline_lines(run: Path) -> list[str]:
         "|---|---:|---:|---:|---:|",
         f"| today's model {_stats(errs)}",
         "",
-        f"Measured / run a's measurement, same shape: median {statistics.median(ratio):.3f} over {len(ratio)} rows "
+        f"Measured / {which.baseline_label}'s measurement, same shape: median {statistics.median(ratio):.3f} over {len(ratio)} rows "
         f"(middle half {sorted(ratio)[len(ratio) // 4]:.3f}-{sorted(ratio)[3 * len(ratio) // 4]:.3f}).",
     ]
 
@@ -268,11 +301,17 @@ def _profiled_lines(
 
 
 def main(argv: list[str]) -> int:
+    gpu = "h100"
+    if argv[1:2] == ["--gpu"] and len(argv) == 3 and argv[2] in RUNS:
+        gpu, argv = argv[2], argv[:1]
+    which = RUNS[gpu]
     if argv == ["predict"]:
-        print("\n".join(predict()))
+        print("\n".join(predict(which)))
         return 0
     if argv == ["compare"]:
-        print("\n".join(compare(ROOT / RUN, ROOT / KERNELS, ROOT / FROZEN)))
+        print(
+            "\n".join(compare(ROOT / which.run, ROOT / which.kernels, ROOT / which.frozen, which))
+        )
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -55,11 +55,14 @@ def test_gemm_section_rows_unchanged() -> None:
     assert names == run_a
 
 
-def test_frozen_holdout_predictions_are_todays() -> None:
-    """The frozen file is what today's model gives (to 1 ns), row for row, tile and split-K too."""
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_frozen_holdout_predictions_are_todays(gpu: str) -> None:
+    """Each GPU's frozen file (run ag's H100, run ai's H200) is what today's model gives (to 1 ns),
+    row for row, tile and split-K too."""
     mod = bench_script("gemm_holdout")
-    frozen = mod.read_frozen(FROZEN)
-    mine = mod.predicted_rows(Gpu(load_spec(ROOT / mod.SPEC, GpuSpec)))
+    which = mod.RUNS[gpu]
+    frozen = mod.read_frozen(ROOT / which.frozen)
+    mine = mod.predicted_rows(Gpu(load_spec(ROOT / which.spec, GpuSpec)))
     assert [r["name"] for r in mine] == list(frozen)
     for r in mine:
         f = frozen[r["name"]]
