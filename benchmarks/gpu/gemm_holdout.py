@@ -4,8 +4,10 @@ the run, then compare the run with the frozen file (never refitted on these rows
     PYTHONPATH=. python benchmarks/gpu/gemm_holdout.py predict > benchmarks/gpu/h100-20261128ag-gemm-holdout-predicted.txt
     PYTHONPATH=. python benchmarks/gpu/gemm_holdout.py compare > benchmarks/gpu/h100-20261128ag-gemm-holdout-compare.txt
 
-The same shapes on the H200 (run ai): ``predict --gpu h200`` (hw_configs/h200.yaml, never fitted on
-an H200), ``compare --gpu h200`` (run ai's files; run k's sweep for the swept shapes measured again).
+``--gpu h100-repeat``: run ai, run ag's shapes again on another H100 lease (asked for an H200, got
+an H100), against run ag's frozen file. ``--gpu h200``: the same shapes frozen for the H200 by
+hw_configs/h200.yaml (never fitted on an H200), for run aj (not yet measured; run k's sweep is the
+earlier sweep of the swept shapes).
 
 ``predict``: every row of ``gemm_shapes.holdout_shapes()`` (nothing measured is read) by
 hw_configs/h100.yaml in the mode compare_sweep.py compares sweep.py's GEMM rows in
@@ -56,12 +58,21 @@ class HoldoutRun:
 
 RUNS = {
     "h100": HoldoutRun("run ag", SPEC, RUN, KERNELS, FROZEN, RUN_A, "run a"),
-    "h200": HoldoutRun(
+    "h100-repeat": HoldoutRun(
         "run ai",
+        SPEC,
+        "benchmarks/gpu/h100-20261128ai-gemm-holdout.csv",
+        "benchmarks/gpu/h100-20261128ai-gemm-holdout-kernels.csv",
+        FROZEN,
+        RUN_A,
+        "run a",
+    ),
+    "h200": HoldoutRun(
+        "run aj",
         "hw_configs/h200.yaml",
-        "benchmarks/gpu/h200-20261128ai-gemm-holdout.csv",
-        "benchmarks/gpu/h200-20261128ai-gemm-holdout-kernels.csv",
-        "benchmarks/gpu/h200-20261128ai-gemm-holdout-predicted.txt",
+        "benchmarks/gpu/h200-20261128aj-gemm-holdout.csv",
+        "benchmarks/gpu/h200-20261128aj-gemm-holdout-kernels.csv",
+        "benchmarks/gpu/h200-20261128aj-gemm-holdout-predicted.txt",
         "benchmarks/gpu/h200-20261125k-sweep.csv",
         "run k",
     ),

@@ -3,7 +3,8 @@
 # the held-out GEMMs (sweep.py --only gemm_holdout, frozen first in h100-20261128ag-gemm-holdout-predicted.txt),
 # then P10's rows and the gemm section again on the same machine (to tell it from run a's).
 #   bash benchmarks/gpu/gemm_holdout_run_ag.sh [SCRIPT_DIR [PREFIX]]   (writes under $OUT)
-# Run ai (the H200): PREFIX h200-20261128ai, frozen first in h200-20261128ai-gemm-holdout-predicted.txt.
+# Run ai: PREFIX h200-20261128ai on kind nvidia-h200, which came as an H100 (files renamed h100-20261128ai-*).
+# Run aj (an H200, to come): PREFIX h200-20261128aj, frozen first in h200-20261128aj-gemm-holdout-predicted.txt.
 D=${1:-benchmarks/gpu}; P=$OUT/${2:-h100-20261128ag}; T0=$(date +%s)
 export PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv; } \

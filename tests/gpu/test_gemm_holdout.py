@@ -57,7 +57,7 @@ def test_gemm_section_rows_unchanged() -> None:
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_frozen_holdout_predictions_are_todays(gpu: str) -> None:
-    """Each GPU's frozen file (run ag's H100, run ai's H200) is what today's model gives (to 1 ns),
+    """Each GPU's frozen file (run ag's H100, run aj's H200) is what today's model gives (to 1 ns),
     row for row, tile and split-K too."""
     mod = bench_script("gemm_holdout")
     which = mod.RUNS[gpu]
