@@ -18,10 +18,11 @@ FROZEN = SCRIPTS / "h100-20261128ag-gemm-holdout-predicted.txt"
 
 
 def _committed_shapes() -> set[tuple[int, int, int]]:
-    """(m, n, k) of every row of every committed CSV under benchmarks/gpu, run ag's own left out."""
+    """(m, n, k) of every row of every committed CSV under benchmarks/gpu, the held-out runs' own
+    (``*-gemm-holdout*``: run ag, its repeat run ai, later leases of the same shapes) left out."""
     out = set()
     for path in SCRIPTS.glob("*.csv"):
-        if "-20261128ag-" in path.name:
+        if "-gemm-holdout" in path.name:
             continue
         with path.open() as fh:
             reader = csv.DictReader(fh)
