@@ -33,6 +33,7 @@ import math
 import os
 import statistics
 import sys
+from pathlib import Path
 
 MIB = 1 << 20
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
@@ -173,6 +174,9 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
     import torch
     import torch.distributed as dist
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from collectives import _collective  # noqa: PLC0415  (beside this file)
+
     rank = int(os.environ.get("RANK", "0"))
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl")
@@ -287,26 +291,6 @@ def _sleep_graph_us(torch, cycles: int, per: int) -> float:  # pragma: no cover 
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) * 1e3 / per)
     return statistics.median(times)
-
-
-def _collective(op, size, world, device, dist, torch):  # pragma: no cover - needs two GPUs
-    """One call of ``op`` on its own fresh buffers (collectives.py's _collective)."""
-    elems = max(world, size // 2)
-    elems -= elems % world
-    if op == "all_reduce":
-        buf = torch.randn(elems, dtype=torch.bfloat16, device=device)
-        return lambda: dist.all_reduce(buf)
-    if op == "all_gather":
-        part = torch.randn(elems // world, dtype=torch.bfloat16, device=device)
-        whole = torch.empty(elems, dtype=torch.bfloat16, device=device)
-        return lambda: dist.all_gather_into_tensor(whole, part)
-    if op == "reduce_scatter":
-        whole = torch.randn(elems, dtype=torch.bfloat16, device=device)
-        part = torch.empty(elems // world, dtype=torch.bfloat16, device=device)
-        return lambda: dist.reduce_scatter_tensor(part, whole)
-    send = torch.randn(elems, dtype=torch.bfloat16, device=device)
-    recv = torch.empty_like(send)
-    return lambda: dist.all_to_all_single(recv, send)
 
 
 # --- analysis (CPU) -------------------------------------------------------------------------
