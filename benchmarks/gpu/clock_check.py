@@ -415,12 +415,7 @@ def measure(out: Path, smoke: bool) -> int:
         time.sleep(0.3)
         if sampler is not None:
             sampler.close()
-        for name, data in (("events.csv", run.events), ("summary.csv", run.summary)):
-            if data:
-                with (out / name).open("w", newline="") as fh:
-                    wr = csv.DictWriter(fh, fieldnames=list(data[0]))
-                    wr.writeheader()
-                    wr.writerows(data)
+        cp.write_tables(out, run.events, run.summary)
     print(f"done in {time.perf_counter() - run.t_start:.0f} s", flush=True)
     return 0
 
