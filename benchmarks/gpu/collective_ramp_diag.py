@@ -35,6 +35,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from collectives import _collective  # noqa: E402  (beside this file; the standard library only)
+
 MIB = 1 << 20
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CASES = ("plain", "rot", "gap10", "gap1000")
@@ -173,9 +176,6 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
     import torch
     import torch.distributed as dist
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from collectives import _collective  # noqa: PLC0415  (beside this file)
 
     rank = int(os.environ.get("RANK", "0"))
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
