@@ -515,17 +515,19 @@ def predict(path: str) -> int:
     m = Model()
     rows: list[dict[str, object]] = []
 
-    def add(row: str, metric: str, on: float, off: float, what: str) -> None:
-        rows.append(
-            {
-                "row": row,
-                "metric": metric,
-                "clock_on": f"{on:.6g}",
-                "clock_off": f"{off:.6g}",
-                "what": what,
-            }
-        )
-        print(rows[-1], flush=True)
+    def add(row: str, *metrics: tuple[str, float, float, str]) -> None:
+        """One row per ``(metric, clock on, clock off, what)``, in order."""
+        for metric, on, off, what in metrics:
+            rows.append(
+                {
+                    "row": row,
+                    "metric": metric,
+                    "clock_on": f"{on:.6g}",
+                    "clock_off": f"{off:.6g}",
+                    "what": what,
+                }
+            )
+            print(rows[-1], flush=True)
 
     for r in SUSTAINED:
         cold = m.call_s(r, None)
@@ -535,55 +537,50 @@ def predict(path: str) -> int:
         calls = STEP_CALLS if r.kind == "step" else max(4, math.ceil(BURST_S / cold))
         clk = m.clock()
         seq = m.sequence(r, calls, clk)
+        last5 = _med(seq[-5:])
         add(
             r.name,
-            "cold_us",
-            cold_on * 1e6,
-            cold * 1e6,
-            "median of 3 cold calls (each after 1.2 s idle)",
-        )
-        add(
-            r.name,
-            "burst_first5_us",
-            _med(seq[:5]) * 1e6,
-            cold * 1e6,
-            "burst: median of the first 5 calls",
-        )
-        add(
-            r.name,
-            "burst_last5_us",
-            _med(seq[-5:]) * 1e6,
-            cold * 1e6,
-            "burst: median of the last 5 calls",
-        )
-        add(r.name, "burst_last5_over_cold", _med(seq[-5:]) / cold_on, 1.0, "burst last 5 / cold")
-        add(
-            r.name,
-            "burst_end_clock",
-            clk.share,
-            1.0,
-            "clock at the burst's end, share of the cold clock (probes)",
+            (
+                "cold_us",
+                cold_on * 1e6,
+                cold * 1e6,
+                "median of 3 cold calls (each after 1.2 s idle)",
+            ),
+            (
+                "burst_first5_us",
+                _med(seq[:5]) * 1e6,
+                cold * 1e6,
+                "burst: median of the first 5 calls",
+            ),
+            ("burst_last5_us", last5 * 1e6, cold * 1e6, "burst: median of the last 5 calls"),
+            ("burst_last5_over_cold", last5 / cold_on, 1.0, "burst last 5 / cold"),
+            (
+                "burst_end_clock",
+                clk.share,
+                1.0,
+                "clock at the burst's end, share of the cold clock (probes)",
+            ),
         )
         if r.name == CROSS[1]:
             short = CROSS[0]
             s_cold = m.call_s(short, None)
             s_cold_on = m.call_s(short, m.clock())
             after = m.sequence(short, CROSS_CALLS, clk)
-            add(short.name, "cold_us", s_cold_on * 1e6, s_cold * 1e6, "median of 3 cold calls")
-            s_cold = s_cold_on
             add(
                 short.name,
-                f"after_{r.name}_first5_over_cold",
-                _med(after[:5]) / s_cold,
-                1.0,
-                f"first 5 of {CROSS_CALLS} calls right after the {r.name} burst / cold",
-            )
-            add(
-                short.name,
-                f"after_{r.name}_last5_over_cold",
-                _med(after[-5:]) / s_cold,
-                1.0,
-                f"last 5 of {CROSS_CALLS} / cold",
+                ("cold_us", s_cold_on * 1e6, s_cold * 1e6, "median of 3 cold calls"),
+                (
+                    f"after_{r.name}_first5_over_cold",
+                    _med(after[:5]) / s_cold_on,
+                    1.0,
+                    f"first 5 of {CROSS_CALLS} calls right after the {r.name} burst / cold",
+                ),
+                (
+                    f"after_{r.name}_last5_over_cold",
+                    _med(after[-5:]) / s_cold_on,
+                    1.0,
+                    f"last 5 of {CROSS_CALLS} / cold",
+                ),
             )
     clk = m.clock()  # the calibration rows: one after another from idle
     for r in CALIBRATION:
@@ -594,28 +591,19 @@ def predict(path: str) -> int:
         one = warm[-1] + PROBE_S
         reps = int(min(r.max_reps, max(5, r.budget_s / one)))
         seq = m.sequence(r, reps, clk, flush=r.cold)
+        cold_reps = int(min(r.max_reps, max(5, r.budget_s / (one_cold + PROBE_S))))
         add(
             r.name,
-            "reps",
-            reps,
-            int(min(r.max_reps, max(5, r.budget_s / (one_cold + PROBE_S)))),
-            "time_fn's repetitions",
+            ("reps", reps, cold_reps, "time_fn's repetitions"),
+            (
+                "median_us",
+                _med(seq) * 1e6,
+                one_cold * 1e6,
+                "time_fn's median (what the sweep records)",
+            ),
+            ("median_over_cold", _med(seq) / one_cold, 1.0, "that median / the call at full clock"),
+            ("end_clock", clk.share, 1.0, "clock after the row, share of the cold clock"),
         )
-        add(
-            r.name,
-            "median_us",
-            _med(seq) * 1e6,
-            one_cold * 1e6,
-            "time_fn's median (what the sweep records)",
-        )
-        add(
-            r.name,
-            "median_over_cold",
-            _med(seq) / one_cold,
-            1.0,
-            "that median / the call at full clock",
-        )
-        add(r.name, "end_clock", clk.share, 1.0, "clock after the row, share of the cold clock")
     with open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
