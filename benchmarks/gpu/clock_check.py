@@ -457,43 +457,25 @@ class Model:
         from rdusim.mapping.gpu import streaming
         from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
-        if r.kind == "step":
+        if r.kind in ("step", "decode_graph"):
+            prefill = r.kind == "step"
             return simulate_gpu_step(
                 self.model,
                 self.gpu,
                 layer=MEASURED_LAYER,
                 head=["embedding", "lm_head"],
-                phase="prefill",
-                batch=1,
+                phase="prefill" if prefill else "decode",
+                batch=1 if prefill else r.batch,
                 seq_len=r.tokens,
-                mode="eager",
-                clock=clock,
-            ).seconds
-        if r.kind == "decode_graph":
-            return simulate_gpu_step(
-                self.model,
-                self.gpu,
-                layer=MEASURED_LAYER,
-                head=["embedding", "lm_head"],
-                phase="decode",
-                batch=r.batch,
-                seq_len=r.tokens,
-                mode="graph",
+                mode="eager" if prefill else "graph",
                 clock=clock,
             ).seconds
         if r.kind == "flush":
-            return elapsed_s(
-                simulate_gpu(
-                    [(streaming("flush", FLUSH_BYTES, self.gpu), 0)],
-                    self.gpu,
-                    mode="stream",
-                    clock=clock,
-                )
-            )
+            kernels = [streaming("flush", FLUSH_BYTES, self.gpu)]
+        else:
+            kernels = _row_kernels(r, self.gpu)
         return elapsed_s(
-            simulate_gpu(
-                [(k, 0) for k in _row_kernels(r, self.gpu)], self.gpu, mode="stream", clock=clock
-            )
+            simulate_gpu([(k, 0) for k in kernels], self.gpu, mode="stream", clock=clock)
         )
 
     def sequence(self, r: Row, calls: int, clock, flush: bool = False) -> list[float]:  # type: ignore[no-untyped-def]
