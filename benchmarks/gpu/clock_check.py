@@ -967,34 +967,9 @@ def measured_from_log(log: str) -> tuple[dict[tuple[str, str], float], list[str]
     return out, notes
 
 
-def against_log(frozen: str, log: str) -> int:
-    """``against`` on run ae's log summaries (``measured_from_log``)."""
-    with open(frozen) as fh:
-        pred = list(csv.DictReader(fh))
-    got, notes = measured_from_log(log)
-    for n in notes:
-        print(f"({n})")
-    print("| row | metric | measured | clock on | err | clock off | err |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for p in pred:
-        v = got.get((p["row"], p["metric"]))
-        if v is None:
-            continue
-        on, off = float(p["clock_on"]), float(p["clock_off"])
-        print(
-            f"| {p['row']} | {p['metric']} | {v:.4g} | {on:.4g} | {(on / v - 1) * 100:+.1f}% | {off:.4g} | "
-            f"{(off / v - 1) * 100:+.1f}% |"
-        )
-    for (row, metric), v in got.items():
-        if metric == "median_clock":
-            print(f"| {row} | median clock (measured only) | {v:.3f} | | | | |")
-    return 0
-
-
-def against(frozen: str, prefix: str) -> int:
-    with open(frozen) as fh:
-        pred = list(csv.DictReader(fh))
-    got = measured(prefix)
+def _table(pred: list[dict[str, str]], got: dict[tuple[str, str], float]) -> None:
+    """The comparison table: each frozen prediction that has a measurement, clock on and off, with
+    its error against the measurement (blank where the measurement is 0)."""
     print("| row | metric | measured | clock on | err | clock off | err |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for p in pred:
@@ -1009,6 +984,27 @@ def against(frozen: str, prefix: str) -> int:
         print(
             f"| {p['row']} | {p['metric']} | {v:.4g} | {on:.4g} | {err(on)} | {off:.4g} | {err(off)} |"
         )
+
+
+def against_log(frozen: str, log: str) -> int:
+    """``against`` on run ae's log summaries (``measured_from_log``)."""
+    with open(frozen) as fh:
+        pred = list(csv.DictReader(fh))
+    got, notes = measured_from_log(log)
+    for n in notes:
+        print(f"({n})")
+    _table(pred, got)
+    for (row, metric), v in got.items():
+        if metric == "median_clock":
+            print(f"| {row} | median clock (measured only) | {v:.3f} | | | | |")
+    return 0
+
+
+def against(frozen: str, prefix: str) -> int:
+    with open(frozen) as fh:
+        pred = list(csv.DictReader(fh))
+    got = measured(prefix)
+    _table(pred, got)
     for (row, metric), v in sorted(got.items()):
         if metric == "median_clock":
             print(f"| {row} | {metric} (measured only) | {v:.4g} | | | | |")
