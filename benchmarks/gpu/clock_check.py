@@ -415,12 +415,7 @@ def measure(out: Path, smoke: bool) -> int:
         time.sleep(0.3)
         if sampler is not None:
             sampler.close()
-        for name, data in (("events.csv", run.events), ("summary.csv", run.summary)):
-            if data:
-                with (out / name).open("w", newline="") as fh:
-                    wr = csv.DictWriter(fh, fieldnames=list(data[0]))
-                    wr.writeheader()
-                    wr.writerows(data)
+        cp.write_tables(out, run.events, run.summary)
     print(f"done in {time.perf_counter() - run.t_start:.0f} s", flush=True)
     return 0
 
@@ -462,43 +457,25 @@ class Model:
         from rdusim.mapping.gpu import streaming
         from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
-        if r.kind == "step":
+        if r.kind in ("step", "decode_graph"):
+            prefill = r.kind == "step"
             return simulate_gpu_step(
                 self.model,
                 self.gpu,
                 layer=MEASURED_LAYER,
                 head=["embedding", "lm_head"],
-                phase="prefill",
-                batch=1,
+                phase="prefill" if prefill else "decode",
+                batch=1 if prefill else r.batch,
                 seq_len=r.tokens,
-                mode="eager",
-                clock=clock,
-            ).seconds
-        if r.kind == "decode_graph":
-            return simulate_gpu_step(
-                self.model,
-                self.gpu,
-                layer=MEASURED_LAYER,
-                head=["embedding", "lm_head"],
-                phase="decode",
-                batch=r.batch,
-                seq_len=r.tokens,
-                mode="graph",
+                mode="eager" if prefill else "graph",
                 clock=clock,
             ).seconds
         if r.kind == "flush":
-            return elapsed_s(
-                simulate_gpu(
-                    [(streaming("flush", FLUSH_BYTES, self.gpu), 0)],
-                    self.gpu,
-                    mode="stream",
-                    clock=clock,
-                )
-            )
+            kernels = [streaming("flush", FLUSH_BYTES, self.gpu)]
+        else:
+            kernels = _row_kernels(r, self.gpu)
         return elapsed_s(
-            simulate_gpu(
-                [(k, 0) for k in _row_kernels(r, self.gpu)], self.gpu, mode="stream", clock=clock
-            )
+            simulate_gpu([(k, 0) for k in kernels], self.gpu, mode="stream", clock=clock)
         )
 
     def sequence(self, r: Row, calls: int, clock, flush: bool = False) -> list[float]:  # type: ignore[no-untyped-def]
@@ -520,17 +497,19 @@ def predict(path: str) -> int:
     m = Model()
     rows: list[dict[str, object]] = []
 
-    def add(row: str, metric: str, on: float, off: float, what: str) -> None:
-        rows.append(
-            {
-                "row": row,
-                "metric": metric,
-                "clock_on": f"{on:.6g}",
-                "clock_off": f"{off:.6g}",
-                "what": what,
-            }
-        )
-        print(rows[-1], flush=True)
+    def add(row: str, *metrics: tuple[str, float, float, str]) -> None:
+        """One row per ``(metric, clock on, clock off, what)``, in order."""
+        for metric, on, off, what in metrics:
+            rows.append(
+                {
+                    "row": row,
+                    "metric": metric,
+                    "clock_on": f"{on:.6g}",
+                    "clock_off": f"{off:.6g}",
+                    "what": what,
+                }
+            )
+            print(rows[-1], flush=True)
 
     for r in SUSTAINED:
         cold = m.call_s(r, None)
@@ -540,55 +519,50 @@ def predict(path: str) -> int:
         calls = STEP_CALLS if r.kind == "step" else max(4, math.ceil(BURST_S / cold))
         clk = m.clock()
         seq = m.sequence(r, calls, clk)
+        last5 = _med(seq[-5:])
         add(
             r.name,
-            "cold_us",
-            cold_on * 1e6,
-            cold * 1e6,
-            "median of 3 cold calls (each after 1.2 s idle)",
-        )
-        add(
-            r.name,
-            "burst_first5_us",
-            _med(seq[:5]) * 1e6,
-            cold * 1e6,
-            "burst: median of the first 5 calls",
-        )
-        add(
-            r.name,
-            "burst_last5_us",
-            _med(seq[-5:]) * 1e6,
-            cold * 1e6,
-            "burst: median of the last 5 calls",
-        )
-        add(r.name, "burst_last5_over_cold", _med(seq[-5:]) / cold_on, 1.0, "burst last 5 / cold")
-        add(
-            r.name,
-            "burst_end_clock",
-            clk.share,
-            1.0,
-            "clock at the burst's end, share of the cold clock (probes)",
+            (
+                "cold_us",
+                cold_on * 1e6,
+                cold * 1e6,
+                "median of 3 cold calls (each after 1.2 s idle)",
+            ),
+            (
+                "burst_first5_us",
+                _med(seq[:5]) * 1e6,
+                cold * 1e6,
+                "burst: median of the first 5 calls",
+            ),
+            ("burst_last5_us", last5 * 1e6, cold * 1e6, "burst: median of the last 5 calls"),
+            ("burst_last5_over_cold", last5 / cold_on, 1.0, "burst last 5 / cold"),
+            (
+                "burst_end_clock",
+                clk.share,
+                1.0,
+                "clock at the burst's end, share of the cold clock (probes)",
+            ),
         )
         if r.name == CROSS[1]:
             short = CROSS[0]
             s_cold = m.call_s(short, None)
             s_cold_on = m.call_s(short, m.clock())
             after = m.sequence(short, CROSS_CALLS, clk)
-            add(short.name, "cold_us", s_cold_on * 1e6, s_cold * 1e6, "median of 3 cold calls")
-            s_cold = s_cold_on
             add(
                 short.name,
-                f"after_{r.name}_first5_over_cold",
-                _med(after[:5]) / s_cold,
-                1.0,
-                f"first 5 of {CROSS_CALLS} calls right after the {r.name} burst / cold",
-            )
-            add(
-                short.name,
-                f"after_{r.name}_last5_over_cold",
-                _med(after[-5:]) / s_cold,
-                1.0,
-                f"last 5 of {CROSS_CALLS} / cold",
+                ("cold_us", s_cold_on * 1e6, s_cold * 1e6, "median of 3 cold calls"),
+                (
+                    f"after_{r.name}_first5_over_cold",
+                    _med(after[:5]) / s_cold_on,
+                    1.0,
+                    f"first 5 of {CROSS_CALLS} calls right after the {r.name} burst / cold",
+                ),
+                (
+                    f"after_{r.name}_last5_over_cold",
+                    _med(after[-5:]) / s_cold_on,
+                    1.0,
+                    f"last 5 of {CROSS_CALLS} / cold",
+                ),
             )
     clk = m.clock()  # the calibration rows: one after another from idle
     for r in CALIBRATION:
@@ -599,28 +573,19 @@ def predict(path: str) -> int:
         one = warm[-1] + PROBE_S
         reps = int(min(r.max_reps, max(5, r.budget_s / one)))
         seq = m.sequence(r, reps, clk, flush=r.cold)
+        cold_reps = int(min(r.max_reps, max(5, r.budget_s / (one_cold + PROBE_S))))
         add(
             r.name,
-            "reps",
-            reps,
-            int(min(r.max_reps, max(5, r.budget_s / (one_cold + PROBE_S)))),
-            "time_fn's repetitions",
+            ("reps", reps, cold_reps, "time_fn's repetitions"),
+            (
+                "median_us",
+                _med(seq) * 1e6,
+                one_cold * 1e6,
+                "time_fn's median (what the sweep records)",
+            ),
+            ("median_over_cold", _med(seq) / one_cold, 1.0, "that median / the call at full clock"),
+            ("end_clock", clk.share, 1.0, "clock after the row, share of the cold clock"),
         )
-        add(
-            r.name,
-            "median_us",
-            _med(seq) * 1e6,
-            one_cold * 1e6,
-            "time_fn's median (what the sweep records)",
-        )
-        add(
-            r.name,
-            "median_over_cold",
-            _med(seq) / one_cold,
-            1.0,
-            "that median / the call at full clock",
-        )
-        add(r.name, "end_clock", clk.share, 1.0, "clock after the row, share of the cold clock")
     with open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
@@ -1002,34 +967,9 @@ def measured_from_log(log: str) -> tuple[dict[tuple[str, str], float], list[str]
     return out, notes
 
 
-def against_log(frozen: str, log: str) -> int:
-    """``against`` on run ae's log summaries (``measured_from_log``)."""
-    with open(frozen) as fh:
-        pred = list(csv.DictReader(fh))
-    got, notes = measured_from_log(log)
-    for n in notes:
-        print(f"({n})")
-    print("| row | metric | measured | clock on | err | clock off | err |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for p in pred:
-        v = got.get((p["row"], p["metric"]))
-        if v is None:
-            continue
-        on, off = float(p["clock_on"]), float(p["clock_off"])
-        print(
-            f"| {p['row']} | {p['metric']} | {v:.4g} | {on:.4g} | {(on / v - 1) * 100:+.1f}% | {off:.4g} | "
-            f"{(off / v - 1) * 100:+.1f}% |"
-        )
-    for (row, metric), v in got.items():
-        if metric == "median_clock":
-            print(f"| {row} | median clock (measured only) | {v:.3f} | | | | |")
-    return 0
-
-
-def against(frozen: str, prefix: str) -> int:
-    with open(frozen) as fh:
-        pred = list(csv.DictReader(fh))
-    got = measured(prefix)
+def _table(pred: list[dict[str, str]], got: dict[tuple[str, str], float]) -> None:
+    """The comparison table: each frozen prediction that has a measurement, clock on and off, with
+    its error against the measurement (blank where the measurement is 0)."""
     print("| row | metric | measured | clock on | err | clock off | err |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for p in pred:
@@ -1044,6 +984,27 @@ def against(frozen: str, prefix: str) -> int:
         print(
             f"| {p['row']} | {p['metric']} | {v:.4g} | {on:.4g} | {err(on)} | {off:.4g} | {err(off)} |"
         )
+
+
+def against_log(frozen: str, log: str) -> int:
+    """``against`` on run ae's log summaries (``measured_from_log``)."""
+    with open(frozen) as fh:
+        pred = list(csv.DictReader(fh))
+    got, notes = measured_from_log(log)
+    for n in notes:
+        print(f"({n})")
+    _table(pred, got)
+    for (row, metric), v in got.items():
+        if metric == "median_clock":
+            print(f"| {row} | median clock (measured only) | {v:.3f} | | | | |")
+    return 0
+
+
+def against(frozen: str, prefix: str) -> int:
+    with open(frozen) as fh:
+        pred = list(csv.DictReader(fh))
+    got = measured(prefix)
+    _table(pred, got)
     for (row, metric), v in sorted(got.items()):
         if metric == "median_clock":
             print(f"| {row} | {metric} (measured only) | {v:.4g} | | | | |")

@@ -469,14 +469,19 @@ def measure(out: Path) -> int:
         torch.cuda.synchronize()
         time.sleep(0.3)
         sampler.close()
-        for name, data in (("events.csv", run.events), ("summary.csv", run.summary)):
-            if data:
-                with (out / name).open("w", newline="") as fh:
-                    wr = csv.DictWriter(fh, fieldnames=list(data[0]))
-                    wr.writeheader()
-                    wr.writerows(data)
+        write_tables(out, run.events, run.summary)
     print(f"done in {time.perf_counter() - run.t_start:.0f} s", flush=True)
     return 0
+
+
+def write_tables(out: Path, events: list[dict], summary: list[dict]) -> None:
+    """``out``/events.csv and ``out``/summary.csv, each only when it has rows (clock_check.py too)."""
+    for name, data in (("events.csv", events), ("summary.csv", summary)):
+        if data:
+            with (out / name).open("w", newline="") as fh:
+                wr = csv.DictWriter(fh, fieldnames=list(data[0]))
+                wr.writeheader()
+                wr.writerows(data)
 
 
 def main() -> int:

@@ -33,6 +33,10 @@ import math
 import os
 import statistics
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from collectives import _collective  # noqa: E402  (beside this file; the standard library only)
 
 MIB = 1 << 20
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
@@ -287,26 +291,6 @@ def _sleep_graph_us(torch, cycles: int, per: int) -> float:  # pragma: no cover 
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) * 1e3 / per)
     return statistics.median(times)
-
-
-def _collective(op, size, world, device, dist, torch):  # pragma: no cover - needs two GPUs
-    """One call of ``op`` on its own fresh buffers (collectives.py's _collective)."""
-    elems = max(world, size // 2)
-    elems -= elems % world
-    if op == "all_reduce":
-        buf = torch.randn(elems, dtype=torch.bfloat16, device=device)
-        return lambda: dist.all_reduce(buf)
-    if op == "all_gather":
-        part = torch.randn(elems // world, dtype=torch.bfloat16, device=device)
-        whole = torch.empty(elems, dtype=torch.bfloat16, device=device)
-        return lambda: dist.all_gather_into_tensor(whole, part)
-    if op == "reduce_scatter":
-        whole = torch.randn(elems, dtype=torch.bfloat16, device=device)
-        part = torch.empty(elems // world, dtype=torch.bfloat16, device=device)
-        return lambda: dist.reduce_scatter_tensor(part, whole)
-    send = torch.randn(elems, dtype=torch.bfloat16, device=device)
-    recv = torch.empty_like(send)
-    return lambda: dist.all_to_all_single(recv, send)
 
 
 # --- analysis (CPU) -------------------------------------------------------------------------

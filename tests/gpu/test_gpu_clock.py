@@ -274,14 +274,33 @@ def test_validate_refuses_sustained_without_a_clock_section(
     assert "--hw" in err, err
 
 
+def _decode_step_s(gpu: Gpu, batch: int, seq_len: int) -> tuple[float, float]:
+    """The decode-h100 mapping's graph decode step at ``batch`` x ``seq_len`` on ``gpu``: its
+    seconds at full clock and under ``clock: sustained``."""
+    from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_step, sustained_gpu_step
+
+    spec, model, _ = load_gpu_mapping(
+        ROOT / "mappings/llama-3.1-8b/decode-h100.yaml", check_fit=False
+    )
+    kw = dict(
+        layer=spec.layer,
+        head=spec.head,
+        phase="decode",
+        batch=batch,
+        seq_len=seq_len,
+        mode="graph",
+        tp=1,
+        policy=spec.kv_policy,
+    )
+    return simulate_gpu_step(model, gpu, **kw).seconds, sustained_gpu_step(model, gpu, **kw).seconds
+
+
 def test_decode_attention_takes_the_anchor_of_its_key_span() -> None:
     """FA2 decode at 32K keys (H100, batch 64, one split: the forward kernel's padded 128-row
     tiles, about 322 TFLOP/s) is priced against the 16K anchor (the nearest at or below its key
     span): idle + (anchor - idle) x rate / anchor rate = 677 W, under the limit, so the 64 x 32K
     graph decode step does not move under ``clock: sustained``. (Before ``keys`` was set on
     decode kernels they all took the 4K anchor: 716 W, and the step moved +2.2%.)"""
-    from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_step, sustained_gpu_step
-
     gpu = Gpu(load_spec(H100, GpuSpec))
     s = gpu.spec.clock
     (k,) = flash_decode("attention", 64, 32, 8, 32768, 128, gpu)
@@ -296,45 +315,14 @@ def test_decode_attention_takes_the_anchor_of_its_key_span() -> None:
         want, rel=1e-12
     )
     assert 670 < want < s.power_limit_w
-    spec, model, _ = load_gpu_mapping(
-        ROOT / "mappings/llama-3.1-8b/decode-h100.yaml", check_fit=False
-    )
-    kw = dict(
-        layer=spec.layer,
-        head=spec.head,
-        phase="decode",
-        batch=64,
-        seq_len=32768,
-        mode="graph",
-        tp=1,
-        policy=spec.kv_policy,
-    )
-    assert sustained_gpu_step(model, gpu, **kw).seconds == pytest.approx(
-        simulate_gpu_step(model, gpu, **kw).seconds, rel=1e-9
-    )
+    full, hot = _decode_step_s(gpu, 64, 32768)
+    assert hot == pytest.approx(full, rel=1e-9)
 
 
 def test_h200_decode_at_8k_moves_under_sustained_clock() -> None:
     """H200, batch 128 x 8K graph decode: its FA2 kernels (320 TFLOP/s against the 4K anchor,
     711 W) hold the average over the limit: 61.51 -> 62.51 ms (x1.0162) under ``clock: sustained``."""
-    from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_step, sustained_gpu_step
-
-    gpu = Gpu(load_spec(H200, GpuSpec))
-    spec, model, _ = load_gpu_mapping(
-        ROOT / "mappings/llama-3.1-8b/decode-h100.yaml", check_fit=False
-    )
-    kw = dict(
-        layer=spec.layer,
-        head=spec.head,
-        phase="decode",
-        batch=128,
-        seq_len=8192,
-        mode="graph",
-        tp=1,
-        policy=spec.kv_policy,
-    )
-    full = simulate_gpu_step(model, gpu, **kw).seconds
-    hot = sustained_gpu_step(model, gpu, **kw).seconds
+    full, hot = _decode_step_s(Gpu(load_spec(H200, GpuSpec)), 128, 8192)
     assert full == pytest.approx(61.514e-3, rel=1e-4)
     assert hot / full == pytest.approx(1.01619, abs=1e-4)
 
