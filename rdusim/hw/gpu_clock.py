@@ -1,7 +1,8 @@
 """The SM clock under the board power limit: per-kernel power at full clock and a per-GPU controller.
 
-Owns: ``kernel_power_w``, ``clock_scale``, ``SmClock`` (its ``run_kernel``: one kernel at the clock). Imports: config. Never simulates (the
-engine, ``rdusim.sim.gpu``, drives ``SmClock`` at kernel boundaries).
+Owns: ``kernel_power_w``, ``clock_scale``, ``SmClock`` (its ``run_kernel``: one kernel at the
+clock). Imports: config. Never simulates (the engine, ``rdusim.sim.gpu``, drives ``SmClock`` at
+kernel boundaries).
 
 Run v (``benchmarks/gpu/h100-20261125v-clock-*``, docs/gpu.md "The SM clock under sustained
 load") measured eight workloads, one kernel class each. The model takes from it:

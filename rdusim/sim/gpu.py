@@ -107,8 +107,8 @@ def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu:
 
 
 def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
-            state: _Gpu, issued: simpy.Store, records: list[KernelRecord], clock: SmClock | None = None,
-            ) -> Generator:
+            state: _Gpu, issued: simpy.Store, records: list[KernelRecord],
+            clock: SmClock | None = None) -> Generator:
     gap = {"graph": gpu.launch_s("graph"), "stream": gpu.launch_s("stream"), "eager": 0.0}[mode]
     free_since = env.now
     for kernel, layer in kernels:
@@ -132,7 +132,8 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
             yield from _run_grid(env, kernel, state)
         if clock is not None:  # the same work at the controller's clock
             full = env.now - began
-            yield delay(env, max(0.0, clock.run_kernel(full, kernel.math, kernel.flops, kernel.bytes, kernel.keys) - full))
+            at_clock = clock.run_kernel(full, kernel.math, kernel.flops, kernel.bytes, kernel.keys)
+            yield delay(env, max(0.0, at_clock - full))
         free_since = env.now
         state.unfinished -= 1
         records.append(KernelRecord(
