@@ -475,12 +475,9 @@ def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
         return _simulate_mla_mapping(spec, model, node, seq_len, batch, policy, mode)
     kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
     weights, per_seq, max_batch = _gqa_fit(spec, model, node, seq_len, batch, policy)
-    if spec.clock == "sustained":
-        step = sustained_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
-                                  batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
-    else:
-        step = simulate_gpu_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
-                                 batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
+    run_step = sustained_gpu_step if spec.clock == "sustained" else simulate_gpu_step
+    step = run_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
+                    batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
     return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
                      spec.tp, step, weights, per_seq * batch, weights + per_seq * batch, max_batch)
 
