@@ -339,10 +339,47 @@ def ratio_lines() -> list[str]:
     return out
 
 
+#: (shape, weight panels along n, m blocks, persistent grid CTAs, Nsight's DRAM read / unique)
+RASTER_CASES = (
+    ("192 x 35840 x 5120, 448x64", 80, 3, 120, 1.75),
+    ("448 x 35840 x 5120, 384x64", 94, 7, 132, 2.81),
+    ("192 x 17920 x 5120, 448x64", 40, 3, 120, 1.00),
+    ("384 x 28672 x 4096, 168x128", 171, 3, 132, 1.04),
+    ("256 x 28672 x 4096, 256x128", 112, 2, 132, 1.01),
+)
+
+
+def _raster_reads(panels: int, mblocks: int, grid: int, swizzle: int) -> float:
+    """Weight reads / weight of a persistent grid walking the tiles along n in groups of
+    ``swizzle`` m blocks (CUTLASS's swizzle, ``get_log_swizzle_size``), in lockstep passes of
+    ``grid`` tiles, each panel fetched once a pass and nothing kept in L2 between passes."""
+    order = [
+        (p, m)
+        for g in range(0, mblocks, swizzle)
+        for p in range(panels)
+        for m in range(g, min(mblocks, g + swizzle))
+    ]
+    return (
+        sum(len({p for p, _ in order[i : i + grid]}) for i in range(0, len(order), grid)) / panels
+    )
+
+
+def raster_lines() -> list[str]:
+    out = [
+        "| shape, cuBLAS tile | Nsight | swizzle 1 | 2 | 4 | 8 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, panels, mblocks, grid, measured in RASTER_CASES:
+        cells = " | ".join(f"{_raster_reads(panels, mblocks, grid, s):.2f}" for s in (1, 2, 4, 8))
+        out.append(f"| {name} | {measured:.2f} | {cells} |")
+    return out
+
+
 def main() -> int:
     out = ["# Run aj's diagnostics and the candidate mechanisms (gemm_holdout_mechanisms.py)", ""]
     out += ["## Nsight Compute, nine shapes on the H200 (cold caches)", ""] + ncu_lines()
     out += ["", "## Fine m sweep (H200): spikes", ""] + spike_lines()
+    out += ["", "## Raster along n with a swizzle: weight reads / weight", ""] + raster_lines()
     out += ["", "## H100 time / H200 time, same held-out shapes, by m", ""] + ratio_lines()
     out += ["", "## Candidates on every committed GEMM set", ""] + candidate_lines()
     out += ["", "## C: cuBLAS's own tile on the profiled held-out rows", ""] + cublas_tile_lines()
