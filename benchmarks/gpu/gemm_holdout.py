@@ -6,8 +6,8 @@ the run, then compare the run with the frozen file (never refitted on these rows
 
 ``--gpu h100-repeat``: run ai, run ag's shapes again on another H100 lease (asked for an H200, got
 an H100), against run ag's frozen file. ``--gpu h200``: the same shapes frozen for the H200 by
-hw_configs/h200.yaml (never fitted on an H200), for run aj (not yet measured; run k's sweep is the
-earlier sweep of the swept shapes).
+hw_configs/h200.yaml (never fitted on an H200), for run aj (measured on an H200 2026-11-28 06:05
+UTC, ``gemm_holdout_run_aj.sh``; run k's sweep is the earlier sweep of the swept shapes).
 
 ``predict``: every row of ``gemm_shapes.holdout_shapes()`` (nothing measured is read) by
 hw_configs/h100.yaml in the mode compare_sweep.py compares sweep.py's GEMM rows in

@@ -99,3 +99,16 @@ def test_run_ag_comparison_reproduces() -> None:
     mod = bench_script("gemm_holdout")
     text = "\n".join(mod.compare(ROOT / mod.RUN, ROOT / mod.KERNELS, ROOT / mod.FROZEN)) + "\n"
     assert text == (SCRIPTS / "h100-20261128ag-gemm-holdout-compare.txt").read_text()
+
+
+def test_run_aj_diagnostics() -> None:
+    """Run aj's Nsight rows (gemm_holdout_mechanisms.py): Phi-3-medium's m = 192 kernel reads the
+    weight 1.75x from DRAM, 384 x 28672 x 4096 (more tiles than its grid too) 1.04x; and the fine
+    sweep's spikes are counted from the committed CSVs."""
+    mech = bench_script("gemm_holdout_mechanisms")
+    lines = mech.ncu_lines()
+    assert len(lines) == 2 + len(mech.NCU_SHAPES)
+    assert "| 1.75 |" in next(line for line in lines if line.startswith("| 192 x 35840 x 5120 |"))
+    assert "| 1.04 |" in next(line for line in lines if line.startswith("| 384 x 28672 x 4096 |"))
+    assert lines[-1].count("|") == 9
+    assert mech.spike_lines()[-1].startswith("7 spikes in 184 interior points")
