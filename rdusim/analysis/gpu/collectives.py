@@ -19,7 +19,7 @@ import re
 import statistics
 from pathlib import Path
 
-from rdusim.hw.collectives import collective_cost
+from rdusim.hw import collectives as nccl
 from rdusim.hw.gpu import Gpu
 from rdusim.mapping.gpu import collective
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
@@ -46,7 +46,10 @@ def predict_us(
     node, NCCL's event pair ``launch.graph_event_pair`` and NCCL's time). ``fabric``: a fitted
     one instead of the document's. ``queued`` (a ``--host-ahead`` row, the calls queued before the
     GPU reaches them): NCCL's own time, no launch. Returns (us, the collective's cost)."""
-    cost = collective_cost(op, size, ranks, fabric or gpu.fabric)
+    cost = nccl.collective_cost(
+        op, size, ranks, fabric or gpu.fabric
+    )  # looked up now: the experiment
+    # scripts (collectives_llfit.py, collectives_channels.py) swap in their variants of NCCL's model
     if queued:
         return cost.time_s * 1e6, cost
     kernel = dataclasses.replace(collective(op, op, size, ranks, gpu)[0], collective=cost)
@@ -140,11 +143,11 @@ ISSUE17_LARGE = (1 << 27, 1 << 30)
 def issue17_figures(fabric: object, line_rate: float) -> Issue17Figures:
     """The all-reduce floors (4 KB) at 2, 4 and 8 GPUs, and at ``ISSUE17_LARGE`` on 8 GPUs NCCL's
     time against the model it replaced: a ring at the NVLink line rate plus 2 us."""
-    floors = [collective_cost("all_reduce", 4096, n, fabric).time_s for n in (2, 4, 8)]
+    floors = [nccl.collective_cost("all_reduce", 4096, n, fabric).time_s for n in (2, 4, 8)]
     large = tuple(
         (
             size,
-            collective_cost("all_reduce", size, 8, fabric).time_s,
+            nccl.collective_cost("all_reduce", size, 8, fabric).time_s,
             2 * 7 / 8 * size / line_rate + 2e-6,
         )
         for size in ISSUE17_LARGE
