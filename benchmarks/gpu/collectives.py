@@ -448,16 +448,12 @@ def _e2e_predictions(node, names: list[str] | None = None) -> None:
 
 def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, float]]:
     """The TP step rows ``names`` (the TP2 rows of the full plan when None) as rdusim predicts
-    them (MEASURED_LAYER with an all-reduce after the attention output and the FFN; the LM head
-    split by vocabulary, its logits gather not modelled)."""
-    from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+    them (``rdusim.analysis.gpu.collectives.predict_tp_step``)."""
+    from rdusim.analysis.gpu.collectives import predict_tp_step
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
 
     model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
-    layer = list(MEASURED_LAYER)
-    layer.insert(layer.index("o_gemm") + 1, "all_reduce")
-    layer.insert(layer.index("down_gemm") + 1, "all_reduce")
     out = []
     tps = sorted({_tp(name) for name in names}) if names else [2]
     rows = [r for tp in tps for r in plan(ranks=tp) if r["kind"].startswith("e2e")]
@@ -468,8 +464,8 @@ def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, fl
             continue
         phase = "decode" if row["kind"].startswith("e2e_decode") else "prefill"
         seq = row["kv_len"] if phase == "decode" else row["seq_len"]
-        step = simulate_gpu_step(model, node.gpu, layer=layer, head=["embedding", "lm_head"], phase=phase,
-                                 batch=row["batch"], seq_len=seq, mode=row["mode"], tp=_tp(row["name"]))
+        step = predict_tp_step(model, node.gpu, phase=phase, batch=row["batch"], length=seq, mode=row["mode"],
+                               tp=_tp(row["name"]))
         out.append((row["name"], step.seconds * 1e6, step.kernels.get("all_reduce", 0.0) * 1e6))
     return out
 

@@ -25,7 +25,7 @@ GRAPH_RUNS = ("h100-20261125-sweep.csv", "h200-20261125k-sweep.csv", "h100-20261
 @pytest.fixture(scope="module")
 def frame():
     """The table on a subset of the sources: P10 and its held-out run, three graph-decode runs,
-    the collectives of two runs (one with calibration rows)."""
+    the collectives of two runs (one with calibration rows), run ac's TP2 decode steps."""
     two = ("h100x2-20261125t-collectives.csv", "h100x2-20261125u-collectives.csv")
     assert set(two) <= {p.name for p in collective_runs(ROOT / fid.GPU_DIR)}
     sources = (
@@ -33,6 +33,7 @@ def frame():
         fid.SOURCES[1],
         *(fid._graph(name, name) for name in GRAPH_RUNS),
         fid.collectives_source(two),
+        fid._tp_steps("h200x2-20261128ac-tp2new.csv"),
     )
     original = fid.SOURCES
     fid.SOURCES = sources
@@ -66,6 +67,7 @@ def test_structure_and_roles_counted_apart(frame) -> None:
         assert row.rows > 0 and row.median_abs_error <= abs(row.worst_error) + 1e-12
     coll = frame[frame["kind"].str.startswith("collectives: ")]
     assert set(coll["gpu"]) == {"2 x H100"}
+    assert set(frame[frame["kind"] == "TP2 decode (graph)"]["gpu"]) == {"2 x H200"}
     assert {k.split(", ")[1] for k in coll["kind"]} == {"stream", "graph"}
     assert (coll[coll["role"] == "calibration"]["kind"] == "collectives: all_reduce, stream").all()
 
@@ -76,6 +78,12 @@ def test_graph_decode_and_p10_within_the_acceptance(frame) -> None:
     graph = frame[(frame["kind"] == "graph decode") & (frame["role"] == "prediction")]
     assert len(graph) == len(GRAPH_RUNS) + 2  # P10's and its held-out run's too
     assert (graph["within"] == "yes").all(), graph[["set", "median_abs_error", "worst_error"]]
+    tp = frame[frame["kind"] == "TP2 decode (graph)"]  # run ac, two H200s: the same standard
+    assert (
+        len(tp) == 1
+        and tp["within"].iloc[0] == "yes"
+        and tp["acceptance"].iloc[0] == "graph decode"
+    )
     p10 = frame[frame["set"].str.startswith("P10") & (frame["acceptance"] != "")]
     for kind in ("attention", "GEMMs", "e2e prefill", "graph decode"):
         rows = p10[p10["kind"] == kind]

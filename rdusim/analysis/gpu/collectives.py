@@ -3,8 +3,9 @@ predicted as that script times it, the bus fit on a run's calibration rows, and 
 issue 17 quotes from independent 8 x H100 measurements.
 
 Owns: ``CALLS_PER_ROW``, ``predict_us``, ``fit_bus_bandwidth``, ``fitted_fabric``,
-``median_worst``, ``compare_collective_rows``, ``issue17_figures``, ``collective_runs``, ``run_label``. Imports: hw.collectives,
-hw.gpu, mapping.gpu, sim.gpu.
+``median_worst``, ``compare_collective_rows``, ``issue17_figures``, ``collective_runs``, ``run_label``,
+``tp_layer``, ``predict_tp_step``, ``compare_tp_steps``. Imports: analysis.gpu.predict,
+hw.collectives, hw.gpu, mapping.gpu, sim.gpu.
 
 ``benchmarks/gpu/collectives.py`` (and the scripts beside it) compare with these; it keeps its
 own ``PER`` literal because a measurement run imports torch only, never rdusim
@@ -19,6 +20,8 @@ import re
 import statistics
 from pathlib import Path
 
+from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+from rdusim.config.schema import ModelSpec
 from rdusim.hw import collectives as nccl
 from rdusim.hw.gpu import Gpu
 from rdusim.mapping.gpu import collective
@@ -178,4 +181,56 @@ def collective_runs(directory: Path) -> list[Path]:
         with open(path, newline="") as fh:
             if any(r.get("kind") == "collective" for r in csv.DictReader(fh)):
                 out.append(path)
+    return out
+
+
+def tp_layer() -> list[str]:
+    """A tensor-parallel Llama layer as ``collectives.py`` runs it: ``MEASURED_LAYER`` with an
+    all-reduce after the attention output and after the FFN down projection (the LM head split by
+    vocabulary, its logits gather not modelled)."""
+    layer = list(MEASURED_LAYER)
+    layer.insert(layer.index("o_gemm") + 1, "all_reduce")
+    layer.insert(layer.index("down_gemm") + 1, "all_reduce")
+    return layer
+
+
+def predict_tp_step(
+    model: ModelSpec, gpu: Gpu, *, phase: str, batch: int, length: int, mode: str, tp: int
+):
+    """One TP step of ``collectives.py`` (decode at KV ``length``, or a prefill of ``length``
+    tokens) on one GPU of ``tp``, on the document as it is (no bus fit): a ``GpuStep``."""
+    return simulate_gpu_step(
+        model,
+        gpu,
+        layer=tp_layer(),
+        head=["embedding", "lm_head"],
+        phase=phase,
+        batch=batch,
+        seq_len=length,
+        mode=mode,
+        tp=tp,
+    )
+
+
+def compare_tp_steps(rows: list[dict], gpu: Gpu, model: ModelSpec) -> list[dict]:
+    """A ``collectives.py`` CSV's TP step rows (``e2e_decode_tp<n>``, ``e2e_prefill_tp<n>``; the
+    degree is the row's ``ranks``) against ``predict_tp_step``: the row with ``phase``, ``pred``
+    (seconds) and ``err``."""
+    out = []
+    for r in rows:
+        if not r["kind"].startswith(("e2e_decode_tp", "e2e_prefill_tp")):
+            continue
+        phase = "decode" if r["kind"].startswith("e2e_decode") else "prefill"
+        length = int(float(r["kv_len"] if phase == "decode" else r["seq_len"]))
+        step = predict_tp_step(
+            model,
+            gpu,
+            phase=phase,
+            batch=int(float(r["batch"])),
+            length=length,
+            mode=r["mode"],
+            tp=int(r["ranks"]),
+        )
+        t = float(r["median_us"]) * 1e-6
+        out.append({**r, "phase": phase, "pred": step.seconds, "err": (step.seconds - t) / t})
     return out
