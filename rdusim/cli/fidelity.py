@@ -16,7 +16,9 @@ from rdusim.cli.progress import bar, updater
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = command_parser(subparsers, "fidelity")
     parser.add_argument(
-        "--root", default=".", help="repository root holding mappings/ and hw_configs/ (default: .)"
+        "--root",
+        default=".",
+        help="repository root holding mappings/ and hw_configs/ (--gpu: and benchmarks/gpu) (default: .)",
     )
     parser.add_argument("--out", help="also write the table as CSV here")
     parser.add_argument(
@@ -157,12 +159,14 @@ def run_gpu(args: argparse.Namespace) -> int:
     lines += [
         "",
         "| figure issue 17 quotes (independent 8 x H100 measurements) | quoted | rdusim (h100-8.yaml) "
-        "| role | within |",
-        "|---|---|---|---|---|",
+        "| role | tolerance | within |",
+        "|---|---|---|---|---|---|",
     ]
     for q in quoted:
         within = "yes" if q.within else ("no (known miss)" if q.role == "known miss" else "**no**")
-        lines.append(f"| {q.figure} | {q.quoted} | {q.model} | {q.role} | {within} |")
+        lines.append(
+            f"| {q.figure} | {q.quoted} | {q.model} | {q.role} | {q.tolerance} | {within} |"
+        )
     lines += ["", "Known misses among the quoted figures:"]
     lines += [f"- {q.figure}: {q.reason}" for q in quoted if q.reason]
     lines += [

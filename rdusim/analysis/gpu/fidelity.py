@@ -68,12 +68,17 @@ _GEMMS = Acceptance(
 #: the P10 row's "P10's model" figures; held-out graph decode: its graph decode row).
 ACCEPTANCE: dict[str, Acceptance] = {
     "collectives": Acceptance(
-        0.10, 0.25, "issue 17: collectives median <= 10%, worst <= 25%, 1 KB-1 GB"
+        0.10,
+        0.25,
+        "issue 17: collectives median <= 10%, worst <= 25%, 1 KB-1 GB on two GPUs (runs on 3-4 GPUs held to "
+        "the same), per run, op and launch mode",
     ),
     "GEMMs": _GEMMS,
     "held-out GEMM families": _GEMMS,
     "long prefill": Acceptance(0.10, 0.10, "issue 17: prefill 4K-128K within 10%"),
-    "eager decode": Acceptance(0.15, 0.15, "issue 17: eager decode within 15%"),
+    "eager decode": Acceptance(
+        0.15, 0.15, "issue 17: eager decode within 15% (median and every step)"
+    ),
     "graph decode": Acceptance(
         0.04,
         0.08,
@@ -383,7 +388,7 @@ SOURCES: tuple[Source, ...] = (
     _graph("h100-20261125l-small.csv", "run l"),
     _graph("h200-20261125m-small.csv", "run m"),
     _graph("h100-20261125o-sweep.csv", "run o"),
-    _paired("h100-20261125j-sweep.csv", "run j, paired"),
+    _paired("h100-20261125h-sweep.csv", "run h, paired"),
     collectives_source(),
     # run ac: FlashAttention forced in the harness (before it, SDPA's default backend may run cuDNN's
     # attention, a kernel the model does not price: docs/gpu.md, runs ab and ac)
@@ -395,8 +400,8 @@ SOURCES: tuple[Source, ...] = (
 NOT_YET: tuple[str, ...] = (
     "left out to keep this command near a minute (compare_sweep.py, gemm_holdout.py and collectives.py "
     "--compare show them): runs b and c (repeats of run a's GEMM and prefill rows), run ai (run ag's "
-    "held-out families again), runs f and h and run k's paired eager steps (144 each, about 20 s each "
-    "here), run ac's repeat of its TP2 steps (tp2rep)",
+    "held-out families again), the paired eager steps of runs j (216, about 30 s here), f and k (144 "
+    "each, about 20 s), run ac's repeat of its TP2 steps (tp2rep)",
     "comparison logic still in compare_sweep.py: runs d, e and i (FA2 prefill with K/V across L2, "
     "head_dim 64-256, no mask; repeats), run k's frozen prefill rows, runs d and e's eager rounds, runs "
     "1-3's eager steps with each run's dispatch host, the small kernels and decode GEMMs timed kernel by "
@@ -476,6 +481,7 @@ class Quoted:
     model: str
     role: str  # predicted or known miss
     within: bool
+    tolerance: str
     reason: str = ""
 
 
@@ -495,6 +501,7 @@ def issue17_quoted(root: Path) -> list[Quoted]:
             f"{floor2:.1f} us (4 KB)",
             "predicted",
             abs(floor2 / 7 - 1) <= ACCEPTANCE["collectives"].worst,
+            f"{ACCEPTANCE['collectives'].worst:.0%} (collectives' worst)",
         ),
         Quoted(
             "all-reduce floor, 4-8 GPUs",
@@ -502,6 +509,7 @@ def issue17_quoted(root: Path) -> list[Quoted]:
             f"{fig.floor_4 * 1e6:.1f}-{fig.floor_8 * 1e6:.1f} us (4 KB)",
             "known miss",
             30 <= fig.floor_4 * 1e6 and fig.floor_8 * 1e6 <= 40,
+            "inside the range",
             "NCCL's own tuning model gives 10-15 us (ring LL); no documented mechanism reaches 30-40 us; four "
             "H100s measure a 10.2-10.9 us device floor and 43-55 us host-launched (run w): the quoted figure "
             f"fits a host-launched timing ({sanity})",
@@ -516,6 +524,7 @@ def issue17_quoted(root: Path) -> list[Quoted]:
                 f"{gain * 100:.0f}% ({nccl * 1e6:.0f} vs {ring * 1e6:.0f} us)",
                 "known miss",
                 0.40 <= gain <= 0.60,
+                "inside the range",
                 "a 40-60% gain over a 450 GB/s ring needs 360-410 GB/s of algorithm bandwidth, above every "
                 "public NVLS figure (NVIDIA/nccl-tests #212, NVIDIA/nccl #1455); NVLS unmeasured here "
                 f"(issue 21) ({sanity})",
