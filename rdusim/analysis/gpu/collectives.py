@@ -17,9 +17,9 @@ from __future__ import annotations
 import csv
 import dataclasses
 import re
-import statistics
 from pathlib import Path
 
+from rdusim.analysis.gpu.measured import error_stats
 from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
 from rdusim.config.schema import ModelSpec
 from rdusim.hw import collectives as nccl
@@ -63,9 +63,10 @@ def predict_us(
 
 
 def median_worst(errs: list[float]) -> tuple[float, float]:
-    """The median absolute and the worst (signed) of relative errors, in percent: every comparison
-    table of the collective scripts reports these two."""
-    return statistics.median(map(abs, errs)) * 100, max(errs, key=abs) * 100
+    """The median absolute and the worst (signed) of relative errors (``error_stats``), in percent:
+    every comparison table of the collective scripts reports these two."""
+    _, median, worst = error_stats(errs)
+    return median * 100, worst * 100
 
 
 def fit_bus_bandwidth(rows: list[dict]) -> float:
