@@ -29,12 +29,12 @@ from rdusim.analysis.gpu.measured import (
     compare_graph_steps,
     compare_paired_eager,
     compare_prefill_rows,
+    compare_small_rows,
     run_doc,
+    small_kernels_csv,
 )
 from rdusim.analysis.gpu.predict import (
-    GEMM_CLEAN_CALIBRATION,
     MEASURED_LAYER,
-    SMALL_CALIBRATION_PREFIXES,
     fit_attention,
     fit_gemm,
     fit_gemm_clean,
@@ -43,7 +43,6 @@ from rdusim.analysis.gpu.predict import (
     llama_shape,
     micro_device_s,
     micro_device_us,
-    micro_gemm_s,
     predict_row,
     row_extra,
     site_host_costs,
@@ -581,7 +580,7 @@ def h200_sections(spec_h100: GpuSpec, base: ModelSpec, h100_rows: list[dict]) ->
 
 
 def _kernels_path(run: str) -> Path:
-    return ROOT / run.replace("-small.csv", "-small-kernels.csv")
+    return ROOT / small_kernels_csv(run)
 
 
 def _group(r: dict) -> str:
@@ -595,24 +594,10 @@ def small_rows(run: str, gpu: Gpu, base: ModelSpec, frozen: dict[str, float] | N
     """Every small_kernels.py row of ``run`` the model predicts: small kernels by profiled device
     time, decode GEMMs by their share of a graph, decode steps by graph replay."""
     rows = list(csv.DictReader((ROOT / run).open()))
-    device = micro_device_us(csv.DictReader(_kernels_path(run).open()))
-    out = []
-    for r in rows:
-        if r["kind"] == "sk_gemm_graph":
-            pred, meas = micro_gemm_s(r, gpu), float(r["median_us"]) * 1e-6
-            cal = r["name"] in GEMM_CLEAN_CALIBRATION
-        elif r["kind"] == "e2e_decode":
-            pred, meas, cal = predict_row(r, gpu, sweep_model(r, base)), float(r["median_us"]) * 1e-6, False
-        else:
-            pred = micro_device_s(r, gpu)
-            if pred is None or r["name"] not in device:
-                continue
-            meas, cal = device[r["name"]] * 1e-6, r["name"].startswith(SMALL_CALIBRATION_PREFIXES)
-        c = {**r, "pred": pred, "meas": meas, "err": (pred - meas) / meas, "cal": cal}
-        if frozen is not None:
-            c["frozen"] = frozen[r["name"]] * 1e-6
-            c["err_frozen"] = (c["frozen"] - meas) / meas
-        out.append(c)
+    out = compare_small_rows(rows, csv.DictReader(_kernels_path(run).open()), gpu, base)
+    for c in out if frozen is not None else ():
+        c["frozen"] = frozen[c["name"]] * 1e-6
+        c["err_frozen"] = (c["frozen"] - c["meas"]) / c["meas"]
     return out
 
 

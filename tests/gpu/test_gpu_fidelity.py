@@ -25,7 +25,8 @@ GRAPH_RUNS = ("h100-20261125-sweep.csv", "h200-20261125k-sweep.csv", "h100-20261
 @pytest.fixture(scope="module")
 def frame():
     """The table on a subset of the sources: P10 and its held-out run, three graph-decode runs,
-    the collectives of two runs (one with calibration rows), run ac's TP2 decode steps."""
+    the collectives of two runs (one with calibration rows), run ac's TP2 decode steps, run l's
+    small kernels."""
     two = ("h100x2-20261125t-collectives.csv", "h100x2-20261125u-collectives.csv")
     assert set(two) <= {p.name for p in collective_runs(ROOT / fid.GPU_DIR)}
     sources = (
@@ -34,6 +35,7 @@ def frame():
         *(fid._graph(name, name) for name in GRAPH_RUNS),
         fid.collectives_source(two),
         fid._tp_steps("h200x2-20261128ac-tp2new.csv"),
+        fid._small("h100-20261125l-small.csv", "run l"),
     )
     original = fid.SOURCES
     fid.SOURCES = sources
@@ -68,6 +70,10 @@ def test_structure_and_roles_counted_apart(frame) -> None:
     coll = frame[frame["kind"].str.startswith("collectives: ")]
     assert set(coll["gpu"]) == {"2 x H100"}
     assert set(frame[frame["kind"] == "TP2 decode (graph)"]["gpu"]) == {"2 x H200"}
+    # run l: small kernels and decode GEMMs, each with its calibration rows apart, not gated
+    small = frame[frame["set"].str.startswith("run l")]
+    assert len(small) == 4 and set(small["role"]) == {"calibration", "prediction"}
+    assert (small["within"] == "").all() and (small["acceptance"] == "").all()
     assert {k.split(", ")[1] for k in coll["kind"]} == {"stream", "graph"}
     assert (coll[coll["role"] == "calibration"]["kind"] == "collectives: all_reduce, stream").all()
 

@@ -37,9 +37,11 @@ from rdusim.analysis.gpu.measured import (
     compare_graph_steps,
     compare_paired_eager,
     compare_prefill_rows,
+    compare_small_rows,
     error_stats,
     read_csv,
     run_doc,
+    small_kernels_csv,
 )
 from rdusim.analysis.gpu.predict import compare_rows
 from rdusim.config.loader import load_spec, model_path
@@ -309,6 +311,32 @@ def _paired(csv_name: str, label: str) -> Source:
     return Source(f"{label}: eager decode", groups)
 
 
+#: a small_kernels.py row's kind here (its decode steps are the graph-decode rows above)
+_SMALL_KIND = {"sk_gemm_graph": "decode GEMMs (graph share)", "e2e_decode": None}
+
+
+def _small(csv_name: str, label: str) -> Source:
+    """A ``small_kernels.py`` run: its small kernels by profiled device time and its decode GEMMs
+    by their share of a graph, calibration rows (run l's fit; the same shapes on the H200) apart;
+    no acceptance item names them (they are graph decode's parts)."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        kernels = read_csv(root / GPU_DIR / small_kernels_csv(csv_name))
+        compared = compare_small_rows(rows, kernels, Gpu(spec), _base(root))
+        return _split(
+            f"{label} ({csv_name})",
+            gpu,
+            compared,
+            lambda c: _SMALL_KIND.get(c["kind"], "small kernels (profiled)"),
+            lambda c: "calibration" if c["cal"] else "prediction",
+            lambda k: None,
+        )
+
+    return Source(f"{label}: small kernels", groups)
+
+
 # ------------------------------------------------------------------ collectives (collectives.py)
 def collectives_source(names: tuple[str, ...] | None = None) -> Source:
     """Every committed ``collectives.py`` run (``collective_runs``; ``names``: only those files),
@@ -389,6 +417,8 @@ SOURCES: tuple[Source, ...] = (
     _graph("h200-20261125m-small.csv", "run m"),
     _graph("h100-20261125o-sweep.csv", "run o"),
     _paired("h100-20261125h-sweep.csv", "run h, paired"),
+    _small("h100-20261125l-small.csv", "run l"),
+    _small("h200-20261125m-small.csv", "run m"),
     collectives_source(),
     # run ac: FlashAttention forced in the harness (before it, SDPA's default backend may run cuDNN's
     # attention, a kernel the model does not price: docs/gpu.md, runs ab and ac)
@@ -404,8 +434,8 @@ NOT_YET: tuple[str, ...] = (
     "each, about 20 s), run ac's repeat of its TP2 steps (tp2rep)",
     "comparison logic still in compare_sweep.py: runs d, e and i (FA2 prefill with K/V across L2, "
     "head_dim 64-256, no mask; repeats), run k's frozen prefill rows, runs d and e's eager rounds, runs "
-    "1-3's eager steps with each run's dispatch host, the small kernels and decode GEMMs timed kernel by "
-    "kernel (runs l, m), FA2 decode (run n) and its mechanism rows (runs p, q, r)",
+    "1-3's eager steps with each run's dispatch host, run m's frozen small-kernel predictions, FA2 decode "
+    "(run n) and its mechanism rows (runs p, q, r)",
     "TP steps measured before the harness forced FlashAttention (runs t-aa: SDPA's default backend may "
     "run cuDNN's attention, which the model does not price; docs/gpu.md, runs ab and ac)",
     "the TP shard (run ab, tp_shard.py), the clock checks (runs ae, ah, clock_check.py), NCCL's channel "

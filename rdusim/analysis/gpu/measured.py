@@ -2,7 +2,7 @@
 per-row comparisons of the P12 sweep CSVs (``benchmarks/gpu/sweep.py``, ``small_kernels.py``).
 
 Owns: ``GPU_DOCS``, ``run_doc``, ``error_stats``, ``compare_gemm_rows``, ``compare_prefill_rows``,
-``compare_graph_steps``, ``compare_paired_eager``. Imports: analysis.gpu.predict, hw.gpu.
+``compare_graph_steps``, ``compare_paired_eager``, ``compare_small_rows``, ``small_kernels_csv``. Imports: analysis.gpu.predict, hw.gpu.
 
 One place for each comparison: ``benchmarks/gpu/compare_sweep.py`` formats these rows into
 docs/gpu.md's tables and ``rdusim fidelity --gpu`` summarises them; neither computes a
@@ -18,7 +18,12 @@ from pathlib import Path
 
 from rdusim.analysis.gpu.predict import (
     ATTENTION_CALIBRATION,
+    GEMM_CLEAN_CALIBRATION,
+    SMALL_CALIBRATION_PREFIXES,
     is_gemm_calibration,
+    micro_device_s,
+    micro_device_us,
+    micro_gemm_s,
     predict_row,
     row_extra,
     site_host_costs,
@@ -117,6 +122,39 @@ def compare_paired_eager(
         )
         compared.append(_compared(r, predict_row(r, gpu, sweep_model(r, base))))
     return compared
+
+
+def small_kernels_csv(name: str) -> str:
+    """The profiled kernels of a ``small_kernels.py`` run (``...-small.csv``): ``...-small-kernels.csv``."""
+    return name.replace("-small.csv", "-small-kernels.csv")
+
+
+def compare_small_rows(
+    rows: Iterable[dict], kernel_rows: Iterable[dict], gpu: Gpu, base: ModelSpec
+) -> list[dict]:
+    """Every ``small_kernels.py`` row the model predicts: small kernels by their profiled device
+    time (``micro_device_us`` of the run's ``kernel_rows``), decode GEMMs by their share of a graph,
+    decode steps by graph replay; ``meas`` (seconds) beside ``pred`` and ``err``, and ``cal``: a
+    row of ``SMALL_CALIBRATION_PREFIXES`` or ``GEMM_CLEAN_CALIBRATION``."""
+    device = micro_device_us(kernel_rows)
+    out = []
+    for r in rows:
+        if r["kind"] == "sk_gemm_graph":
+            pred, meas = micro_gemm_s(r, gpu), float(r["median_us"]) * 1e-6
+            cal = r["name"] in GEMM_CLEAN_CALIBRATION
+        elif r["kind"] == "e2e_decode":
+            pred, meas, cal = (
+                predict_row(r, gpu, sweep_model(r, base)),
+                float(r["median_us"]) * 1e-6,
+                False,
+            )
+        else:
+            pred = micro_device_s(r, gpu)
+            if pred is None or r["name"] not in device:
+                continue
+            meas, cal = device[r["name"]] * 1e-6, r["name"].startswith(SMALL_CALIBRATION_PREFIXES)
+        out.append({**r, "pred": pred, "meas": meas, "err": (pred - meas) / meas, "cal": cal})
+    return out
 
 
 def read_csv(path: Path) -> list[dict]:
