@@ -90,6 +90,20 @@ FIELDS = ["set", "kind", "name", "median_us", "reps", "op", "bytes", "ranks", "m
           "seq_len", "nccl", "gpu", "nccl_algo", "nccl_proto"]
 
 
+#: the comparison functions, moved to rdusim.analysis.gpu.collectives (one place for ``rdusim
+#: fidelity --gpu`` and these scripts); still reachable as ``collectives.NAME`` for the scripts beside
+#: this one, imported only when asked for (a measurement run imports torch only)
+MOVED = ("predict_us", "median_worst", "fit_bus_bandwidth", "fitted_fabric")
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562: the moved functions, imported on first use
+    if name in MOVED:
+        from rdusim.analysis.gpu import collectives as model
+
+        return getattr(model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def plan(sizes: list[int] | None = None, ranks: int = 2, e2e: tuple[str, ...] = ("decode", "prefill"),
          decode: list[tuple[int, int]] | None = None) -> list[dict]:
     """The rows one run writes: every collective at ``sizes`` (the powers of two when None: then
@@ -254,6 +268,7 @@ def _tp_split(n: int) -> str:
 def model_table(path: str) -> int:
     """rdusim's NCCL model on a node document: per-collective predictions at 2/4/8 GPUs, and
     the figures the issue quotes (a sanity check, nothing fitted to them)."""
+    from rdusim.analysis.gpu.collectives import issue17_figures
     from rdusim.hw.collectives import collective_cost
     from rdusim.hw.gpu import load_gpu_node
 
@@ -275,45 +290,19 @@ def model_table(path: str) -> int:
     print()
     print("| figure quoted by issue 17 (independent measurement, 8 x H100) | rdusim (this model) |")
     print("|---|---|")
-    floor2 = collective_cost("all_reduce", 4096, 2, fabric).time_s * 1e6
-    floors = [collective_cost("all_reduce", 4096, n, fabric).time_s * 1e6 for n in (4, 8)]
-    print(f"| all-reduce floor, 2 GPUs: ~7 us | {floor2:.1f} us (4 KB) |")
-    print(f"| all-reduce floor, 4-8 GPUs: 30-40 us | {floors[0]:.1f}-{floors[1]:.1f} us (4 KB) |")
-    for size in (1 << 27, 1 << 30):
-        nccl = collective_cost("all_reduce", size, 8, fabric).time_s
-        ring = 2 * 7 / 8 * size / line_rate + 2e-6  # the replaced model: a ring at the line rate, 2 us
+    fig = issue17_figures(fabric, line_rate)  # the replaced model: a ring at the line rate, 2 us
+    print(f"| all-reduce floor, 2 GPUs: ~7 us | {fig.floor_2 * 1e6:.1f} us (4 KB) |")
+    print(f"| all-reduce floor, 4-8 GPUs: 30-40 us | {fig.floor_4 * 1e6:.1f}-{fig.floor_8 * 1e6:.1f} us (4 KB) |")
+    for size, nccl, ring in fig.large:
         print(f"| 8 GPUs, {_size(size)}: NCCL 40-60% faster than a plain ring at the NVLink rate | "
-              f"{(ring / nccl - 1) * 100:.0f}% faster ({nccl * 1e6:.0f} vs {ring * 1e6:.0f} us) |")
+              f"{fig.speedup(size) * 100:.0f}% faster ({nccl * 1e6:.0f} vs {ring * 1e6:.0f} us) |")
     return 0
-
-
-def predict_us(gpu, op: str, size: int, ranks: int, mode: str, fabric=None, queued: bool = False) -> tuple[float, object]:
-    """What the timing loop of this script measures for one collective row, simulated: ``PER``
-    calls back to back (``rdusim.sim.gpu``), divided by ``PER``. A ``stream`` row is Python
-    issuing ``PER`` torch.distributed calls: the engine's eager mode, where each call costs the
-    host its ``launch.collective_host`` and the GPU runs NCCL's time, so the row comes out as the
-    slower of host and device; a ``graph`` row is one graph of ``PER`` (per collective the graph
-    node, NCCL's event pair ``launch.graph_event_pair`` and NCCL's time). ``fabric``: a fitted
-    one instead of the document's. ``queued`` (a ``--host-ahead`` row, the calls queued before the
-    GPU reaches them): NCCL's own time, no launch (the module docstring). Returns (us, the
-    collective's cost)."""
-    import dataclasses
-
-    from rdusim.hw.collectives import collective_cost
-    from rdusim.mapping.gpu import collective
-    from rdusim.sim.gpu import elapsed_s, simulate_gpu
-
-    cost = collective_cost(op, size, ranks, fabric or gpu.fabric)
-    if queued:
-        return cost.time_s * 1e6, cost
-    kernel = dataclasses.replace(collective(op, op, size, ranks, gpu)[0], collective=cost)
-    trace = simulate_gpu([(kernel, 0)] * PER, gpu, mode="eager" if mode == "stream" else "graph")
-    return elapsed_s(trace) / PER * 1e6, cost
 
 
 def frozen_table(path: str, args: argparse.Namespace, ranks: list[int]) -> int:
     """rdusim's prediction of every row a run at each of ``ranks`` writes (``planned_rows``: the
     frozen predictions a later measurement is compared with), on the document as it is (no fit)."""
+    from rdusim.analysis.gpu.collectives import predict_us
     from rdusim.hw.gpu import load_gpu_node
 
     node = load_gpu_node(path)
@@ -336,35 +325,6 @@ def frozen_table(path: str, args: argparse.Namespace, ranks: list[int]) -> int:
             _e2e_predictions(node, steps)
             print()
     return 0
-
-
-def median_worst(errs: list[float]) -> tuple[float, float]:
-    """The median absolute and the worst (signed) of relative errors, in percent: every comparison
-    table of these scripts reports these two."""
-    import statistics
-
-    return statistics.median(map(abs, errs)) * 100, max(errs, key=abs) * 100
-
-
-def fit_bus_bandwidth(rows: list[dict]) -> float:
-    """``nvlink.bus_bandwidth`` from the calibration rows: the slope of the stream-launched
-    all-reduce between 256 MB and 1 GB (ring Simple on two GPUs: each GPU puts 2(n-1)/n S on
-    NVLink, all of it at the bus rate)."""
-    big = sorted((int(r["bytes"]), float(r["median_us"]) * 1e-6, int(r["ranks"])) for r in rows
-                 if r["set"] == "calibration" and r["op"] == "all_reduce" and int(r["bytes"]) >= 1 << 28)
-    (s0, t0, n), (s1, t1, _) = big[0], big[-1]
-    return 2 * (n - 1) / n * (s1 - s0) / (t1 - t0)
-
-
-def fitted_fabric(gpu, rows: list[dict]) -> tuple[object, bool]:
-    """The fabric a measured CSV's rows are compared on: the document's, with ``bus_bandwidth``
-    fitted to the CSV's calibration rows (``fit_bus_bandwidth``) where it has any. Returns
-    (fabric, fitted)."""
-    import dataclasses
-
-    fitted = any(r["set"] == "calibration" for r in rows)
-    bus = fit_bus_bandwidth(rows) if fitted else gpu.fabric.bus_bytes_per_s
-    return dataclasses.replace(gpu.fabric, bus_bytes_per_s=bus), fitted
 
 
 def read_frozen(path: str) -> dict[tuple[str, int | None], tuple[float, str]]:
@@ -421,6 +381,7 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
     ``against``: every row's prediction from that committed frozen table instead (``read_frozen``;
     no fit, the model as it was frozen)."""
 
+    from rdusim.analysis.gpu.collectives import fitted_fabric, is_queued, median_worst, predict_us
     from rdusim.hw.gpu import load_gpu_node
 
     with open(csv_path, newline="") as fh:
@@ -437,7 +398,7 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
         if r["kind"] != "collective":
             continue
         meas = float(r["median_us"])
-        queued = r["mode"] == "stream" and r["name"].endswith("_queued")
+        queued = is_queued(r)
         if frozen:
             pred, how = _frozen_row(frozen, r["name"], int(r["ranks"]), against)
         else:
@@ -487,16 +448,12 @@ def _e2e_predictions(node, names: list[str] | None = None) -> None:
 
 def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, float]]:
     """The TP step rows ``names`` (the TP2 rows of the full plan when None) as rdusim predicts
-    them (MEASURED_LAYER with an all-reduce after the attention output and the FFN; the LM head
-    split by vocabulary, its logits gather not modelled)."""
-    from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+    them (``rdusim.analysis.gpu.collectives.predict_tp_step``)."""
+    from rdusim.analysis.gpu.collectives import predict_tp_step
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
 
     model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
-    layer = list(MEASURED_LAYER)
-    layer.insert(layer.index("o_gemm") + 1, "all_reduce")
-    layer.insert(layer.index("down_gemm") + 1, "all_reduce")
     out = []
     tps = sorted({_tp(name) for name in names}) if names else [2]
     rows = [r for tp in tps for r in plan(ranks=tp) if r["kind"].startswith("e2e")]
@@ -507,8 +464,8 @@ def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, fl
             continue
         phase = "decode" if row["kind"].startswith("e2e_decode") else "prefill"
         seq = row["kv_len"] if phase == "decode" else row["seq_len"]
-        step = simulate_gpu_step(model, node.gpu, layer=layer, head=["embedding", "lm_head"], phase=phase,
-                                 batch=row["batch"], seq_len=seq, mode=row["mode"], tp=_tp(row["name"]))
+        step = predict_tp_step(model, node.gpu, phase=phase, batch=row["batch"], length=seq, mode=row["mode"],
+                               tp=_tp(row["name"]))
         out.append((row["name"], step.seconds * 1e6, step.kernels.get("all_reduce", 0.0) * 1e6))
     return out
 

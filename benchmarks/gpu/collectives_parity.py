@@ -3,9 +3,9 @@
     PYTHONPATH=. python benchmarks/gpu/collectives_parity.py [CSV ...] [--out PNG]
 
 CSVs: ``collectives.py`` measurements (default: every run's, ``default_csvs``).
-Each row is predicted as ``collectives.py --model DOC --compare CSV`` does (``fitted_fabric``,
-``predict_us``), on the GPU document of the device the CSV names (``compare_sweep.GPU_DOCS``)
-and at the row's ``ranks``. One panel per collective; graph-replayed rows are circles,
+Each row is predicted as ``collectives.py --model DOC --compare CSV`` does
+(``rdusim.analysis.gpu.collectives.compare_collective_rows``), on the GPU document of the device
+the CSV names (``rdusim.analysis.gpu.measured.GPU_DOCS``) and at the row's ``ranks``. One panel per collective; graph-replayed rows are circles,
 stream-launched rows triangles, one colour per run and GPU count.
 
 A point is a **frozen prediction** (filled) only where one of the run's frozen tables (every
@@ -32,19 +32,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from collectives import OPS, fitted_fabric, median_worst, predict_us  # noqa: E402  (beside this file)
+from collectives import OPS  # noqa: E402  (beside this file)
 from compare import parity_axes  # noqa: E402
+
+from rdusim.analysis.gpu.collectives import (  # noqa: E402
+    collective_runs,
+    compare_collective_rows,
+    median_worst,
+    run_label,
+    run_prefix,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs/img/gpu-collectives-parity.png"
 MARKERS = {"graph": "o", "stream": "^", "queued": "s"}
 TOLERANCE_US = 0.0051  # frozen tables print 2 decimals
-
-
-def run_prefix(csv_path: Path) -> str | None:
-    """``h100x4-20261128w-x3-floors.csv`` -> ``h100x4-20261128w``; None for other names."""
-    m = re.match(r"([a-z0-9]+x\d+-\d{8}[a-z]+\d*)-", csv_path.name)
-    return m[1] if m else None
 
 
 def frozen_files(csv_path: Path, any_device: bool = False) -> list[Path]:
@@ -117,62 +119,35 @@ def model_unchanged_since(path: Path, doc: str) -> bool:
     return changed.returncode == 0 and not changed.stdout.strip() and dirty.returncode == 0
 
 
-def run_label(csv_path: Path) -> str:
-    """``h100x2-20261125t-collectives.csv`` -> ``run t``; other names: the file's stem."""
-    prefix = run_prefix(csv_path)
-    return f"run {prefix.split('-')[1][8:]}" if prefix else csv_path.stem
-
-
 def default_csvs() -> list[Path]:
-    """Every committed measurement of collectives (a ``collectives.py`` CSV of a run), leaving out
-    the diagnostics that time another thing (``percall``: one call alone; ``nomix``: NCCL's event
-    nodes off)."""
-    out = []
-    for path in sorted((ROOT / "benchmarks/gpu").glob("*x[0-9]-2026*.csv")):
-        if run_prefix(path) is None or any(k in path.name for k in ("percall", "nomix", "micro")):
-            continue
-        with open(path, newline="") as fh:
-            if any(r.get("kind") == "collective" for r in csv.DictReader(fh)):
-                out.append(path)
-    return out
+    """Every committed measurement of collectives (``collective_runs``: a ``collectives.py`` CSV
+    of a run, the diagnostics that time another thing left out)."""
+    return collective_runs(ROOT / "benchmarks/gpu")
 
 
 def points(csv_paths: list[Path]) -> list[dict]:
     """Every collective row of the CSVs with its prediction and status (calibration, frozen
     prediction, explained after measurement)."""
-    from compare_sweep import GPU_DOCS
-
+    from rdusim.analysis.gpu.measured import run_doc
     from rdusim.hw.gpu import load_gpu_node
 
     out = []
     for csv_path in csv_paths:
         with open(csv_path, newline="") as fh:
             rows = list(csv.DictReader(fh))
-        devices = {r["gpu"] for r in rows}
-        if len(devices) != 1 or not devices <= GPU_DOCS.keys():
-            raise SystemExit(
-                f"{csv_path}: devices {sorted(devices)}; compare_sweep.GPU_DOCS knows {sorted(GPU_DOCS)}"
-            )
-        device = devices.pop()
-        gpu = load_gpu_node(str(ROOT / GPU_DOCS[device])).gpu
-        fabric, _ = fitted_fabric(gpu, rows)
+        try:
+            doc = run_doc(rows, "gpu")
+        except ValueError as error:
+            raise SystemExit(f"{csv_path}: {error}") from None
+        device = rows[0]["gpu"]
+        gpu = load_gpu_node(str(ROOT / doc)).gpu
         frozen = frozen_predictions(csv_path)
         other = frozen_files(csv_path, any_device=True)
-        unchanged = (
-            not frozen
-            and bool(other)
-            and all(model_unchanged_since(p, GPU_DOCS[device]) for p in other)
-        )
-        for r in rows:
-            if r["kind"] != "collective":
-                continue
-            ranks = int(r.get("ranks") or 2)
-            queued = r["mode"] == "stream" and r["name"].endswith("_queued")
-            pred, cost = predict_us(
-                gpu, r["op"], int(r["bytes"]), ranks, r["mode"], fabric, queued=queued
-            )
-            before = frozen.get((r["name"], ranks), set()) | frozen.get((r["name"], None), set())
-            if r["set"] == "calibration":
+        unchanged = not frozen and bool(other) and all(model_unchanged_since(p, doc) for p in other)
+        for c in compare_collective_rows(rows, gpu):
+            ranks, pred, cost = c["ranks"], c["pred"], c["cost"]
+            before = frozen.get((c["name"], ranks), set()) | frozen.get((c["name"], None), set())
+            if c["set"] == "calibration":
                 status = "calibration"
             elif any(abs(pred - b) <= TOLERANCE_US for b in before):
                 status = "frozen"
@@ -185,10 +160,10 @@ def points(csv_paths: list[Path]) -> list[dict]:
                     "run": run_label(csv_path),
                     "gpu": device.replace("NVIDIA ", "").split()[0],
                     "ranks": ranks,
-                    "op": r["op"],
-                    "mode": "queued" if queued else r["mode"],
-                    "bytes": int(r["bytes"]),
-                    "measured": float(r["median_us"]),
+                    "op": c["op"],
+                    "mode": c["launch"],
+                    "bytes": int(c["bytes"]),
+                    "measured": float(c["median_us"]),
                     "predicted": pred,
                     "status": status,
                     "algorithm": f"{cost.algorithm}/{cost.protocol}",
@@ -258,7 +233,9 @@ def plot(pts: list[dict], out: Path) -> list[str]:
                 if p["status"] == "frozen" and p["mode"] == mode
             ]
             if errs:
-                note.append("{} {}: {:.0f}% / {:+.0f}%".format(mode, len(errs), *median_worst(errs)))
+                note.append(
+                    "{} {}: {:.0f}% / {:+.0f}%".format(mode, len(errs), *median_worst(errs))
+                )
         note_text = "frozen predictions, median / worst:\n" + ("; ".join(note) or "none")
         parity_axes(
             ax,

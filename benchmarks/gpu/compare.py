@@ -13,16 +13,14 @@ import argparse
 import csv
 from pathlib import Path
 
+from rdusim.analysis.gpu.fidelity import P10_GROUPS, p10_kind
 from rdusim.analysis.gpu.predict import compare_rows, fit_calibration, fit_pipeline, summary
 from rdusim.config.loader import load_spec, model_path
 from rdusim.config.schema import GpuSpec, ModelSpec
 from rdusim.hw.gpu import Gpu
 
 ROOT = Path(__file__).resolve().parents[2]
-GROUPS = {"attention (SDPA)": ("attn_prefill", "attn_decode"), "kascade (torch ops)": ("kascade",),
-          "gemm": ("gemm",),
-          "norm/elementwise": ("rmsnorm", "silu_mul"), "launch": ("launch",),
-          "e2e decode": ("e2e_decode",), "e2e prefill": ("e2e_prefill",)}
+GROUPS = P10_GROUPS  # rdusim.analysis.gpu.fidelity: the same groups as ``rdusim fidelity --gpu``
 
 
 def main() -> int:
@@ -77,13 +75,10 @@ def holdout_table(rows: list[dict]) -> list[str]:
     out += [f"| {r['name']} | {float(r['median_us']):.1f} | {r['predicted_us']:.1f} | {r['error'] * 100:+.1f}% |"
             for r in rows]
     out += ["", "| held-out group | rows | median abs error | worst |", "|---|---:|---:|---:|"]
-    groups = {"attention (SDPA)": lambda r: r["kind"] in ("attn_prefill", "attn_decode"),
-              "gemm": lambda r: r["kind"] == "gemm",
-              "e2e decode (graph)": lambda r: r["kind"] == "e2e_decode" and r["mode"] == "graph",
-              "e2e decode (eager)": lambda r: r["kind"] == "e2e_decode" and r["mode"] == "eager",
-              "e2e prefill": lambda r: r["kind"] == "e2e_prefill"}
-    for label, keep in groups.items():
-        errs = [abs(r["error"]) for r in rows if keep(r)]
+    groups = {"attention (SDPA)": "attention", "gemm": "GEMMs", "e2e decode (graph)": "graph decode",
+              "e2e decode (eager)": "eager decode", "e2e prefill": "e2e prefill"}  # p10_kind's names
+    for label, kind in groups.items():
+        errs = [abs(r["error"]) for r in rows if p10_kind(r) == kind]
         out.append(f"| {label} | {len(errs)} | {statistics.median(errs) * 100:.1f}% | {max(errs) * 100:.1f}% |")
     return out
 

@@ -24,11 +24,17 @@ from pathlib import Path
 
 from compare import parity_axes  # compare.py beside this file
 
+from rdusim.analysis.gpu.measured import (
+    compare_gemm_rows,
+    compare_graph_steps,
+    compare_paired_eager,
+    compare_prefill_rows,
+    compare_small_rows,
+    run_doc,
+    small_kernels_csv,
+)
 from rdusim.analysis.gpu.predict import (
-    ATTENTION_CALIBRATION,
-    GEMM_CLEAN_CALIBRATION,
     MEASURED_LAYER,
-    SMALL_CALIBRATION_PREFIXES,
     fit_attention,
     fit_gemm,
     fit_gemm_clean,
@@ -37,7 +43,6 @@ from rdusim.analysis.gpu.predict import (
     llama_shape,
     micro_device_s,
     micro_device_us,
-    micro_gemm_s,
     predict_row,
     row_extra,
     site_host_costs,
@@ -90,17 +95,12 @@ RUN_O = "benchmarks/gpu/h100-20261125o-sweep.csv"
 #: run i (an H100): runs d's prefill_l2 and g's holdout again on another machine
 RUN_I = "benchmarks/gpu/h100-20261125i-sweep.csv"
 
-#: The GPU document that predicts a run: the hardware is the device the CSV itself names (every
-#: row carries torch.cuda.get_device_name), the one place a run is tied to its document.
-GPU_DOCS = {"NVIDIA H100 80GB HBM3": "hw_configs/h100.yaml", "NVIDIA H200": "hw_configs/h200.yaml"}
-
-
 def run_spec(rows: list[dict]) -> GpuSpec:
-    """The GPU document of the device a run was measured on."""
-    devices = {r["device"] for r in rows}
-    if len(devices) != 1 or not devices <= GPU_DOCS.keys():
-        raise SystemExit(f"compare_sweep: a run names devices {sorted(devices)}; GPU_DOCS knows {sorted(GPU_DOCS)}")
-    return load_spec(ROOT / GPU_DOCS[devices.pop()], GpuSpec)
+    """The GPU document of the device a run was measured on (``GPU_DOCS``, rdusim.analysis.gpu.measured)."""
+    try:
+        return load_spec(ROOT / run_doc(rows), GpuSpec)
+    except ValueError as error:
+        raise SystemExit(f"compare_sweep: {error}") from None
 
 
 def _stats(errs: list[float]) -> str:
@@ -119,13 +119,7 @@ def gemm_section(runs: list[list[dict]], gpu: Gpu, names: tuple[str, ...] = RUNS
     for name, rows in zip(names, runs, strict=True):
         if not any(r["kind"] == "gemm" and r["set"] != "p10" for r in rows):
             continue
-        compared = []
-        for r in rows:
-            if r["kind"] != "gemm" or r["set"] == "p10":
-                continue
-            pred = predict_row(r, gpu)
-            t = float(r["median_us"]) * 1e-6
-            compared.append({**r, "pred": pred, "err": (pred - t) / t, "cal": is_gemm_calibration(r)})
+        compared = compare_gemm_rows(rows, gpu)
         compared_runs.append(compared)
         label = Path(name).name
         for set_, keep in ((sets[0], True), (sets[1], False)):
@@ -158,13 +152,10 @@ def prefill_section(rows: list[dict], rows_d: list[dict], gpu: Gpu) -> tuple[lis
     rows_e = list(csv.DictReader((ROOT / RUN_E[0]).open()))
     for run, sel in (("a", rows), ("d", rows_d), ("e", rows_e)):
         by = {r["name"]: r for r in sel}
-        for r in sel:
-            if r["kind"] not in ("attn_prefill", "attn_prefill_l2") or not r["name"].startswith("flash_"):
-                continue
-            pred = predict_row(r, gpu)
+        for c in compare_prefill_rows(sel, gpu, fitted=run in ("a", "d")):
+            r, pred, cal = c, c["pred"], c["cal"]
             t = float(r["median_us"]) * 1e-6
-            cal = run in ("a", "d") and r["name"] in ATTENTION_CALIBRATION
-            c = {**r, "pred": pred, "err": (pred - t) / t, "cal": cal, "run": run}
+            c["run"] = run
             compared.append(c)
             cud = by.get(r["name"].replace("flash_", "cudnn_"))
             tf = float(r["flops"]) / t / 1e12
@@ -351,22 +342,7 @@ def eager_paired_section(runs: list[tuple[str, list[dict]]], spec: GpuSpec, base
 def _paired(label: str, rows: list[dict], spec: GpuSpec, base: ModelSpec,
             depth: int | None = None) -> tuple[list[str], list[dict]]:
     """``depth``: the launch queue where the run measured none (its own ``queue`` row otherwise)."""
-    depth = next((int(r["n"]) for r in rows if r["kind"] == "queue"), depth)
-    sites: dict[tuple, list[dict]] = {}
-    for r in rows:
-        if r["kind"] == "site_paired":
-            e = row_extra(r)
-            sites.setdefault((e["family"], r["batch"], r["kv_len"], e["pair"]), []).append(r)
-    compared = []
-    for r in rows:
-        if r["kind"] != "e2e_decode" or "pair" not in row_extra(r):
-            continue  # run k also has unpaired steps (sweep.py's e2e section)
-        e = row_extra(r)
-        costs = site_host_costs(sites[(e["family"], r["batch"], r["kv_len"], e["pair"])])
-        gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
-        pred = predict_row(r, gpu, sweep_model(r, base))
-        t = float(r["median_us"]) * 1e-6
-        compared.append({**r, "pred": pred, "err": (pred - t) / t, "run": label})
+    compared = [{**c, "run": label} for c in compare_paired_eager(rows, spec, base, depth)]
     out = []
     for key in sorted({(row_extra(c)["family"], int(c["batch"]), c["kv_len"]) for c in compared}):
         sel = [c for c in compared if (row_extra(c)["family"], int(c["batch"]), c["kv_len"]) == key]
@@ -463,12 +439,10 @@ def h200_prefill_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[di
            "|---:|---|---:|---:|---:|---:|---:|---:|"]
     compared = []
     by = {r["name"]: r for r in rows}
-    for r in rows:
-        if r["kind"] != "attn_prefill" or not r["name"].startswith("flash_"):
-            continue
+    for c in compare_prefill_rows([r for r in rows if r["kind"] == "attn_prefill"], gpu, fitted=False):
+        r, pred = c, c["pred"]
         t = float(r["median_us"]) * 1e-6
-        pred = predict_row(r, gpu)
-        compared.append({**r, "pred": pred, "err": (pred - t) / t})
+        compared.append(c)
         cud = by.get(r["name"].replace("flash_", "cudnn_"))
         cud_s = "—" if cud is None else f"{float(r['flops']) / float(cud['median_us']) / 1e6:.0f}"
         out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {t * 1e6:.0f} | "
@@ -606,7 +580,7 @@ def h200_sections(spec_h100: GpuSpec, base: ModelSpec, h100_rows: list[dict]) ->
 
 
 def _kernels_path(run: str) -> Path:
-    return ROOT / run.replace("-small.csv", "-small-kernels.csv")
+    return ROOT / small_kernels_csv(run)
 
 
 def _group(r: dict) -> str:
@@ -620,24 +594,10 @@ def small_rows(run: str, gpu: Gpu, base: ModelSpec, frozen: dict[str, float] | N
     """Every small_kernels.py row of ``run`` the model predicts: small kernels by profiled device
     time, decode GEMMs by their share of a graph, decode steps by graph replay."""
     rows = list(csv.DictReader((ROOT / run).open()))
-    device = micro_device_us(csv.DictReader(_kernels_path(run).open()))
-    out = []
-    for r in rows:
-        if r["kind"] == "sk_gemm_graph":
-            pred, meas = micro_gemm_s(r, gpu), float(r["median_us"]) * 1e-6
-            cal = r["name"] in GEMM_CLEAN_CALIBRATION
-        elif r["kind"] == "e2e_decode":
-            pred, meas, cal = predict_row(r, gpu, sweep_model(r, base)), float(r["median_us"]) * 1e-6, False
-        else:
-            pred = micro_device_s(r, gpu)
-            if pred is None or r["name"] not in device:
-                continue
-            meas, cal = device[r["name"]] * 1e-6, r["name"].startswith(SMALL_CALIBRATION_PREFIXES)
-        c = {**r, "pred": pred, "meas": meas, "err": (pred - meas) / meas, "cal": cal}
-        if frozen is not None:
-            c["frozen"] = frozen[r["name"]] * 1e-6
-            c["err_frozen"] = (c["frozen"] - meas) / meas
-        out.append(c)
+    out = compare_small_rows(rows, csv.DictReader(_kernels_path(run).open()), gpu, base)
+    for c in out if frozen is not None else ():
+        c["frozen"] = frozen[c["name"]] * 1e-6
+        c["err_frozen"] = (c["frozen"] - c["meas"]) / c["meas"]
     return out
 
 
@@ -821,12 +781,7 @@ def decode_summary_section(base: ModelSpec, spec_h100: GpuSpec, runs_1: list[dic
                               ("run o (h100-20261125o-sweep.csv: two models, P10's six shapes)",
                                list(csv.DictReader((ROOT / RUN_O).open())), None)):
         spec = spec or run_spec(rows)
-        gpu = Gpu(spec)
-        errs = []
-        for r in rows:
-            if r["kind"] == "e2e_decode" and r["mode"] == "graph" and "pair" not in row_extra(r):
-                t = float(r["median_us"]) * 1e-6
-                errs.append((predict_row(r, gpu, sweep_model(r, base)) - t) / t)
+        errs = [c["err"] for c in compare_graph_steps(rows, Gpu(spec), base)]
         device = "H200" if "H200" in spec.name else "H100"
         out.append(f"| {label} | {device} {_stats(errs)} {statistics.median(errs) * 100:+.1f}% |")
     return out

@@ -1,4 +1,5 @@
-"""``rdusim fidelity``: every published figure against the model (markdown; ``--out`` CSV)."""
+"""``rdusim fidelity``: every published figure against the model (markdown; ``--out`` CSV);
+``--gpu``: the GPU model against its committed measurements instead."""
 
 from __future__ import annotations
 
@@ -14,12 +15,23 @@ from rdusim.cli.progress import bar, updater
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = command_parser(subparsers, "fidelity")
-    parser.add_argument("--root", default=".", help="repository root holding mappings/ and hw_configs/ (default: .)")
+    parser.add_argument(
+        "--root",
+        default=".",
+        help="repository root holding mappings/ and hw_configs/ (--gpu: and benchmarks/gpu) (default: .)",
+    )
     parser.add_argument("--out", help="also write the table as CSV here")
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="the GPU model against the measurements under <root>/benchmarks/gpu (issue 17's acceptance)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.gpu:
+        return run_gpu(args)
     from rdusim.analysis.calibration.fidelity import (
         GROUPS,
         fidelity,
@@ -31,25 +43,41 @@ def run(args: argparse.Namespace) -> int:
     out = outputs.file("--out", args.out)  # checked before the work
     with bar(len(GROUPS), "fidelity", "group") as stages:
         frame = fidelity(Path(args.root), progress=updater(stages))
-    lines = ["| figure | source | published | model | error | role | tolerance | within | leave-one-out |",
-             "|---|---|---:|---:|---:|---|---:|---|---:|"]
+    lines = [
+        "| figure | source | published | model | error | role | tolerance | within | leave-one-out |",
+        "|---|---|---:|---:|---:|---|---:|---|---:|",
+    ]
     for row in frame.itertuples():
         share = row.unit in ("share", "fraction")  # absolute, in percentage points
-        if row.published in ("rises", "falls"):    # a trend: its points, checked in order
+        if row.published in ("rises", "falls"):  # a trend: its points, checked in order
             model, tol = row.detail, "order"
         else:
-            model = "-" if math.isnan(row.model) else (f"{row.model:.2%}" if share else f"{row.model:.4g}")
+            model = (
+                "-"
+                if math.isnan(row.model)
+                else (f"{row.model:.2%}" if share else f"{row.model:.4g}")
+            )
             tol = f"{row.tolerance * 100:g} pp" if share else f"{row.tolerance:.0%}"
         loo = "" if math.isnan(row.leave_one_out) else f"{row.leave_one_out:+.1%}"
-        err = "-" if math.isnan(row.error) else (f"{row.error * 100:+.2f} pp" if share else f"{row.error:+.1%}")
-        within = "yes" if row.within else ("no (known miss)" if row.role == "known miss" else "**no**")
-        lines.append(f"| {row.figure} | {row.source} | {row.published} | {model} | {err} | {row.role} | {tol} "
-                     f"| {within} | {loo} |")
+        err = (
+            "-"
+            if math.isnan(row.error)
+            else (f"{row.error * 100:+.2f} pp" if share else f"{row.error:+.1%}")
+        )
+        within = (
+            "yes" if row.within else ("no (known miss)" if row.role == "known miss" else "**no**")
+        )
+        lines.append(
+            f"| {row.figure} | {row.source} | {row.published} | {model} | {err} | {row.role} | {tol} "
+            f"| {within} | {loo} |"
+        )
     bad = within_tolerance(frame)
     misses = known_misses(frame)
     lines.append("")
-    lines.append(f"{len(frame)} figures: {sum(frame['role'] == 'fitted')} fitted, {sum(frame['role'] == 'predicted')} "
-                 f"predicted, {len(misses)} known misses; gated figures outside tolerance: {len(bad)}")
+    lines.append(
+        f"{len(frame)} figures: {sum(frame['role'] == 'fitted')} fitted, {sum(frame['role'] == 'predicted')} "
+        f"predicted, {len(misses)} known misses; gated figures outside tolerance: {len(bad)}"
+    )
     details = frame[(frame["detail"] != "") & ~frame["published"].isin(["rises", "falls"])]
     if not details.empty:
         lines.append("")
@@ -57,8 +85,99 @@ def run(args: argparse.Namespace) -> int:
         lines.extend(f"- {row.figure}: {row.detail}" for row in details.itertuples())
     if not misses.empty:
         lines.append("")
-        lines.append("Known misses (docs/calibration.md, \"Production configurations\"):")
+        lines.append('Known misses (docs/calibration.md, "Production configurations"):')
         lines.extend(f"- {row.figure}: {row.reason}" for row in misses.itertuples())
+    if out is not None:
+        outputs.put(out, frame.to_csv(index=False))
+        outputs.commit()
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _pct(x: float, signed: bool = False) -> str:
+    return "-" if math.isnan(x) else (f"{x * 100:+.1f}%" if signed else f"{x * 100:.1f}%")
+
+
+def run_gpu(args: argparse.Namespace) -> int:
+    """``--gpu``: one row per measurement set, kind and role, then issue 17's quoted figures."""
+    from rdusim.analysis.gpu.fidelity import (
+        NOT_YET,
+        SOURCES,
+        gpu_fidelity,
+        issue17_quoted,
+        regressions,
+    )
+
+    outputs = Outputs()
+    out = outputs.file("--out", args.out)  # checked before the work
+    root = Path(args.root)
+    with bar(len(SOURCES), "fidelity --gpu", "set") as stages:
+        frame = gpu_fidelity(root, progress=updater(stages))
+    quoted = issue17_quoted(root)
+    lines = [
+        "| set | GPU | kind | role | rows | median abs error | worst | tolerance (median / worst) | within |",
+        "|---|---|---|---|---:|---:|---:|---:|---|",
+    ]
+    for row in frame.itertuples():
+        tol = (
+            "-"
+            if math.isnan(row.tolerance_median)
+            else f"{row.tolerance_median * 100:g}% / {row.tolerance_worst * 100:g}%"
+        )
+        within = {"": "-", "no": "**no**"}.get(row.within, row.within)
+        lines.append(
+            f"| {row.set} | {row.gpu} | {row.kind} | {row.role} | {row.rows} | {_pct(row.median_abs_error)} "
+            f"| {_pct(row.worst_error, signed=True)} | {tol} | {within} |"
+        )
+    pred, cal = frame[frame["role"] == "prediction"], frame[frame["role"] == "calibration"]
+    gated = pred[pred["within"] != ""]
+    lines += [
+        "",
+        f"{len(frame)} groups: {len(pred)} of prediction rows ({int(pred['rows'].sum())} rows), "
+        f"{len(cal)} of calibration rows ({int(cal['rows'].sum())} rows, fitted, not gated); of "
+        f"{len(gated)} gated prediction groups {sum(gated['within'] == 'yes')} within, "
+        f"{sum(gated['within'] == 'known miss')} known misses, {len(regressions(frame))} outside with no "
+        "known reason",
+        "",
+        "Tolerances (issue 17's acceptance; P10's sets: no worse than P10's model):",
+    ]
+    lines += [
+        f"- {key}: {text}"
+        for key, text in dict.fromkeys(
+            zip(gated["acceptance"], gated["tolerance_source"], strict=True)
+        )
+    ]
+    misses = pred[pred["within"] == "known miss"]
+    if not misses.empty:
+        lines += ["", 'Known misses (docs/gpu.md, "Issue 17 acceptance: where it stands"):']
+        lines += [
+            f"- {key}: {reason}"
+            for key, reason in dict.fromkeys(
+                zip(misses["acceptance"], misses["reason"], strict=True)
+            )
+        ]
+    lines += [
+        "",
+        "| figure issue 17 quotes (independent 8 x H100 measurements) | quoted | rdusim (h100-8.yaml) "
+        "| role | tolerance | within |",
+        "|---|---|---|---|---|---|",
+    ]
+    for q in quoted:
+        within = "yes" if q.within else ("no (known miss)" if q.role == "known miss" else "**no**")
+        lines.append(
+            f"| {q.figure} | {q.quoted} | {q.model} | {q.role} | {q.tolerance} | {within} |"
+        )
+    lines += ["", "Known misses among the quoted figures:"]
+    lines += [f"- {q.figure}: {q.reason}" for q in quoted if q.reason]
+    lines += [
+        "",
+        "Prediction: a row no constant was fitted to. The current model changed after most of these runs "
+        "were measured: which rows were frozen before their run and which are explained after measurement "
+        "is docs/gpu.md's (and collectives_parity.py's).",
+        "",
+        "Not yet in this table:",
+    ]
+    lines += [f"- {text}" for text in NOT_YET]
     if out is not None:
         outputs.put(out, frame.to_csv(index=False))
         outputs.commit()

@@ -1,0 +1,237 @@
+"""Measured NCCL collectives against the model: one row of ``benchmarks/gpu/collectives.py``
+predicted as that script times it, the bus fit on a run's calibration rows, and the figures
+issue 17 quotes from independent 8 x H100 measurements.
+
+Owns: ``CALLS_PER_ROW``, ``predict_us``, ``fit_bus_bandwidth``, ``fitted_fabric``,
+``median_worst``, ``compare_collective_rows``, ``issue17_figures``, ``collective_runs``, ``run_label``,
+``tp_layer``, ``predict_tp_step``, ``compare_tp_steps``. Imports: analysis.gpu.predict,
+hw.collectives, hw.gpu, mapping.gpu, sim.gpu.
+
+``benchmarks/gpu/collectives.py`` (and the scripts beside it) compare with these; it keeps its
+own ``PER`` literal because a measurement run imports torch only, never rdusim
+(tests/gpu/test_collectives.py checks the two agree).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import re
+from pathlib import Path
+
+from rdusim.analysis.gpu.measured import error_stats
+from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+from rdusim.config.schema import ModelSpec
+from rdusim.hw import collectives as nccl
+from rdusim.hw.gpu import Gpu
+from rdusim.mapping.gpu import collective
+from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+#: collectives timed back to back per row (stream: that many launches; graph: one graph of that
+#: many), as nccl-tests does: ``PER`` of benchmarks/gpu/collectives.py
+CALLS_PER_ROW = 20
+
+
+def predict_us(
+    gpu: Gpu,
+    op: str,
+    size: int,
+    ranks: int,
+    mode: str,
+    fabric=None,
+    queued: bool = False,
+) -> tuple[float, object]:
+    """What the timing loop of ``collectives.py`` measures for one collective row, simulated:
+    ``CALLS_PER_ROW`` calls back to back (``rdusim.sim.gpu``), divided by that. A ``stream`` row is
+    Python issuing the torch.distributed calls: the engine's eager mode, where each call costs the
+    host its ``launch.collective_host`` and the GPU runs NCCL's time, so the row comes out as the
+    slower of host and device; a ``graph`` row is one graph of them (per collective the graph
+    node, NCCL's event pair ``launch.graph_event_pair`` and NCCL's time). ``fabric``: a fitted
+    one instead of the document's. ``queued`` (a ``--host-ahead`` row, the calls queued before the
+    GPU reaches them): NCCL's own time, no launch. Returns (us, the collective's cost)."""
+    cost = nccl.collective_cost(
+        op, size, ranks, fabric or gpu.fabric
+    )  # looked up now: the experiment
+    # scripts (collectives_llfit.py, collectives_channels.py) swap in their variants of NCCL's model
+    if queued:
+        return cost.time_s * 1e6, cost
+    kernel = dataclasses.replace(collective(op, op, size, ranks, gpu)[0], collective=cost)
+    trace = simulate_gpu(
+        [(kernel, 0)] * CALLS_PER_ROW, gpu, mode="eager" if mode == "stream" else "graph"
+    )
+    return elapsed_s(trace) / CALLS_PER_ROW * 1e6, cost
+
+
+def median_worst(errs: list[float]) -> tuple[float, float]:
+    """The median absolute and the worst (signed) of relative errors (``error_stats``), in percent:
+    every comparison table of the collective scripts reports these two."""
+    _, median, worst = error_stats(errs)
+    return median * 100, worst * 100
+
+
+def fit_bus_bandwidth(rows: list[dict]) -> float:
+    """``nvlink.bus_bandwidth`` from the calibration rows: the slope of the stream-launched
+    all-reduce between 256 MB and 1 GB (ring Simple on two GPUs: each GPU puts 2(n-1)/n S on
+    NVLink, all of it at the bus rate)."""
+    big = sorted(
+        (int(r["bytes"]), float(r["median_us"]) * 1e-6, int(r["ranks"]))
+        for r in rows
+        if r["set"] == "calibration" and r["op"] == "all_reduce" and int(r["bytes"]) >= 1 << 28
+    )
+    (s0, t0, n), (s1, t1, _) = big[0], big[-1]
+    return 2 * (n - 1) / n * (s1 - s0) / (t1 - t0)
+
+
+def fitted_fabric(gpu: Gpu, rows: list[dict]) -> tuple[object, bool]:
+    """The fabric a measured CSV's rows are compared on: the document's, with ``bus_bandwidth``
+    fitted to the CSV's calibration rows (``fit_bus_bandwidth``) where it has any. Returns
+    (fabric, fitted)."""
+    fitted = any(r["set"] == "calibration" for r in rows)
+    bus = fit_bus_bandwidth(rows) if fitted else gpu.fabric.bus_bytes_per_s
+    return dataclasses.replace(gpu.fabric, bus_bytes_per_s=bus), fitted
+
+
+def is_queued(row: dict) -> bool:
+    """A stream row timed with the host ahead (``*_stream_queued``): predicted as NCCL's own time."""
+    return row["mode"] == "stream" and row["name"].endswith("_queued")
+
+
+def compare_collective_rows(rows: list[dict], gpu: Gpu) -> list[dict]:
+    """Every collective row of one ``collectives.py`` CSV against the model on the run's fitted
+    fabric (``fitted_fabric``): the row with ``ranks``, ``launch`` (stream, graph or queued),
+    ``pred`` (us), ``err`` (signed) and ``cost`` (the collective's algorithm and protocol)."""
+    fabric, _ = fitted_fabric(gpu, rows)
+    out = []
+    for r in rows:
+        if r["kind"] != "collective":
+            continue
+        ranks = int(r.get("ranks") or 2)
+        queued = is_queued(r)
+        pred, cost = predict_us(
+            gpu, r["op"], int(r["bytes"]), ranks, r["mode"], fabric, queued=queued
+        )
+        out.append(
+            {
+                **r,
+                "ranks": ranks,
+                "launch": "queued" if queued else r["mode"],
+                "pred": pred,
+                "err": pred / float(r["median_us"]) - 1,
+                "cost": cost,
+            }
+        )
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Issue17Figures:
+    """The model's values for the figures issue 17 quotes (8 x H100, independent measurements)."""
+
+    floor_2: float  # all-reduce of 4 KB on 2 GPUs, seconds
+    floor_4: float
+    floor_8: float
+    large: tuple[
+        tuple[int, float, float], ...
+    ]  # (bytes, NCCL model s, plain ring at the line rate s), 8 GPUs
+
+    def speedup(self, size: int) -> float:
+        """How much faster than the plain ring the modelled NCCL all-reduce is at ``size`` (0.4: 40%)."""
+        _, nccl, ring = next(x for x in self.large if x[0] == size)
+        return ring / nccl - 1
+
+
+#: the sizes of issue 17's ">= 100 MB on 8 GPUs" figure the model is checked at
+ISSUE17_LARGE = (1 << 27, 1 << 30)
+
+
+def issue17_figures(fabric: object, line_rate: float) -> Issue17Figures:
+    """The all-reduce floors (4 KB) at 2, 4 and 8 GPUs, and at ``ISSUE17_LARGE`` on 8 GPUs NCCL's
+    time against the model it replaced: a ring at the NVLink line rate plus 2 us."""
+    floors = [nccl.collective_cost("all_reduce", 4096, n, fabric).time_s for n in (2, 4, 8)]
+    large = tuple(
+        (
+            size,
+            nccl.collective_cost("all_reduce", size, 8, fabric).time_s,
+            2 * 7 / 8 * size / line_rate + 2e-6,
+        )
+        for size in ISSUE17_LARGE
+    )
+    return Issue17Figures(*floors, large)
+
+
+def run_prefix(csv_path: Path) -> str | None:
+    """``h100x4-20261128w-x3-floors.csv`` -> ``h100x4-20261128w``; None for other names."""
+    m = re.match(r"([a-z0-9]+x\d+-\d{8}[a-z]+\d*)-", csv_path.name)
+    return m[1] if m else None
+
+
+def run_label(csv_path: Path) -> str:
+    """``h100x2-20261125t-collectives.csv`` -> ``run t``; other names: the file's stem."""
+    prefix = run_prefix(csv_path)
+    return f"run {prefix.split('-')[1][8:]}" if prefix else csv_path.stem
+
+
+def collective_runs(directory: Path) -> list[Path]:
+    """Every committed measurement of collectives in ``directory`` (a ``collectives.py`` CSV of a
+    run), leaving out the diagnostics that time another thing (``percall``: one call alone;
+    ``nomix``: NCCL's event nodes off; ``micro``)."""
+    out = []
+    for path in sorted(directory.glob("*x[0-9]-2026*.csv")):
+        if run_prefix(path) is None or any(k in path.name for k in ("percall", "nomix", "micro")):
+            continue
+        with open(path, newline="") as fh:
+            if any(r.get("kind") == "collective" for r in csv.DictReader(fh)):
+                out.append(path)
+    return out
+
+
+def tp_layer() -> list[str]:
+    """A tensor-parallel Llama layer as ``collectives.py`` runs it: ``MEASURED_LAYER`` with an
+    all-reduce after the attention output and after the FFN down projection (the LM head split by
+    vocabulary, its logits gather not modelled)."""
+    layer = list(MEASURED_LAYER)
+    layer.insert(layer.index("o_gemm") + 1, "all_reduce")
+    layer.insert(layer.index("down_gemm") + 1, "all_reduce")
+    return layer
+
+
+def predict_tp_step(
+    model: ModelSpec, gpu: Gpu, *, phase: str, batch: int, length: int, mode: str, tp: int
+):
+    """One TP step of ``collectives.py`` (decode at KV ``length``, or a prefill of ``length``
+    tokens) on one GPU of ``tp``, on the document as it is (no bus fit): a ``GpuStep``."""
+    return simulate_gpu_step(
+        model,
+        gpu,
+        layer=tp_layer(),
+        head=["embedding", "lm_head"],
+        phase=phase,
+        batch=batch,
+        seq_len=length,
+        mode=mode,
+        tp=tp,
+    )
+
+
+def compare_tp_steps(rows: list[dict], gpu: Gpu, model: ModelSpec) -> list[dict]:
+    """A ``collectives.py`` CSV's TP step rows (``e2e_decode_tp<n>``, ``e2e_prefill_tp<n>``; the
+    degree is the row's ``ranks``) against ``predict_tp_step``: the row with ``phase``, ``pred``
+    (seconds) and ``err``."""
+    out = []
+    for r in rows:
+        if not r["kind"].startswith(("e2e_decode_tp", "e2e_prefill_tp")):
+            continue
+        phase = "decode" if r["kind"].startswith("e2e_decode") else "prefill"
+        length = int(float(r["kv_len"] if phase == "decode" else r["seq_len"]))
+        step = predict_tp_step(
+            model,
+            gpu,
+            phase=phase,
+            batch=int(float(r["batch"])),
+            length=length,
+            mode=r["mode"],
+            tp=int(r["ranks"]),
+        )
+        t = float(r["median_us"]) * 1e-6
+        out.append({**r, "phase": phase, "pred": step.seconds, "err": (step.seconds - t) / t})
+    return out

@@ -1,0 +1,563 @@
+"""The GPU model against its committed measurements: ``rdusim fidelity --gpu``.
+
+Owns: ``ACCEPTANCE`` (issue 17's tolerances), ``KNOWN_MISSES`` (the reasons, docs/gpu.md's
+"Issue 17 acceptance: where it stands"), ``SOURCES`` (which committed CSV is compared how),
+``gpu_fidelity`` (one row per set, kind and role), ``issue17_quoted``. Imports:
+analysis.gpu.predict, analysis.gpu.measured, analysis.gpu.collectives, config, hw.gpu.
+
+Every figure is computed here from the CSVs under ``<root>/benchmarks/gpu`` with the GPU
+documents as they are on disk (``hw_configs/h100.yaml``, ``h200.yaml``; the device each CSV
+names picks its document) and the model's public functions (``predict_row``,
+``compare_rows`` and the comparisons of ``measured`` and ``collectives``), so a change to the
+model moves this table and nothing is copied by hand. ``role``: ``calibration`` for the rows a
+constant was fitted to, ``prediction`` for every other row (never fitted); the two are counted
+apart. A set is ``within`` when its prediction rows' median absolute error and worst error are
+both inside its acceptance tolerance; one that is not is a known miss where ``KNOWN_MISSES``
+gives the mechanism the model lacks, else a regression.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from rdusim.analysis.gpu.collectives import (
+    collective_runs,
+    compare_collective_rows,
+    compare_tp_steps,
+    issue17_figures,
+    run_label,
+)
+from rdusim.analysis.gpu.measured import (
+    compare_gemm_rows,
+    compare_graph_steps,
+    compare_paired_eager,
+    compare_prefill_rows,
+    compare_small_rows,
+    error_stats,
+    read_csv,
+    run_doc,
+    small_kernels_csv,
+)
+from rdusim.analysis.gpu.predict import compare_rows
+from rdusim.config.loader import load_spec, model_path
+from rdusim.config.schema import GpuSpec, ModelSpec
+from rdusim.errors import ConfigError
+from rdusim.hw.gpu import Gpu, load_gpu_node
+
+#: where the measurements live under a repository root
+GPU_DIR = Path("benchmarks/gpu")
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """A tolerance on a set's prediction rows: median absolute error and worst absolute error."""
+
+    median: float
+    worst: float
+    source: str
+
+
+_GEMMS = Acceptance(
+    0.07, 0.25, "issue 17: GEMMs median <= 7%, worst <= 25%, skinny shapes included"
+)
+#: issue 17's acceptance (its "Acceptance" section). P10's sets: "no worse than today", where
+#: today is P10's model on P10's own rows (docs/gpu.md, "Issue 17 acceptance: where it stands",
+#: the P10 row's "P10's model" figures; held-out graph decode: its graph decode row).
+ACCEPTANCE: dict[str, Acceptance] = {
+    "collectives": Acceptance(
+        0.10,
+        0.25,
+        "issue 17: collectives median <= 10%, worst <= 25%, 1 KB-1 GB on two GPUs (runs on 3-4 GPUs held to "
+        "the same), per run, op and launch mode",
+    ),
+    "GEMMs": _GEMMS,
+    "held-out GEMM families": _GEMMS,
+    "long prefill": Acceptance(0.10, 0.10, "issue 17: prefill 4K-128K within 10%"),
+    "eager decode": Acceptance(
+        0.15, 0.15, "issue 17: eager decode within 15% (median and every step)"
+    ),
+    "graph decode": Acceptance(
+        0.04,
+        0.08,
+        "issue 17: graph decode no worse than today (its opening: within "
+        "about 3-8%, median about 4%)",
+    ),
+    "TP prefill": Acceptance(
+        0.10,
+        0.10,
+        "issue 17: prefill within 10% (its 4K-128K single-GPU item, held to the TP2 prefills of 1K-16K)",
+    ),
+    "P10 attention": Acceptance(0.067, 0.157, "P10's model: 6.7% / 15.7%"),
+    "P10 GEMMs": Acceptance(0.078, 0.799, "P10's model: 7.8% / 79.9%"),
+    "P10 e2e prefill": Acceptance(0.077, 0.088, "P10's model: 7.7% / 8.8%"),
+    "P10 graph decode": Acceptance(0.085, 0.130, "P10's model: 8.5% / 13.0%"),
+    "P10 eager decode": Acceptance(0.076, 0.243, "P10's model: 7.6% / 24.3%"),
+    "P10 held-out GEMMs": Acceptance(0.067, 0.445, "P10's model: 6.7% / 44.5%"),
+    "P10 held-out graph decode": Acceptance(0.034, 0.079, "P10's model: 3.4% / 7.9%"),
+    "P10 held-out eager decode": Acceptance(0.081, 0.157, "P10's model: 8.1% / 15.7%"),
+}
+
+_ACCEPTANCE_DOC = 'docs/gpu.md, "Issue 17 acceptance: where it stands"'
+#: why a set can leave its tolerance: the mechanism the model lacks (docs/gpu.md's acceptance
+#: table, whose sections give the evidence). A set outside its tolerance with no entry here is a
+#: regression (``regressions``).
+KNOWN_MISSES: dict[str, str] = {
+    "collectives": "the small-size floor moves between leases by up to 20% (stream: the host) and 25-30% "
+    "(graph); the Simple ramp at 2-400 MB (-9 to -35%) is not modelled (run ad: contended "
+    "channels, no cited form for its size); the all-to-all's Simple p2p channels are not "
+    f"modelled ({_ACCEPTANCE_DOC}; Collectives)",
+    "GEMMs": "DeepSeek-V3 kv_a 2048 x 576 x 7168: cuBLAS's own kernel is slow (no documented mechanism); on "
+    "the H200 one disturbed measurement (38 us outside the kernel); GEMMs over 2 ms run at a "
+    f"power-limited SM clock (the opt-in clock model) ({_ACCEPTANCE_DOC}; GEMMs that do not fill the GPU)",
+    "held-out GEMM families": "six timings 3.3-112x their profiled call (a disturbed machine); Phi-3-medium "
+    "gate_up at m = 192: cuBLAS's kernel at 1.46 TB/s (no documented mechanism) "
+    f"({_ACCEPTANCE_DOC}; Held-out families, frozen (run ag))",
+    "long prefill": "the rows over 10% (4K; one 8K row on the H200) ran right after >= 0.25 s of back-to-back "
+    "attention, at a power-limited SM clock; the default model has no clock state (the opt-in "
+    f"clock model) ({_ACCEPTANCE_DOC}; The 4K-8K rows that come out short)",
+    "eager decode": "the lent VMs' host drifts up to 2x within seconds, from outside the guest; the GPU side "
+    f"of an eager step at batch 32-128 is under (-7 to -25%) ({_ACCEPTANCE_DOC}; Runs f, h and j)",
+    "TP prefill": "the 1K prefill is host-bound (the H200 host bimodal between sweeps); 4K and 16K come out "
+    "11-12% under: the power-limited SM clock of a long step (with the opt-in clock model -2.0% / +1.8%, "
+    f"explained after measurement) ({_ACCEPTANCE_DOC}; The clock model)",
+    "P10 eager decode": "h100.yaml's pooled P12 host, not P10's own (P10's host was quicker: batch 1-8 +17 to "
+    f"+25%); the GPU side at large batch ({_ACCEPTANCE_DOC}; eager host)",
+    "P10 held-out eager decode": "h100.yaml's pooled P12 host, not P10's own; the GPU side of an eager step at "
+    f"large batch (batch 256: -21%) ({_ACCEPTANCE_DOC})",
+}
+
+
+@dataclass(frozen=True)
+class Group:
+    """Compared rows of one set, kind and role (signed relative errors)."""
+
+    set: str
+    gpu: str
+    kind: str
+    role: str
+    errors: tuple[float, ...]
+    acceptance: str | None  # a key of ACCEPTANCE; None: no acceptance item names this kind
+
+
+@dataclass(frozen=True)
+class Source:
+    """One committed measurement set and how it is compared: ``groups(root)`` yields its groups."""
+
+    name: str
+    groups: Callable[[Path], list[Group]]
+
+
+def _gpu(root: Path, rows: list[dict], column: str = "device") -> tuple[GpuSpec, str]:
+    doc = run_doc(rows, column)
+    spec = load_spec(root / doc, GpuSpec)
+    return spec, Path(doc).stem.upper()
+
+
+def _base(root: Path) -> ModelSpec:
+    return load_spec(model_path("llama-3.1-8b"), ModelSpec)
+
+
+def _split(
+    label: str,
+    gpu: str,
+    compared: list[dict],
+    kind: Callable[[dict], str | None],
+    role: Callable[[dict], str],
+    acceptance: Callable[[str], str | None],
+) -> list[Group]:
+    """Group compared rows (``err`` or P10's ``error``) by (kind, role), in first-seen order."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for c in compared:
+        k = kind(c)
+        err = c.get("err", c.get("error"))
+        if k is None or err is None:
+            continue
+        groups.setdefault((k, role(c)), []).append(err)
+    return [
+        Group(label, gpu, k, r, tuple(e), acceptance(k) if r == "prediction" else None)
+        for (k, r), e in groups.items()
+    ]
+
+
+# ------------------------------------------------------------------ P10 (benchmarks/gpu/compare.py)
+P10_CSV = "h100-20261123b.csv"
+P10_HOLDOUT_CSV = "h100-20261123-holdout.csv"
+#: P10's prediction groups (compare.py's summary and parity plot): label -> row kinds
+P10_GROUPS = {
+    "attention (SDPA)": ("attn_prefill", "attn_decode"),
+    "kascade (torch ops)": ("kascade",),
+    "gemm": ("gemm",),
+    "norm/elementwise": ("rmsnorm", "silu_mul"),
+    "launch": ("launch",),
+    "e2e decode": ("e2e_decode",),
+    "e2e prefill": ("e2e_prefill",),
+}
+#: P10's kinds as this table names them (the acceptance's words)
+_P10_KIND = {"attention (SDPA)": "attention", "gemm": "GEMMs", "e2e prefill": "e2e prefill"}
+
+
+def p10_kind(row: dict) -> str | None:
+    """A P10 row's kind in this table: its ``P10_GROUPS`` label (e2e decode split by launch mode;
+    the copy rows, calibration only, their own)."""
+    if row["kind"] == "copy":
+        return "copy"
+    if row["kind"] == "e2e_decode":
+        return f"{row['mode']} decode"
+    label = next((g for g, kinds in P10_GROUPS.items() if row["kind"] in kinds), None)
+    return None if label is None else _P10_KIND.get(label, label)
+
+
+def _p10(root: Path, csv_name: str, label: str, sets: tuple[str, ...], prefix: str) -> list[Group]:
+    rows = [r for r in read_csv(root / GPU_DIR / csv_name) if r["set"] in sets]
+    spec, gpu = _gpu(root, rows)
+    compared = compare_rows(rows, Gpu(spec), _base(root))
+    return _split(
+        label,
+        gpu,
+        compared,
+        p10_kind,
+        lambda c: "calibration" if c["set"] == "calibration" else "prediction",
+        lambda k: f"{prefix}{k}" if f"{prefix}{k}" in ACCEPTANCE else None,
+    )
+
+
+def _p10_sets(root: Path) -> list[Group]:
+    return _p10(root, P10_CSV, f"P10 ({P10_CSV})", ("calibration", "prediction"), "P10 ")
+
+
+def _p10_holdout(root: Path) -> list[Group]:
+    return _p10(
+        root, P10_HOLDOUT_CSV, f"P10 held out ({P10_HOLDOUT_CSV})", ("holdout",), "P10 held-out "
+    )
+
+
+# ------------------------------------------------------------------ P12 sweeps (compare_sweep.py)
+def _gemms(
+    csv_name: str, label: str, kind: str = "GEMMs", sets: tuple[str, ...] | None = None
+) -> Source:
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        rows = [r for r in rows if sets is None or r["set"] in sets]
+        compared = compare_gemm_rows(rows, Gpu(spec))
+        return _split(
+            f"{label} ({csv_name})",
+            gpu,
+            compared,
+            lambda c: kind,
+            lambda c: "calibration" if c["cal"] else "prediction",
+            lambda k: k,
+        )
+
+    return Source(f"{label}: {kind}", groups)
+
+
+def _prefill(
+    csv_name: str, label: str, *, fitted: bool, kinds: tuple[str, ...] | None = None
+) -> Source:
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        rows = [r for r in rows if kinds is None or r["kind"] in kinds]
+        compared = compare_prefill_rows(rows, Gpu(spec), fitted=fitted)
+        return _split(
+            f"{label} ({csv_name})",
+            gpu,
+            compared,
+            lambda c: "long prefill",
+            lambda c: "calibration" if c["cal"] else "prediction",
+            lambda k: k,
+        )
+
+    return Source(f"{label}: long prefill", groups)
+
+
+def _graph(csv_name: str, label: str) -> Source:
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        compared = compare_graph_steps(rows, Gpu(spec), _base(root))
+        return _split(
+            f"{label} ({csv_name})",
+            gpu,
+            compared,
+            lambda c: "graph decode",
+            lambda c: "prediction",
+            lambda k: k,
+        )
+
+    return Source(f"{label}: graph decode", groups)
+
+
+def _paired(csv_name: str, label: str) -> Source:
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        compared = compare_paired_eager(rows, spec, _base(root), spec.launch.queue_depth)
+        return _split(
+            f"{label} ({csv_name})",
+            gpu,
+            compared,
+            lambda c: "eager decode",
+            lambda c: "prediction",
+            lambda k: k,
+        )
+
+    return Source(f"{label}: eager decode", groups)
+
+
+#: a small_kernels.py row's kind here (its decode steps are the graph-decode rows above)
+_SMALL_KIND = {"sk_gemm_graph": "decode GEMMs (graph share)", "e2e_decode": None}
+
+
+def _small(csv_name: str, label: str) -> Source:
+    """A ``small_kernels.py`` run: its small kernels by profiled device time and its decode GEMMs
+    by their share of a graph, calibration rows (run l's fit; the same shapes on the H200) apart;
+    no acceptance item names them (they are graph decode's parts)."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        kernels = read_csv(root / GPU_DIR / small_kernels_csv(csv_name))
+        compared = compare_small_rows(rows, kernels, Gpu(spec), _base(root))
+        return _split(
+            f"{label} ({csv_name})",
+            gpu,
+            compared,
+            lambda c: _SMALL_KIND.get(c["kind"], "small kernels (profiled)"),
+            lambda c: "calibration" if c["cal"] else "prediction",
+            lambda k: None,
+        )
+
+    return Source(f"{label}: small kernels", groups)
+
+
+# ------------------------------------------------------------------ collectives (collectives.py)
+def collectives_source(names: tuple[str, ...] | None = None) -> Source:
+    """Every committed ``collectives.py`` run (``collective_runs``; ``names``: only those files),
+    one group per run, GPU count, op, launch mode and role."""
+
+    def groups(root: Path) -> list[Group]:
+        paths = [p for p in collective_runs(root / GPU_DIR) if names is None or p.name in names]
+        return [g for path in paths for g in _collective_groups(root, path)]
+
+    return Source("collectives", groups)
+
+
+def _collective_groups(root: Path, path: Path) -> list[Group]:
+    rows = read_csv(path)
+    spec, gpu = _gpu(root, rows, "gpu")
+    compared = compare_collective_rows(rows, Gpu(spec))
+    out = []
+    for n in sorted({c["ranks"] for c in compared}):
+        out += _split(
+            f"{run_label(path)} ({path.name})",
+            f"{n} x {gpu}",
+            [c for c in compared if c["ranks"] == n],
+            lambda c: f"collectives: {c['op']}, {c['launch']}",
+            lambda c: "calibration" if c["set"] == "calibration" else "prediction",
+            lambda k: "collectives",
+        )
+    return out
+
+
+def _tp_steps(csv_name: str) -> Source:
+    """A ``collectives.py`` run's TP steps (decode CUDA-graph captured, prefill eager) on the GPU
+    document as it is; decode held to graph decode's tolerance (issue 17: the standard to hold
+    everywhere), prefill to the prefill one."""
+
+    def groups(root: Path) -> list[Group]:
+        path = root / GPU_DIR / csv_name
+        rows = read_csv(path)
+        spec, gpu = _gpu(root, rows, "gpu")
+        compared = compare_tp_steps(rows, Gpu(spec), _base(root))
+        ranks = {c["ranks"] for c in compared}
+        return _split(
+            f"{run_label(path)} ({csv_name})",
+            f"{'/'.join(sorted(ranks))} x {gpu}",
+            compared,
+            lambda c: (
+                f"TP{c['ranks']} {c['phase']}" + (" (graph)" if c["phase"] == "decode" else "")
+            ),
+            lambda c: "prediction",
+            lambda k: "graph decode" if k.endswith("(graph)") else "TP prefill",
+        )
+
+    return Source(f"{csv_name}: TP steps", groups)
+
+
+#: every committed set the table compares, in its order
+SOURCES: tuple[Source, ...] = (
+    Source("P10", _p10_sets),
+    Source("P10 held out", _p10_holdout),
+    _gemms("h100-20261125-sweep.csv", "run a"),
+    _gemms("h200-20261125k-sweep.csv", "run k"),
+    _gemms(
+        "h100-20261128ag-gemm-holdout.csv",
+        "run ag, frozen families",
+        kind="held-out GEMM families",
+        sets=("holdout",),
+    ),
+    _prefill("h100-20261125-sweep.csv", "run a", fitted=True),
+    _prefill("h100-20261125g-holdout.csv", "run g, held out", fitted=False),
+    _prefill(
+        "h200-20261125k-sweep.csv",
+        "run k, run a's five head shapes",
+        fitted=False,
+        kinds=("attn_prefill",),
+    ),
+    _graph("h100-20261125-sweep.csv", "run 1"),
+    _graph("h200-20261125k-sweep.csv", "run k"),
+    _graph("h100-20261125l-small.csv", "run l"),
+    _graph("h200-20261125m-small.csv", "run m"),
+    _graph("h100-20261125o-sweep.csv", "run o"),
+    _paired("h100-20261125h-sweep.csv", "run h, paired"),
+    _small("h100-20261125l-small.csv", "run l"),
+    _small("h200-20261125m-small.csv", "run m"),
+    collectives_source(),
+    # run ac: FlashAttention forced in the harness (before it, SDPA's default backend may run cuDNN's
+    # attention, a kernel the model does not price: docs/gpu.md, runs ab and ac)
+    _tp_steps("h200x2-20261128ac-tp2.csv"),
+    _tp_steps("h200x2-20261128ac-tp2new.csv"),
+)
+
+#: committed sets this table does not (yet) compare, and why: the output's footer
+NOT_YET: tuple[str, ...] = (
+    "left out to keep this command near a minute (compare_sweep.py, gemm_holdout.py and collectives.py "
+    "--compare show them): runs b and c (repeats of run a's GEMM and prefill rows), run ai (run ag's "
+    "held-out families again), the paired eager steps of runs j (216, about 30 s here), f and k (144 "
+    "each, about 20 s), run ac's repeat of its TP2 steps (tp2rep)",
+    "comparison logic still in compare_sweep.py: runs d, e and i (FA2 prefill with K/V across L2, "
+    "head_dim 64-256, no mask; repeats), run k's frozen prefill rows, runs d and e's eager rounds, runs "
+    "1-3's eager steps with each run's dispatch host, run m's frozen small-kernel predictions, FA2 decode "
+    "(run n) and its mechanism rows (runs p, q, r)",
+    "TP steps measured before the harness forced FlashAttention (runs t-aa: SDPA's default backend may "
+    "run cuDNN's attention, which the model does not price; docs/gpu.md, runs ab and ac)",
+    "the TP shard (run ab, tp_shard.py), the clock checks (runs ae, ah, clock_check.py), NCCL's channel "
+    "and ramp diagnostics (run ad): their benchmark scripts",
+)
+
+
+def groups(root: Path, progress: Callable[[int, int], None] | None = None) -> Iterator[Group]:
+    """Every source's groups, in ``SOURCES`` order (``progress(done, total)`` after each)."""
+    if not (root / GPU_DIR).is_dir():
+        raise ConfigError(
+            f"{root / GPU_DIR}: no such directory: --root must be a repository root holding the "
+            "GPU measurements (benchmarks/gpu)"
+        )
+    for done, source in enumerate(SOURCES, start=1):
+        try:
+            yield from source.groups(root)
+        except FileNotFoundError as error:
+            raise ConfigError(
+                f"{source.name}: {error.filename}: no such file (a committed GPU measurement)"
+            ) from None
+        if progress is not None:
+            progress(done, len(SOURCES))
+
+
+def gpu_fidelity(root: Path, progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """One row per set, GPU, kind and role: rows, median abs error, worst (signed), the acceptance
+    tolerance, within, and the known-miss reason where a prediction set is not within."""
+    out = []
+    for g in groups(root, progress):
+        n, median, worst = error_stats(g.errors)
+        acc = ACCEPTANCE.get(g.acceptance) if g.acceptance else None
+        within = None if acc is None else (median <= acc.median and abs(worst) <= acc.worst)
+        reason = KNOWN_MISSES.get(g.acceptance, "") if within is False else ""
+        out.append(
+            {
+                "set": g.set,
+                "gpu": g.gpu,
+                "kind": g.kind,
+                "role": g.role,
+                "rows": n,
+                "median_abs_error": median,
+                "worst_error": worst,
+                "tolerance_median": math.nan if acc is None else acc.median,
+                "tolerance_worst": math.nan if acc is None else acc.worst,
+                "acceptance": g.acceptance or "",
+                "tolerance_source": "" if acc is None else acc.source,
+                "within": ""
+                if within is None
+                else ("yes" if within else "known miss" if reason else "no"),
+                "reason": reason,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def regressions(frame: pd.DataFrame) -> pd.DataFrame:
+    """Prediction sets outside their tolerance with no known-miss reason."""
+    return frame[frame["within"] == "no"]
+
+
+# ------------------------------------------------------------------ issue 17's quoted figures
+#: the 8 x H100 node the quoted figures are checked on
+NODE_8XH100 = Path("hw_configs/h100-8.yaml")
+
+
+@dataclass(frozen=True)
+class Quoted:
+    """A figure issue 17 quotes from independent 8 x H100 measurements (not in this repository)."""
+
+    figure: str
+    quoted: str
+    model: str
+    role: str  # predicted or known miss
+    within: bool
+    tolerance: str
+    reason: str = ""
+
+
+def issue17_quoted(root: Path) -> list[Quoted]:
+    """The figures issue 17 quotes, with the model's values computed on ``NODE_8XH100``: the
+    all-reduce floor on 2 GPUs (~7 us: predicted, within 25%, the collectives' worst tolerance),
+    on 4-8 GPUs (30-40 us) and NCCL 40-60% faster than a plain ring at >= 100 MB on 8 GPUs (both
+    known misses: docs/gpu.md, "Sanity check against the figures issue 17 quotes")."""
+    node = load_gpu_node(root / NODE_8XH100)
+    fig = issue17_figures(node.gpu.fabric, node.gpu.spec.nvlink.bandwidth_bytes_per_s)
+    sanity = 'docs/gpu.md, "Sanity check against the figures issue 17 quotes"'
+    floor2 = fig.floor_2 * 1e6
+    out = [
+        Quoted(
+            "all-reduce floor, 2 GPUs",
+            "~7 us",
+            f"{floor2:.1f} us (4 KB)",
+            "predicted",
+            abs(floor2 / 7 - 1) <= ACCEPTANCE["collectives"].worst,
+            f"{ACCEPTANCE['collectives'].worst:.0%} (collectives' worst)",
+        ),
+        Quoted(
+            "all-reduce floor, 4-8 GPUs",
+            "30-40 us",
+            f"{fig.floor_4 * 1e6:.1f}-{fig.floor_8 * 1e6:.1f} us (4 KB)",
+            "known miss",
+            30 <= fig.floor_4 * 1e6 and fig.floor_8 * 1e6 <= 40,
+            "inside the range",
+            "NCCL's own tuning model gives 10-15 us (ring LL); no documented mechanism reaches 30-40 us; four "
+            "H100s measure a 10.2-10.9 us device floor and 43-55 us host-launched (run w): the quoted figure "
+            f"fits a host-launched timing ({sanity})",
+        ),
+    ]
+    for size, nccl, ring in fig.large:
+        gain = ring / nccl - 1
+        out.append(
+            Quoted(
+                f"all-reduce, 8 GPUs, {size >> 20} MiB: NCCL faster than a plain ring at the NVLink rate",
+                "40-60%",
+                f"{gain * 100:.0f}% ({nccl * 1e6:.0f} vs {ring * 1e6:.0f} us)",
+                "known miss",
+                0.40 <= gain <= 0.60,
+                "inside the range",
+                "a 40-60% gain over a 450 GB/s ring needs 360-410 GB/s of algorithm bandwidth, above every "
+                "public NVLS figure (NVIDIA/nccl-tests #212, NVIDIA/nccl #1455); NVLS unmeasured here "
+                f"(issue 21) ({sanity})",
+            )
+        )
+    return out
