@@ -1,5 +1,6 @@
-"""A GPU document's eager host (``launch.eager_ops``, ``eager_ops_idle``, ``queue_depth``) from
-the committed per-op host microbenchmarks, never from an end-to-end row.
+"""A GPU document's eager host (``launch.eager_ops``, ``eager_ops_idle``, ``queue_depth``) and the
+per-kernel gap of an eager step's GPU (``launch.eager_gap``) from the committed microbenchmarks,
+never from an end-to-end row.
 
     PYTHONPATH=. python benchmarks/gpu/host_costs.py [--gpu h100|h200]
 
@@ -10,6 +11,9 @@ measured on (hw_configs/h100.yaml), or of run k on the H200 device host (hw_conf
 and prints ``pooled_host_costs`` (rdusim/analysis/gpu/predict.py): the median over runs of each
 run's median per-op cost, as YAML to paste into the GPU document's ``launch`` block, then each
 run's per-op medians and one Llama-3.1-8B decode layer's host sum, the spread the median hides.
+``eager_gap`` (``eager_gap``, same module): ``launch.graph`` plus the median of what a small
+kernel queued in a stream costs beyond the same call in a graph (the runs' site GPU times,
+``gpu_us``, against ``small_kernels.py``'s ``sk_site`` rows of the same GPU: runs h, j and l; k and m).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import argparse
 import csv
 from pathlib import Path
 
-from rdusim.analysis.gpu.predict import MEASURED_LAYER, pooled_host_costs
-from rdusim.config.schema import HOST_OPS
+from rdusim.analysis.gpu.predict import MEASURED_LAYER, eager_gap, pooled_host_costs
+from rdusim.config.loader import load_spec
+from rdusim.config.schema import HOST_OPS, GpuSpec
 from rdusim.mapping.gpu import host_ops
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,12 +34,24 @@ RUNS = {"h100": {"d": "h100-20261125d-sweep.csv", "e": "h100-20261125e-sweep.csv
                  "e pinned": "h100-20261125e-pinned-sweep.csv", "f": "h100-20261125f-sweep.csv",
                  "h": "h100-20261125h-sweep.csv", "j": "h100-20261125j-sweep.csv"},
         "h200": {"k": "h200-20261125k-sweep.csv"}}
+#: the runs whose site rows carry each site's GPU time (``gpu_us``), and the same GPU's graph of
+#: the same calls (``small_kernels.py``, section ``sites``): ``eager_gap``
+GAP_RUNS = {"h100": ("h", "j"), "h200": ("k",)}
+SMALL = {"h100": "h100-20261125l-small.csv", "h200": "h200-20261125m-small.csv"}
 
 
 def measured(gpu: str = "h100") -> dict:
     """``pooled_host_costs`` of the committed runs beside ``gpu`` (also read by tests/gpu)."""
     return pooled_host_costs({name: list(csv.DictReader((ROOT / "benchmarks/gpu" / path).open()))
                               for name, path in RUNS[gpu].items()})
+
+
+def measured_gap(gpu: str = "h100") -> dict:
+    """``eager_gap`` of the committed runs beside ``gpu`` (also read by tests/gpu)."""
+    def rows(path: str) -> list[dict]:
+        return list(csv.DictReader((ROOT / "benchmarks/gpu" / path).open()))
+    graph_s = load_spec(ROOT / f"hw_configs/{gpu}.yaml", GpuSpec).launch.graph_s
+    return eager_gap({name: rows(RUNS[gpu][name]) for name in GAP_RUNS[gpu]}, rows(SMALL[gpu]), graph_s)
 
 
 def yaml_lines(pooled: dict) -> list[str]:
@@ -49,8 +66,12 @@ def yaml_lines(pooled: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", choices=sorted(RUNS), default="h100", help="whose document's host (default h100)")
-    pooled = measured(ap.parse_args(argv).gpu)
+    gpu = ap.parse_args(argv).gpu
+    pooled = measured(gpu)
     print("\n".join(yaml_lines(pooled)))
+    gap = measured_gap(gpu)
+    print(f"  eager_gap: \"{gap['eager_gap'] * 1e6:.2f} us\"  # graph + {gap['excess'] * 1e6:.2f} us; per run: "
+          + ", ".join(f"{name} {x * 1e6:.2f} us ({n} sites)" for name, (x, n) in gap["runs"].items()))
     layer = [op for name in MEASURED_LAYER for op in host_ops(name, "decode")]
     print(f"\nper run: median over its (model, batch, KV, round/pair) groups; one Llama decode layer = {len(layer)} ops")
     print("| run | groups | GPU time recorded | layer host, GPU behind (us) | layer host, GPU idle (us) |")

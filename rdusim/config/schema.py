@@ -551,6 +551,10 @@ class GpuLaunchSpec(Spec):
     collective_host: CollectiveHostSpec | None = Field(
         default=None, description="host cost of one torch.distributed collective call by collective, "
                                   "calls issued back to back; all four or none (none: eager_host)")
+    eager_gap_s: NonNegativeSeconds = Field(
+        default=0.0, alias="eager_gap",
+        description="per kernel an eager step's GPU runs from the host's launch queue (stream-launched "
+                    "kernels back to back): the gap between kernels, as `graph` is inside a graph")
     graph_event_pair_s: NonNegativeSeconds = Field(
         default=0.0, alias="graph_event_pair",
         description="one external event wait + record node pair in a CUDA graph (what NCCL adds to a "

@@ -134,7 +134,7 @@ class Gpu:
         gemm = launch.pipeline_s if launch.gemm_pipeline_s is None else launch.gemm_pipeline_s
         return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s,
                 "pipeline": launch.pipeline_s, "gemm_pipeline": gemm, "gemm_step": launch.gemm_step_s,
-                "graph_event_pair": launch.graph_event_pair_s}[mode]
+                "graph_event_pair": launch.graph_event_pair_s, "eager_gap": launch.eager_gap_s}[mode]
 
     def host_op_s(self, op: str, *, gpu_idle: bool) -> float:
         """Host cost of one eager PyTorch op of kind ``op`` (``HOST_OPS``): the GPU document's

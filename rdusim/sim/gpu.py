@@ -13,7 +13,8 @@ its main loop with the loads of the next tile overlapping the math of this one (
 A tensor-core kernel (GEMM, attention) also pays a fixed pipeline cost (``launch.pipeline``:
 prologue, epilogue and grid drain). The launch path decides what a kernel costs before its
 CTAs run: ``stream`` (one kernel timed alone), ``graph`` (CUDA graph replay) or ``eager`` (a
-host process dispatches every op at ``eager_host`` each and the GPU runs behind it). An NCCL
+host process dispatches every op at ``eager_host`` each and the GPU runs behind it, each kernel
+taken from the launch queue at ``launch.eager_gap``). An NCCL
 collective (``math == "nvlink"``) takes the time ``rdusim.hw.collectives`` gives its algorithm
 and protocol (latency plus the GPU's wire bytes at the protocol's bus rate); its bytes are
 recorded as NVLink bytes, not HBM. Captured in a graph it also pays ``launch.graph_event_pair``
@@ -109,7 +110,8 @@ def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu:
 def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
             state: _Gpu, issued: simpy.Store, records: list[KernelRecord],
             clock: SmClock | None = None) -> Generator:
-    gap = {"graph": gpu.launch_s("graph"), "stream": gpu.launch_s("stream"), "eager": 0.0}[mode]
+    gap = {"graph": gpu.launch_s("graph"), "stream": gpu.launch_s("stream"),
+           "eager": gpu.launch_s("eager_gap")}[mode]
     free_since = env.now
     for kernel, layer in kernels:
         yield issued.get()
@@ -117,6 +119,8 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         fixed = gpu.launch_s("gemm_pipeline" if kernel.math == "gemm" else "pipeline")
         queued = kernel.queued and mode == "stream"  # already queued by the call before: no host launch
         overhead = (gpu.launch_s("graph") if queued else gap) * kernel.launches
+        if mode == "eager" and kernel.math == "nvlink":  # NCCL's latency, timed stream-launched
+            overhead = 0.0
         overhead += fixed if kernel.math in state.sm_flops else 0.0
         if kernel.round_trips and (mode != "stream" or queued):  # stream's launch holds a kernel's own fixed time
             overhead += kernel.launches * gpu.kernel_fixed_s

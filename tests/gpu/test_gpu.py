@@ -441,3 +441,45 @@ def test_a_predicted_gemm_never_beats_its_roofline(m: int, n: int, k: int) -> No
     p = gemm_plan(m, n, k, g)
     assert p.ctas == -(-m // p.bm) * -(-n // p.bn) * p.splits
     assert p.splits == 1 or (p.ctas <= g.sms and p.k_slice >= 256)
+
+
+def test_eager_gpu_takes_each_kernel_from_the_queue_at_eager_gap() -> None:
+    """Behind a host that queued them all, eager kernels run back to back at launch.eager_gap
+    each, as a graph's at launch.graph: the same kernels differ by the two gaps per launch. An
+    NCCL collective's time already holds its stream launch and pays no gap."""
+    from rdusim.mapping.gpu import collective
+
+    g = _host_gpu(1e-3, 1e-3)  # a host too quick to matter
+    assert g.launch_s("eager_gap") == pytest.approx(0.98e-6)
+    k = replace(streaming("k", 3e7, g), host_ops=("view",))
+    n = 20
+    eager = elapsed_s(simulate_gpu([(k, 0)] * n, g, mode="eager"))
+    graph = elapsed_s(simulate_gpu([(k, 0)] * n, g, mode="graph"))
+    gap = g.launch_s("eager_gap") - g.launch_s("graph")
+    assert eager - graph == pytest.approx(n * gap + 1e-9, abs=2e-9)  # + the one host op before kernel 1
+    (nccl,) = collective("ar", "all_reduce", 1 << 20, 2, g)
+    trace = simulate_gpu([(nccl, 0)], g, mode="eager")
+    assert trace.kernels[0].launch_sync_s == 0.0
+
+
+def test_queued_kernel_excess_is_the_queued_time_less_events_less_the_graph_share() -> None:
+    """queued_kernel_excess: a site's median per-call GPU time queued in a stream, less the
+    median of the kernel-less sites (the CUDA events' own share), less the same call's share of
+    a graph (small_kernels.py's sk_site); eager_gap adds launch.graph."""
+    from rdusim.analysis.gpu.predict import eager_gap, queued_kernel_excess
+
+    def site(op: str, i: int, gpu_us: float) -> dict:
+        return {"kind": "site_paired", "mode": "behind", "batch": "16",
+                "extra": f"op={op};site={i};where=layer;gpu_us={gpu_us};family=m"}
+
+    rows = [site("rms_norm", 0, 6.0), site("rms_norm", 0, 6.4), site("view", 2, 0.1), site("view", 2, 0.2),
+            site("elementwise_add", 3, 3.0)]
+    small = [{"kind": "sk_site", "name": "m_b16_site0_rms_norm", "median_us": "5.0"},
+             {"kind": "sk_site", "name": "m_b16_site3_elementwise_add", "median_us": "2.5"},
+             {"kind": "sk_site", "name": "other_b16_site0_rms_norm", "median_us": "1.0"}]
+    excess = queued_kernel_excess(rows, small)
+    assert excess == pytest.approx([1.05e-6, 0.35e-6])  # 6.2 - 0.15 - 5.0; 3.0 - 0.15 - 2.5
+    got = eager_gap({"a": rows}, small, 0.5e-6)
+    assert got["eager_gap"] == pytest.approx(0.5e-6 + 0.7e-6) and got["runs"]["a"][1] == 2
+    with pytest.raises(ValueError, match="sk_site"):
+        eager_gap({"a": rows}, [], 0.5e-6)

@@ -253,10 +253,12 @@ def test_pooled_host_costs_median_over_runs_idle_only_where_gpu_timed() -> None:
 def test_eager_host_is_the_committed_site_measurement(gpu: str) -> None:
     """h100.yaml's and h200.yaml's per-op host costs are what benchmarks/gpu/host_costs.py derives
     from the committed runs beside each GPU (d-j; k) to its printed 0.1 us, not numbers typed in
-    or fitted; the H200's run has no queue rows, so its queue depth is the H100 runs'."""
+    or fitted; the H200's run has no queue rows, so its queue depth is the H100 runs'. The same for
+    the eager step's per-kernel gap (``eager_gap``: runs h, j against l; k against m)."""
     module = bench_script("host_costs")
     pooled = module.measured(gpu)
     launch = load_spec(ROOT / f"hw_configs/{gpu}.yaml", GpuSpec).launch
     for key in ("eager_ops", "eager_ops_idle"):
         assert getattr(launch, key) == pytest.approx({op: round(v * 1e6, 1) * 1e-6 for op, v in pooled[key].items()})
     assert launch.queue_depth == (pooled["queue_depth"] or module.measured("h100")["queue_depth"])
+    assert launch.eager_gap_s == pytest.approx(round(module.measured_gap(gpu)["eager_gap"] * 1e6, 2) * 1e-6)

@@ -825,6 +825,50 @@ def pooled_host_costs(runs: dict[str, list[dict]]) -> dict:
             "runs": per_run}
 
 
+def queued_kernel_excess(site_rows: Iterable[dict], small_rows: Iterable[dict]) -> list[float]:
+    """Seconds a small kernel run from the host's launch queue costs beyond the same kernel inside a
+    CUDA graph, one value per (model, batch, site) that both microbenchmarks ran.
+
+    Queued: ``sweep.py``'s ``site_paired`` rows, GPU behind (a site's 10 calls queued behind a sleep
+    kernel and run back to back once it ends, CUDA events around them: ``gpu_us`` per call, the
+    median over pairs), less the events' own share (the median ``gpu_us`` of the sites that launch
+    no kernel: views, slices). Graph: ``small_kernels.py``'s ``sk_site`` rows (the same call, its
+    forward operands, 64 calls captured in one graph: ``median_us`` per call)."""
+    graph: dict[tuple[str, int, int], float] = {}
+    for r in small_rows:
+        if r["kind"] == "sk_site":  # name: {family}_b{batch}_site{index}_{op}
+            fam, rest = r["name"].split("_b", 1)
+            batch, site = rest.split("_site", 1)
+            graph[(fam, int(batch), int(site.split("_", 1)[0]))] = float(r["median_us"]) * 1e-6
+    queued: dict[tuple[str, int, int], list[float]] = {}
+    empty: dict[tuple[str, int], list[float]] = {}
+    for r in site_rows:
+        if r["kind"] != "site_paired" or r["mode"] != "behind":
+            continue
+        e = row_extra(r)
+        gpu = float(e["gpu_us"]) * 1e-6
+        if e["op"] in ("view", "transpose", "slice", "reshape_view"):  # no kernel: the events alone
+            empty.setdefault((e["family"], _int(r, "batch")), []).append(gpu)
+        elif e["where"] == "layer":
+            queued.setdefault((e["family"], _int(r, "batch"), int(e["site"])), []).append(gpu)
+    return [statistics.median(v) - statistics.median(empty[key[:2]]) - graph[key]
+            for key, v in sorted(queued.items()) if key in graph and key[:2] in empty]
+
+
+def eager_gap(runs: dict[str, list[dict]], small_rows: list[dict], graph_s: float) -> dict:
+    """A GPU document's ``launch.eager_gap``: the per-kernel gap of an eager step's GPU, which runs
+    its kernels from the host's launch queue, as ``graph_s`` (``launch.graph``) is a graph's, plus
+    what a queued kernel costs beyond a graph's (``queued_kernel_excess``, pooled over ``runs``,
+    name -> its ``sweep.py`` CSV rows). Never from an end-to-end row. Also returns each run's
+    median excess and count (``runs``)."""
+    per_run = {name: queued_kernel_excess(rows, small_rows) for name, rows in runs.items()}
+    pooled = [x for v in per_run.values() for x in v]
+    if not pooled:
+        raise ValueError("no site of the runs given was also timed in a graph (small_kernels.py sk_site)")
+    return {"eager_gap": graph_s + statistics.median(pooled), "excess": statistics.median(pooled),
+            "runs": {name: (statistics.median(v), len(v)) for name, v in per_run.items() if v}}
+
+
 def with_host(spec: GpuSpec, rows: Iterable[dict]) -> GpuSpec:
     """``spec`` whose eager host is the one measured in ``rows`` (the same host as their e2e rows)."""
     launch = spec.launch.model_copy(update=host_costs(rows))
