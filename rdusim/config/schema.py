@@ -653,6 +653,12 @@ class GpuClockSpec(Spec):
     memory: GpuClockAnchorSpec = Field(description="a streaming copy (rate: DRAM bytes/s)")
     gemm: GpuClockAnchorSpec = Field(description="the reference GEMM (rate: tensor FLOP/s)")
     attention: list[GpuClockAttentionAnchorSpec] = Field(min_length=1, description="FA2 prefill anchors, by tokens")
+    rise_rate: float | None = Field(
+        default=None, gt=0.0, le=1000.0,
+        description="the second controller (SlewSmClock): how fast the clock rises, share of full per second")
+    power_exponent: float = Field(
+        default=1.0, ge=1.0, le=4.0,
+        description="the second controller (SlewSmClock): power above idle goes as clock^power_exponent")
 
     @field_validator("idle_w")
     @classmethod
