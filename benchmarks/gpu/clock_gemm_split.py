@@ -67,7 +67,7 @@ def main() -> int:
         rms = statistics.fmean([(y - a - b * x) ** 2 for x, y in zip(xs, ys, strict=True)]) ** 0.5
         dram = f"{(m * k + n * k + m * n) * 2 / COPY_BPS / (t0 * 1e-6):.1%}" if k else "-"
         print(
-            f"| {prefix[5:15]} | `{w}` | {len(pts)} | {t0:.0f} | {f0:.0f} | {a:.2f} | "
+            f"| {prefix.split('-')[1]} | `{w}` | {len(pts)} | {t0:.0f} | {f0:.0f} | {a:.2f} | "
             f"{b:.2f} | {rms:.3f} | {a + b / 0.75:.3f} | {1 / 0.75:.3f} | "
             f"{max(1, 0.884 / 0.75):.3f} | {dram} |"
         )
