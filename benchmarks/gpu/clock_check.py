@@ -421,16 +421,17 @@ def measure(out: Path, smoke: bool) -> int:
 
 
 # --------------------------------------------------------------------------- the model side (CPU)
-#: which controller the model side runs: "frozen" (``SmClock``, run ae's) or "slew"
-#: (``SlewSmClock``, p12clock3's second structure); ``--controller``
+#: which controller the model side runs: "frozen" (``SmClock``, run ae's), "slew"
+#: (``SlewSmClock``) or "headroom" (``HeadroomSmClock``; p12clock3); ``--controller``
 CONTROLLER = "frozen"
 
 
 def make_clock(spec):  # type: ignore[no-untyped-def]
     """A fresh controller (idle GPU) of the kind ``CONTROLLER`` names."""
-    from rdusim.hw.gpu_clock import SlewSmClock, SmClock
+    from rdusim.hw.gpu_clock import HeadroomSmClock, SlewSmClock, SmClock
 
-    return SlewSmClock(spec) if CONTROLLER == "slew" else SmClock(spec)
+    kinds = {"frozen": SmClock, "slew": SlewSmClock, "headroom": HeadroomSmClock}
+    return kinds[CONTROLLER](spec)
 
 
 PROBE_S = 40_000 / 1.98e9 + 4.6e-6  # a probe between calls: the GPU near idle (run v's probe)
@@ -1052,9 +1053,9 @@ def main() -> int:
     )
     ap.add_argument(
         "--controller",
-        choices=("frozen", "slew"),
+        choices=("frozen", "slew", "headroom"),
         default="frozen",
-        help="the model side's controller: frozen (SmClock) or slew (SlewSmClock)",
+        help="the model side's controller: frozen (SmClock), slew (SlewSmClock), headroom",
     )
     args = ap.parse_args()
     global CONTROLLER
