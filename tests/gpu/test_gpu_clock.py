@@ -187,6 +187,8 @@ def test_h200_carries_the_h100_constants_at_its_own_limit() -> None:
             "  attention:",
             "clock.attention: anchors need tokens in increasing",
         ),
+        ("power_exponent: 2.3", "power_exponent: 0.5", "  power_exponent:", "clock.power_exponent"),
+        ("rise_rate: 3.46", "rise_rate: -1", "  rise_rate:", "clock.rise_rate"),
     ],
 )
 def test_bad_clock_constants_exit_2_located(
