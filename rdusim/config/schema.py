@@ -641,7 +641,8 @@ class GpuClockSpec(Spec):
     A per-GPU controller (``rdusim.hw.gpu_clock``): a running average of the power the kernels
     would draw at full clock (time constant ``fall_window`` while that power is above the
     average, ``rise_window`` while it is below) sets the clock at ``(limit - idle) / (average -
-    idle)`` of full, at most full; a kernel's time follows the clock per class. Each rule that
+    idle)`` of full, at most full; a kernel's time follows the clock per class (``rise_rate`` and
+    ``power_exponent``: the opt-in second controller, ``SlewSmClock``). Each rule that
     spans keys is checked at the later key (``idle`` against ``power_limit``, an anchor's power
     against both), so an error names the line it is about."""
 
