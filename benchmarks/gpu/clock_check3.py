@@ -1,4 +1,4 @@
-"""Run aj (P12, issue 17, p12clock3): a new clock check on rows never timed before, same flow as
+"""Run al (P12, issue 17, p12clock3): a new clock check on rows never timed before, same flow as
 ``clock_check.py`` (cold calls after 1.2 s idle, a burst after 1.2 s idle, 0.3 s of probes; the
 probe and the 5 ms NVML poll of run v).
 

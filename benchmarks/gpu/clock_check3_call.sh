@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run aj (p12clock3): clock_check3.py (rows never timed) on one H100 of the device machine; env
+# Run al (p12clock3): clock_check3.py (rows never timed) on one H100 of the device machine; env
 # before and after.   OUT=... bash benchmarks/gpu/clock_check3_call.sh
 export CUDA_VISIBLE_DEVICES=0 CUDA_DEVICE_ORDER=PCI_BUS_ID PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

@@ -2,7 +2,7 @@
 
     python benchmarks/gpu/clock_gemm_split.py
 
-Every burst call of run v's GEMM 8192^3, run ah's and run aj's two GEMMs (and the FA2 rows for contrast),
+Every burst call of run v's GEMM 8192^3, run ah's and run al's two GEMMs (and the FA2 rows for contrast),
 with the mean probe clock around it (the probes before and after), against the median cold call:
 a least-squares fit of ``t / t_cold = a + b x (f_cold / f)`` (``a``: a share that does not follow
 the SM clock), and the kernel's DRAM share at full clock (its operands and result once at run v's
@@ -23,8 +23,8 @@ ROWS = (  # (run prefix, workload, m, n, k or None for FA2)
     ("h100-20261125v-clock", "gemm_8192", 8192, 8192, 8192),
     ("h100-20261128ah-clock", "gemm_8192x28672x8192", 8192, 28672, 8192),
     ("h100-20261128ah-clock", "gemm_4096x4096x14336", 4096, 4096, 14336),
-    ("h100-20261128aj-clock", "gemm_12288x12288x12288", 12288, 12288, 12288),
-    ("h100-20261128aj-clock", "gemm_6144x6144x6144", 6144, 6144, 6144),
+    ("h100-20261128al-clock", "gemm_12288x12288x12288", 12288, 12288, 12288),
+    ("h100-20261128al-clock", "gemm_6144x6144x6144", 6144, 6144, 6144),
     ("h100-20261128ah-clock", "fa2_prefill_32k", 0, 0, 0),
     ("h100-20261128ah-clock", "fa2_prefill_64k", 0, 0, 0),
 )
