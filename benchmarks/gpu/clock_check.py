@@ -421,6 +421,19 @@ def measure(out: Path, smoke: bool) -> int:
 
 
 # --------------------------------------------------------------------------- the model side (CPU)
+#: which controller the model side runs: "frozen" (``SmClock``, run ae's), "slew"
+#: (``SlewSmClock``) or "headroom" (``HeadroomSmClock``; p12clock3); ``--controller``
+CONTROLLER = "frozen"
+
+
+def make_clock(spec):  # type: ignore[no-untyped-def]
+    """A fresh controller (idle GPU) of the kind ``CONTROLLER`` names."""
+    from rdusim.hw.gpu_clock import HeadroomSmClock, SlewSmClock, SmClock
+
+    kinds = {"frozen": SmClock, "slew": SlewSmClock, "headroom": HeadroomSmClock}
+    return kinds[CONTROLLER](spec)
+
+
 PROBE_S = 40_000 / 1.98e9 + 4.6e-6  # a probe between calls: the GPU near idle (run v's probe)
 FLUSH_BYTES = 2 * (256 << 20)  # measure.flush: a 256 MiB buffer read and written
 
@@ -447,9 +460,7 @@ class Model:
         self.model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
 
     def clock(self):  # type: ignore[no-untyped-def]
-        from rdusim.hw.gpu_clock import SmClock
-
-        return SmClock(self.gpu.spec.clock)
+        return make_clock(self.gpu.spec.clock)
 
     def call_s(self, r: Row, clock) -> float:  # type: ignore[no-untyped-def]
         """One call on ``clock`` (None: full clock), left warm for the next."""
@@ -648,7 +659,6 @@ def tp2_prefill(node_path: str = "hw_configs/h200-8.yaml") -> list[str]:
     The all-reduce draws idle power in the clock model; the other GPU is the same."""
     from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
     from rdusim.hw.gpu import load_gpu_node
-    from rdusim.hw.gpu_clock import SmClock
 
     root = Path(__file__).resolve().parents[2]
     node = load_gpu_node(root / node_path)
@@ -680,7 +690,7 @@ def tp2_prefill(node_path: str = "hw_configs/h200-8.yaml") -> list[str]:
             ).seconds
 
         off = step(None)
-        clk = SmClock(node.gpu.spec.clock)
+        clk = make_clock(node.gpu.spec.clock)
         seq = [step(clk) for _ in range(3 + int(r["reps"]))]
         on = statistics.median(seq[3:])
         t = float(r["median_us"]) * 1e-6
@@ -734,7 +744,6 @@ def heldout_rows() -> list[str]:
     import compare_sweep as cs
 
     from rdusim.analysis.gpu.predict import row_kernels
-    from rdusim.hw.gpu_clock import SmClock
     from rdusim.mapping.gpu import streaming
 
     groups: dict[str, list[tuple[float, float]]] = {"after": [], "after128": [], "other": []}
@@ -768,7 +777,7 @@ def heldout_rows() -> list[str]:
             )
             after = burst >= cs.CLOCK_BURST_S
             call = _replayer(row_kernels(r, gpu), gpu)
-            clk = SmClock(gpu.spec.clock)
+            clk = make_clock(gpu.spec.clock)
             if after:
                 _time_fn_median(
                     _replayer(row_kernels(prev, gpu), gpu), flush, int(prev["reps"]), clk
@@ -808,7 +817,6 @@ def gemm_rows_clock() -> list[str]:
     import compare_sweep as cs
 
     from rdusim.analysis.gpu.predict import is_gemm_calibration, row_kernels
-    from rdusim.hw.gpu_clock import SmClock
     from rdusim.mapping.gpu import streaming
 
     out = [
@@ -842,7 +850,7 @@ def gemm_rows_clock() -> list[str]:
                 and (rows[j - 1]["n"], rows[j - 1]["k"]) == (r["n"], r["k"])
             ):
                 j -= 1
-            clk = SmClock(gpu.spec.clock)
+            clk = make_clock(gpu.spec.clock)
             for prev in rows[j:i]:
                 _time_fn_median(
                     _replayer(row_kernels(prev, gpu), gpu), flush, int(prev["reps"]), clk
@@ -1043,7 +1051,15 @@ def main() -> int:
         action="store_true",
         help="the fitted constants' rows under the clock model (CPU)",
     )
+    ap.add_argument(
+        "--controller",
+        choices=("frozen", "slew", "headroom"),
+        default="frozen",
+        help="the model side's controller: frozen (SmClock), slew (SlewSmClock), headroom",
+    )
     args = ap.parse_args()
+    global CONTROLLER
+    CONTROLLER = args.controller
     if args.calibration:
         return calibration_table()
     if args.gemms:

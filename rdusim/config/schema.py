@@ -645,7 +645,8 @@ class GpuClockSpec(Spec):
     A per-GPU controller (``rdusim.hw.gpu_clock``): a running average of the power the kernels
     would draw at full clock (time constant ``fall_window`` while that power is above the
     average, ``rise_window`` while it is below) sets the clock at ``(limit - idle) / (average -
-    idle)`` of full, at most full; a kernel's time follows the clock per class. Each rule that
+    idle)`` of full, at most full; a kernel's time follows the clock per class (``rise_rate`` and
+    ``power_exponent``: the opt-in second controller, ``SlewSmClock``). Each rule that
     spans keys is checked at the later key (``idle`` against ``power_limit``, an anchor's power
     against both), so an error names the line it is about."""
 
@@ -657,6 +658,12 @@ class GpuClockSpec(Spec):
     memory: GpuClockAnchorSpec = Field(description="a streaming copy (rate: DRAM bytes/s)")
     gemm: GpuClockAnchorSpec = Field(description="the reference GEMM (rate: tensor FLOP/s)")
     attention: list[GpuClockAttentionAnchorSpec] = Field(min_length=1, description="FA2 prefill anchors, by tokens")
+    rise_rate: float | None = Field(
+        default=None, gt=0.0, le=1000.0,
+        description="the second controller (SlewSmClock): how fast the clock rises, share of full per second")
+    power_exponent: float = Field(
+        default=1.0, ge=1.0, le=4.0,
+        description="the second controller (SlewSmClock): power above idle goes as clock^power_exponent")
 
     @field_validator("idle_w")
     @classmethod

@@ -1,7 +1,7 @@
 """The SM clock under the board power limit: per-kernel power at full clock and a per-GPU controller.
 
 Owns: ``kernel_power_w``, ``clock_scale``, ``SmClock`` (its ``run_kernel``: one kernel at the
-clock). Imports: config. Never simulates (the engine, ``rdusim.sim.gpu``, drives ``SmClock`` at
+clock), ``SlewSmClock`` (a second controller structure, same interface; opt-in). Imports: config. Never simulates (the engine, ``rdusim.sim.gpu``, drives ``SmClock`` at
 kernel boundaries).
 
 Run v (``benchmarks/gpu/h100-20261125v-clock-*``, docs/gpu.md "The SM clock under sustained
@@ -35,15 +35,19 @@ from rdusim.config.schema import GpuClockAnchorSpec, GpuClockAttentionAnchorSpec
 STEP_S = 1e-3
 
 
-def _anchor_w(spec: GpuClockSpec, a: GpuClockAnchorSpec) -> float:
+def _anchor_w(spec: GpuClockSpec, a: GpuClockAnchorSpec, exponent: float = 1.0) -> float:
+    """An anchor's power at full clock; one given as a slowdown s drew the limit at 1/s of the
+    clock, so with power above idle as clock^exponent it draws ``idle + (limit - idle) x s^exponent``."""
     if a.power_w is not None:
         return a.power_w
     assert a.slowdown is not None
-    return spec.idle_w + (spec.power_limit_w - spec.idle_w) * a.slowdown
+    return spec.idle_w + (spec.power_limit_w - spec.idle_w) * a.slowdown**exponent
 
 
-def _scaled_w(spec: GpuClockSpec, a: GpuClockAnchorSpec, rate: float) -> float:
-    return spec.idle_w + (_anchor_w(spec, a) - spec.idle_w) * rate / a.rate
+def _scaled_w(
+    spec: GpuClockSpec, a: GpuClockAnchorSpec, rate: float, exponent: float = 1.0
+) -> float:
+    return spec.idle_w + (_anchor_w(spec, a, exponent) - spec.idle_w) * rate / a.rate
 
 
 def _attention_anchor(spec: GpuClockSpec, keys: int) -> GpuClockAttentionAnchorSpec:
@@ -52,17 +56,25 @@ def _attention_anchor(spec: GpuClockSpec, keys: int) -> GpuClockAttentionAnchorS
 
 
 def kernel_power_w(
-    spec: GpuClockSpec, math_class: str, flops: float, nbytes: float, seconds: float, keys: int = 0
+    spec: GpuClockSpec,
+    math_class: str,
+    flops: float,
+    nbytes: float,
+    seconds: float,
+    keys: int = 0,
+    exponent: float = 1.0,
 ) -> float:
     """Board power (W) a kernel of ``math_class`` would draw at full clock, moving ``flops`` and
-    ``nbytes`` in ``seconds`` (its full-clock time); ``keys``: an attention kernel's longest key span."""
+    ``nbytes`` in ``seconds`` (its full-clock time); ``keys``: an attention kernel's longest key
+    span; ``exponent``: power above idle as clock^exponent (1: the frozen controller's)."""
     if seconds <= 0 or math_class == "nvlink":
         return spec.idle_w
-    power = _scaled_w(spec, spec.memory, nbytes / seconds)
+    power = _scaled_w(spec, spec.memory, nbytes / seconds, exponent)
     if math_class == "gemm":
-        power = max(power, _scaled_w(spec, spec.gemm, flops / seconds))
+        power = max(power, _scaled_w(spec, spec.gemm, flops / seconds, exponent))
     elif math_class in ("attention", "mla"):
-        power = max(power, _scaled_w(spec, _attention_anchor(spec, keys), flops / seconds))
+        anchor = _attention_anchor(spec, keys)
+        power = max(power, _scaled_w(spec, anchor, flops / seconds, exponent))
     return power
 
 
@@ -129,3 +141,97 @@ class SmClock:
         return self.run(
             full_s, kernel_power_w(self.spec, math_class, flops, nbytes, full_s, keys), math_class
         )
+
+
+@dataclass
+class SlewSmClock:
+    """A second controller structure (p12clock3; opt-in, not the frozen one; docs/gpu.md, "A
+    second controller: symmetric average, clock slew, power as clock^a"). Same interface as
+    ``SmClock``:
+
+    - a symmetric running average of full-clock power, one window (``fall_window``): the sub-ms
+      dips inside a step count at their weight (the frozen ``rise_window`` held them at the peak);
+    - the clock that average allows is ``((limit - idle) / (average - idle))^(1/a)`` of full,
+      ``a = power_exponent`` (power above idle as clock^a: C V^2 f with V rising with f);
+    - the clock falls to it at once and rises at most ``rise_rate`` (share of full per second):
+      run v's recovery after a burst is this slew (the GEMM's 65 ms, the 128K FA2's 22 ms).
+    """
+
+    spec: GpuClockSpec
+    #: the running average of full-clock power (W); None: start idle
+    average_w: float | None = None
+    #: the clock now, share of full
+    clock: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.spec.rise_rate is None:
+            raise ValueError("SlewSmClock needs the clock section's rise_rate")
+        if self.average_w is None:
+            self.average_w = self.spec.idle_w
+
+    @property
+    def share(self) -> float:
+        """The clock now, as a share of full."""
+        return self.clock
+
+    def _allowed(self) -> float:
+        spec = self.spec
+        assert self.average_w is not None
+        over = self.average_w - spec.idle_w
+        head = spec.power_limit_w - spec.idle_w
+        return 1.0 if over <= head else (head / over) ** (1.0 / spec.power_exponent)
+
+    def _advance(self, seconds: float, power_w: float) -> None:
+        assert self.average_w is not None and self.spec.rise_rate is not None
+        self.average_w = power_w + (self.average_w - power_w) * math.exp(
+            -seconds / self.spec.fall_window_s
+        )
+        self.clock = min(self._allowed(), self.clock + self.spec.rise_rate * seconds, 1.0)
+
+    def idle(self, seconds: float) -> None:
+        """Nothing runs for ``seconds``: idle power, the clock rising at its rate."""
+        while seconds > 1e-15:
+            piece = min(seconds, STEP_S)
+            self._advance(piece, self.spec.idle_w)
+            seconds -= piece
+
+    def run(self, full_s: float, power_w: float, math_class: str) -> float:
+        """A kernel of ``full_s`` seconds at full clock, drawing ``power_w`` there: its time at the
+        clock, which moves every ``STEP_S`` of its full-clock work."""
+        left, spent = full_s, 0.0
+        while left > 1e-15:
+            piece = min(left, STEP_S)
+            wall = piece * clock_scale(self.spec, math_class, self.clock)
+            self._advance(wall, power_w)
+            spent += wall
+            left -= piece
+        return spent
+
+    def run_kernel(
+        self, full_s: float, math_class: str, flops: float, nbytes: float, keys: int = 0
+    ) -> float:
+        """As ``SmClock.run_kernel``, with the anchors' power at ``power_exponent``."""
+        power = kernel_power_w(
+            self.spec, math_class, flops, nbytes, full_s, keys, self.spec.power_exponent
+        )
+        return self.run(full_s, power, math_class)
+
+
+@dataclass
+class HeadroomSmClock(SlewSmClock):
+    """``SlewSmClock`` with the rise driven by the power drawn now (p12clock3, a third structure;
+    opt-in): the clock rises at ``rise_rate x (limit - P) / (limit - idle)``, P the power the work
+    running now draws at the current clock (``idle + (P_full - idle) x clock^a``). At idle it is
+    ``rise_rate`` (run v's recoveries, unchanged); under load it is slower, as an integral
+    controller on the measured power would be (run v: FA2 4K after the 128K burst came back
+    1792 -> 1831 MHz in 17 ms, where idle recovery took 22 ms to reach 0.98). No new constant."""
+
+    def _advance(self, seconds: float, power_w: float) -> None:
+        spec = self.spec
+        assert self.average_w is not None and spec.rise_rate is not None
+        self.average_w = power_w + (self.average_w - power_w) * math.exp(
+            -seconds / spec.fall_window_s
+        )
+        drawn = spec.idle_w + (power_w - spec.idle_w) * self.clock**spec.power_exponent
+        head = max(0.0, spec.power_limit_w - drawn) / (spec.power_limit_w - spec.idle_w)
+        self.clock = min(self._allowed(), self.clock + spec.rise_rate * head * seconds, 1.0)

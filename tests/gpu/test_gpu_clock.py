@@ -12,7 +12,7 @@ from rdusim.cli import main
 from rdusim.config.loader import load_spec
 from rdusim.config.schema import GpuSpec
 from rdusim.hw.gpu import Gpu
-from rdusim.hw.gpu_clock import STEP_S, SmClock, clock_scale, kernel_power_w
+from rdusim.hw.gpu_clock import STEP_S, SlewSmClock, SmClock, clock_scale, kernel_power_w
 from rdusim.mapping.gpu import flash_decode, flash_prefill, gemm, streaming
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
@@ -187,6 +187,8 @@ def test_h200_carries_the_h100_constants_at_its_own_limit() -> None:
             "  attention:",
             "clock.attention: anchors need tokens in increasing",
         ),
+        ("power_exponent: 2.3", "power_exponent: 0.5", "  power_exponent:", "clock.power_exponent"),
+        ("rise_rate: 3.46", "rise_rate: -1", "  rise_rate:", "clock.rise_rate"),
     ],
 )
 def test_bad_clock_constants_exit_2_located(
@@ -373,3 +375,40 @@ def test_sustained_step_that_does_not_settle_is_an_error(monkeypatch: pytest.Mon
             seq_len=1024,
             mode="graph",
         )
+
+
+def test_slew_controller_settles_where_the_anchor_drew_the_limit() -> None:
+    """SlewSmClock: an anchor given as slowdown s draws idle + (limit - idle) s^a at full clock, and
+    the clock that holds that average is 1/s: the GEMM settles at run v's 1 / 1.325 whatever a."""
+    s = spec()
+    p = kernel_power_w(s, "gemm", s.gemm.rate, 0.0, 1.0, exponent=s.power_exponent)
+    assert p == pytest.approx(s.idle_w + (s.power_limit_w - s.idle_w) * 1.325**s.power_exponent)
+    c = SlewSmClock(s)
+    c.run(2.0, p, "attention")
+    assert 1 / c.share == pytest.approx(1.325, rel=1e-6)
+
+
+def test_slew_controller_rises_at_its_rate() -> None:
+    """After the GEMM's burst, idle brings the clock back at rise_rate (share per s): to 0.98 of
+    full in (0.98 - 1 / 1.325) / rise_rate, run v's 65 ms."""
+    s = spec()
+    assert s.rise_rate is not None
+    p = kernel_power_w(s, "gemm", s.gemm.rate, 0.0, 1.0, exponent=s.power_exponent)
+    c = SlewSmClock(s)
+    c.run(2.0, p, "attention")
+    start = c.share
+    c.idle(0.010)
+    assert c.share == pytest.approx(start + 0.010 * s.rise_rate, rel=1e-9)
+    t = (0.98 - start) / s.rise_rate
+    assert t == pytest.approx(0.065, abs=0.002)
+
+
+def test_slew_controller_is_opt_in_and_needs_its_rate() -> None:
+    """The frozen controller is untouched (its power at exponent 1); SlewSmClock refuses a clock
+    section without rise_rate."""
+    s = spec()
+    assert kernel_power_w(s, "gemm", s.gemm.rate, 0.0, 1.0) == pytest.approx(
+        s.idle_w + (s.power_limit_w - s.idle_w) * 1.325
+    )
+    with pytest.raises(ValueError, match="rise_rate"):
+        SlewSmClock(s.model_copy(update={"rise_rate": None}))
