@@ -422,15 +422,15 @@ def measure(out: Path, smoke: bool) -> int:
 
 # --------------------------------------------------------------------------- the model side (CPU)
 #: which controller the model side runs: "frozen" (``SmClock``, run ae's), "slew"
-#: (``SlewSmClock``) or "headroom" (``HeadroomSmClock``; p12clock3); ``--controller``
+#: (``SlewSmClock``; p12clock3); ``--controller``
 CONTROLLER = "frozen"
 
 
 def make_clock(spec):  # type: ignore[no-untyped-def]
     """A fresh controller (idle GPU) of the kind ``CONTROLLER`` names."""
-    from rdusim.hw.gpu_clock import HeadroomSmClock, SlewSmClock, SmClock
+    from rdusim.hw.gpu_clock import SlewSmClock, SmClock
 
-    kinds = {"frozen": SmClock, "slew": SlewSmClock, "headroom": HeadroomSmClock}
+    kinds = {"frozen": SmClock, "slew": SlewSmClock}
     return kinds[CONTROLLER](spec)
 
 
@@ -1053,9 +1053,9 @@ def main() -> int:
     )
     ap.add_argument(
         "--controller",
-        choices=("frozen", "slew", "headroom"),
+        choices=("frozen", "slew"),
         default="frozen",
-        help="the model side's controller: frozen (SmClock), slew (SlewSmClock), headroom",
+        help="the model side's controller: frozen (SmClock) or slew (SlewSmClock)",
     )
     args = ap.parse_args()
     global CONTROLLER

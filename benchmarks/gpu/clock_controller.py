@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def main() -> int:
     from clock_check import PROBE_S, Model, Row
 
-    from rdusim.hw.gpu_clock import HeadroomSmClock, SlewSmClock, SmClock
+    from rdusim.hw.gpu_clock import SlewSmClock, SmClock
 
     m = Model()
     spec = m.gpu.spec.clock
@@ -36,7 +36,6 @@ def main() -> int:
     for name, make in (
         ("frozen (SmClock)", SmClock),
         ("second (SlewSmClock)", SlewSmClock),
-        ("third (HeadroomSmClock)", HeadroomSmClock),
     ):
         cold4 = m.call_s(fa4, make(spec))
         for row, seconds in ((gemm, 3.0), (fa128, 3.0)):

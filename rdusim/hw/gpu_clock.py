@@ -215,23 +215,3 @@ class SlewSmClock:
             self.spec, math_class, flops, nbytes, full_s, keys, self.spec.power_exponent
         )
         return self.run(full_s, power, math_class)
-
-
-@dataclass
-class HeadroomSmClock(SlewSmClock):
-    """``SlewSmClock`` with the rise driven by the power drawn now (p12clock3, a third structure;
-    opt-in): the clock rises at ``rise_rate x (limit - P) / (limit - idle)``, P the power the work
-    running now draws at the current clock (``idle + (P_full - idle) x clock^a``). At idle it is
-    ``rise_rate`` (run v's recoveries, unchanged); under load it is slower, as an integral
-    controller on the measured power would be (run v: FA2 4K after the 128K burst came back
-    1792 -> 1831 MHz in 17 ms, where idle recovery took 22 ms to reach 0.98). No new constant."""
-
-    def _advance(self, seconds: float, power_w: float) -> None:
-        spec = self.spec
-        assert self.average_w is not None and spec.rise_rate is not None
-        self.average_w = power_w + (self.average_w - power_w) * math.exp(
-            -seconds / spec.fall_window_s
-        )
-        drawn = spec.idle_w + (power_w - spec.idle_w) * self.clock**spec.power_exponent
-        head = max(0.0, spec.power_limit_w - drawn) / (spec.power_limit_w - spec.idle_w)
-        self.clock = min(self._allowed(), self.clock + spec.rise_rate * head * seconds, 1.0)
