@@ -597,6 +597,10 @@ NOT_YET: tuple[str, ...] = (
     "(run n) and its mechanism rows (runs p, q, r)",
     "TP steps measured before the harness forced FlashAttention (runs t-aa: SDPA's default backend may "
     "run cuDNN's attention, which the model does not price; docs/gpu.md, runs ab and ac)",
+    "eager decode steps outside the paired runs: P10's first run (h100-20261123.csv, 141 rows in all; "
+    "compare.py, docs/gpu.md's Repeatability), run k's 12 unpaired eager steps (compare_sweep.py's H200 "
+    "decode section, with h200.yaml's and h100.yaml's host), run o's 18 eager steps (only its 12 graph "
+    "steps are compared here)",
     "the TP shard (run ab, tp_shard.py), the clock checks (runs ae, ah, clock_check.py), NCCL's channel "
     "and ramp diagnostics (run ad): their benchmark scripts",
 )
