@@ -137,8 +137,8 @@ def run_gpu(args: argparse.Namespace) -> int:
         f"{len(frame)} groups: {len(pred)} of prediction rows ({int(pred['rows'].sum())} rows), "
         f"{len(cal)} of calibration rows ({int(cal['rows'].sum())} rows, fitted, not gated); of "
         f"{len(gated)} gated prediction groups {sum(gated['within'] == 'yes')} within, "
-        f"{sum(gated['within'] == 'known miss')} known misses, {len(regressions(frame))} outside with no "
-        "known reason",
+        f"{sum(gated['within'] == 'known miss')} known misses (each within its recorded bound), "
+        f"{len(regressions(frame))} regressions (outside with no known miss, or beyond its bound)",
         "",
         "Tolerances (issue 17's acceptance; P10's sets: no worse than P10's model):",
     ]
