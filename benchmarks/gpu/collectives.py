@@ -381,7 +381,12 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
     ``against``: every row's prediction from that committed frozen table instead (``read_frozen``;
     no fit, the model as it was frozen)."""
 
-    from rdusim.analysis.gpu.collectives import fitted_fabric, is_queued, median_worst, predict_us
+    from rdusim.analysis.gpu.collectives import (
+        compare_collective_rows,
+        fitted_fabric,
+        is_queued,
+        median_worst,
+    )
     from rdusim.hw.gpu import load_gpu_node
 
     with open(csv_path, newline="") as fh:
@@ -394,6 +399,8 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
     errors: dict[tuple[str, str], list[float]] = {}
     print("| row | set | measured (us) | predicted (us) | algorithm/protocol | error |")
     print("|---|---|---:|---:|---|---:|")
+    # the model's comparison (the same fitted fabric), one compared row per collective row, in order
+    compared = iter(()) if frozen else iter(compare_collective_rows(rows, gpu))
     for r in rows:
         if r["kind"] != "collective":
             continue
@@ -402,8 +409,8 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
         if frozen:
             pred, how = _frozen_row(frozen, r["name"], int(r["ranks"]), against)
         else:
-            pred, c = predict_us(gpu, r["op"], int(r["bytes"]), int(r["ranks"]), r["mode"], fabric, queued=queued)
-            how = f"{c.algorithm}/{c.protocol}"
+            c = next(compared)
+            pred, how = c["pred"], f"{c['cost'].algorithm}/{c['cost'].protocol}"
         err = pred / meas - 1
         if r["set"] == "prediction":
             errors.setdefault((r["op"], "queued" if queued else r["mode"]), []).append(err)

@@ -127,9 +127,12 @@ class Gpu:
         return peak * {"gemm": eff.gemm_tensor, "attention": eff.attention_tensor, "mla": eff.mla_tensor}[math]
 
     def launch_s(self, mode: str) -> float:
-        """Per-kernel cost before the CTAs run: ``stream`` (timed alone), ``graph``, ``eager``, and
+        """Per-kernel cost before the CTAs run: ``stream`` (timed alone), ``graph`` (a graph node's
+        device gap), ``eager`` (the host's cost of one eager launch, ``launch.eager_host``: the
+        host side), ``eager_gap`` (the device gap of a kernel an eager step's GPU takes from the
+        launch queue, as ``graph`` is a graph's: the device side), ``graph_event_pair``,
         ``pipeline``, the fixed cost every tensor-core kernel adds (``gemm_pipeline`` for a cuBLAS
-        GEMM, where the GPU document gives one)."""
+        GEMM, where the GPU document gives one), and ``gemm_step``."""
         launch = self.spec.launch
         gemm = launch.pipeline_s if launch.gemm_pipeline_s is None else launch.gemm_pipeline_s
         return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s,

@@ -4,10 +4,13 @@ per-row comparisons of the P12 sweep CSVs (``benchmarks/gpu/sweep.py``, ``small_
 Owns: ``GPU_DOCS``, ``run_doc``, ``error_stats``, ``compare_gemm_rows``, ``compare_prefill_rows``,
 ``compare_graph_steps``, ``compare_paired_eager``, ``compare_small_rows``, ``small_kernels_csv``. Imports: analysis.gpu.predict, hw.gpu.
 
-One place for each comparison: ``benchmarks/gpu/compare_sweep.py`` formats these rows into
-docs/gpu.md's tables and ``rdusim fidelity --gpu`` summarises them; neither computes a
-prediction or an error itself. Every compared row is the CSV row with ``pred`` (seconds) and
-``err`` (signed, relative to the measured median) added.
+One place for the comparisons it owns: ``rdusim fidelity --gpu`` computes none of its own, and
+``benchmarks/gpu/compare_sweep.py`` formats these rows into docs/gpu.md's tables where they
+cover them. Not yet all: compare_sweep.py still calls ``predict_row`` / ``micro_device_s``
+itself in about a dozen places (the frozen-vs-now tables, run k's H200 decode and host
+comparisons, the P10 shapes on the H200, the clock and L2 sections: the footer of ``rdusim
+fidelity --gpu`` lists the sets still compared there). Every compared row is the CSV row with
+``pred`` (seconds) and ``err`` (signed, relative to the measured median) added.
 """
 
 from __future__ import annotations
