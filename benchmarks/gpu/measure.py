@@ -192,6 +192,23 @@ def capture(ctx: Ctx, fn: Callable[[], object]) -> torch.cuda.CUDAGraph:
     return g
 
 
+def replay_times(g: torch.cuda.CUDAGraph, reps: int, *, warmup: int) -> list[float]:
+    """Seconds of each of ``reps`` replays of ``g``, after ``warmup`` untimed ones: CUDA events
+    around each replay, the GPU synchronized after each (nothing queued behind or ahead of it)."""
+    for _ in range(warmup):
+        g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        g.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return times
+
+
 CHASE_SRC = r"""
 extern "C" __global__ void chase(const long long* next, long long* out, int steps) {
     long long i = 0;
