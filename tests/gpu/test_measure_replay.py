@@ -9,8 +9,8 @@ from .scripts import bench_script
 
 
 def test_measure_replay_times_warms_up_then_times_each_replay(monkeypatch) -> None:
-    """``warmup`` untimed replays, one synchronize, then per rep: event, replay, event, synchronize;
-    the events' milliseconds come back as seconds."""
+    """``warmup`` untimed replays, one synchronize (none without a warm-up), then per rep: event,
+    replay, event, synchronize; the events' milliseconds come back as seconds."""
     pytest.importorskip("torch")
     measure = bench_script("measure")
     calls: list[str] = []
@@ -33,6 +33,9 @@ def test_measure_replay_times_warms_up_then_times_each_replay(monkeypatch) -> No
     monkeypatch.setattr(measure.torch.cuda, "synchronize", lambda: calls.append("sync"))
     assert measure.replay_times(Graph(), 4, warmup=3) == [2.5e-3] * 4
     assert calls == ["replay"] * 3 + ["sync"] + ["record", "replay", "record", "sync"] * 4
+    calls.clear()  # no warm-up: no synchronize before the first replay (small_kernels' sequence)
+    assert measure.replay_times(Graph(), 2, warmup=0) == [2.5e-3] * 2
+    assert calls == ["record", "replay", "record", "sync"] * 2
 
 
 def test_small_kernels_graph_per_call_is_the_median_replay_over_the_calls(monkeypatch) -> None:
