@@ -140,13 +140,15 @@ def _stats(errs: list[float]) -> str:
 
 
 def _tile(kernel: str) -> tuple[int, int] | None:
-    """(BN, BM) of an nvjet kernel name: ``nvjet_sm90_tst_AxB_..._TNT`` computes C^T = W x^T (A
-    along n, B along m), ``..._TNN`` C = x W^T (A along m, B along n; rdusim/mapping/gpu.py)."""
+    """(BN, BM) of an nvjet kernel name ``nvjet_sm90_tst_AxB_...``: A along n, B along m, for
+    ``TNT`` and ``TNN`` kernels alike (run aj: Nsight's DRAM bytes of ``448x64 TNN`` at m = 192,
+    1.75x the unique operands, are three m blocks of 64 re-reading the weight; of run aj's
+    diagnostic launch grids, 74 TNN and 133 TNT equal this reading's tile count, clusters
+    padded, and none only the other's; docs/gpu.md, run aj)."""
     hit = re.search(r"nvjet_sm\d+_\w*?_(\d+)x(\d+)_", kernel)
     if not hit:
         return None
-    a, b = int(hit[1]), int(hit[2])
-    return (b, a) if kernel.endswith("_TNN") else (a, b)
+    return int(hit[1]), int(hit[2])
 
 
 def compare(

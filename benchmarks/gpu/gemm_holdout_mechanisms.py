@@ -258,7 +258,7 @@ def candidate_lines() -> list[str]:
 def cublas_tile_lines() -> list[str]:
     """Candidate C: each profiled held-out row priced with cuBLAS's own tile (its grid's waves
     included) instead of the model's, first side along n, or along m for TNN kernels as
-    ``gemm_holdout._tile`` reads them; split-K kernels left out."""
+    ``gemm_holdout._tile`` read them until 2026-11-28; split-K kernels left out."""
     out = [
         "| run, rows | model's tile | cuBLAS's tile, first side along n | cuBLAS's tile, TNN first side along m |",
         "|---|---:|---:|---:|",

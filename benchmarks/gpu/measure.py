@@ -192,6 +192,27 @@ def capture(ctx: Ctx, fn: Callable[[], object]) -> torch.cuda.CUDAGraph:
     return g
 
 
+def replay_times(g: torch.cuda.CUDAGraph, reps: int, *, warmup: int) -> list[float]:
+    """Seconds of each of ``reps`` replays of ``g``, after ``warmup`` untimed ones (then a
+    synchronize): CUDA events around each replay, the GPU synchronized after each. Without a
+    warm-up there is no synchronize before the first replay, as small_kernels.py always timed
+    (adding one moved its per-call times by -4 to -5% on one H200, run am: see
+    benchmarks/gpu/h200-20261128am-timing-loop-check.txt)."""
+    if warmup:
+        for _ in range(warmup):
+            g.replay()
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        g.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return times
+
+
 CHASE_SRC = r"""
 extern "C" __global__ void chase(const long long* next, long long* out, int steps) {
     long long i = 0;

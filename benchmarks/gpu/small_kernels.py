@@ -71,14 +71,7 @@ def graph_per_call(fns: list, calls: int = GRAPH_CALLS, reps: int = 15) -> float
             fns[i % len(fns)]()
 
     g = M.capture(M.Ctx(device=torch.device("cuda"), tiny=False), body)
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) * 1e-3)
+    times = M.replay_times(g, reps, warmup=0)
     del g
     return statistics.median(times) / calls
 

@@ -44,6 +44,9 @@ RUNS = [
     ("tp1_b64_l1024", "default"),
 ]
 
+#: timed replays of each step's graph (measure.py's ``replay_times``, after 3 untimed)
+GRAPH_REPS = 20
+
 #: the model's kernel classes of MEASURED_LAYER and the head, as compared
 CLASSES = [
     "attention",
@@ -213,21 +216,6 @@ def _shard_step(M, model, batch: int, kv: int):  # pragma: no cover - needs a GP
     return step
 
 
-def _graph_us(torch, g, reps: int = 20) -> list[float]:  # pragma: no cover - needs a GPU
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    return times
-
-
 def _profiled(
     torch, fn, calls: int = 3
 ) -> list[tuple[str, float]]:  # pragma: no cover - needs a GPU
@@ -280,7 +268,7 @@ def measure() -> int:  # pragma: no cover - needs a GPU
                 models[tp] = M.Llama(shard, torch.device("cuda"))
             step = _shard_step(M, models[tp], batch, kv)
             g = M.capture(None, step)
-            times = _graph_us(torch, g)
+            times = [t * 1e6 for t in M.replay_times(g, GRAPH_REPS, warmup=3)]  # us
             steps.writerow(
                 [
                     f"{name}:{backend}",
@@ -290,7 +278,7 @@ def measure() -> int:  # pragma: no cover - needs a GPU
                     gpu,
                     round(statistics.median(times), 1),
                     round(min(times), 1),
-                    20,
+                    GRAPH_REPS,
                 ]
             )
             steps_fh.flush()

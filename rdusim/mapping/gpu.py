@@ -101,8 +101,8 @@ SPLIT_K_MIN_DEPTH = 256
 GEMM_K_STEP = 64  # K depth of one main-loop step (one shared-memory stage) of a Hopper GEMM
 #: Output tiles cuBLAS 13's Hopper kernels use: the kernel names ``nvjet_sm90_tst_{A}x{B}_64x{stages}_..._TN{T|N}``
 #: that cuBLAS launched for 1452 GEMM shapes (benchmarks/gpu/h100-20261125-kernels.csv). A ``TNT``
-#: kernel computes C^T = W x^T (A along n, B along m); a ``TNN`` kernel C = x W^T (A along m, B
-#: along n): e.g. 512 x 768 x 4096 ran 48x64 TNN, 11 x 12 = 132 tiles, one per SM. Both
+#: kernel computes C^T = W x^T, a ``TNN`` kernel C = x W^T; in both A runs along n and B along m
+#: (run aj's Nsight DRAM bytes and launch grids, benchmarks/gpu/h200-20261128aj-gemm-*). Both
 #: orientations of every observed (A, B) are candidates (``GEMM_TILES`` lists (BN, BM)).
 _OBSERVED_TILES = (
     (8, 64), (16, 64), (24, 64), (32, 64), (40, 64), (48, 64), (64, 8), (64, 16), (64, 32), (64, 40),

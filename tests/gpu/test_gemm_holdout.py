@@ -5,6 +5,9 @@ section runs (on the CPU, tiny shapes) through the loop the ``gemm`` section use
 from __future__ import annotations
 
 import csv
+import json
+import math
+import re
 
 import pytest
 
@@ -112,3 +115,33 @@ def test_run_aj_diagnostics() -> None:
     assert "| 1.04 |" in next(line for line in lines if line.startswith("| 384 x 28672 x 4096 |"))
     assert lines[-1].count("|") == 9
     assert mech.spike_lines()[-1].startswith("7 spikes in 184 interior points")
+
+
+def _padded(extent: int, side: int, cluster: int) -> int:
+    """Tiles of ``side`` over ``extent``, rounded up to whole clusters of ``cluster`` tiles."""
+    return math.ceil(math.ceil(extent / side) / cluster) * cluster
+
+
+def test_tile_reads_the_first_side_along_n() -> None:
+    """``gemm_holdout._tile`` reads ``nvjet ... AxB`` as A along n, B along m for TNT and TNN alike:
+    of run aj's diagnostic launch grids, those equal to one reading's tile count (clusters padded
+    to whole clusters) equal this one's, 74 TNN and 133 TNT, none only the other's."""
+    tile = bench_script("gemm_holdout")._tile
+    assert tile("nvjet_sm90_tst_448x64_64x3_4x1_v_bz_coopB_TNN") == (448, 64)
+    assert tile("nvjet_sm90_tst_320x64_64x4_4x1_v_bz_TNT") == (320, 64)
+    count = {}
+    path = SCRIPTS / "h200-20261128aj-gemm-holdout-diag-kernels.csv"
+    with path.open() as fh:
+        for r in csv.DictReader(fh):
+            hit = re.search(r"_\d+x\d+_64x\d+_(\d)x(\d)_", r["kernel"])
+            if not hit or "splitK" in r["kernel"]:
+                continue
+            (a, b), (c1, c2) = tile(r["kernel"]), (int(hit[1]), int(hit[2]))
+            m, n = int(r["m"]), int(r["n"])
+            grid = math.prod(json.loads(r["grid"]))
+            first_n = _padded(n, a, c1) * _padded(m, b, c2)
+            first_m = _padded(m, a, c1) * _padded(n, b, c2)
+            if first_n != first_m and grid in (first_n, first_m):
+                key = (r["kernel"][-3:], "n" if grid == first_n else "m")
+                count[key] = count.get(key, 0) + 1
+    assert count == {("TNN", "n"): 74, ("TNT", "n"): 133}
