@@ -144,10 +144,10 @@ class SmClock:
 
 
 @dataclass
-class SlewSmClock:
+class SlewSmClock(SmClock):
     """A second controller structure (p12clock3; opt-in, not the frozen one; docs/gpu.md, "A
-    second controller: symmetric average, clock slew, power as clock^a"). Same interface as
-    ``SmClock``:
+    second controller: symmetric average, clock slew, power as clock^a"). ``SmClock``'s interface
+    and ``run``, with its own average, clock and idle:
 
     - a symmetric running average of full-clock power, one window (``fall_window``): the sub-ms
       dips inside a step count at their weight (the frozen ``rise_window`` held them at the peak);
@@ -157,17 +157,13 @@ class SlewSmClock:
       run v's recovery after a burst is this slew (the GEMM's 65 ms, the 128K FA2's 22 ms).
     """
 
-    spec: GpuClockSpec
-    #: the running average of full-clock power (W); None: start idle
-    average_w: float | None = None
     #: the clock now, share of full
     clock: float = 1.0
 
     def __post_init__(self) -> None:
         if self.spec.rise_rate is None:
             raise ValueError("SlewSmClock needs the clock section's rise_rate")
-        if self.average_w is None:
-            self.average_w = self.spec.idle_w
+        super().__post_init__()
 
     @property
     def share(self) -> float:
@@ -181,7 +177,7 @@ class SlewSmClock:
         head = spec.power_limit_w - spec.idle_w
         return 1.0 if over <= head else (head / over) ** (1.0 / spec.power_exponent)
 
-    def _advance(self, seconds: float, power_w: float) -> None:
+    def _average(self, seconds: float, power_w: float) -> None:
         assert self.average_w is not None and self.spec.rise_rate is not None
         self.average_w = power_w + (self.average_w - power_w) * math.exp(
             -seconds / self.spec.fall_window_s
@@ -192,20 +188,8 @@ class SlewSmClock:
         """Nothing runs for ``seconds``: idle power, the clock rising at its rate."""
         while seconds > 1e-15:
             piece = min(seconds, STEP_S)
-            self._advance(piece, self.spec.idle_w)
+            self._average(piece, self.spec.idle_w)
             seconds -= piece
-
-    def run(self, full_s: float, power_w: float, math_class: str) -> float:
-        """A kernel of ``full_s`` seconds at full clock, drawing ``power_w`` there: its time at the
-        clock, which moves every ``STEP_S`` of its full-clock work."""
-        left, spent = full_s, 0.0
-        while left > 1e-15:
-            piece = min(left, STEP_S)
-            wall = piece * clock_scale(self.spec, math_class, self.clock)
-            self._advance(wall, power_w)
-            spent += wall
-            left -= piece
-        return spent
 
     def run_kernel(
         self, full_s: float, math_class: str, flops: float, nbytes: float, keys: int = 0

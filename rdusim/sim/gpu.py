@@ -40,7 +40,7 @@ import simpy
 
 from rdusim.config.schema import HBM
 from rdusim.hw.gpu import Gpu
-from rdusim.hw.gpu_clock import SlewSmClock, SmClock
+from rdusim.hw.gpu_clock import SmClock
 from rdusim.mapping.gpu import CtaGroup, GpuKernel
 from rdusim.sim.resources import WeightedPool, delay
 from rdusim.sim.trace import KernelRecord, Trace
@@ -66,7 +66,7 @@ class _Gpu:
 
 
 def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: str = "graph",
-                 clock: SmClock | SlewSmClock | None = None) -> Trace:
+                 clock: SmClock | None = None) -> Trace:
     """Run ``kernels`` in order (each ``(kernel, layer)``); the trace has one record per kernel,
     and the last one ends when the pass does (``elapsed_s``). ``clock``: the GPU's SM-clock state
     (None: always full clock), advanced by this pass."""
@@ -109,7 +109,7 @@ def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu:
 
 def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
             state: _Gpu, issued: simpy.Store, records: list[KernelRecord],
-            clock: SmClock | SlewSmClock | None = None) -> Generator:
+            clock: SmClock | None = None) -> Generator:
     gap = {"graph": gpu.launch_s("graph"), "stream": gpu.launch_s("stream"),
            "eager": gpu.launch_s("eager_gap")}[mode]
     free_since = env.now

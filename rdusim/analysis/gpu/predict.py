@@ -37,7 +37,7 @@ from rdusim.config.schema import (
 )
 from rdusim.errors import ConfigError, SimulationError
 from rdusim.hw.gpu import Gpu, GpuNode, load_gpu_node
-from rdusim.hw.gpu_clock import SlewSmClock, SmClock
+from rdusim.hw.gpu_clock import SmClock
 from rdusim.mapping.gpu import (
     BF16,
     GEMM_K_STEP,
@@ -97,7 +97,7 @@ def llama_shape(model: ModelSpec, *, batch: int, tokens: int, kv_len: int, tp: i
 
 def simulate_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: list[str], phase: str,
                       batch: int, seq_len: int, mode: str, tp: int = 1,
-                      policy: KvPolicySpec | None = None, clock: SmClock | SlewSmClock | None = None) -> GpuStep:
+                      policy: KvPolicySpec | None = None, clock: SmClock | None = None) -> GpuStep:
     """Simulate one step; identical layers are simulated once and multiplied (kernels run one
     at a time from an idle GPU, so a layer's time does not depend on its neighbours). With an
     SM-clock state (``clock``) every layer runs in order, and the state is left as the step ends."""
@@ -190,7 +190,7 @@ def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, m
     return _run_parts(parts, gpu, mode)
 
 
-def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str, clock: SmClock | SlewSmClock | None = None) -> GpuStep:
+def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str, clock: SmClock | None = None) -> GpuStep:
     """Graph and stream without a clock: each part simulated once from an idle GPU and multiplied
     by its count. Eager, or any mode with an SM-clock state (``clock``: the clock moves within
     the step, so no layer's time stands for another's): the whole step in one simulation, every
