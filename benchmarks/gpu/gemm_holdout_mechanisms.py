@@ -30,6 +30,9 @@ from rdusim.config.loader import load_spec
 from rdusim.config.schema import GpuSpec
 from rdusim.hw.gpu import Gpu
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gemm_shapes import NCU_SHAPES  # noqa: E402  the shapes gemm_holdout_ncu.py ran
+
 ROOT = Path(__file__).resolve().parents[2]
 B = ROOT / "benchmarks/gpu"
 AJ = "h200-20261128aj-gemm-holdout"
@@ -42,18 +45,6 @@ SETS = (
     ("run ai (H100, held out)", "h100-20261128ai-gemm-holdout.csv", "h100", ("holdout",)),
     ("run aj (H200, held out)", f"{AJ}.csv", "h200", ("holdout",)),
 )
-#: the shapes gemm_holdout_ncu.py ran, in its order (m, n, k)
-NCU_SHAPES = [
-    (64, 35840, 5120),
-    (192, 35840, 5120),
-    (448, 35840, 5120),
-    (192, 17920, 5120),
-    (192, 4096, 11008),
-    (384, 4096, 11008),
-    (256, 4096, 11008),
-    (384, 28672, 4096),
-    (256, 28672, 4096),
-]
 GPUS = {g: Gpu(load_spec(ROOT / f"hw_configs/{g}.yaml", GpuSpec)) for g in ("h100", "h200")}
 BF16 = 2
 

@@ -4,18 +4,9 @@ import os
 
 import torch
 import torch.nn.functional as F
+from gemm_shapes import NCU_SHAPES
 
-S = [
-    (64, 35840, 5120),
-    (192, 35840, 5120),
-    (448, 35840, 5120),
-    (192, 17920, 5120),
-    (192, 4096, 11008),
-    (384, 4096, 11008),
-    (256, 4096, 11008),
-    (384, 28672, 4096),
-    (256, 28672, 4096),
-]
+S = NCU_SHAPES
 torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
 for m, n, k in S:
     w = torch.randn(n, k, dtype=torch.bfloat16, device="cuda")

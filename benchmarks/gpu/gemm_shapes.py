@@ -123,3 +123,18 @@ def holdout_shapes() -> list[tuple[str, int, str, int, int, int]]:
     """The held-out rows: none repeats a shape the ``gemm`` section or another run measured."""
     swept = {(m, n, k) for _, _, _, n, k, m in plan_shapes(gemm_plan())}
     return plan_shapes(holdout_plan(), swept | MEASURED_ELSEWHERE)
+
+
+#: the shapes run aj profiled with Nsight Compute (gemm_holdout_ncu.py), in its order (m, n, k):
+#: the m = 192-448 neighbourhood of the held-out misses (docs/gpu.md, "Why the m = 192-384 rows miss")
+NCU_SHAPES = [
+    (64, 35840, 5120),
+    (192, 35840, 5120),
+    (448, 35840, 5120),
+    (192, 17920, 5120),
+    (192, 4096, 11008),
+    (384, 4096, 11008),
+    (256, 4096, 11008),
+    (384, 28672, 4096),
+    (256, 28672, 4096),
+]
