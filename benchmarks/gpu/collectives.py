@@ -400,7 +400,7 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
     print("| row | set | measured (us) | predicted (us) | algorithm/protocol | error |")
     print("|---|---|---:|---:|---|---:|")
     # the model's comparison (the same fitted fabric), one compared row per collective row, in order
-    compared = iter(()) if frozen else iter(compare_collective_rows(rows, gpu))
+    compared = iter(()) if frozen else iter(compare_collective_rows(rows, gpu, fabric))
     for r in rows:
         if r["kind"] != "collective":
             continue

@@ -82,7 +82,7 @@ def fit_bus_bandwidth(rows: list[dict]) -> float:
     return 2 * (n - 1) / n * (s1 - s0) / (t1 - t0)
 
 
-def fitted_fabric(gpu: Gpu, rows: list[dict]) -> tuple[object, bool]:
+def fitted_fabric(gpu: Gpu, rows: list[dict]) -> tuple[nccl.Fabric, bool]:
     """The fabric a measured CSV's rows are compared on: the document's, with ``bus_bandwidth``
     fitted to the CSV's calibration rows (``fit_bus_bandwidth``) where it has any. Returns
     (fabric, fitted)."""
@@ -96,11 +96,13 @@ def is_queued(row: dict) -> bool:
     return row["mode"] == "stream" and row["name"].endswith("_queued")
 
 
-def compare_collective_rows(rows: list[dict], gpu: Gpu) -> list[dict]:
-    """Every collective row of one ``collectives.py`` CSV against the model on the run's fitted
-    fabric (``fitted_fabric``): the row with ``ranks``, ``launch`` (stream, graph or queued),
-    ``pred`` (us), ``err`` (signed) and ``cost`` (the collective's algorithm and protocol)."""
-    fabric, _ = fitted_fabric(gpu, rows)
+def compare_collective_rows(rows: list[dict], gpu: Gpu, fabric: nccl.Fabric | None = None) -> list[dict]:
+    """Every collective row of one ``collectives.py`` CSV against the model on ``fabric``, by
+    default the run's fitted fabric (``fitted_fabric``; a caller that has it passes it): the row
+    with ``ranks``, ``launch`` (stream, graph or queued), ``pred`` (us), ``err`` (signed) and
+    ``cost`` (the collective's algorithm and protocol)."""
+    if fabric is None:
+        fabric, _ = fitted_fabric(gpu, rows)
     out = []
     for r in rows:
         if r["kind"] != "collective":

@@ -254,7 +254,8 @@ def _gpu(root: Path, rows: list[dict], column: str = "device") -> tuple[GpuSpec,
     return spec, Path(doc).stem.upper()
 
 
-def _base(root: Path) -> ModelSpec:
+def _base() -> ModelSpec:
+    """The Llama-3.1-8B document the decode and TP steps are shaped from (the package's own)."""
     return load_spec(model_path("llama-3.1-8b"), ModelSpec)
 
 
@@ -321,7 +322,7 @@ def p10_kind(row: dict) -> str | None:
 def _p10(root: Path, csv_name: str, label: str, sets: tuple[str, ...], prefix: str) -> list[Group]:
     rows = [r for r in read_csv(root / GPU_DIR / csv_name) if r["set"] in sets]
     spec, gpu = _gpu(root, rows)
-    compared = compare_rows(rows, Gpu(spec), _base(root))
+    compared = compare_rows(rows, Gpu(spec), _base())
     return _split(
         label,
         csv_name,
@@ -397,7 +398,7 @@ def _graph(csv_name: str, label: str) -> Source:
     def groups(root: Path) -> list[Group]:
         rows = read_csv(root / GPU_DIR / csv_name)
         spec, gpu = _gpu(root, rows)
-        compared = compare_graph_steps(rows, Gpu(spec), _base(root))
+        compared = compare_graph_steps(rows, Gpu(spec), _base())
         return _split(
             label,
             csv_name,
@@ -415,7 +416,7 @@ def _paired(csv_name: str, label: str) -> Source:
     def groups(root: Path) -> list[Group]:
         rows = read_csv(root / GPU_DIR / csv_name)
         spec, gpu = _gpu(root, rows)
-        compared = compare_paired_eager(rows, spec, _base(root), spec.launch.queue_depth)
+        compared = compare_paired_eager(rows, spec, _base(), spec.launch.queue_depth)
         return _split(
             label,
             csv_name,
@@ -443,7 +444,7 @@ def _small(csv_name: str, label: str, *, fitted: bool = True) -> Source:
         rows = read_csv(root / GPU_DIR / csv_name)
         spec, gpu = _gpu(root, rows)
         kernels = read_csv(root / GPU_DIR / small_kernels_csv(csv_name))
-        compared = compare_small_rows(rows, kernels, Gpu(spec), _base(root))
+        compared = compare_small_rows(rows, kernels, Gpu(spec), _base())
         return _split(
             label,
             csv_name,
@@ -499,8 +500,9 @@ def collectives_source(names: tuple[str, ...] = COLLECTIVE_CSVS) -> Source:
 def _collective_groups(root: Path, path: Path) -> list[Group]:
     rows = read_csv(path)
     spec, gpu = _gpu(root, rows, "gpu")
-    fabric, fitted = fitted_fabric(Gpu(spec), rows)
-    compared = compare_collective_rows(rows, Gpu(spec))
+    gpu_model = Gpu(spec)
+    fabric, fitted = fitted_fabric(gpu_model, rows)
+    compared = compare_collective_rows(rows, gpu_model, fabric)
     bus = f"bus {fabric.bus_bytes_per_s / 1e9:.0f} GB/s " + (
         "fitted to its calibration rows" if fitted else "of the document"
     )
@@ -527,7 +529,7 @@ def _tp_steps(csv_name: str) -> Source:
         path = root / GPU_DIR / csv_name
         rows = read_csv(path)
         spec, gpu = _gpu(root, rows, "gpu")
-        compared = compare_tp_steps(rows, Gpu(spec), _base(root))
+        compared = compare_tp_steps(rows, Gpu(spec), _base())
         ranks = {c["ranks"] for c in compared}
         return _split(
             run_label(path),
