@@ -2,7 +2,8 @@
 per-row comparisons of the P12 sweep CSVs (``benchmarks/gpu/sweep.py``, ``small_kernels.py``).
 
 Owns: ``GPU_DOCS``, ``run_doc``, ``error_stats``, ``compare_gemm_rows``, ``compare_prefill_rows``,
-``compare_graph_steps``, ``compare_paired_eager``, ``compare_small_rows``, ``small_kernels_csv``. Imports: analysis.gpu.predict, hw.gpu.
+``compare_graph_steps``, ``compare_paired_eager``, ``compare_small_rows``, ``small_kernels_csv``,
+``is_flash_prefill``, ``read_csv``. Imports: analysis.gpu.predict, config, hw.gpu.
 
 One place for the comparisons it owns: ``rdusim fidelity --gpu`` computes none of its own, and
 ``benchmarks/gpu/compare_sweep.py`` formats these rows into docs/gpu.md's tables where they
@@ -15,6 +16,7 @@ fidelity --gpu`` lists the sets still compared there). Every compared row is the
 
 from __future__ import annotations
 
+import csv
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
@@ -162,7 +164,5 @@ def compare_small_rows(
 
 def read_csv(path: Path) -> list[dict]:
     """A committed measurement CSV's rows."""
-    import csv
-
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))
