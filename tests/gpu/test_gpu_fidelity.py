@@ -227,6 +227,22 @@ def test_the_record_is_todays() -> None:
     assert len(text.splitlines()) - 1 == sum(frame["within"] == "known miss")
 
 
+def test_the_record_script_says_what_changed() -> None:
+    """benchmarks/gpu/fidelity_known_misses.py lists what a rewrite changes, so a loosened bound
+    (an accepted regression) is read before it is committed."""
+    changes = bench_script("fidelity_known_misses").changes
+    a, b, c = (("collectives", "x.csv", "2 x H100", f"collectives: {op}, graph") for op in "abc")
+    lines = changes({a: (0.1, 0.3), b: (0.2, 0.3)}, {a: (0.12, 0.3), c: (0.11, 0.2)})
+    assert lines == [
+        f"loosened: {a}: 10.0% / 30.0% -> 12.0% / 30.0%",
+        f"added: {c}: 11.0% / 20.0%",
+        f"dropped (within now, or gone): {b}",
+    ]
+    assert changes({a: (0.12, 0.3)}, {a: (0.1, 0.3)}) == [
+        f"tightened: {a}: 12.0% / 30.0% -> 10.0% / 30.0%"
+    ]
+
+
 def _worsened_root(tmp_path: Path, doc: str, old: str, new: str) -> Path:
     """A repository root whose GPU document ``doc`` has ``old`` replaced by ``new`` (the rest of
     hw_configs copied, benchmarks/gpu linked)."""
@@ -281,6 +297,31 @@ def test_every_source_file_is_committed() -> None:
                 assert next(csv.DictReader(fh), None) is not None, name
     assert fid.COLLECTIVE_CSVS == tuple(p.name for p in collective_runs(ROOT / fid.GPU_DIR))
     assert fid.collectives_source().files == fid.COLLECTIVE_CSVS
+
+
+def test_a_missing_or_bad_record_exits_2_and_groups_are_named_once(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """No known-miss record under --root, or one naming an acceptance item with no reason: exit 2
+    naming the file; two groups the record could not tell apart (one CSV, GPU, kind and role
+    twice): RuntimeError."""
+    (tmp_path / "benchmarks" / "gpu").mkdir(parents=True)
+    shutil.copytree(ROOT / "hw_configs", tmp_path / "hw_configs")
+    name = "h100-20261125o-sweep.csv"
+    shutil.copy(ROOT / fid.GPU_DIR / name, tmp_path / fid.GPU_DIR / name)
+    monkeypatch.setattr(fid, "SOURCES", (fid._graph(name, "run o"),))
+    assert main(["fidelity", "--gpu", "--root", str(tmp_path)]) == 2
+    assert "fidelity-known-misses.csv: no such file" in capsys.readouterr().err
+    record = tmp_path / fid.KNOWN_MISS_RECORD
+    header = ",".join(fid.RECORD_COLUMNS)
+    record.write_text(f"{header}\ngraph decode,{name},H100,graph decode,0.050,0.090\n")
+    assert main(["fidelity", "--gpu", "--root", str(tmp_path)]) == 2
+    assert "no reason in KNOWN_MISSES for 'graph decode'" in capsys.readouterr().err
+    record.write_text(f"{header}\n")
+    assert fid.gpu_fidelity(tmp_path)["within"].tolist() == ["yes"]
+    monkeypatch.setattr(fid, "SOURCES", (fid._graph(name, "run o"), fid._graph(name, "run o again")))
+    with pytest.raises(RuntimeError, match="not told apart"):
+        fid.gpu_fidelity(tmp_path)
 
 
 def test_bad_input_exits_2_naming_the_source(tmp_path, monkeypatch, capsys) -> None:

@@ -2,10 +2,10 @@
 
 Owns: ``ACCEPTANCE`` (issue 17's tolerances), ``KNOWN_MISSES`` (the reasons, docs/gpu.md's
 "Issue 17 acceptance: where it stands"), the known-miss record (``KNOWN_MISS_RECORD``:
-``read_record``, ``record_rows``, ``record_text``), ``SOURCES`` (which committed CSV is compared
-how, and the files each reads), ``verdict``, ``gpu_fidelity`` (one row per set, kind and role),
-``issue17_quoted``. Imports: analysis.gpu.predict, analysis.gpu.measured,
-analysis.gpu.collectives, config, hw.gpu.
+``read_record``, ``record_rows``, ``record_text``; ``miss_bounds``), ``SOURCES`` (which
+committed CSV is compared how, and the files each reads), ``verdict``, ``gpu_fidelity`` (one
+row per set, kind and role), ``issue17_quoted``. Imports: analysis.gpu.predict,
+analysis.gpu.measured, analysis.gpu.collectives, config, hw.gpu.
 
 Every figure is computed here from the CSVs under ``<root>/benchmarks/gpu`` with the GPU
 documents as they are on disk (``hw_configs/h100.yaml``, ``h200.yaml``; the device each CSV
@@ -25,15 +25,17 @@ its miss was recorded (its own recorded figures plus ``MISS_MARGIN``), else a re
 The record is per group, not per CSV: ``benchmarks/gpu/fidelity-known-misses.csv`` (beside the
 measurements it describes, read from ``--root``; one row per group outside its tolerance when
 recorded: acceptance item, CSV, GPU, kind, its median abs error and worst abs error rounded up to
-0.1%). A group is named by (CSV, GPU, kind): the set label is left out because the collectives'
-carries the fitted bus, a computed figure; ``gpu_fidelity`` checks the name is unique in the
-table. A group within its tolerance when recorded has no row, so it is a regression as soon as
-it leaves the tolerance, whatever other groups of its CSV miss by. The record is generated, not
-typed: ``PYTHONPATH=. python benchmarks/gpu/fidelity_known_misses.py`` rewrites it from the
-table as it stands (``record_rows``; a new measurement CSV or a reason added to
-``KNOWN_MISSES`` needs it rerun), and tests/gpu/test_gpu_fidelity.py checks the committed file
-is what it writes today.
+0.1%). A CSV rather than a literal here: a script rewrites it without editing code, and each
+change reads as a row of its diff. A group is named by (CSV, GPU, kind): the set label is left
+out because the collectives' carries the fitted bus, a computed figure; ``gpu_fidelity`` checks
+the name is unique in the table. A group within its tolerance when recorded has no row, so it
+is a regression as soon as it leaves the tolerance, whatever other groups of its CSV miss by.
+The record is generated, not typed: ``PYTHONPATH=. python benchmarks/gpu/fidelity_known_misses.py``
+rewrites it from the table as it stands (``record_rows``; a new measurement CSV or a reason
+added to ``KNOWN_MISSES`` needs it rerun), and tests/gpu/test_gpu_fidelity.py checks the
+committed file is what it writes today.
 """
+
 from __future__ import annotations
 
 import csv
