@@ -55,6 +55,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 SIZES = [1 << k for k in range(10, 31)]  # 1 KiB .. 1 GiB
 #: run u (the frozen prediction set of docs/gpu.md): 1 KiB (run t's too) and 13 sizes run t never had, to 768 MiB
@@ -327,20 +328,56 @@ def frozen_table(path: str, args: argparse.Namespace, ranks: list[int]) -> int:
     return 0
 
 
-def read_frozen(path: str) -> dict[tuple[str, int | None], tuple[float, str]]:
-    """A committed frozen table's predictions (``--frozen``'s output) by row name and GPU count (the
-    ``# frozen predictions: ..., N GPUs`` line of its section; None before any): (us, the
-    collective's algorithm/protocol, '' for a TP step). A table of several sections (run y's: 4, 3
-    and 2 GPUs) repeats row names, so the count is part of the key."""
-    out = {}
+class FrozenRow(NamedTuple):
+    """One prediction of a frozen table: the row's name, its GPU count (None: not given), the
+    predicted time (us) and the collective's algorithm/protocol ('' for a TP step)."""
+
+    name: str
+    ranks: int | None
+    us: float
+    how: str
+    step: bool  # a TP step row (a ``TP<n> row`` table), not a collective
+
+
+def frozen_rows(path: str | Path) -> list[FrozenRow]:
+    """Every prediction of a committed frozen table (``--frozen``'s output, or a table of its form),
+    in file order: the one parser of these files (``read_frozen``, collectives_parity.py). A table
+    is a header line ruled by the next; a collective table's header starts ``row`` and has
+    ``predicted (us)`` (an ``algorithm/protocol`` column and a ``ranks`` or ``GPUs`` one where
+    given), a TP step table's starts ``TP<n> row`` with ``predicted step (us)`` second; other
+    tables (the sanity figures, run t's table by op) are not read. A row's GPU count is its
+    ``ranks`` or ``GPUs`` column, else its section's ``# frozen predictions: ..., N GPUs`` line,
+    else None."""
+    lines = Path(path).read_text().splitlines()
+    cells = [[c.strip() for c in t.strip().strip("|").split("|")] if t.startswith("|") else None for t in lines]
+    ruled = [c is not None and set(c[0]) <= set("-: ") for c in cells]
+    out = []
+    header: list[str] = []
     section = None
-    for line in Path(path).read_text().splitlines():
-        if m := re.match(r"# frozen predictions: .*?, (\d+) GPUs", line):
+    for i, (text, row) in enumerate(zip(lines, cells, strict=True)):
+        if m := re.match(r"# frozen predictions: .*?, (\d+) GPUs", text):
             section = int(m[1])
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| ") and len(cells) >= 3 and cells[1].replace(".", "", 1).isdigit():
-            out[(cells[0], section)] = (float(cells[1]), cells[2] if "/" in cells[2] else "")
+        if row is None or ruled[i]:
+            continue
+        if i + 1 < len(lines) and ruled[i + 1]:  # a header: the next line rules it
+            header = row
+        elif len(row) != len(header):
+            continue
+        elif header[0] == "row" and "predicted (us)" in header:
+            ranks = next((int(row[header.index(c)]) for c in ("ranks", "GPUs") if c in header), section)
+            how = row[header.index("algorithm/protocol")] if "algorithm/protocol" in header else ""
+            out.append(FrozenRow(row[0], ranks, float(row[header.index("predicted (us)")]), how, False))
+        elif re.fullmatch(r"TP\d+ row\b.*", header[0]) and header[1:2] == ["predicted step (us)"]:
+            out.append(FrozenRow(row[0], section, float(row[1]), "", True))
     return out
+
+
+def read_frozen(path: str) -> dict[tuple[str, int | None], tuple[float, str]]:
+    """A committed frozen table's predictions (``frozen_rows``) by row name and GPU count: (us, the
+    collective's algorithm/protocol, '' for a TP step). A table of several sections (run y's: 4, 3
+    and 2 GPUs) repeats row names, so the count is part of the key; a row given twice at one count
+    keeps its last figure."""
+    return {(r.name, r.ranks): (r.us, r.how) for r in frozen_rows(path)}
 
 
 def _frozen_row(frozen: dict, name: str, ranks: int, against: str) -> tuple[float, str]:

@@ -26,13 +26,12 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from collectives import OPS  # noqa: E402  (beside this file)
+from collectives import OPS, frozen_rows  # noqa: E402  (beside this file)
 from compare import parity_axes  # noqa: E402
 
 from rdusim.analysis.gpu.collectives import (  # noqa: E402
@@ -67,36 +66,15 @@ def frozen_files(csv_path: Path, any_device: bool = False) -> list[Path]:
 
 
 def frozen_predictions(csv_path: Path) -> dict[tuple[str, int | None], set[float]]:
-    """Every frozen table of the CSV's run (``frozen_files``): row name and GPU count (a ``ranks``
-    or ``GPUs`` column, else the section's ``# frozen predictions: ..., N GPUs`` line, else None)
-    -> the predicted figures (us) it was frozen at."""
+    """Every frozen table of the CSV's run (``frozen_files``), read by ``collectives.frozen_rows``:
+    row name and GPU count (a ``ranks`` or ``GPUs`` column, else the section's ``# frozen
+    predictions: ..., N GPUs`` line, else None) -> the predicted figures (us) it was frozen at (the
+    collectives only; the TP steps' tables are left out)."""
     out: dict[tuple[str, int | None], set[float]] = {}
     for path in frozen_files(csv_path):
-        header: list[str] = []
-        section: int | None = None
-        lines = path.read_text().splitlines()
-        table = [
-            (i, [c.strip() for c in t.strip().strip("|").split("|")]) for i, t in enumerate(lines)
-        ]
-        for k, (i, cells) in enumerate(table):
-            text = lines[i]
-            m = re.match(r"# frozen predictions: .*?, (\d+) GPUs", text)
-            if m:
-                section = int(m[1])
-            if not text.startswith("|") or set(cells[0]) <= set("-: "):
-                continue
-            nxt = lines[i + 1] if i + 1 < len(lines) else ""
-            if nxt.startswith("|") and set(table[k + 1][1][0]) <= set(
-                "-: "
-            ):  # a header: the next line rules it
-                header = cells
-            elif header[:1] == ["row"] and "predicted (us)" in header and len(cells) == len(header):
-                ranks = next(
-                    (int(cells[header.index(c)]) for c in ("ranks", "GPUs") if c in header), section
-                )
-                out.setdefault((cells[0], ranks), set()).add(
-                    float(cells[header.index("predicted (us)")])
-                )
+        for row in frozen_rows(path):
+            if not row.step:
+                out.setdefault((row.name, row.ranks), set()).add(row.us)
     return out
 
 

@@ -152,9 +152,9 @@ def run_gpu(args: argparse.Namespace) -> int:
     if not misses.empty:
         lines += [
             "",
-            'Known misses (docs/gpu.md, "Issue 17 acceptance: where it stands"), each bounded: a set stays '
-            "a known miss while its median and worst are within the figures its CSV was recorded at plus "
-            f"{MISS_MARGIN:.0%} (fidelity.KNOWN_MISSES); beyond them it is a regression:",
+            'Known misses (docs/gpu.md, "Issue 17 acceptance: where it stands"), each bounded: a group stays '
+            "a known miss while its median and worst are within its own recorded figures plus "
+            f"{MISS_MARGIN:.0%} (benchmarks/gpu/fidelity-known-misses.csv); beyond them it is a regression:",
         ]
         lines += [
             f"- {key}: {reason}"
@@ -169,7 +169,7 @@ def run_gpu(args: argparse.Namespace) -> int:
             "Regressions (outside the tolerance with no known miss, or beyond its bound):",
         ]
         lines += [
-            f"- {row.set}, {row.kind}: {row.reason or 'no known miss names this CSV and kind'}"
+            f"- {row.set}, {row.kind}: {row.reason or 'no known miss is recorded for this group'}"
             for row in worse.itertuples()
         ]
     lines += [

@@ -70,6 +70,16 @@ def test_frozen_table_is_read_by_row_and_gpu_count(tmp_path: Path) -> None:
         ("all_reduce_1024_graph", 2): {9.65},
         ("all_reduce_1024_graph", 4): {12.10},
     }
+    # one parser (collectives.frozen_rows): collectives.py --against reads the same table, its TP
+    # step too (no section line: GPU count None)
+    frozen = bench_script("collectives").read_frozen(
+        tmp_path / "h100x4-20261128w-collectives-predicted.txt"
+    )
+    assert frozen == {
+        ("all_reduce_1024_graph", 2): (9.65, "ring/LL"),
+        ("all_reduce_1024_graph", 4): (12.10, "ring/LL"),
+        ("tp2_decode_b1_l1024_graph", None): (5537.0, ""),
+    }
     assert parity.run_label(csv_path) == "run w"
     # a second frozen file of the same run, its GPU count given by its section line
     (tmp_path / "h100x4-20261128w-floors-predicted.txt").write_text(

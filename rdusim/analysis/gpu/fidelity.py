@@ -1,10 +1,11 @@
 """The GPU model against its committed measurements: ``rdusim fidelity --gpu``.
 
 Owns: ``ACCEPTANCE`` (issue 17's tolerances), ``KNOWN_MISSES`` (the reasons, docs/gpu.md's
-"Issue 17 acceptance: where it stands", each with the figures it was recorded at),
-``SOURCES`` (which committed CSV is compared how, and the files each reads), ``verdict``,
-``gpu_fidelity`` (one row per set, kind and role), ``issue17_quoted``. Imports:
-analysis.gpu.predict, analysis.gpu.measured, analysis.gpu.collectives, config, hw.gpu.
+"Issue 17 acceptance: where it stands"), the known-miss record (``KNOWN_MISS_RECORD``:
+``read_record``, ``record_rows``, ``record_text``; ``miss_bounds``), ``SOURCES`` (which
+committed CSV is compared how, and the files each reads), ``verdict``, ``gpu_fidelity`` (one
+row per set, kind and role), ``issue17_quoted``. Imports: analysis.gpu.predict,
+analysis.gpu.measured, analysis.gpu.collectives, config, hw.gpu.
 
 Every figure is computed here from the CSVs under ``<root>/benchmarks/gpu`` with the GPU
 documents as they are on disk (``hw_configs/h100.yaml``, ``h200.yaml``; the device each CSV
@@ -18,13 +19,29 @@ rows a constant was fitted to, ``prediction`` for every other row (never fitted;
 the H100 fit's calibration shapes are predictions); the two are counted apart. A set is
 ``within`` when its prediction rows' median absolute error and worst error are both inside its
 acceptance tolerance; one that is not is a known miss while ``KNOWN_MISSES`` gives the
-mechanism the model lacks and the set is no worse than when the miss was recorded (its CSV's
-recorded figures plus ``MISS_MARGIN``), else a regression.
+mechanism the model lacks (one reason per acceptance item) and the group is no worse than when
+its miss was recorded (its own recorded figures plus ``MISS_MARGIN``), else a regression.
+
+The record is per group, not per CSV: ``benchmarks/gpu/fidelity-known-misses.csv`` (beside the
+measurements it describes, read from ``--root``; one row per group outside its tolerance when
+recorded: acceptance item, CSV, GPU, kind, its median abs error and worst abs error rounded up to
+0.1%). A CSV rather than a literal here: a script rewrites it without editing code, and each
+change reads as a row of its diff. A group is named by (CSV, GPU, kind): the set label is left
+out because the collectives' carries the fitted bus, a computed figure; ``gpu_fidelity`` checks
+the name is unique in the table. A group within its tolerance when recorded has no row, so it
+is a regression as soon as it leaves the tolerance, whatever other groups of its CSV miss by.
+The record is generated, not typed: ``PYTHONPATH=. python benchmarks/gpu/fidelity_known_misses.py``
+rewrites it from the table as it stands (``record_rows``; a new measurement CSV or a reason
+added to ``KNOWN_MISSES`` needs it rerun), and tests/gpu/test_gpu_fidelity.py checks the
+committed file is what it writes today.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,111 +133,56 @@ MISS_MARGIN = 0.01
 
 @dataclass(frozen=True)
 class KnownMiss:
-    """Why a set can leave its tolerance (the mechanism the model lacks) and how far: ``recorded``
-    maps each CSV whose sets missed to (median abs error, worst abs error), the worst group of
-    that CSV under this acceptance when the miss was recorded (2026-11-28, ``rdusim fidelity
-    --gpu`` at 6b383da with the H200 runs' fit shapes as predictions), rounded up to 0.1%. A set
-    is a known miss only while it is no worse than when the miss was recorded: both figures
-    within ``recorded`` + ``MISS_MARGIN``; beyond that, or in a CSV not recorded, a regression."""
+    """Why the groups of an acceptance item can leave its tolerance: the mechanism the model lacks.
+    How far each may go is the record's (``KNOWN_MISS_RECORD``): its own figures when recorded."""
 
     reason: str
-    recorded: dict[str, tuple[float, float]]
-
-    def bounds(self, csv: str) -> tuple[float, float] | None:
-        """The (median, worst) a set of ``csv`` may reach and stay a known miss; None: none."""
-        rec = self.recorded.get(csv)
-        return None if rec is None else (rec[0] + MISS_MARGIN, rec[1] + MISS_MARGIN)
 
 
-#: why a set can leave its tolerance: the mechanism the model lacks (docs/gpu.md's acceptance
-#: table, whose sections give the evidence), and the figures it was recorded at (``KnownMiss``).
-#: A set outside its tolerance with no entry here, or beyond its entry's figures, is a
-#: regression (``regressions``).
+#: why a group can leave its tolerance, per acceptance item: the mechanism the model lacks
+#: (docs/gpu.md's acceptance table, whose sections give the evidence). A group outside its
+#: tolerance with no entry here, with no row in the record, or beyond its recorded figures plus
+#: ``MISS_MARGIN``, is a regression (``regressions``).
 KNOWN_MISSES: dict[str, KnownMiss] = {
     "collectives": KnownMiss(
         "the small-size floor moves between leases by up to 20% (stream: the host) and 25-30% "
         "(graph); the Simple ramp at 2-400 MB (-9 to -35%) is not modelled (run ad: contended "
         "channels, no cited form for its size); the all-to-all's Simple p2p channels are not "
         f"modelled ({_ACCEPTANCE_DOC}; Collectives)",
-        {
-            "h100x2-20261125t-collectives-queued.csv": (0.269, 0.686),
-            "h100x2-20261125t-collectives-run2.csv": (0.334, 0.485),
-            "h100x2-20261125t-collectives.csv": (0.166, 0.506),
-            "h100x2-20261125u-collectives.csv": (0.239, 0.355),
-            "h100x2-20261125v-collectives.csv": (0.22, 0.409),
-            "h100x2-20261128x-collectives.csv": (0.67, 1.121),
-            "h100x2-20261128x-floors-tp2.csv": (0.162, 0.326),
-            "h100x4-20261128w-collectives-run2.csv": (0.242, 0.352),
-            "h100x4-20261128w-collectives.csv": (0.227, 0.398),
-            "h100x4-20261128w-floors-tp4.csv": (0.059, 0.431),
-            "h100x4-20261128w-v-sizes.csv": (0.175, 0.364),
-            "h100x4-20261128w-x2-floors-tp2.csv": (0.194, 0.33),
-            "h100x4-20261128w-x3-floors.csv": (0.235, 0.643),
-            "h100x4-20261128y-y2.csv": (0.169, 0.32),
-            "h100x4-20261128y-y3.csv": (0.133, 0.957),
-            "h100x4-20261128y-y3align.csv": (0.477, 0.633),
-            "h100x4-20261128y-y4.csv": (0.29, 0.39),
-            "h200x2-20261128aa-sweep.csv": (0.268, 0.668),
-            "h200x2-20261128aa-sweep2.csv": (0.246, 0.629),
-            "h200x2-20261128z-v-sizes.csv": (0.287, 0.369),
-        },
     ),
     "GEMMs": KnownMiss(
         "DeepSeek-V3 kv_a 2048 x 576 x 7168: cuBLAS's own kernel is slow (no documented mechanism); on "
         "the H200 one disturbed measurement (38 us outside the kernel); GEMMs over 2 ms run at a "
         f"power-limited SM clock (the opt-in clock model) ({_ACCEPTANCE_DOC}; GEMMs that do not fill the GPU)",
-        {
-            "h200-20261125k-sweep.csv": (0.043, 0.52),
-        },
     ),
     "held-out GEMM families": KnownMiss(
         "six timings 3.3-112x their profiled call (a disturbed machine, run ag); at "
         "m = 192 cuBLAS's kernel choice (Phi-3-medium gate_up: a 448 x 64 persistent kernel reading the weight "
         "1.75x from DRAM, run aj's Nsight; no documented rule gives it) "
         f"({_ACCEPTANCE_DOC}; Held-out families, frozen (run ag); run aj)",
-        {
-            "h100-20261128ag-gemm-holdout.csv": (0.028, 0.976),
-            "h200-20261128aj-gemm-holdout.csv": (0.037, 0.425),
-        },
     ),
     "long prefill": KnownMiss(
         "the rows over 10% (4K; one 8K row on the H200) ran right after >= 0.25 s of back-to-back "
         "attention, at a power-limited SM clock; the default model has no clock state (the opt-in "
         f"clock model) ({_ACCEPTANCE_DOC}; The 4K-8K rows that come out short)",
-        {
-            "h100-20261125-sweep.csv": (0.031, 0.15),
-            "h200-20261125k-sweep.csv": (0.023, 0.115),
-        },
     ),
     "eager decode": KnownMiss(
         "the lent VMs' host drifts up to 2x within seconds, from outside the guest (a pass of "
         f"10 calls a site runs a little faster than inside the step) ({_ACCEPTANCE_DOC}; Runs f, h and j)",
-        {
-            "h100-20261125h-sweep.csv": (0.119, 1.179),
-        },
     ),
     "TP prefill": KnownMiss(
         "the 1K prefill is host-bound (the H200 host bimodal between sweeps); 4K and 16K come out "
         "11-12% under: the power-limited SM clock of a long step (with the opt-in clock model -2.0% / +1.8%, "
         f"explained after measurement) ({_ACCEPTANCE_DOC}; The clock model)",
-        {
-            "h200x2-20261128ac-tp2.csv": (0.111, 0.386),
-        },
     ),
     "P10 eager decode": KnownMiss(
         "h100.yaml's pooled P12 host, not P10's own (P10's host was quicker at batch 1-8); "
         "batch 128 comes out 16% short with the queued-launch gap: it ran host-bound (the host, not the GPU "
         f"side: runs e) ({_ACCEPTANCE_DOC}; The GPU side of an eager step)",
-        {
-            "h100-20261123b.csv": (0.108, 0.174),
-        },
     ),
     "P10 held-out eager decode": KnownMiss(
         "h100.yaml's pooled P12 host, not P10's own; batch 256 comes out 18% "
         f"short with the queued-launch gap: it ran host-bound ({_ACCEPTANCE_DOC}; The GPU side of an eager step)",
-        {
-            "h100-20261123-holdout.csv": (0.014, 0.178),
-        },
     ),
 }
 
@@ -230,12 +192,98 @@ class Group:
     """Compared rows of one set, kind and role (signed relative errors)."""
 
     set: str
-    csv: str  # the CSV file the rows come from (a known miss's ceiling is recorded per file)
+    csv: str  # the CSV file the rows come from (with gpu and kind, the group's name in the record)
     gpu: str
     kind: str
     role: str
     errors: tuple[float, ...]
     acceptance: str | None  # a key of ACCEPTANCE; None: no acceptance item names this kind
+
+
+#: the known-miss record under a repository root (module docstring): one row per group outside
+#: its tolerance when recorded; benchmarks/gpu/fidelity_known_misses.py writes it (``record_rows``)
+KNOWN_MISS_RECORD = GPU_DIR / "fidelity-known-misses.csv"
+RECORD_COLUMNS = ("acceptance", "csv", "gpu", "kind", "median_abs_error", "worst_abs_error")
+
+#: a recorded group: (acceptance item, CSV, GPU, kind)
+RecordKey = tuple[str, str, str, str]
+
+
+def record_key(acceptance: str, csv_name: str, gpu: str, kind: str) -> RecordKey:
+    """A group's key in the record (the set label is left out: the collectives' carries the
+    fitted bus, a computed figure)."""
+    return (acceptance, csv_name, gpu, kind)
+
+
+def read_record(root: Path) -> dict[RecordKey, tuple[float, float]]:
+    """The committed known-miss record under ``root``: each recorded group's (median abs error,
+    worst abs error); a missing or malformed file, a key twice, or an acceptance item with no
+    reason in ``KNOWN_MISSES``: ConfigError."""
+    path = root / KNOWN_MISS_RECORD
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: no such file (the known-miss record; benchmarks/gpu/fidelity_known_misses.py "
+            "writes it)"
+        ) from None
+    reader = csv.DictReader(io.StringIO(text))
+    if tuple(reader.fieldnames or ()) != RECORD_COLUMNS:
+        raise ConfigError(f"{path}: columns {reader.fieldnames}, expected {list(RECORD_COLUMNS)}")
+    out: dict[RecordKey, tuple[float, float]] = {}
+    for line, row in enumerate(reader, start=2):
+        key = record_key(row["acceptance"], row["csv"], row["gpu"], row["kind"])
+        if row["acceptance"] not in KNOWN_MISSES:
+            raise ConfigError(f"{path}:{line}: no reason in KNOWN_MISSES for {row['acceptance']!r}")
+        if key in out:
+            raise ConfigError(f"{path}:{line}: {key} recorded twice")
+        try:
+            out[key] = (float(row["median_abs_error"]), float(row["worst_abs_error"]))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{path}:{line}: figures that are not numbers: {row}") from None
+    return out
+
+
+def _up(x: float) -> float:
+    """``x`` rounded up to 0.1% (a recorded figure)."""
+    return math.ceil(round(x * 1000, 6)) / 1000
+
+
+def record_rows(frame: pd.DataFrame) -> list[dict[str, str]]:
+    """The record of ``frame`` (``gpu_fidelity``'s table, its verdicts ignored): one row per
+    prediction group outside its tolerance whose acceptance item has a reason in
+    ``KNOWN_MISSES``, at its own median and absolute worst error rounded up to 0.1%, in the
+    table's order. A group outside its tolerance with no reason is left out: a regression."""
+    out = []
+    for row in frame.itertuples():
+        acc = ACCEPTANCE.get(row.acceptance) if row.acceptance else None
+        if acc is None or row.acceptance not in KNOWN_MISSES:
+            continue
+        if _inside(acc, row.median_abs_error, row.worst_error):
+            continue
+        out.append(
+            dict(
+                zip(
+                    RECORD_COLUMNS,
+                    (
+                        *record_key(row.acceptance, row.csv, row.gpu, row.kind),
+                        f"{_up(row.median_abs_error):.3f}",
+                        f"{_up(abs(row.worst_error)):.3f}",
+                    ),
+                    strict=True,
+                )
+            )
+        )
+    return out
+
+
+def record_text(rows: list[dict[str, str]]) -> str:
+    """``record_rows``'s rows as the record file's text (CSV, ``\\n`` line ends)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=RECORD_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
 
 
 @dataclass(frozen=True)
@@ -631,25 +679,39 @@ def groups(root: Path, progress: Callable[[int, int], None] | None = None) -> It
             progress(done, len(SOURCES))
 
 
-def verdict(acceptance: str | None, csv: str, median: float, worst: float) -> tuple[str, str]:
-    """A prediction set's ``within`` and reason: "" (no acceptance item names it), "yes" (inside
-    its tolerance), "known miss" (outside it, inside its ``KnownMiss``'s recorded figures plus
-    ``MISS_MARGIN``: the miss's reason) or "no" (a regression; the reason says where a known
-    miss's bound was passed)."""
+def _inside(acc: Acceptance, median: float, worst: float) -> bool:
+    return median <= acc.median and abs(worst) <= acc.worst
+
+
+def miss_bounds(recorded: tuple[float, float]) -> tuple[float, float]:
+    """The (median, worst) a group recorded at ``recorded`` may reach and stay a known miss."""
+    return (recorded[0] + MISS_MARGIN, recorded[1] + MISS_MARGIN)
+
+
+def verdict(
+    acceptance: str | None,
+    median: float,
+    worst: float,
+    recorded: tuple[float, float] | None = None,
+) -> tuple[str, str]:
+    """A prediction group's ``within`` and reason: "" (no acceptance item names it), "yes" (inside
+    its tolerance), "known miss" (outside it, with a reason in ``KNOWN_MISSES`` and inside
+    ``miss_bounds`` of ``recorded``, the group's own figures in the record: the miss's reason) or
+    "no" (a regression: no reason, no record, or beyond its bound, which the reason then gives)."""
     acc = ACCEPTANCE.get(acceptance) if acceptance else None
     if acc is None:
         return "", ""
-    if median <= acc.median and abs(worst) <= acc.worst:
+    if _inside(acc, median, worst):
         return "yes", ""
     miss = KNOWN_MISSES.get(acceptance)
-    bounds = None if miss is None else miss.bounds(csv)
-    if bounds is None:
+    if miss is None or recorded is None:
         return "no", ""
+    bounds = miss_bounds(recorded)
     if median <= bounds[0] and abs(worst) <= bounds[1]:
         return "known miss", miss.reason
     return "no", (
-        f"worse than its known miss was recorded at ({_pct(miss.recorded[csv][0])} / "
-        f"{_pct(miss.recorded[csv][1])}, {MISS_MARGIN:.0%} margin)"
+        f"worse than its known miss was recorded at ({_pct(recorded[0])} / "
+        f"{_pct(recorded[1])}, {MISS_MARGIN:.0%} margin)"
     )
 
 
@@ -657,15 +719,30 @@ def _pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
-def gpu_fidelity(root: Path, progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+def gpu_fidelity(
+    root: Path,
+    progress: Callable[[int, int], None] | None = None,
+    recorded: dict[RecordKey, tuple[float, float]] | None = None,
+) -> pd.DataFrame:
     """One row per set, GPU, kind and role: rows, median abs error, worst (signed), the acceptance
     tolerance, within (``verdict``), the known-miss reason where a prediction set is a known
-    miss, or why a regression passed its known miss's bound."""
+    miss, or why a regression passed its known miss's bound. ``recorded``: the known-miss record
+    (default: ``read_record(root)``, read after the sources). Raises RuntimeError when two groups
+    share a CSV, GPU, kind and role (the record could not tell them apart)."""
+    found = list(groups(root, progress))
+    twice = [k for k, n in Counter((g.csv, g.gpu, g.kind, g.role) for g in found).items() if n > 1]
+    if twice:
+        raise RuntimeError(
+            f"groups not told apart by CSV, GPU, kind and role (the known-miss record's names): {twice}"
+        )
+    if recorded is None:
+        recorded = read_record(root)
     out = []
-    for g in groups(root, progress):
+    for g in found:
         n, median, worst = error_stats(g.errors)
         acc = ACCEPTANCE.get(g.acceptance) if g.acceptance else None
-        within, reason = verdict(g.acceptance, g.csv, median, worst)
+        rec = recorded.get(record_key(g.acceptance, g.csv, g.gpu, g.kind)) if g.acceptance else None
+        within, reason = verdict(g.acceptance, median, worst, rec)
         out.append(
             {
                 "set": g.set,

@@ -1,0 +1,90 @@
+"""The known-miss record of ``rdusim fidelity --gpu`` (benchmarks/gpu/fidelity-known-misses.csv),
+rewritten from the table as it stands.
+
+    PYTHONPATH=. python benchmarks/gpu/fidelity_known_misses.py [--check]
+
+One row per prediction group outside its tolerance whose acceptance item has a reason in
+``rdusim.analysis.gpu.fidelity.KNOWN_MISSES``, at its own median and worst error rounded up to
+0.1% (``record_rows``); a group within its tolerance gets none, so it is a regression as soon as
+it leaves it. Rerun it after adding a measurement CSV to the table or a reason to
+``KNOWN_MISSES``, and read the diff before committing it: recording a group that is worse than
+its old row accepts that regression. It prints what changed against the committed record
+(groups added, dropped, loosened, tightened) and the groups outside their tolerance that no
+reason covers (never recorded: they stay regressions). ``--check``: write nothing, exit 1 when
+the committed record is not today's. About a minute (the whole table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rdusim.analysis.gpu import fidelity as fid
+from rdusim.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def changes(old: dict, new: dict) -> list[str]:
+    """What ``new`` (a record, ``read_record``'s form) changes against ``old``, one line each."""
+    lines = []
+    for key in new:
+        if key not in old:
+            lines.append(f"added: {key}: {_pct(new[key][0])} / {_pct(new[key][1])}")
+        elif new[key] != old[key]:
+            worse = new[key][0] > old[key][0] or new[key][1] > old[key][1]
+            lines.append(
+                f"{'loosened' if worse else 'tightened'}: {key}: {_pct(old[key][0])} / "
+                f"{_pct(old[key][1])} -> {_pct(new[key][0])} / {_pct(new[key][1])}"
+            )
+    lines += [f"dropped (within now, or gone): {key}" for key in old if key not in new]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when the record is not today's"
+    )
+    args = parser.parse_args(argv)
+    path = ROOT / fid.KNOWN_MISS_RECORD
+    frame = fid.gpu_fidelity(ROOT, recorded={})  # the verdicts are not used
+    rows = fid.record_rows(frame)
+    text = fid.record_text(rows)
+    try:
+        old = fid.read_record(ROOT)
+    except ConfigError:
+        old = {}
+    new = {
+        fid.record_key(r["acceptance"], r["csv"], r["gpu"], r["kind"]): (
+            float(r["median_abs_error"]),
+            float(r["worst_abs_error"]),
+        )
+        for r in rows
+    }
+    lines = changes(old, new)
+    uncovered = frame[(frame["within"] == "no") & ~frame["acceptance"].isin(list(fid.KNOWN_MISSES))]
+    lines += [
+        f"outside its tolerance, no reason in KNOWN_MISSES (a regression, not recorded): "
+        f"{r.set}, {r.gpu}, {r.kind}: {_pct(r.median_abs_error)} / {_pct(r.worst_error)}"
+        for r in uncovered.itertuples()
+    ]
+    same = path.is_file() and path.read_text() == text
+    print(f"{path.relative_to(ROOT)}: {len(rows)} groups recorded; "
+          + ("unchanged" if same else ("differs (--check)" if args.check else "written")))
+    for line in lines:
+        print(f"- {line}")
+    if args.check:
+        return 0 if same else 1
+    if not same:
+        path.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
