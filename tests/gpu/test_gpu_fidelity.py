@@ -137,7 +137,7 @@ def test_a_known_miss_is_bounded(frame) -> None:
     for row in misses.itertuples():
         assert row.reason == fid.KNOWN_MISSES[row.acceptance].reason and "docs/gpu.md" in row.reason
         key = fid.record_key(row.acceptance, row.csv, row.gpu, row.kind)
-        median, worst = fid.miss_bounds(record[key])
+        median, worst = fid.miss_bounds(record[key], fid.ACCEPTANCE[row.acceptance])
         assert row.median_abs_error <= median and abs(row.worst_error) <= worst
     # P10's eager decode, recorded at 10.8% / 17.4% (7.6% / 24.3% its tolerance)
     p10 = record[fid.record_key("P10 eager decode", fid.P10_CSV, "H100", "eager decode")]
@@ -146,7 +146,10 @@ def test_a_known_miss_is_bounded(frame) -> None:
     assert fid.verdict("P10 eager decode", p10[0], p10[1], p10)[0] == "known miss"
     within, reason = fid.verdict("P10 eager decode", p10[0] + 0.02, p10[1], p10)
     assert within == "no" and "worse than its known miss was recorded at (10.8% / 17.4%" in reason
-    assert fid.verdict("P10 eager decode", p10[0], p10[1] + 0.02, p10)[0] == "no"
+    # its worst may grow while it stays inside the tolerance (24.3%), not past it
+    assert fid.verdict("P10 eager decode", p10[0], p10[1] + 0.02, p10)[0] == "known miss"
+    within, reason = fid.verdict("P10 eager decode", p10[0], 0.25, p10)
+    assert within == "no" and "worse than its known miss" in reason
     # a group with no record (run a's GEMMs are within today) is a regression once outside
     assert fid.record_key("GEMMs", "h100-20261125-sweep.csv", "H100", "GEMMs") not in record
     assert fid.verdict("GEMMs", 0.096, 0.501) == ("no", "")
@@ -265,7 +268,8 @@ def test_a_worse_known_miss_is_a_regression(tmp_path, monkeypatch, capsys) -> No
     eager = frame[(frame["kind"] == "eager decode") & (frame["role"] == "prediction")]
     assert eager["within"].tolist() == ["no"]
     bound = fid.miss_bounds(
-        fid.read_record(root)[fid.record_key("P10 eager decode", fid.P10_CSV, "H100", "eager decode")]
+        fid.read_record(root)[fid.record_key("P10 eager decode", fid.P10_CSV, "H100", "eager decode")],
+        fid.ACCEPTANCE["P10 eager decode"],
     )
     assert eager["median_abs_error"].iloc[0] > bound[0]
     assert "P10 eager decode" in set(fid.regressions(frame)["acceptance"])
