@@ -3,7 +3,7 @@
 Owns: ``ACCEPTANCE`` (issue 17's tolerances), ``KNOWN_MISSES`` (the reasons, docs/gpu.md's
 "Issue 17 acceptance: where it stands", each with the figures it was recorded at),
 ``SOURCES`` (which committed CSV is compared how, and the files each reads), ``verdict``,
-``gpu_fidelity`` (one row per set, kind and role), ``issue17_quoted``. Imports:
+``gpu_fidelity`` (one row per set, kind and role; ``fidelity_table`` of given groups), ``issue17_quoted``. Imports:
 analysis.gpu.predict, analysis.gpu.measured, analysis.gpu.collectives, config, hw.gpu.
 
 Every figure is computed here from the CSVs under ``<root>/benchmarks/gpu`` with the GPU
@@ -25,7 +25,7 @@ recorded figures plus ``MISS_MARGIN``), else a regression.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -661,8 +661,14 @@ def gpu_fidelity(root: Path, progress: Callable[[int, int], None] | None = None)
     """One row per set, GPU, kind and role: rows, median abs error, worst (signed), the acceptance
     tolerance, within (``verdict``), the known-miss reason where a prediction set is a known
     miss, or why a regression passed its known miss's bound."""
+    return fidelity_table(groups(root, progress))
+
+
+def fidelity_table(gs: Iterable[Group]) -> pd.DataFrame:
+    """``gpu_fidelity``'s table of the groups ``gs``, one row per group in their order (a caller
+    that also needs the groups' errors, ``--plot``, collects them first)."""
     out = []
-    for g in groups(root, progress):
+    for g in gs:
         n, median, worst = error_stats(g.errors)
         acc = ACCEPTANCE.get(g.acceptance) if g.acceptance else None
         within, reason = verdict(g.acceptance, g.csv, median, worst)
