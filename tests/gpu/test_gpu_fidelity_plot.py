@@ -74,6 +74,19 @@ def test_one_row_per_item_of_the_table() -> None:
     labels = {t.get_text(): t.get_position()[1] for t in ax.get_yticklabels()}
     assert labels[ITEMS[0]] > labels[ITEMS[-1]]  # the first item at the top
     assert ax.get_xscale() == "symlog"
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "past the axis's end" in legend  # run k's +250% row, drawn at the axis's end
+    assert "other GPU" not in legend
+
+
+def test_another_gpu_is_drawn_not_dropped() -> None:
+    """A GPU with no colour of its own (a B200 run, say) gets a line of its row, not a KeyError."""
+    groups = (*GROUPS[:2], _group("run b", "B200", "GEMMs", "prediction", (0.01, 0.02), "GEMMs"))
+    items = fidelity_items(groups, fid.fidelity_table(groups))
+    assert items[0].name == "GEMMs" and items[0].prediction == {"B200": [0.01, 0.02]}
+    ax = plot_fidelity(items)
+    assert "other GPU" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "past the axis's end" not in [t.get_text() for t in ax.get_legend().get_texts()]
 
 
 def test_groups_and_table_must_match() -> None:

@@ -29,8 +29,10 @@ from matplotlib.patches import Patch, Rectangle
 from rdusim.analysis.gpu.fidelity import Group
 from rdusim.analysis.plots import figure_png
 
-#: the colours of the two GPUs (a group's ``gpu`` names one: "H100", "2 x H200", ...)
+#: the colours of the two GPUs (a group's ``gpu`` names one: "H100", "2 x H200", ...); a GPU
+#: not named here is drawn in ``OTHER_GPU_COLOR``, on its own line of the row
 GPU_COLORS = {"H100": "#4e79a7", "H200": "#f28e2b"}
+OTHER_GPU_COLOR = "#b07aa1"
 #: the x axis's ends (relative error); a point past them is drawn at the end, as a triangle
 X_LIMITS = (-1.0, 1.5)
 #: the symlog axis is linear within this (relative error)
@@ -146,6 +148,9 @@ def plot_fidelity(items: Sequence[Item], ax: Axes | None = None) -> Axes:
         ax = Figure(figsize=(11.0, 0.36 * len(items) + 1.4), layout="constrained").add_subplot()
     rng = np.random.default_rng(0)  # the points' jitter: the same figure every time
     y = np.arange(len(items))[::-1]
+    seen = {gpu for item in items for gpu in (*item.prediction, *item.calibration)}
+    gpus = [*GPU_COLORS, *sorted(seen - set(GPU_COLORS))]
+    offsets = np.linspace(0.18, -0.18, len(gpus))  # each GPU on its own line of the row, H100 on top
     clipped = False
     for yi, item in zip(y, items, strict=True):
         size = 8 if len(item.errors()) > 100 else 20  # a few rows: larger points
@@ -153,12 +158,12 @@ def plot_fidelity(items: Sequence[Item], ax: Axes | None = None) -> Axes:
             median, worst = item.tolerance
             ax.fill_betweenx([yi - 0.45, yi + 0.45], -worst * 100, worst * 100, color="#59a14f", alpha=0.12, lw=0)
             ax.fill_betweenx([yi - 0.45, yi + 0.45], -median * 100, median * 100, color="#59a14f", alpha=0.25, lw=0)
-        for offset, gpu in ((0.18, "H100"), (-0.18, "H200")):
-            for values, marker, color in ((item.prediction.get(gpu, []), "o", GPU_COLORS[gpu]),
+        for offset, gpu in zip(offsets, gpus, strict=True):
+            for values, marker, color in ((item.prediction.get(gpu, []), "o", GPU_COLORS.get(gpu, OTHER_GPU_COLOR)),
                                           (item.calibration.get(gpu, []), "x", "0.45")):
                 inside, outside = _clipped(values)
                 clipped = clipped or len(outside) > 0
-                jitter = rng.uniform(-0.13, 0.13, len(inside))
+                jitter = rng.uniform(-0.26, 0.26, len(inside)) / len(gpus)
                 ax.scatter(inside, yi + offset + jitter, s=size, marker=marker, color=color, alpha=0.45,
                            linewidths=0.8 if marker == "x" else 0, zorder=3)
                 for end, arrow in ((outside[outside > 0], ">"), (outside[outside < 0], "<")):
@@ -184,8 +189,9 @@ def plot_fidelity(items: Sequence[Item], ax: Axes | None = None) -> Axes:
     ax.set_axisbelow(True)
     ax.set_xlabel("signed error of each row, model / measured - 1 (symlog: linear within \u00b110%)")
     handles = [
-        Line2D([], [], marker="o", ls="", color=GPU_COLORS["H100"], label="H100 prediction row"),
-        Line2D([], [], marker="o", ls="", color=GPU_COLORS["H200"], label="H200 prediction row"),
+        *(Line2D([], [], marker="o", ls="", color=color, label=f"{gpu} prediction row")
+          for gpu, color in GPU_COLORS.items()),
+        *([Line2D([], [], marker="o", ls="", color=OTHER_GPU_COLOR, label="other GPU")] if len(gpus) > 2 else []),
         Line2D([], [], marker="x", ls="", color="0.55", label="calibration row (fitted, not gated)"),
         *([Line2D([], [], marker=">", ls="", color="0.6", markeredgecolor="black", label="past the axis's end")]
           if clipped else []),
@@ -194,7 +200,7 @@ def plot_fidelity(items: Sequence[Item], ax: Axes | None = None) -> Axes:
     ]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.05), ncols=len(handles), fontsize=7,
               frameon=False)
-    ax.set_title("rdusim fidelity --gpu: the GPU model's error on every committed measurement row "
+    ax.set_title("rdusim fidelity --gpu: the GPU model's error on every row the table compares "
                  "(box: prediction rows, quartiles and 5-95%)", fontsize=9)
     return ax
 
