@@ -50,7 +50,7 @@ ITEMS = [
 
 
 def test_one_row_per_item_of_the_table() -> None:
-    frame = fid.fidelity_table(GROUPS)
+    frame = fid.fidelity_table(list(GROUPS))
     items = fidelity_items(GROUPS, frame)
     assert [item.name for item in items] == ITEMS
     # every prediction group of the table is on exactly one row, with all its errors
@@ -82,7 +82,7 @@ def test_one_row_per_item_of_the_table() -> None:
 def test_another_gpu_is_drawn_not_dropped() -> None:
     """A GPU with no colour of its own (a B200 run, say) gets a line of its row, not a KeyError."""
     groups = (*GROUPS[:2], _group("run b", "B200", "GEMMs", "prediction", (0.01, 0.02), "GEMMs"))
-    items = fidelity_items(groups, fid.fidelity_table(groups))
+    items = fidelity_items(groups, fid.fidelity_table(list(groups)))
     assert items[0].name == "GEMMs" and items[0].prediction == {"B200": [0.01, 0.02]}
     ax = plot_fidelity(items)
     assert "other GPU" in [t.get_text() for t in ax.get_legend().get_texts()]
@@ -91,7 +91,7 @@ def test_another_gpu_is_drawn_not_dropped() -> None:
 
 def test_groups_and_table_must_match() -> None:
     with pytest.raises(ValueError, match="groups but"):
-        fidelity_items(GROUPS, fid.fidelity_table(GROUPS[:3]))
+        fidelity_items(GROUPS, fid.fidelity_table(list(GROUPS[:3])))
 
 
 @pytest.fixture

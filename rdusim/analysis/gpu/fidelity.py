@@ -25,7 +25,7 @@ recorded figures plus ``MISS_MARGIN``), else a regression.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -661,10 +661,10 @@ def gpu_fidelity(root: Path, progress: Callable[[int, int], None] | None = None)
     """One row per set, GPU, kind and role: rows, median abs error, worst (signed), the acceptance
     tolerance, within (``verdict``), the known-miss reason where a prediction set is a known
     miss, or why a regression passed its known miss's bound."""
-    return fidelity_table(groups(root, progress))
+    return fidelity_table(list(groups(root, progress)))
 
 
-def fidelity_table(gs: Iterable[Group]) -> pd.DataFrame:
+def fidelity_table(gs: list[Group]) -> pd.DataFrame:
     """``gpu_fidelity``'s table of the groups ``gs``, one row per group in their order (a caller
     that also needs the groups' errors, ``--plot``, collects them first)."""
     out = []
