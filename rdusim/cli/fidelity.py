@@ -11,6 +11,7 @@ from pathlib import Path
 from rdusim.cli import command_parser
 from rdusim.cli.output import Outputs
 from rdusim.cli.progress import bar, updater
+from rdusim.errors import ConfigError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,12 +27,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="the GPU model against the measurements under <root>/benchmarks/gpu (issue 17's acceptance)",
     )
+    parser.add_argument(
+        "--plot",
+        help="--gpu only: also write a figure of every prediction row's signed error, one row per "
+        "acceptance item, with its tolerance (PNG)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.gpu:
         return run_gpu(args)
+    if args.plot is not None:
+        raise ConfigError("--plot: only with --gpu (the GPU model's errors); the SN40L table has no figure")
     from rdusim.analysis.calibration.fidelity import (
         GROUPS,
         fidelity,
@@ -104,16 +112,19 @@ def run_gpu(args: argparse.Namespace) -> int:
         MISS_MARGIN,
         NOT_YET,
         SOURCES,
-        gpu_fidelity,
+        fidelity_table,
+        groups,
         issue17_quoted,
         regressions,
     )
 
     outputs = Outputs()
     out = outputs.file("--out", args.out)  # checked before the work
+    plot = outputs.file("--plot", args.plot)
     root = Path(args.root)
     with bar(len(SOURCES), "fidelity --gpu", "set") as stages:
-        frame = gpu_fidelity(root, progress=updater(stages))
+        gs = list(groups(root, progress=updater(stages)))
+    frame = fidelity_table(gs, root)
     quoted = issue17_quoted(root)
     lines = [
         "| set | GPU | kind | role | rows | median abs error | worst | tolerance (median / worst) | within |",
@@ -200,8 +211,12 @@ def run_gpu(args: argparse.Namespace) -> int:
         "Not yet in this table:",
     ]
     lines += [f"- {text}" for text in NOT_YET]
+    if plot is not None:
+        from rdusim.analysis.gpu.fidelity_plot import fidelity_figure_png  # noqa: PLC0415 (matplotlib only when plotting)
+
+        outputs.put(plot, fidelity_figure_png(gs, frame))
     if out is not None:
         outputs.put(out, frame.to_csv(index=False))
-        outputs.commit()
+    outputs.commit()
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -4,7 +4,7 @@ Owns: ``ACCEPTANCE`` (issue 17's tolerances), ``KNOWN_MISSES`` (the reasons, doc
 "Issue 17 acceptance: where it stands"), the known-miss record (``KNOWN_MISS_RECORD``:
 ``read_record``, ``record_rows``, ``record_text``; ``miss_bounds``), ``SOURCES`` (which
 committed CSV is compared how, and the files each reads), ``verdict``, ``gpu_fidelity`` (one
-row per set, kind and role), ``issue17_quoted``. Imports: analysis.gpu.predict,
+row per set, kind and role; ``fidelity_table`` of given groups), ``issue17_quoted``. Imports: analysis.gpu.predict,
 analysis.gpu.measured, analysis.gpu.collectives, config, hw.gpu.
 
 Every figure is computed here from the CSVs under ``<root>/benchmarks/gpu`` with the GPU
@@ -732,7 +732,15 @@ def gpu_fidelity(
     miss, or why a regression passed its known miss's bound. ``recorded``: the known-miss record
     (default: ``read_record(root)``, read after the sources). Raises RuntimeError when two groups
     share a CSV, GPU, kind and role (the record could not tell them apart)."""
-    found = list(groups(root, progress))
+    return fidelity_table(list(groups(root, progress)), root, recorded)
+
+
+def fidelity_table(
+    found: list[Group], root: Path, recorded: dict[RecordKey, tuple[float, float]] | None = None
+) -> pd.DataFrame:
+    """``gpu_fidelity``'s table of the groups ``found``, one row per group in their order (a caller
+    that also needs the groups' errors, ``--plot``, collects them first); ``root`` and
+    ``recorded`` as ``gpu_fidelity``'s."""
     twice = [k for k, n in Counter((g.csv, g.gpu, g.kind, g.role) for g in found).items() if n > 1]
     if twice:
         raise RuntimeError(
