@@ -57,8 +57,8 @@ GEMMS = ("qkv", "o", "gate_up", "down", "lm_head")
 #: the KV length SDPA's kernels were profiled at, by batch (``small_kernels.py``'s ``sk_sdpa``)
 SDPA_KV = {1: 2048, 16: 2048, 64: 1024}
 #: what the added device operation of each contrast is (the kernel lists above)
-ADDED = {"cuBLAS splitKreduce (O projection, split-K at m <= 16)": lambda model, site: site == "o",
-         "cuBLAS Memset (lm_head at m <= 8; Qwen2.5-7B's down projection at m <= 8)":
+ADDED = {"cuBLAS splitKreduce (the O projection at the batches cuBLAS splits it)": lambda model, site: site == "o",
+         "cuBLAS Memset (lm_head, Qwen2.5-7B's down projection, at the batches cuBLAS adds it)":
              lambda model, site: site in ("lm_head", "down"),
          "FA2 split-KV combine (SDPA at batch 1 and 16 against 64; also the split-KV path's own work)":
              lambda model, site: site == "sdpa"}
