@@ -70,6 +70,15 @@ class GpuKernel:
     #: activations, just written and in L2, so each round trip hits L2 (``memory.l2_latency``)
     round_trips: tuple[int, ...] = ()
     resident: bool = False
+    #: its host cost is in the ``host_ops`` of the kernel before it: launched by the same library
+    #: call (cuBLAS's split-K reduction, FA2's split-KV combine) or by one of that kernel's ops
+    #: (the lm_head GEMM after the final norm, prefill's O GEMM after its transpose).
+    #: Where those ops are priced (``Gpu.prices_host_ops``) an eager host pays nothing more for it:
+    #: the site microbenchmark times each call whole, and a call that launched two or three device
+    #: operations cost its kind's per-call cost +0.4 to +4.3 us (median of each of runs d-j; H200,
+    #: run k: +2.0), not + ``launch.eager_host`` (8 us) a kernel
+    #: (benchmarks/gpu/h100-20261125-eager-host-kernels.txt, h200-20261125k-eager-host-kernels.txt)
+    host_paid: bool = False
     #: launched by the same library call right behind the kernel before it (cuBLAS's
     #: ``splitKreduce_kernel`` after a ``splitK`` GEMM): it is already in the stream's queue when
     #: that kernel ends, so a kernel timed alone (``stream``) pays no host launch for it, only
@@ -203,7 +212,7 @@ def gemm(name: str, m: int, n: int, k: int, gpu: Gpu, *, dtype_bytes: int = BF16
         return [main]
     reduce = streaming(f"{name}.splitk_reduce", m * n * (4 * p.splits + dtype_bytes), gpu,
                        round_trips=(RT_VECTORIZED,), resident=True)
-    return [main, replace(reduce, queued=True)]
+    return [main, replace(reduce, queued=True, host_paid=True)]
 
 
 # ------------------------------------------------------------------------- attention
@@ -388,7 +397,7 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     # h100-20261125l-small.csv), but the pair is priced together: the main kernel's fixed
     # ``launch.pipeline`` (7.02 us, fitted on P10's rows) already covers it (Llama-3.1-8B, batch 1:
     # 13.6 us modelled, 13.2 us measured); its own chain would count it twice
-    return [main, streaming(f"{name}.combine", partials, gpu)]
+    return [main, replace(streaming(f"{name}.combine", partials, gpu), host_paid=True)]
 
 
 # ------------------------------------------------------------------ streaming kernels
@@ -540,16 +549,20 @@ class _Ctx:
 
 
 def _o_gemm(c: _Ctx) -> list[GpuKernel]:
-    out = []
-    if c.phase == "prefill":  # (B, H, T, hd) -> (B, T, H*hd): a transpose copy
-        out.append(streaming("o_transpose", 2 * c.rows * c.hq * c.s.head_dim * BF16, c.gpu))
-    return out + gemm("o_gemm", c.rows, c.s.hidden, c.hq * c.s.head_dim, c.gpu)
+    out = gemm("o_gemm", c.rows, c.s.hidden, c.hq * c.s.head_dim, c.gpu)
+    if c.phase == "prefill":  # (B, H, T, hd) -> (B, T, H*hd): a transpose copy, then the GEMM (its
+        # "gemm" host op is among the transpose's, ``host_ops``)
+        transpose = streaming("o_transpose", 2 * c.rows * c.hq * c.s.head_dim * BF16, c.gpu)
+        return [transpose, *(replace(k, host_paid=True) for k in out)]
+    return out
 
 
 def _lm_head(c: _Ctx) -> list[GpuKernel]:  # logits of the last position of each sequence
+    # the GEMM's "gemm" host op is among the final norm's (``host_ops``)
     return [streaming("final_norm", 2 * c.s.batch * c.s.hidden * BF16, c.gpu, rows=c.s.batch,
                       round_trips=(rt_rms_norm(c.s.hidden),), resident=True),
-            *gemm("lm_head", c.s.batch, c.s.vocab // c.s.tp, c.s.hidden, c.gpu)]
+            *(replace(k, host_paid=True)
+              for k in gemm("lm_head", c.s.batch, c.s.vocab // c.s.tp, c.s.hidden, c.gpu))]
 
 
 _ROPE_RT = (RT_STRIDED, RT_CAT, RT_STRIDED, RT_STRIDED, RT_VECTORIZED)

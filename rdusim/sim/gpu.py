@@ -93,12 +93,16 @@ def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu:
           issued: simpy.Store, state: _Gpu) -> Generator:
     """Eager: the host dispatches op by op, each op of a kernel's ``host_ops`` at its kind's host
     cost (where the GPU document gives every one: ``Gpu.prices_host_ops``), which depends on whether the GPU keeps up (at most the last kernel issued still runs:
-    the microbenchmark's "idle" case) or has a backlog (behind the host); a kernel without ``host_ops`` costs ``launches`` x
+    the microbenchmark's "idle" case) or has a backlog (behind the host); a kernel whose host cost
+    those priced ops already hold (``GpuKernel.host_paid``: the second kernel of one library call)
+    costs nothing more; any other kernel without ``host_ops`` costs ``launches`` x
     ``eager_host``. A launch blocks while ``queue_depth`` kernels wait. Graph and stream hand
     every kernel over at once."""
+    priced = False  # the last kernel's host cost came from its priced host_ops (or was paid by them)
     for index, (kernel, _) in enumerate(kernels):
-        if mode == "eager":
-            if kernel.host_ops and gpu.prices_host_ops(kernel.host_ops):
+        if mode == "eager" and not (kernel.host_paid and priced):
+            priced = bool(kernel.host_ops) and gpu.prices_host_ops(kernel.host_ops)
+            if priced:
                 for op in kernel.host_ops:
                     yield delay(env, gpu.host_op_s(op, gpu_idle=state.unfinished <= 1))
             else:

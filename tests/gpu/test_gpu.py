@@ -400,6 +400,40 @@ def test_eager_launch_queue_blocks_the_host() -> None:
     assert t_tight >= t_free >= gpu_only * 0.99 and t_free >= 4 * 3 * 10e-6
 
 
+def test_a_second_kernel_whose_call_the_host_priced_costs_the_host_nothing_more() -> None:
+    """A kernel launched inside the call before it (``host_paid``: a split-K reduction, FA2's
+    combine, the lm_head GEMM among the final norm's ops) is issued with that call's priced ops
+    (benchmarks/gpu/h100-20261125-eager-host-kernels.txt); without ``host_paid``, or where the
+    document prices no op (every launch at ``launch.eager_host``), it pays its own launch."""
+    g = _host_gpu(20.0, 20.0)
+    a = replace(streaming("a", 1e3, g, rows=1), host_ops=("gemm",))
+    b = streaming("b", 1e3, g, rows=1)
+    paid = simulate_gpu([(a, 0), (replace(b, host_paid=True), 0)], g, mode="eager").kernels
+    assert paid[1].start_s == pytest.approx(paid[0].end_s, abs=1e-12)  # behind kernel a, not the host
+    unpaid = simulate_gpu([(a, 0), (b, 0)], g, mode="eager").kernels
+    assert unpaid[1].start_s == pytest.approx(20e-6 + g.launch_s("eager"))
+    plain = Gpu(g.spec.model_copy(update={"launch": g.spec.launch.model_copy(
+        update={"eager_ops": None, "eager_ops_idle": None})}))
+    unpriced = simulate_gpu([(a, 0), (replace(b, host_paid=True), 0)], plain, mode="eager").kernels
+    assert unpriced[1].start_s == pytest.approx(2 * plain.launch_s("eager"))
+
+
+def test_every_unpriced_kernel_of_the_measured_decode_step_is_paid_by_its_call() -> None:
+    """Llama-3.1-8B decode at batch 1: the kernels without host ops (FA2's split-KV combine, the
+    down projection's split-K reduction, the lm_head GEMM) are each paid by the call before it."""
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, llama_shape
+    from rdusim.mapping.gpu import layer_kernels
+
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    s = llama_shape(model, batch=1, tokens=1, kv_len=2048)
+    ks = layer_kernels([*MEASURED_LAYER, "lm_head"], s, gpu(), phase="decode")
+    bare = [k.name for k in ks if not k.host_ops]
+    assert bare == ["attention.combine", "down_gemm.splitk_reduce", "lm_head"]
+    assert all(k.host_paid for k in ks if not k.host_ops)
+    pre = layer_kernels(["o_gemm"], llama_shape(model, batch=1, tokens=4096, kv_len=4096), gpu(), phase="prefill")
+    assert [(k.name, k.host_paid) for k in pre] == [("o_transpose", False), ("o_gemm", True)]
+
+
 def test_eager_ops_are_validated() -> None:
     from rdusim.config.schema import GpuLaunchSpec
 
