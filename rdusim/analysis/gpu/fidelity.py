@@ -176,11 +176,6 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "11-12% under: the power-limited SM clock of a long step (with the opt-in clock model -2.0% / +1.8%, "
         f"explained after measurement) ({_ACCEPTANCE_DOC}; The clock model)",
     ),
-    "P10 eager decode": KnownMiss(
-        "h100.yaml's pooled P12 host, not P10's own (P10's host was quicker at batch 1-8); "
-        "batch 128 comes out 16% short with the queued-launch gap: it ran host-bound (the host, not the GPU "
-        f"side: runs e) ({_ACCEPTANCE_DOC}; The GPU side of an eager step)",
-    ),
     "P10 held-out eager decode": KnownMiss(
         "h100.yaml's pooled P12 host, not P10's own; batch 256 comes out 18% "
         f"short with the queued-launch gap: it ran host-bound ({_ACCEPTANCE_DOC}; The GPU side of an eager step)",
