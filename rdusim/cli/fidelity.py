@@ -115,6 +115,7 @@ def run_gpu(args: argparse.Namespace) -> int:
         fidelity_table,
         groups,
         issue17_quoted,
+        read_record,
         regressions,
     )
 
@@ -122,9 +123,10 @@ def run_gpu(args: argparse.Namespace) -> int:
     out = outputs.file("--out", args.out)  # checked before the work
     plot = outputs.file("--plot", args.plot)
     root = Path(args.root)
+    recorded = read_record(root)  # a missing or broken record: before the work, not after it
     with bar(len(SOURCES), "fidelity --gpu", "set") as stages:
         gs = list(groups(root, progress=updater(stages)))
-    frame = fidelity_table(gs, root)
+    frame = fidelity_table(gs, root, recorded)
     quoted = issue17_quoted(root)
     lines = [
         "| set | GPU | kind | role | rows | median abs error | worst | tolerance (median / worst) | within |",

@@ -325,6 +325,21 @@ def test_a_missing_or_bad_record_exits_2_and_groups_are_named_once(
         fid.gpu_fidelity(tmp_path)
 
 
+def test_the_record_is_read_before_the_table(tmp_path, monkeypatch, capsys) -> None:
+    """A missing record fails at once (exit 2, nothing written), not after the table's minute of
+    work: the command reads it before computing any group."""
+    (tmp_path / "benchmarks" / "gpu").mkdir(parents=True)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the table was computed before the record was read")
+
+    monkeypatch.setattr(fid, "groups", never)
+    out = tmp_path / "gpu.csv"
+    assert main(["fidelity", "--gpu", "--root", str(tmp_path), "--out", str(out)]) == 2
+    assert "fidelity-known-misses.csv: no such file" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_bad_input_exits_2_naming_the_source(tmp_path, monkeypatch, capsys) -> None:
     """A CSV naming a device no GPU document covers: a ConfigError naming the source, file and
     reason (exit 2), not an internal error."""
@@ -333,6 +348,7 @@ def test_bad_input_exits_2_naming_the_source(tmp_path, monkeypatch, capsys) -> N
     src = (ROOT / fid.GPU_DIR / "h100-20261125o-sweep.csv").read_text()
     bad = tmp_path / fid.GPU_DIR / "h100-bad-sweep.csv"
     bad.write_text(src.replace("NVIDIA H100 80GB HBM3", "NVIDIA B200"))
+    (tmp_path / fid.KNOWN_MISS_RECORD).write_text(fid.record_text([]))  # read first
     monkeypatch.setattr(fid, "SOURCES", (fid._graph(bad.name, "run bad"),))
     assert main(["fidelity", "--gpu", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
