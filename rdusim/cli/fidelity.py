@@ -109,6 +109,7 @@ def _pct(x: float, signed: bool = False) -> str:
 def run_gpu(args: argparse.Namespace) -> int:
     """``--gpu``: one row per measurement set, kind and role, then issue 17's quoted figures."""
     from rdusim.analysis.gpu.fidelity import (
+        KNOWN_MISS_RECORD,
         MISS_MARGIN,
         NOT_YET,
         SOURCES,
@@ -117,6 +118,7 @@ def run_gpu(args: argparse.Namespace) -> int:
         issue17_quoted,
         read_record,
         regressions,
+        unmatched_records,
     )
 
     outputs = Outputs()
@@ -186,6 +188,15 @@ def run_gpu(args: argparse.Namespace) -> int:
             f"- {row.set}, {row.kind}: {row.reason or 'no known miss is recorded for this group'}"
             for row in worse.itertuples()
         ]
+    stale = unmatched_records(recorded, frame)
+    if stale:
+        lines += [
+            "",
+            f"Warning: {len(stale)} row(s) of {KNOWN_MISS_RECORD} name no prediction group of this table "
+            "(a stale or mistyped acceptance item, CSV, GPU or kind; "
+            "benchmarks/gpu/fidelity_known_misses.py rewrites the record):",
+        ]
+        lines += [f"- {', '.join(key)}" for key in stale]
     lines += [
         "",
         "| figure issue 17 quotes (independent 8 x H100 measurements) | quoted | rdusim (h100-8.yaml) "

@@ -23,6 +23,7 @@ from rdusim.analysis.gpu.collectives import (
     compare_collective_rows,
 )
 from rdusim.cli import main
+from rdusim.errors import ConfigError
 
 from .scripts import bench_script
 
@@ -338,6 +339,78 @@ def test_the_record_is_read_before_the_table(tmp_path, monkeypatch, capsys) -> N
     assert main(["fidelity", "--gpu", "--root", str(tmp_path), "--out", str(out)]) == 2
     assert "fidelity-known-misses.csv: no such file" in capsys.readouterr().err
     assert not out.exists()
+
+
+HEADER = ",".join(fid.RECORD_COLUMNS)
+RUN_O = "h100-20261125o-sweep.csv"
+ROW = "P10 held-out eager decode,h100-20261123-holdout.csv,H100,eager decode"
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [
+        # a blank line: the line numbers stay the file's; the column and the value are named
+        (f"{HEADER}\n{ROW},0.014,0.178\n\n{ROW.replace('H100,', 'H200,')},0.01x,0.2\n",
+         ":4:5:", "median_abs_error: expected a finite number >= 0 (an absolute error as a fraction, "
+         "0.052 for 5.2%), got '0.01x'"),
+        (f"{HEADER}\n{ROW},0.014,inf\n", ":2:6:", "worst_abs_error: expected a finite number >= 0"),
+        (f"{HEADER}\n{ROW},nan,0.2\n", ":2:5:", "got 'nan'"),
+        (f"{HEADER}\n{ROW},-0.01,0.2\n", ":2:5:", "got '-0.01'"),
+        (f"{HEADER}\n{ROW},0.014,0.178,x\n", ":2:7:", "expected 6 fields (acceptance, csv, gpu, kind, "
+         "median_abs_error, worst_abs_error), got 7"),
+        (f"{HEADER}\n{ROW},0.014\n", ":2:6:", "expected 6 fields"),
+        (f"\ufeff{HEADER}\n{ROW},0.014,0.178\n", ":1:", "a byte-order mark before the header"),
+        (f"{HEADER.replace('median_abs_error', 'median_abs_eror')}\n", ":1:5:",
+         f"unknown column 'median_abs_eror'; expected the header {HEADER}; did you mean "
+         "'median_abs_error'?"),
+        (f"{HEADER.replace('gpu,kind', 'kind,gpu')}\n", ":1:3:", "column 'kind' where 'gpu' belongs"),
+        (f"{HEADER},note\n", ":1:7:", "extra column(s) 'note'"),
+        (f"{HEADER.rsplit(',', 1)[0]}\n", ":1:6:", "missing column(s) worst_abs_error"),
+        ("", ":1:", "empty file: expected the header"),
+        (f"{HEADER}\ncolectives,x.csv,2 x H100,k,0.1,0.3\n", ":2:1:",
+         "acceptance: no reason in KNOWN_MISSES for 'colectives'; did you mean 'collectives'?"),
+        (f"{HEADER}\n{ROW},0.014,0.178\n{ROW},0.02,0.2\n", ":3:",
+         "recorded twice (first on line 2)"),
+        (f"{HEADER}\n{ROW},0.014,0.178\n".encode().replace(b"H100,eager", b"H\xff,eager"), ":2:",
+         "not UTF-8 text"),
+    ],
+)
+def test_a_bad_record_is_located(tmp_path, text, where, message) -> None:
+    """Every error in the record names the file, its line (blank lines counted), the column
+    and what was expected, as the YAML loader's errors do; inf, nan, a negative figure, a row with
+    a field more or less, a byte-order mark or a wrong header are refused."""
+    (tmp_path / fid.GPU_DIR).mkdir(parents=True)
+    record = tmp_path / fid.KNOWN_MISS_RECORD
+    record.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ConfigError) as caught:
+        fid.read_record(tmp_path)
+    assert str(caught.value).startswith(f"{record}{where} "), str(caught.value)
+    assert message in str(caught.value)
+
+
+def test_a_good_record_with_blank_lines_and_crlf(tmp_path) -> None:
+    (tmp_path / fid.GPU_DIR).mkdir(parents=True)
+    (tmp_path / fid.KNOWN_MISS_RECORD).write_text(f"{HEADER}\r\n\r\n{ROW},0.014,0.178\r\n\n", newline="")
+    assert fid.read_record(tmp_path) == {tuple(ROW.split(",")): (0.014, 0.178)}
+
+
+def test_a_record_row_naming_no_group_is_a_warning(tmp_path, monkeypatch, capsys) -> None:
+    """A record row that names no prediction group of the table (a stale or mistyped name): the
+    command still runs (exit 0) and says so, listing the rows."""
+    (tmp_path / fid.GPU_DIR).mkdir(parents=True)
+    shutil.copytree(ROOT / "hw_configs", tmp_path / "hw_configs")
+    shutil.copy(ROOT / fid.GPU_DIR / RUN_O, tmp_path / fid.GPU_DIR / RUN_O)
+    monkeypatch.setattr(fid, "SOURCES", (fid._graph(RUN_O, "run o"),))
+    stale = ("collectives", "gone.csv", "2 x H100", "collectives: all_reduce, stream")
+    rows = [dict(zip(fid.RECORD_COLUMNS, (*stale, "0.200", "0.300"), strict=True))]
+    (tmp_path / fid.KNOWN_MISS_RECORD).write_text(fid.record_text(rows))
+    assert main(["fidelity", "--gpu", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Warning: 1 row(s) of benchmarks/gpu/fidelity-known-misses.csv name no prediction group" in out
+    assert f"- {', '.join(stale)}\n" in out
+    (tmp_path / fid.KNOWN_MISS_RECORD).write_text(fid.record_text([]))
+    assert main(["fidelity", "--gpu", "--root", str(tmp_path)]) == 0
+    assert "Warning" not in capsys.readouterr().out
 
 
 def test_bad_input_exits_2_naming_the_source(tmp_path, monkeypatch, capsys) -> None:
