@@ -248,6 +248,68 @@ def test_the_record_script_says_what_changed() -> None:
     ]
 
 
+def _script_root(tmp_path: Path, monkeypatch) -> tuple:
+    """benchmarks/gpu/fidelity_known_misses.py on a root under ``tmp_path`` comparing run o's graph
+    steps only (within their tolerance: an empty record); the module and the record's path."""
+    script = bench_script("fidelity_known_misses")
+    (tmp_path / fid.GPU_DIR).mkdir(parents=True)
+    shutil.copytree(ROOT / "hw_configs", tmp_path / "hw_configs")
+    shutil.copy(ROOT / fid.GPU_DIR / RUN_O, tmp_path / fid.GPU_DIR / RUN_O)
+    monkeypatch.setattr(fid, "SOURCES", (fid._graph(RUN_O, "run o"),))
+    monkeypatch.setattr(script, "ROOT", tmp_path)
+    return script, tmp_path / fid.KNOWN_MISS_RECORD
+
+
+def test_the_record_script_refuses_a_broken_record(tmp_path, monkeypatch, capsys) -> None:
+    """A committed record that does not parse: exit 2 with its located error before the table,
+    not a change list showing every row as added (it is fixed, or deleted to write it afresh)."""
+    script, record = _script_root(tmp_path, monkeypatch)
+    record.write_text(f"{HEADER}\n{ROW},0.014,inf\n")
+
+    def never(*args, **kwargs):
+        raise AssertionError("the table was computed before the record was read")
+
+    monkeypatch.setattr(fid, "gpu_fidelity", never)
+    for argv in ([], ["--check"]):
+        assert script.main(argv) == 2
+        captured = capsys.readouterr()
+        assert f"{record}:2:6: worst_abs_error: expected a finite number >= 0" in captured.err
+        assert "added" not in captured.out
+    assert record.read_text() == f"{HEADER}\n{ROW},0.014,inf\n"
+
+
+def test_the_record_script_exits_2_on_bad_input(tmp_path, monkeypatch, capsys) -> None:
+    """A measurement that does not parse (a ConfigError from the table): exit 2 with the error, not
+    a traceback and rc 1 (which --check gives a stale record)."""
+    script, record = _script_root(tmp_path, monkeypatch)
+    bad = tmp_path / fid.GPU_DIR / RUN_O
+    bad.write_text(bad.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA B200"))
+    for argv in ([], ["--check"]):
+        assert script.main(argv) == 2
+        err = capsys.readouterr().err
+        assert "fidelity_known_misses.py: error:" in err and "NVIDIA B200" in err
+        assert "Traceback" not in err
+    assert not record.exists()
+
+
+def test_the_record_script_writes_atomically(tmp_path, monkeypatch, capsys) -> None:
+    """The record is written to a temporary file beside it and renamed into place: nothing else is
+    left in the folder; a record that cannot be replaced (read-only) stays as it was, exit 2."""
+    script, record = _script_root(tmp_path, monkeypatch)
+    record.write_text(f"{HEADER}\n{ROW},0.014,0.178\n")
+    record.chmod(0o444)
+    assert script.main([]) == 2
+    assert "is read-only" in capsys.readouterr().err
+    assert record.read_text() == f"{HEADER}\n{ROW},0.014,0.178\n"
+    record.chmod(0o644)
+    assert script.main([]) == 0
+    out = capsys.readouterr().out
+    assert "0 groups recorded; written" in out and f"dropped (within now, or gone): {tuple(ROW.split(','))}" in out
+    assert record.read_text() == f"{HEADER}\n"
+    assert sorted(p.name for p in record.parent.iterdir()) == sorted([RUN_O, record.name])
+    assert script.main(["--check"]) == 0
+
+
 def _worsened_root(tmp_path: Path, doc: str, old: str, new: str) -> Path:
     """A repository root whose GPU document ``doc`` has ``old`` replaced by ``new`` (the rest of
     hw_configs copied, benchmarks/gpu linked)."""
