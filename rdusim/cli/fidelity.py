@@ -116,6 +116,7 @@ def run_gpu(args: argparse.Namespace) -> int:
         fidelity_table,
         groups,
         issue17_quoted,
+        points,
         read_record,
         regressions,
         unmatched_records,
@@ -168,9 +169,9 @@ def run_gpu(args: argparse.Namespace) -> int:
         lines += [
             "",
             'Known misses (docs/gpu.md, "Issue 17 acceptance: where it stands"), each bounded: a group stays '
-            "a known miss while its median and worst are each within its own recorded figure plus "
-            f"{MISS_MARGIN:.0%} or its tolerance, the larger (benchmarks/gpu/fidelity-known-misses.csv); "
-            "beyond them it is a regression:",
+            "a known miss while its median and worst are each within its tolerance or its own recorded "
+            f"figure plus {points(MISS_MARGIN)}, the larger (benchmarks/gpu/fidelity-known-misses.csv); "
+            "beyond that it is a regression:",
         ]
         lines += [
             f"- {key}: {reason}"
