@@ -29,8 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--plot",
-        help="--gpu only: also write a figure of every prediction row's signed error, one row per "
-        "acceptance item, with its tolerance (PNG)",
+        help="--gpu only: also write a figure of every compared row's signed error (PNG): prediction "
+        "rows one row per acceptance item with its tolerance, calibration rows grey, ungated kinds on "
+        "rows of their own",
     )
     parser.set_defaults(handler=run)
 

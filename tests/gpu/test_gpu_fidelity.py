@@ -237,6 +237,16 @@ def test_the_record_is_todays() -> None:
     assert len(text.splitlines()) - 1 == sum(frame["within"] == "known miss")
 
 
+def test_a_recorded_figure_is_rounded_up_never_down() -> None:
+    """``_up`` rounds a figure up to 0.1% and never below it (a figure a hair above a step was
+    rounded down: 0.1180000004 -> 0.118); one on a step stays on it, float noise aside."""
+    assert fid._up(0.1180000004) == 0.119
+    assert fid._up(0.118) == 0.118 and fid._up(0.1181) == 0.119 and fid._up(0.0) == 0.0
+    assert fid._up(0.21) == 0.21 and fid._up(0.07 * 3) == 0.211  # 0.21000000000000002 > 0.21
+    for x in (0.1180000004, 0.2345, 0.9999999, 1e-9, 0.5 + 1e-12, 0.29, 0.57, 1.13):
+        assert x <= fid._up(x) < x + 0.001 + 1e-12
+
+
 def test_the_record_script_says_what_changed() -> None:
     """benchmarks/gpu/fidelity_known_misses.py lists what a rewrite changes, so a loosened bound
     (an accepted regression) is read before it is committed."""

@@ -352,8 +352,12 @@ def unmatched_records(
 
 
 def _up(x: float) -> float:
-    """``x`` rounded up to 0.1% (a recorded figure)."""
-    return math.ceil(round(x * 1000, 6)) / 1000
+    """``x`` rounded up to 0.1% (a recorded figure): the smallest step ``k / 1000`` not below
+    ``x`` (0.118 stays 0.118, 0.1180000004 -> 0.119), whatever the noise of ``x * 1000``."""
+    steps = math.floor(x * 1000)
+    while steps / 1000 < x:
+        steps += 1
+    return steps / 1000
 
 
 def record_rows(frame: pd.DataFrame) -> list[dict[str, str]]:
