@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -222,13 +223,19 @@ def test_a_known_miss_worse_by_more_than_the_margin_is_a_regression(monkeypatch)
     assert verdicts == {1.1: "no", 0.95: "known miss", 0.7: "yes"}
 
 
+@pytest.fixture(scope="module")
+def whole():
+    """The whole table, every source (about a minute): computed once, for the slow tests."""
+    return fid.gpu_fidelity(ROOT)
+
+
 @pytest.mark.slow
-def test_the_record_is_todays() -> None:
+def test_the_record_is_todays(whole) -> None:
     """The committed known-miss record is what benchmarks/gpu/fidelity_known_misses.py writes from
     today's whole table (about a minute): every group outside its tolerance with a reason, at its
     own figures, and no other; the table names each group once (``gpu_fidelity`` checks) and has
     no regression."""
-    frame = fid.gpu_fidelity(ROOT)
+    frame = whole
     assert fid.regressions(frame).empty, fid.regressions(frame)[["set", "gpu", "kind"]]
     text = (ROOT / fid.KNOWN_MISS_RECORD).read_text()
     assert fid.record_text(fid.record_rows(frame)) == text, (
@@ -245,6 +252,40 @@ def test_a_recorded_figure_is_rounded_up_never_down() -> None:
     assert fid._up(0.21) == 0.21 and fid._up(0.07 * 3) == 0.211  # 0.21000000000000002 > 0.21
     for x in (0.1180000004, 0.2345, 0.9999999, 1e-9, 0.5 + 1e-12, 0.29, 0.57, 1.13):
         assert x <= fid._up(x) < x + 0.001 + 1e-12
+
+
+GUIDE = ROOT / "docs" / "gpu-guide.md"
+
+
+@pytest.mark.slow
+def test_the_guide_quotes_the_table(whole) -> None:
+    """docs/gpu-guide.md's "How accurate it is" quotes ``fidelity --gpu``'s totals (its "In all:"
+    line and the calibration rows counted apart): they are the whole table's today, so a change
+    that moves a verdict updates the guide (and its figure, ``--plot``) with it."""
+    text = " ".join(GUIDE.read_text().split())  # the paragraph's lines joined
+    totals = re.search(
+        r"In all: (\d+) groups, (\d+) of prediction rows \((\d+) rows\); of (\d+) gated groups "
+        r"(\d+) within, (\d+) known misses, (\d+) regressions",
+        text,
+    )
+    calibration = re.search(r"calibration rows \((\d+), fitted\)", text)
+    assert totals and calibration, "docs/gpu-guide.md: the totals this test reads are gone"
+    names = ("groups", "prediction groups", "prediction rows", "gated groups", "within",
+             "known misses", "regressions")
+    quoted = dict(zip(names, map(int, totals.groups()), strict=True))
+    quoted["calibration rows"] = int(calibration.group(1))
+    pred = whole[whole["role"] == "prediction"]
+    gated = pred[pred["within"] != ""]
+    table = dict(
+        zip(
+            names,
+            (len(whole), len(pred), int(pred["rows"].sum()), len(gated), int(sum(gated["within"] == "yes")),
+             int(sum(gated["within"] == "known miss")), len(fid.regressions(whole))),
+            strict=True,
+        )
+    )
+    table["calibration rows"] = int(whole[whole["role"] == "calibration"]["rows"].sum())
+    assert quoted == table, "docs/gpu-guide.md quotes a stale table: rerun rdusim fidelity --gpu"
 
 
 def test_the_record_script_says_what_changed() -> None:
