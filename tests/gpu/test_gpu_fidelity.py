@@ -466,6 +466,8 @@ def test_the_record_is_read_before_the_table(tmp_path, monkeypatch, capsys) -> N
     assert main(["fidelity", "--gpu", "--root", str(tmp_path), "--out", str(out)]) == 2
     assert "fidelity-known-misses.csv: no such file" in capsys.readouterr().err
     assert not out.exists()
+    with pytest.raises(ConfigError, match="fidelity-known-misses.csv: no such file"):
+        fid.gpu_fidelity(tmp_path)  # the library's entry too
 
 
 HEADER = ",".join(fid.RECORD_COLUMNS)

@@ -848,8 +848,11 @@ def gpu_fidelity(
     """One row per set, GPU, kind and role: rows, median abs error, worst (signed), the acceptance
     tolerance, within (``verdict``), the known-miss reason where a prediction set is a known
     miss, or why a regression passed its known miss's bound. ``recorded``: the known-miss record
-    (default: ``read_record(root)``, read after the sources). Raises RuntimeError when two groups
-    share a CSV, GPU, kind and role (the record could not tell them apart)."""
+    (default: ``read_record(root)``, read before the sources: a broken record fails at once).
+    Raises RuntimeError when two groups share a CSV, GPU, kind and role (the record could not
+    tell them apart)."""
+    if recorded is None:
+        recorded = read_record(root)
     return fidelity_table(list(groups(root, progress)), root, recorded)
 
 
