@@ -12,6 +12,11 @@ its old row accepts that regression. It prints what changed against the committe
 (groups added, dropped, loosened, tightened) and the groups outside their tolerance that no
 reason covers (never recorded: they stay regressions). ``--check``: write nothing, exit 1 when
 the committed record is not today's. About a minute (the whole table).
+
+Exit 2, before the table, when the committed record does not parse (``read_record``'s located
+error): fix it, or delete it to write it afresh (every row then reads as added); a missing
+record is an empty one. Exit 2 too when a measurement or document does not parse, or the record
+cannot be written (it is written to a temporary file beside it, then renamed into place).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import sys
 from pathlib import Path
 
 from rdusim.analysis.gpu import fidelity as fid
+from rdusim.cli.output import write_atomic
 from rdusim.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,13 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     path = ROOT / fid.KNOWN_MISS_RECORD
-    frame = fid.gpu_fidelity(ROOT, recorded={})  # the verdicts are not used
+    try:
+        # the committed record first: one that does not parse is fixed (or deleted) before the
+        # table's minute, never read as empty (every row "added" would hide what changed)
+        old = fid.read_record(ROOT) if path.exists() or path.is_symlink() else {}
+        frame = fid.gpu_fidelity(ROOT, recorded={})  # the verdicts are not used
+    except ConfigError as error:
+        return _error(error)
     rows = fid.record_rows(frame)
     text = fid.record_text(rows)
-    try:
-        old = fid.read_record(ROOT)
-    except ConfigError:
-        old = {}
     new = {
         fid.record_key(r["acceptance"], r["csv"], r["gpu"], r["kind"]): (
             float(r["median_abs_error"]),
@@ -82,8 +90,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         return 0 if same else 1
     if not same:
-        path.write_text(text)
+        try:
+            write_atomic(path, text, "the record")
+        except ConfigError as error:
+            return _error(error)
     return 0
+
+
+def _error(error: ConfigError) -> int:
+    """A user's error as the CLI prints one (stderr), exit 2."""
+    print(f"{Path(__file__).name}: error:", file=sys.stderr)
+    for issue in error.issues:
+        print(f"  {issue}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import matplotlib.image
 import pytest
 
 from rdusim.analysis.gpu import fidelity as fid
-from rdusim.analysis.gpu.fidelity_plot import fidelity_items, item_of, plot_fidelity
+from rdusim.analysis.gpu.fidelity_plot import _summary, fidelity_items, item_of, plot_fidelity
 from rdusim.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +66,10 @@ def test_one_row_per_item_of_the_table() -> None:
     assert len(by_name["collectives: all_reduce"].verdicts) == 2  # both launch modes
     assert by_name["P10 launch (not gated)"].tolerance is None
     assert by_name["P10 copy (calibration only)"].prediction == {}
+    # the text right of each row counts the table's groups (not sets: run a and run k are two)
+    assert _summary(gemms) == "6 rows (+1 cal.); 2 groups: 1 yes, 1 no"
+    assert _summary(by_name["TP2 prefill"]) == "2 rows; 1 group: 1 no"  # x.csv: no record
+    assert _summary(by_name["P10 launch (not gated)"]) == "2 rows, not gated"
 
     backend = matplotlib.get_backend()
     ax = plot_fidelity(items)

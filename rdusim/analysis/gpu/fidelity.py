@@ -2,7 +2,7 @@
 
 Owns: ``ACCEPTANCE`` (issue 17's tolerances), ``KNOWN_MISSES`` (the reasons, docs/gpu.md's
 "Issue 17 acceptance: where it stands"), the known-miss record (``KNOWN_MISS_RECORD``:
-``read_record``, ``record_rows``, ``record_text``; ``miss_bounds``), ``SOURCES`` (which
+``read_record``, ``unmatched_records``, ``record_rows``, ``record_text``; ``miss_bounds``), ``SOURCES`` (which
 committed CSV is compared how, and the files each reads), ``verdict``, ``gpu_fidelity`` (one
 row per set, kind and role; ``fidelity_table`` of given groups), ``issue17_quoted``. Imports: analysis.gpu.predict,
 analysis.gpu.measured, analysis.gpu.collectives, config, hw.gpu.
@@ -40,6 +40,7 @@ committed file is what it writes today.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import math
 from collections import Counter
@@ -128,22 +129,24 @@ ACCEPTANCE: dict[str, Acceptance] = {
 
 _ACCEPTANCE_DOC = 'docs/gpu.md, "Issue 17 acceptance: where it stands"'
 
-#: a known miss's margin over its recorded figures (absolute, on the median and on the worst)
+#: a known miss's margin over its recorded figures, in absolute terms (0.01: one percentage
+#: point, not 1% of the figure), on the median and on the worst each: ``miss_bounds``
 MISS_MARGIN = 0.01
 
 
 @dataclass(frozen=True)
 class KnownMiss:
     """Why the groups of an acceptance item can leave its tolerance: the mechanism the model lacks.
-    How far each may go is the record's (``KNOWN_MISS_RECORD``): its own figures when recorded."""
+    How far each group may go is ``miss_bounds``: its median and its worst each within
+    max(tolerance, its own figure in the record (``KNOWN_MISS_RECORD``) + ``MISS_MARGIN``)."""
 
     reason: str
 
 
 #: why a group can leave its tolerance, per acceptance item: the mechanism the model lacks
 #: (docs/gpu.md's acceptance table, whose sections give the evidence). A group outside its
-#: tolerance with no entry here, with no row in the record, or beyond its recorded figures plus
-#: ``MISS_MARGIN``, is a regression (``regressions``).
+#: tolerance with no entry here, with no row in the record, or beyond its bound (``miss_bounds``:
+#: each figure max(tolerance, recorded + ``MISS_MARGIN``)) is a regression (``regressions``).
 KNOWN_MISSES: dict[str, KnownMiss] = {
     "collectives": KnownMiss(
         "the small-size floor moves between leases by up to 20% (stream: the host) and 25-30% "
@@ -213,36 +216,148 @@ def record_key(acceptance: str, csv_name: str, gpu: str, kind: str) -> RecordKey
 
 def read_record(root: Path) -> dict[RecordKey, tuple[float, float]]:
     """The committed known-miss record under ``root``: each recorded group's (median abs error,
-    worst abs error); a missing or malformed file, a key twice, or an acceptance item with no
-    reason in ``KNOWN_MISSES``: ConfigError."""
+    worst abs error). Anything wrong is a ConfigError located as the YAML loader's are
+    (``file:line:column: column: what was expected, got what``): a missing or unreadable file,
+    a byte-order mark, a header other than ``RECORD_COLUMNS`` (a misspelt column: the closest
+    name), a row with other than their number of fields, a figure that is not a finite number
+    >= 0, an acceptance item with no reason in ``KNOWN_MISSES``, or a group recorded twice.
+    Blank lines are skipped; the line numbers are the file's."""
     path = root / KNOWN_MISS_RECORD
+    text = _record_text(root, path)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    out: dict[RecordKey, tuple[float, float]] = {}
+    first: dict[RecordKey, int] = {}
     try:
-        text = path.read_text()
+        header = next(reader, None)
+        if header is None:
+            raise ConfigError(f"{path}:1: empty file: expected the header {','.join(RECORD_COLUMNS)}")
+        _check_header(path, header)
+        for row in reader:
+            line = reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(RECORD_COLUMNS):
+                raise ConfigError(
+                    f"{path}:{line}:{min(len(row), len(RECORD_COLUMNS)) + 1}: expected "
+                    f"{len(RECORD_COLUMNS)} fields ({', '.join(RECORD_COLUMNS)}), got {len(row)}"
+                )
+            fields = dict(zip(RECORD_COLUMNS, row, strict=True))
+            _check_item(fields["acceptance"], f"{path}:{line}:1")
+            key = record_key(fields["acceptance"], fields["csv"], fields["gpu"], fields["kind"])
+            if key in out:
+                raise ConfigError(f"{path}:{line}: {key} recorded twice (first on line {first[key]})")
+            median, worst = (
+                _record_figure(fields[name], f"{path}:{line}:{RECORD_COLUMNS.index(name) + 1}", name)
+                for name in ("median_abs_error", "worst_abs_error")
+            )
+            out[key] = (median, worst)
+            first[key] = line
+    except csv.Error as error:
+        raise ConfigError(f"{path}:{reader.line_num}: not valid CSV ({error})") from None
+    return out
+
+
+def _record_text(root: Path, path: Path) -> str:
+    """The record file ``path``'s text (UTF-8, no byte-order mark), else a located ConfigError."""
+    try:
+        data = path.read_bytes()
     except FileNotFoundError:
+        if not (root / GPU_DIR).is_dir():
+            raise ConfigError(
+                f"{root / GPU_DIR}: no such directory: --root must be a repository root holding the "
+                "GPU measurements (benchmarks/gpu) and their known-miss record"
+            ) from None
         raise ConfigError(
             f"{path}: no such file (the known-miss record; benchmarks/gpu/fidelity_known_misses.py "
             "writes it)"
         ) from None
-    reader = csv.DictReader(io.StringIO(text))
-    if tuple(reader.fieldnames or ()) != RECORD_COLUMNS:
-        raise ConfigError(f"{path}: columns {reader.fieldnames}, expected {list(RECORD_COLUMNS)}")
-    out: dict[RecordKey, tuple[float, float]] = {}
-    for line, row in enumerate(reader, start=2):
-        key = record_key(row["acceptance"], row["csv"], row["gpu"], row["kind"])
-        if row["acceptance"] not in KNOWN_MISSES:
-            raise ConfigError(f"{path}:{line}: no reason in KNOWN_MISSES for {row['acceptance']!r}")
-        if key in out:
-            raise ConfigError(f"{path}:{line}: {key} recorded twice")
-        try:
-            out[key] = (float(row["median_abs_error"]), float(row["worst_abs_error"]))
-        except (TypeError, ValueError):
-            raise ConfigError(f"{path}:{line}: figures that are not numbers: {row}") from None
-    return out
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the known-miss record: {error.strerror or error}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    if text.startswith("\ufeff"):
+        raise ConfigError(
+            f"{path}:1: a byte-order mark before the header: expected plain UTF-8 starting with "
+            f"{','.join(RECORD_COLUMNS)} (benchmarks/gpu/fidelity_known_misses.py writes it so)"
+        )
+    return text
+
+
+def _check_item(item: str, where: str) -> None:
+    """ConfigError at ``where`` unless ``item`` has a reason in ``KNOWN_MISSES`` (a misspelt one:
+    the closest name)."""
+    if item in KNOWN_MISSES:
+        return
+    if item in ACCEPTANCE:
+        hint = " (its groups have no known miss: outside the tolerance is a regression)"
+    else:
+        close = difflib.get_close_matches(item, list(KNOWN_MISSES), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; expected one of: {', '.join(KNOWN_MISSES)}"
+    raise ConfigError(f"{where}: acceptance: no reason in KNOWN_MISSES for {item!r}{hint}")
+
+
+def _check_header(path: Path, header: list[str]) -> None:
+    """ConfigError at the first column of ``header`` (the record's line 1) that is not
+    ``RECORD_COLUMNS``'s: an unknown name (with the closest), one out of place, or one missing
+    or extra."""
+    if tuple(header) == RECORD_COLUMNS:
+        return
+    expected = f"; expected the header {','.join(RECORD_COLUMNS)}"
+    n = next(
+        (i for i, (got, want) in enumerate(zip(header, RECORD_COLUMNS, strict=False)) if got != want),
+        min(len(header), len(RECORD_COLUMNS)),
+    )
+    hint = ""
+    if n == len(header):
+        what = f"missing column(s) {', '.join(RECORD_COLUMNS[n:])}"
+    elif n == len(RECORD_COLUMNS):
+        what = f"extra column(s) {', '.join(repr(h) for h in header[n:])}"
+    elif header[n] in RECORD_COLUMNS:
+        what = f"column {header[n]!r} where {RECORD_COLUMNS[n]!r} belongs"
+    else:
+        what = f"unknown column {header[n]!r}"
+        close = difflib.get_close_matches(header[n], RECORD_COLUMNS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"{path}:1:{n + 1}: {what}{expected}{hint}")
+
+
+def _record_figure(raw: str, where: str, column: str) -> float:
+    """A recorded figure: a finite number >= 0 (an absolute error as a fraction)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise ConfigError(
+            f"{where}: {column}: expected a finite number >= 0 (an absolute error as a fraction, "
+            f"0.052 for 5.2%), got {raw!r}"
+        )
+    return value
+
+
+def unmatched_records(
+    recorded: dict[RecordKey, tuple[float, float]], frame: pd.DataFrame
+) -> list[RecordKey]:
+    """The keys of ``recorded`` that name no prediction group of ``frame`` (``fidelity_table``'s
+    table): a stale row (its CSV or group gone) or a mistyped name; the record's order."""
+    names = {
+        record_key(r.acceptance, r.csv, r.gpu, r.kind)
+        for r in frame.itertuples()
+        if r.role == "prediction" and r.acceptance
+    }
+    return [key for key in recorded if key not in names]
 
 
 def _up(x: float) -> float:
-    """``x`` rounded up to 0.1% (a recorded figure)."""
-    return math.ceil(round(x * 1000, 6)) / 1000
+    """``x`` rounded up to 0.1% (a recorded figure): the smallest step ``k / 1000`` not below
+    ``x`` (0.118 stays 0.118, 0.1180000004 -> 0.119), whatever the noise of ``x * 1000``."""
+    steps = math.floor(x * 1000)
+    while steps / 1000 < x:
+        steps += 1
+    return steps / 1000
 
 
 def record_rows(frame: pd.DataFrame) -> list[dict[str, str]]:
@@ -708,13 +823,21 @@ def verdict(
     if median <= bounds[0] and abs(worst) <= bounds[1]:
         return "known miss", miss.reason
     return "no", (
-        f"worse than its known miss was recorded at ({_pct(recorded[0])} / "
-        f"{_pct(recorded[1])}, {MISS_MARGIN:.0%} margin)"
+        f"worse than its known miss was recorded at ({_pct(recorded[0])} / {_pct(recorded[1])}): "
+        f"beyond its bound {_pct(bounds[0])} / {_pct(bounds[1])} (each figure its tolerance or its "
+        f"record plus {points(MISS_MARGIN)}, the larger)"
     )
 
 
 def _pct(x: float) -> str:
     return f"{x * 100:.1f}%"
+
+
+def points(x: float) -> str:
+    """An absolute difference of two fractions in percentage points (0.01: "1 point"), not a
+    relative "1%"."""
+    n = x * 100
+    return f"{n:g} point" + ("" if n == 1 else "s")
 
 
 def gpu_fidelity(
@@ -725,8 +848,11 @@ def gpu_fidelity(
     """One row per set, GPU, kind and role: rows, median abs error, worst (signed), the acceptance
     tolerance, within (``verdict``), the known-miss reason where a prediction set is a known
     miss, or why a regression passed its known miss's bound. ``recorded``: the known-miss record
-    (default: ``read_record(root)``, read after the sources). Raises RuntimeError when two groups
-    share a CSV, GPU, kind and role (the record could not tell them apart)."""
+    (default: ``read_record(root)``, read before the sources: a broken record fails at once).
+    Raises RuntimeError when two groups share a CSV, GPU, kind and role (the record could not
+    tell them apart)."""
+    if recorded is None:
+        recorded = read_record(root)
     return fidelity_table(list(groups(root, progress)), root, recorded)
 
 
@@ -771,7 +897,8 @@ def fidelity_table(
 
 
 def regressions(frame: pd.DataFrame) -> pd.DataFrame:
-    """Prediction sets outside their tolerance with no known miss, or beyond its recorded figures."""
+    """Prediction groups outside their tolerance with no known miss, or beyond its bound
+    (``miss_bounds``: each figure max(tolerance, recorded + ``MISS_MARGIN``))."""
     return frame[frame["within"] == "no"]
 
 

@@ -42,7 +42,8 @@ LINEAR_WITHIN = 0.10
 @dataclass
 class Item:
     """One row of the figure: its prediction and calibration errors by GPU, the tolerance
-    (median, worst; None: not gated) and its sets' verdicts (``within`` of the table)."""
+    (median, worst; None: not gated) and its prediction groups' verdicts (``within`` of the
+    table, one per group)."""
 
     name: str
     tolerance: tuple[float, float] | None = None
@@ -112,14 +113,16 @@ def fidelity_items(gs: Sequence[Group], frame: pd.DataFrame) -> list[Item]:
 
 
 def _summary(item: Item) -> str:
+    """The text right of a row: its prediction rows (and calibration rows), then for a gated item
+    its groups (a set, GPU and kind each: the table's rows) by verdict."""
     n = len(item.errors())
     cal = sum(len(e) for e in item.calibration.values())
     text = f"{n} rows" + (f" (+{cal} cal.)" if cal else "")
     if item.tolerance is None:
         return text + ", not gated"
     counts = {v: item.verdicts.count(v) for v in ("yes", "known miss", "no")}
-    sets = ", ".join(f"{c} {v}" for v, c in counts.items() if c)
-    return f"{text}; {len(item.verdicts)} set{'s' if len(item.verdicts) != 1 else ''}: {sets}"
+    verdicts = ", ".join(f"{c} {v}" for v, c in counts.items() if c)
+    return f"{text}; {len(item.verdicts)} group{'s' if len(item.verdicts) != 1 else ''}: {verdicts}"
 
 
 def _clipped(values: list[float]) -> tuple[np.ndarray, np.ndarray]:
