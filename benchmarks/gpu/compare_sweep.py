@@ -25,14 +25,21 @@ from pathlib import Path
 from compare import parity_axes  # compare.py beside this file
 
 from rdusim.analysis.gpu.measured import (
+    compare_dispatch_steps,
+    compare_eager_rounds,
+    compare_fa2_decode,
+    compare_frozen_prefill,
     compare_gemm_rows,
     compare_graph_steps,
     compare_paired_eager,
     compare_prefill_rows,
     compare_small_rows,
+    kernels_csv,
+    round_key,
     run_doc,
     small_kernels_csv,
 )
+from rdusim.analysis.gpu.measured import read_frozen as measured_frozen
 from rdusim.analysis.gpu.predict import (
     MEASURED_LAYER,
     fit_attention,
@@ -41,11 +48,9 @@ from rdusim.analysis.gpu.predict import (
     fit_small_kernels,
     is_gemm_calibration,
     llama_shape,
-    micro_device_s,
     micro_device_us,
     predict_row,
     row_extra,
-    site_host_costs,
     sweep_model,
     with_host,
 )
@@ -213,29 +218,16 @@ def eager_rounds_section(runs: list[tuple[str, list[dict]]], spec: GpuSpec, base
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     compared = []
     for label, rows in runs:
-        depth = next(int(r["n"]) for r in rows if r["kind"] == "queue")
         graph = {(row_extra(r)["family"], r["batch"], r["kv_len"]): float(r["median_us"])
                  for r in rows if r["kind"] == "e2e_decode" and r["mode"] == "graph"}
-        for r in rows:
-            if r["kind"] != "e2e_decode" or r["mode"] != "eager":
-                continue
-            e = row_extra(r)
-            key = (e["family"], r["batch"], r["kv_len"], e["round"], e.get("p10"))
-
-            def same(x: dict, key: tuple = key) -> bool:
-                xe = row_extra(x)
-                return (xe.get("family"), x["batch"], x["kv_len"], xe.get("round"), xe.get("p10")) == key
-            sites = [x for x in rows if x["kind"] == "site" and same(x)]
-            costs = site_host_costs(sites)
-            gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
-            pred = predict_row(r, gpu, sweep_model(r, base))
-            t = float(r["median_us"]) * 1e-6
-            c = {**r, "pred": pred, "err": (pred - t) / t, "run": label}
+        for r in compare_eager_rounds(rows, spec, base):
+            e, sites, pred, t = row_extra(r), r["sites"], r["pred"], float(r["median_us"]) * 1e-6
+            c, key = {**r, "run": label}, round_key(r)
             compared.append(c)
             layer = sum(float(x["median_us"]) for x in sites if x["mode"] == "behind" and row_extra(x)["where"] == "layer")
             head = sum(float(x["median_us"]) for x in sites if x["mode"] == "behind" and row_extra(x)["where"] == "head")
-            seq = next(float(x["median_us"]) for x in rows if x["kind"] == "site_sequence" and same(x))
-            host = next(float(x["median_us"]) for x in rows if x["kind"] == "e2e_host" and same(x))
+            seq = next(float(x["median_us"]) for x in rows if x["kind"] == "site_sequence" and round_key(x) == key)
+            host = next(float(x["median_us"]) for x in rows if x["kind"] == "e2e_host" and round_key(x) == key)
             layers = int(e["layers"])
             g = graph.get((e["family"], r["batch"], r["kv_len"]))
             out.append(f"| {label}{' (P10 shape)' if e.get('p10') else ''} | {e['family']} | {r['batch']} | {r['kv_len']} | {e['round']} | "
@@ -271,15 +263,12 @@ def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> 
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     compared = []
     for i, rows in enumerate(runs, 1):
-        gpu = Gpu(with_host(spec, rows))
+        gpu = Gpu(with_host(spec, rows))  # the per-op host sums below
         host = {r["name"].replace("_host_issue", ""): float(r["median_us"]) for r in rows if r["kind"] == "e2e_host"}
         e2e = {}
-        for r in rows:
-            if r["kind"] == "e2e_decode":
-                pred = predict_row(r, gpu, sweep_model(r, base))
-                t = float(r["median_us"]) * 1e-6
-                e2e[r["name"]] = c = {**r, "pred": pred, "err": (pred - t) / t, "run": i}
-                compared.append(c)
+        for r in compare_dispatch_steps(rows, spec, base):
+            e2e[r["name"]] = c = {**r, "run": i}
+            compared.append(c)
         for name, c in e2e.items():
             if c["mode"] != "eager":
                 continue
@@ -400,21 +389,13 @@ def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict], ho
 def h200_frozen_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
     """Run k's FA2 prefill rows against the predictions frozen before it was measured, and the
     same rows predicted by today's code."""
-    frozen = {}
-    for line in (ROOT / RUN_K_FROZEN).read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, us = line.split()
-            frozen[name] = float(us)
+    frozen = read_frozen(RUN_K_FROZEN)
     out = ["| set | batch | heads (q x kv x hd) | tokens | mask | measured (us) | frozen prediction (us) | error (frozen) | "
            "predicted now (us) | error (now) |", "|---|---:|---|---:|---|---:|---:|---:|---:|---:|"]
     compared = []
-    for r in rows:
-        if r["name"] not in frozen:
-            continue
-        t = float(r["median_us"])
-        f = frozen[r["name"]]
-        now = predict_row(r, gpu) * 1e6
-        c = {**r, "pred": f * 1e-6, "err": (f - t) / t, "err_now": (now - t) / t}
+    for r in compare_frozen_prefill(rows, frozen, gpu):  # the plot: the frozen prediction as pred
+        t, f, now = float(r["median_us"]), frozen[r["name"]], r["pred"] * 1e6
+        c = {**r, "pred": r["frozen"], "err": r["err_frozen"], "err_now": r["err"]}
         compared.append(c)
         mask = "none" if r["mode"] == "noncausal" else "causal"
         out.append(f"| {r['set']} | {r['batch']} | {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {mask} | "
@@ -594,16 +575,11 @@ def small_rows(run: str, gpu: Gpu, base: ModelSpec, frozen: dict[str, float] | N
     """Every small_kernels.py row of ``run`` the model predicts: small kernels by profiled device
     time, decode GEMMs by their share of a graph, decode steps by graph replay."""
     rows = list(csv.DictReader((ROOT / run).open()))
-    out = compare_small_rows(rows, csv.DictReader(_kernels_path(run).open()), gpu, base)
-    for c in out if frozen is not None else ():
-        c["frozen"] = frozen[c["name"]] * 1e-6
-        c["err_frozen"] = (c["frozen"] - c["meas"]) / c["meas"]
-    return out
+    return compare_small_rows(rows, csv.DictReader(_kernels_path(run).open()), gpu, base, frozen)
 
 
 def read_frozen(path: str) -> dict[str, float]:
-    lines = [line for line in (ROOT / path).open() if not line.startswith("#")]
-    return {r["name"]: float(r["predicted_us"]) for r in csv.DictReader(lines)}
+    return measured_frozen(ROOT / path)
 
 
 LABELS = ("l (H100)", "err"), ("m (H200), frozen", "err_frozen"), ("m (H200), now", "err")
@@ -695,20 +671,15 @@ def fa2_section() -> list[str]:
     rows = [r for r in csv.DictReader((ROOT / RUN_N).open()) if r["kind"] == "sk_fa2"]
     gpu = Gpu(run_spec(rows))
     frozen = read_frozen(RUN_N_FROZEN)
-    kernel = {}
-    for k in csv.DictReader((ROOT / RUN_N).with_name(Path(RUN_N).stem + "-kernels.csv").open()):
-        if "spin_kernel" not in k["kernel"] and k["index"] == "0":
-            kernel[k["row"]] = "split-KV + combine" if "splitkv" in k["kernel"] else "forward (one split)"
+    kernels = csv.DictReader((ROOT / kernels_csv(RUN_N)).open())
     out = ["| batch | heads (q x kv) | keys | FA2 kernel | measured, graph share (us) | frozen prediction (us) | error | "
            "predicted now (us) | error |", "|---:|---|---:|---|---:|---:|---:|---:|---:|"]
     errs: dict[str, list[float]] = {}
-    for r in rows:
-        t = float(r["median_us"])
-        now = micro_device_s(r, gpu) * 1e6
-        fz = frozen[r["name"]]
-        errs.setdefault(kernel[r["name"]], []).append(fz / t - 1)
-        out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} | {r['kv_len']} | {kernel[r['name']]} | {t:.1f} | "
-                   f"{fz:.1f} | {(fz / t - 1) * 100:+.1f}% | {now:.1f} | {(now / t - 1) * 100:+.1f}% |")
+    for r in compare_fa2_decode(rows, kernels, frozen, gpu):
+        t, now, fz = float(r["median_us"]), r["pred"] * 1e6, frozen[r["name"]]
+        errs.setdefault(r["kernel"], []).append(r["err_frozen"])
+        out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} | {r['kv_len']} | {r['kernel']} | {t:.1f} | "
+                   f"{fz:.1f} | {r['err_frozen'] * 100:+.1f}% | {now:.1f} | {r['err'] * 100:+.1f}% |")
     out += ["", "| run n, FA2 decode on the H200 (frozen predictions) | rows | median abs error | worst | median signed |",
             "|---|---:|---:|---:|---:|"]
     for name, e in sorted(errs.items()):

@@ -1,7 +1,7 @@
 """The known-miss record of ``rdusim fidelity --gpu`` (benchmarks/gpu/fidelity-known-misses.csv),
 rewritten from the table as it stands.
 
-    PYTHONPATH=. python benchmarks/gpu/fidelity_known_misses.py [--check]
+    PYTHONPATH=. python benchmarks/gpu/fidelity_known_misses.py [--check] [--all]
 
 One row per prediction group outside its tolerance whose acceptance item has a reason in
 ``rdusim.analysis.gpu.fidelity.KNOWN_MISSES``, at its own median and worst error rounded up to
@@ -12,6 +12,11 @@ its old row accepts that regression. It prints what changed against the committe
 (groups added, dropped, loosened, tightened) and the groups outside their tolerance that no
 reason covers (never recorded: they stay regressions). ``--check``: write nothing, exit 1 when
 the committed record is not today's. About a minute (the whole table).
+
+The record covers ``rdusim fidelity --gpu --all``'s groups too. ``--all`` rewrites every row from
+that table (several minutes); without it, the default table's groups are rewritten and the rows of
+the groups only ``--all`` compares are kept as they are (``record_update``), so ``--check`` passes
+on either table when the record is today's.
 """
 
 from __future__ import annotations
@@ -51,15 +56,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 when the record is not today's"
     )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="all_sets",
+        help="rewrite from the --all table (every group); without it the rows of --all's groups are kept",
+    )
     args = parser.parse_args(argv)
     path = ROOT / fid.KNOWN_MISS_RECORD
-    frame = fid.gpu_fidelity(ROOT, recorded={})  # the verdicts are not used
-    rows = fid.record_rows(frame)
-    text = fid.record_text(rows)
+    frame = fid.gpu_fidelity(ROOT, recorded={}, all_sets=args.all_sets)  # the verdicts are not used
     try:
         old = fid.read_record(ROOT)
+        old_rows = fid.record_file_rows(ROOT)
     except ConfigError:
-        old = {}
+        old, old_rows = {}, []
+    rows = fid.record_update(frame, old_rows)
+    text = fid.record_text(rows)
     new = {
         fid.record_key(r["acceptance"], r["csv"], r["gpu"], r["kind"]): (
             float(r["median_abs_error"]),
