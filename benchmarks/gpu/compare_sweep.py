@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
-import sys
 from pathlib import Path
 
 from compare import parity_axes  # compare.py beside this file
@@ -27,14 +26,20 @@ from compare import parity_axes  # compare.py beside this file
 from rdusim.analysis.gpu.measured import (
     compare_dispatch_steps,
     compare_eager_rounds,
+    compare_eager_steps,
     compare_fa2_decode,
+    compare_fa2_mech,
     compare_frozen_prefill,
+    compare_gemm_cliff,
     compare_gemm_rows,
     compare_graph_steps,
+    compare_p10_shapes,
     compare_paired_eager,
     compare_prefill_rows,
     compare_small_rows,
     kernels_csv,
+    prefill_shape,
+    read_frozen_shapes,
     round_key,
     run_doc,
     small_kernels_csv,
@@ -193,13 +198,10 @@ def cliff_section(rows_d: list[dict], gpu: Gpu) -> list[str]:
     out = ["| m x n x k | measured (us) | TFLOP/s | cuBLAS kernel (tile_kstages_cluster) | predicted (us) | error | model tile (BN x BM), splits |",
            "|---|---:|---:|---|---:|---:|---|"]
     errs = []
-    for r in rows_d:
-        if r["kind"] != "gemm_cliff":
-            continue
+    for r in compare_gemm_cliff(rows_d, gpu):
         m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
-        t = float(r["median_us"]) * 1e-6
-        pred = predict_row({**r, "kind": "gemm"}, gpu)
-        errs.append((pred - t) / t)
+        t, pred = float(r["median_us"]) * 1e-6, r["pred"]
+        errs.append(r["err"])
         p = gemm_plan(m, n, k, gpu)
         kn = kernels.get(r["name"], ("—", 0.0))[0]
         out.append(f"| {m} x {n} x {k} | {t * 1e6:.1f} | {2 * m * n * k / t / 1e12:.0f} | {kn} | {pred * 1e6:.1f} | "
@@ -291,21 +293,13 @@ def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> 
 
 
 def holdout_prefill_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
-    frozen = {}
-    for line in (ROOT / RUN_G.replace("-holdout.csv", "-holdout-predicted.txt")).read_text().splitlines():
-        if line and not line.startswith("#"):
-            b, hq, hkv, hd, length, us = line.split()
-            frozen[(b, hq, hkv, hd, length)] = float(us)
+    frozen = read_frozen_shapes(ROOT / RUN_G.replace("-holdout.csv", "-holdout-predicted.txt"))
     out = ["| batch | heads (q x kv x hd) | tokens | measured (us) | frozen prediction (us) | predicted now (us) | error (frozen) |",
            "|---:|---|---:|---:|---:|---:|---:|"]
     errs, compared = [], []
-    for r in rows:
-        if r["set"] != "holdout":
-            continue
-        t = float(r["median_us"])
-        f = frozen[(r["batch"], r["q_heads"], r["kv_heads"], r["head_dim"], r["seq_len"])]
-        now = predict_row(r, gpu) * 1e6
-        errs.append((f - t) / t)
+    for c in compare_frozen_prefill([r for r in rows if r["set"] == "holdout"], frozen, gpu, by_shape=True):
+        r, t, f, now = c, float(c["median_us"]), frozen[prefill_shape(c)], c["pred"] * 1e6
+        errs.append(c["err_frozen"])
         compared.append({**r, "pred": f * 1e-6})
         out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {t:.0f} | {f:.0f} | "
                    f"{now:.0f} | {errs[-1] * 100:+.1f}% |")
@@ -449,17 +443,9 @@ def h200_decode_section(rows: list[dict], spec: GpuSpec, base: ModelSpec, spec_h
            "H200 / H100 measured | predicted (h200.yaml / h100.yaml) | eager measured (us) | "
            "predicted, h200.yaml's host (us) | error | predicted, h100.yaml's host (us) | error | host issue measured (us) |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    compared, with_h100_host, ratios = [], [], []
-    for r in rows:
-        if r["kind"] != "e2e_decode" or "pair" in row_extra(r):
-            continue
-        t = float(r["median_us"]) * 1e-6
-        model = sweep_model(r, base)
-        pred = predict_row(r, gpu, model)
-        compared.append({**r, "pred": pred, "err": (pred - t) / t, "run": "k"})
-        if r["mode"] == "eager":
-            p = predict_row(r, gpu_host, model)
-            with_h100_host.append({**r, "pred": p, "err": (p - t) / t})
+    ratios = []
+    compared = [{**c, "run": "k"} for c in compare_graph_steps(rows, gpu, base) + compare_eager_steps(rows, gpu, base)]
+    with_h100_host = compare_eager_steps(rows, gpu_host, base)
     by = {c["name"]: c for c in compared}
     by_host = {c["name"]: c for c in with_h100_host}
     for name, g in by.items():
@@ -499,12 +485,9 @@ def h200_p10_section(rows: list[dict], gpu: Gpu, h100_rows: list[dict]) -> tuple
     h100 = {r["name"]: float(r["median_us"]) for r in h100_rows}
     out = ["| row | H100 measured (us) | H200 measured (us) | H200 predicted (us) | error |", "|---|---:|---:|---:|---:|"]
     compared = []
-    for r in rows:
-        if not (r["kind"] == "copy" or r["set"] == "p10"):
-            continue
-        t = float(r["median_us"]) * 1e-6
-        pred = predict_row({**r, "set": "prediction"}, gpu)
-        compared.append({**r, "pred": pred, "err": (pred - t) / t})
+    for r in compare_p10_shapes(rows, gpu):
+        t, pred = float(r["median_us"]) * 1e-6, r["pred"]
+        compared.append(r)
         out.append(f"| {r['name']} | {h100.get(r['name'], float('nan')):.1f} | {t * 1e6:.1f} | {pred * 1e6:.1f} | "
                    f"{compared[-1]['err'] * 100:+.1f}% |")
     chase = sorted((int(r["n"]) if r["n"] else int(r["name"].rsplit("_", 1)[1]), float(r["median_us"]))
@@ -695,23 +678,9 @@ RUN_R = "benchmarks/gpu/h100-20261125r-fa2mech-holdout.csv"  # held out: frozen 
 RUN_R_FROZEN = "benchmarks/gpu/h100-20261125r-fa2mech-holdout-predicted.txt"
 
 
-def _mech_group(r: dict) -> str:
-    hd = r["head_dim"]
-    if r["kind"] == "sk_fa2":
-        return f"one-split decode, hd {hd}"
-    if r["kind"] == "fa2_l2":
-        return "one-split decode, K/V in L2 or HBM"
-    if r["kind"] == "fa2_fullq":
-        return "128 queries over their own KV (decode grid, full tiles)"
-    return f"prefill {'causal' if r['mode'] == 'causal' else 'no mask'}, hd {hd}"
-
-
 def fa2_mech_section() -> list[str]:
     """Runs p (H100), q (H200) and r (H100, held-out shapes): fa2_mech.py's rows, measured (a
     decode row's graph share), the frozen prediction and today's, by group."""
-    sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
-    from fa2_mech_predicted import predicted_s
-
     out = ["| run | row | measured (us) | frozen prediction (us) | error | predicted now (us) | error |",
            "|---|---|---:|---:|---:|---:|---:|"]
     errs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
@@ -720,14 +689,11 @@ def fa2_mech_section() -> list[str]:
         rows = list(csv.DictReader((ROOT / path).open()))
         gpu = Gpu(run_spec(rows))
         frozen = read_frozen(frozen_path)
-        for r in rows:
-            shape = {k: (int(r[k]) if r[k] else 0) for k in ("batch", "q_heads", "kv_heads", "kv_len", "head_dim", "seq_len")}
-            row = {**r, **shape} if r["kind"] != "attn_prefill_l2" else r
-            t, fz = float(r["median_us"]), frozen[r["name"]]
-            now = predicted_s(row, gpu) * 1e6
-            e = errs.setdefault((run, _mech_group(shape | {"kind": r["kind"], "mode": r["mode"]})), ([], []))
-            e[0].append(fz / t - 1)
-            e[1].append(now / t - 1)
+        for r in compare_fa2_mech(rows, frozen, gpu):
+            t, fz, now = float(r["median_us"]), frozen[r["name"]], r["pred"] * 1e6
+            e = errs.setdefault((run, r["group"]), ([], []))
+            e[0].append(r["err_frozen"])
+            e[1].append(r["err"])
             out.append(f"| {run} | {r['name']} | {t:.1f} | {fz:.1f} | {(fz / t - 1) * 100:+.1f}% | {now:.1f} | "
                        f"{(now / t - 1) * 100:+.1f}% |")
     out += ["", "| run | group | rows | frozen: median abs error | worst | median signed | now: median abs error | worst "

@@ -270,9 +270,10 @@ def test_all_adds_exactly_the_more_sources(monkeypatch, capsys) -> None:
 def test_more_sources_are_the_listed_sets() -> None:
     """``MORE_SOURCES`` compares the sets the default leaves out for time (runs b, c, ai, the paired
     runs f, j, k, run ac's tp2rep) and those compare_sweep.py alone compared before (FA2 prefill of
-    runs d, e, i; run k's frozen prefill rows; run m's frozen predictions; run n; the eager steps
-    of runs 1-3 and runs d and e's eager rounds), each once, and none the default compares the
-    same way (the record names each group once)."""
+    runs d, e, i; the frozen predictions of runs g, k, m; FA2 decode and its mechanism rows, runs
+    n, p, q, r; the eager steps of runs 1-3, d and e's rounds, k and o unpaired; run d's kv_a
+    cliff; P10's shapes on the H200), each once, and none the default compares the same way (the
+    record names each group once)."""
     names = [s.name for s in fid.MORE_SOURCES]
     assert len(names) == len(set(names)) and not set(names) & {s.name for s in fid.SOURCES}
     read = {f for s in fid.MORE_SOURCES for f in s.files}
@@ -288,6 +289,11 @@ def test_more_sources_are_the_listed_sets() -> None:
         "h200-20261125n-fa2-predicted.txt",
         "h100-20261125-sweep.csv",
         "h100-20261125e-pinned-sweep.csv",
+        "h100-20261125g-holdout-predicted.txt",
+        "h100-20261125p-fa2mech-predicted.txt",
+        "h200-20261125q-fa2mech-predicted.txt",
+        "h100-20261125r-fa2mech-holdout-predicted.txt",
+        "h100-20261125o-sweep.csv",
     } <= read
     assert fid.sources() == fid.SOURCES and fid.sources(True) == fid.SOURCES + fid.MORE_SOURCES
     assert fid.footer(True) == fid.NOT_YET and fid.footer() == (fid.LEFT_OUT, *fid.NOT_YET)
@@ -456,3 +462,18 @@ def test_out_csv(tmp_path, monkeypatch) -> None:
     assert main(["fidelity", "--gpu", "--root", str(ROOT), "--out", str(out)]) == 0
     rows = list(csv.DictReader(out.open()))
     assert [r["kind"] for r in rows] == ["graph decode"] and rows[0]["within"] == "yes"
+
+
+def test_the_frozen_files_are_read_in_both_forms() -> None:
+    """``read_frozen`` reads both committed forms (``name us`` pairs, run k's 42 prefill rows; a
+    ``name,predicted_us`` CSV, run n's 14 FA2 decode rows) and ``read_frozen_shapes`` run g's 14
+    shapes; the comment lines are skipped."""
+    from rdusim.analysis.gpu.measured import read_frozen, read_frozen_shapes
+
+    gpu_dir = ROOT / fid.GPU_DIR
+    k = read_frozen(gpu_dir / "h200-20261125-prefill-predicted.txt")
+    assert len(k) == 42 and k["flash_l2_b1_h8x1x128_l16384"] == 1891.2
+    n = read_frozen(gpu_dir / "h200-20261125n-fa2-predicted.txt")
+    assert len(n) == 14 and n["fa2_b367_h8x1_l8192"] == 584.084
+    g = read_frozen_shapes(gpu_dir / "h100-20261125g-holdout-predicted.txt")
+    assert len(g) == 14 and g[("1", "24", "8", "128", "8192")] == 1327.7

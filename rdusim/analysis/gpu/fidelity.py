@@ -62,10 +62,14 @@ from rdusim.analysis.gpu.collectives import (
 from rdusim.analysis.gpu.measured import (
     compare_dispatch_steps,
     compare_eager_rounds,
+    compare_eager_steps,
     compare_fa2_decode,
+    compare_fa2_mech,
     compare_frozen_prefill,
+    compare_gemm_cliff,
     compare_gemm_rows,
     compare_graph_steps,
+    compare_p10_shapes,
     compare_paired_eager,
     compare_prefill_rows,
     compare_small_rows,
@@ -73,6 +77,7 @@ from rdusim.analysis.gpu.measured import (
     kernels_csv,
     read_csv,
     read_frozen,
+    read_frozen_shapes,
     run_doc,
     small_kernels_csv,
 )
@@ -479,21 +484,25 @@ def _prefill(
     return Source(f"{label}: {kind}", groups, (csv_name,))
 
 
-def _frozen_prefill(csv_name: str, frozen_name: str, label: str) -> Source:
+def _frozen_prefill(
+    csv_name: str, frozen_name: str, label: str, *, by_shape: bool = False, now: bool = True
+) -> Source:
     """The FA2 prefill rows of a run whose predictions were frozen before it was measured (run k's
-    42): the model now, held to the prefill tolerance (docs/gpu.md's acceptance table quotes these
-    rows), and the frozen prediction itself, shown (a committed figure, not today's model)."""
+    42, by name; run g's 14, ``by_shape``): the model now (``now``; run g's rows are the default
+    table's already), held to the prefill tolerance (docs/gpu.md's acceptance table quotes run k's
+    42 rows), and the frozen prediction itself, shown (a committed figure, not today's model)."""
 
     def groups(root: Path) -> list[Group]:
         rows = read_csv(root / GPU_DIR / csv_name)
         spec, gpu = _gpu(root, rows)
-        compared = compare_frozen_prefill(rows, read_frozen(root / GPU_DIR / frozen_name), Gpu(spec))
+        read = read_frozen_shapes if by_shape else read_frozen
+        compared = compare_frozen_prefill(rows, read(root / GPU_DIR / frozen_name), Gpu(spec), by_shape=by_shape)
         frozen = [{**c, "err": c["err_frozen"], "frozen_row": True} for c in compared]
         return _split(
             label,
             csv_name,
             gpu,
-            compared + frozen,
+            (compared if now else []) + frozen,
             lambda c: "long prefill, "
             + ("frozen prediction" if "frozen_row" in c else "rows frozen before the run"),
             lambda c: "prediction",
@@ -537,6 +546,61 @@ def _paired(csv_name: str, label: str) -> Source:
         )
 
     return Source(f"{label}: eager decode", groups, (csv_name,))
+
+
+def _shown(
+    csv_name: str, label: str, kind: str, compare: Callable[[list[dict], Gpu], list[dict]]
+) -> Source:
+    """A run's rows ``compare`` (one of ``measured``'s) compares, one group of ``kind``, every row a
+    prediction; no acceptance item names them: shown, not gated."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        compared = compare(rows, Gpu(spec))
+        return _split(label, csv_name, gpu, compared, lambda c: kind, lambda c: "prediction", lambda k: None)
+
+    return Source(f"{label}: {kind}", groups, (csv_name,))
+
+
+def _fa2_mech(csv_name: str, frozen_name: str, label: str) -> Source:
+    """An ``fa2_mech.py`` run (runs p, q and r): its decode rows (one split, K/V in L2 or HBM, 128
+    queries) and its prefill rows (head_dim, mask), the model now and the prediction frozen before
+    the run (``compare_fa2_mech``); no acceptance item names them: shown, not gated."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        compared = compare_fa2_mech(rows, read_frozen(root / GPU_DIR / frozen_name), Gpu(spec))
+        as_frozen = [{**c, "err": c["err_frozen"], "frozen_row": True} for c in compared]
+        return _split(
+            label,
+            csv_name,
+            gpu,
+            compared + as_frozen,
+            lambda c: "FA2 mechanism rows, "
+            + ("prefill" if c["group"].startswith("prefill") else "decode")
+            + (", frozen prediction" if "frozen_row" in c else ""),
+            lambda c: "prediction",
+            lambda k: None,
+        )
+
+    return Source(f"{label}: FA2 mechanism rows", groups, (csv_name, frozen_name))
+
+
+def _eager_steps(csv_name: str, label: str) -> Source:
+    """A ``sweep.py`` run's eager decode steps outside the paired runs, with its GPU document's
+    pooled host (``compare_eager_steps``: run k's 12, run o's 18); no acceptance item names them
+    (issue 17's eager item is quoted on the paired runs): shown, not gated."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        compared = compare_eager_steps(rows, Gpu(spec), _base())
+        kind = "eager decode, unpaired (the document's host)"
+        return _split(label, csv_name, gpu, compared, lambda c: kind, lambda c: "prediction", lambda k: None)
+
+    return Source(f"{label}: eager decode, unpaired", groups, (csv_name,))
 
 
 def _eager_host(csv_name: str, label: str, *, rounds: bool) -> Source:
@@ -823,6 +887,24 @@ MORE_SOURCES: tuple[Source, ...] = (
     _eager_host("h100-20261125d-sweep.csv", "run d, eager rounds", rounds=True),
     _eager_host("h100-20261125e-sweep.csv", "run e, eager rounds", rounds=True),
     _eager_host("h100-20261125e-pinned-sweep.csv", "run e pinned (one core), eager rounds", rounds=True),
+    _shown(
+        "h100-20261125d-sweep.csv", "run d", "GEMMs, kv_a neighbourhood (n = 576, k = 7168)", compare_gemm_cliff
+    ),
+    _shown("h200-20261125k-sweep.csv", "run k", "P10's copies and GEMMs", compare_p10_shapes),
+    _frozen_prefill(
+        "h100-20261125g-holdout.csv",
+        "h100-20261125g-holdout-predicted.txt",
+        "run g, held out",
+        by_shape=True,
+        now=False,
+    ),
+    _fa2_mech("h100-20261125p-fa2mech.csv", "h100-20261125p-fa2mech-predicted.txt", "run p"),
+    _fa2_mech("h200-20261125q-fa2mech.csv", "h200-20261125q-fa2mech-predicted.txt", "run q"),
+    _fa2_mech(
+        "h100-20261125r-fa2mech-holdout.csv", "h100-20261125r-fa2mech-holdout-predicted.txt", "run r, held out"
+    ),
+    _eager_steps("h200-20261125k-sweep.csv", "run k"),
+    _eager_steps("h100-20261125o-sweep.csv", "run o"),
 )
 
 #: the committed sets the default table leaves out and ``--all`` adds (``MORE_SOURCES``): its footer
@@ -832,21 +914,19 @@ LEFT_OUT = (
     "steps of runs f, j and k, run ac's repeat of its TP2 steps (tp2rep); FA2 prefill of runs d, e and i "
     "(K/V across L2, head_dim 64-256, no mask; repeats), run k's frozen prefill rows, run m's frozen "
     "small-kernel predictions, FA2 decode (run n, now and frozen); the eager steps of runs 1-3 (each "
-    "with its run's dispatch host) and runs d and e's eager rounds (each with its round's sites)"
+    "with its run's dispatch host) and runs d and e's eager rounds (each with its round's sites); run d's "
+    "kv_a GEMM cliff, P10's copies and GEMMs on the H200 (run k), run g's frozen prefill predictions, "
+    "FA2's mechanism rows (runs p, q, r; now and frozen), the unpaired eager steps of runs k and o"
 )
 
 #: committed sets no table compares (not even ``--all``), and why: the output's footer
 NOT_YET: tuple[str, ...] = (
-    "comparison logic still in compare_sweep.py: FA2's mechanism rows (runs p, q, r; frozen and now), "
-    "run d's kv_a GEMM cliff (15 shapes), P10's copies and GEMMs on the H200 (run k), run g's frozen "
-    "prefill figures (its rows are compared with the model now); its clock sections re-split rows "
-    "compared here",
+    "compare_sweep.py's diagnostics of rows compared here: run k's eager steps with h100.yaml's host, "
+    "its H200 / H100 step ratios, the clock sections (FA2 prefill by what ran before it, GEMMs timed "
+    "vs profiled)",
     "TP steps measured before the harness forced FlashAttention (runs t-aa: SDPA's default backend may "
     "run cuDNN's attention, which the model does not price; docs/gpu.md, runs ab and ac)",
-    "eager decode steps outside the paired runs: P10's first run (h100-20261123.csv, 141 rows in all; "
-    "compare.py, docs/gpu.md's Repeatability), run k's 12 unpaired eager steps (compare_sweep.py's H200 "
-    "decode section, with h200.yaml's and h100.yaml's host), run o's 18 eager steps (only its 12 graph "
-    "steps are compared here)",
+    "P10's first run (h100-20261123.csv, 141 rows in all; compare.py, docs/gpu.md's Repeatability)",
     "the TP shard (run ab, tp_shard.py), the clock checks (runs ae, ah, clock_check.py), NCCL's channel "
     "and ramp diagnostics (run ad): their benchmark scripts",
 )

@@ -2,17 +2,18 @@
 per-row comparisons of the P12 sweep CSVs (``benchmarks/gpu/sweep.py``, ``small_kernels.py``).
 
 Owns: ``GPU_DOCS``, ``run_doc``, ``error_stats``, ``compare_gemm_rows``, ``compare_prefill_rows``,
-``compare_frozen_prefill``, ``compare_graph_steps``, ``compare_paired_eager``,
+``compare_frozen_prefill``, ``compare_graph_steps``, ``compare_eager_steps``, ``compare_paired_eager``,
 ``compare_small_rows``, ``compare_fa2_decode``, ``fa2_kernel_labels``, ``read_frozen``,
-``compare_eager_rounds``, ``round_key``, ``compare_dispatch_steps``,
-``small_kernels_csv``, ``kernels_csv``, ``is_flash_prefill``, ``read_csv``. Imports: analysis.gpu.predict, config, hw.gpu.
+``compare_eager_rounds``, ``round_key``, ``compare_dispatch_steps``, ``read_frozen_shapes``,
+``prefill_shape``, ``compare_gemm_cliff``, ``compare_p10_shapes``, ``fa2_mech_s``,
+``fa2_mech_group``, ``compare_fa2_mech``,
+``small_kernels_csv``, ``kernels_csv``, ``is_flash_prefill``, ``read_csv``. Imports: analysis.gpu.predict, config, hw.gpu, mapping.gpu, sim.gpu.
 
 One place for the comparisons it owns: ``rdusim fidelity --gpu`` computes none of its own, and
 ``benchmarks/gpu/compare_sweep.py`` formats these rows into docs/gpu.md's tables where they
-cover them. Not yet all: compare_sweep.py still calls ``predict_row`` itself in several places
-(run k's H200 decode and host comparisons, the P10 shapes on the H200, FA2's mechanism rows,
-the clock and L2 sections: the footer of ``rdusim fidelity --gpu --all`` lists
-the sets still compared only there). Every compared row is the CSV row with ``pred`` (seconds)
+cover them. Not yet all: compare_sweep.py still calls ``predict_row`` itself in a few places
+(run k's H200 over H100 ratios, the clock sections: the footer of ``rdusim fidelity
+--gpu --all`` lists the sets still compared only there). Every compared row is the CSV row with ``pred`` (seconds)
 and ``err`` (signed, relative to the measured median) added; a row with a prediction frozen
 before its run also carries ``frozen`` (seconds) and ``err_frozen``.
 """
@@ -40,6 +41,8 @@ from rdusim.analysis.gpu.predict import (
 )
 from rdusim.config.schema import GpuSpec, ModelSpec
 from rdusim.hw.gpu import Gpu
+from rdusim.mapping.gpu import flash_prefill
+from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
 #: The GPU document that predicts a run: the hardware is the device the CSV itself names (every
 #: row carries torch.cuda.get_device_name: ``device`` in the single-GPU CSVs, ``gpu`` in
@@ -106,6 +109,17 @@ def compare_graph_steps(rows: Iterable[dict], gpu: Gpu, base: ModelSpec) -> list
     ]
 
 
+def compare_eager_steps(rows: Iterable[dict], gpu: Gpu, base: ModelSpec) -> list[dict]:
+    """A run's eager decode steps outside the paired runs (sweep.py's ``e2e`` and ``p10_eager``
+    sections), with the eager host of ``gpu``'s document (runs k and o), each model's shape from
+    the row."""
+    return [
+        _compared(r, predict_row(r, gpu, sweep_model(r, base)))
+        for r in rows
+        if r["kind"] == "e2e_decode" and r["mode"] == "eager" and "pair" not in row_extra(r)
+    ]
+
+
 def compare_paired_eager(
     rows: list[dict], spec: GpuSpec, base: ModelSpec, depth: int | None = None
 ) -> list[dict]:
@@ -138,6 +152,67 @@ def kernels_csv(name: str) -> str:
     beside it."""
     path = Path(name)
     return str(path.with_name(f"{path.stem}-kernels.csv"))
+
+
+def compare_gemm_cliff(rows: Iterable[dict], gpu: Gpu) -> list[dict]:
+    """Run d's ``gemm_cliff`` rows (DeepSeek-V3's kv_a neighbourhood, n = 576, k = 7168), each
+    timed alone after the flush like a ``gemm`` row; never fitted."""
+    return [_compared(r, predict_row({**r, "kind": "gemm"}, gpu)) for r in rows if r["kind"] == "gemm_cliff"]
+
+
+def compare_p10_shapes(rows: Iterable[dict], gpu: Gpu) -> list[dict]:
+    """A ``sweep.py`` run's copies and P10's three GEMMs (set ``p10``), every one a prediction
+    (on the H200's run k nothing was fitted)."""
+    return [
+        _compared(r, predict_row({**r, "set": "prediction"}, gpu))
+        for r in rows
+        if r["kind"] == "copy" or r["set"] == "p10"
+    ]
+
+
+def fa2_mech_s(row: dict, gpu: Gpu) -> float:
+    """The model's time of one ``fa2_mech.py`` row (shape columns as ints): ``sk_fa2`` and
+    ``fa2_l2``, FA2 decode's device time (``micro_device_s``: no L2 residency for decode K/V, so
+    both ``fa2_l2`` rows of a shape get one prediction); ``fa2_fullq``, the forward kernel with 128
+    query rows a (sequence, head), no mask, its device time; ``attn_prefill_l2``, timed alone."""
+    if row["kind"] in ("sk_fa2", "fa2_l2"):
+        return micro_device_s({**row, "kind": "sk_fa2"}, gpu)
+    if row["kind"] == "fa2_fullq":
+        ks = flash_prefill("attention", row["batch"], row["q_heads"], row["kv_heads"], 128, row["head_dim"], gpu,
+                           causal=False, kv_len=row["kv_len"])
+        return elapsed_s(simulate_gpu([(k, 0) for k in ks], gpu, mode="graph")) - gpu.launch_s("graph")
+    return predict_row({k: str(v) for k, v in row.items()}, gpu)
+
+
+def fa2_mech_group(row: dict) -> str:
+    """A ``fa2_mech.py`` row's group (docs/gpu.md's FA2 mechanism table)."""
+    hd = row["head_dim"]
+    if row["kind"] == "sk_fa2":
+        return f"one-split decode, hd {hd}"
+    if row["kind"] == "fa2_l2":
+        return "one-split decode, K/V in L2 or HBM"
+    if row["kind"] == "fa2_fullq":
+        return "128 queries over their own KV (decode grid, full tiles)"
+    return f"prefill {'causal' if row['mode'] == 'causal' else 'no mask'}, hd {hd}"
+
+
+_MECH_SHAPE = ("batch", "q_heads", "kv_heads", "kv_len", "head_dim", "seq_len")
+
+
+def compare_fa2_mech(rows: Iterable[dict], frozen: dict[str, float], gpu: Gpu) -> list[dict]:
+    """Runs p, q and r (``fa2_mech.py``; a decode row is its share of a graph): the model now
+    (``fa2_mech_s``: ``pred``, ``err``) and the prediction frozen before the run (``frozen``, us
+    by name: ``frozen`` in seconds, ``err_frozen``); ``group``: ``fa2_mech_group``'s."""
+    out = []
+    for r in rows:
+        shape = {k: (int(r[k]) if r[k] else 0) for k in _MECH_SHAPE}
+        row = {**r, **shape} if r["kind"] != "attn_prefill_l2" else r
+        t, fz = float(r["median_us"]), frozen[r["name"]]
+        pred = fa2_mech_s(row, gpu)
+        group = fa2_mech_group(shape | {"kind": r["kind"], "mode": r["mode"]})
+        out.append({**r, "pred": pred, "err": pred * 1e6 / t - 1, "frozen": fz * 1e-6, "err_frozen": fz / t - 1,
+                    "group": group})
+    return out
 
 
 def round_key(row: dict) -> tuple:
@@ -223,15 +298,32 @@ def read_frozen(path: Path) -> dict[str, float]:
     return {name: float(us) for name, us in (line.split() for line in lines)}
 
 
-def compare_frozen_prefill(rows: Iterable[dict], frozen: dict[str, float], gpu: Gpu) -> list[dict]:
-    """A run's FA2 prefill rows whose prediction was frozen before it (``frozen``, us by name: run
-    k's), against that prediction (``frozen``, ``err_frozen``) and the model now (``pred``,
-    ``err``)."""
+def read_frozen_shapes(path: Path) -> dict[tuple[str, ...], float]:
+    """Run g's frozen prefill predictions (``#`` comment lines first, then ``batch q_heads kv_heads
+    head_dim tokens us``): predicted microseconds by ``prefill_shape``."""
+    with path.open() as fh:
+        lines = [line.split() for line in fh if not line.startswith("#") and line.strip()]
+    return {tuple(f[:5]): float(f[5]) for f in lines}
+
+
+def prefill_shape(row: dict) -> tuple[str, ...]:
+    """A prefill row's shape as ``read_frozen_shapes`` keys it: (batch, q_heads, kv_heads, head_dim,
+    seq_len), the CSV's strings."""
+    return (row["batch"], row["q_heads"], row["kv_heads"], row["head_dim"], row["seq_len"])
+
+
+def compare_frozen_prefill(
+    rows: Iterable[dict], frozen: dict, gpu: Gpu, *, by_shape: bool = False
+) -> list[dict]:
+    """A run's FA2 prefill rows whose prediction was frozen before it (``frozen``: us by name, run
+    k's; ``by_shape``: by ``prefill_shape``, run g's), against that prediction (``frozen``,
+    ``err_frozen``) and the model now (``pred``, ``err``)."""
     out = []
     for r in rows:
-        if r["name"] not in frozen:
+        key = prefill_shape(r) if by_shape else r["name"]
+        if not is_flash_prefill(r) or key not in frozen:
             continue
-        t, f = float(r["median_us"]), frozen[r["name"]]
+        t, f = float(r["median_us"]), frozen[key]
         pred = predict_row(r, gpu)
         now = pred * 1e6
         out.append({**r, "pred": pred, "err": (now - t) / t, "frozen": f * 1e-6, "err_frozen": (f - t) / t})
