@@ -269,11 +269,11 @@ def test_all_adds_exactly_the_more_sources(monkeypatch, capsys) -> None:
 
 def test_more_sources_are_the_listed_sets() -> None:
     """``MORE_SOURCES`` compares the sets the default leaves out for time (runs b, c, ai, the paired
-    runs f, j, k, run ac's tp2rep) and those compare_sweep.py alone compared before (FA2 prefill of
-    runs d, e, i; the frozen predictions of runs g, k, m; FA2 decode and its mechanism rows, runs
-    n, p, q, r; the eager steps of runs 1-3, d and e's rounds, k and o unpaired; run d's kv_a
-    cliff; P10's shapes on the H200), each once, and none the default compares the same way (the
-    record names each group once)."""
+    runs f, j, k, run ac's tp2rep, P10's first run) and those compare_sweep.py alone compared
+    before (FA2 prefill of runs d, e, i; the frozen predictions of runs g, k, m; FA2 decode and its
+    mechanism rows, runs n, p, q, r; the eager steps of runs 1-3, d and e's rounds, k's unpaired;
+    run d's kv_a cliff; P10's shapes on the H200), each once, and none the default compares the
+    same way (the record names each group once)."""
     names = [s.name for s in fid.MORE_SOURCES]
     assert len(names) == len(set(names)) and not set(names) & {s.name for s in fid.SOURCES}
     read = {f for s in fid.MORE_SOURCES for f in s.files}
@@ -293,7 +293,7 @@ def test_more_sources_are_the_listed_sets() -> None:
         "h100-20261125p-fa2mech-predicted.txt",
         "h200-20261125q-fa2mech-predicted.txt",
         "h100-20261125r-fa2mech-holdout-predicted.txt",
-        "h100-20261125o-sweep.csv",
+        "h100-20261123.csv",
     } <= read
     assert fid.sources() == fid.SOURCES and fid.sources(True) == fid.SOURCES + fid.MORE_SOURCES
     assert fid.footer(True) == fid.NOT_YET and fid.footer() == (fid.LEFT_OUT, *fid.NOT_YET)

@@ -111,7 +111,7 @@ def compare_graph_steps(rows: Iterable[dict], gpu: Gpu, base: ModelSpec) -> list
 
 def compare_eager_steps(rows: Iterable[dict], gpu: Gpu, base: ModelSpec) -> list[dict]:
     """A run's eager decode steps outside the paired runs (sweep.py's ``e2e`` and ``p10_eager``
-    sections), with the eager host of ``gpu``'s document (runs k and o), each model's shape from
+    sections), with the eager host of ``gpu``'s document (run k's), each model's shape from
     the row."""
     return [
         _compared(r, predict_row(r, gpu, sweep_model(r, base)))
