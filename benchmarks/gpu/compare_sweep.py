@@ -19,20 +19,32 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
-import sys
 from pathlib import Path
 
 from compare import parity_axes  # compare.py beside this file
 
 from rdusim.analysis.gpu.measured import (
+    compare_dispatch_steps,
+    compare_eager_rounds,
+    compare_eager_steps,
+    compare_fa2_decode,
+    compare_fa2_mech,
+    compare_frozen_prefill,
+    compare_gemm_cliff,
     compare_gemm_rows,
     compare_graph_steps,
+    compare_p10_shapes,
     compare_paired_eager,
     compare_prefill_rows,
     compare_small_rows,
+    kernels_csv,
+    prefill_shape,
+    read_frozen_shapes,
+    round_key,
     run_doc,
     small_kernels_csv,
 )
+from rdusim.analysis.gpu.measured import read_frozen as measured_frozen
 from rdusim.analysis.gpu.predict import (
     MEASURED_LAYER,
     fit_attention,
@@ -41,11 +53,9 @@ from rdusim.analysis.gpu.predict import (
     fit_small_kernels,
     is_gemm_calibration,
     llama_shape,
-    micro_device_s,
     micro_device_us,
     predict_row,
     row_extra,
-    site_host_costs,
     sweep_model,
     with_host,
 )
@@ -188,13 +198,10 @@ def cliff_section(rows_d: list[dict], gpu: Gpu) -> list[str]:
     out = ["| m x n x k | measured (us) | TFLOP/s | cuBLAS kernel (tile_kstages_cluster) | predicted (us) | error | model tile (BN x BM), splits |",
            "|---|---:|---:|---|---:|---:|---|"]
     errs = []
-    for r in rows_d:
-        if r["kind"] != "gemm_cliff":
-            continue
+    for r in compare_gemm_cliff(rows_d, gpu):
         m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
-        t = float(r["median_us"]) * 1e-6
-        pred = predict_row({**r, "kind": "gemm"}, gpu)
-        errs.append((pred - t) / t)
+        t, pred = float(r["median_us"]) * 1e-6, r["pred"]
+        errs.append(r["err"])
         p = gemm_plan(m, n, k, gpu)
         kn = kernels.get(r["name"], ("—", 0.0))[0]
         out.append(f"| {m} x {n} x {k} | {t * 1e6:.1f} | {2 * m * n * k / t / 1e12:.0f} | {kn} | {pred * 1e6:.1f} | "
@@ -213,29 +220,16 @@ def eager_rounds_section(runs: list[tuple[str, list[dict]]], spec: GpuSpec, base
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     compared = []
     for label, rows in runs:
-        depth = next(int(r["n"]) for r in rows if r["kind"] == "queue")
         graph = {(row_extra(r)["family"], r["batch"], r["kv_len"]): float(r["median_us"])
                  for r in rows if r["kind"] == "e2e_decode" and r["mode"] == "graph"}
-        for r in rows:
-            if r["kind"] != "e2e_decode" or r["mode"] != "eager":
-                continue
-            e = row_extra(r)
-            key = (e["family"], r["batch"], r["kv_len"], e["round"], e.get("p10"))
-
-            def same(x: dict, key: tuple = key) -> bool:
-                xe = row_extra(x)
-                return (xe.get("family"), x["batch"], x["kv_len"], xe.get("round"), xe.get("p10")) == key
-            sites = [x for x in rows if x["kind"] == "site" and same(x)]
-            costs = site_host_costs(sites)
-            gpu = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={**costs, "queue_depth": depth})}))
-            pred = predict_row(r, gpu, sweep_model(r, base))
-            t = float(r["median_us"]) * 1e-6
-            c = {**r, "pred": pred, "err": (pred - t) / t, "run": label}
+        for r in compare_eager_rounds(rows, spec, base):
+            e, sites, pred, t = row_extra(r), r["sites"], r["pred"], float(r["median_us"]) * 1e-6
+            c, key = {**r, "run": label}, round_key(r)
             compared.append(c)
             layer = sum(float(x["median_us"]) for x in sites if x["mode"] == "behind" and row_extra(x)["where"] == "layer")
             head = sum(float(x["median_us"]) for x in sites if x["mode"] == "behind" and row_extra(x)["where"] == "head")
-            seq = next(float(x["median_us"]) for x in rows if x["kind"] == "site_sequence" and same(x))
-            host = next(float(x["median_us"]) for x in rows if x["kind"] == "e2e_host" and same(x))
+            seq = next(float(x["median_us"]) for x in rows if x["kind"] == "site_sequence" and round_key(x) == key)
+            host = next(float(x["median_us"]) for x in rows if x["kind"] == "e2e_host" and round_key(x) == key)
             layers = int(e["layers"])
             g = graph.get((e["family"], r["batch"], r["kv_len"]))
             out.append(f"| {label}{' (P10 shape)' if e.get('p10') else ''} | {e['family']} | {r['batch']} | {r['kv_len']} | {e['round']} | "
@@ -271,15 +265,12 @@ def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> 
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     compared = []
     for i, rows in enumerate(runs, 1):
-        gpu = Gpu(with_host(spec, rows))
+        gpu = Gpu(with_host(spec, rows))  # the per-op host sums below
         host = {r["name"].replace("_host_issue", ""): float(r["median_us"]) for r in rows if r["kind"] == "e2e_host"}
         e2e = {}
-        for r in rows:
-            if r["kind"] == "e2e_decode":
-                pred = predict_row(r, gpu, sweep_model(r, base))
-                t = float(r["median_us"]) * 1e-6
-                e2e[r["name"]] = c = {**r, "pred": pred, "err": (pred - t) / t, "run": i}
-                compared.append(c)
+        for r in compare_dispatch_steps(rows, spec, base):
+            e2e[r["name"]] = c = {**r, "run": i}
+            compared.append(c)
         for name, c in e2e.items():
             if c["mode"] != "eager":
                 continue
@@ -302,21 +293,13 @@ def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> 
 
 
 def holdout_prefill_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
-    frozen = {}
-    for line in (ROOT / RUN_G.replace("-holdout.csv", "-holdout-predicted.txt")).read_text().splitlines():
-        if line and not line.startswith("#"):
-            b, hq, hkv, hd, length, us = line.split()
-            frozen[(b, hq, hkv, hd, length)] = float(us)
+    frozen = read_frozen_shapes(ROOT / RUN_G.replace("-holdout.csv", "-holdout-predicted.txt"))
     out = ["| batch | heads (q x kv x hd) | tokens | measured (us) | frozen prediction (us) | predicted now (us) | error (frozen) |",
            "|---:|---|---:|---:|---:|---:|---:|"]
     errs, compared = [], []
-    for r in rows:
-        if r["set"] != "holdout":
-            continue
-        t = float(r["median_us"])
-        f = frozen[(r["batch"], r["q_heads"], r["kv_heads"], r["head_dim"], r["seq_len"])]
-        now = predict_row(r, gpu) * 1e6
-        errs.append((f - t) / t)
+    for c in compare_frozen_prefill([r for r in rows if r["set"] == "holdout"], frozen, gpu, by_shape=True):
+        r, t, f, now = c, float(c["median_us"]), frozen[prefill_shape(c)], c["pred"] * 1e6
+        errs.append(c["err_frozen"])
         compared.append({**r, "pred": f * 1e-6})
         out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {t:.0f} | {f:.0f} | "
                    f"{now:.0f} | {errs[-1] * 100:+.1f}% |")
@@ -400,21 +383,13 @@ def _plots(gemm_runs: list[list[dict]], prefill: list[dict], e2e: list[dict], ho
 def h200_frozen_section(rows: list[dict], gpu: Gpu) -> tuple[list[str], list[dict]]:
     """Run k's FA2 prefill rows against the predictions frozen before it was measured, and the
     same rows predicted by today's code."""
-    frozen = {}
-    for line in (ROOT / RUN_K_FROZEN).read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, us = line.split()
-            frozen[name] = float(us)
+    frozen = read_frozen(RUN_K_FROZEN)
     out = ["| set | batch | heads (q x kv x hd) | tokens | mask | measured (us) | frozen prediction (us) | error (frozen) | "
            "predicted now (us) | error (now) |", "|---|---:|---|---:|---|---:|---:|---:|---:|---:|"]
     compared = []
-    for r in rows:
-        if r["name"] not in frozen:
-            continue
-        t = float(r["median_us"])
-        f = frozen[r["name"]]
-        now = predict_row(r, gpu) * 1e6
-        c = {**r, "pred": f * 1e-6, "err": (f - t) / t, "err_now": (now - t) / t}
+    for r in compare_frozen_prefill(rows, frozen, gpu):  # the plot: the frozen prediction as pred
+        t, f, now = float(r["median_us"]), frozen[r["name"]], r["pred"] * 1e6
+        c = {**r, "pred": r["frozen"], "err": r["err_frozen"], "err_now": r["err"]}
         compared.append(c)
         mask = "none" if r["mode"] == "noncausal" else "causal"
         out.append(f"| {r['set']} | {r['batch']} | {r['q_heads']} x {r['kv_heads']} x {r['head_dim']} | {r['seq_len']} | {mask} | "
@@ -468,17 +443,9 @@ def h200_decode_section(rows: list[dict], spec: GpuSpec, base: ModelSpec, spec_h
            "H200 / H100 measured | predicted (h200.yaml / h100.yaml) | eager measured (us) | "
            "predicted, h200.yaml's host (us) | error | predicted, h100.yaml's host (us) | error | host issue measured (us) |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    compared, with_h100_host, ratios = [], [], []
-    for r in rows:
-        if r["kind"] != "e2e_decode" or "pair" in row_extra(r):
-            continue
-        t = float(r["median_us"]) * 1e-6
-        model = sweep_model(r, base)
-        pred = predict_row(r, gpu, model)
-        compared.append({**r, "pred": pred, "err": (pred - t) / t, "run": "k"})
-        if r["mode"] == "eager":
-            p = predict_row(r, gpu_host, model)
-            with_h100_host.append({**r, "pred": p, "err": (p - t) / t})
+    ratios = []
+    compared = [{**c, "run": "k"} for c in compare_graph_steps(rows, gpu, base) + compare_eager_steps(rows, gpu, base)]
+    with_h100_host = compare_eager_steps(rows, gpu_host, base)
     by = {c["name"]: c for c in compared}
     by_host = {c["name"]: c for c in with_h100_host}
     for name, g in by.items():
@@ -518,12 +485,9 @@ def h200_p10_section(rows: list[dict], gpu: Gpu, h100_rows: list[dict]) -> tuple
     h100 = {r["name"]: float(r["median_us"]) for r in h100_rows}
     out = ["| row | H100 measured (us) | H200 measured (us) | H200 predicted (us) | error |", "|---|---:|---:|---:|---:|"]
     compared = []
-    for r in rows:
-        if not (r["kind"] == "copy" or r["set"] == "p10"):
-            continue
-        t = float(r["median_us"]) * 1e-6
-        pred = predict_row({**r, "set": "prediction"}, gpu)
-        compared.append({**r, "pred": pred, "err": (pred - t) / t})
+    for r in compare_p10_shapes(rows, gpu):
+        t, pred = float(r["median_us"]) * 1e-6, r["pred"]
+        compared.append(r)
         out.append(f"| {r['name']} | {h100.get(r['name'], float('nan')):.1f} | {t * 1e6:.1f} | {pred * 1e6:.1f} | "
                    f"{compared[-1]['err'] * 100:+.1f}% |")
     chase = sorted((int(r["n"]) if r["n"] else int(r["name"].rsplit("_", 1)[1]), float(r["median_us"]))
@@ -594,16 +558,11 @@ def small_rows(run: str, gpu: Gpu, base: ModelSpec, frozen: dict[str, float] | N
     """Every small_kernels.py row of ``run`` the model predicts: small kernels by profiled device
     time, decode GEMMs by their share of a graph, decode steps by graph replay."""
     rows = list(csv.DictReader((ROOT / run).open()))
-    out = compare_small_rows(rows, csv.DictReader(_kernels_path(run).open()), gpu, base)
-    for c in out if frozen is not None else ():
-        c["frozen"] = frozen[c["name"]] * 1e-6
-        c["err_frozen"] = (c["frozen"] - c["meas"]) / c["meas"]
-    return out
+    return compare_small_rows(rows, csv.DictReader(_kernels_path(run).open()), gpu, base, frozen)
 
 
 def read_frozen(path: str) -> dict[str, float]:
-    lines = [line for line in (ROOT / path).open() if not line.startswith("#")]
-    return {r["name"]: float(r["predicted_us"]) for r in csv.DictReader(lines)}
+    return measured_frozen(ROOT / path)
 
 
 LABELS = ("l (H100)", "err"), ("m (H200), frozen", "err_frozen"), ("m (H200), now", "err")
@@ -695,20 +654,15 @@ def fa2_section() -> list[str]:
     rows = [r for r in csv.DictReader((ROOT / RUN_N).open()) if r["kind"] == "sk_fa2"]
     gpu = Gpu(run_spec(rows))
     frozen = read_frozen(RUN_N_FROZEN)
-    kernel = {}
-    for k in csv.DictReader((ROOT / RUN_N).with_name(Path(RUN_N).stem + "-kernels.csv").open()):
-        if "spin_kernel" not in k["kernel"] and k["index"] == "0":
-            kernel[k["row"]] = "split-KV + combine" if "splitkv" in k["kernel"] else "forward (one split)"
+    kernels = csv.DictReader((ROOT / kernels_csv(RUN_N)).open())
     out = ["| batch | heads (q x kv) | keys | FA2 kernel | measured, graph share (us) | frozen prediction (us) | error | "
            "predicted now (us) | error |", "|---:|---|---:|---|---:|---:|---:|---:|---:|"]
     errs: dict[str, list[float]] = {}
-    for r in rows:
-        t = float(r["median_us"])
-        now = micro_device_s(r, gpu) * 1e6
-        fz = frozen[r["name"]]
-        errs.setdefault(kernel[r["name"]], []).append(fz / t - 1)
-        out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} | {r['kv_len']} | {kernel[r['name']]} | {t:.1f} | "
-                   f"{fz:.1f} | {(fz / t - 1) * 100:+.1f}% | {now:.1f} | {(now / t - 1) * 100:+.1f}% |")
+    for r in compare_fa2_decode(rows, kernels, frozen, gpu):
+        t, now, fz = float(r["median_us"]), r["pred"] * 1e6, frozen[r["name"]]
+        errs.setdefault(r["kernel"], []).append(r["err_frozen"])
+        out.append(f"| {r['batch']} | {r['q_heads']} x {r['kv_heads']} | {r['kv_len']} | {r['kernel']} | {t:.1f} | "
+                   f"{fz:.1f} | {r['err_frozen'] * 100:+.1f}% | {now:.1f} | {r['err'] * 100:+.1f}% |")
     out += ["", "| run n, FA2 decode on the H200 (frozen predictions) | rows | median abs error | worst | median signed |",
             "|---|---:|---:|---:|---:|"]
     for name, e in sorted(errs.items()):
@@ -724,23 +678,9 @@ RUN_R = "benchmarks/gpu/h100-20261125r-fa2mech-holdout.csv"  # held out: frozen 
 RUN_R_FROZEN = "benchmarks/gpu/h100-20261125r-fa2mech-holdout-predicted.txt"
 
 
-def _mech_group(r: dict) -> str:
-    hd = r["head_dim"]
-    if r["kind"] == "sk_fa2":
-        return f"one-split decode, hd {hd}"
-    if r["kind"] == "fa2_l2":
-        return "one-split decode, K/V in L2 or HBM"
-    if r["kind"] == "fa2_fullq":
-        return "128 queries over their own KV (decode grid, full tiles)"
-    return f"prefill {'causal' if r['mode'] == 'causal' else 'no mask'}, hd {hd}"
-
-
 def fa2_mech_section() -> list[str]:
     """Runs p (H100), q (H200) and r (H100, held-out shapes): fa2_mech.py's rows, measured (a
     decode row's graph share), the frozen prediction and today's, by group."""
-    sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
-    from fa2_mech_predicted import predicted_s
-
     out = ["| run | row | measured (us) | frozen prediction (us) | error | predicted now (us) | error |",
            "|---|---|---:|---:|---:|---:|---:|"]
     errs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
@@ -749,14 +689,11 @@ def fa2_mech_section() -> list[str]:
         rows = list(csv.DictReader((ROOT / path).open()))
         gpu = Gpu(run_spec(rows))
         frozen = read_frozen(frozen_path)
-        for r in rows:
-            shape = {k: (int(r[k]) if r[k] else 0) for k in ("batch", "q_heads", "kv_heads", "kv_len", "head_dim", "seq_len")}
-            row = {**r, **shape} if r["kind"] != "attn_prefill_l2" else r
-            t, fz = float(r["median_us"]), frozen[r["name"]]
-            now = predicted_s(row, gpu) * 1e6
-            e = errs.setdefault((run, _mech_group(shape | {"kind": r["kind"], "mode": r["mode"]})), ([], []))
-            e[0].append(fz / t - 1)
-            e[1].append(now / t - 1)
+        for r in compare_fa2_mech(rows, frozen, gpu):
+            t, fz, now = float(r["median_us"]), frozen[r["name"]], r["pred"] * 1e6
+            e = errs.setdefault((run, r["group"]), ([], []))
+            e[0].append(r["err_frozen"])
+            e[1].append(r["err"])
             out.append(f"| {run} | {r['name']} | {t:.1f} | {fz:.1f} | {(fz / t - 1) * 100:+.1f}% | {now:.1f} | "
                        f"{(now / t - 1) * 100:+.1f}% |")
     out += ["", "| run | group | rows | frozen: median abs error | worst | median signed | now: median abs error | worst "

@@ -6,6 +6,7 @@ Rows from ``fa2_mech.py``'s shape lists (nothing measured is read). ``sk_fa2`` a
 decode's device time (``micro_device_s``: the model has no L2 residency for decode K/V, so both
 ``fa2_l2`` rows of a shape get one prediction); ``fa2_fullq``: the forward kernel with 128 query
 rows a (sequence, head), no mask, its device time; ``attn_prefill_l2``: timed alone (``predict_row``).
+``predicted_s`` is the library's ``fa2_mech_s`` (rdusim.analysis.gpu.measured).
 """
 
 from __future__ import annotations
@@ -24,12 +25,10 @@ from fa2_mech_shapes import (  # noqa: E402
     PREFILL_CASES,
 )
 
-from rdusim.analysis.gpu.predict import micro_device_s, predict_row  # noqa: E402
+from rdusim.analysis.gpu.measured import fa2_mech_s as predicted_s  # noqa: E402
 from rdusim.config.loader import load_spec  # noqa: E402
 from rdusim.config.schema import GpuSpec  # noqa: E402
 from rdusim.hw.gpu import Gpu  # noqa: E402
-from rdusim.mapping.gpu import flash_prefill  # noqa: E402
-from rdusim.sim.gpu import elapsed_s, simulate_gpu  # noqa: E402
 
 
 def rows(holdout: bool = False) -> list[dict]:
@@ -52,16 +51,6 @@ def rows(holdout: bool = False) -> list[dict]:
                         seq_len=L, kv_len=L, mode="causal" if causal else "noncausal",
                         name=f"flash_hd_b{b}_h{hq}x{hkv}x{hd}_l{L}" + ("" if causal else "_full")))
     return out
-
-
-def predicted_s(row: dict, gpu: Gpu) -> float:
-    if row["kind"] in ("sk_fa2", "fa2_l2"):
-        return micro_device_s({**row, "kind": "sk_fa2"}, gpu)
-    if row["kind"] == "fa2_fullq":
-        ks = flash_prefill("attention", row["batch"], row["q_heads"], row["kv_heads"], 128, row["head_dim"], gpu,
-                           causal=False, kv_len=row["kv_len"])
-        return elapsed_s(simulate_gpu([(k, 0) for k in ks], gpu, mode="graph")) - gpu.launch_s("graph")
-    return predict_row({k: str(v) for k, v in row.items()}, gpu)
 
 
 def main(argv: list[str]) -> int:

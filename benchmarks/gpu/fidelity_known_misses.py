@@ -1,7 +1,7 @@
 """The known-miss record of ``rdusim fidelity --gpu`` (benchmarks/gpu/fidelity-known-misses.csv),
 rewritten from the table as it stands.
 
-    PYTHONPATH=. python benchmarks/gpu/fidelity_known_misses.py [--check]
+    PYTHONPATH=. python benchmarks/gpu/fidelity_known_misses.py [--check] [--all]
 
 One row per prediction group outside its tolerance whose acceptance item has a reason in
 ``rdusim.analysis.gpu.fidelity.KNOWN_MISSES``, at its own median and worst error rounded up to
@@ -17,6 +17,11 @@ Exit 2, before the table, when the committed record does not parse (``read_recor
 error): fix it, or delete it to write it afresh (every row then reads as added); a missing
 record is an empty one. Exit 2 too when a measurement or document does not parse, or the record
 cannot be written (it is written to a temporary file beside it, then renamed into place).
+
+The record covers ``rdusim fidelity --gpu --all``'s groups too. ``--all`` rewrites every row from
+that table (several minutes); without it, the default table's groups are rewritten and the rows of
+the groups only ``--all`` compares are kept as they are (``record_update``), so ``--check`` passes
+on either table when the record is today's.
 """
 
 from __future__ import annotations
@@ -57,16 +62,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 when the record is not today's"
     )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="all_sets",
+        help="rewrite from the --all table (every group); without it the rows of --all's groups are kept",
+    )
     args = parser.parse_args(argv)
     path = ROOT / fid.KNOWN_MISS_RECORD
+    exists = path.exists() or path.is_symlink()
     try:
         # the committed record first: one that does not parse is fixed (or deleted) before the
-        # table's minute, never read as empty (every row "added" would hide what changed)
-        old = fid.read_record(ROOT) if path.exists() or path.is_symlink() else {}
-        frame = fid.gpu_fidelity(ROOT, recorded={})  # the verdicts are not used
+        # table's minutes, never read as empty (every row "added" would hide what changed)
+        old = fid.read_record(ROOT) if exists else {}
+        old_rows = fid.record_file_rows(ROOT) if exists else []
+        frame = fid.gpu_fidelity(ROOT, recorded={}, all_sets=args.all_sets)  # the verdicts are not used
     except ConfigError as error:
         return _error(error)
-    rows = fid.record_rows(frame)
+    rows = fid.record_update(frame, old_rows)
     text = fid.record_text(rows)
     new = {
         fid.record_key(r["acceptance"], r["csv"], r["gpu"], r["kind"]): (

@@ -28,6 +28,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="the GPU model against the measurements under <root>/benchmarks/gpu (issue 17's acceptance)",
     )
     parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="all_sets",
+        help="--gpu only: also the sets left out to keep it near a minute (repeats, paired eager runs, "
+        "frozen predictions; several minutes)",
+    )
+    parser.add_argument(
         "--plot",
         help="--gpu only: also write a figure of every compared row's signed error (PNG): prediction "
         "rows one row per acceptance item with its tolerance, calibration rows grey, ungated kinds on "
@@ -41,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
         return run_gpu(args)
     if args.plot is not None:
         raise ConfigError("--plot: only with --gpu (the GPU model's errors); the SN40L table has no figure")
+    if args.all_sets:
+        raise ConfigError("--all: only with --gpu (the GPU model's measurement sets)")
     from rdusim.analysis.calibration.fidelity import (
         GROUPS,
         fidelity,
@@ -112,14 +121,14 @@ def run_gpu(args: argparse.Namespace) -> int:
     from rdusim.analysis.gpu.fidelity import (
         KNOWN_MISS_RECORD,
         MISS_MARGIN,
-        NOT_YET,
-        SOURCES,
         fidelity_table,
+        footer,
         groups,
         issue17_quoted,
         points,
         read_record,
         regressions,
+        sources,
         unmatched_records,
     )
 
@@ -128,8 +137,8 @@ def run_gpu(args: argparse.Namespace) -> int:
     plot = outputs.file("--plot", args.plot)
     root = Path(args.root)
     recorded = read_record(root)  # a missing or broken record: before the work, not after it
-    with bar(len(SOURCES), "fidelity --gpu", "set") as stages:
-        gs = list(groups(root, progress=updater(stages)))
+    with bar(len(sources(args.all_sets)), "fidelity --gpu", "set") as stages:
+        gs = list(groups(root, progress=updater(stages), all_sets=args.all_sets))
     frame = fidelity_table(gs, root, recorded)
     quoted = issue17_quoted(root)
     lines = [
@@ -190,7 +199,7 @@ def run_gpu(args: argparse.Namespace) -> int:
             f"- {row.set}, {row.kind}: {row.reason or 'no known miss is recorded for this group'}"
             for row in worse.itertuples()
         ]
-    stale = unmatched_records(recorded, frame)
+    stale = unmatched_records(recorded, frame, all_sets=args.all_sets)
     if stale:
         lines += [
             "",
@@ -225,7 +234,7 @@ def run_gpu(args: argparse.Namespace) -> int:
         "",
         "Not yet in this table:",
     ]
-    lines += [f"- {text}" for text in NOT_YET]
+    lines += [f"- {text}" for text in footer(args.all_sets)]
     if plot is not None:
         from rdusim.analysis.gpu.fidelity_plot import fidelity_figure_png  # noqa: PLC0415 (matplotlib only when plotting)
 

@@ -2,9 +2,11 @@
 
 Owns: ``ACCEPTANCE`` (issue 17's tolerances), ``KNOWN_MISSES`` (the reasons, docs/gpu.md's
 "Issue 17 acceptance: where it stands"), the known-miss record (``KNOWN_MISS_RECORD``:
-``read_record``, ``unmatched_records``, ``record_rows``, ``record_text``; ``miss_bounds``), ``SOURCES`` (which
-committed CSV is compared how, and the files each reads), ``verdict``, ``gpu_fidelity`` (one
-row per set, kind and role; ``fidelity_table`` of given groups), ``issue17_quoted``. Imports: analysis.gpu.predict,
+``read_record``, ``unmatched_records``, ``record_rows``, ``record_update``, ``record_text``;
+``miss_bounds``), ``SOURCES`` (which committed CSV is compared how, and the files each reads;
+``MORE_SOURCES``: the sets ``--all`` adds, ``sources``; ``LEFT_OUT`` and ``NOT_YET``: the footer,
+``footer``), ``verdict``, ``gpu_fidelity`` (one row per set, kind and role; ``fidelity_table`` of
+given groups), ``issue17_quoted``. Imports: analysis.gpu.predict,
 analysis.gpu.measured, analysis.gpu.collectives, config, hw.gpu.
 
 Every figure is computed here from the CSVs under ``<root>/benchmarks/gpu`` with the GPU
@@ -31,10 +33,11 @@ change reads as a row of its diff. A group is named by (CSV, GPU, kind): the set
 out because the collectives' carries the fitted bus, a computed figure; ``gpu_fidelity`` checks
 the name is unique in the table. A group within its tolerance when recorded has no row, so it
 is a regression as soon as it leaves the tolerance, whatever other groups of its CSV miss by.
-The record is generated, not typed: ``PYTHONPATH=. python benchmarks/gpu/fidelity_known_misses.py``
-rewrites it from the table as it stands (``record_rows``; a new measurement CSV or a reason
-added to ``KNOWN_MISSES`` needs it rerun), and tests/gpu/test_gpu_fidelity.py checks the
-committed file is what it writes today.
+The record is generated, not typed: ``PYTHONPATH=. python benchmarks/gpu/fidelity_known_misses.py
+--all`` rewrites it from the ``--all`` table as it stands (``record_rows``; a new measurement CSV or
+a reason added to ``KNOWN_MISSES`` needs it rerun; without ``--all`` it rewrites the default
+table's groups and keeps the rows of the others, ``record_update``), and
+tests/gpu/test_gpu_fidelity.py checks the committed file is what it writes today.
 """
 
 from __future__ import annotations
@@ -58,13 +61,24 @@ from rdusim.analysis.gpu.collectives import (
     run_label,
 )
 from rdusim.analysis.gpu.measured import (
+    compare_dispatch_steps,
+    compare_eager_rounds,
+    compare_eager_steps,
+    compare_fa2_decode,
+    compare_fa2_mech,
+    compare_frozen_prefill,
+    compare_gemm_cliff,
     compare_gemm_rows,
     compare_graph_steps,
+    compare_p10_shapes,
     compare_paired_eager,
     compare_prefill_rows,
     compare_small_rows,
     error_stats,
+    kernels_csv,
     read_csv,
+    read_frozen,
+    read_frozen_shapes,
     run_doc,
     small_kernels_csv,
 )
@@ -166,9 +180,9 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         f"({_ACCEPTANCE_DOC}; Held-out families, frozen (run ag); run aj)",
     ),
     "long prefill": KnownMiss(
-        "the rows over 10% (4K; one 8K row on the H200) ran right after >= 0.25 s of back-to-back "
-        "attention, at a power-limited SM clock; the default model has no clock state (the opt-in "
-        f"clock model) ({_ACCEPTANCE_DOC}; The 4K-8K rows that come out short)",
+        "the rows over 10% (4K; one 8K row on the H200, one on run b, 7 ms behind a 4K row) ran right "
+        "after >= 0.25 s of back-to-back attention, at a power-limited SM clock; the default model has "
+        f"no clock state (the opt-in clock model) ({_ACCEPTANCE_DOC}; The 4K-8K rows that come out short)",
     ),
     "eager decode": KnownMiss(
         "the lent VMs' host drifts up to 2x within seconds, from outside the guest (a pass of "
@@ -339,16 +353,19 @@ def _record_figure(raw: str, where: str, column: str) -> float:
 
 
 def unmatched_records(
-    recorded: dict[RecordKey, tuple[float, float]], frame: pd.DataFrame
+    recorded: dict[RecordKey, tuple[float, float]], frame: pd.DataFrame, all_sets: bool = False
 ) -> list[RecordKey]:
     """The keys of ``recorded`` that name no prediction group of ``frame`` (``fidelity_table``'s
-    table): a stale row (its CSV or group gone) or a mistyped name; the record's order."""
+    table): a stale row (its CSV or group gone) or a mistyped name; the record's order. Without
+    ``all_sets`` (the default table) a key of a CSV that ``MORE_SOURCES`` reads is not checked:
+    its group may be one only ``--all`` compares."""
     names = {
         record_key(r.acceptance, r.csv, r.gpu, r.kind)
         for r in frame.itertuples()
         if r.role == "prediction" and r.acceptance
     }
-    return [key for key in recorded if key not in names]
+    more = set() if all_sets else _more_files()
+    return [key for key in recorded if key not in names and key[1] not in more]
 
 
 def _up(x: float) -> float:
@@ -386,6 +403,34 @@ def record_rows(frame: pd.DataFrame) -> list[dict[str, str]]:
             )
         )
     return out
+
+
+def _more_files() -> set[str]:
+    """The CSVs ``MORE_SOURCES`` reads: a record row of one may name a group only ``--all`` holds."""
+    return {name for source in MORE_SOURCES for name in source.files}
+
+
+def record_update(frame: pd.DataFrame, old: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The record after rewriting the groups of ``frame`` (the default table): ``record_rows(frame)``,
+    then the rows of ``old`` (the committed record's, ``record_file_rows``) whose group ``frame``
+    does not hold and whose CSV ``MORE_SOURCES`` reads, as they were: their groups may be ones only
+    the ``--all`` table holds, which a rewrite from it settles (and drops rows of groups gone). A
+    row of any other CSV whose group the table lacks is stale and dropped."""
+    held = {record_key(r.acceptance, r.csv, r.gpu, r.kind) for r in frame.itertuples()}
+    more = _more_files()
+    kept = [
+        r
+        for r in old
+        if record_key(r["acceptance"], r["csv"], r["gpu"], r["kind"]) not in held and r["csv"] in more
+    ]
+    return record_rows(frame) + kept
+
+
+def record_file_rows(root: Path) -> list[dict[str, str]]:
+    """The committed record's rows as the file holds them (``read_record`` checks it first)."""
+    read_record(root)
+    with (root / KNOWN_MISS_RECORD).open(newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
 def record_text(rows: list[dict[str, str]]) -> str:
@@ -478,7 +523,9 @@ def p10_kind(row: dict) -> str | None:
     return None if label is None else _P10_KIND.get(label, label)
 
 
-def _p10(root: Path, csv_name: str, label: str, sets: tuple[str, ...], prefix: str) -> list[Group]:
+def _p10(
+    root: Path, csv_name: str, label: str, sets: tuple[str, ...], prefix: str, *, gated: bool = True
+) -> list[Group]:
     rows = [r for r in read_csv(root / GPU_DIR / csv_name) if r["set"] in sets]
     spec, gpu = _gpu(root, rows)
     compared = compare_rows(rows, Gpu(spec), _base())
@@ -489,7 +536,7 @@ def _p10(root: Path, csv_name: str, label: str, sets: tuple[str, ...], prefix: s
         compared,
         p10_kind,
         lambda c: "calibration" if c["set"] == "calibration" else "prediction",
-        lambda k: f"{prefix}{k}" if f"{prefix}{k}" in ACCEPTANCE else None,
+        lambda k: f"{prefix}{k}" if gated and f"{prefix}{k}" in ACCEPTANCE else None,
     )
 
 
@@ -499,6 +546,15 @@ def _p10_sets(root: Path) -> list[Group]:
 
 def _p10_holdout(root: Path) -> list[Group]:
     return _p10(root, P10_HOLDOUT_CSV, "P10 held out", ("holdout",), "P10 held-out ")
+
+
+#: P10's first run (compare.py; docs/gpu.md's Repeatability): P10's acceptance items are quoted on
+#: its second run (``P10_CSV``), so this one is shown, not gated
+P10_FIRST_CSV = "h100-20261123.csv"
+
+
+def _p10_first(root: Path) -> list[Group]:
+    return _p10(root, P10_FIRST_CSV, "P10 first run", ("calibration", "prediction"), "", gated=False)
 
 
 # ------------------------------------------------------------------ P12 sweeps (compare_sweep.py)
@@ -533,8 +589,18 @@ def _gemms(
 
 
 def _prefill(
-    csv_name: str, label: str, *, fitted: bool, kinds: tuple[str, ...] | None = None
+    csv_name: str,
+    label: str,
+    *,
+    fitted: bool,
+    kinds: tuple[str, ...] | None = None,
+    kind: str = "long prefill",
+    acceptance: str | None = "long prefill",
 ) -> Source:
+    """A ``sweep.py`` run's FA2 prefill rows (``kinds``: only rows of those kinds) as ``kind``, held
+    to ``acceptance`` (None: shown, not gated); ``fitted``: ``fit_attention`` read this run (runs a
+    and d), whose calibration rows are apart."""
+
     def groups(root: Path) -> list[Group]:
         rows = read_csv(root / GPU_DIR / csv_name)
         spec, gpu = _gpu(root, rows)
@@ -545,12 +611,40 @@ def _prefill(
             csv_name,
             gpu,
             compared,
-            lambda c: "long prefill",
+            lambda c: kind,
             lambda c: "calibration" if c["cal"] else "prediction",
-            lambda k: k,
+            lambda k: acceptance,
         )
 
-    return Source(f"{label}: long prefill", groups, (csv_name,))
+    return Source(f"{label}: {kind}", groups, (csv_name,))
+
+
+def _frozen_prefill(
+    csv_name: str, frozen_name: str, label: str, *, by_shape: bool = False, now: bool = True
+) -> Source:
+    """The FA2 prefill rows of a run whose predictions were frozen before it was measured (run k's
+    42, by name; run g's 14, ``by_shape``): the model now (``now``; run g's rows are the default
+    table's already), held to the prefill tolerance (docs/gpu.md's acceptance table quotes run k's
+    42 rows), and the frozen prediction itself, shown (a committed figure, not today's model)."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        read = read_frozen_shapes if by_shape else read_frozen
+        compared = compare_frozen_prefill(rows, read(root / GPU_DIR / frozen_name), Gpu(spec), by_shape=by_shape)
+        frozen = [{**c, "err": c["err_frozen"], "frozen_row": True} for c in compared]
+        return _split(
+            label,
+            csv_name,
+            gpu,
+            (compared if now else []) + frozen,
+            lambda c: "long prefill, "
+            + ("frozen prediction" if "frozen_row" in c else "rows frozen before the run"),
+            lambda c: "prediction",
+            lambda k: None if k.endswith("frozen prediction") else "long prefill",
+        )
+
+    return Source(f"{label}: long prefill, frozen", groups, (csv_name, frozen_name))
 
 
 def _graph(csv_name: str, label: str) -> Source:
@@ -589,6 +683,79 @@ def _paired(csv_name: str, label: str) -> Source:
     return Source(f"{label}: eager decode", groups, (csv_name,))
 
 
+def _shown(
+    csv_name: str, label: str, kind: str, compare: Callable[[list[dict], Gpu], list[dict]]
+) -> Source:
+    """A run's rows ``compare`` (one of ``measured``'s) compares, one group of ``kind``, every row a
+    prediction; no acceptance item names them: shown, not gated."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        compared = compare(rows, Gpu(spec))
+        return _split(label, csv_name, gpu, compared, lambda c: kind, lambda c: "prediction", lambda k: None)
+
+    return Source(f"{label}: {kind}", groups, (csv_name,))
+
+
+def _fa2_mech(csv_name: str, frozen_name: str, label: str) -> Source:
+    """An ``fa2_mech.py`` run (runs p, q and r): its decode rows (one split, K/V in L2 or HBM, 128
+    queries) and its prefill rows (head_dim, mask), the model now and the prediction frozen before
+    the run (``compare_fa2_mech``); no acceptance item names them: shown, not gated."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        compared = compare_fa2_mech(rows, read_frozen(root / GPU_DIR / frozen_name), Gpu(spec))
+        as_frozen = [{**c, "err": c["err_frozen"], "frozen_row": True} for c in compared]
+        return _split(
+            label,
+            csv_name,
+            gpu,
+            compared + as_frozen,
+            lambda c: "FA2 mechanism rows, "
+            + ("prefill" if c["group"].startswith("prefill") else "decode")
+            + (", frozen prediction" if "frozen_row" in c else ""),
+            lambda c: "prediction",
+            lambda k: None,
+        )
+
+    return Source(f"{label}: FA2 mechanism rows", groups, (csv_name, frozen_name))
+
+
+def _eager_steps(csv_name: str, label: str) -> Source:
+    """A ``sweep.py`` run's eager decode steps outside the paired runs, with its GPU document's
+    pooled host (``compare_eager_steps``: run k's 12, as compare_sweep.py's H200 decode section);
+    no acceptance item names them
+    (issue 17's eager item is quoted on the paired runs): shown, not gated."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        compared = compare_eager_steps(rows, Gpu(spec), _base())
+        kind = "eager decode, unpaired (the document's host)"
+        return _split(label, csv_name, gpu, compared, lambda c: kind, lambda c: "prediction", lambda k: None)
+
+    return Source(f"{label}: eager decode, unpaired", groups, (csv_name,))
+
+
+def _eager_host(csv_name: str, label: str, *, rounds: bool) -> Source:
+    """A ``sweep.py`` run's eager decode steps with a host measured beside them: ``rounds``, runs d
+    and e (each step with its own round's site microbenchmark, ``compare_eager_rounds``); else runs
+    1-3 (the run's dispatch microbenchmark, ``compare_dispatch_steps``). No acceptance item names
+    them (issue 17's eager item is quoted on the paired runs): shown, not gated."""
+    kind = "eager decode, " + ("its round's site costs" if rounds else "the run's dispatch host")
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        compare = compare_eager_rounds if rounds else compare_dispatch_steps
+        compared = [c for c in compare(rows, spec, _base()) if c["mode"] == "eager"]
+        return _split(label, csv_name, gpu, compared, lambda c: kind, lambda c: "prediction", lambda k: None)
+
+    return Source(f"{label}: {kind}", groups, (csv_name,))
+
+
 #: a small_kernels.py row's kind here (its decode steps are the graph-decode rows above)
 _SMALL_KIND = {"sk_gemm_graph": "decode GEMMs (graph share)", "e2e_decode": None}
 
@@ -615,6 +782,59 @@ def _small(csv_name: str, label: str, *, fitted: bool = True) -> Source:
         )
 
     return Source(f"{label}: small kernels", groups, (csv_name, small_kernels_csv(csv_name)))
+
+
+def _small_frozen(csv_name: str, frozen_name: str, label: str) -> Source:
+    """A ``small_kernels.py`` run's predictions frozen before it was measured (run m's): its small
+    kernels, decode GEMMs and graph decode steps against the frozen figures, shown, not gated
+    (the model now is ``_small``'s and ``_graph``'s)."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        kernels = read_csv(root / GPU_DIR / small_kernels_csv(csv_name))
+        frozen = read_frozen(root / GPU_DIR / frozen_name)
+        compared = compare_small_rows(rows, kernels, Gpu(spec), _base(), frozen)
+        kinds = {**_SMALL_KIND, "e2e_decode": "graph decode"}
+        return _split(
+            label,
+            csv_name,
+            gpu,
+            [{**c, "err": c["err_frozen"]} for c in compared],
+            lambda c: kinds.get(c["kind"], "small kernels (profiled)") + ", frozen prediction",
+            lambda c: "prediction",
+            lambda k: None,
+        )
+
+    files = (csv_name, small_kernels_csv(csv_name), frozen_name)
+    return Source(f"{label}: small kernels, frozen", groups, files)
+
+
+def _fa2_decode(csv_name: str, frozen_name: str, label: str) -> Source:
+    """A ``small_kernels.py --only fa2`` run (run n): FA2 decode by the kernel FA2 ran (one split,
+    or split-KV and its combine), the model now and the prediction frozen before the run; no
+    acceptance item names FA2 decode (a part of graph decode): shown, not gated."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        kernels = read_csv(root / GPU_DIR / kernels_csv(csv_name))
+        frozen = read_frozen(root / GPU_DIR / frozen_name)
+        compared = compare_fa2_decode(rows, kernels, frozen, Gpu(spec))
+        as_frozen = [{**c, "err": c["err_frozen"], "frozen_row": True} for c in compared]
+        return _split(
+            label,
+            csv_name,
+            gpu,
+            compared + as_frozen,
+            lambda c: f"FA2 decode, {c['kernel']}"
+            + (", frozen prediction" if "frozen_row" in c else ""),
+            lambda c: "prediction",
+            lambda k: None,
+        )
+
+    files = (csv_name, kernels_csv(csv_name), frozen_name)
+    return Source(f"{label}: FA2 decode", groups, files)
 
 
 # ------------------------------------------------------------------ collectives (collectives.py)
@@ -746,35 +966,127 @@ SOURCES: tuple[Source, ...] = (
     _tp_steps("h200x2-20261128ac-tp2new.csv"),
 )
 
-#: committed sets this table does not (yet) compare, and why: the output's footer
+#: the sets ``--all`` adds after ``SOURCES``, in its order: those the default leaves out to stay near
+#: a minute (``LEFT_OUT``) and those only compare_sweep.py compared before (FA2 prefill of runs d, e
+#: and i, run k's frozen rows, run m's frozen predictions, run n); not gated where docs/gpu.md's
+#: acceptance table names no item for them
+MORE_SOURCES: tuple[Source, ...] = (
+    # runs b and c: run 1 (a) again on another machine start; the GEMM fit's 24 calibration shapes
+    # are counted apart as on run a (docs/gpu.md: "1428 predicted shapes: run a ..., run b ..."); the
+    # attention fit read runs a and d only
+    _gemms("h100-20261125b-sweep.csv", "run b"),
+    _prefill("h100-20261125b-sweep.csv", "run b", fitted=False),
+    _graph("h100-20261125b-sweep.csv", "run b"),
+    _graph("h100-20261125c-sweep.csv", "run c"),
+    _gemms(
+        "h100-20261128ai-gemm-holdout.csv",
+        "run ai, run ag's families again",
+        kind="held-out GEMM families",
+        sets=("holdout",),
+    ),
+    _paired("h100-20261125f-sweep.csv", "run f, paired"),
+    _paired("h100-20261125j-sweep.csv", "run j, paired"),
+    # run k measured no launch queue: h200.yaml's (the H100 runs', same driver), as compare_sweep.py
+    _paired("h200-20261125k-sweep.csv", "run k, paired"),
+    _tp_steps("h200x2-20261128ac-tp2rep.csv"),
+    _frozen_prefill(
+        "h200-20261125k-sweep.csv", "h200-20261125-prefill-predicted.txt", "run k, frozen before it"
+    ),
+    # FA2 prefill beyond the acceptance's 4K-128K set (K/V across L2, head_dim 64-256, 16K-256K, no
+    # mask; repeats): no acceptance item names them
+    _prefill(
+        "h100-20261125d-sweep.csv",
+        "run d, K/V across L2",
+        fitted=True,
+        kind="FA2 prefill (L2, head_dim, mask)",
+        acceptance=None,
+    ),
+    _prefill(
+        "h100-20261125e-sweep.csv",
+        "run e, repeats",
+        fitted=False,
+        kind="FA2 prefill (L2, head_dim, mask)",
+        acceptance=None,
+    ),
+    _prefill(
+        "h100-20261125i-sweep.csv",
+        "run i, runs d and g again",
+        fitted=False,
+        kind="FA2 prefill (L2, head_dim, mask)",
+        acceptance=None,
+    ),
+    _small_frozen("h200-20261125m-small.csv", "h200-20261125m-small-predicted.txt", "run m"),
+    _fa2_decode("h200-20261125n-fa2.csv", "h200-20261125n-fa2-predicted.txt", "run n"),
+    _eager_host("h100-20261125-sweep.csv", "run 1", rounds=False),
+    _eager_host("h100-20261125b-sweep.csv", "run 2 (b)", rounds=False),
+    _eager_host("h100-20261125c-sweep.csv", "run 3 (c)", rounds=False),
+    _eager_host("h100-20261125d-sweep.csv", "run d, eager rounds", rounds=True),
+    _eager_host("h100-20261125e-sweep.csv", "run e, eager rounds", rounds=True),
+    _eager_host("h100-20261125e-pinned-sweep.csv", "run e pinned (one core), eager rounds", rounds=True),
+    _shown(
+        "h100-20261125d-sweep.csv", "run d", "GEMMs, kv_a neighbourhood (n = 576, k = 7168)", compare_gemm_cliff
+    ),
+    _shown("h200-20261125k-sweep.csv", "run k", "P10's copies and GEMMs", compare_p10_shapes),
+    _frozen_prefill(
+        "h100-20261125g-holdout.csv",
+        "h100-20261125g-holdout-predicted.txt",
+        "run g, held out",
+        by_shape=True,
+        now=False,
+    ),
+    _fa2_mech("h100-20261125p-fa2mech.csv", "h100-20261125p-fa2mech-predicted.txt", "run p"),
+    _fa2_mech("h200-20261125q-fa2mech.csv", "h200-20261125q-fa2mech-predicted.txt", "run q"),
+    _fa2_mech(
+        "h100-20261125r-fa2mech-holdout.csv", "h100-20261125r-fa2mech-holdout-predicted.txt", "run r, held out"
+    ),
+    _eager_steps("h200-20261125k-sweep.csv", "run k"),
+    Source("P10 first run", _p10_first, (P10_FIRST_CSV,)),
+)
+
+#: the committed sets the default table leaves out and ``--all`` adds (``MORE_SOURCES``): its footer
+LEFT_OUT = (
+    "left out to keep this command near a minute (--all adds them): repeats (runs b, c, e, i, ai; run "
+    "ac's tp2rep; P10's first run), the paired eager steps of runs f, j and k, FA2 prefill beyond the "
+    "acceptance's set (run d), frozen predictions (runs g, k, m, n, p, q, r), FA2 decode and its mechanism "
+    "rows (runs n, p, q, r), eager steps with a host measured beside them (runs 1-3, d, e) or unpaired "
+    "(run k), run d's kv_a GEMM cliff, P10's copies and GEMMs on the H200 (run k)"
+)
+
+#: committed sets no table compares (not even ``--all``), and why: the output's footer
 NOT_YET: tuple[str, ...] = (
-    "left out to keep this command near a minute (compare_sweep.py, gemm_holdout.py and collectives.py "
-    "--compare show them): runs b and c (repeats of run a's GEMM and prefill rows), run ai (run ag's "
-    "held-out families again), the paired eager steps of runs j (216, about 30 s here), f and k (144 "
-    "each, about 20 s), run ac's repeat of its TP2 steps (tp2rep)",
-    "comparison logic still in compare_sweep.py: runs d, e and i (FA2 prefill with K/V across L2, "
-    "head_dim 64-256, no mask; repeats), run k's frozen prefill rows, runs d and e's eager rounds, runs "
-    "1-3's eager steps with each run's dispatch host, run m's frozen small-kernel predictions, FA2 decode "
-    "(run n) and its mechanism rows (runs p, q, r)",
+    "compare_sweep.py's diagnostics of rows compared here: run k's eager steps with h100.yaml's host, "
+    "its H200 / H100 step ratios, the clock sections (FA2 prefill by what ran before it, GEMMs timed "
+    "vs profiled)",
     "TP steps measured before the harness forced FlashAttention (runs t-aa: SDPA's default backend may "
     "run cuDNN's attention, which the model does not price; docs/gpu.md, runs ab and ac)",
-    "eager decode steps outside the paired runs: P10's first run (h100-20261123.csv, 141 rows in all; "
-    "compare.py, docs/gpu.md's Repeatability), run k's 12 unpaired eager steps (compare_sweep.py's H200 "
-    "decode section, with h200.yaml's and h100.yaml's host), run o's 18 eager steps (only its 12 graph "
-    "steps are compared here)",
+    "run o's 18 eager steps (only its 12 graph steps are compared here; with h100.yaml's pooled host "
+    "the model comes 59.5% short of them, a host no section of docs/gpu.md covers)",
     "the TP shard (run ab, tp_shard.py), the clock checks (runs ae, ah, clock_check.py), NCCL's channel "
     "and ramp diagnostics (run ad): their benchmark scripts",
 )
 
 
-def groups(root: Path, progress: Callable[[int, int], None] | None = None) -> Iterator[Group]:
-    """Every source's groups, in ``SOURCES`` order (``progress(done, total)`` after each)."""
+def sources(all_sets: bool = False) -> tuple[Source, ...]:
+    """The sources a table compares: ``SOURCES``, then ``MORE_SOURCES`` with ``all_sets`` (``--all``)."""
+    return SOURCES + (MORE_SOURCES if all_sets else ())
+
+
+def footer(all_sets: bool = False) -> tuple[str, ...]:
+    """The committed sets a table does not compare: ``LEFT_OUT`` (the default's), then ``NOT_YET``."""
+    return NOT_YET if all_sets else (LEFT_OUT, *NOT_YET)
+
+
+def groups(
+    root: Path, progress: Callable[[int, int], None] | None = None, *, all_sets: bool = False
+) -> Iterator[Group]:
+    """Every source's groups, in ``sources(all_sets)`` order (``progress(done, total)`` after each)."""
     if not (root / GPU_DIR).is_dir():
         raise ConfigError(
             f"{root / GPU_DIR}: no such directory: --root must be a repository root holding the "
             "GPU measurements (benchmarks/gpu)"
         )
-    for done, source in enumerate(SOURCES, start=1):
+    chosen = sources(all_sets)
+    for done, source in enumerate(chosen, start=1):
         try:
             yield from source.groups(root)
         except FileNotFoundError as error:
@@ -787,7 +1099,7 @@ def groups(root: Path, progress: Callable[[int, int], None] | None = None) -> It
                 f"documents they name): {type(error).__name__}: {error}"
             ) from None
         if progress is not None:
-            progress(done, len(SOURCES))
+            progress(done, len(chosen))
 
 
 def _inside(acc: Acceptance, median: float, worst: float) -> bool:
@@ -844,16 +1156,18 @@ def gpu_fidelity(
     root: Path,
     progress: Callable[[int, int], None] | None = None,
     recorded: dict[RecordKey, tuple[float, float]] | None = None,
+    *,
+    all_sets: bool = False,
 ) -> pd.DataFrame:
     """One row per set, GPU, kind and role: rows, median abs error, worst (signed), the acceptance
     tolerance, within (``verdict``), the known-miss reason where a prediction set is a known
     miss, or why a regression passed its known miss's bound. ``recorded``: the known-miss record
-    (default: ``read_record(root)``, read before the sources: a broken record fails at once).
-    Raises RuntimeError when two groups share a CSV, GPU, kind and role (the record could not
-    tell them apart)."""
+    (default: ``read_record(root)``, read before the sources: a broken record fails at once);
+    ``all_sets``: ``MORE_SOURCES`` too (``--all``). Raises RuntimeError when two groups share a
+    CSV, GPU, kind and role (the record could not tell them apart)."""
     if recorded is None:
         recorded = read_record(root)
-    return fidelity_table(list(groups(root, progress)), root, recorded)
+    return fidelity_table(list(groups(root, progress, all_sets=all_sets)), root, recorded)
 
 
 def fidelity_table(
