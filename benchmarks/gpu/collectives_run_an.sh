@@ -3,7 +3,7 @@
 # Usage on the device, from the repo root: OUT=<dir> G=.gpudev bash .gpudev/collectives_run_an.sh
 # Results: $OUT/results.tgz (repacked after every step), $OUT/main.log, and the step in flight's CSV ($OUT/cur.csv).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-P=${PREFIX:-h200x4-20261128an}
+N=$(nvidia-smi -L | wc -l); P=${PREFIX:-h200x$([ $N -lt 4 ] && echo 2 || echo 4)-20261128an}
 W=/tmp/w; mkdir -p $W
 G=${G:-benchmarks/gpu}  # the device call runs copies under .gpudev/ (G=.gpudev)
 T0=$(date +%s)
@@ -47,6 +47,17 @@ log "run an: $(hostname) $(nvidia-smi --query-gpu=name --format=csv,noheader | h
 } > $W/$P-topo-env.txt 2>&1
 nvidia-smi -q > $W/$P-nvidia-smi-q.txt 2>&1
 pack
+if [ "$(nvidia-smi -L | wc -l)" -lt 4 ]; then  # the fallback (four H200s not lent): two ranks, 70B at TP2
+  step x2-sweep 2 0,1 80 --only collectives --modes stream,graph,queued
+  step tp2 2 0,1 90 --only e2e
+  step tp2-70b 2 0,1 150 --only e2e --tp-model llama-3.1-70b --decode ${D70%,256x1024} --prefill 1024,4096
+  log "start micro (2 ranks)"
+  CUDA_VISIBLE_DEVICES=0,1 timeout -k 10 50 torchrun --standalone --nproc_per_node 2 $G/collective_micro.py \
+    --out $OUT/cur.csv > $W/$P-micro.log 2>&1
+  log "end micro rc=$?"; mv $OUT/cur.csv $W/$P-micro.csv; pack
+  step x2-sweep2 2 0,1 80 --only collectives --modes stream,graph,queued
+  log "done"; pack; exit 0
+fi
 # 1. four ranks: the sweep 1 KiB-1 GiB, every op, stream, graph and queued (host ahead)
 step sweep 4 0,1,2,3 120 --only collectives --modes stream,graph,queued
 # 2. TP4 Llama-3.1-8B: decode (graph) at the six default points, prefill (eager) 1K, 4K, 16K
