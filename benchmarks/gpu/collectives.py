@@ -18,7 +18,9 @@ every collective both launched on a stream and replayed from a CUDA graph):
   after the attention output and the FFN down projection, the LM head vocabulary-parallel with an
   all-gather of the logits): decode steps CUDA-graph captured at several batch and KV lengths
   (rows ``tp<n>_decode_*``), prefill of one prompt at 1K-16K tokens (eager; ``tp<n>_prefill_*``).
-  ``--e2e decode`` keeps the decode steps only.
+  ``--e2e decode`` keeps the decode steps only. ``--tp-model llama-3.1-70b``: the same steps of
+  Llama-3.1-70B (TP4: 16 heads, 2 KV heads, an FFN of 7168 a GPU, 80 layers of hidden 8192;
+  rows ``tp<n>_70b_*``, column ``model``).
 
 Every row has a ``set``: ``calibration`` (the few sizes the two "to calibrate" quantities of
 ``hw_configs/h200.yaml`` are fitted to: the all-reduce latency floor at 1 KB and 4 KB, and
@@ -85,10 +87,18 @@ PREFILL = [1024, 4096, 16384]
 #: agree). Literal so that a measurement run needs torch only, not rdusim's dependencies (run aa's
 #: first call failed importing rdusim on the device).
 LLAMA_8B_SPLITS = {"heads": 32, "KV heads": 8, "FFN": 14336, "vocabulary": 128256}
+#: Llama-3.1-70B's (rdusim/config/models/llama-3.1-70b.yaml, the same test): ``--tp-model
+#: llama-3.1-70b``, run an (4 x H200: 35 GB of bf16 weights a GPU at TP4)
+LLAMA_70B_SPLITS = {"heads": 64, "KV heads": 8, "FFN": 28672, "vocabulary": 128256}
+#: the TP steps' models by ``--tp-model``: (splits, what every GPU keeps whole: layers and hidden
+#: width, the model documents' ``layers`` and ``hidden``), and the tag in their rows' names
+#: (``tp4_70b_decode_b1_l1024_graph``; Llama-3.1-8B's rows keep the names of runs t-ac)
+TP_MODELS = {"llama-3.1-8b": (LLAMA_8B_SPLITS, {"layers": 32, "hidden": 4096}, ""),
+             "llama-3.1-70b": (LLAMA_70B_SPLITS, {"layers": 80, "hidden": 8192}, "70b_")}
 SLEEP_CYCLES = 6_000_000  # --host-ahead: ~3 ms at the H100's ~2 GHz, longer than the host takes to queue PER calls
 PER = 20  # collectives timed back to back (and captured together in graph mode), as nccl-tests does
 FIELDS = ["set", "kind", "name", "median_us", "reps", "op", "bytes", "ranks", "mode", "batch", "kv_len",
-          "seq_len", "nccl", "gpu", "nccl_algo", "nccl_proto"]
+          "seq_len", "nccl", "gpu", "nccl_algo", "nccl_proto", "model"]
 
 
 #: the comparison functions, moved to rdusim.analysis.gpu.collectives (one place for ``rdusim
@@ -106,10 +116,12 @@ def __getattr__(name: str):  # noqa: ANN202 - PEP 562: the moved functions, impo
 
 
 def plan(sizes: list[int] | None = None, ranks: int = 2, e2e: tuple[str, ...] = ("decode", "prefill"),
-         decode: list[tuple[int, int]] | None = None) -> list[dict]:
+         decode: list[tuple[int, int]] | None = None, tp_model: str = "llama-3.1-8b",
+         prefill: list[int] | None = None) -> list[dict]:
     """The rows one run writes: every collective at ``sizes`` (the powers of two when None: then
     the four ``CALIBRATION`` rows are calibration) in both modes, then the TP-``ranks`` steps of
-    the phases in ``e2e`` (decode at ``decode``'s (batch, KV) points, ``DECODE`` when None)."""
+    ``tp_model`` (a ``TP_MODELS`` key) of the phases in ``e2e`` (decode at ``decode``'s (batch, KV)
+    points, ``DECODE`` when None; prefill at ``prefill``'s lengths, ``PREFILL`` when None)."""
     rows = []
     for op in OPS:
         for size in sizes or SIZES:
@@ -117,13 +129,13 @@ def plan(sizes: list[int] | None = None, ranks: int = 2, e2e: tuple[str, ...] = 
                 set_ = "calibration" if (op, size) in CALIBRATION and mode == "stream" and not sizes else "prediction"
                 rows.append({"set": set_, "kind": "collective", "name": f"{op}_{size}_{mode}", "op": op,
                              "bytes": size, "mode": mode})
-    tp = f"tp{ranks}"
+    tp, tag = f"tp{ranks}", TP_MODELS[tp_model][2]
     for batch, kv_len in (decode or DECODE) if "decode" in e2e else ():
-        rows.append({"set": "prediction", "kind": f"e2e_decode_{tp}", "name": f"{tp}_decode_b{batch}_l{kv_len}_graph",
-                     "batch": batch, "kv_len": kv_len, "mode": "graph"})
-    for length in PREFILL if "prefill" in e2e else ():
-        rows.append({"set": "prediction", "kind": f"e2e_prefill_{tp}", "name": f"{tp}_prefill_b1_l{length}",
-                     "batch": 1, "seq_len": length, "mode": "eager"})
+        rows.append({"set": "prediction", "kind": f"e2e_decode_{tp}", "name": f"{tp}_{tag}decode_b{batch}_l{kv_len}_graph",
+                     "batch": batch, "kv_len": kv_len, "mode": "graph", "model": tp_model})
+    for length in (prefill or PREFILL) if "prefill" in e2e else ():
+        rows.append({"set": "prediction", "kind": f"e2e_prefill_{tp}", "name": f"{tp}_{tag}prefill_b1_l{length}",
+                     "batch": 1, "seq_len": length, "mode": "eager", "model": tp_model})
     return rows
 
 
@@ -138,7 +150,7 @@ def planned_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
     only = args.only.split(",")
     suffix = "_busy" if args.busy_ms else "_queued" if args.host_ahead else ""
     rows = []
-    for row in plan(_sizes(args.sizes), ranks, _phases(args.e2e), args.decode):
+    for row in plan(_sizes(args.sizes), ranks, _phases(args.e2e), args.decode, args.tp_model, args.prefill):
         if row["kind"] != "collective":
             if "e2e" in only:
                 rows.append({**row, "name": row["name"] + suffix, "ahead": args.host_ahead, "queued": False,
@@ -180,14 +192,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", metavar="HW_YAML", help="print rdusim's predictions for a gpu_node document")
     ap.add_argument("--compare", metavar="CSV", help="with --model: fit the calibration rows of a measured CSV "
                     "and compare every prediction row with the model")
+    ap.add_argument("--tp-model", default="llama-3.1-8b", help="the TP steps' model: "
+                    f"{', '.join(TP_MODELS)} (random bf16 weights; 70B rows named tp<n>_70b_...)")
     ap.add_argument("--decode", help="TP decode points instead of the default ones: comma-separated BATCHxKV "
                     "(e.g. 2x2048,16x4096)")
+    ap.add_argument("--prefill", help="TP prefill prompt lengths instead of 1024,4096,16384: comma-separated")
     ap.add_argument("--against", metavar="FROZEN_TXT", help="with --compare: compare with a committed frozen table "
                     "(--frozen's output, made before the run) instead of the model now; nothing fitted")
     args = ap.parse_args(argv)
     ranks = _check_args(ap, args)
     if args.decode:  # the (batch, KV) points from here on; a malformed one exits 2
         args.decode = _decode_points(ap, args.decode)
+    if args.prefill:  # the prefill lengths; a malformed one exits 2
+        if not all(w.isdigit() and int(w) > 0 for w in args.prefill.split(",")):
+            ap.error(f"--prefill: {args.prefill!r} is not comma-separated positive prompt lengths (e.g. 1024,4096)")
+        args.prefill = [int(w) for w in args.prefill.split(",")]
     if args.model and args.compare:
         return compare(args.model, args.compare, args.against)
     if args.model and (args.sizes or args.frozen):
@@ -208,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
 
 #: the choices of the comma-separated flags
 CHOICES = {"--ops": OPS, "--modes": ("stream", "graph", "queued"), "--only": ("collectives", "e2e"),
-           "--e2e": ("decode", "prefill")}
+           "--e2e": ("decode", "prefill"), "--tp-model": tuple(TP_MODELS)}
 
 
 def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[int]:
@@ -217,7 +236,7 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[i
     import difflib
 
     for flag, choices in CHOICES.items():
-        for word in getattr(args, flag[2:]).split(","):
+        for word in getattr(args, flag[2:].replace("-", "_")).split(","):
             if word not in choices and (word or flag != "--e2e"):
                 close = difflib.get_close_matches(word, choices, n=1)
                 ap.error(f"{flag}: {word!r} is not one of {', '.join(choices)}"
@@ -242,7 +261,7 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[i
 
 def _check_ranks(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[int]:
     """``--ranks`` where it applies (2 by default), and every TP degree that will be planned
-    (``--ranks``, or torchrun's world size for a run) dividing Llama-3.1-8B's splits."""
+    (``--ranks``, or torchrun's world size for a run) dividing ``--tp-model``'s splits."""
     planning = args.dry_run or (args.model and not args.compare and (args.sizes or args.frozen))
     if args.ranks is not None and not planning:
         ap.error("--ranks applies to --dry-run and to --model with --sizes or --frozen; "
@@ -255,15 +274,26 @@ def _check_ranks(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[
     world = os.environ.get("WORLD_SIZE", "") if not (planning or args.model) else ""
     steps = "e2e" in args.only.split(",") and _phases(args.e2e)
     for n in (ranks if planning else [int(world)] if world.isdigit() else []) if steps else []:
-        if bad := _tp_split(n):
-            ap.error(f"TP-{n} steps: {n} does not divide Llama-3.1-8B's {bad}; "
+        if bad := _tp_split(n, args.tp_model):
+            ap.error(f"TP-{n} steps: {n} does not divide {_title(args.tp_model)}'s {bad}; "
                      "leave them out with --only collectives (or --e2e '')")
     return ranks
 
 
-def _tp_split(n: int) -> str:
-    """What of Llama-3.1-8B's splits (``LLAMA_8B_SPLITS``) ``n`` GPUs cannot split evenly, or ''."""
-    return ", ".join(f"{v} {k}" for k, v in LLAMA_8B_SPLITS.items() if v % n)
+def _tp_split(n: int, tp_model: str = "llama-3.1-8b") -> str:
+    """What of ``tp_model``'s splits (``LLAMA_8B_SPLITS``, ...) ``n`` GPUs cannot split evenly, or ''."""
+    return ", ".join(f"{v} {k}" for k, v in TP_MODELS[tp_model][0].items() if v % n)
+
+
+def _title(tp_model: str) -> str:
+    """``llama-3.1-70b``: ``Llama-3.1-70B`` (table headers, messages)."""
+    return tp_model.replace("llama", "Llama").upper().replace("LLAMA", "Llama")
+
+
+def _tp_model(name: str) -> str:
+    """The model of a TP step row's name (the ``TP_MODELS`` key whose tag it carries)."""
+    tag = name.split("_")[1] + "_"
+    return next((m for m, (_, _, t) in TP_MODELS.items() if t == tag), "llama-3.1-8b")
 
 
 def model_table(path: str) -> int:
@@ -463,12 +493,12 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
         predicted = {r["name"]: _frozen_row(frozen, r["name"], _tp(r["name"]), against)[0] for r in steps}
     else:
         predicted = {name: us for name, us, _ in _e2e_rows(node, [r["name"] for r in steps])}
-    for tp in sorted({_tp(r["name"]) for r in steps}) or [2]:
+    for tp, tp_model in _step_tables([r["name"] for r in steps]) or [(2, "llama-3.1-8b")]:
         print()
-        print(f"| TP{tp} row (Llama-3.1-8B) | measured (us) | predicted (us) | error |")
+        print(f"| TP{tp} row ({_title(tp_model)}) | measured (us) | predicted (us) | error |")
         print("|---|---:|---:|---:|")
         for r in steps:
-            if _tp(r["name"]) == tp:
+            if _tp(r["name"]) == tp and _tp_model(r["name"]) == tp_model:
                 pred, meas = predicted[r["name"]], float(r["median_us"])
                 print(f"| {r['name']} | {meas:.0f} | {pred:.0f} | {(pred / meas - 1) * 100:+.0f}% |")
     return 0
@@ -479,14 +509,20 @@ def _tp(name: str) -> int:
     return int(name.split("_")[0][2:])
 
 
+def _step_tables(names) -> list[tuple[int, str]]:
+    """The (TP degree, model) of each table of step rows ``names``: by degree, then ``TP_MODELS``' order."""
+    present = {(_tp(name), _tp_model(name)) for name in names}
+    return [(tp, m) for tp in sorted({tp for tp, _ in present}) for m in TP_MODELS if (tp, m) in present]
+
+
 def _e2e_predictions(node, names: list[str] | None = None) -> None:
     """The TP step rows ``names`` (the TP2 rows of the full plan when None), one table per degree."""
     rows = _e2e_rows(node, names)
-    for tp in sorted({_tp(name) for name, _, _ in rows}):
-        print(f"| TP{tp} row (Llama-3.1-8B) | predicted step (us) | of which all-reduce (us) |")
+    for tp, tp_model in _step_tables([name for name, _, _ in rows]):
+        print(f"| TP{tp} row ({_title(tp_model)}) | predicted step (us) | of which all-reduce (us) |")
         print("|---|---:|---:|")
         for name, step_us, ar_us in rows:
-            if _tp(name) == tp:
+            if _tp(name) == tp and _tp_model(name) == tp_model:
                 print(f"| {name} | {step_us:.1f} | {ar_us:.1f} |")
 
 
@@ -497,7 +533,7 @@ def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, fl
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
 
-    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    models = {}
     out = []
     tps = sorted({_tp(name) for name in names}) if names else [2]
     rows = [r for tp in tps for r in plan(ranks=tp) if r["kind"].startswith("e2e")]
@@ -508,17 +544,20 @@ def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, fl
             continue
         phase = "decode" if row["kind"].startswith("e2e_decode") else "prefill"
         seq = row["kv_len"] if phase == "decode" else row["seq_len"]
-        step = predict_tp_step(model, node.gpu, phase=phase, batch=row["batch"], length=seq, mode=row["mode"],
+        tp_model = _tp_model(row["name"])
+        if tp_model not in models:
+            models[tp_model] = load_spec(model_path(tp_model), ModelSpec)
+        step = predict_tp_step(models[tp_model], node.gpu, phase=phase, batch=row["batch"], length=seq, mode=row["mode"],
                                tp=_tp(row["name"]))
         out.append((row["name"], step.seconds * 1e6, step.kernels.get("all_reduce", 0.0) * 1e6))
     return out
 
 
 def _step_row(name: str) -> dict:
-    """A TP step row from its name (``tp4_decode_b48_l4096_graph``, ``tp4_prefill_b1_l1024``)."""
+    """A TP step row from its name (``tp4_decode_b48_l4096_graph``, ``tp4_70b_prefill_b1_l1024``)."""
     import re
 
-    m = re.fullmatch(r"tp(\d+)_(decode|prefill)_b(\d+)_l(\d+)(_graph)?", name)
+    m = re.fullmatch(r"tp(\d+)_(?:70b_)?(decode|prefill)_b(\d+)_l(\d+)(_graph)?", name)
     if m is None:
         raise ValueError(f"not a TP step row: {name!r}")
     tp, phase, batch, length = m[1], m[2], int(m[3]), int(m[4])
@@ -580,9 +619,10 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
         for row in (r for r in rows if r["kind"] == "collective"):
             measure(row, _collective(row["op"], row["bytes"], world, device, dist, torch), 10, PER)
         if steps:  # _check_args: world divides every split
-            split = {k: v // world for k, v in LLAMA_8B_SPLITS.items()}
-            shard = LlamaShape(q_heads=split["heads"], kv_heads=split["KV heads"], ffn=split["FFN"],
-                               vocab=split["vocabulary"])
+            splits, whole, _ = TP_MODELS[args.tp_model]
+            split = {k: v // world for k, v in splits.items()}
+            shard = LlamaShape(layers=whole["layers"], hidden=whole["hidden"], q_heads=split["heads"],
+                               kv_heads=split["KV heads"], ffn=split["FFN"], vocab=split["vocabulary"])
             model = Llama(shard, device)
             for row in steps:
                 measure(row, _tp_step(model, row, world, device, dist, torch, F=torch.nn.functional, BF16=BF16,

@@ -399,6 +399,33 @@ def test_tp_splits_are_the_model_documents() -> None:
     assert bench._tp_split(4) == "" and bench._tp_split(3) == "32 heads, 8 KV heads, 14336 FFN"
 
 
+def test_70b_tp_splits_are_the_model_documents() -> None:
+    """``--tp-model llama-3.1-70b`` (run an): its literal splits and whole dimensions are rdusim's
+    Llama-3.1-70B document's (the 8B's too), its rows are named ``tp<n>_70b_*`` and priced on that
+    model, and a degree that does not divide them is named."""
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+
+    bench = _collectives_bench()
+    assert bench.TP_MODELS["llama-3.1-70b"][0] is bench.LLAMA_70B_SPLITS
+    for name, (splits, whole, _) in bench.TP_MODELS.items():
+        model = load_spec(model_path(name), ModelSpec)
+        assert splits == {"heads": model.attention.heads, "KV heads": model.attention.kv_heads,
+                          "FFN": model.ffn.intermediate, "vocabulary": model.vocab}
+        assert whole == {"layers": model.layers, "hidden": model.hidden}
+        assert model.attention.head_dim == 128 and model.hidden == model.attention.heads * 128
+    assert bench._tp_split(8, "llama-3.1-70b") == "" and bench._tp_split(3, "llama-3.1-70b") == (
+        "64 heads, 8 KV heads, 28672 FFN")
+    rows = bench.plan([1024], ranks=4, e2e=("decode", "prefill"), decode=[(8, 4096)], tp_model="llama-3.1-70b")
+    steps = [r for r in rows if r["kind"] != "collective"]
+    assert [r["name"] for r in steps] == ["tp4_70b_decode_b8_l4096_graph", "tp4_70b_prefill_b1_l1024",
+                                          "tp4_70b_prefill_b1_l4096", "tp4_70b_prefill_b1_l16384"]
+    assert {r["model"] for r in steps} == {"llama-3.1-70b"} and bench._tp_model(steps[0]["name"]) == "llama-3.1-70b"
+    assert bench._step_row("tp4_70b_decode_b8_l4096_graph")["kv_len"] == 4096
+    assert bench._step_tables(["tp4_70b_prefill_b1_l1024", "tp4_decode_b1_l1024_graph", "tp2_decode_b1_l1024_graph"]) == [
+        (2, "llama-3.1-8b"), (4, "llama-3.1-8b"), (4, "llama-3.1-70b")]
+
+
 def test_plan_at_four_ranks_and_the_queued_rows_prediction() -> None:
     """Run w's plan: TP-n step rows named by the world size; a stream row timed with the host
     ahead (``--modes queued``) is predicted as NCCL's own time, a graph row as before."""
@@ -504,6 +531,25 @@ def test_run_ws_frozen_predictions_come_from_the_commands_in_their_header(
     assert len(commands) == 5 and _figures_masked(out) == _figures_masked(text)
 
 
+def test_run_ans_frozen_predictions_come_from_the_commands_in_their_header(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """h200x4-20261128an-collectives-predicted.txt (four H200s, Llama-3.1-70B TP4 steps beside the
+    8B's) is its header's two commands' output, figures masked as run w's."""
+    monkeypatch.chdir(ROOT)
+    bench = _collectives_bench()
+    text = (ROOT / "benchmarks/gpu/h200x4-20261128an-collectives-predicted.txt").read_text()
+    lines = text.splitlines(keepends=True)
+    header = lines[:3]
+    out = "".join(header)
+    for line in header[1:]:
+        out += _bench_out(bench, line.split("collectives.py ", 1)[1].split(), capsys)
+    assert _figures_masked(out) == _figures_masked(text)
+    frozen = bench.read_frozen("benchmarks/gpu/h200x4-20261128an-collectives-predicted.txt")
+    assert len(frozen) == 2 * 252 + 2 * 9 + 9
+    assert frozen["tp4_70b_decode_b1_l1024_graph", 4][1] == "" and ("all_reduce_1024_stream", 2) in frozen
+
+
 def _figures_masked(table: str) -> str:
     """A markdown table with every numeric cell replaced by '#'."""
     return re.sub(r"\| -?[0-9][0-9.]* (?=\|)", "| # ", table)
@@ -548,6 +594,8 @@ def test_dry_run_frozen_table_and_run_plan_the_same_rows(capsys: pytest.CaptureF
         (["--dry-run", "--ranks", "3"], "TP-3 steps: 3 does not divide Llama-3.1-8B's 32 heads, 8 KV heads, 14336 FFN"),
         (["--model", "hw_configs/h100.yaml", "--frozen", "--ranks", "2,6"], "TP-6 steps"),
         (["--frozen"], "--frozen needs --model"),
+        (["--dry-run", "--tp-model", "llama-3.1-70"], "(did you mean 'llama-3.1-70b'?)"),
+        (["--dry-run", "--ranks", "3", "--tp-model", "llama-3.1-70b"], "does not divide Llama-3.1-70B's 64 heads"),
     ],
 )
 def test_bad_flags_exit_2_saying_what_was_expected(
