@@ -273,12 +273,22 @@ class WeightedPool:
 
     def _reschedule(self) -> None:
         self._generation += 1
-        for key in [k for k, f in self._flows.items() if f[0] <= EPSILON_BYTES]:
-            self._flows.pop(key)[2].succeed()
-        if not self._flows:
+        flows = self._flows
+        now = self.env.now
+        for key in [k for k, f in flows.items() if f[0] <= EPSILON_BYTES]:
+            flows.pop(key)[2].succeed()
+        while flows:
+            total = sum(f[1] for f in flows.values())
+            wait = min(f[0] / f[1] for f in flows.values()) * total / self.rate
+            if now + wait > now:
+                break
+            # so little left that the clock cannot advance by it (``wait`` under half a float ulp
+            # of ``now``, as ``BandwidthPool._reschedule``): those flows land now, in arrival
+            # order; a timer at ``now`` would advance nothing and re-arm forever
+            for key in [k for k, f in flows.items() if not now + f[0] / f[1] * total / self.rate > now]:
+                flows.pop(key)[2].succeed()
+        if not flows:
             return
-        total = sum(f[1] for f in self._flows.values())
-        wait = min(f[0] / f[1] for f in self._flows.values()) * total / self.rate
         generation = self._generation
         delay(self.env, wait).callbacks.append(lambda _e: self._on_timer(generation))
 

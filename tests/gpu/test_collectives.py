@@ -426,6 +426,32 @@ def test_70b_tp_splits_are_the_model_documents() -> None:
         (2, "llama-3.1-8b"), (4, "llama-3.1-8b"), (4, "llama-3.1-70b")]
 
 
+@pytest.mark.slow
+def test_70b_tp4_16k_prefill_prediction_finishes() -> None:
+    """The 70B TP4 16K eager prefill on H200 passes 1 s simulated, where an L2 flow's last bytes
+    once took less than the clock's resolution and its timer re-armed forever (sim.resources.
+    WeightedPool); ~5 s here, failed by SIGALRM after 60 s rather than hanging the suite."""
+    import signal
+
+    from rdusim.analysis.gpu.collectives import predict_tp_step
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+
+    def _fail(_signum, _frame):
+        raise AssertionError("the 70B TP4 16K prefill prediction still ran after 60 s")
+
+    model = load_spec(model_path("llama-3.1-70b"), ModelSpec)
+    gpu = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu
+    previous = signal.signal(signal.SIGALRM, _fail)
+    signal.alarm(60)
+    try:
+        step = predict_tp_step(model, gpu, phase="prefill", batch=1, length=16384, mode="eager", tp=4)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert 1.0 < step.seconds < 2.0   # past the 1 s where it hung (1.301 s when fixed)
+
+
 def test_plan_at_four_ranks_and_the_queued_rows_prediction() -> None:
     """Run w's plan: TP-n step rows named by the world size; a stream row timed with the host
     ahead (``--modes queued``) is predicted as NCCL's own time, a graph row as before."""

@@ -1,10 +1,14 @@
 """Processor-sharing bandwidth: exact completion times on tiny cases."""
 
+import contextlib
+import math
+import signal
+
 import pytest
 import simpy
 
 from rdusim.errors import SimulationError
-from rdusim.sim.resources import HORIZON_S, BandwidthPool, delay
+from rdusim.sim.resources import EPSILON_BYTES, HORIZON_S, BandwidthPool, WeightedPool, delay
 
 
 def _times(arrivals):
@@ -135,3 +139,47 @@ def test_nothing_to_transfer_is_not_a_flow():
     pool = BandwidthPool(env, "hbm", 100.0)
     assert pool.add(1e-4, _Waiter(env, pool), urgent=True) is None   # below the byte epsilon
     assert pool.bytes_total == 0.0 and pool.transfer(0.0).triggered
+
+
+@contextlib.contextmanager
+def _hang_guard(seconds: int):
+    """Fail instead of hanging the suite (no pytest-timeout here): SIGALRM after ``seconds``."""
+    def _fail(_signum, _frame):
+        raise AssertionError(f"the simulation still ran after {seconds} s: a timer re-arms without progress")
+
+    previous = signal.signal(signal.SIGALRM, _fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_weighted_transfer_below_the_clock_resolution_completes():
+    """The GPU model's pools (WeightedPool) at ~1 s simulated: 1.1e-3 B at 11 TB/s takes 1e-16 s,
+    under half an ulp of 1.0 s, so a timer at now + wait is at now and re-armed forever (the
+    Llama-3.1-70B TP4 16K prefill on H200 never finished). It lands now instead."""
+    env = simpy.Environment(initial_time=1.0)
+    pool = WeightedPool(env, 11e12)
+    nbytes = 1.1e-3
+    assert nbytes > EPSILON_BYTES and 1.0 + nbytes / 11e12 == 1.0   # the case: above the epsilon, below the clock
+    finished = []
+    pool.transfer(nbytes, 132.0).callbacks.append(lambda _event: finished.append(env.now))
+    with _hang_guard(10):
+        env.run(until=2.0)
+    assert finished == [1.0]
+
+
+def test_a_weighted_residue_lands_and_the_others_keep_their_share():
+    """Beside a residue that lands at once (weight 1000 of 1001: still under the clock's
+    resolution while shared), a real flow still gets the whole rate after it."""
+    env = simpy.Environment(initial_time=1.0)
+    pool = WeightedPool(env, 11e12)
+    finished = {}
+    pool.transfer(11e6, 1.0).callbacks.append(lambda _event: finished.setdefault("big", env.now))
+    pool.transfer(1.1e-3, 1000.0).callbacks.append(lambda _event: finished.setdefault("tiny", env.now))
+    with _hang_guard(10):
+        env.run(until=2.0)
+    assert finished["tiny"] == 1.0
+    assert math.isclose(finished["big"], 1.0 + 11e6 / 11e12, rel_tol=1e-12)
