@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import os
 import statistics
 import sys
@@ -360,7 +361,8 @@ def compare(kernels_csv: str, steps_csv: str, model_name: str = "llama-3.1-8b") 
     layers = MODELS[model_name][0]["layers"]
     pred = predict(["h200", "h100"], model_name)
     rows: dict[str, dict[int, list[tuple[int, str, float]]]] = {}
-    with open(kernels_csv) as fh:
+    opener = gzip.open if kernels_csv.endswith(".gz") else open  # run ap's is gzipped
+    with opener(kernels_csv, "rt") as fh:
         for r in csv.DictReader(fh):
             rows.setdefault(r["row"], {}).setdefault(int(r["replay"]), []).append(
                 (int(r["index"]), r["kernel"], float(r["device_us"]))
