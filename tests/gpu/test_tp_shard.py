@@ -72,3 +72,25 @@ def test_tp_shard_splits_are_the_model_documents(name, attr):
         assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (8, 1, 3584, 16032)
         sh = tp_shard.shard_shape(tp_shard.LLAMA_70B, 4)
         assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (16, 2, 7168, 32064)
+
+
+def test_tp_shard_classes_of_run_ap_70b_shard():
+    """Run ap's TP8 shard of Llama-3.1-70B at compare-hw's b32 x 8192, one graph replay: 80 layers
+    of FA2's split-KV kernel and its combine, one O and one down GEMM a layer, 161 RMSNorms, the
+    LM head once; and the committed step is the CSV's."""
+    import gzip
+
+    tp_shard = _tp_shard()
+    with gzip.open(ROOT / "benchmarks/gpu/h200-20261128ap-tpshard70-kernels.csv.gz", "rt") as fh:
+        rows = [
+            r
+            for r in csv.DictReader(fh)
+            if r["row"] == "tp8_b32_l8192:flash:graph" and r["replay"] == "1"
+        ]
+    classes = tp_shard.classify([r["kernel"] for r in rows], tp_shard.LLAMA_70B["layers"])
+    expected = {"attention": 160, "gemm_o": 80, "gemm_down": 80, "rms_norm": 161, "lm_head": 1}
+    for cls, count in expected.items():
+        assert classes.count(cls) == count, cls
+    with open(ROOT / "benchmarks/gpu/h200-20261128ap-tpshard70.csv") as fh:
+        step = next(r for r in csv.DictReader(fh) if r["row"] == "tp8_b32_l8192:flash")
+    assert float(step["graph_median_us"]) == 13886.5
