@@ -10,17 +10,27 @@ graph, and profiles its replays kernel by kernel.
   before the run in ``h200-20261128ab-tpshard-predicted.txt``.
 - default: the measurement (torch only; the device has no rdusim): ``$OUT/tpshard.csv`` (graph
   step time per row) and ``$OUT/tpshard-kernels.csv`` (every kernel of the profiled replays).
-- ``--compare KERNELS_CSV``: per-class measured vs predicted (rdusim; CPU).
+- ``--compare KERNELS_CSV STEPS_CSV``: per-class measured vs predicted (rdusim; CPU).
+- ``--model llama-3.1-70b`` (run ap): one GPU's share of Llama-3.1-70B's TP8 step (8 query heads,
+  1 KV head, FFN 3584, vocabulary 16032, 80 layers), as ``rdusim compare-hw`` prices it on 8 x H200
+  (mappings/llama-3.1-70b/decode-h200x8.yaml), and a TP4 shard; FlashAttention forced; frozen in
+  ``h200-20261128ap-tpshard70-predicted.txt``; files ``$OUT/tpshard70*.csv``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import os
 import statistics
 import sys
 from pathlib import Path
+
+#: the full models' splits, literal (the device has no rdusim); tests/gpu/test_tp_shard.py checks
+#: them against rdusim's model documents (rdusim/config/models/llama-3.1-*.yaml)
+LLAMA_8B = dict(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336, vocab=128256)
+LLAMA_70B = dict(layers=80, hidden=8192, heads=64, kv_heads=8, head_dim=128, ffn=28672, vocab=128256)
 
 #: (name, tp, batch, kv_len): the two rows of run aa that miss, its batch-8 row as a control, and
 #: the single-GPU step whose attention grid (512 CTAs of 16 key tiles) is the batch-128 shard's
@@ -43,6 +53,36 @@ RUNS = [
     ("tp1_b64_l1024", "flash"),
     ("tp1_b64_l1024", "default"),
 ]
+
+#: run ap's rows of Llama-3.1-70B: the TP8 shard at compare-hw's point (b32 x 8192) and around
+#: it, then a TP4 shard (35 GB of weights, 21 GB of KV) at the same point; FlashAttention forced
+ROWS_70B = [
+    ("tp8_b32_l8192", 8, 32, 8192),
+    ("tp8_b1_l8192", 8, 1, 8192),
+    ("tp8_b8_l8192", 8, 8, 8192),
+    ("tp8_b64_l4096", 8, 64, 4096),
+    ("tp8_b128_l2048", 8, 128, 2048),
+    ("tp4_b32_l8192", 4, 32, 8192),
+]
+RUNS_70B = [(name, "flash") for name, *_ in ROWS_70B]
+
+#: --model: (full shape, rows, runs, file tag, run)
+MODELS = {
+    "llama-3.1-8b": (LLAMA_8B, ROWS, RUNS, "", "ab"),
+    "llama-3.1-70b": (LLAMA_70B, ROWS_70B, RUNS_70B, "70", "ap"),
+}
+
+
+def shard_shape(full: dict[str, int], tp: int) -> dict[str, int]:
+    """One GPU's share of ``full`` at ``tp``: heads, KV heads, FFN and vocabulary split."""
+    return {
+        **full,
+        "heads": full["heads"] // tp,
+        "kv_heads": max(1, full["kv_heads"] // tp),
+        "ffn": full["ffn"] // tp,
+        "vocab": full["vocab"] // tp,
+    }
+
 
 #: timed replays of each step's graph (measure.py's ``replay_times``, after 3 untimed)
 GRAPH_REPS = 20
@@ -76,18 +116,20 @@ def _model_class(key: str) -> str:
     }.get(key, key)
 
 
-def predict(gpus: list[str]) -> dict[tuple[str, str], dict[str, float]]:
+def predict(
+    gpus: list[str], model_name: str = "llama-3.1-8b"
+) -> dict[tuple[str, str], dict[str, float]]:
     """{(gpu, row): {class: us}} of the shard step, rdusim's model (no collectives)."""
     from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
     from rdusim.hw.gpu import load_gpu_node
 
-    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    model = load_spec(model_path(model_name), ModelSpec)
     out = {}
     for g in gpus:
         gpu = load_gpu_node(f"hw_configs/{g}.yaml").gpu
-        for name, tp, batch, kv in ROWS:
+        for name, tp, batch, kv in MODELS[model_name][1]:
             step = simulate_gpu_step(
                 model,
                 gpu,
@@ -107,12 +149,17 @@ def predict(gpus: list[str]) -> dict[tuple[str, str], dict[str, float]]:
     return out
 
 
-def print_predictions() -> int:
-    pred = predict(["h100", "h200"])
+def print_predictions(model_name: str = "llama-3.1-8b") -> int:
+    full, _, _, _, run = MODELS[model_name]
+    pred = predict(["h100", "h200"], model_name)
+    flag = "" if model_name == "llama-3.1-8b" else f" --model {model_name}"
     print(
-        "# benchmarks/gpu/tp_shard.py --predict: the model's shard step by kernel class (us per step,"
+        f"# benchmarks/gpu/tp_shard.py --predict{flag}: the model's shard step by kernel class"
     )
-    print("# 32 layers and the head; no all-reduce, no logits gather); frozen before run ab")
+    print(
+        f"# (us per step, {full['layers']} layers and the head; no all-reduce, no logits gather);"
+        f" frozen before run {run}"
+    )
     print("| gpu | row | step | " + " | ".join(CLASSES) + " |")
     print("|---|---|---:|" + "---:|" * len(CLASSES))
     for (g, name), cls in pred.items():
@@ -233,7 +280,7 @@ def _profiled(
     return [(n, d) for _, n, d in ev]
 
 
-def measure() -> int:  # pragma: no cover - needs a GPU
+def measure(model_name: str = "llama-3.1-8b") -> int:  # pragma: no cover - needs a GPU
     import torch
     from torch.nn.attention import SDPBackend
 
@@ -242,28 +289,36 @@ def measure() -> int:  # pragma: no cover - needs a GPU
         sys.path.insert(0, str(p))
     import measure as M  # noqa: N812, PLC0415
 
+    full, rows, runs, tag, _ = MODELS[model_name]
     out = Path(os.environ.get("OUT", "."))
-    steps_fh = open(out / "tpshard.csv", "w", newline="")  # noqa: SIM115
+    steps_fh = open(out / f"tpshard{tag}.csv", "w", newline="")  # noqa: SIM115
     steps = csv.writer(steps_fh)
     steps.writerow(
         ["row", "tp", "batch", "kv_len", "gpu", "graph_median_us", "graph_min_us", "reps"]
     )
-    kern_fh = open(out / "tpshard-kernels.csv", "w", newline="")  # noqa: SIM115
+    kern_fh = open(out / f"tpshard{tag}-kernels.csv", "w", newline="")  # noqa: SIM115
     kern = csv.writer(kern_fh)
     kern.writerow(["row", "replay", "index", "kernel", "device_us"])
     gpu = torch.cuda.get_device_name()
     print(gpu, torch.__version__, flush=True)
     models: dict[int, object] = {}
     with torch.no_grad():
-        shapes = {name: (tp, batch, kv) for name, tp, batch, kv in ROWS}
-        for name, backend in RUNS:
+        shapes = {name: (tp, batch, kv) for name, tp, batch, kv in rows}
+        for name, backend in runs:
             tp, batch, kv = shapes[name]
             M.SDPA_BACKENDS[:] = [SDPBackend.FLASH_ATTENTION] if backend == "flash" else []
             if tp not in models:
                 models.clear()
                 torch.cuda.empty_cache()
+                sh = shard_shape(full, tp)
                 shard = M.LlamaShape(
-                    q_heads=32 // tp, kv_heads=8 // tp, ffn=14336 // tp, vocab=128256 // tp
+                    layers=sh["layers"],
+                    hidden=sh["hidden"],
+                    q_heads=sh["heads"],
+                    kv_heads=sh["kv_heads"],
+                    head_dim=sh["head_dim"],
+                    ffn=sh["ffn"],
+                    vocab=sh["vocab"],
                 )
                 models[tp] = M.Llama(shard, torch.device("cuda"))
             step = _shard_step(M, models[tp], batch, kv)
@@ -301,11 +356,13 @@ def measure() -> int:  # pragma: no cover - needs a GPU
     os._exit(0)
 
 
-def compare(kernels_csv: str, steps_csv: str) -> int:
+def compare(kernels_csv: str, steps_csv: str, model_name: str = "llama-3.1-8b") -> int:
     """Measured per class (median over the replays) against the frozen classes, H200."""
-    pred = predict(["h200", "h100"])
+    layers = MODELS[model_name][0]["layers"]
+    pred = predict(["h200", "h100"], model_name)
     rows: dict[str, dict[int, list[tuple[int, str, float]]]] = {}
-    with open(kernels_csv) as fh:
+    opener = gzip.open if kernels_csv.endswith(".gz") else open  # run ap's is gzipped
+    with opener(kernels_csv, "rt") as fh:
         for r in csv.DictReader(fh):
             rows.setdefault(r["row"], {}).setdefault(int(r["replay"]), []).append(
                 (int(r["index"]), r["kernel"], float(r["device_us"]))
@@ -324,7 +381,7 @@ def compare(kernels_csv: str, steps_csv: str) -> int:
         counts: dict[str, int] = {}
         for ks in replays.values():
             ks.sort()
-            cls = classify([k for _, k, _ in ks])
+            cls = classify([k for _, k, _ in ks], layers)
             tot: dict[str, float] = {}
             for c, (_, _, d) in zip(cls, ks, strict=True):
                 tot[c] = tot.get(c, 0.0) + d
@@ -356,12 +413,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--predict", action="store_true")
     ap.add_argument("--compare", nargs=2, metavar=("KERNELS_CSV", "STEPS_CSV"))
+    ap.add_argument("--model", choices=sorted(MODELS), default="llama-3.1-8b")
     args = ap.parse_args(argv)
     if args.predict:
-        return print_predictions()
+        return print_predictions(args.model)
     if args.compare:
-        return compare(*args.compare)
-    return measure()
+        return compare(*args.compare, args.model)
+    return measure(args.model)
 
 
 if __name__ == "__main__":

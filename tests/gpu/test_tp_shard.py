@@ -46,3 +46,51 @@ def test_tp_shard_classes_match_the_profiled_step():
             if r["row"] == "tp2_b64_l2048:flash"
         )
     assert step == pytest.approx(measured, rel=0.01)
+
+
+@pytest.mark.parametrize("name, attr", [("llama-3.1-8b", "LLAMA_8B"), ("llama-3.1-70b", "LLAMA_70B")])
+def test_tp_shard_splits_are_the_model_documents(name, attr):
+    """tp_shard.py's literal shapes (the device has no rdusim) are rdusim's model documents', and
+    run ap's TP8 shard of Llama-3.1-70B is 8 heads, 1 KV head, FFN 3584, vocabulary 16032."""
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+
+    tp_shard = _tp_shard()
+    m = load_spec(model_path(name), ModelSpec)
+    assert getattr(tp_shard, attr) == {
+        "layers": m.layers,
+        "hidden": m.hidden,
+        "heads": m.attention.heads,
+        "kv_heads": m.attention.kv_heads,
+        "head_dim": m.attention.head_dim,
+        "ffn": m.ffn.intermediate,
+        "vocab": m.vocab,
+    }
+    assert tp_shard.MODELS[name][0] is getattr(tp_shard, attr)
+    if name == "llama-3.1-70b":
+        sh = tp_shard.shard_shape(tp_shard.LLAMA_70B, 8)
+        assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (8, 1, 3584, 16032)
+        sh = tp_shard.shard_shape(tp_shard.LLAMA_70B, 4)
+        assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (16, 2, 7168, 32064)
+
+
+def test_tp_shard_classes_of_run_ap_70b_shard():
+    """Run ap's TP8 shard of Llama-3.1-70B at compare-hw's b32 x 8192, one graph replay: 80 layers
+    of FA2's split-KV kernel and its combine, one O and one down GEMM a layer, 161 RMSNorms, the
+    LM head once; and the committed step is the CSV's."""
+    import gzip
+
+    tp_shard = _tp_shard()
+    with gzip.open(ROOT / "benchmarks/gpu/h200-20261128ap-tpshard70-kernels.csv.gz", "rt") as fh:
+        rows = [
+            r
+            for r in csv.DictReader(fh)
+            if r["row"] == "tp8_b32_l8192:flash:graph" and r["replay"] == "1"
+        ]
+    classes = tp_shard.classify([r["kernel"] for r in rows], tp_shard.LLAMA_70B["layers"])
+    expected = {"attention": 160, "gemm_o": 80, "gemm_down": 80, "rms_norm": 161, "lm_head": 1}
+    for cls, count in expected.items():
+        assert classes.count(cls) == count, cls
+    with open(ROOT / "benchmarks/gpu/h200-20261128ap-tpshard70.csv") as fh:
+        step = next(r for r in csv.DictReader(fh) if r["row"] == "tp8_b32_l8192:flash")
+    assert float(step["graph_median_us"]) == 13886.5
