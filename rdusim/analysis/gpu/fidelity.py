@@ -698,6 +698,23 @@ def _shown(
     return Source(f"{label}: {kind}", groups, (csv_name,))
 
 
+def _now_and_frozen(
+    label: str, csv_name: str, gpu: str, compared: list[dict], kind: Callable[[dict], str]
+) -> list[Group]:
+    """``compared`` rows twice, shown, not gated: the model now (``kind``), and the prediction
+    frozen before the run (``err_frozen``; ``kind`` + ", frozen prediction")."""
+    frozen = [{**c, "err": c["err_frozen"], "frozen_row": True} for c in compared]
+    return _split(
+        label,
+        csv_name,
+        gpu,
+        compared + frozen,
+        lambda c: kind(c) + (", frozen prediction" if "frozen_row" in c else ""),
+        lambda c: "prediction",
+        lambda k: None,
+    )
+
+
 def _fa2_mech(csv_name: str, frozen_name: str, label: str) -> Source:
     """An ``fa2_mech.py`` run (runs p, q and r): its decode rows (one split, K/V in L2 or HBM, 128
     queries) and its prefill rows (head_dim, mask), the model now and the prediction frozen before
@@ -707,17 +724,12 @@ def _fa2_mech(csv_name: str, frozen_name: str, label: str) -> Source:
         rows = read_csv(root / GPU_DIR / csv_name)
         spec, gpu = _gpu(root, rows)
         compared = compare_fa2_mech(rows, read_frozen(root / GPU_DIR / frozen_name), Gpu(spec))
-        as_frozen = [{**c, "err": c["err_frozen"], "frozen_row": True} for c in compared]
-        return _split(
+        return _now_and_frozen(
             label,
             csv_name,
             gpu,
-            compared + as_frozen,
-            lambda c: "FA2 mechanism rows, "
-            + ("prefill" if c["group"].startswith("prefill") else "decode")
-            + (", frozen prediction" if "frozen_row" in c else ""),
-            lambda c: "prediction",
-            lambda k: None,
+            compared,
+            lambda c: "FA2 mechanism rows, " + ("prefill" if c["group"].startswith("prefill") else "decode"),
         )
 
     return Source(f"{label}: FA2 mechanism rows", groups, (csv_name, frozen_name))
@@ -821,17 +833,7 @@ def _fa2_decode(csv_name: str, frozen_name: str, label: str) -> Source:
         kernels = read_csv(root / GPU_DIR / kernels_csv(csv_name))
         frozen = read_frozen(root / GPU_DIR / frozen_name)
         compared = compare_fa2_decode(rows, kernels, frozen, Gpu(spec))
-        as_frozen = [{**c, "err": c["err_frozen"], "frozen_row": True} for c in compared]
-        return _split(
-            label,
-            csv_name,
-            gpu,
-            compared + as_frozen,
-            lambda c: f"FA2 decode, {c['kernel']}"
-            + (", frozen prediction" if "frozen_row" in c else ""),
-            lambda c: "prediction",
-            lambda k: None,
-        )
+        return _now_and_frozen(label, csv_name, gpu, compared, lambda c: f"FA2 decode, {c['kernel']}")
 
     files = (csv_name, kernels_csv(csv_name), frozen_name)
     return Source(f"{label}: FA2 decode", groups, files)
