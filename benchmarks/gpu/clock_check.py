@@ -652,32 +652,41 @@ def calibration_table() -> int:
     return 0
 
 
-def tp2_prefill(node_path: str = "hw_configs/h200-8.yaml") -> list[str]:
-    """Run ac's TP2 prefill rows (two H200s, FlashAttention forced; collectives.py's step: an
-    all-reduce after o and down) with and without the clock: each row was timed as 3 + 20 steps
-    back to back (eager); with the clock, that sequence from an idle GPU, the median of the 20.
-    The all-reduce draws idle power in the clock model; the other GPU is the same."""
+TP2_CSV = "benchmarks/gpu/h200x2-20261128ac-tp2.csv"  # run ac: Llama-3.1-8B TP2, FlashAttention forced
+
+
+def tp2_prefill(csv_path: str = TP2_CSV, node_path: str = "hw_configs/h200-8.yaml") -> list[str]:
+    """A collectives.py CSV's TP2 prefill rows (run ac's by default: two H200s, FlashAttention
+    forced; the step: an all-reduce after o and down; the model each row names, Llama-3.1-8B when
+    the CSV has no ``model`` column) with and without the clock: each row was timed as 3 + 20
+    steps back to back (eager); with the clock, that sequence from an idle GPU, the median of the
+    20. The all-reduce draws idle power in the clock model; the other GPU is the same."""
     from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
     from rdusim.hw.gpu import load_gpu_node
 
     root = Path(__file__).resolve().parents[2]
     node = load_gpu_node(root / node_path)
-    m = Model()
     layer = list(MEASURED_LAYER)
     layer.insert(layer.index("o_gemm") + 1, "all_reduce")
     layer.insert(layer.index("down_gemm") + 1, "all_reduce")
-    with (root / "benchmarks/gpu/h200x2-20261128ac-tp2.csv").open() as fh:
-        meas = {r["name"]: r for r in csv.DictReader(fh)}
+    with (root / csv_path).open() as fh:
+        prefills = [r for r in csv.DictReader(fh) if r["kind"] == "e2e_prefill_tp2"]
+    models = {}
     out = [
-        "| row (run ac, 2 x H200) | measured (us) | model (us) | error | with the clock (us) | error | clock at the end |",
+        f"| row ({Path(csv_path).name}, 2 x H200) | measured (us) | model (us) | error | with the clock (us) | error | clock at the end |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for length in (1024, 4096, 16384):
-        r = meas[f"tp2_prefill_b1_l{length}"]
+    for r in prefills:
+        name = r.get("model") or "llama-3.1-8b"
+        if name not in models:
+            models[name] = load_spec(model_path(name), ModelSpec)
+        length = int(r["seq_len"])
 
-        def step(clock, length: int = length) -> float:
+        def step(clock, length: int = length, spec=models[name]) -> float:  # type: ignore[no-untyped-def]
             return simulate_gpu_step(
-                m.model,
+                spec,
                 node.gpu,
                 layer=layer,
                 head=["embedding", "lm_head"],
@@ -1043,8 +1052,10 @@ def main() -> int:
     )
     ap.add_argument(
         "--tp2",
-        action="store_true",
-        help="run ac's TP2 prefill rows with and without the clock (CPU)",
+        nargs="?",
+        const=TP2_CSV,
+        metavar="CSV",
+        help="a collectives.py CSV's TP2 prefill rows (run ac's by default) with and without the clock (CPU)",
     )
     ap.add_argument(
         "--calibration",
@@ -1069,7 +1080,7 @@ def main() -> int:
         print("\n".join(heldout_rows()))
         return 0
     if args.tp2:
-        print("\n".join(tp2_prefill()))
+        print("\n".join(tp2_prefill(args.tp2)))
         return 0
     if args.predict:
         return predict(args.predict)

@@ -164,9 +164,10 @@ class KnownMiss:
 KNOWN_MISSES: dict[str, KnownMiss] = {
     "collectives": KnownMiss(
         "the small-size floor moves between leases by up to 20% (stream: the host) and 25-30% "
-        "(graph); the Simple ramp at 2-400 MB (-9 to -35%) is not modelled (run ad: contended "
-        "channels, no cited form for its size); the all-to-all's Simple p2p channels are not "
-        f"modelled ({_ACCEPTANCE_DOC}; Collectives)",
+        "(graph), and within one lease (run an's second sweep: 2-4 us, up to +55%); the Simple "
+        "ramp at 2-400 MB (-9 to -35%) is not modelled (run ad: contended channels, no cited form "
+        "for its size); the all-to-all's Simple p2p channels are not modelled "
+        f"({_ACCEPTANCE_DOC}; Collectives)",
     ),
     "GEMMs": KnownMiss(
         "DeepSeek-V3 kv_a 2048 x 576 x 7168: cuBLAS's own kernel is slow (no documented mechanism); on "
@@ -189,9 +190,10 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         f"10 calls a site runs a little faster than inside the step) ({_ACCEPTANCE_DOC}; Runs f, h and j)",
     ),
     "TP prefill": KnownMiss(
-        "the 1K prefill is host-bound (the H200 host bimodal between sweeps); 4K and 16K come out "
-        "11-12% under: the power-limited SM clock of a long step (with the opt-in clock model -2.0% / +1.8%, "
-        f"explained after measurement) ({_ACCEPTANCE_DOC}; The clock model)",
+        "Llama-3.1-8B's 1K prefill is host-bound (the H200 host bimodal between sweeps); its 4K and 16K "
+        "(runs ac, an) and Llama-3.1-70B's 1K and 4K (run an) come out 10-15% under: the power-limited SM "
+        "clock of a long step (with the opt-in clock model -2.5% to +1.8%, explained after measurement) "
+        f"({_ACCEPTANCE_DOC}; The clock model; Run an)",
     ),
     "P10 held-out eager decode": KnownMiss(
         "h100.yaml's pooled P12 host, not P10's own; batch 256 comes out 18% "
@@ -459,7 +461,8 @@ def _gpu(root: Path, rows: list[dict], column: str = "device") -> tuple[GpuSpec,
 
 
 def _base() -> ModelSpec:
-    """The Llama-3.1-8B document the decode and TP steps are shaped from (the package's own)."""
+    """The Llama-3.1-8B document the decode steps (and the TP steps of a CSV with no ``model``
+    column) are shaped from (the package's own)."""
     return load_spec(model_path("llama-3.1-8b"), ModelSpec)
 
 
@@ -862,6 +865,8 @@ COLLECTIVE_CSVS: tuple[str, ...] = (
     "h100x4-20261128y-y4.csv",
     "h200x2-20261128aa-sweep.csv",
     "h200x2-20261128aa-sweep2.csv",
+    "h200x2-20261128an-x2-sweep.csv",
+    "h200x2-20261128an-x2-sweep2.csv",
     "h200x2-20261128z-v-sizes.csv",
 )
 
@@ -903,17 +908,28 @@ def _collective_groups(root: Path, path: Path) -> list[Group]:
 
 def _tp_steps(csv_name: str) -> Source:
     """A ``collectives.py`` run's TP steps (decode CUDA-graph captured, prefill eager) on the GPU
-    document as it is; decode held to graph decode's tolerance (issue 17: the standard to hold
-    everywhere), prefill to the prefill one."""
+    document as it is, each on the model its ``model`` column names (Llama-3.1-8B where the CSV
+    has none: the runs before ``--tp-model``); decode held to graph decode's tolerance (issue 17:
+    the standard to hold everywhere), prefill to the prefill one."""
 
     def groups(root: Path) -> list[Group]:
         path = root / GPU_DIR / csv_name
         rows = read_csv(path)
         spec, gpu = _gpu(root, rows, "gpu")
-        compared = compare_tp_steps(rows, Gpu(spec), _base())
+        names = sorted({r.get("model") or "llama-3.1-8b" for r in rows})
+        compared = [
+            c
+            for name in names
+            for c in compare_tp_steps(
+                [r for r in rows if (r.get("model") or "llama-3.1-8b") == name],
+                Gpu(spec),
+                load_spec(model_path(name), ModelSpec),
+            )
+        ]
         ranks = {c["ranks"] for c in compared}
+        shown = [n.upper().replace("LLAMA", "Llama") for n in names if n != "llama-3.1-8b"]
         return _split(
-            run_label(path),
+            ", ".join([run_label(path), *shown]),
             csv_name,
             f"{'/'.join(sorted(ranks))} x {gpu}",
             compared,
@@ -966,6 +982,9 @@ SOURCES: tuple[Source, ...] = (
     # attention, a kernel the model does not price: docs/gpu.md, runs ab and ac)
     _tp_steps("h200x2-20261128ac-tp2.csv"),
     _tp_steps("h200x2-20261128ac-tp2new.csv"),
+    # run an (two H200s, the fallback): run ac's 8B rows on another lease, and Llama-3.1-70B at TP2
+    _tp_steps("h200x2-20261128an-tp2.csv"),
+    _tp_steps("h200x2-20261128an-tp2-70b.csv"),
 )
 
 #: the sets ``--all`` adds after ``SOURCES``, in its order: those the default leaves out to stay near
