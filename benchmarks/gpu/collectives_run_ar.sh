@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run ar (issue 17, P12, a2a): the all-to-all's p2p chunk pipeline and channels a peer on two GPUs
 # (collective_ramp_diag.py, graph rows), one torchrun per NCCL environment: default, NCCL_P2P_NVL_CHUNKSIZE
-# 128 KiB and 2 MiB, 64 p2p channels, 16 ring channels (all-reduce), the default again.
+# 128 KiB, 1 MiB and 2 MiB, 64, 4 and 2 p2p channels, one and 16 ring channels (all-reduce), the default again.
 # Usage on the device, from the repo root: OUT=<dir> [G=.gpudev] bash benchmarks/gpu/collectives_run_ar.sh
 # Pre-registration: benchmarks/gpu/h200x2-20261128ar-a2a-hypotheses.md.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -10,7 +10,7 @@ case "$GPU" in *H200*) P=h200x2-20261128ar ;; *) P=h100x2-20261128ar ;; esac
 W=/tmp/w; mkdir -p $W; G=${G:-benchmarks/gpu}; T0=$(date +%s)
 log() { echo "[$(( $(date +%s) - T0 ))s $(date -u +%H:%M:%S)] $*" | tee -a $OUT/main.log; }
 pack() { cp $OUT/main.log $W/$P-main.log; tar czf $OUT/results.tgz -C $W . ; }
-left() { echo $(( ${BUDGET:-440} - ($(date +%s) - T0) )); }
+left() { echo $(( ${BUDGET:-465} - ($(date +%s) - T0) )); }
 # step NAME LIMIT "ENV..." ARGS...: one torchrun of collective_ramp_diag.py with NCCL's init and tuning log
 step() {
   local name=$1 lim=$2 envs=$3; shift 3
@@ -38,15 +38,23 @@ log "run ar: $(hostname) $GPU"
 pack
 Z=4,16,64,128,256,512,768,1024
 # 1. NCCL's defaults: the all-to-all (16 p2p channels a peer to 512 MiB, then 32) and the all-reduce
-step default 95 "" --ops all_to_all,all_reduce --sizes $Z --est-gbps 500
+step default 90 "" --ops all_to_all,all_reduce --sizes $Z --est-gbps 500
 # 2. p2p chunk 128 KiB: parts double past 32 chunks = 4 MiB, so 32 channels a peer from 256 MiB
-step chunk128k 60 "NCCL_P2P_NVL_CHUNKSIZE=131072" --ops all_to_all --sizes $Z --est-gbps 500
+step chunk128k 55 "NCCL_P2P_NVL_CHUNKSIZE=131072" --ops all_to_all --sizes $Z --est-gbps 500
 # 3. p2p chunk 2 MiB: 16 channels a peer at every size to 1 GiB
-step chunk2m 60 "NCCL_P2P_NVL_CHUNKSIZE=2097152" --ops all_to_all --sizes $Z --est-gbps 450
+step chunk2m 55 "NCCL_P2P_NVL_CHUNKSIZE=2097152" --ops all_to_all --sizes $Z --est-gbps 450
 # 4. 64 p2p channels: self and peer each on their own 32
-step p2p64 60 "NCCL_MIN_P2P_NCHANNELS=64 NCCL_MAX_P2P_NCHANNELS=64" --ops all_to_all --sizes $Z --est-gbps 500
-# 5. 16 ring channels: the all-reduce's rate at the all-to-all's channel count
-step ring16 55 "NCCL_MIN_NCHANNELS=16 NCCL_MAX_NCHANNELS=16" --ops all_reduce --sizes $Z --est-gbps 250
-# 6. the defaults again (drift), if time is left
+step p2p64 55 "NCCL_MIN_P2P_NCHANNELS=64 NCCL_MAX_P2P_NCHANNELS=64" --ops all_to_all --sizes $Z --est-gbps 500
+# 5. one p2p channel a peer (2 p2p channels: nChannelsMin 1; parts double past 16 MiB): a channel's rate and its fill
+step p2p2 50 "NCCL_MIN_P2P_NCHANNELS=2 NCCL_MAX_P2P_NCHANNELS=2" --ops all_to_all --sizes 1,2,4,8,16,32 --est-gbps 40
+# 6. one ring channel: the all-reduce's rate on one CTA (run ad: 21.0 GB/s on the H100)
+step ch1 45 "NCCL_MIN_NCHANNELS=1 NCCL_MAX_NCHANNELS=1" --ops all_reduce --sizes 4,16,64 --est-gbps 20
+# 7. p2p chunk 1 MiB: 16 channels a peer at every size to 1 GiB, half chunk2m's fill
+step chunk1m 50 "NCCL_P2P_NVL_CHUNKSIZE=1048576" --ops all_to_all --sizes $Z --est-gbps 450
+# 8. two p2p channels a peer (4 p2p channels)
+step p2p4 45 "NCCL_MIN_P2P_NCHANNELS=4 NCCL_MAX_P2P_NCHANNELS=4" --ops all_to_all --sizes 1,2,4,8,16,32 --est-gbps 80
+# 9. 16 ring channels: the all-reduce's rate at the all-to-all's channel count
+step ring16 50 "NCCL_MIN_NCHANNELS=16 NCCL_MAX_NCHANNELS=16" --ops all_reduce --sizes $Z --est-gbps 250
+# 10. the defaults again (drift), if time is left
 step default2 50 "" --ops all_to_all --sizes $Z --est-gbps 500
 log "done"; pack
