@@ -4,6 +4,8 @@
 # 128 KiB, 1 MiB and 2 MiB, 64, 4 and 2 p2p channels, one and 16 ring channels (all-reduce), the default again.
 # Usage on the device, from the repo root: OUT=<dir> [G=.gpudev] bash benchmarks/gpu/collectives_run_ar.sh
 # Pre-registration: benchmarks/gpu/h200x2-20261128ar-a2a-hypotheses.md.
+# The forced ring-channel steps' tuning logs (ch1, ring16) were renamed -nccl-tuning-forced.txt after the run
+# (collectives_channels.py --logs checks NCCL's default rule on the others).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$GPU" in *H200*) P=h200x2-20261128ar ;; *) P=h100x2-20261128ar ;; esac
