@@ -733,3 +733,18 @@ def test_channel_rule_agrees_with_every_logged_ring_call(capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert out == (ROOT / "benchmarks/gpu/h100-20261128-channels-eval.txt").read_text()
     assert out.count("-> keep tuning.cc") == 2
+
+
+def test_run_ar_analysis_is_what_the_script_gives(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/gpu/collectives_ar.py reproduces run ar's committed analysis (docs/gpu.md, "Run ar"):
+    every row against the frozen table, the one- and two-channel lines (no pipeline fill)."""
+    module = bench_script("collectives_ar")
+    gpu_dir = ROOT / "benchmarks/gpu"
+    meas, pred = module.load(gpu_dir), module.frozen(gpu_dir)
+    assert module.main([str(gpu_dir)]) == 0
+    assert capsys.readouterr().out == (gpu_dir / "h200x2-20261128ar-analysis.txt").read_text()
+    assert len(meas) == 79 and len(pred) == 79
+    assert meas["default", "all_to_all", 128] == pytest.approx(259.1, abs=0.05)
+    a, b = module.line_fit([(m * 2**20 / 2 / 1e3, meas["p2p2", "all_to_all", m]) for m in (2, 4, 8, 16, 32)])
+    assert a < 12.0 and 1 / b == pytest.approx(20.8, abs=0.1)  # intercept = the latency, not + a chunk
+
