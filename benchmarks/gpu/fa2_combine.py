@@ -33,7 +33,7 @@ BATCHES = [1, 8, 32, 64]
 KEYS = [1024, 4096, 8192, 32768]
 L2_BYTES = 50 * 2**20  # H200 (hw_configs/h200.yaml); K/V copies span twice this
 GRAPH_REPS = 20
-MAX_CALLS = 16
+MAX_CALLS = 256
 
 
 def rows() -> list[tuple[str, int, int, int, int]]:
