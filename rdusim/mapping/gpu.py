@@ -400,6 +400,32 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     return [main, replace(streaming(f"{name}.combine", partials, gpu), host_paid=True)]
 
 
+def fa2_combine_rows(head_dim: int) -> int:
+    """Query rows per CTA of FA2's split-KV combine (``kBlockM`` in ``run_flash_splitkv_fwd``,
+    flash_fwd_launch_template.h: 128 threads load 512 fp32 at a time, so 4 rows at head_dim 128,
+    8 at 64, else 16); the grid is ``ceil(batch x heads x seqlen_q / kBlockM)`` (GQA decode swaps
+    the group into ``seqlen_q``: ``batch x q_heads`` rows)."""
+    return 4 if head_dim % 128 == 0 else 8 if head_dim % 64 == 0 else 16
+
+
+def fa2_combine_round_trips(splits: int) -> int:
+    """Dependent L2 round trips a thread of FA2's combine waits on (``combine_attn_seqk_parallel``,
+    flash_fwd_kernel.h): the splits' log-sum-exps in one unrolled read, then the loop
+    ``for split < num_splits``, whose trip count is a runtime value: each iteration loads that
+    split's 4 fp32 partial outputs (one 16-byte load) into the same registers and adds them in, so
+    the loads come one after another. The partials were just written by the split kernel (L2).
+    Its time grows with ``splits``, which FA2's heuristic makes largest at small batch
+    (``fa2_splits``), not with the batch: its grid (2-256 CTAs at decode) is one wave."""
+    return 1 + splits
+
+
+def fa2_combine_chain_s(splits: int, gpu: Gpu) -> float:
+    """The combine's latency-bound floor as a small kernel (docs/gpu.md, "Small kernels"): its
+    fixed time and its chain of round trips at L2's latency; not in the step model (the split-KV
+    pair is priced with ``launch.pipeline`` on the main kernel; docs/gpu.md, run as)."""
+    return gpu.kernel_fixed_s + fa2_combine_round_trips(splits) * gpu.l2_latency_s
+
+
 # ------------------------------------------------------------------ streaming kernels
 STREAM_CTAS_PER_SM = 16  # 2048 resident threads per SM / 128-thread blocks
 

@@ -20,10 +20,14 @@ from rdusim.mapping.gpu import (
     FA2_TILE_WAITS,
     CtaGroup,
     GpuKernel,
+    fa2_combine_chain_s,
+    fa2_combine_round_trips,
+    fa2_combine_rows,
     fa2_dram_tile_wait_s,
     fa2_first_read_share,
     fa2_fwd_tile,
     fa2_smem_bytes,
+    fa2_splits,
     flash_decode,
     flash_prefill,
     l2_hit_fraction,
@@ -144,6 +148,43 @@ def test_one_split_decode_waits_on_every_tile_split_kv_does_not() -> None:
     assert one.groups[0].stall_s == pytest.approx(64 * fa2_dram_tile_wait_s(g))
     split = flash_decode("a", 4, 32, 8, 4096, 128, g)
     assert len(split) == 2 and split[0].groups[0].stall_s == 0.0
+
+
+@pytest.mark.parametrize(("batch", "kv_len", "splits", "log_max_splits", "ctas"),
+                         [(1, 8192, 64, 6, 2), (8, 8192, 32, 5, 16), (32, 8192, 7, 3, 64), (64, 4096, 4, 2, 128),
+                          (128, 2048, 2, 1, 256)])
+def test_fa2_combine_of_run_ap_splits_and_grid(batch: int, kv_len: int, splits: int, log_max_splits: int,
+                                              ctas: int) -> None:
+    """Run ap's 70B TP8 shard (8 query heads, 1 KV head, hd 128): FA2's heuristic gives 64, 32, 7,
+    4, 2 splits at batch 1-128 (the profiled combine kernels' Log_max_splits 6, 5, 3, 2, 1), and the
+    combine's grid is batch x 8 rows / 4 rows a CTA: 2-256 CTAs, one wave."""
+    assert fa2_splits(batch, 264, math.ceil(kv_len / 128)) == splits
+    assert math.ceil(math.log2(splits)) == log_max_splits
+    assert math.ceil(batch * 8 / fa2_combine_rows(128)) == ctas
+
+
+def test_fa2_combine_chain_closed_form() -> None:
+    """The combine's floor: kernel_fixed + (1 + splits) L2 round trips (the log-sum-exps, then one
+    partial per split); kBlockM 4 / 8 / 16 by head_dim. H100: 1.106 + 65 x 0.188 = 13.33 us at 64
+    splits (run ap measured 14.3 on the H200), 1.106 + 3 x 0.188 = 1.67 at 2 (3.4)."""
+    g = gpu()
+    assert [fa2_combine_rows(d) for d in (128, 256, 64, 192, 96)] == [4, 4, 8, 8, 16]
+    assert fa2_combine_round_trips(64) == 65
+    assert fa2_combine_chain_s(64, g) == pytest.approx(1.106e-6 + 65 * 0.188e-6)
+    assert fa2_combine_chain_s(2, g) == pytest.approx(1.106e-6 + 3 * 0.188e-6)
+
+
+def test_fa2_combine_script_rows_and_run_ap_kernels() -> None:
+    """fa2_combine.py (run as): 32 rows, K/V copies spanning 2x L2; its reader finds run ap's b1
+    row's split kernel (5.9 us) and combine (14.3 us, Log_max_splits 6) by name."""
+    fc = bench_script("fa2_combine")
+    assert len(fc.rows()) == 32
+    assert fc.copies_for(1, 1, 1024) == 200 and fc.copies_for(64, 8, 32768) == 1
+    assert fc.calls_for(64, 8, 32768) == 4
+    ap = fc.measured(str(ROOT / "benchmarks/gpu/h200-20261128ap-tpshard70-kernels.csv.gz"))
+    b1 = ap["tp8_b1_l8192:flash:graph"]
+    assert b1["log_max_splits"] == 6
+    assert b1["main"] == pytest.approx(5.9, abs=0.2) and b1["combine"] == pytest.approx(14.3, abs=0.2)
 
 
 def test_a_short_query_block_over_its_own_kv_waits_like_one_split_decode() -> None:

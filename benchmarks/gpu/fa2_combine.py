@@ -1,0 +1,222 @@
+"""FA2's split-KV decode and its combine kernel, one SDPA call at a time (P12, run as).
+
+Run ap (Llama-3.1-70B's TP8 shard, 8 query heads and 1 KV head a GPU) found FA2's combine kernel
+taking 14.3 us a call at batch 1 (64 KV splits), 9.3 at batch 8 (32) and 4.7 at batch 32 (7),
+where the model charged it one DRAM round trip. This script times FA2 decode through SDPA
+(FlashAttention forced, native GQA) at batch 1, 8, 32 and 64 x 1K-32K keys, for 8 x 1 and 32 x 8
+heads (head_dim 128): each row a CUDA graph of ``calls`` SDPA calls over K/V copies that span 2x
+L2 (as a decode step reads a layer's cache from DRAM), the graph's median replay per call, and
+every kernel of 3 profiled replays (the split kernel, the combine and its ``Log_max_splits``).
+
+- ``--predict``: the model's per-kernel times of every row (rdusim; CPU), frozen before the run in
+  ``h200-20261128as-fa2combine-predicted.txt``.
+- default: the measurement (torch only): ``$OUT/fa2combine.csv`` (per-call graph time) and
+  ``$OUT/fa2combine-kernels.csv`` (each profiled kernel).
+- ``--compare KERNELS_CSV STEPS_CSV``: measured against the model now (rdusim; CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import math
+import os
+import statistics
+import sys
+from pathlib import Path
+
+HEAD_DIM = 128
+#: (query heads, KV heads): Llama-3.1-70B's TP8 shard, and Llama-3.1-8B on one GPU
+HEADS = [(8, 1), (32, 8)]
+BATCHES = [1, 8, 32, 64]
+KEYS = [1024, 4096, 8192, 32768]
+L2_BYTES = 50 * 2**20  # H200 (hw_configs/h200.yaml); K/V copies span twice this
+GRAPH_REPS = 20
+MAX_CALLS = 256
+
+
+def rows() -> list[tuple[str, int, int, int, int]]:
+    """(name, batch, query heads, KV heads, keys) of every row."""
+    return [
+        (f"b{b}_h{hq}x{hkv}_l{kv}", b, hq, hkv, kv)
+        for hq, hkv in HEADS
+        for b in BATCHES
+        for kv in KEYS
+    ]
+
+
+def copies_for(batch: int, kv_heads: int, keys: int) -> int:
+    """K/V copies a row cycles through: enough to span 2x L2, at most ``MAX_CALLS``."""
+    kv_bytes = 2 * batch * kv_heads * keys * HEAD_DIM * 2
+    return max(1, min(MAX_CALLS, math.ceil(2 * L2_BYTES / kv_bytes)))
+
+
+def calls_for(batch: int, kv_heads: int, keys: int) -> int:
+    """SDPA calls a graph holds: one per copy, at least 4."""
+    return max(4, copies_for(batch, kv_heads, keys))
+
+
+# ---------------------------------------------------------------------------------- model
+def predict_rows(gpu_name: str = "h200") -> list[dict]:
+    """The model's kernels of each row in a graph: name, device us (the graph node's launch
+    taken off), and the pair's graph time per call."""
+    from rdusim.hw.gpu import load_gpu_node
+    from rdusim.mapping.gpu import fa2_combine_chain_s, fa2_splits, flash_decode
+    from rdusim.sim.gpu import simulate_gpu
+
+    gpu = load_gpu_node(f"hw_configs/{gpu_name}.yaml").gpu
+    graph = gpu.launch_s("graph")
+    out = []
+    for name, b, hq, hkv, kv in rows():
+        kernels = flash_decode("attn", b, hq, hkv, kv, HEAD_DIM, gpu)
+        trace = simulate_gpu([(k, 0) for k in kernels], gpu, mode="graph")
+        recs = [(r.kernel, (r.end_s - r.start_s - graph) * 1e6) for r in trace.kernels]
+        main = recs[0][1]
+        combine = recs[1][1] if len(recs) > 1 else 0.0
+        splits = fa2_splits(b * hkv, 2 * gpu.sms, math.ceil(kv / 128))
+        chain = fa2_combine_chain_s(splits, gpu) * 1e6 if splits > 1 else 0.0
+        out.append(dict(row=name, splits=splits, main_us=main, combine_us=combine, chain_us=chain,
+                        call_us=trace.kernels[-1].end_s * 1e6))
+    return out
+
+
+def print_predictions() -> int:
+    print("# benchmarks/gpu/fa2_combine.py --predict: FA2 decode, the model's kernels per SDPA call")
+    print("# (H200; device us = the kernel's time less the graph node launch; call = both kernels in a graph)")
+    print("# combine chain: kernel_fixed + (1 + splits) x l2_latency (fa2_combine_chain_s), FA2's source")
+    print("| row | splits | main kernel (us) | combine (us) | call (us) | combine chain (us) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in predict_rows():
+        print(f"| {r['row']} | {r['splits']} | {r['main_us']:.2f} | {r['combine_us']:.2f} | {r['call_us']:.2f} | "
+              f"{r['chain_us']:.2f} |")
+    return 0
+
+
+# ---------------------------------------------------------------------------- measurement
+def _measure_row(torch, writers, name: str, b: int, hq: int, hkv: int, kv: int) -> None:  # pragma: no cover
+    import torch.nn.functional as F  # noqa: N812
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.profiler import ProfilerActivity, profile
+
+    steps, kern = writers
+    dev, bf16 = torch.device("cuda"), torch.bfloat16
+    calls, copies = calls_for(b, hkv, kv), copies_for(b, hkv, kv)
+    q = torch.randn(b, hq, 1, HEAD_DIM, dtype=bf16, device=dev)
+    ks = [torch.randn(b, hkv, kv, HEAD_DIM, dtype=bf16, device=dev) for _ in range(copies)]
+    vs = [torch.randn_like(k) for k in ks]
+    outs = [None] * calls
+
+    def fn() -> None:
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            for i in range(calls):
+                outs[i] = F.scaled_dot_product_attention(q, ks[i % copies], vs[i % copies], enable_gqa=hq != hkv)
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(GRAPH_REPS):
+        a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(e) * 1e3 / calls)
+    steps.writerow([name, b, hq, hkv, kv, calls, f"{statistics.median(times):.3f}", f"{min(times):.3f}",
+                    GRAPH_REPS])
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+    ev = sorted((e.time_range.start, e.name, e.time_range.elapsed_us()) for e in prof.events()
+                if e.device_type == torch.autograd.DeviceType.CUDA)
+    per = max(1, len(ev) // 3)
+    for i, (_, n, d) in enumerate(ev):
+        kern.writerow([name, i // per, i % per, n, f"{d:.3f}"])
+    print(f"{name}: {statistics.median(times):.2f} us a call, {per / calls:.1f} kernels a call", flush=True)
+
+
+def measure() -> int:  # pragma: no cover - needs a GPU
+    import torch
+
+    out = Path(os.environ.get("OUT", "."))
+    steps_fh = open(out / "fa2combine.csv", "w", newline="")  # noqa: SIM115
+    kern_fh = open(out / "fa2combine-kernels.csv", "w", newline="")  # noqa: SIM115
+    steps, kern = csv.writer(steps_fh), csv.writer(kern_fh)
+    steps.writerow(["row", "batch", "q_heads", "kv_heads", "keys", "calls", "graph_median_us_per_call",
+                    "graph_min_us_per_call", "reps"])
+    kern.writerow(["row", "replay", "index", "kernel", "device_us"])
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
+    for name, b, hq, hkv, kv in rows():
+        _measure_row(torch, (steps, kern), name, b, hq, hkv, kv)
+        steps_fh.flush()
+        kern_fh.flush()
+        torch.cuda.empty_cache()
+    steps_fh.close()
+    kern_fh.close()
+    return 0
+
+
+# -------------------------------------------------------------------------------- compare
+def measured(kernels_csv: str) -> dict[str, dict[str, float]]:
+    """{row: {"main": us, "combine": us, "log_max_splits": n}} per call, from the profiled replays."""
+    import re
+
+    acc: dict[str, dict[str, list[float]]] = {}
+    logs: dict[str, int] = {}
+    opener = gzip.open if kernels_csv.endswith(".gz") else open
+    for r in csv.DictReader(opener(kernels_csv, "rt")):
+        k = r["kernel"]
+        if "flash" not in k:
+            continue
+        kind = "combine" if "combine" in k else "main"
+        acc.setdefault(r["row"], {"main": [], "combine": []})[kind].append(float(r["device_us"]))
+        m = re.search(r", (\d+), (\d+), (true|false)>\(", k)
+        if kind == "combine" and m:
+            logs[r["row"]] = int(m.group(2))
+    return {row: {"main": statistics.median(v["main"]) if v["main"] else 0.0,
+                  "combine": statistics.median(v["combine"]) if v["combine"] else 0.0,
+                  "log_max_splits": logs.get(row, 0)} for row, v in acc.items()}
+
+
+def compare(kernels_csv: str, steps_csv: str) -> int:
+    meas = measured(kernels_csv)
+    call = {r["row"]: float(r["graph_median_us_per_call"]) for r in csv.DictReader(open(steps_csv))}
+    print("| row | splits (model) | Log_max_splits | main meas / model (us) | combine meas / model (us) | "
+          "combine chain (us) | pair meas / model | error | call (graph, us) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for p in predict_rows():
+        m = meas.get(p["row"])
+        if m is None:
+            continue
+        pair_m, pair_p = m["main"] + m["combine"], p["main_us"] + p["combine_us"]
+        print(f"| {p['row']} | {p['splits']} | {m['log_max_splits']} | {m['main']:.2f} / {p['main_us']:.2f} | "
+              f"{m['combine']:.2f} / {p['combine_us']:.2f} | {p['chain_us']:.2f} | {pair_m:.2f} / {pair_p:.2f} | "
+              f"{(pair_p - pair_m) / pair_m * 100:+.1f}% | {call.get(p['row'], 0.0):.2f} |")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--predict", action="store_true")
+    ap.add_argument("--compare", nargs=2, metavar=("KERNELS_CSV", "STEPS_CSV"))
+    args = ap.parse_args(argv)
+    if args.predict:
+        return print_predictions()
+    if args.compare:
+        return compare(*args.compare)
+    return measure()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
