@@ -206,13 +206,54 @@ def compare(kernels_csv: str, steps_csv: str) -> int:
     return 0
 
 
+def frozen_sections(path: str) -> dict[str, dict[str, dict[str, float]]]:
+    """Section title (``## (2) candidate A``) -> row -> its frozen ``combine (us)`` and ``call (us)``."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    title, cols = "", []
+    for line in Path(path).read_text().splitlines():
+        if line.startswith("## "):
+            title, cols = line[3:].strip(), []
+        elif line.startswith("| row "):
+            cols = [c.strip() for c in line.strip("|").split("|")]
+        elif line.startswith("| ") and cols and not line.startswith("|--"):
+            cells = dict(zip(cols, (c.strip() for c in line.strip("|").split("|")), strict=True))
+            out.setdefault(title, {})[cells["row"]] = {"combine": float(cells["combine (us)"]),
+                                                       "call": float(cells["call (us)"])}
+    return out
+
+
+def against(frozen: str, kernels_csv: str, steps_csv: str) -> int:
+    """Each frozen section's combine kernel and graph call against the measured ones (rows with a combine)."""
+    meas = measured(kernels_csv)
+    call = {r["row"]: float(r["graph_median_us_per_call"]) for r in csv.DictReader(open(steps_csv))}
+    for title, rows in frozen_sections(frozen).items():
+        print(f"## {title} (frozen: {Path(frozen).name})")
+        print("| row | combine meas / frozen (us) | call meas / frozen (us) | call error |")
+        print("|---|---:|---:|---:|")
+        errs = []
+        for row, f in rows.items():
+            if row not in call:
+                continue
+            err = (f["call"] - call[row]) / call[row] * 100
+            errs.append(err)
+            comb = meas[row]["combine"] if row in meas else 0.0
+            print(f"| {row} | {comb:.2f} / {f['combine']:.2f} | {call[row]:.2f} / {f['call']:.2f} | {err:+.1f}% |")
+        worst = max(errs, key=abs)
+        print(f"# {len(errs)} calls: median abs {statistics.median(map(abs, errs)):.1f}%, worst {worst:+.1f}%\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--predict", action="store_true")
     ap.add_argument("--compare", nargs=2, metavar=("KERNELS_CSV", "STEPS_CSV"))
+    ap.add_argument("--against", metavar="FROZEN_TXT", help="with --compare: every section of a committed frozen "
+                    "table (the model then, candidates) against the measured combine and call instead")
     args = ap.parse_args(argv)
     if args.predict:
         return print_predictions()
+    if args.compare and args.against:
+        return against(args.against, *args.compare)
     if args.compare:
         return compare(*args.compare)
     return measure()
