@@ -25,6 +25,11 @@ the other candidates, each graph timed in the same process before and after one 
 Run twice, as is and with ``TEARDOWN_CUPTI=1``; torch only (the device has no rdusim):
 
     python graph_gaps.py --out DIR
+
+``--summary DIR [DIR ...]`` (CPU): per graph and phase, the kernels' sum and the device-side gaps
+of the profiled replay, each timing's step and its gap over the kernels' sum a kernel, and the
+tiny graphs' per-node slope; ``--committed``: the same gap a kernel for the committed
+``tp_shard.py`` runs (ab, ap, aq, am), by row order.
 """
 
 from __future__ import annotations
@@ -148,19 +153,131 @@ def _profile(torch, graphs: dict, kern) -> None:  # pragma: no cover - needs a G
             kern.writerow(["prof", name, k, kn[:200], round(s0 - t0, 3), round(s1 - t0, 3)])
 
 
+def _read_kernels(path: Path) -> dict[str, list[tuple[str, float, float]]]:
+    """{graph: [(kernel, start_us, end_us)]} of the profiled replays, in order."""
+    out: dict[str, list[tuple[str, float, float]]] = {}
+    with open(path) as fh:
+        for r in csv.DictReader(fh):
+            out.setdefault(r["graph"], []).append(
+                (r["kernel"], float(r["start_us"]), float(r["end_us"]))
+            )
+    return out
+
+
+def gap_stats(kernels: list[tuple[str, float, float]]) -> dict[str, float]:
+    """Kernels, their durations' sum, the profiled device-side gaps between them (summed, median)
+    and the span first start to last end, us."""
+    durs = [e - s for _, s, e in kernels]
+    gaps = [kernels[i + 1][1] - kernels[i][2] for i in range(len(kernels) - 1)]
+    return {
+        "n": len(kernels),
+        "sum": sum(durs),
+        "gaps": sum(gaps),
+        "gap_median": statistics.median(gaps) if gaps else 0.0,
+        "span": kernels[-1][2] - kernels[0][1] if kernels else 0.0,
+    }
+
+
+def pair_gaps(kernels: list[tuple[str, float, float]], classes: list[str]) -> dict[str, list[float]]:
+    """{"class -> next class": [device-side gap us]} of one profiled replay."""
+    out: dict[str, list[float]] = {}
+    for i in range(len(kernels) - 1):
+        key = f"{classes[i]} -> {classes[i + 1]}"
+        out.setdefault(key, []).append(kernels[i + 1][1] - kernels[i][2])
+    return out
+
+
+def summary(dirs: list[str]) -> int:
+    """Print, per run directory, each graph's gap a kernel by phase and timing."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import tp_shard as T  # noqa: N812, PLC0415
+
+    for d in dirs:
+        kern = _read_kernels(Path(d) / "kernels.csv")
+        with open(Path(d) / "steps.csv") as fh:
+            steps = list(csv.DictReader(fh))
+        print(f"## {d}")
+        print("| graph | kernels | kernels' sum | profiled gaps a kernel | phase | timing | step "
+              "| gap a kernel |")
+        print("|---|---:|---:|---:|---|---|---:|---:|")
+        for r in steps:
+            st = gap_stats(kern.get(r["graph"], []))
+            step = float(r["median_us"])
+            n = st["n"] or 1
+            gap = "" if r["timing"] == "host" else f"{(step - st['sum']) / n:.3f}"
+            print(f"| {r['graph']} | {st['n']} | {st['sum']:.0f} | {st['gaps'] / n:.3f} | "
+                  f"{r['phase']} | {r['timing']} | {step:.1f} | {gap} |")
+        for phase in ("pre", "post", "recap"):
+            pts = [(int(r["graph"].split("_")[1]), float(r["median_us"])) for r in steps
+                   if r["graph"].startswith("tiny_") and r["phase"] == phase
+                   and r["timing"] == "sync" and int(r["graph"].split("_")[1]) >= 64]
+            if len(pts) >= 2:
+                (n0, t0), (n1, t1) = min(pts), max(pts)
+                tiny = gap_stats(kern.get(f"tiny_{n1}", []))
+                per = tiny["sum"] / max(tiny["n"], 1)
+                print(f"- tiny graphs, {phase}, sync: {(t1 - t0) / (n1 - n0):.3f} us a node "
+                      f"(kernel {per:.3f} us profiled)")
+        for g, ks in kern.items():
+            if g.startswith("70b"):
+                cls = T.classify([k for k, _, _ in ks], 80)
+                print(f"- {g}: profiled device-side gap by kernel pair (median us, count):")
+                for key, v in sorted(pair_gaps(ks, cls).items(), key=lambda kv: -len(kv[1])):
+                    print(f"  {key}: {statistics.median(v):.3f} ({len(v)})")
+    return 0
+
+
+def committed() -> int:
+    """Gap a kernel (graph step minus the profiled kernels' sum) of the committed tp_shard.py
+    runs, rows in the order each process ran them."""
+    import gzip
+
+    root = Path(__file__).resolve().parent
+    for tag in ("ab-tpshard", "ap-tpshard70", "aq-tpshard70"):
+        base = root / f"h200-20261128{tag}"
+        path = base.with_name(base.name + "-kernels.csv")
+        opener = gzip.open if not path.exists() else open
+        path = path if path.exists() else path.with_name(path.name + ".gz")
+        reps: dict[str, dict[str, list[float]]] = {}
+        with opener(path, "rt") as fh:
+            for r in csv.DictReader(fh):
+                if r["row"].endswith(":graph"):
+                    reps.setdefault(r["row"][: -len(":graph")], {}).setdefault(
+                        r["replay"], []).append(float(r["device_us"]))
+        with open(base.with_name(base.name + ".csv")) as fh:
+            for i, r in enumerate(csv.DictReader(fh)):
+                ks = reps[r["row"]]
+                total = statistics.median(sum(v) for v in ks.values())
+                n = len(next(iter(ks.values())))
+                gap = float(r["graph_median_us"]) - total
+                print(f"| {tag} | {i + 1} | {r['row']} | {n} | {total:.0f} | "
+                      f"{float(r['graph_median_us']):.0f} | {gap:.0f} | {gap / n:.3f} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - needs a GPU
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out")
+    ap.add_argument("--summary", nargs="+", metavar="DIR")
+    ap.add_argument("--committed", action="store_true")
+    args = ap.parse_args(argv)
+    if args.summary:
+        return summary(args.summary)
+    if args.committed:
+        return committed()
+    return measure(args.out)
+
+
+def measure(out_dir: str) -> int:  # pragma: no cover - needs a GPU
     import torch
     from torch.nn.attention import SDPBackend
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args(argv)
+
     here = Path(__file__).resolve().parent
     for p in (here, here.parent / "benchmarks" / "gpu"):
         sys.path.insert(0, str(p))
     import measure as M  # noqa: N812, PLC0415
     import tp_shard as T  # noqa: N812, PLC0415
 
-    out = Path(args.out)
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(torch.cuda.get_device_name(), torch.__version__, "TEARDOWN_CUPTI =",
           os.environ.get("TEARDOWN_CUPTI"), flush=True)
@@ -193,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - needs a GP
                 timed("pre", name, graphs[name], ("idle",))
         _profile(torch, graphs, kern)
         kern_fh.flush()
+        time.sleep(2.0)  # Kineto's CUPTI teardown (TEARDOWN_CUPTI=1) may finish on its own thread
         for name, g in graphs.items():
             timed("post", name, g)
         for name in graphs:
