@@ -280,7 +280,30 @@ def _profiled(
     return [(n, d) for _, n, d in ev]
 
 
+def _model(torch, M, full: dict[str, int], tp: int, models: dict):  # pragma: no cover  # noqa: N803
+    """The shard model of ``tp`` (one kept at a time: the 70B TP4 shard holds 35 GB)."""
+    if tp not in models:
+        models.clear()
+        torch.cuda.empty_cache()
+        sh = shard_shape(full, tp)
+        shard = M.LlamaShape(
+            layers=sh["layers"],
+            hidden=sh["hidden"],
+            q_heads=sh["heads"],
+            kv_heads=sh["kv_heads"],
+            head_dim=sh["head_dim"],
+            ffn=sh["ffn"],
+            vocab=sh["vocab"],
+        )
+        models[tp] = M.Llama(shard, torch.device("cuda"))
+    return models[tp]
+
+
 def measure(model_name: str = "llama-3.1-8b") -> int:  # pragma: no cover - needs a GPU
+    """Every row's graph timed first, then every row profiled: after a profiler session Kineto
+    leaves CUPTI attached (unless ``TEARDOWN_CUPTI=1``) and each later graph replay launched onto
+    an idle GPU paid 0.25-0.66 us a kernel more (runs ab, ap, aq timed and profiled row by row, so
+    only their first row was clean: docs/gpu.md, run at)."""
     import torch
     from torch.nn.attention import SDPBackend
 
@@ -302,54 +325,34 @@ def measure(model_name: str = "llama-3.1-8b") -> int:  # pragma: no cover - need
     gpu = torch.cuda.get_device_name()
     print(gpu, torch.__version__, flush=True)
     models: dict[int, object] = {}
+    shapes = {name: (tp, batch, kv) for name, tp, batch, kv in rows}
     with torch.no_grad():
-        shapes = {name: (tp, batch, kv) for name, tp, batch, kv in rows}
-        for name, backend in runs:
-            tp, batch, kv = shapes[name]
-            M.SDPA_BACKENDS[:] = [SDPBackend.FLASH_ATTENTION] if backend == "flash" else []
-            if tp not in models:
-                models.clear()
+        for profiled in (False, True):
+            for name, backend in runs:
+                tp, batch, kv = shapes[name]
+                M.SDPA_BACKENDS[:] = [SDPBackend.FLASH_ATTENTION] if backend == "flash" else []
+                step = _shard_step(M, _model(torch, M, full, tp, models), batch, kv)
+                g = M.capture(None, step)
+                if not profiled:
+                    times = [t * 1e6 for t in M.replay_times(g, GRAPH_REPS, warmup=3)]  # us
+                    med = statistics.median(times)
+                    steps.writerow(
+                        [f"{name}:{backend}", tp, batch, kv, gpu, round(med, 1),
+                         round(min(times), 1), GRAPH_REPS]
+                    )
+                    steps_fh.flush()
+                    print(f"{name}:{backend}: graph {med:.1f} us (min {min(times):.1f})", flush=True)
+                for mode, fn in (("graph", g.replay), ("eager", step)) if profiled else ():
+                    ev = _profiled(torch, fn)
+                    print(f"  {name}:{backend} {mode}: {len(ev)} kernels profiled", flush=True)
+                    per = len(ev) // 3 or 1
+                    for i, (kn, d) in enumerate(ev):
+                        kern.writerow(
+                            [f"{name}:{backend}:{mode}", i // per, i % per, kn, round(d, 3)]
+                        )
+                    kern_fh.flush()
+                del g, step
                 torch.cuda.empty_cache()
-                sh = shard_shape(full, tp)
-                shard = M.LlamaShape(
-                    layers=sh["layers"],
-                    hidden=sh["hidden"],
-                    q_heads=sh["heads"],
-                    kv_heads=sh["kv_heads"],
-                    head_dim=sh["head_dim"],
-                    ffn=sh["ffn"],
-                    vocab=sh["vocab"],
-                )
-                models[tp] = M.Llama(shard, torch.device("cuda"))
-            step = _shard_step(M, models[tp], batch, kv)
-            g = M.capture(None, step)
-            times = [t * 1e6 for t in M.replay_times(g, GRAPH_REPS, warmup=3)]  # us
-            steps.writerow(
-                [
-                    f"{name}:{backend}",
-                    tp,
-                    batch,
-                    kv,
-                    gpu,
-                    round(statistics.median(times), 1),
-                    round(min(times), 1),
-                    GRAPH_REPS,
-                ]
-            )
-            steps_fh.flush()
-            print(
-                f"{name}:{backend}: graph {statistics.median(times):.1f} us (min {min(times):.1f})",
-                flush=True,
-            )
-            for mode, fn in (("graph", g.replay), ("eager", step)):
-                ev = _profiled(torch, fn)
-                print(f"  {mode}: {len(ev)} kernels profiled", flush=True)
-                per = len(ev) // 3 or 1
-                for i, (kn, d) in enumerate(ev):
-                    kern.writerow([f"{name}:{backend}:{mode}", i // per, i % per, kn, round(d, 3)])
-                kern_fh.flush()
-            del g, step
-            torch.cuda.empty_cache()
     steps_fh.close()
     kern_fh.close()
     sys.stdout.flush()
