@@ -96,6 +96,7 @@ def print_predictions() -> int:
 # ---------------------------------------------------------------------------- measurement
 def _measure_row(torch, writers, name: str, b: int, hq: int, hkv: int, kv: int) -> None:  # pragma: no cover
     import torch.nn.functional as F  # noqa: N812
+    from measure import capture, replay_times  # noqa: PLC0415  (benchmarks/gpu or .gpudev, as collectives.py)
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.profiler import ProfilerActivity, profile
 
@@ -112,26 +113,8 @@ def _measure_row(torch, writers, name: str, b: int, hq: int, hkv: int, kv: int) 
             for i in range(calls):
                 outs[i] = F.scaled_dot_product_attention(q, ks[i % copies], vs[i % copies], enable_gqa=hq != hkv)
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(GRAPH_REPS):
-        a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(e) * 1e3 / calls)
+    g = capture(None, fn)  # measure.py beside this file: warm-up on a side stream, then the capture
+    times = [t * 1e6 / calls for t in replay_times(g, GRAPH_REPS, warmup=3)]
     steps.writerow([name, b, hq, hkv, kv, calls, f"{statistics.median(times):.3f}", f"{min(times):.3f}",
                     GRAPH_REPS])
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
