@@ -19,7 +19,8 @@ out of the engine; here only the structure is decided, from the libraries' own r
   re-reads miss L2 once a head's K/V outgrows it (causal), and a tile's first read comes from
   DRAM (``fa2_first_read_share``, ``fa2_dram_tile_wait_s``).
 - Decode attention (FlashAttention-2 split-KV): GQA queries of one KV head are packed into the
-  row tile (64 rows, padded); the KV axis is split by FA2's own heuristic (``fa2_splits``) to
+  row tile (64 rows, padded) over key blocks of 256 / 128 / 64 by head_dim (``fa2_splitkv_block_n``,
+  FA2's source); the KV axis is split by FA2's own heuristic (``fa2_splits``) to
   fill 2 CTAs per SM, and a combine kernel merges the partial results; with one split FA2 runs
   its forward kernel, each CTA reading its (sequence, KV head)'s K/V alone from DRAM.
 - Norms and elementwise kernels stream their bytes with every SM busy.
@@ -320,7 +321,8 @@ def fa2_first_read_share(kv_tiles: int, tile_reads: float) -> float:
 
 def fa2_splits(batch_heads_mblocks: int, slots: int, n_blocks: int, max_splits: int = 128) -> int:
     """FlashAttention-2's ``num_splits_heuristic``: the fewest KV splits whose wave
-    efficiency is within 85% of the best, or 1 when the grid already fills 80% of ``slots``."""
+    efficiency is within 85% of the best, or 1 when the grid already fills 80% of ``slots``;
+    ``n_blocks`` counts keys in the split-KV kernel's blocks (``fa2_splitkv_block_n``)."""
     if batch_heads_mblocks >= 0.8 * slots:
         return 1
     max_splits = min(max_splits, slots, n_blocks)
@@ -353,7 +355,24 @@ def fa2_dram_tile_wait_s(gpu: Gpu) -> float:
     return FA2_TILE_WAITS * max(0.0, gpu.hbm_latency_s - gpu.l2_latency_s)
 
 
-FA2_SPLITKV_TILE = (64, 128)  # (query rows, key columns) of FA2's split-KV kernel at hd 128
+FA2_SPLITKV_ROWS = 64  # kBlockM of FA2's split-KV kernel: "Fixed for all head dimensions"
+#: (query rows, key columns) FlashMLA's decode is priced with (``math_class="mla"``): FA2's split-KV
+#: structure at its head_dim-128 tile, kept as it was (FlashMLA's scheduler is not FA2's heuristic,
+#: and FA2's ``kBlockN`` rule stops at head_dim 256)
+MLA_DECODE_TILE = (64, 128)
+
+
+def fa2_splitkv_block_n(head_dim: int) -> int:
+    """Key columns (``kBlockN``) of FA2's split-KV kernel at ``head_dim``: 256 up to 64, 128 up to
+    128, else 64. The same rule sets the key blocks ``num_splits_heuristic`` counts: PyTorch's copy
+    (pytorch/pytorch aten/src/ATen/native/transformers/cuda/flash_attn/, which SDPA runs),
+    flash_api.cpp (commit 03b7c19d) ``set_params_splitkv``: ``const int block_n = head_size <= 64 ? 256 : (head_size
+    <= 128 ? 128 : 64);`` ("This needs to match with run_mha_fwd_splitkv_dispatch"), and
+    flash_fwd_launch_template.h (04ff5beb) ``run_mha_fwd_splitkv_dispatch``: ``kBlockN = Headdim <= 64 ? 256 :
+    (Headdim <= 128 ? 128 : 64)`` with ``Flash_fwd_kernel_traits<Headdim, 64, kBlockN, 4, ...>``;
+    Dao-AILab/flash-attention csrc/flash_attn/flash_api.cpp and src/flash_fwd_launch_template.h
+    say the same (on max(head_size, v_head_size))."""
+    return 256 if head_dim <= 64 else 128 if head_dim <= 128 else 64
 
 
 def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int, head_dim: int,
@@ -361,13 +380,14 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
                  ) -> list[GpuKernel]:
     """FlashAttention-2 split-KV decode (one query per sequence) over ``kv_len`` keys; FlashMLA
     (``math_class="mla"``) has the same structure (64-row head tiles, split KV, a combine)."""
-    rows_tile, cols = FA2_SPLITKV_TILE
+    fa2 = math_class == "attention"  # FlashMLA (wgmma, its own pipeline) keeps its tensor rate alone
+    rows_tile, cols = (FA2_SPLITKV_ROWS, fa2_splitkv_block_n(head_dim)) if fa2 else MLA_DECODE_TILE
     swapped = q_heads > kv_heads and head_dim % 8 == 0  # GQA: the group becomes the rows
     heads, rows = (kv_heads, q_heads // kv_heads) if swapped else (q_heads, 1)
     bhm = batch * heads * math.ceil(rows / rows_tile)
     n_blocks = math.ceil(kv_len / cols)
     splits = fa2_splits(bhm, FA2_CTAS_PER_SM * gpu.sms, n_blocks)
-    if splits == 1 and math_class == "attention":
+    if splits == 1 and fa2:
         # one split: FA2 runs its forward kernel (``run_mha_fwd``), not the split-KV one: the
         # forward kernel's tile (``fa2_fwd_tile``; ``flash_fwd_kernel`` at batch 64 in
         # benchmarks/gpu/h100-20261125l-small-kernels.csv), its 128 query rows mostly padding
@@ -379,7 +399,6 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     nbytes = keys * per_token * kv_share + 2 * rows * head_dim * BF16
     tiles = math.ceil(keys / cols)
     flops = 4.0 * rows_tile * head_dim * tiles * cols
-    fa2 = math_class == "attention"  # FlashMLA (wgmma, its own pipeline) keeps its tensor rate alone
     # one split: every K and V tile of the forward kernel is read by this CTA alone (GQA packed
     # its group's heads into the rows), so every read is a first read from DRAM where prefill's
     # mostly hit L2 (``fa2_first_read_share`` = 1; ``fa2_dram_tile_wait_s``)

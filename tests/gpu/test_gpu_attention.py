@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from rdusim.mapping.gpu import (
     fa2_first_read_share,
     fa2_fwd_tile,
     fa2_smem_bytes,
+    fa2_splitkv_block_n,
     fa2_splits,
     flash_decode,
     flash_prefill,
@@ -150,6 +152,45 @@ def test_one_split_decode_waits_on_every_tile_split_kv_does_not() -> None:
     assert len(split) == 2 and split[0].groups[0].stall_s == 0.0
 
 
+def test_splitkv_block_follows_fa2_source_by_head_dim() -> None:
+    """FA2's split-KV kBlockN (set_params_splitkv / run_mha_fwd_splitkv_dispatch): 256 keys up to
+    head_dim 64, 128 up to 128, 64 above. Llama-3.2-1B at batch 1 x 2048 (8 KV heads, GQA 4, hd
+    64): 8 (sequence, KV head) rows over ceil(2048 / 256) = 8 key blocks on 2 x 132 slots; the
+    wave efficiency grows with the splits up to the 8 blocks, so FA2 takes 8 splits (16 with
+    128-key blocks): 64 split CTAs of one 256-key tile each. Llama-3.1-8B (hd 128) keeps 16."""
+    assert [fa2_splitkv_block_n(d) for d in (64, 128, 256, 32, 96, 192)] == [256, 128, 64, 256, 128, 64]
+    assert fa2_splits(8, 264, math.ceil(2048 / fa2_splitkv_block_n(64))) == 8
+    assert fa2_splits(8, 264, math.ceil(2048 / 128)) == 16  # what the 128-key block gave
+    main, _ = flash_decode("a", 1, 32, 8, 2048, 64, gpu())
+    assert main.ctas == 8 * 8 and main.groups[0].tiles == 1
+    assert main.groups[0].flops == pytest.approx(4.0 * 64 * 64 * 256)
+    main8, _ = flash_decode("a", 1, 32, 8, 2048, 128, gpu())
+    assert main8.ctas == 8 * 16 and main8.groups[0].tiles == 1
+
+
+def test_run_l_profiles_name_the_splitkv_block_and_splits_of_each_head_dim() -> None:
+    """Run l's profiled SDPA calls (H100, 132 SMs) name FA2's split-KV traits
+    ``Flash_fwd_kernel_traits<hd, 64, kBlockN, 4, ...>`` and the combine's ``<..., kBlockM,
+    Log_max_splits, ...>``: Llama-3.2-1B (hd 64) runs 64 x 256 tiles and at most 8 splits at
+    batch 1 x 2048 (Log_max_splits 3), the hd-128 models 64 x 128 and 16 (4): the model's block
+    and splits give the same names."""
+    runs = {r["name"]: r for r in csv.DictReader((ROOT / "benchmarks/gpu/h100-20261125l-small.csv").open())
+            if r["kind"] == "sk_sdpa"}
+    seen = 0
+    for k in csv.DictReader((ROOT / "benchmarks/gpu/h100-20261125l-small-kernels.csv").open()):
+        m = re.search(r"splitkv_combine_kernel<Flash_fwd_kernel_traits<(\d+), (\d+), (\d+), 4,.*>, (\d+), (\d+), true>",
+                      k["kernel"])
+        if not m or k["row"] not in runs:
+            continue
+        r = runs[k["row"]]
+        hd, batch, kv_heads, kv_len = int(r["head_dim"]), int(r["batch"]), int(r["kv_heads"]), int(r["kv_len"])
+        assert int(m[1]) == hd and (int(m[2]), int(m[3])) == (64, fa2_splitkv_block_n(hd))
+        splits = fa2_splits(batch * kv_heads, 264, math.ceil(kv_len / fa2_splitkv_block_n(hd)))
+        assert (int(m[4]), int(m[5])) == (fa2_combine_rows(hd), math.ceil(math.log2(splits))), k["row"]
+        seen += 1
+    assert seen == 8  # four models at batch 1 and 16 (batch 64: one split, no combine)
+
+
 @pytest.mark.parametrize(("batch", "kv_len", "splits", "log_max_splits", "ctas"),
                          [(1, 8192, 64, 6, 2), (8, 8192, 32, 5, 16), (32, 8192, 7, 3, 64), (64, 4096, 4, 2, 128),
                           (128, 2048, 2, 1, 256)])
@@ -158,7 +199,7 @@ def test_fa2_combine_of_run_ap_splits_and_grid(batch: int, kv_len: int, splits: 
     """Run ap's 70B TP8 shard (8 query heads, 1 KV head, hd 128): FA2's heuristic gives 64, 32, 7,
     4, 2 splits at batch 1-128 (the profiled combine kernels' Log_max_splits 6, 5, 3, 2, 1), and the
     combine's grid is batch x 8 rows / 4 rows a CTA: 2-256 CTAs, one wave."""
-    assert fa2_splits(batch, 264, math.ceil(kv_len / 128)) == splits
+    assert fa2_splits(batch, 264, math.ceil(kv_len / fa2_splitkv_block_n(128))) == splits
     assert math.ceil(math.log2(splits)) == log_max_splits
     assert math.ceil(batch * 8 / fa2_combine_rows(128)) == ctas
 
