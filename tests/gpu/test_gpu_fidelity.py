@@ -177,7 +177,8 @@ def test_a_known_miss_is_bounded(frame) -> None:
     assert fid.verdict("graph decode", 0.05, 0.05) == ("no", "")
     assert fid.verdict(None, 9.0, 9.0) == ("", "")
     # an acceptance item with no reason has no known miss, recorded figures or not
-    assert fid.verdict("graph decode", 0.05, 0.05, (0.06, 0.06)) == ("no", "")
+    assert "P10 graph decode" not in fid.KNOWN_MISSES
+    assert fid.verdict("P10 graph decode", 0.09, 0.14, (0.10, 0.15)) == ("no", "")
 
 
 RUN_U = "h100x2-20261125u-collectives.csv"
@@ -558,9 +559,9 @@ def test_a_missing_or_bad_record_exits_2_and_groups_are_named_once(
     assert "fidelity-known-misses.csv: no such file" in capsys.readouterr().err
     record = tmp_path / fid.KNOWN_MISS_RECORD
     header = ",".join(fid.RECORD_COLUMNS)
-    record.write_text(f"{header}\ngraph decode,{name},H100,graph decode,0.050,0.090\n")
+    record.write_text(f"{header}\nP10 graph decode,{name},H100,graph decode,0.050,0.090\n")
     assert main(["fidelity", "--gpu", "--root", str(tmp_path)]) == 2
-    assert "no reason in KNOWN_MISSES for 'graph decode'" in capsys.readouterr().err
+    assert "no reason in KNOWN_MISSES for 'P10 graph decode'" in capsys.readouterr().err
     record.write_text(f"{header}\n")
     assert fid.gpu_fidelity(tmp_path)["within"].tolist() == ["yes"]
     monkeypatch.setattr(fid, "SOURCES", (fid._graph(name, "run o"), fid._graph(name, "run o again")))
