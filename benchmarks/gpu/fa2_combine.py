@@ -177,9 +177,15 @@ def measured(kernels_csv: str) -> dict[str, dict[str, float]]:
                   "log_max_splits": logs.get(row, 0)} for row, v in acc.items()}
 
 
+def graph_calls(steps_csv: str) -> dict[str, float]:
+    """Row -> its median graph time a call (us), from the measurement's steps CSV."""
+    with open(steps_csv, newline="") as f:
+        return {r["row"]: float(r["graph_median_us_per_call"]) for r in csv.DictReader(f)}
+
+
 def compare(kernels_csv: str, steps_csv: str) -> int:
     meas = measured(kernels_csv)
-    call = {r["row"]: float(r["graph_median_us_per_call"]) for r in csv.DictReader(open(steps_csv))}
+    call = graph_calls(steps_csv)
     print("| row | splits (model) | Log_max_splits | main meas / model (us) | combine meas / model (us) | "
           "combine chain (us) | pair meas / model | error | call (graph, us) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -213,7 +219,7 @@ def frozen_sections(path: str) -> dict[str, dict[str, dict[str, float]]]:
 def against(frozen: str, kernels_csv: str, steps_csv: str) -> int:
     """Each frozen section's combine kernel and graph call against the measured ones (rows with a combine)."""
     meas = measured(kernels_csv)
-    call = {r["row"]: float(r["graph_median_us_per_call"]) for r in csv.DictReader(open(steps_csv))}
+    call = graph_calls(steps_csv)
     for title, rows in frozen_sections(frozen).items():
         print(f"## {title} (frozen: {Path(frozen).name})")
         print("| row | combine meas / frozen (us) | call meas / frozen (us) | call error |")
