@@ -101,3 +101,15 @@ def test_a_cost_per_call_would_need_tens_of_us(rb: types.ModuleType) -> None:
     fits = rb.fitted()
     assert rb.per_call_cost_us("H200", fits) == pytest.approx(22.5, abs=0.05)
     assert rb.per_call_cost_us("H100", fits) == pytest.approx(26.7, abs=0.05)
+
+
+def test_docs_table_is_the_fit(rb: types.ModuleType, fits: dict) -> None:
+    """docs/gpu.md's condensed table (run an, "The fitted bus is 5% above the document's") carries
+    the script's figures."""
+    doc = (ROOT / "docs/gpu.md").read_text()
+    for op, ops in (("all_reduce", "4.00 / 3.33"), ("all_gather", "5.00 / 3.67"), ("reduce_scatter", "5.00 / 3.67")):
+        cells = [op.replace("_", "-"), ops]
+        for gpu in ("H200", "H100"):
+            two, four = fits[(gpu, 2, op)], fits[(gpu, 4, op)]
+            cells += [f"{two:.1f} / {four:.1f}", f"{four / two / rb.op_model_factor(op):.3f}"]
+        assert "  | " + " | ".join(cells) + " |\n" in doc
