@@ -72,6 +72,11 @@ def test_tp_shard_splits_are_the_model_documents(name, attr):
         assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (8, 1, 3584, 16032)
         sh = tp_shard.shard_shape(tp_shard.LLAMA_70B, 4)
         assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (16, 2, 7168, 32064)
+    else:  # run aw's shards of Llama-3.1-8B
+        sh = tp_shard.shard_shape(tp_shard.LLAMA_8B, 4)
+        assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (8, 2, 3584, 32064)
+        sh = tp_shard.shard_shape(tp_shard.LLAMA_8B, 2)
+        assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (16, 4, 7168, 64128)
 
 
 def test_tp_shard_classes_of_run_ap_70b_shard():
@@ -94,3 +99,32 @@ def test_tp_shard_classes_of_run_ap_70b_shard():
     with open(ROOT / "benchmarks/gpu/h200-20261128ap-tpshard70.csv") as fh:
         step = next(r for r in csv.DictReader(fh) if r["row"] == "tp8_b32_l8192:flash")
     assert float(step["graph_median_us"]) == 13886.5
+
+
+def test_tp_shard_run_aw_rows():
+    """Run aw's set: Llama-3.1-8B's document, the TP4 shard at run an's b1 / b8 x 8192 and its two
+    controls, the TP2 shard at the same long-KV points, FlashAttention forced, files tpshard8tp4*;
+    the model gives 64 and 16 KV splits at TP4 b1 / b8 x 8192 (2 KV heads, FA2's heuristic)."""
+    tp_shard = _tp_shard()
+    full, rows, runs, tag, run, document = tp_shard.MODELS["llama-3.1-8b-tp4"]
+    assert full is tp_shard.LLAMA_8B and document == "llama-3.1-8b"
+    assert (tag, run) == ("8tp4", "aw")
+    assert [(tp, b, kv) for _, tp, b, kv in rows] == [
+        (4, 1, 8192), (4, 8, 8192), (4, 1, 1024), (4, 128, 1024), (2, 1, 8192), (2, 8, 8192)
+    ]
+    assert {backend for _, backend in runs} == {"flash"}
+    pairs = tp_shard.attention_pairs("llama-3.1-8b-tp4")
+    assert [pairs[n]["splits"] for n, *_ in rows] == [64, 16, 8, 1, 64, 7]
+    assert [pairs[n]["split_ctas"] for n, *_ in rows] == [128, 256, 16, 256, 256, 224]
+
+
+def test_log_max_splits_of_run_ap_combine():
+    """The combine's ``Log_max_splits`` read from its name: 6 at the 70B TP8 shard's b1 (64 splits)."""
+    tp_shard = _tp_shard()
+    name = (
+        "void pytorch_flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4,"
+        " false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4,"
+        " cutlass::bfloat16_t> >, 4, 6, true>(pytorch_flash::Flash_fwd_params)"
+    )
+    assert tp_shard._log_max_splits(name) == 6
+    assert tp_shard._log_max_splits("nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT") is None
