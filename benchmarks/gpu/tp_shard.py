@@ -17,7 +17,8 @@ graph, and profiles its replays kernel by kernel.
   ``h200-20261128ap-tpshard70-predicted.txt``; files ``$OUT/tpshard70*.csv``.
 - ``--model llama-3.1-8b-tp4`` (run aw): Llama-3.1-8B's TP4 shard (8 query heads, 2 KV heads, FFN
   3584, vocabulary 32064, 32 layers) at run an's two long-KV points that miss (b1 and b8 x 8192),
-  its b1 x 1024 and b128 x 1024 as controls, and the TP2 shard at b1 and b8 x 8192 for contrast;
+  its b1 x 1024 and b128 x 1024 as controls, the TP2 shard at b1 and b8 x 8192 for contrast, and
+  run an's other two TP4 points (b32 x 4096, b64 x 2048);
   FlashAttention forced; frozen in ``h200-20261128aw-tpshard8tp4-predicted.txt``; files
   ``$OUT/tpshard8tp4*.csv``. The kernels CSV has each kernel's grid and block (the profiler's
   trace), so the split-KV kernel's CTAs and the combine's ``Log_max_splits`` can be read.
@@ -73,8 +74,9 @@ ROWS_70B = [
 RUNS_70B = [(name, "flash") for name, *_ in ROWS_70B]
 
 #: run aw's rows of Llama-3.1-8B: the TP4 shard at run an's two points 8-10% longer than the model
-#: (b1 and b8 x 8192), two controls within 2% there (b1 and b128 x 1024), and the TP2 shard at the
-#: same two long-KV points (run an's fallback: -5%, -2%); FlashAttention forced
+#: (b1 and b8 x 8192), two controls within 2% there (b1 and b128 x 1024), the TP2 shard at the
+#: same two long-KV points (run an's fallback: -5%, -2%), and run an's two other TP4 points (b32 x
+#: 4096 -5%, b64 x 2048 -3%); FlashAttention forced
 ROWS_8B_TP4 = [
     ("tp4_b1_l8192", 4, 1, 8192),
     ("tp4_b8_l8192", 4, 8, 8192),
@@ -82,6 +84,8 @@ ROWS_8B_TP4 = [
     ("tp4_b128_l1024", 4, 128, 1024),
     ("tp2_b1_l8192", 2, 1, 8192),
     ("tp2_b8_l8192", 2, 8, 8192),
+    ("tp4_b32_l4096", 4, 32, 4096),
+    ("tp4_b64_l2048", 4, 64, 2048),
 ]
 RUNS_8B_TP4 = [(name, "flash") for name, *_ in ROWS_8B_TP4]
 
@@ -381,11 +385,18 @@ def _profiled(
             with open(f"{tmp}/trace.json") as fh:
                 trace = json.load(fh)
         kernels = sorted(
-            (e["ts"], e["name"], e.get("args", {}))
-            for e in trace.get("traceEvents", [])
-            if e.get("cat") == "kernel"
+            (
+                (e["ts"], e["name"], e.get("args", {}))
+                for e in trace.get("traceEvents", [])
+                if str(e.get("cat", "")).lower()
+                in ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")
+            ),
+            key=lambda e: (e[0], e[1]),
         )
-        if [k[1] for k in kernels] == [n for _, n, _ in ev]:
+        differ = sum(k[1] != n for k, (_, n, _) in zip(kernels, ev, strict=False))
+        if differ or len(kernels) != len(ev):
+            print(f"  trace: {len(kernels)} kernels, {len(ev)} events, {differ} names differ")
+        if len(kernels) == len(ev):  # both in start order
             shapes = [
                 ("x".join(map(str, a.get("grid", []))), "x".join(map(str, a.get("block", []))))
                 for _, _, a in kernels

@@ -103,19 +103,21 @@ def test_tp_shard_classes_of_run_ap_70b_shard():
 
 def test_tp_shard_run_aw_rows():
     """Run aw's set: Llama-3.1-8B's document, the TP4 shard at run an's b1 / b8 x 8192 and its two
-    controls, the TP2 shard at the same long-KV points, FlashAttention forced, files tpshard8tp4*;
+    controls, the TP2 shard at the same long-KV points, run an's b32 x 4096 and b64 x 2048 TP4
+    points, FlashAttention forced, files tpshard8tp4*;
     the model gives 64 and 16 KV splits at TP4 b1 / b8 x 8192 (2 KV heads, FA2's heuristic)."""
     tp_shard = _tp_shard()
     full, rows, runs, tag, run, document = tp_shard.MODELS["llama-3.1-8b-tp4"]
     assert full is tp_shard.LLAMA_8B and document == "llama-3.1-8b"
     assert (tag, run) == ("8tp4", "aw")
     assert [(tp, b, kv) for _, tp, b, kv in rows] == [
-        (4, 1, 8192), (4, 8, 8192), (4, 1, 1024), (4, 128, 1024), (2, 1, 8192), (2, 8, 8192)
+        (4, 1, 8192), (4, 8, 8192), (4, 1, 1024), (4, 128, 1024), (2, 1, 8192), (2, 8, 8192),
+        (4, 32, 4096), (4, 64, 2048),
     ]
     assert {backend for _, backend in runs} == {"flash"}
     pairs = tp_shard.attention_pairs("llama-3.1-8b-tp4")
-    assert [pairs[n]["splits"] for n, *_ in rows] == [64, 16, 8, 1, 64, 7]
-    assert [pairs[n]["split_ctas"] for n, *_ in rows] == [128, 256, 16, 256, 256, 224]
+    assert [pairs[n]["splits"] for n, *_ in rows] == [64, 16, 8, 1, 64, 7, 4, 2]
+    assert [pairs[n]["split_ctas"] for n, *_ in rows] == [128, 256, 16, 256, 256, 224, 256, 256]
 
 
 def test_log_max_splits_of_run_ap_combine():
