@@ -87,7 +87,8 @@ ROWS_8B_TP4 = [
     ("tp4_b32_l4096", 4, 32, 4096),
     ("tp4_b64_l2048", 4, 64, 2048),
 ]
-RUNS_8B_TP4 = [(name, "flash") for name, *_ in ROWS_8B_TP4]
+#: measured TP4 rows first, then TP2 (one shard model built per TP a pass)
+RUNS_8B_TP4 = [(name, "flash") for name, *_ in sorted(ROWS_8B_TP4, key=lambda r: -r[1])]
 
 #: --model: (full shape, rows, runs, file tag, run, rdusim model document)
 MODELS = {
