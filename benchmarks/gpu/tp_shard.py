@@ -231,6 +231,39 @@ def attention_pairs(model_name: str, gpu_name: str = "h200") -> dict[str, dict[s
     return out
 
 
+def model_launches(model_name: str, gpu_name: str = "h200") -> dict[str, dict[str, int]]:
+    """{row: {class: kernels a step}} of the model's shard step (``simulate_gpu_step``'s kernels:
+    the measured layer ``layers`` times, the embedding and the head once); each pays
+    ``launch.graph`` in a graph, held in its class's time."""
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, llama_shape
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+    from rdusim.hw.gpu import load_gpu_node
+    from rdusim.mapping.gpu import layer_kernels
+
+    full, rows, *_, document = MODELS[model_name]
+    model = load_spec(model_path(document), ModelSpec)
+    gpu = load_gpu_node(f"hw_configs/{gpu_name}.yaml").gpu
+    out = {}
+    for name, tp, batch, kv in rows:
+        shape = llama_shape(model, batch=batch, tokens=1, kv_len=kv, tp=tp)
+        parts = [(list(MEASURED_LAYER), full["layers"]), (["embedding"], 1), (["lm_head"], 1)]
+        counts: dict[str, int] = {}
+        for names, times in parts:
+            for k in layer_kernels(names, shape, gpu, phase="decode"):
+                cls = "combine" if k.name.endswith(".combine") else _model_class(k.name)
+                counts[cls] = counts.get(cls, 0) + k.launches * times
+        out[name] = counts
+    return out
+
+
+#: the budget table's groups of classes
+GROUPS = {
+    "GEMMs": ("gemm_qkv", "gemm_o", "gemm_gate_up", "gemm_down", "lm_head"),
+    "small kernels": ("rope", "kv_append", "rms_norm", "silu_mul", "residual_add", "other"),
+}
+
+
 def print_predictions(model_name: str = "llama-3.1-8b") -> int:
     full, _, _, _, run, _ = MODELS[model_name]
     pred = predict(["h100", "h200"], model_name)
@@ -539,7 +572,61 @@ def compare(kernels_csv: str, steps_csv: str, model_name: str = "llama-3.1-8b") 
             )
     print()
     print_pairs(rows, graph, model_name, pred)
+    print()
+    print_budget(rows, graph, model_name, pred)
     return 0
+
+
+def print_budget(
+    rows: dict[str, dict[int, list[tuple]]],
+    graph: dict[str, float],
+    model_name: str,
+    pred: dict[tuple[str, str], dict[str, float]],
+) -> None:
+    """Each graph row's step split into GEMMs, FA2's split kernel, its combine, the small kernels
+    and the graph's gaps: measured (device time, medians over the replays; gaps = graph step minus
+    the kernels' sum) against the model's (each class less its kernels' ``launch.graph``; the gaps
+    are those), us a step."""
+    from rdusim.hw.gpu import load_gpu_node
+
+    layers = MODELS[model_name][0]["layers"]
+    gap = load_gpu_node("hw_configs/h200.yaml").gpu.launch_s("graph") * 1e6
+    launches = model_launches(model_name)
+    pairs = attention_pairs(model_name)
+    cols = ["GEMMs", "split kernel", "combine", "small kernels", "graph gaps", "step"]
+    print("| row | " + " | ".join(f"{c}: measured / model" for c in cols) + " | step error |")
+    print("|---|" + "---:|" * (len(cols) + 1))
+    for key, replays in rows.items():
+        name, *_, mode = key.split(":")
+        run = ":".join(key.split(":")[:2])
+        if mode != "graph" or name not in pairs or run not in graph:
+            continue
+        p, n, a = pred[("h200", name)], launches[name], pairs[name]
+        model = {g: sum(p.get(c, 0.0) - n.get(c, 0) * gap for c in cs) for g, cs in GROUPS.items()}
+        model["split kernel"] = a["split_us"] - n.get("attention", 0) * gap
+        model["combine"] = a["combine_us"] - n.get("combine", 0) * gap
+        model["graph gaps"] = sum(n.values()) * gap
+        model["step"] = p["step"]
+        per: dict[str, list[float]] = {}
+        for ks in replays.values():
+            ks.sort()
+            tot = {c: 0.0 for c in cols}
+            for c, k in zip(classify([k[1] for k in ks], layers), ks, strict=True):
+                if c == "attention":
+                    c = "combine" if "combine" in k[1].lower() else "split kernel"
+                else:
+                    c = next((g for g, cs in GROUPS.items() if c in cs), c)
+                tot[c] += k[2]
+            tot["graph gaps"] = graph[run] - sum(k[2] for k in ks)
+            tot["step"] = graph[run]
+            for c, v in tot.items():
+                per.setdefault(c, []).append(v)
+        meas = {c: statistics.median(v) for c, v in per.items()}
+        print(
+            f"| {key} | "
+            + " | ".join(f"{meas[c]:.0f} / {model[c]:.0f}" for c in cols)
+            + f" | {(model['step'] / meas['step'] - 1) * 100:+.1f}% |"
+        )
 
 
 def _log_max_splits(kernel: str) -> int | None:

@@ -130,3 +130,47 @@ def test_log_max_splits_of_run_ap_combine():
     )
     assert tp_shard._log_max_splits(name) == 6
     assert tp_shard._log_max_splits("nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT") is None
+
+
+AW = ROOT / "benchmarks/gpu/h200-20261128aw-tpshard8tp4"
+
+
+def test_run_aw_committed_comparison_is_what_compare_prints(capsys, monkeypatch):
+    """Run aw's committed comparison (per class, FA2's split-KV pair, the step's budget) is what
+    ``tp_shard.py --model llama-3.1-8b-tp4 --compare`` prints from the committed CSVs now."""
+    monkeypatch.chdir(ROOT)
+    tp_shard = _tp_shard()
+    args = ["--model", "llama-3.1-8b-tp4", "--compare", f"{AW}-kernels.csv.gz", f"{AW}.csv"]
+    assert tp_shard.main(args) == 0
+    assert capsys.readouterr().out == (ROOT / f"{AW}-compare.txt").read_text()
+
+
+def test_run_aw_fa2_grids_are_the_model_splits():
+    """Run aw's profiled FA2 kernels: the split kernel's grid is (1, splits, batch x KV heads) and
+    the combine's ``Log_max_splits`` is ceil(log2(splits)), with the model's splits at every row
+    (``fa2_splits``: 64, 16, 8, 1, 64, 7, 4, 2); the combine's grid is batch x query heads / 4."""
+    import gzip
+    import math
+
+    tp_shard = _tp_shard()
+    pairs = tp_shard.attention_pairs("llama-3.1-8b-tp4")
+    shapes = {name: (tp, b) for name, tp, b, _ in tp_shard.ROWS_8B_TP4}
+    seen: dict[str, dict[str, str]] = {}
+    with gzip.open(f"{AW}-kernels.csv.gz", "rt") as fh:
+        for r in csv.DictReader(fh):
+            name, _, mode = r["row"].split(":")
+            low = r["kernel"].lower()
+            if mode == "graph" and "flash" in low:
+                seen.setdefault(name, {})["combine" if "combine" in low else "split"] = r["grid"]
+                if "combine" in low:
+                    seen[name]["log"] = str(tp_shard._log_max_splits(r["kernel"]))
+    assert set(seen) == set(pairs)
+    for name, a in pairs.items():
+        tp, batch = shapes[name]
+        sh = tp_shard.shard_shape(tp_shard.LLAMA_8B, tp)
+        if a["splits"] == 1:  # FA2's forward kernel: grid (m blocks, batch, KV heads)
+            assert seen[name] == {"split": f"1x{batch}x{sh['kv_heads']}"}
+            continue
+        assert seen[name]["split"] == f"1x{a['splits']}x{batch * sh['kv_heads']}"
+        assert seen[name]["combine"] == f"{a['combine_ctas']}x1x1"
+        assert seen[name]["log"] == str(math.ceil(math.log2(a["splits"])))
