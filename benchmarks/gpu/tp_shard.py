@@ -15,6 +15,13 @@ graph, and profiles its replays kernel by kernel.
   1 KV head, FFN 3584, vocabulary 16032, 80 layers), as ``rdusim compare-hw`` prices it on 8 x H200
   (mappings/llama-3.1-70b/decode-h200x8.yaml), and a TP4 shard; FlashAttention forced; frozen in
   ``h200-20261128ap-tpshard70-predicted.txt``; files ``$OUT/tpshard70*.csv``.
+- ``--model llama-3.1-8b-tp4`` (run aw): Llama-3.1-8B's TP4 shard (8 query heads, 2 KV heads, FFN
+  3584, vocabulary 32064, 32 layers) at run an's two long-KV points that miss (b1 and b8 x 8192),
+  its b1 x 1024 and b128 x 1024 as controls, the TP2 shard at b1 and b8 x 8192 for contrast, and
+  run an's other two TP4 points (b32 x 4096, b64 x 2048);
+  FlashAttention forced; frozen in ``h200-20261128aw-tpshard8tp4-predicted.txt``; files
+  ``$OUT/tpshard8tp4*.csv``. The kernels CSV has each kernel's grid and block (the profiler's
+  trace), so the split-KV kernel's CTAs and the combine's ``Log_max_splits`` can be read.
 """
 
 from __future__ import annotations
@@ -66,10 +73,28 @@ ROWS_70B = [
 ]
 RUNS_70B = [(name, "flash") for name, *_ in ROWS_70B]
 
-#: --model: (full shape, rows, runs, file tag, run)
+#: run aw's rows of Llama-3.1-8B: the TP4 shard at run an's two points 8-10% longer than the model
+#: (b1 and b8 x 8192), two controls within 2% there (b1 and b128 x 1024), the TP2 shard at the
+#: same two long-KV points (run an's fallback: -5%, -2%), and run an's two other TP4 points (b32 x
+#: 4096 -5%, b64 x 2048 -3%); FlashAttention forced
+ROWS_8B_TP4 = [
+    ("tp4_b1_l8192", 4, 1, 8192),
+    ("tp4_b8_l8192", 4, 8, 8192),
+    ("tp4_b1_l1024", 4, 1, 1024),
+    ("tp4_b128_l1024", 4, 128, 1024),
+    ("tp2_b1_l8192", 2, 1, 8192),
+    ("tp2_b8_l8192", 2, 8, 8192),
+    ("tp4_b32_l4096", 4, 32, 4096),
+    ("tp4_b64_l2048", 4, 64, 2048),
+]
+#: measured TP4 rows first, then TP2 (one shard model built per TP a pass)
+RUNS_8B_TP4 = [(name, "flash") for name, *_ in sorted(ROWS_8B_TP4, key=lambda r: -r[1])]
+
+#: --model: (full shape, rows, runs, file tag, run, rdusim model document)
 MODELS = {
-    "llama-3.1-8b": (LLAMA_8B, ROWS, RUNS, "", "ab"),
-    "llama-3.1-70b": (LLAMA_70B, ROWS_70B, RUNS_70B, "70", "ap"),
+    "llama-3.1-8b": (LLAMA_8B, ROWS, RUNS, "", "ab", "llama-3.1-8b"),
+    "llama-3.1-70b": (LLAMA_70B, ROWS_70B, RUNS_70B, "70", "ap", "llama-3.1-70b"),
+    "llama-3.1-8b-tp4": (LLAMA_8B, ROWS_8B_TP4, RUNS_8B_TP4, "8tp4", "aw", "llama-3.1-8b"),
 }
 
 
@@ -125,7 +150,7 @@ def predict(
     from rdusim.config.schema import ModelSpec
     from rdusim.hw.gpu import load_gpu_node
 
-    model = load_spec(model_path(model_name), ModelSpec)
+    model = load_spec(model_path(MODELS[model_name][5]), ModelSpec)
     out = {}
     for g in gpus:
         gpu = load_gpu_node(f"hw_configs/{g}.yaml").gpu
@@ -149,8 +174,98 @@ def predict(
     return out
 
 
+def attention_pairs(model_name: str, gpu_name: str = "h200") -> dict[str, dict[str, float]]:
+    """{row: ...} of FA2's split-KV pair as the model has it, per step (us): KV splits
+    (``fa2_splits``), the split kernel's CTAs, the combine's CTAs (``fa2_combine_rows``), the
+    model's split kernel and combine (``attention``, ``attention.combine``), the combine's chain
+    (``fa2_combine_chain_s``: not in the step model), and the graph's gaps (``launch.graph`` a
+    kernel, held in the classes' times: each kernel's time runs from its launch)."""
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+    from rdusim.hw.gpu import load_gpu_node
+    from rdusim.mapping.gpu import (
+        FA2_CTAS_PER_SM,
+        FA2_SPLITKV_ROWS,
+        fa2_combine_chain_s,
+        fa2_combine_rows,
+        fa2_splitkv_block_n,
+        fa2_splits,
+    )
+
+    full, rows, *_, document = MODELS[model_name]
+    model = load_spec(model_path(document), ModelSpec)
+    gpu = load_gpu_node(f"hw_configs/{gpu_name}.yaml").gpu
+    out = {}
+    for name, tp, batch, kv in rows:
+        sh = shard_shape(full, tp)
+        group = sh["heads"] // sh["kv_heads"]  # GQA: FA2 swaps the group into seqlen_q
+        bhm = batch * sh["kv_heads"] * -(-group // FA2_SPLITKV_ROWS)
+        n_blocks = -(-kv // fa2_splitkv_block_n(sh["head_dim"]))
+        splits = fa2_splits(bhm, FA2_CTAS_PER_SM * gpu.sms, n_blocks)
+        step = simulate_gpu_step(
+            model,
+            gpu,
+            layer=list(MEASURED_LAYER),
+            head=["embedding", "lm_head"],
+            phase="decode",
+            batch=batch,
+            seq_len=kv,
+            mode="graph",
+            tp=tp,
+        )
+        layers = sh["layers"]
+        out[name] = {
+            "splits": splits,
+            "split_ctas": bhm * splits,
+            "combine_ctas": -(-batch * sh["heads"] // fa2_combine_rows(sh["head_dim"]))
+            if splits > 1
+            else 0,
+            "split_us": step.kernels.get("attention", 0.0) * 1e6,
+            "combine_us": step.kernels.get("attention.combine", 0.0) * 1e6,
+            "chain_us": fa2_combine_chain_s(splits, gpu) * 1e6 * layers if splits > 1 else 0.0,
+            "launches": step.launches,
+            "gaps_us": step.launches * gpu.launch_s("graph") * 1e6,
+            "layers": layers,
+        }
+    return out
+
+
+def model_launches(model_name: str, gpu_name: str = "h200") -> dict[str, dict[str, int]]:
+    """{row: {class: kernels a step}} of the model's shard step (``simulate_gpu_step``'s kernels:
+    the measured layer ``layers`` times, the embedding and the head once); each pays
+    ``launch.graph`` in a graph, held in its class's time."""
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, llama_shape
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+    from rdusim.hw.gpu import load_gpu_node
+    from rdusim.mapping.gpu import layer_kernels
+
+    full, rows, *_, document = MODELS[model_name]
+    model = load_spec(model_path(document), ModelSpec)
+    gpu = load_gpu_node(f"hw_configs/{gpu_name}.yaml").gpu
+    out = {}
+    for name, tp, batch, kv in rows:
+        shape = llama_shape(model, batch=batch, tokens=1, kv_len=kv, tp=tp)
+        parts = [(list(MEASURED_LAYER), full["layers"]), (["embedding"], 1), (["lm_head"], 1)]
+        counts: dict[str, int] = {}
+        for names, times in parts:
+            for k in layer_kernels(names, shape, gpu, phase="decode"):
+                cls = "combine" if k.name.endswith(".combine") else _model_class(k.name)
+                counts[cls] = counts.get(cls, 0) + k.launches * times
+        out[name] = counts
+    return out
+
+
+#: the budget table's groups of classes
+GROUPS = {
+    "GEMMs": ("gemm_qkv", "gemm_o", "gemm_gate_up", "gemm_down", "lm_head"),
+    "small kernels": ("rope", "kv_append", "rms_norm", "silu_mul", "residual_add", "other"),
+}
+
+
 def print_predictions(model_name: str = "llama-3.1-8b") -> int:
-    full, _, _, _, run = MODELS[model_name]
+    full, _, _, _, run, _ = MODELS[model_name]
     pred = predict(["h100", "h200"], model_name)
     flag = "" if model_name == "llama-3.1-8b" else f" --model {model_name}"
     print(
@@ -167,6 +282,21 @@ def print_predictions(model_name: str = "llama-3.1-8b") -> int:
             f"| {g} | {name} | {cls['step']:.0f} | "
             + " | ".join(f"{cls.get(c, 0.0):.0f}" for c in CLASSES)
             + " |"
+        )
+    print()
+    print("# FA2's split-KV pair and the graph's gaps, H200 (us per step; the classes above hold the")
+    print("# gaps, launch.graph a kernel; the combine's chain is not in the step model: docs/gpu.md,")
+    print("# \"FA2's split-KV combine\")")
+    print(
+        "| row | splits | split CTAs | combine CTAs | split kernel | combine | combine's chain |"
+        " kernels | graph gaps |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, a in attention_pairs(model_name).items():
+        print(
+            f"| {name} | {a['splits']} | {a['split_ctas']} | {a['combine_ctas']} |"
+            f" {a['split_us']:.0f} | {a['combine_us']:.0f} | {a['chain_us']:.0f} |"
+            f" {a['launches']} | {a['gaps_us']:.0f} |"
         )
     return 0
 
@@ -265,7 +395,12 @@ def _shard_step(M, model, batch: int, kv: int):  # pragma: no cover - needs a GP
 
 def _profiled(
     torch, fn, calls: int = 3
-) -> list[tuple[str, float]]:  # pragma: no cover - needs a GPU
+) -> list[tuple[str, float, str, str]]:  # pragma: no cover - needs a GPU
+    """(name, device us, grid, block) of every kernel of ``calls`` calls of ``fn``, in launch
+    order; grid and block from the profiler's trace (blank where it does not match)."""
+    import json
+    import tempfile
+
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -277,7 +412,32 @@ def _profiled(
         for e in prof.events()
         if e.device_type == torch.autograd.DeviceType.CUDA
     )
-    return [(n, d) for _, n, d in ev]
+    shapes = [("", "")] * len(ev)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            prof.export_chrome_trace(f"{tmp}/trace.json")
+            with open(f"{tmp}/trace.json") as fh:
+                trace = json.load(fh)
+        kernels = sorted(
+            (
+                (e["ts"], e["name"], e.get("args", {}))
+                for e in trace.get("traceEvents", [])
+                if str(e.get("cat", "")).lower()
+                in ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")
+            ),
+            key=lambda e: (e[0], e[1]),
+        )
+        differ = sum(k[1] != n for k, (_, n, _) in zip(kernels, ev, strict=False))
+        if differ or len(kernels) != len(ev):
+            print(f"  trace: {len(kernels)} kernels, {len(ev)} events, {differ} names differ")
+        if len(kernels) == len(ev):  # both in start order
+            shapes = [
+                ("x".join(map(str, a.get("grid", []))), "x".join(map(str, a.get("block", []))))
+                for _, _, a in kernels
+            ]
+    except Exception as exc:  # noqa: BLE001 - the shapes are extra; the times stand alone
+        print(f"  no grid from the trace ({exc})", flush=True)
+    return [(n, d, g, b) for (_, n, d), (g, b) in zip(ev, shapes, strict=True)]
 
 
 def _model(torch, M, full: dict[str, int], tp: int, models: dict):  # pragma: no cover  # noqa: N803
@@ -312,7 +472,7 @@ def measure(model_name: str = "llama-3.1-8b") -> int:  # pragma: no cover - need
         sys.path.insert(0, str(p))
     import measure as M  # noqa: N812, PLC0415
 
-    full, rows, runs, tag, _ = MODELS[model_name]
+    full, rows, runs, tag, *_ = MODELS[model_name]
     out = Path(os.environ.get("OUT", "."))
     steps_fh = open(out / f"tpshard{tag}.csv", "w", newline="")  # noqa: SIM115
     steps = csv.writer(steps_fh)
@@ -321,7 +481,7 @@ def measure(model_name: str = "llama-3.1-8b") -> int:  # pragma: no cover - need
     )
     kern_fh = open(out / f"tpshard{tag}-kernels.csv", "w", newline="")  # noqa: SIM115
     kern = csv.writer(kern_fh)
-    kern.writerow(["row", "replay", "index", "kernel", "device_us"])
+    kern.writerow(["row", "replay", "index", "kernel", "device_us", "grid", "block"])
     gpu = torch.cuda.get_device_name()
     print(gpu, torch.__version__, flush=True)
     models: dict[int, object] = {}
@@ -346,9 +506,10 @@ def measure(model_name: str = "llama-3.1-8b") -> int:  # pragma: no cover - need
                     ev = _profiled(torch, fn)
                     print(f"  {name}:{backend} {mode}: {len(ev)} kernels profiled", flush=True)
                     per = len(ev) // 3 or 1
-                    for i, (kn, d) in enumerate(ev):
+                    for i, (kn, d, grid, block) in enumerate(ev):
                         kern.writerow(
-                            [f"{name}:{backend}:{mode}", i // per, i % per, kn, round(d, 3)]
+                            [f"{name}:{backend}:{mode}", i // per, i % per, kn, round(d, 3), grid,
+                             block]
                         )
                     kern_fh.flush()
                 del g, step
@@ -368,7 +529,7 @@ def compare(kernels_csv: str, steps_csv: str, model_name: str = "llama-3.1-8b") 
     with opener(kernels_csv, "rt") as fh:
         for r in csv.DictReader(fh):
             rows.setdefault(r["row"], {}).setdefault(int(r["replay"]), []).append(
-                (int(r["index"]), r["kernel"], float(r["device_us"]))
+                (int(r["index"]), r["kernel"], float(r["device_us"]), r.get("grid") or "")
             )
     graph = {}
     with open(steps_csv) as fh:
@@ -384,9 +545,9 @@ def compare(kernels_csv: str, steps_csv: str, model_name: str = "llama-3.1-8b") 
         counts: dict[str, int] = {}
         for ks in replays.values():
             ks.sort()
-            cls = classify([k for _, k, _ in ks], layers)
+            cls = classify([k[1] for k in ks], layers)
             tot: dict[str, float] = {}
-            for c, (_, _, d) in zip(cls, ks, strict=True):
+            for c, (_, _, d, *_) in zip(cls, ks, strict=True):
                 tot[c] = tot.get(c, 0.0) + d
             for c, v in tot.items():
                 per_class.setdefault(c, []).append(v)
@@ -399,7 +560,7 @@ def compare(kernels_csv: str, steps_csv: str, model_name: str = "llama-3.1-8b") 
             print(
                 f"| {key} | {c} | {counts.get(c, 0)} | {m:.0f} | {e200:.0f} | {err} | {e100:.0f} |"
             )
-        total = statistics.median([sum(d for _, _, d in ks) for ks in replays.values()])
+        total = statistics.median([sum(k[2] for k in ks) for ks in replays.values()])
         print(
             f"| {key} | kernels summed | | {total:.0f} | {p200['step']:.0f} | | {p100['step']:.0f} |"
         )
@@ -409,7 +570,127 @@ def compare(kernels_csv: str, steps_csv: str, model_name: str = "llama-3.1-8b") 
                 f"| {key} | graph step | | {graph[run]:.0f} | {p200['step']:.0f} | "
                 f"{(p200['step'] / graph[run] - 1) * 100:+.0f}% | {p100['step']:.0f} |"
             )
+    print()
+    print_pairs(rows, graph, model_name, pred)
+    print()
+    print_budget(rows, graph, model_name, pred)
     return 0
+
+
+def print_budget(
+    rows: dict[str, dict[int, list[tuple]]],
+    graph: dict[str, float],
+    model_name: str,
+    pred: dict[tuple[str, str], dict[str, float]],
+) -> None:
+    """Each graph row's step split into GEMMs, FA2's split kernel, its combine, the small kernels
+    and the graph's gaps: measured (device time, medians over the replays; gaps = graph step minus
+    the kernels' sum) against the model's (each class less its kernels' ``launch.graph``; the gaps
+    are those), us a step."""
+    from rdusim.hw.gpu import load_gpu_node
+
+    layers = MODELS[model_name][0]["layers"]
+    gap = load_gpu_node("hw_configs/h200.yaml").gpu.launch_s("graph") * 1e6
+    launches = model_launches(model_name)
+    pairs = attention_pairs(model_name)
+    cols = ["GEMMs", "split kernel", "combine", "small kernels", "graph gaps", "step"]
+    print("| row | " + " | ".join(f"{c}: measured / model" for c in cols) + " | step error |")
+    print("|---|" + "---:|" * (len(cols) + 1))
+    for key, replays in rows.items():
+        name, *_, mode = key.split(":")
+        run = ":".join(key.split(":")[:2])
+        if mode != "graph" or name not in pairs or run not in graph:
+            continue
+        p, n, a = pred[("h200", name)], launches[name], pairs[name]
+        model = {g: sum(p.get(c, 0.0) - n.get(c, 0) * gap for c in cs) for g, cs in GROUPS.items()}
+        model["split kernel"] = a["split_us"] - n.get("attention", 0) * gap
+        model["combine"] = a["combine_us"] - n.get("combine", 0) * gap
+        model["graph gaps"] = sum(n.values()) * gap
+        model["step"] = p["step"]
+        per: dict[str, list[float]] = {}
+        for ks in replays.values():
+            ks.sort()
+            tot = {c: 0.0 for c in cols}
+            for c, k in zip(classify([k[1] for k in ks], layers), ks, strict=True):
+                if c == "attention":
+                    c = "combine" if "combine" in k[1].lower() else "split kernel"
+                else:
+                    c = next((g for g, cs in GROUPS.items() if c in cs), c)
+                tot[c] += k[2]
+            tot["graph gaps"] = graph[run] - sum(k[2] for k in ks)
+            tot["step"] = graph[run]
+            for c, v in tot.items():
+                per.setdefault(c, []).append(v)
+        meas = {c: statistics.median(v) for c, v in per.items()}
+        print(
+            f"| {key} | "
+            + " | ".join(f"{meas[c]:.0f} / {model[c]:.0f}" for c in cols)
+            + f" | {(model['step'] / meas['step'] - 1) * 100:+.1f}% |"
+        )
+
+
+def _log_max_splits(kernel: str) -> int | None:
+    """``Log_max_splits`` of FA2's combine kernel from its name (its template's second-last
+    argument: ``flash_fwd_splitkv_combine_kernel<traits, kBlockM, Log_max_splits, Is_even_K>``)."""
+    if "combine" not in kernel or "<" not in kernel:
+        return None
+    args = kernel.rsplit(">", 2)[-2].split(",") if kernel.count(">") >= 2 else []
+    try:
+        return int(args[-2])
+    except (IndexError, ValueError):
+        return None
+
+
+def print_pairs(
+    rows: dict[str, dict[int, list[tuple]]],
+    graph: dict[str, float],
+    model_name: str,
+    pred: dict[tuple[str, str], dict[str, float]],
+) -> None:
+    """FA2's split-KV pair and the graph's gaps of each profiled graph row (medians over the
+    replays, us a step) against the model's (``attention_pairs``)."""
+    pairs = attention_pairs(model_name)
+    print(
+        "| row | splits (model; combine's Log_max_splits) | split kernel: grid (model CTAs) |"
+        " split kernel (us) | model | combine: grid (model CTAs) | combine (us) | model |"
+        " combine's chain | kernels summed | model | graph gaps | model |"
+    )
+    print("|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for key, replays in rows.items():
+        name, *_, mode = key.split(":")
+        run = ":".join(key.split(":")[:2])
+        if mode != "graph" or name not in pairs or run not in graph:
+            continue
+        a = pairs[name]
+        split, comb, total, grids = [], [], [], {}
+        log_max = None
+        for ks in replays.values():
+            sp = cb = 0.0
+            for k in ks:
+                low = k[1].lower()
+                if "flash" not in low and "fmha" not in low:
+                    continue
+                part = "combine" if "combine" in low else "split"
+                grids.setdefault(part, k[3] if len(k) > 3 else "")
+                if part == "combine":
+                    cb += k[2]
+                    log_max = _log_max_splits(k[1])
+                else:
+                    sp += k[2]
+            split.append(sp)
+            comb.append(cb)
+            total.append(sum(k[2] for k in ks))
+        kernels = statistics.median(total)
+        model_kernels = pred[("h200", name)]["step"] - a["gaps_us"]
+        log = f"; {log_max}" if log_max is not None else ""
+        print(
+            f"| {key} | {a['splits']}{log} | {grids.get('split', '')} ({a['split_ctas']}) |"
+            f" {statistics.median(split):.0f} | {a['split_us']:.0f} |"
+            f" {grids.get('combine') or '-'} ({a['combine_ctas']}) |"
+            f" {statistics.median(comb):.0f} | {a['combine_us']:.0f} | {a['chain_us']:.0f} |"
+            f" {kernels:.0f} | {model_kernels:.0f} | {graph[run] - kernels:.0f} |"
+            f" {a['gaps_us']:.0f} |"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

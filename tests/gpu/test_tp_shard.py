@@ -72,6 +72,11 @@ def test_tp_shard_splits_are_the_model_documents(name, attr):
         assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (8, 1, 3584, 16032)
         sh = tp_shard.shard_shape(tp_shard.LLAMA_70B, 4)
         assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (16, 2, 7168, 32064)
+    else:  # run aw's shards of Llama-3.1-8B
+        sh = tp_shard.shard_shape(tp_shard.LLAMA_8B, 4)
+        assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (8, 2, 3584, 32064)
+        sh = tp_shard.shard_shape(tp_shard.LLAMA_8B, 2)
+        assert (sh["heads"], sh["kv_heads"], sh["ffn"], sh["vocab"]) == (16, 4, 7168, 64128)
 
 
 def test_tp_shard_classes_of_run_ap_70b_shard():
@@ -94,3 +99,78 @@ def test_tp_shard_classes_of_run_ap_70b_shard():
     with open(ROOT / "benchmarks/gpu/h200-20261128ap-tpshard70.csv") as fh:
         step = next(r for r in csv.DictReader(fh) if r["row"] == "tp8_b32_l8192:flash")
     assert float(step["graph_median_us"]) == 13886.5
+
+
+def test_tp_shard_run_aw_rows():
+    """Run aw's set: Llama-3.1-8B's document, the TP4 shard at run an's b1 / b8 x 8192 and its two
+    controls, the TP2 shard at the same long-KV points, run an's b32 x 4096 and b64 x 2048 TP4
+    points, FlashAttention forced, files tpshard8tp4*;
+    the model gives 64 and 16 KV splits at TP4 b1 / b8 x 8192 (2 KV heads, FA2's heuristic)."""
+    tp_shard = _tp_shard()
+    full, rows, runs, tag, run, document = tp_shard.MODELS["llama-3.1-8b-tp4"]
+    assert full is tp_shard.LLAMA_8B and document == "llama-3.1-8b"
+    assert (tag, run) == ("8tp4", "aw")
+    assert [(tp, b, kv) for _, tp, b, kv in rows] == [
+        (4, 1, 8192), (4, 8, 8192), (4, 1, 1024), (4, 128, 1024), (2, 1, 8192), (2, 8, 8192),
+        (4, 32, 4096), (4, 64, 2048),
+    ]
+    assert {backend for _, backend in runs} == {"flash"}
+    pairs = tp_shard.attention_pairs("llama-3.1-8b-tp4")
+    assert [pairs[n]["splits"] for n, *_ in rows] == [64, 16, 8, 1, 64, 7, 4, 2]
+    assert [pairs[n]["split_ctas"] for n, *_ in rows] == [128, 256, 16, 256, 256, 224, 256, 256]
+
+
+def test_log_max_splits_of_run_ap_combine():
+    """The combine's ``Log_max_splits`` read from its name: 6 at the 70B TP8 shard's b1 (64 splits)."""
+    tp_shard = _tp_shard()
+    name = (
+        "void pytorch_flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4,"
+        " false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4,"
+        " cutlass::bfloat16_t> >, 4, 6, true>(pytorch_flash::Flash_fwd_params)"
+    )
+    assert tp_shard._log_max_splits(name) == 6
+    assert tp_shard._log_max_splits("nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT") is None
+
+
+AW = ROOT / "benchmarks/gpu/h200-20261128aw-tpshard8tp4"
+
+
+def test_run_aw_committed_comparison_is_what_compare_prints(capsys, monkeypatch):
+    """Run aw's committed comparison (per class, FA2's split-KV pair, the step's budget) is what
+    ``tp_shard.py --model llama-3.1-8b-tp4 --compare`` prints from the committed CSVs now."""
+    monkeypatch.chdir(ROOT)
+    tp_shard = _tp_shard()
+    args = ["--model", "llama-3.1-8b-tp4", "--compare", f"{AW}-kernels.csv.gz", f"{AW}.csv"]
+    assert tp_shard.main(args) == 0
+    assert capsys.readouterr().out == (ROOT / f"{AW}-compare.txt").read_text()
+
+
+def test_run_aw_fa2_grids_are_the_model_splits():
+    """Run aw's profiled FA2 kernels: the split kernel's grid is (1, splits, batch x KV heads) and
+    the combine's ``Log_max_splits`` is ceil(log2(splits)), with the model's splits at every row
+    (``fa2_splits``: 64, 16, 8, 1, 64, 7, 4, 2); the combine's grid is batch x query heads / 4."""
+    import gzip
+    import math
+
+    tp_shard = _tp_shard()
+    pairs = tp_shard.attention_pairs("llama-3.1-8b-tp4")
+    shapes = {name: (tp, b) for name, tp, b, _ in tp_shard.ROWS_8B_TP4}
+    seen: dict[str, dict[str, str]] = {}
+    with gzip.open(f"{AW}-kernels.csv.gz", "rt") as fh:
+        for r in csv.DictReader(fh):
+            name, _, mode = r["row"].split(":")
+            low = r["kernel"].lower()
+            if mode == "graph" and "flash" in low:
+                seen.setdefault(name, {})["combine" if "combine" in low else "split"] = r["grid"]
+                if "combine" in low:
+                    seen[name]["log"] = str(tp_shard._log_max_splits(r["kernel"]))
+    assert set(seen) == set(pairs)
+    for name, a in pairs.items():
+        tp, batch = shapes[name]
+        sh = tp_shard.shard_shape(tp_shard.LLAMA_8B, tp)
+        if a["splits"] == 1:  # FA2's forward kernel: grid (m blocks, batch, KV heads)
+            assert seen[name] == {"split": f"1x{batch}x{sh['kv_heads']}"}
+            continue
+        assert seen[name]["split"] == f"1x{a['splits']}x{batch * sh['kv_heads']}"
+        assert seen[name]["combine"] == f"{a['combine_ctas']}x1x1"
+        assert seen[name]["log"] == str(math.ceil(math.log2(a["splits"])))
