@@ -141,11 +141,19 @@ def _model_class(key: str) -> str:
     }.get(key, key)
 
 
+def _model_step(model, gpu, tp: int, batch: int, kv: int):
+    """The model's graph decode step of one GPU's shard (``simulate_gpu_step``: the measured
+    layer, the embedding and the LM head), as ``predict`` and ``attention_pairs`` compare it."""
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
+
+    return simulate_gpu_step(model, gpu, layer=list(MEASURED_LAYER), head=["embedding", "lm_head"],
+                             phase="decode", batch=batch, seq_len=kv, mode="graph", tp=tp)
+
+
 def predict(
     gpus: list[str], model_name: str = "llama-3.1-8b"
 ) -> dict[tuple[str, str], dict[str, float]]:
     """{(gpu, row): {class: us}} of the shard step, rdusim's model (no collectives)."""
-    from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
     from rdusim.hw.gpu import load_gpu_node
@@ -155,17 +163,7 @@ def predict(
     for g in gpus:
         gpu = load_gpu_node(f"hw_configs/{g}.yaml").gpu
         for name, tp, batch, kv in MODELS[model_name][1]:
-            step = simulate_gpu_step(
-                model,
-                gpu,
-                layer=list(MEASURED_LAYER),
-                head=["embedding", "lm_head"],
-                phase="decode",
-                batch=batch,
-                seq_len=kv,
-                mode="graph",
-                tp=tp,
-            )
+            step = _model_step(model, gpu, tp, batch, kv)
             cls: dict[str, float] = {}
             for key, s in step.kernels.items():
                 cls[_model_class(key)] = cls.get(_model_class(key), 0.0) + s * 1e6
@@ -180,7 +178,6 @@ def attention_pairs(model_name: str, gpu_name: str = "h200") -> dict[str, dict[s
     model's split kernel and combine (``attention``, ``attention.combine``), the combine's chain
     (``fa2_combine_chain_s``: not in the step model), and the graph's gaps (``launch.graph`` a
     kernel, held in the classes' times: each kernel's time runs from its launch)."""
-    from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
     from rdusim.hw.gpu import load_gpu_node
@@ -203,17 +200,7 @@ def attention_pairs(model_name: str, gpu_name: str = "h200") -> dict[str, dict[s
         bhm = batch * sh["kv_heads"] * -(-group // FA2_SPLITKV_ROWS)
         n_blocks = -(-kv // fa2_splitkv_block_n(sh["head_dim"]))
         splits = fa2_splits(bhm, FA2_CTAS_PER_SM * gpu.sms, n_blocks)
-        step = simulate_gpu_step(
-            model,
-            gpu,
-            layer=list(MEASURED_LAYER),
-            head=["embedding", "lm_head"],
-            phase="decode",
-            batch=batch,
-            seq_len=kv,
-            mode="graph",
-            tp=tp,
-        )
+        step = _model_step(model, gpu, tp, batch, kv)
         layers = sh["layers"]
         out[name] = {
             "splits": splits,
