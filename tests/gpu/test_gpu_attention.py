@@ -266,12 +266,16 @@ def test_fa2_pair_unchanged_without_its_fixed_times_and_at_one_split() -> None:
 
 
 def test_fa2_fit_reproduces_the_h200_constants() -> None:
-    """fa2_combine.py --fit on run as's 24 split-KV rows gives the constants used above."""
+    """fa2_combine.py --fit on run as's 24 split-KV rows gives the constants used above, which are
+    the H200 document's."""
     fc = bench_script("fa2_combine")
     kernels = str(ROOT / "benchmarks/gpu/h200-20261128as-fa2combine-kernels.csv.gz")
     assert len(fc.CALIBRATION) == 24
     f = fc.fit(kernels)
     assert {k: round(f[k], 2) for k in FA2_FIT} == FA2_FIT
+    launch = load_spec(H200, GpuSpec).launch
+    assert (launch.fa2_split_fixed_s, launch.fa2_combine_fixed_s) == pytest.approx((2.05e-6, 1.57e-6))
+    assert Gpu(load_spec(H200, GpuSpec)).fa2_pair_calibrated
 
 
 def test_fa2_fit_output_is_committed(capsys) -> None:
