@@ -542,6 +542,15 @@ class GpuLaunchSpec(Spec):
         default=0.0, alias="kernel_fixed",
         description="a small kernel's device time beyond its dependent memory round trips (CTA dispatch, "
                     "completion), in a graph or eager step; inside `stream`")
+    fa2_split_fixed_s: NonNegativeSeconds | None = Field(
+        default=None, alias="fa2_split_fixed",
+        description="fixed cost of FlashAttention-2's split-KV kernel (decode with more than one KV split), "
+                    "in place of `pipeline`; with fa2_combine_fixed (none: the pair is priced with `pipeline` "
+                    "on the split kernel and its combine as one DRAM round trip)")
+    fa2_combine_fixed_s: NonNegativeSeconds | None = Field(
+        default=None, alias="fa2_combine_fixed",
+        description="FlashAttention-2's split-KV combine kernel's fixed cost beyond its chain (`kernel_fixed` "
+                    "and 1 + splits L2 round trips); with fa2_split_fixed")
     eager_ops: dict[str, NonNegativeSeconds] | None = Field(
         default=None, description="host cost of one eager PyTorch op by kind while the GPU is busy (behind)")
     eager_ops_idle: dict[str, NonNegativeSeconds] | None = Field(
@@ -562,6 +571,8 @@ class GpuLaunchSpec(Spec):
 
     @model_validator(mode="after")
     def _known_ops(self) -> GpuLaunchSpec:
+        if (self.fa2_split_fixed_s is None) != (self.fa2_combine_fixed_s is None):
+            raise ValueError("fa2_split_fixed and fa2_combine_fixed go together (FA2's split-KV pair)")
         if (self.eager_ops is None) != (self.eager_ops_idle is None):
             raise ValueError("eager_ops and eager_ops_idle go together (the GPU behind and idle)")
         for key in ("eager_ops", "eager_ops_idle"):

@@ -132,12 +132,23 @@ class Gpu:
         host side), ``eager_gap`` (the device gap of a kernel an eager step's GPU takes from the
         launch queue, as ``graph`` is a graph's: the device side), ``graph_event_pair``,
         ``pipeline``, the fixed cost every tensor-core kernel adds (``gemm_pipeline`` for a cuBLAS
-        GEMM, where the GPU document gives one), and ``gemm_step``."""
+        GEMM, where the GPU document gives one), ``fa2_split`` and ``fa2_combine`` (FA2's split-KV
+        kernel's fixed cost and its combine's beyond its chain: ``fa2_split_fixed`` and
+        ``fa2_combine_fixed``, where the document gives them; else ``pipeline`` and 0), and
+        ``gemm_step``."""
         launch = self.spec.launch
         gemm = launch.pipeline_s if launch.gemm_pipeline_s is None else launch.gemm_pipeline_s
+        split = launch.pipeline_s if launch.fa2_split_fixed_s is None else launch.fa2_split_fixed_s
         return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s,
                 "pipeline": launch.pipeline_s, "gemm_pipeline": gemm, "gemm_step": launch.gemm_step_s,
+                "fa2_split": split, "fa2_combine": launch.fa2_combine_fixed_s or 0.0,
                 "graph_event_pair": launch.graph_event_pair_s, "eager_gap": launch.eager_gap_s}[mode]
+
+    @property
+    def fa2_pair_calibrated(self) -> bool:
+        """Whether the document gives FA2's split-KV pair its own fixed times (``launch.fa2_split_fixed``
+        and ``launch.fa2_combine_fixed``): then the combine is priced as its chain."""
+        return self.spec.launch.fa2_split_fixed_s is not None
 
     def host_op_s(self, op: str, *, gpu_idle: bool) -> float:
         """Host cost of one eager PyTorch op of kind ``op`` (``HOST_OPS``): the GPU document's

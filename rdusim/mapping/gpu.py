@@ -91,6 +91,9 @@ class GpuKernel:
     queued: bool = False
     #: an attention kernel's longest key span (the SM-clock model's power anchor, rdusim.hw.gpu_clock)
     keys: int = 0
+    #: the ``Gpu.launch_s`` key of the fixed cost this kernel pays in place of its math class's
+    #: (``pipeline`` / ``gemm_pipeline``; none for other classes): FA2's split-KV pair (``flash_decode``)
+    fixed: str = ""
 
     @property
     def ctas(self) -> int:
@@ -411,11 +414,19 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     if splits == 1:
         return [main]
     partials = splits * batch * q_heads * head_dim * 4 + batch * q_heads * head_dim * BF16
-    # FA2's combine kernel is latency-bound too (it reads the splits' log-sum-exps, then each split's
-    # partial output in a loop over the splits: 6.2 us at 16 splits, benchmarks/gpu/
-    # h100-20261125l-small.csv), but the pair is priced together: the main kernel's fixed
-    # ``launch.pipeline`` (7.02 us, fitted on P10's rows) already covers it (Llama-3.1-8B, batch 1:
-    # 13.6 us modelled, 13.2 us measured); its own chain would count it twice
+    if fa2 and gpu.fa2_pair_calibrated:
+        # the pair's own fixed times, calibrated on run as's profiled kernels (launch.fa2_split_fixed,
+        # fa2_combine_fixed; benchmarks/gpu/fa2_combine.py --fit); the combine is its chain: one CTA per
+        # ``fa2_combine_rows`` query rows, ``fa2_combine_round_trips`` dependent loads of the partials
+        # the split kernel just wrote (L2), ``kernel_fixed`` and its own fixed time beyond that
+        ctas = math.ceil(batch * q_heads / fa2_combine_rows(head_dim))
+        combine = streaming(f"{name}.combine", partials, gpu, rows=ctas,
+                            round_trips=(fa2_combine_round_trips(splits),), resident=True)
+        return [replace(main, fixed="fa2_split"), replace(combine, host_paid=True, fixed="fa2_combine")]
+    # without the pair's own fixed times (the H100's document): the combine is latency-bound too
+    # (6.2 us at 16 splits, benchmarks/gpu/h100-20261125l-small.csv), but the pair is priced
+    # together: the main kernel's fixed ``launch.pipeline`` (7.02 us, fitted on P10's rows) stands
+    # in for it (Llama-3.1-8B, batch 1: 13.6 us modelled, 13.2 us measured)
     return [main, replace(streaming(f"{name}.combine", partials, gpu), host_paid=True)]
 
 
@@ -440,8 +451,9 @@ def fa2_combine_round_trips(splits: int) -> int:
 
 def fa2_combine_chain_s(splits: int, gpu: Gpu) -> float:
     """The combine's latency-bound floor as a small kernel (docs/gpu.md, "Small kernels"): its
-    fixed time and its chain of round trips at L2's latency; not in the step model (the split-KV
-    pair is priced with ``launch.pipeline`` on the main kernel; docs/gpu.md, run as)."""
+    fixed time and its chain of round trips at L2's latency. The step model prices the combine so
+    (plus its bytes and ``launch.fa2_combine_fixed``) where the GPU document gives the pair's own
+    fixed times (``flash_decode``); else the pair pays ``launch.pipeline`` on the main kernel."""
     return gpu.kernel_fixed_s + fa2_combine_round_trips(splits) * gpu.l2_latency_s
 
 

@@ -11,7 +11,8 @@ full bandwidth, and SMs with fewer resident CTAs do not idle their share); each 
 SM's tensor rate divided by the CTAs resident there. A CTA waits one DRAM round trip, then runs
 its main loop with the loads of the next tile overlapping the math of this one (``_bundle``).
 A tensor-core kernel (GEMM, attention) also pays a fixed pipeline cost (``launch.pipeline``:
-prologue, epilogue and grid drain). The launch path decides what a kernel costs before its
+prologue, epilogue and grid drain), or the fixed cost its ``GpuKernel.fixed`` names (FA2's
+split-KV pair, where the GPU document gives it). The launch path decides what a kernel costs before its
 CTAs run: ``stream`` (one kernel timed alone), ``graph`` (CUDA graph replay) or ``eager`` (a
 host process dispatches every op at ``eager_host`` each and the GPU runs behind it, each kernel
 taken from the launch queue at ``launch.eager_gap``). An NCCL
@@ -120,12 +121,12 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
     for kernel, layer in kernels:
         yield issued.get()
         start = env.now
-        fixed = gpu.launch_s("gemm_pipeline" if kernel.math == "gemm" else "pipeline")
+        fixed = gpu.launch_s(kernel.fixed or ("gemm_pipeline" if kernel.math == "gemm" else "pipeline"))
         queued = kernel.queued and mode == "stream"  # already queued by the call before: no host launch
         overhead = (gpu.launch_s("graph") if queued else gap) * kernel.launches
         if mode == "eager" and kernel.math == "nvlink":  # NCCL's latency, timed stream-launched
             overhead = 0.0
-        overhead += fixed if kernel.math in state.sm_flops else 0.0
+        overhead += fixed if kernel.fixed or kernel.math in state.sm_flops else 0.0
         if kernel.round_trips and (mode != "stream" or queued):  # stream's launch holds a kernel's own fixed time
             overhead += kernel.launches * gpu.kernel_fixed_s
         if kernel.math == "nvlink" and mode == "graph":  # NCCL's event wait + record nodes around it

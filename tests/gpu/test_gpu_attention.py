@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -213,6 +214,75 @@ def test_fa2_combine_chain_closed_form() -> None:
     assert fa2_combine_round_trips(64) == 65
     assert fa2_combine_chain_s(64, g) == pytest.approx(1.106e-6 + 65 * 0.188e-6)
     assert fa2_combine_chain_s(2, g) == pytest.approx(1.106e-6 + 3 * 0.188e-6)
+
+
+H200 = ROOT / "hw_configs/h200.yaml"
+#: fa2_combine.py --fit's constants (benchmarks/gpu/h200-20261128as-fa2combine-fit.txt), us
+FA2_FIT = {"fa2_split_fixed": 2.05, "fa2_combine_fixed": 1.57}
+
+
+def h200_fa2_fixed() -> Gpu:
+    """The H200 with FA2's split-KV pair's fitted fixed times."""
+    spec = load_spec(H200, GpuSpec)
+    launch = spec.launch.model_copy(update={f"{k}_s": v * 1e-6 for k, v in FA2_FIT.items()})
+    return Gpu(spec.model_copy(update={"launch": launch}))
+
+
+@pytest.mark.parametrize(("batch", "kv_len", "splits"), [(1, 1024, 8), (1, 8192, 64), (1, 32768, 128), (64, 4096, 4)])
+def test_fa2_split_kv_pair_with_its_own_fixed_times(batch: int, kv_len: int, splits: int) -> None:
+    """H200 (launch.fa2_split_fixed, fa2_combine_fixed): the split kernel pays fa2_split_fixed in place
+    of launch.pipeline; the combine is its chain (kernel_fixed + (1 + splits) L2 round trips) plus
+    fa2_combine_fixed and its partials' bytes, one CTA per 4 query rows (70B TP8 shard: 8 x 1 heads)."""
+    g = h200_fa2_fixed()
+    assert (g.launch_s("fa2_split"), g.launch_s("fa2_combine")) == pytest.approx((2.05e-6, 1.57e-6))
+    main, combine = flash_decode("attn", batch, 8, 1, kv_len, 128, g)
+    assert (main.fixed, combine.fixed, combine.host_paid) == ("fa2_split", "fa2_combine", True)
+    assert combine.ctas == math.ceil(batch * 8 / 4) and combine.round_trips == (1 + splits,) and combine.resident
+    graph = g.launch_s("graph")
+    trace = simulate_gpu([(main, 0), (combine, 0)], g, mode="graph")
+    alone = simulate_gpu([(replace(main, fixed=""), 0)], g, mode="graph").kernels[0]
+    m, c = trace.kernels
+    # the split kernel: its grid as before, fa2_split_fixed where it paid pipeline (7.02 us)
+    assert (m.end_s - m.start_s) - (alone.end_s - alone.start_s) == pytest.approx(2.05e-6 - 7.02e-6, abs=1e-12)
+    partials = splits * batch * 8 * 128 * 4 + batch * 8 * 128 * 2
+    device = c.end_s - c.start_s - graph
+    chain = fa2_combine_chain_s(splits, g) + 1.57e-6
+    assert chain < device < chain + partials / g.hbm_bytes_per_s * 1.01 + 1e-12
+
+
+def test_fa2_pair_unchanged_without_its_fixed_times_and_at_one_split() -> None:
+    """The H100's document gives neither constant: the pair keeps launch.pipeline on the split
+    kernel and its combine as one DRAM round trip; a one-split call (no combine) is the forward
+    kernel with or without them; the two keys go together."""
+    h100, h200 = gpu(), h200_fa2_fixed()
+    with pytest.raises(ValueError, match="go together"):
+        type(h100.spec.launch).model_validate({"stream": "4 us", "graph": "0.5 us", "eager_host": "8 us",
+                                               "pipeline": "7 us", "fa2_split_fixed": "2 us"})
+    assert not h100.fa2_pair_calibrated and h100.launch_s("fa2_split") == h100.launch_s("pipeline")
+    main, combine = flash_decode("attn", 1, 8, 1, 8192, 128, h100)
+    assert (main.fixed, combine.fixed, combine.round_trips) == ("", "", ())
+    one = flash_decode("attn", 64, 32, 8, 4096, 128, h200)
+    assert len(one) == 1 and one[0].fixed == ""
+
+
+def test_fa2_fit_reproduces_the_h200_constants() -> None:
+    """fa2_combine.py --fit on run as's 24 split-KV rows gives the constants used above, which are
+    the H200 document's."""
+    fc = bench_script("fa2_combine")
+    kernels = str(ROOT / "benchmarks/gpu/h200-20261128as-fa2combine-kernels.csv.gz")
+    assert len(fc.CALIBRATION) == 24
+    f = fc.fit(kernels)
+    assert {k: round(f[k], 2) for k in FA2_FIT} == FA2_FIT
+    launch = load_spec(H200, GpuSpec).launch
+    assert (launch.fa2_split_fixed_s, launch.fa2_combine_fixed_s) == pytest.approx((2.05e-6, 1.57e-6))
+    assert Gpu(load_spec(H200, GpuSpec)).fa2_pair_calibrated
+
+
+def test_fa2_fit_output_is_committed(capsys) -> None:
+    fc = bench_script("fa2_combine")
+    kernels = ROOT / "benchmarks/gpu/h200-20261128as-fa2combine-kernels.csv.gz"
+    assert fc.main(["--fit", str(kernels.relative_to(ROOT))]) == 0
+    assert capsys.readouterr().out == (ROOT / "benchmarks/gpu/h200-20261128as-fa2combine-fit.txt").read_text()
 
 
 def test_fa2_combine_script_rows_and_run_ap_kernels() -> None:

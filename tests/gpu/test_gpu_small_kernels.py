@@ -173,8 +173,8 @@ def test_frozen_h200_predictions_match_the_code_that_wrote_them_for_the_unchange
     attention constants (refitted with the MMA / operand-read overlap after run q; taken as they
     were), the GEMM refit with the flush's write-backs (taken as they were) and the split-KV key
     block (128 keys at every head_dim then; FA2's source gives 256 at head_dim 64, which moves
-    Llama-3.2-1B's rows: taken as it was): the batch-1 and batch-16 steps (split-KV) are predicted
-    now as they were frozen, to 0.5%."""
+    Llama-3.2-1B's rows: taken as it was) and the H200's split-KV pair's own fixed times (taken out):
+    the batch-1 and batch-16 steps (split-KV) are predicted now as they were frozen, to 0.5%."""
     import rdusim.mapping.gpu as mapping_gpu
 
     monkeypatch.setattr(mapping_gpu, "fa2_splitkv_block_n", lambda head_dim: 128)
@@ -222,9 +222,11 @@ def test_bad_small_kernel_constants_exit_2_located(tmp_path: Path, capsys: pytes
 
 def _as_frozen(g: Gpu) -> Gpu:
     """The document as runs n and q were predicted with: FA2's MMAs and operand reads in series
-    at the old effective share (before the overlap was fitted, after run q)."""
+    at the old effective share (before the overlap was fitted, after run q), and FA2's split-KV
+    pair under ``launch.pipeline`` (its own fixed times came after run as)."""
     eff = g.spec.efficiency.model_copy(update={"attention_tensor": 0.982, "attention_overlap": 0.0})
-    return Gpu(g.spec.model_copy(update={"efficiency": eff}))
+    launch = g.spec.launch.model_copy(update={"fa2_split_fixed_s": None, "fa2_combine_fixed_s": None})
+    return Gpu(g.spec.model_copy(update={"efficiency": eff, "launch": launch}))
 
 
 def _gemm_as_frozen(g: Gpu) -> Gpu:

@@ -135,14 +135,36 @@ def test_log_max_splits_of_run_ap_combine():
 AW = ROOT / "benchmarks/gpu/h200-20261128aw-tpshard8tp4"
 
 
-def test_run_aw_committed_comparison_is_what_compare_prints(capsys, monkeypatch):
-    """Run aw's committed comparison (per class, FA2's split-KV pair, the step's budget) is what
-    ``tp_shard.py --model llama-3.1-8b-tp4 --compare`` prints from the committed CSVs now."""
+def _pair_under_pipeline(monkeypatch) -> None:
+    """GPU documents as run aw was compared with: FA2's split-KV pair under ``launch.pipeline``
+    (the H200's ``fa2_split_fixed`` / ``fa2_combine_fixed`` came after)."""
+    from dataclasses import replace
+
+    import rdusim.hw.gpu as hw
+
+    real = hw.load_gpu_node
+
+    def load(path, what=""):
+        node = real(path, what)
+        launch = node.gpu.spec.launch.model_copy(update={"fa2_split_fixed_s": None, "fa2_combine_fixed_s": None})
+        return replace(node, gpu=replace(node.gpu, spec=node.gpu.spec.model_copy(update={"launch": launch})))
+
+    monkeypatch.setattr(hw, "load_gpu_node", load)
+
+
+@pytest.mark.parametrize(("suffix", "then"), [("-compare.txt", True), ("-compare-fa2fixed.txt", False)])
+def test_run_aw_committed_comparison_is_what_compare_prints(capsys, monkeypatch, suffix, then):
+    """Run aw's committed comparisons (per class, FA2's split-KV pair, the step's budget) are what
+    ``tp_shard.py --model llama-3.1-8b-tp4 --compare`` prints from the committed CSVs: the model as
+    run aw was compared with (``-compare.txt``) and with the H200's split-KV pair at its own fixed
+    times (``-compare-fa2fixed.txt``)."""
     monkeypatch.chdir(ROOT)
+    if then:
+        _pair_under_pipeline(monkeypatch)
     tp_shard = _tp_shard()
     args = ["--model", "llama-3.1-8b-tp4", "--compare", f"{AW}-kernels.csv.gz", f"{AW}.csv"]
     assert tp_shard.main(args) == 0
-    assert capsys.readouterr().out == (ROOT / f"{AW}-compare.txt").read_text()
+    assert capsys.readouterr().out == (ROOT / f"{AW}{suffix}").read_text()
 
 
 def test_run_aw_fa2_grids_are_the_model_splits():

@@ -189,15 +189,6 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "the lent VMs' host drifts up to 2x within seconds, from outside the guest (a pass of "
         f"10 calls a site runs a little faster than inside the step) ({_ACCEPTANCE_DOC}; Runs f, h and j)",
     ),
-    "graph decode": KnownMiss(
-        "Llama-3.1-8B TP4 decode on four H200s (run an, frozen) at b1 and b8 x 8192 keys takes 8-10% longer "
-        "than the model (4.4% / -10.0% over its six points). One GPU's shard on one H200 (run aw) keeps it "
-        "(-9.6%, -6.3%): at b1 FA2's split-KV combine (64 splits, FA2's heuristic as modelled) takes 13.8 us "
-        "a call, its loop over the splits (fa2_combine_chain_s, 13.3), where the model prices 0.4 and lets "
-        "the split kernel's launch.pipeline stand in for it (not adopted: docs/gpu.md, run as); at b8 the "
-        "small kernels (+246 us) and 147 us outside the shard (the all-reduces on four GPUs) "
-        f"({_ACCEPTANCE_DOC}; Run aw: the 8B TP4 shard on one H200 (explained after measurement))",
-    ),
     "TP prefill": KnownMiss(
         "Llama-3.1-8B's 1K prefill is host-bound (the H200 host bimodal between sweeps); its 4K and 16K "
         "at TP2 (runs ac, an) and Llama-3.1-70B's 1K and 4K (run an, TP2 and TP4) come out 6-16% under: the power-limited SM "
