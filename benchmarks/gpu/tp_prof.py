@@ -368,8 +368,11 @@ def measured(prefix: str) -> dict[str, dict]:
             per["host"] = next(float(r["dur_us"]) for r in ev if r["cat"] == "annotation")
             per["launches"] = len(gpu)
             d["ranks"][rank] = per
+            d.setdefault("ops", []).append([(r["name"], float(r["dur_us"])) for r in ev if r["cat"] == "cpu_op"])
             d.setdefault("ar", []).append([float(r["dur_us"]) for c, r in zip(cls, gpu, strict=True)
                                            if c == "all_reduce"])
+            d.setdefault("ar_end", []).append([float(r["ts_us"]) + float(r["dur_us"])
+                                               for c, r in zip(cls, gpu, strict=True) if c == "all_reduce"])
     return out
 
 
@@ -397,56 +400,102 @@ def _clock(prefix: str, a: float, b: float) -> list[float]:
 
 
 def compare(prefix: str, frozen: str = FROZEN) -> int:
+    """Each row's classes (both ranks) against the frozen model, the all-reduce's calls against the
+    collective model and run an's sweep, the host where the GPU waits; then the summary by group."""
     pred = read_predicted(frozen)
     meas = measured(prefix)
     print(f"# {prefix}: one profiled TP2 prefill step a row against the frozen model ({Path(frozen).name});")
     print("# us a step. measured: rank 0 / rank 1 (each GPU's own kernels); err: the model (no clock) against")
-    print("# rank 0. all-reduce: NCCL's kernel from its launch, so it holds the wait for the other rank.")
-    for name, d in meas.items():
-        m0, m1 = d["ranks"][0], d["ranks"][1]
-        mod, slew = pred[(name, "model")], pred[(name, "slew")]
-        f0, f1 = _clock(prefix, d["prof_t0"], d["prof_t1"])
-        c0, c1 = _clock(prefix, d["clean_t0"] + 0.75 * (d["clean_t1"] - d["clean_t0"]), d["clean_t1"])
-        print()
-        print(f"## {name}: clean median {d['median_us']:.0f} us (model {mod['step']:.0f}, "
-              f"{(mod['step'] / d['median_us'] - 1) * 100:+.1f}%; slew {slew['step']:.0f}, "
-              f"{(slew['step'] / d['median_us'] - 1) * 100:+.1f}%); profiled step span {m0['span']:.0f} / "
-              f"{m1['span']:.0f} us")
-        print(f"SM clock (fraction of {FULL_MHZ:.0f} MHz): profiled step {f0:.3f} / {f1:.3f}; clean timing's last "
-              f"quarter {c0:.3f} / {c1:.3f}; slew model at the end {slew['clock']:.3f}")
-        print()
-        print("| class | measured r0 | measured r1 | model | err | slew model | err | share of the gap |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        gap = m0["span"] - mod["step"]
-        lines = [(c, m0.get(c, 0.0), m1.get(c, 0.0), mod.get(c, 0.0), slew.get(c, 0.0)) for c in CLASSES
-                 if m0.get(c) or mod.get(c)]
-        lines += [(g, sum(m0.get(c, 0.0) for c in cs), sum(m1.get(c, 0.0) for c in cs),
-                   sum(mod.get(c, 0.0) for c in cs), sum(slew.get(c, 0.0) for c in cs)) for g, cs in GROUPS.items()]
-        lines += [("kernels summed", m0["kernels"], m1["kernels"], mod["kernels"], slew["kernels"]),
-                  ("gaps (GPU idle)", m0["gaps"], m1["gaps"], mod["gaps"], slew["gaps"]),
-                  ("step", m0["span"], m1["span"], mod["step"], slew["step"])]
-        for c, a, b, p, s in lines:
-            bold = "**" if c in GROUPS or c in ("kernels summed", "gaps (GPU idle)", "step") else ""
-            e = f"{(p / a - 1) * 100:+.0f}%" if a else ""
-            es = f"{(s / a - 1) * 100:+.0f}%" if a else ""
-            share = f"{(a - p) / gap * 100:.0f}%" if gap and c != "step" else ""
-            print(f"| {bold}{c}{bold} | {a:.0f} | {b:.0f} | {p:.0f} | {e} | {s:.0f} | {es} | {share} |")
-        ar = pred[(name, "ar")]
-        pairs = list(zip(*d["ar"], strict=True))
-        eff = [min(a, b) for a, b in pairs]
-        skew = [abs(a - b) for a, b in pairs]
-        size = ar_bytes(d["model"], int(re.search(r"_l(\d+)", name)[1]))
-        sw = _sweep_us(size)
-        print()
-        print(f"All-reduce, {C._size(size)}, {len(pairs)} calls: rank 0 median {statistics.median(d['ar'][0]):.1f} us, "
-              f"rank 1 {statistics.median(d['ar'][1]):.1f}; the shorter of the two (the call without the wait) "
-              f"median {statistics.median(eff):.1f} (min {min(eff):.1f}, max {max(eff):.1f}); rank skew median "
-              f"{statistics.median(skew):.1f} us. Model: {ar['call']:.1f} a call in the step, NCCL's time "
-              f"{ar['nccl']:.1f}; run an's sweep at {C._size(size)}: "
-              + ", ".join(f"{m} {v:.1f}" for m, v in sorted(sw.items())) + " us.")
-        print(f"Host: the step's CPU span {m0['host']:.0f} / {m1['host']:.0f} us for {m0['launches']:.0f} GPU "
-              f"activities ({m0['host'] / m0['launches']:.1f} us each on rank 0).")
+    print("# rank 0; share: the class's measured - model over the profiled step's measured - model. NCCL's")
+    print("# all-reduce kernel runs from its launch, so it holds the wait for the other rank: 'transfer' is the")
+    print("# shorter rank's kernel a call (the two end together), 'wait' rank 0's rest.")
+    summary = [_row_report(prefix, name, d, pred) for name, d in meas.items()]
+    print()
+    print("## Summary: where the profiled step's shortfall goes (rank 0, measured - model, us; share of the total)")
+    print()
+    cols = ["GEMMs", "attention", "all-reduce transfer", "all-reduce wait", "elementwise/norm/rope", "gaps"]
+    print("| row | clean step (us) | model | error | profiled span | span - model | " + " | ".join(cols)
+          + " | SM clock (GPU 0) | GEMMs measured / model |")
+    print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(cols) + "---:|---:|")
+    for r in summary:
+        short = r["span"] - r["model"]
+        cells = " | ".join(f"{r[c]:+.0f} ({r[c] / short * 100:.0f}%)" if short else f"{r[c]:+.0f}" for c in cols)
+        print(f"| {r['row']} | {r['clean']:.0f} | {r['model']:.0f} | {(r['model'] / r['clean'] - 1) * 100:+.1f}% | "
+              f"{r['span']:.0f} | {short:+.0f} | {cells} | {r['clock']:.3f} | {r['gemm_ratio']:.3f} |")
     return 0
+
+
+def _row_report(prefix: str, name: str, d: dict, pred: dict) -> dict:
+    """Print one row's tables; its summary (us, rank 0, measured - model by group)."""
+    m0, m1 = d["ranks"][0], d["ranks"][1]
+    mod, slew = pred[(name, "model")], pred[(name, "slew")]
+    f0, f1 = _clock(prefix, d["prof_t0"], d["prof_t1"])
+    c0, c1 = _clock(prefix, d["clean_t0"] + 0.75 * (d["clean_t1"] - d["clean_t0"]), d["clean_t1"])
+    print()
+    print(f"## {name}: clean median {d['median_us']:.0f} us (model {mod['step']:.0f}, "
+          f"{(mod['step'] / d['median_us'] - 1) * 100:+.1f}%; slew {slew['step']:.0f}, "
+          f"{(slew['step'] / d['median_us'] - 1) * 100:+.1f}%); profiled step span {m0['span']:.0f} / "
+          f"{m1['span']:.0f} us")
+    print(f"SM clock (fraction of {FULL_MHZ:.0f} MHz): profiled step {f0:.3f} / {f1:.3f}; clean timing's last "
+          f"quarter {c0:.3f} / {c1:.3f}; slew model at the end {slew['clock']:.3f}")
+    print()
+    print("| class | measured r0 | measured r1 | model | err | slew model | err | share |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    gap = m0["span"] - mod["step"]
+    lines = [(c, m0.get(c, 0.0), m1.get(c, 0.0), mod.get(c, 0.0), slew.get(c, 0.0)) for c in CLASSES
+             if m0.get(c) or mod.get(c)]
+    lines += [(g, *(sum(x.get(c, 0.0) for c in cs) for x in (m0, m1, mod, slew))) for g, cs in GROUPS.items()]
+    lines += [("kernels summed", m0["kernels"], m1["kernels"], mod["kernels"], slew["kernels"]),
+              ("gaps (GPU idle)", m0["gaps"], m1["gaps"], mod["gaps"], slew["gaps"]),
+              ("step", m0["span"], m1["span"], mod["step"], slew["step"])]
+    for c, a, b, p, s in lines:
+        bold = "**" if c in GROUPS or c in ("kernels summed", "gaps (GPU idle)", "step") else ""
+        e = f"{(p / a - 1) * 100:+.0f}%" if a else ""
+        es = f"{(s / a - 1) * 100:+.0f}%" if a else ""
+        share = f"{(a - p) / gap * 100:.0f}%" if gap and c != "step" else ""
+        print(f"| {bold}{c}{bold} | {a:.0f} | {b:.0f} | {p:.0f} | {e} | {s:.0f} | {es} | {share} |")
+    ar = pred[(name, "ar")]
+    pairs = list(zip(*d["ar"], strict=True))
+    eff = [min(a, b) for a, b in pairs]
+    size = ar_bytes(d["model"], int(re.search(r"_l(\d+)", name)[1]))
+    sw = _sweep_us(size)
+    print()
+    print(f"All-reduce, {C._size(size)}, {len(pairs)} calls: rank 0 median {statistics.median(d['ar'][0]):.1f} us, "
+          f"rank 1 {statistics.median(d['ar'][1]):.1f}; transfer (the shorter rank's) median "
+          f"{statistics.median(eff):.1f} (min {min(eff):.1f}, max {max(eff):.1f}); rank skew median "
+          f"{statistics.median(abs(a - b) for a, b in pairs):.1f} us. Model: {ar['call']:.1f} a call in the step "
+          f"(NCCL's time {ar['nccl']:.1f}); run an's sweep at {C._size(size)} (mean of its two sweeps): "
+          + ", ".join(f"{m} {v:.1f}" for m, v in sorted(sw.items())) + " us.")
+    ends = [b - a for a, b in zip(*d["ar_end"], strict=True)]
+    print(f"The two ranks' all-reduce kernels end apart by (rank 1 - rank 0, the trace's host timebase) median "
+          f"{statistics.median(ends):+.1f} us, |max| {max(abs(x) for x in ends):.1f} us (the transfer above assumes "
+          "they end together).")
+    print(f"Host: the step's CPU span {m0['host']:.0f} / {m1['host']:.0f} us for {m0['launches']:.0f} GPU "
+          f"activities ({m0['host'] / m0['launches']:.1f} us each on rank 0).")
+    if m0["gaps"] > 0.1 * m0["span"]:
+        _host_ops(d["ops"][0])
+    gemms = GROUPS["GEMMs"]
+    transfer = sum(eff)
+    return {"row": name, "clean": d["median_us"], "model": mod["step"], "span": m0["span"],
+            "GEMMs": sum(m0.get(c, 0.0) - mod.get(c, 0.0) for c in gemms),
+            "attention": m0.get("attention", 0.0) - mod.get("attention", 0.0),
+            "all-reduce transfer": transfer - mod.get("all_reduce", 0.0),
+            "all-reduce wait": m0.get("all_reduce", 0.0) - transfer,
+            "elementwise/norm/rope": sum(m0.get(c, 0.0) - mod.get(c, 0.0) for c in GROUPS["elementwise/norm/rope"]),
+            "gaps": m0["gaps"] - mod["gaps"], "clock": f0,
+            "gemm_ratio": sum(m0.get(c, 0.0) for c in gemms) / sum(mod.get(c, 0.0) for c in gemms)}
+
+
+def _host_ops(ops: list[tuple[str, float]]) -> None:
+    """The step's top-level CPU ops on rank 0 by name: calls, us, us a call (the ten costliest)."""
+    by: dict[str, list[float]] = {}
+    for n, us in ops:
+        by.setdefault(n, []).append(us)
+    print()
+    print("| host op (rank 0, top level) | calls | us | us a call |")
+    print("|---|---:|---:|---:|")
+    for n, v in sorted(by.items(), key=lambda kv: -sum(kv[1]))[:10]:
+        print(f"| {n} | {len(v)} | {sum(v):.0f} | {sum(v) / len(v):.1f} |")
 
 
 def main(argv: list[str] | None = None) -> int:
