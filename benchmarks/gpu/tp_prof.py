@@ -10,7 +10,7 @@ warm-up step under the profiler first) on both ranks.
   document as it is (the default, no clock) and with the opt-in ``SlewSmClock`` (the median of
   3 + 20 steps from an idle GPU, as the row is timed), and the all-reduce's call at its size
   (``collective_cost``); frozen before the run in ``h200x2-20261128aw-tp2prof-predicted.txt``.
-- ``--run`` (under torchrun, torch only: the device has no rdusim): ``$OUT/tpprof-steps.csv``
+- ``--measure`` (under torchrun, torch only: the device has no rdusim): ``$OUT/tpprof-steps.csv``
   (the clean median and the profiled step, epoch stamps for the clock samples) and
   ``$OUT/tpprof-kernels-r<rank>.csv.gz`` (every GPU activity of the profiled step: kernel, start,
   duration, stream; and the step's top-level CPU ops). ``tp_prof_run_aw.sh`` runs it with
@@ -501,19 +501,19 @@ def _host_ops(ops: list[tuple[str, float]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--predict", action="store_true", help="the model's classes (CPU; the frozen table)")
-    ap.add_argument("--run", action="store_true", help="measure (under torchrun, two GPUs)")
+    ap.add_argument("--measure", action="store_true", help="measure (under torchrun, two GPUs; not --run: torchrun takes that for its own --run-path)")
     ap.add_argument("--compare", metavar="PREFIX", help="measured files PREFIX-* against the frozen table")
     ap.add_argument("--tp-model", default="llama-3.1-8b", choices=sorted(C.TP_MODELS))
-    ap.add_argument("--prefill", default="4096,16384,1024", help="prompt lengths (--run)")
+    ap.add_argument("--prefill", default="4096,16384,1024", help="prompt lengths (--measure)")
     args = ap.parse_args(argv)
     if args.predict:
         return print_predictions()
     if args.compare:
         return compare(args.compare)
-    if args.run:
+    if args.measure:
         args.prefill = [int(w) for w in args.prefill.split(",")]
         return run(args)
-    ap.error("one of --predict, --run, --compare")
+    ap.error("one of --predict, --measure, --compare")
     return 2
 
 

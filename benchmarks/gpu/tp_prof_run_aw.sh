@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run aw (issue 17, P12): run an's TP2 prefill rows on two H200s, each timed clean (3 + 20 steps, as
-# collectives.py) and then one step profiled on both ranks (tp_prof.py --run), the SM clock sampled by
+# collectives.py) and then one step profiled on both ranks (tp_prof.py --measure), the SM clock sampled by
 # nvidia-smi every 50 ms throughout (as run au). Frozen before the run: h200x2-20261128aw-tp2prof-predicted.txt.
 # One row a torchrun, after 15 s idle (the model starts each row from an idle GPU; one profiler session a
 # process, so no row is timed after a session: run at).
@@ -28,7 +28,7 @@ row() {  # row NAME MODEL LENGTH LIMIT: one torchrun of tp_prof.py --run, after 
   # the files of earlier rows are appended to under their working names
   mv -f $W/$P-steps.csv $W/tpprof-steps.csv 2>/dev/null
   for r in 0 1; do mv -f $W/$P-kernels-r$r.csv.gz $W/tpprof-kernels-r$r.csv.gz 2>/dev/null; done
-  OUT=$W timeout -k 10 $lim torchrun --standalone --nproc_per_node 2 $G/tp_prof.py --run --tp-model $model \
+  OUT=$W timeout -k 10 $lim torchrun --standalone --nproc_per_node 2 $G/tp_prof.py --measure --tp-model $model \
     --prefill $len > $W/$P-$name-run.log 2>&1
   log "end $name rc=$?"
   pack

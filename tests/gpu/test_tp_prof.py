@@ -69,3 +69,11 @@ def test_frozen_table_has_every_row():
             assert abs(sum(row[c] for c in tp_prof.CLASSES) - row["kernels"]) <= len(tp_prof.CLASSES)
             assert abs(row["kernels"] + row["gaps"] - row["step"]) <= 1
         assert frozen[(name, "ar")]["calls"] == 2 * (80 if "70b" in name else 32)
+
+
+def test_compare_reprints_the_committed_comparison(capsys):
+    """``tp_prof.py --compare`` on run aw's committed files prints the committed comparison."""
+    tp_prof = _tp_prof()
+    prefix = ROOT / "benchmarks/gpu/h200x2-20261128aw"
+    assert tp_prof.main(["--compare", "benchmarks/gpu/h200x2-20261128aw"]) == 0
+    assert capsys.readouterr().out == (ROOT / f"{prefix}-tp2prof-compare.txt").read_text()
