@@ -1,4 +1,4 @@
-"""Run aw: one TP2 prefill step kernel by kernel on two H200s, against the model's kernel classes.
+"""Run ax: one TP2 prefill step kernel by kernel on two H200s, against the model's kernel classes.
 
 Run an's eager TP2 prefill steps (Llama-3.1-8B 4K, 16K; Llama-3.1-70B 1K, 4K) come out 10-15%
 under the model, and 5-6% of that stays with the right SM clock (docs/gpu.md, run au). This script
@@ -9,11 +9,11 @@ warm-up step under the profiler first) on both ranks.
 - ``--predict``: the model's step by kernel class for the same rows (rdusim; CPU): on the
   document as it is (the default, no clock) and with the opt-in ``SlewSmClock`` (the median of
   3 + 20 steps from an idle GPU, as the row is timed), and the all-reduce's call at its size
-  (``collective_cost``); frozen before the run in ``h200x2-20261128aw-tp2prof-predicted.txt``.
+  (``collective_cost``); frozen before the run in ``h200x2-20261128ax-tp2prof-predicted.txt``.
 - ``--measure`` (under torchrun, torch only: the device has no rdusim): ``$OUT/tpprof-steps.csv``
   (the clean median and the profiled step, epoch stamps for the clock samples) and
   ``$OUT/tpprof-kernels-r<rank>.csv.gz`` (every GPU activity of the profiled step: kernel, start,
-  duration, stream; and the step's top-level CPU ops). ``tp_prof_run_aw.sh`` runs it with
+  duration, stream; and the step's top-level CPU ops). ``tp_prof_run_ax.sh`` runs it with
   ``nvidia-smi`` sampling the clock every 50 ms.
 - ``--compare PREFIX``: measured against the frozen classes (rdusim; CPU), from the committed
   files ``PREFIX-steps.csv``, ``PREFIX-kernels-r{0,1}.csv.gz``, ``PREFIX-clock.csv.gz``.
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import collectives as C  # noqa: E402
 import tp_shard  # noqa: E402
 
-#: (model, prompt length) of run aw, in the order run: run au's four rows, then the host-bound 8B 1K
+#: (model, prompt length) of run ax, in the order run: run au's four rows, then the host-bound 8B 1K
 ROWS = [("llama-3.1-70b", 1024), ("llama-3.1-70b", 4096), ("llama-3.1-8b", 4096), ("llama-3.1-8b", 16384),
         ("llama-3.1-8b", 1024)]
 #: the classes compared (tp_shard.py's, with the O transpose, the all-reduce and the logits gather)
@@ -48,7 +48,7 @@ GROUPS = {"GEMMs": ["gemm_qkv", "gemm_o", "gemm_gate_up", "gemm_down", "lm_head"
                                     "all_gather", "other"]}
 HW = "hw_configs/h200.yaml"
 TP = 2
-FROZEN = "benchmarks/gpu/h200x2-20261128aw-tp2prof-predicted.txt"
+FROZEN = "benchmarks/gpu/h200x2-20261128ax-tp2prof-predicted.txt"
 SWEEP = "benchmarks/gpu/h200x2-20261128an-x2-sweep.csv"
 FULL_MHZ = 1980.0  # hw_configs/h200.yaml clock (D.1, H100 SXM5 boost; same die)
 
@@ -115,7 +115,7 @@ def predict() -> dict[str, dict[str, float]]:
 def print_predictions() -> int:
     pred = predict()
     print(f"# benchmarks/gpu/tp_prof.py --predict: the model's TP2 prefill step by kernel class ({HW}, us a step,")
-    print("# one GPU of two); frozen before run aw. 'model': the document as it is (no clock, the default);")
+    print("# one GPU of two); frozen before run ax. 'model': the document as it is (no clock, the default);")
     print("# 'slew': the opt-in SlewSmClock, the median of 3 + 20 steps from an idle GPU (its clock at the end).")
     print("# gaps: the step less its kernels' sum (the GPU idle, waiting for the host).")
     print("| row | column | " + " | ".join(CLASSES) + " | kernels | gaps | step |")

@@ -1,4 +1,4 @@
-"""benchmarks/gpu/tp_prof.py (run aw): the trace reader, the kernel classes and the frozen table."""
+"""benchmarks/gpu/tp_prof.py (run ax): the trace reader, the kernel classes and the frozen table."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_classify_a_tp_layer_and_the_head():
 
 
 def test_frozen_table_has_every_row():
-    """The frozen table (committed before run aw) holds both columns and the all-reduce of each row,
+    """The frozen table (committed before run ax) holds both columns and the all-reduce of each row,
     and its classes add up to its kernels' sum."""
     tp_prof = _tp_prof()
     frozen = tp_prof.read_predicted(ROOT / tp_prof.FROZEN)
@@ -72,8 +72,8 @@ def test_frozen_table_has_every_row():
 
 
 def test_compare_reprints_the_committed_comparison(capsys):
-    """``tp_prof.py --compare`` on run aw's committed files prints the committed comparison."""
+    """``tp_prof.py --compare`` on run ax's committed files prints the committed comparison."""
     tp_prof = _tp_prof()
-    prefix = ROOT / "benchmarks/gpu/h200x2-20261128aw"
-    assert tp_prof.main(["--compare", "benchmarks/gpu/h200x2-20261128aw"]) == 0
+    prefix = ROOT / "benchmarks/gpu/h200x2-20261128ax"
+    assert tp_prof.main(["--compare", "benchmarks/gpu/h200x2-20261128ax"]) == 0
     assert capsys.readouterr().out == (ROOT / f"{prefix}-tp2prof-compare.txt").read_text()

@@ -194,11 +194,11 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "at TP2 (runs ac, an) and Llama-3.1-70B's 1K and 4K (run an, TP2 and TP4) come out 6-16% under: the power-limited SM "
         "clock of a long step (with the opt-in clock model -2.5% to +1.8%, explained after measurement; "
         "run au measured the clock: the second controller's within 0.04, and those steps still 5-6% under; "
-        "run aw profiled them kernel by kernel, explained after measurement: the GEMMs match the model at full "
+        "run ax profiled them kernel by kernel, explained after measurement: the GEMMs match the model at full "
         "clock, the rest is each all-reduce as long as run an's sweep at its size (the Simple ramp, 17-22% over "
         "the model) plus rank 0 waiting for the slower GPU, the strided SiLU * up and RoPE kernels at the H100's "
         "1.8 TB/s rather than h200.yaml's share of 4.8, and 1.7-2.1 us between kernels) "
-        f"({_ACCEPTANCE_DOC}; The clock model; Run an; Run au; Run aw)",
+        f"({_ACCEPTANCE_DOC}; The clock model; Run an; Run au; Run ax)",
     ),
     "P10 held-out eager decode": KnownMiss(
         "h100.yaml's pooled P12 host, not P10's own; batch 256 comes out 18% "

@@ -1,13 +1,13 @@
 #!/bin/bash
-# Run aw (issue 17, P12): run an's TP2 prefill rows on two H200s, each timed clean (3 + 20 steps, as
+# Run ax (issue 17, P12): run an's TP2 prefill rows on two H200s, each timed clean (3 + 20 steps, as
 # collectives.py) and then one step profiled on both ranks (tp_prof.py --measure), the SM clock sampled by
-# nvidia-smi every 50 ms throughout (as run au). Frozen before the run: h200x2-20261128aw-tp2prof-predicted.txt.
+# nvidia-smi every 50 ms throughout (as run au). Frozen before the run: h200x2-20261128ax-tp2prof-predicted.txt.
 # One row a torchrun, after 15 s idle (the model starts each row from an idle GPU; one profiler session a
 # process, so no row is timed after a session: run at).
-# Usage on the device, from the repo root: OUT=<dir> G=.gpudev bash .gpudev/tp_prof_run_aw.sh
+# Usage on the device, from the repo root: OUT=<dir> G=.gpudev bash .gpudev/tp_prof_run_ax.sh
 # Results: $OUT/results.tgz (repacked after every row).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-P=h200x2-20261128aw; W=/tmp/w; mkdir -p $W; G=${G:-benchmarks/gpu}
+P=h200x2-20261128ax; W=/tmp/w; mkdir -p $W; G=${G:-benchmarks/gpu}
 T0=$(date +%s)
 log() { echo "$(date +%s.%N) [$(( $(date +%s) - T0 ))s] $*" >> $W/$P-main.log; }
 pack() { mv -f $W/tpprof-steps.csv $W/$P-steps.csv 2>/dev/null; for r in 0 1; do
