@@ -748,3 +748,22 @@ def test_run_ar_analysis_is_what_the_script_gives(capsys: pytest.CaptureFixture[
     a, b = module.line_fit([(m * 2**20 / 2 / 1e3, meas["p2p2", "all_to_all", m]) for m in (2, 4, 8, 16, 32)])
     assert a < 12.0 and 1 / b == pytest.approx(20.8, abs=0.1)  # intercept = the latency, not + a chunk
 
+
+
+@pytest.mark.parametrize("name", ["tp4", "tp4-70b", "tp2"])
+@pytest.mark.parametrize("against", ["frozen", "before-fa2fix"])
+def test_run_ay_against_its_frozen_tables(
+    name: str, against: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run ay (TP decode at points never measured, frozen after the H200's split-KV fixed times):
+    `--compare CSV --against` the frozen table, and the model before those fixed times, reprints
+    each committed comparison (docs/gpu.md, "Run ay")."""
+    monkeypatch.chdir(ROOT)
+    bench = _collectives_bench()
+    prefix = "benchmarks/gpu/h200x4-20261128ay-"
+    table = f"{prefix}tp4-predicted.txt" if against == "frozen" else f"{prefix}tp4-before-fa2fix.txt"
+    argv = ["--model", "hw_configs/h200.yaml", "--compare", f"{prefix}{name}.csv", "--against", table]
+    assert _bench_out(bench, argv, capsys) == (ROOT / f"{prefix}{name}-compare-{against}.txt").read_text()
+    frozen = bench.read_frozen(table)
+    b1 = frozen["tp4_decode_b1_l16384_graph", 4][0]
+    assert b1 == (4832.5 if against == "frozen" else 4141.1)

@@ -996,6 +996,10 @@ SOURCES: tuple[Source, ...] = (
     # run an (four H200s): Llama-3.1-8B and Llama-3.1-70B at TP4
     _tp_steps("h200x4-20261128an-tp4.csv"),
     _tp_steps("h200x4-20261128an-tp4-70b.csv"),
+    # run ay (frozen after the split-KV fixed times): TP decode at points never measured, four H200s
+    _tp_steps("h200x4-20261128ay-tp4.csv"),
+    _tp_steps("h200x4-20261128ay-tp4-70b.csv"),
+    _tp_steps("h200x4-20261128ay-tp2.csv"),
 )
 
 #: the sets ``--all`` adds after ``SOURCES``, in its order: those the default leaves out to stay near
