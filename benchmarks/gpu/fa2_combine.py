@@ -95,8 +95,7 @@ def predict_rows(gpu_name: str = "h200", gpu=None) -> list[dict]:
     from rdusim.hw.gpu import load_gpu_node
     from rdusim.mapping.gpu import (
         fa2_combine_chain_s,
-        fa2_splitkv_block_n,
-        fa2_splits,
+        fa2_decode_splits,
         flash_decode,
     )
     from rdusim.sim.gpu import simulate_gpu
@@ -110,7 +109,7 @@ def predict_rows(gpu_name: str = "h200", gpu=None) -> list[dict]:
         recs = [(r.kernel, (r.end_s - r.start_s - graph) * 1e6) for r in trace.kernels]
         main = recs[0][1]
         combine = recs[1][1] if len(recs) > 1 else 0.0
-        splits = fa2_splits(b * hkv, 2 * gpu.sms, math.ceil(kv / fa2_splitkv_block_n(HEAD_DIM)))
+        splits = fa2_decode_splits(b, hq, hkv, kv, HEAD_DIM, gpu)[1]
         chain = fa2_combine_chain_s(splits, gpu) * 1e6 if splits > 1 else 0.0
         out.append(dict(row=name, splits=splits, main_us=main, combine_us=combine, chain_us=chain,
                         call_us=trace.kernels[-1].end_s * 1e6))

@@ -182,12 +182,9 @@ def attention_pairs(model_name: str, gpu_name: str = "h200") -> dict[str, dict[s
     from rdusim.config.schema import ModelSpec
     from rdusim.hw.gpu import load_gpu_node
     from rdusim.mapping.gpu import (
-        FA2_CTAS_PER_SM,
-        FA2_SPLITKV_ROWS,
         fa2_combine_chain_s,
         fa2_combine_rows,
-        fa2_splitkv_block_n,
-        fa2_splits,
+        fa2_decode_splits,
     )
 
     full, rows, *_, document = MODELS[model_name]
@@ -196,10 +193,7 @@ def attention_pairs(model_name: str, gpu_name: str = "h200") -> dict[str, dict[s
     out = {}
     for name, tp, batch, kv in rows:
         sh = shard_shape(full, tp)
-        group = sh["heads"] // sh["kv_heads"]  # GQA: FA2 swaps the group into seqlen_q
-        bhm = batch * sh["kv_heads"] * -(-group // FA2_SPLITKV_ROWS)
-        n_blocks = -(-kv // fa2_splitkv_block_n(sh["head_dim"]))
-        splits = fa2_splits(bhm, FA2_CTAS_PER_SM * gpu.sms, n_blocks)
+        bhm, splits = fa2_decode_splits(batch, sh["heads"], sh["kv_heads"], kv, sh["head_dim"], gpu)
         step = _model_step(model, gpu, tp, batch, kv)
         layers = sh["layers"]
         out[name] = {

@@ -378,6 +378,25 @@ def fa2_splitkv_block_n(head_dim: int) -> int:
     return 256 if head_dim <= 64 else 128 if head_dim <= 128 else 64
 
 
+def fa2_decode_rows(q_heads: int, kv_heads: int, head_dim: int) -> tuple[int, int]:
+    """(heads, query rows a head) of one decode call as FA2 lays it out: GQA swaps the query group
+    into the rows (``seqlenq_ngroups_swapped``, flash_api.cpp), so a KV head's group is one tile's rows."""
+    if q_heads > kv_heads and head_dim % 8 == 0:
+        return kv_heads, q_heads // kv_heads
+    return q_heads, 1
+
+
+def fa2_decode_splits(batch: int, q_heads: int, kv_heads: int, kv_len: int, head_dim: int, gpu: Gpu,
+                      *, tile: tuple[int, int] | None = None) -> tuple[int, int]:
+    """(row-tile blocks ``batch x heads x m-blocks``, KV splits) of one split-KV decode call: FA2's
+    ``num_splits_heuristic`` (``fa2_splits``) over 2 CTAs an SM and the key blocks of ``tile``
+    (query rows, key columns; FA2's split-KV tile at ``head_dim`` by default)."""
+    rows_tile, cols = tile or (FA2_SPLITKV_ROWS, fa2_splitkv_block_n(head_dim))
+    heads, rows = fa2_decode_rows(q_heads, kv_heads, head_dim)
+    bhm = batch * heads * math.ceil(rows / rows_tile)
+    return bhm, fa2_splits(bhm, FA2_CTAS_PER_SM * gpu.sms, math.ceil(kv_len / cols))
+
+
 def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int, head_dim: int,
                  gpu: Gpu, *, kv_bytes_per_token: float | None = None, math_class: str = "attention",
                  ) -> list[GpuKernel]:
@@ -385,11 +404,8 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     (``math_class="mla"``) has the same structure (64-row head tiles, split KV, a combine)."""
     fa2 = math_class == "attention"  # FlashMLA (wgmma, its own pipeline) keeps its tensor rate alone
     rows_tile, cols = (FA2_SPLITKV_ROWS, fa2_splitkv_block_n(head_dim)) if fa2 else MLA_DECODE_TILE
-    swapped = q_heads > kv_heads and head_dim % 8 == 0  # GQA: the group becomes the rows
-    heads, rows = (kv_heads, q_heads // kv_heads) if swapped else (q_heads, 1)
-    bhm = batch * heads * math.ceil(rows / rows_tile)
-    n_blocks = math.ceil(kv_len / cols)
-    splits = fa2_splits(bhm, FA2_CTAS_PER_SM * gpu.sms, n_blocks)
+    heads, rows = fa2_decode_rows(q_heads, kv_heads, head_dim)
+    bhm, splits = fa2_decode_splits(batch, q_heads, kv_heads, kv_len, head_dim, gpu, tile=(rows_tile, cols))
     if splits == 1 and fa2:
         # one split: FA2 runs its forward kernel (``run_mha_fwd``), not the split-KV one: the
         # forward kernel's tile (``fa2_fwd_tile``; ``flash_fwd_kernel`` at batch 64 in
@@ -398,7 +414,7 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
         bhm = batch * heads * math.ceil(rows / rows_tile)
     per_token = 2 * head_dim * BF16 if kv_bytes_per_token is None else kv_bytes_per_token
     keys = kv_len / splits
-    kv_share = kv_heads / heads if not swapped else 1.0  # MHA-packed heads read their own KV
+    kv_share = kv_heads / heads  # MHA-packed heads read their own KV; a swapped GQA group its head's (1)
     nbytes = keys * per_token * kv_share + 2 * rows * head_dim * BF16
     tiles = math.ceil(keys / cols)
     flops = 4.0 * rows_tile * head_dim * tiles * cols
