@@ -70,14 +70,6 @@ def ar_bytes(tp_model: str, length: int) -> int:
 
 
 # --------------------------------------------------------------------------- the model (CPU)
-def _classes(kernels: dict[str, float]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for key, s in kernels.items():
-        c = tp_shard._model_class(key)
-        out[c] = out.get(c, 0.0) + s * 1e6
-    return out
-
-
 def predict() -> dict[str, dict[str, float]]:
     """{row: {class: us, 'kernels': us, 'gaps': us, 'step': us, 'ar_call': us, 'ar_nccl': us,
     'slew:<class>': us, 'slew:step': us, 'slew:clock': fraction}} of every row."""
@@ -94,7 +86,7 @@ def predict() -> dict[str, dict[str, float]]:
     for tp_model, length in ROWS:
         spec = load_spec(model_path(tp_model), ModelSpec)
         step = predict_tp_step(spec, gpu, phase="prefill", batch=1, length=length, mode="eager", tp=TP)
-        cls = _classes(step.kernels)
+        cls = tp_shard.model_classes(step.kernels)
         cls["kernels"] = sum(step.kernels.values()) * 1e6
         cls["step"] = step.seconds * 1e6
         cls["gaps"] = cls["step"] - cls["kernels"]
@@ -105,7 +97,7 @@ def predict() -> dict[str, dict[str, float]]:
                                  batch=1, seq_len=length, mode="eager", tp=TP, clock=clock) for _ in range(23)]
         timed = sorted(seq[3:], key=lambda s: s.seconds)
         mid = timed[len(timed) // 2]
-        cls.update({f"slew:{c}": v for c, v in _classes(mid.kernels).items()})
+        cls.update({f"slew:{c}": v for c, v in tp_shard.model_classes(mid.kernels).items()})
         cls["slew:step"] = statistics.median(s.seconds for s in seq[3:]) * 1e6
         cls["slew:clock"] = clock.share
         out[row_name(tp_model, length)] = cls

@@ -141,6 +141,14 @@ def _model_class(key: str) -> str:
     }.get(key, key)
 
 
+def model_classes(kernels: dict[str, float]) -> dict[str, float]:
+    """A model step's kernel times (seconds by kernel name) summed by compared class (``_model_class``), us."""
+    out: dict[str, float] = {}
+    for key, s in kernels.items():
+        out[_model_class(key)] = out.get(_model_class(key), 0.0) + s * 1e6
+    return out
+
+
 def _model_step(model, gpu, tp: int, batch: int, kv: int):
     """The model's graph decode step of one GPU's shard (``simulate_gpu_step``: the measured
     layer, the embedding and the LM head), as ``predict`` and ``attention_pairs`` compare it."""
@@ -164,9 +172,7 @@ def predict(
         gpu = load_gpu_node(f"hw_configs/{g}.yaml").gpu
         for name, tp, batch, kv in MODELS[model_name][1]:
             step = _model_step(model, gpu, tp, batch, kv)
-            cls: dict[str, float] = {}
-            for key, s in step.kernels.items():
-                cls[_model_class(key)] = cls.get(_model_class(key), 0.0) + s * 1e6
+            cls = model_classes(step.kernels)
             cls["step"] = step.seconds * 1e6
             out[(g, name)] = cls
     return out
