@@ -272,10 +272,15 @@ def weighted_constant(base: list[float], meas: list[float]) -> float:
     return sum((m - b) / m**2 for b, m in zip(base, meas, strict=True)) / sum(1 / m**2 for m in meas)
 
 
-def fit(kernels_csv: str) -> dict[str, float]:
-    """``launch.fa2_split_fixed`` and ``launch.fa2_combine_fixed`` (us) from the calibration rows."""
-    meas = measured(kernels_csv)
-    base = {p["row"]: p for p in predict_rows(gpu=base_gpu())}
+def fit_inputs(kernels_csv: str) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
+    """The fit's two sides: run as's profiled kernels by row, and the model's rows with both constants at 0."""
+    return measured(kernels_csv), {p["row"]: p for p in predict_rows(gpu=base_gpu())}
+
+
+def fit(kernels_csv: str, inputs: tuple[dict, dict] | None = None) -> dict[str, float]:
+    """``launch.fa2_split_fixed`` and ``launch.fa2_combine_fixed`` (us) from the calibration rows
+    (``inputs``: ``fit_inputs(kernels_csv)`` already read)."""
+    meas, base = inputs or fit_inputs(kernels_csv)
     out = {}
     for key, kind in (("fa2_split_fixed", "main"), ("fa2_combine_fixed", "combine")):
         b = [base[r][f"{kind}_us"] for r in CALIBRATION]
@@ -286,9 +291,8 @@ def fit(kernels_csv: str) -> dict[str, float]:
 
 
 def print_fit(kernels_csv: str) -> int:
-    f = fit(kernels_csv)
-    meas = measured(kernels_csv)
-    base = {p["row"]: p for p in predict_rows(gpu=base_gpu())}
+    meas, base = inputs = fit_inputs(kernels_csv)
+    f = fit(kernels_csv, inputs)
     print(f"# benchmarks/gpu/fa2_combine.py --fit {Path(kernels_csv).name}: FA2's split-KV pair's fixed times (H200)")
     print(f"# calibration rows: the {len(CALIBRATION)} rows of run as with more than one KV split; relative least")
     print("# squares of a constant on measured - model (the model's kernel with both constants at 0)")
