@@ -186,7 +186,7 @@ def engine_extras(gpu: Gpu, model: str, batch: int, kv: int, dims: dict) -> dict
     out = {}
     for name in [*MEASURED_LAYER, "lm_head"]:
         extra = len(layer_kernels([name], shape, gpu, phase="decode")) - 1
-        if extra and host_ops(name, "decode"):
+        if extra and host_ops(name):
             out[name] = out.get(name, 0) + extra
     return out
 

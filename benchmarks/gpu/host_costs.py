@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     gap = measured_gap(gpu)
     print(f"  eager_gap: \"{gap['eager_gap'] * 1e6:.2f} us\"  # graph + {gap['excess'] * 1e6:.2f} us; per run: "
           + ", ".join(f"{name} {x * 1e6:.2f} us ({n} sites)" for name, (x, n) in gap["runs"].items()))
-    layer = [op for name in MEASURED_LAYER for op in host_ops(name, "decode")]
+    layer = [op for name in MEASURED_LAYER for op in host_ops(name)]
     print(f"\nper run: median over its (model, batch, KV, round/pair) groups; one Llama decode layer = {len(layer)} ops")
     print("| run | groups | GPU time recorded | layer host, GPU behind (us) | layer host, GPU idle (us) |")
     print("|---|---:|---|---:|---:|")

@@ -571,7 +571,7 @@ def layer_kernels(names: list[str], s: LayerShape, gpu: Gpu, *, phase: str) -> l
         if name not in _BUILDERS:
             raise ValueError(f"unknown GPU library kernel {name!r}")
         built = _BUILDERS[name](_Ctx(s, gpu, phase))
-        ops = host_ops(name, phase)
+        ops = host_ops(name)
         if built and ops:  # the host dispatches the ops, then the kernels follow
             built[0] = replace(built[0], host_ops=ops)
         out += built
@@ -581,19 +581,19 @@ def layer_kernels(names: list[str], s: LayerShape, gpu: Gpu, *, phase: str) -> l
 _ROPE_CALL = ("slice", "elementwise_neg", "slice", "cat", "elementwise_mul", "elementwise_mul", "elementwise_add")
 
 
-def host_ops(name: str, phase: str) -> tuple[str, ...]:
+def host_ops(name: str) -> tuple[str, ...]:
     """The eager PyTorch ops (``HOST_OPS`` kinds) ``measure.py``'s Llama forward dispatches for a
     library kernel, in order: the GEMM call and its views, the rotary embedding's slices,
     negation, cat, products and sum, the KV append's two ``index_copy_``, the SDPA call and the
-    output's transpose and reshape (a view at decode, a copy at prefill: counted as a unary op)."""
+    output's transpose and reshape (a view: FA2's output is (B, T, H, hd) in memory)."""
     return {
         "embedding": ("embedding",),
         "rms_norm": ("rms_norm",),
         "qkv_gemm": ("gemm", "view", "transpose"),
         "rope": ("slice", *_ROPE_CALL, "slice", *_ROPE_CALL, "slice"),
         "kv_append": ("index_copy", "index_copy"),
-        "attention": ("sdpa", "transpose") + (("reshape_view",) if phase == "decode" else ()),
-        "o_gemm": (("elementwise_neg",) if phase == "prefill" else ()) + ("gemm",),
+        "attention": ("sdpa", "transpose", "reshape_view"),
+        "o_gemm": ("gemm",),
         "residual_add": ("elementwise_add",),
         "gate_up_gemm": ("gemm",),
         "silu_mul": ("slice", "silu", "slice", "elementwise_mul"),
@@ -621,13 +621,6 @@ class _Ctx:
         return max(1, self.s.kv_heads // self.s.tp)
 
 
-def _o_gemm(c: _Ctx) -> list[GpuKernel]:
-    out = gemm("o_gemm", c.rows, c.s.hidden, c.hq * c.s.head_dim, c.gpu)
-    if c.phase == "prefill":  # (B, H, T, hd) -> (B, T, H*hd): a transpose copy, then the GEMM (its
-        # "gemm" host op is among the transpose's, ``host_ops``)
-        transpose = streaming("o_transpose", 2 * c.rows * c.hq * c.s.head_dim * BF16, c.gpu)
-        return [transpose, *(replace(k, host_paid=True) for k in out)]
-    return out
 
 
 def _lm_head(c: _Ctx) -> list[GpuKernel]:  # logits of the last position of each sequence
@@ -653,7 +646,10 @@ _BUILDERS = {
     "kv_append": lambda c: [streaming("kv_append", 4 * c.rows * c.hkv * c.s.head_dim * BF16, c.gpu,
                                       launches=2, round_trips=(RT_INDEX, RT_INDEX), resident=True)],
     "attention": lambda c: _attention(c.s, c.hq, c.hkv, c.gpu, c.phase),
-    "o_gemm": _o_gemm,
+    # FA2 writes its output (B, T, H, hd) in memory and returns it as a (B, H, T, hd) view, so the
+    # forward's transpose(1, 2).reshape is a view at prefill as at decode: no copy kernel (run ax's
+    # profiles, benchmarks/gpu/h200x2-20261128ax-kernels-r0.csv.gz: flash_fwd_kernel, then the O GEMM)
+    "o_gemm": lambda c: gemm("o_gemm", c.rows, c.s.hidden, c.hq * c.s.head_dim, c.gpu),
     "residual_add": lambda c: [streaming("residual_add", 3 * c.rows * c.s.hidden * BF16, c.gpu,
                                          round_trips=(RT_VECTORIZED,), resident=True)],
     "gate_up_gemm": lambda c: gemm("gate_up_gemm", c.rows, 2 * c.s.ffn // c.s.tp, c.s.hidden, c.gpu),

@@ -430,8 +430,12 @@ def test_every_unpriced_kernel_of_the_measured_decode_step_is_paid_by_its_call()
     bare = [k.name for k in ks if not k.host_ops]
     assert bare == ["attention.combine", "down_gemm.splitk_reduce", "lm_head"]
     assert all(k.host_paid for k in ks if not k.host_ops)
-    pre = layer_kernels(["o_gemm"], llama_shape(model, batch=1, tokens=4096, kv_len=4096), gpu(), phase="prefill")
-    assert [(k.name, k.host_paid) for k in pre] == [("o_transpose", False), ("o_gemm", True)]
+    # at prefill FA2's output is (B, T, H, hd) in memory: the O GEMM follows it with no copy and
+    # pays its own call, after the attention's SDPA call, transpose and reshape (views)
+    pre = layer_kernels(["attention", "o_gemm"], llama_shape(model, batch=1, tokens=4096, kv_len=4096), gpu(),
+                        phase="prefill")
+    assert [(k.name, k.host_ops, k.host_paid) for k in pre] == [
+        ("attention", ("sdpa", "transpose", "reshape_view"), False), ("o_gemm", ("gemm",), False)]
 
 
 def test_eager_ops_are_validated() -> None:

@@ -135,9 +135,11 @@ def test_log_max_splits_of_run_ap_combine():
 AW = ROOT / "benchmarks/gpu/h200-20261128aw-tpshard8tp4"
 
 
-def _pair_under_pipeline(monkeypatch) -> None:
-    """GPU documents as run aw was compared with: FA2's split-KV pair under ``launch.pipeline``
-    (the H200's ``fa2_split_fixed`` / ``fa2_combine_fixed`` came after)."""
+def _documents_then(monkeypatch, *, pair_under_pipeline: bool) -> None:
+    """GPU documents as run aw was compared with: the H200's strided kernels at the H100's share of
+    HBM peak (``strided_stream`` 0.539; its absolute rate came after), and with
+    ``pair_under_pipeline`` FA2's split-KV pair under ``launch.pipeline`` (the H200's
+    ``fa2_split_fixed`` / ``fa2_combine_fixed`` came after too)."""
     from dataclasses import replace
 
     import rdusim.hw.gpu as hw
@@ -146,8 +148,12 @@ def _pair_under_pipeline(monkeypatch) -> None:
 
     def load(path, what=""):
         node = real(path, what)
-        launch = node.gpu.spec.launch.model_copy(update={"fa2_split_fixed_s": None, "fa2_combine_fixed_s": None})
-        return replace(node, gpu=replace(node.gpu, spec=node.gpu.spec.model_copy(update={"launch": launch})))
+        spec = node.gpu.spec
+        spec = spec.model_copy(update={"efficiency": spec.efficiency.model_copy(update={"strided_stream": 0.539})})
+        if pair_under_pipeline:
+            launch = spec.launch.model_copy(update={"fa2_split_fixed_s": None, "fa2_combine_fixed_s": None})
+            spec = spec.model_copy(update={"launch": launch})
+        return replace(node, gpu=replace(node.gpu, spec=spec))
 
     monkeypatch.setattr(hw, "load_gpu_node", load)
 
@@ -157,10 +163,10 @@ def test_run_aw_committed_comparison_is_what_compare_prints(capsys, monkeypatch,
     """Run aw's committed comparisons (per class, FA2's split-KV pair, the step's budget) are what
     ``tp_shard.py --model llama-3.1-8b-tp4 --compare`` prints from the committed CSVs: the model as
     run aw was compared with (``-compare.txt``) and with the H200's split-KV pair at its own fixed
-    times (``-compare-fa2fixed.txt``)."""
+    times (``-compare-fa2fixed.txt``), both before the H200's strided kernels took the H100's
+    absolute rate."""
     monkeypatch.chdir(ROOT)
-    if then:
-        _pair_under_pipeline(monkeypatch)
+    _documents_then(monkeypatch, pair_under_pipeline=then)
     tp_shard = _tp_shard()
     args = ["--model", "llama-3.1-8b-tp4", "--compare", f"{AW}-kernels.csv.gz", f"{AW}.csv"]
     assert tp_shard.main(args) == 0

@@ -192,14 +192,14 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
     "TP prefill": KnownMiss(
         "Llama-3.1-8B's 1K prefill is host-bound (the H200 host bimodal between sweeps), and so is Llama-3.1-70B's "
         "at TP4 (run an: 1.17 ms a layer, the same lease's 8B 1K pace, where the model's GPU takes 0.98); the 8B's 4K "
-        "and 16K at TP2 (runs ac, an) and the 70B's 1K and 4K at TP2 and 4K at TP4 (run an) come out 6-15% under: the power-limited SM "
-        "clock of a long step (with the opt-in clock model -2.5% to +1.8%, explained after measurement; "
-        "run au measured the clock: the second controller's within 0.04, and those steps still 5-6% under; "
-        "run ax profiled them kernel by kernel, explained after measurement: the GEMMs match the model at full "
-        "clock, the rest is each all-reduce as long as run an's sweep at its size (the Simple ramp, 17-22% over "
-        "the model) plus rank 0 waiting for the slower GPU, the strided SiLU * up and RoPE kernels at the H100's "
-        "1.8 TB/s rather than h200.yaml's share of 4.8, and 1.7-2.1 us between kernels) "
-        f"({_ACCEPTANCE_DOC}; The clock model; Run an; Run au; Run ax)",
+        "and 16K at TP2 (runs ac, an) and the 70B's 1K and 4K at TP2 (run an) come out 6-12% under: the power-limited SM "
+        "clock of a long step (with the opt-in clock model -2.5% to +1.8% before the strided rate and no O transpose, "
+        "explained after measurement; run au measured the clock: the second controller's within 0.04, and those steps "
+        "still 5-6% under; run ax profiled them kernel by kernel, explained after measurement: the GEMMs match the "
+        "model at full clock, the rest is each all-reduce as long as run an's sweep at its size (the Simple ramp, "
+        "17-22% over the model) plus rank 0 waiting for the slower GPU, and 1.7-2.1 us between kernels; its strided "
+        "kernels' H100 rate and the O transpose FA2 does not launch are in the model since) "
+        f"({_ACCEPTANCE_DOC}; The clock model; Run an; Run au; Run ax; The strided path's absolute rate)",
     ),
     "P10 held-out eager decode": KnownMiss(
         "h100.yaml's pooled P12 host, not P10's own; batch 256 comes out 18% "
