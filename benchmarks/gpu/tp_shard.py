@@ -781,6 +781,67 @@ def _path(label: str, chain: int | None) -> str:
     return PATHS[7] if cls == "attention" else PATHS[6]
 
 
+def norm_weight_s(width: int, gpu) -> float:
+    """The candidate's extra time of one RMSNorm in a step (not in the model): its second pass
+    (``rt_rms_norm``'s second half; PyTorch layer_norm_kernel.cu, ``vectorized_layer_norm_kernel_impl``
+    loads ``X_vec[i]`` and ``gamma_vec[i]`` and stores ``Y_vec[i]`` before the next load) waits on
+    the layer's weight, read once a step and so not in L2 (between two reads the step streams every
+    other weight through it): each of those round trips at ``memory.hbm_latency`` in place of
+    ``memory.l2_latency``."""
+    from rdusim.mapping.gpu import rt_rms_norm
+
+    return rt_rms_norm(width) // 2 * (gpu.hbm_latency_s - gpu.l2_latency_s)
+
+
+#: in-step RMSNorm kernels already profiled: (GPU document, kernels CSV, its rows' width by row
+#: name prefix); runs l and m profiled eager decode steps of four models (small_kernels.py), runs
+#: aw and ap the graph shards of Llama-3.1-8B (TP4, TP2) and -70B (TP8, TP4)
+NORM_FILES = (
+    ("h100", "benchmarks/gpu/h100-20261125l-small-kernels.csv", "benchmarks/gpu/h100-20261125l-small.csv"),
+    ("h200", "benchmarks/gpu/h200-20261125m-small-kernels.csv", "benchmarks/gpu/h200-20261125m-small.csv"),
+    ("h200", "benchmarks/gpu/h200-20261128aw-tpshard8tp4-kernels.csv.gz", LLAMA_8B["hidden"]),
+    ("h200", "benchmarks/gpu/h200-20261128ap-tpshard70-kernels.csv.gz", LLAMA_70B["hidden"]),
+)
+
+
+def print_norms() -> int:
+    """Every profiled in-step RMSNorm (``NORM_FILES``: median device time a kernel, by step)
+    against the model's (``layer_kernels``' ``rms_norm`` of that width, ``kernels_device_s``) and
+    the model plus ``norm_weight_s``."""
+    from rdusim.analysis.gpu.predict import kernels_device_s, row_extra
+    from rdusim.hw.gpu import load_gpu_node
+    from rdusim.mapping.gpu import LayerShape, layer_kernels
+
+    print("| GPU | step | width | kernels | measured (us a kernel) | model | error | model + weight from DRAM |"
+          " error |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for gpu_name, kernels_csv, widths in NORM_FILES:
+        gpu = load_gpu_node(f"hw_configs/{gpu_name}.yaml").gpu
+        steps: dict[str, list[float]] = {}
+        if isinstance(widths, int):  # a tp_shard.py run: its graph rows
+            for key, replays in read_kernels(kernels_csv).items():
+                if key.endswith(":graph"):
+                    steps[key] = [k[2] for k in replays[0] if "layer_norm" in k[1]]
+        else:  # small_kernels.py: the eager decode steps' kernels, their widths from the rows CSV
+            with open(widths) as fh:
+                width_of = {row_extra(r).get("family"): int(row_extra(r)["hidden"])
+                            for r in csv.DictReader(fh) if "hidden" in row_extra(r)}
+            with open(kernels_csv) as fh:
+                for r in csv.DictReader(fh):
+                    if "_decode_" in r["row"] and "layer_norm" in r["kernel"]:
+                        steps.setdefault(r["row"], []).append(float(r["device_us"]))
+        for key, times in steps.items():
+            width = widths if isinstance(widths, int) else width_of[key.split("_decode_")[0]]
+            shape = LayerShape(batch=1, tokens=1, kv_len=1, hidden=width, q_heads=1, kv_heads=1, head_dim=1,
+                               ffn=1, vocab=1)
+            model = kernels_device_s(layer_kernels(["rms_norm"], shape, gpu, phase="decode"), gpu) * 1e6
+            cand = model + norm_weight_s(width, gpu) * 1e6
+            m = statistics.median(times)
+            print(f"| {gpu_name} | {key} | {width} | {len(times)} | {m:.2f} | {model:.2f} | {(model / m - 1) * 100:+.0f}% |"
+                  f" {cand:.2f} | {(cand / m - 1) * 100:+.0f}% |")
+    return 0
+
+
 #: run ay's TP4 points that miss (docs/gpu.md, "Run ay"): the shard's kernels at each, for the
 #: candidates' effect (no kernel profile at these points)
 AY_POINTS = [(4, 2, 8192), (4, 4, 8192), (4, 16, 8192)]
@@ -867,7 +928,8 @@ def print_candidates(points: dict[str, tuple[int, int, int]], model_name: str, g
     ``efficiency.strided_stream`` at the H100's absolute rate, 1.81 TB/s of the H200's 4.8 (run
     ax: the strided kernels at 1.61-1.81 TB/s on the H200), and each non-vectorised kernel's chain
     at its elements a thread (``legacy_chain``, +1 for ``index_copy_``'s index) in place of
-    ``RT_STRIDED`` / ``RT_INDEX``, at ``memory.l2_latency`` a round trip."""
+    ``RT_STRIDED`` / ``RT_INDEX``, at ``memory.l2_latency`` a round trip; and each RMSNorm's
+    weight read from DRAM (``norm_weight_s``)."""
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
     from rdusim.hw.gpu import Gpu
@@ -878,8 +940,9 @@ def print_candidates(points: dict[str, tuple[int, int, int]], model_name: str, g
         update={"strided_stream": 1.81e12 / spec.memory.hbm_bytes_per_s})}))
     doc = load_spec(model_path(MODELS[model_name][5]), ModelSpec)
     print("candidates, model step change (us; the measured residual is measured - model above):")
-    print("| row | tp, batch, keys | model step (us) | strided_stream 1.81 TB/s | chain at its elements a thread |")
-    print("|---|---|---:|---:|---:|")
+    print("| row | tp, batch, keys | model step (us) | strided_stream 1.81 TB/s | chain at its elements a thread |"
+          " RMSNorm's weight from DRAM |")
+    print("|---|---|---:|---:|---:|---:|")
     for name, (tp, b, kv) in points.items():
         mod = model_types(model_name, gpu, [(tp, b, kv)])[(tp, b, kv)]
         chain = sum(
@@ -889,7 +952,9 @@ def print_candidates(points: dict[str, tuple[int, int, int]], model_name: str, g
         )
         now = _model_step(doc, gpu, tp, b, kv).seconds * 1e6
         d_slow = _model_step(doc, slow, tp, b, kv).seconds * 1e6 - now
-        print(f"| {name} | {tp}, {b}, {kv} | {now:.0f} | {d_slow:+.1f} | {chain:+.1f} |")
+        norms = sum(n for lb, (n, _, _) in mod.items() if lb.startswith("rms_norm"))
+        print(f"| {name} | {tp}, {b}, {kv} | {now:.0f} | {d_slow:+.1f} | {chain:+.1f} |"
+              f" {norms * norm_weight_s(doc.hidden, gpu) * 1e6:+.1f} |")
 
 
 def _log_max_splits(kernel: str) -> int | None:
@@ -963,7 +1028,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--types", metavar="KERNELS_CSV",
                     help="run aw's residual by kernel type (with --model llama-3.1-8b-tp4)")
     ap.add_argument("--model", choices=sorted(MODELS), default="llama-3.1-8b")
+    ap.add_argument("--norms", action="store_true", help="every profiled in-step RMSNorm against the model")
     args = ap.parse_args(argv)
+    if args.norms:
+        return print_norms()
     if args.types:
         return print_types(args.types, args.model)
     if args.predict:

@@ -238,3 +238,23 @@ def test_run_aw_kernel_types_and_chains():
     assert tp_shard.legacy_chain("rope: neg k", 4, 4) == 4
     assert tp_shard.legacy_chain("silu_mul: silu", 4, 1) is None
     assert tp_shard.legacy_chain("silu_mul: silu", 4, 8) == 4
+
+
+def test_in_step_norms_is_what_norms_prints(capsys, monkeypatch):
+    """Every profiled in-step RMSNorm (runs l, m, aw, ap) against the model and the candidate with
+    its weight from DRAM (``-norms.txt``) is what ``tp_shard.py --norms`` prints."""
+    monkeypatch.chdir(ROOT)
+    tp_shard = _tp_shard()
+    assert tp_shard.main(["--norms"]) == 0
+    assert capsys.readouterr().out == (ROOT / f"{AW}-norms.txt").read_text()
+
+
+def test_norm_weight_candidate_is_the_second_pass_at_dram_latency():
+    """The candidate's extra time of an RMSNorm: width / 512 round trips (its second pass) at the
+    H200's DRAM latency less its L2 latency, 0.352 - 0.188 us: 1.31 us at 4096, 2.62 at 8192."""
+    from rdusim.hw.gpu import load_gpu_node
+
+    tp_shard = _tp_shard()
+    gpu = load_gpu_node(str(ROOT / "hw_configs/h200.yaml")).gpu
+    assert tp_shard.norm_weight_s(4096, gpu) * 1e6 == pytest.approx(8 * 0.164)
+    assert tp_shard.norm_weight_s(8192, gpu) * 1e6 == pytest.approx(16 * 0.164)
