@@ -22,6 +22,9 @@ graph, and profiles its replays kernel by kernel.
   FlashAttention forced; frozen in ``h200-20261128aw-tpshard8tp4-predicted.txt``; files
   ``$OUT/tpshard8tp4*.csv``. The kernels CSV has each kernel's grid and block (the profiler's
   trace), so the split-KV kernel's CTAs and the combine's ``Log_max_splits`` can be read.
+- ``--model llama-3.1-8b-tp4 --types KERNELS_CSV`` (P12, after run ay): run aw's residual by
+  kernel type and by kernel path against the model, with three candidates' effect on the step
+  (``-types.txt``); ``--norms``: every profiled in-step RMSNorm against the model (``-norms.txt``).
 """
 
 from __future__ import annotations
