@@ -22,6 +22,9 @@ graph, and profiles its replays kernel by kernel.
   FlashAttention forced; frozen in ``h200-20261128aw-tpshard8tp4-predicted.txt``; files
   ``$OUT/tpshard8tp4*.csv``. The kernels CSV has each kernel's grid and block (the profiler's
   trace), so the split-KV kernel's CTAs and the combine's ``Log_max_splits`` can be read.
+- ``--model llama-3.1-8b-tp4 --types KERNELS_CSV`` (P12, after run ay): run aw's residual by
+  kernel type and by kernel path against the model, with three candidates' effect on the step
+  (``-types.txt``); ``--norms``: every profiled in-step RMSNorm against the model (``-norms.txt``).
 """
 
 from __future__ import annotations
@@ -507,17 +510,23 @@ def measure(model_name: str = "llama-3.1-8b") -> int:  # pragma: no cover - need
     os._exit(0)
 
 
-def compare(kernels_csv: str, steps_csv: str, model_name: str = "llama-3.1-8b") -> int:
-    """Measured per class (median over the replays) against the frozen classes, H200."""
-    layers = MODELS[model_name][0]["layers"]
-    pred = predict(["h200", "h100"], model_name)
-    rows: dict[str, dict[int, list[tuple[int, str, float]]]] = {}
+def read_kernels(kernels_csv: str) -> dict[str, dict[int, list[tuple[int, str, float, str]]]]:
+    """{row: {replay: [(index, kernel, device us, grid)]}} of a kernels CSV (gzipped or not)."""
+    rows: dict[str, dict[int, list[tuple[int, str, float, str]]]] = {}
     opener = gzip.open if kernels_csv.endswith(".gz") else open  # run ap's is gzipped
     with opener(kernels_csv, "rt") as fh:
         for r in csv.DictReader(fh):
             rows.setdefault(r["row"], {}).setdefault(int(r["replay"]), []).append(
                 (int(r["index"]), r["kernel"], float(r["device_us"]), r.get("grid") or "")
             )
+    return rows
+
+
+def compare(kernels_csv: str, steps_csv: str, model_name: str = "llama-3.1-8b") -> int:
+    """Measured per class (median over the replays) against the frozen classes, H200."""
+    layers = MODELS[model_name][0]["layers"]
+    pred = predict(["h200", "h100"], model_name)
+    rows = read_kernels(kernels_csv)
     graph = {}
     with open(steps_csv) as fh:
         for r in csv.DictReader(fh):
@@ -616,6 +625,341 @@ def print_budget(
         )
 
 
+#: the kernels of a class that launches several, in launch order (measure.py's forward; the model's
+#: ``round_trips`` of ``rope``, ``kv_append`` and ``silu_mul`` list them in the same order):
+#: rotate_half's negation and cat, x * cos, rotated * sin, the sum; for q, then for k
+SLOT_TYPES = {
+    "rope": ("neg q", "cat q", "mul q cos", "mul q sin", "add q",
+             "neg k", "cat k", "mul k cos", "mul k sin", "add k"),
+    "kv_append": ("index_copy k", "index_copy v"),
+    "silu_mul": ("silu", "mul"),
+}
+#: PyTorch's non-vectorised elementwise path, ``elementwise_kernel<128, 4>`` (and
+#: ``index_elementwise_kernel<128, 4>``): aten/src/ATen/native/cuda/CUDALoops.cuh,
+#: ``launch_legacy_kernel`` gives ceil(N / 512) CTAs of 128 threads, and each thread runs
+#: ``for i < 4: if idx < N: f(idx); idx += 128``, so a thread's chain is min(4, ceil(N / 128))
+#: elements in a one-CTA grid (the model's ``RT_STRIDED`` / ``RT_INDEX`` charge all 4)
+LEGACY_THREADS, LEGACY_ELEMENTS = 128, 4
+
+
+def kernel_types(names: list[str], layers: int = 32) -> list[str]:
+    """``class: type`` of each kernel of one replay: the class (``classify``); the type is the
+    kernel's place among its class's kernels in a half layer (``SLOT_TYPES``), FA2's split
+    kernel, combine or forward kernel, a GEMM or its split-K reduction, else the class."""
+    out, slot = [], {}
+    for n, cls in zip(names, classify(names, layers), strict=True):
+        low = n.lower()
+        if cls == "rms_norm":
+            slot = {}
+        i = slot.get(cls, 0)
+        slot[cls] = i + 1
+        if cls in SLOT_TYPES:
+            kind = SLOT_TYPES[cls][i] if i < len(SLOT_TYPES[cls]) else f"#{i}"
+        elif cls == "attention":
+            kind = "combine" if "combine" in low else "split" if "splitkv" in low else "forward"
+        elif "reduce" in low and "splitk" in low:
+            kind = "split-K reduce"
+        elif cls.startswith("gemm") or cls == "lm_head":
+            kind = "GEMM"
+        else:
+            kind = "embedding" if cls == "other" else cls
+        out.append(f"{cls}: {kind}")
+    return out
+
+
+def _launch_s(kernel, gpu) -> list[float]:
+    """The model's device time of each launch ``kernel`` stands for (what the profiler times):
+    alone, ``kernels_device_s``; a kernel of several launches split as the engine prices it,
+    ``kernel_fixed`` and its own round trips each, the rest (its bytes) evenly."""
+    from rdusim.analysis.gpu.predict import kernels_device_s
+
+    total = kernels_device_s([kernel], gpu)
+    if kernel.launches == 1:
+        return [total]
+    lat = gpu.l2_latency_s if kernel.resident else gpu.hbm_latency_s
+    rest = (total - kernel.launches * gpu.kernel_fixed_s - sum(kernel.round_trips) * lat) / kernel.launches
+    return [gpu.kernel_fixed_s + rt * lat + rest for rt in kernel.round_trips]
+
+
+def model_types(
+    model_name: str, gpu, points: list[tuple[int, int, int]]
+) -> dict[tuple[int, int, int], dict[str, tuple[int, float, int]]]:
+    """{(tp, batch, kv): {``class: type``: (kernels a step, us a step, round trips a kernel)}} of
+    the model's shard step (``model_launches``'s parts: the measured layer ``layers`` times, the
+    embedding and the head once), each launch at ``_launch_s``, typed as ``kernel_types`` types
+    the measured kernels."""
+    from rdusim.analysis.gpu.predict import MEASURED_LAYER, llama_shape
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+    from rdusim.mapping.gpu import layer_kernels
+
+    full, *_, document = MODELS[model_name]
+    model = load_spec(model_path(document), ModelSpec)
+    out = {}
+    for tp, batch, kv in points:
+        shape = llama_shape(model, batch=batch, tokens=1, kv_len=kv, tp=tp)
+        parts = [(list(MEASURED_LAYER), full["layers"]), (["embedding"], 1), (["lm_head"], 1)]
+        types: dict[str, tuple[int, float, int]] = {}
+        for names, times in parts:
+            for k in layer_kernels(names, shape, gpu, phase="decode"):
+                cls = _model_class(k.name)
+                for i, t in enumerate(_launch_s(k, gpu)):
+                    if cls in SLOT_TYPES:
+                        kind = SLOT_TYPES[cls][i]
+                    elif cls == "attention":
+                        kind = "combine" if k.name.endswith(".combine") else (
+                            "split" if k.fixed == "fa2_split" or k.name.endswith(".split") else "forward")
+                    elif cls.startswith("gemm") or cls == "lm_head":
+                        kind = "split-K reduce" if k.queued else "GEMM"
+                    else:
+                        kind = "embedding" if cls == "other" else cls
+                    key = f"{cls}: {kind}"
+                    n, us, _ = types.get(key, (0, 0.0, 0))
+                    rt = k.round_trips[i] if k.round_trips else 0
+                    types[key] = (n + times, us + t * 1e6 * times, rt)
+        out[(tp, batch, kv)] = types
+    return out
+
+
+def legacy_chain(label: str, tp: int, batch: int, model_name: str = "llama-3.1-8b-tp4") -> int | None:
+    """Elements a thread runs one after another (``LEGACY_ELEMENTS`` at most) in the longest
+    thread of the non-vectorised kernel ``label`` (rotate_half's negation and the products, the
+    KV append's ``index_copy_``, SiLU and its product at more than one row); None for the others."""
+    sh = shard_shape(MODELS[model_name][0], tp)
+    hq, hkv, hd = sh["heads"], sh["kv_heads"], sh["head_dim"]
+    kind = label.split(": ")[1]
+    n = {
+        "neg q": batch * hq * hd // 2, "neg k": batch * hkv * hd // 2,
+        "mul q cos": batch * hq * hd, "mul q sin": batch * hq * hd,
+        "mul k cos": batch * hkv * hd, "mul k sin": batch * hkv * hd,
+        "index_copy k": batch * hkv * hd, "index_copy v": batch * hkv * hd,
+    }.get(kind)
+    if n is None and label.startswith("silu_mul") and batch > 1:
+        n = batch * sh["ffn"]
+    return None if n is None else min(LEGACY_ELEMENTS, -(-n // LEGACY_THREADS))
+
+
+def measured_types(replays: dict[int, list[tuple]], layers: int) -> dict[str, tuple[int, float]]:
+    """{``class: type``: (kernels a replay, us a step: median over the replays)} of one row."""
+    per: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    for ks in replays.values():
+        ks.sort()
+        tot: dict[str, float] = {}
+        labels = kernel_types([k[1] for k in ks], layers)
+        for label, k in zip(labels, ks, strict=True):
+            tot[label] = tot.get(label, 0.0) + k[2]
+        for label, v in tot.items():
+            per.setdefault(label, []).append(v)
+        counts = {label: labels.count(label) for label in tot}
+    return {label: (counts[label], statistics.median(v)) for label, v in per.items()}
+
+
+#: the kernel paths of ``print_types``'s summary, in order
+PATHS = (
+    "non-vectorised, chain < 4 elements",
+    "non-vectorised, chain of 4",
+    "cat (CatArrayBatchedCopy)",
+    "vectorised (adds; SiLU * up at one row)",
+    "RMSNorm",
+    "embedding",
+    "GEMM + split-K reduce",
+    "FA2",
+)
+
+
+def _path(label: str, chain: int | None) -> str:
+    """``PATHS``' entry of a ``class: type`` (``chain``: its ``legacy_chain``)."""
+    cls, kind = label.split(": ")
+    if chain is not None:
+        return PATHS[0] if chain < LEGACY_ELEMENTS else PATHS[1]
+    if kind.startswith("cat"):
+        return PATHS[2]
+    if cls in ("rope", "residual_add", "silu_mul"):
+        return PATHS[3]
+    if cls == "rms_norm":
+        return PATHS[4]
+    if cls == "other":
+        return PATHS[5]
+    return PATHS[7] if cls == "attention" else PATHS[6]
+
+
+def norm_weight_s(width: int, gpu) -> float:
+    """The candidate's extra time of one RMSNorm in a step (not in the model): its second pass
+    (``rt_rms_norm``'s second half; PyTorch layer_norm_kernel.cu, ``vectorized_layer_norm_kernel_impl``
+    loads ``X_vec[i]`` and ``gamma_vec[i]`` and stores ``Y_vec[i]`` before the next load) waits on
+    the layer's weight, read once a step and so not in L2 (between two reads the step streams every
+    other weight through it): each of those round trips at ``memory.hbm_latency`` in place of
+    ``memory.l2_latency``."""
+    from rdusim.mapping.gpu import rt_rms_norm
+
+    return rt_rms_norm(width) // 2 * (gpu.hbm_latency_s - gpu.l2_latency_s)
+
+
+#: in-step RMSNorm kernels already profiled: (GPU document, kernels CSV, its rows' width by row
+#: name prefix); runs l and m profiled eager decode steps of four models (small_kernels.py), runs
+#: aw and ap the graph shards of Llama-3.1-8B (TP4, TP2) and -70B (TP8, TP4)
+NORM_FILES = (
+    ("h100", "benchmarks/gpu/h100-20261125l-small-kernels.csv", "benchmarks/gpu/h100-20261125l-small.csv"),
+    ("h200", "benchmarks/gpu/h200-20261125m-small-kernels.csv", "benchmarks/gpu/h200-20261125m-small.csv"),
+    ("h200", "benchmarks/gpu/h200-20261128aw-tpshard8tp4-kernels.csv.gz", LLAMA_8B["hidden"]),
+    ("h200", "benchmarks/gpu/h200-20261128ap-tpshard70-kernels.csv.gz", LLAMA_70B["hidden"]),
+)
+
+
+def print_norms() -> int:
+    """Every profiled in-step RMSNorm (``NORM_FILES``: median device time a kernel, by step)
+    against the model's (``layer_kernels``' ``rms_norm`` of that width, ``kernels_device_s``) and
+    the model plus ``norm_weight_s``."""
+    from rdusim.analysis.gpu.predict import kernels_device_s, row_extra
+    from rdusim.hw.gpu import load_gpu_node
+    from rdusim.mapping.gpu import LayerShape, layer_kernels
+
+    print("| GPU | step | width | kernels | measured (us a kernel) | model | error | model + weight from DRAM |"
+          " error |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for gpu_name, kernels_csv, widths in NORM_FILES:
+        gpu = load_gpu_node(f"hw_configs/{gpu_name}.yaml").gpu
+        steps: dict[str, list[float]] = {}
+        if isinstance(widths, int):  # a tp_shard.py run: its graph rows
+            for key, replays in read_kernels(kernels_csv).items():
+                if key.endswith(":graph"):
+                    steps[key] = [k[2] for k in replays[0] if "layer_norm" in k[1]]
+        else:  # small_kernels.py: the eager decode steps' kernels, their widths from the rows CSV
+            with open(widths) as fh:
+                width_of = {row_extra(r).get("family"): int(row_extra(r)["hidden"])
+                            for r in csv.DictReader(fh) if "hidden" in row_extra(r)}
+            with open(kernels_csv) as fh:
+                for r in csv.DictReader(fh):
+                    if "_decode_" in r["row"] and "layer_norm" in r["kernel"]:
+                        steps.setdefault(r["row"], []).append(float(r["device_us"]))
+        for key, times in steps.items():
+            width = widths if isinstance(widths, int) else width_of[key.split("_decode_")[0]]
+            shape = LayerShape(batch=1, tokens=1, kv_len=1, hidden=width, q_heads=1, kv_heads=1, head_dim=1,
+                               ffn=1, vocab=1)
+            model = kernels_device_s(layer_kernels(["rms_norm"], shape, gpu, phase="decode"), gpu) * 1e6
+            cand = model + norm_weight_s(width, gpu) * 1e6
+            m = statistics.median(times)
+            print(f"| {gpu_name} | {key} | {width} | {len(times)} | {m:.2f} | {model:.2f} | {(model / m - 1) * 100:+.0f}% |"
+                  f" {cand:.2f} | {(cand / m - 1) * 100:+.0f}% |")
+    return 0
+
+
+#: run ay's TP4 points that miss (docs/gpu.md, "Run ay"): the shard's kernels at each, for the
+#: candidates' effect (no kernel profile at these points)
+AY_POINTS = [(4, 2, 8192), (4, 4, 8192), (4, 16, 8192)]
+
+
+def print_types(kernels_csv: str, model_name: str = "llama-3.1-8b-tp4") -> int:
+    """Run aw's small-kernel residual by kernel type (issue 17, P12): each graph row's kernels
+    typed (``kernel_types``), measured (median over the replays) against the model's launches of
+    the same type (``model_types``, without ``launch.graph``), with the non-vectorised kernels'
+    elements a thread (``legacy_chain``); measured - model a step by type at every row, and by
+    kernel path (``PATHS``); two candidates' effect on the model step (``print_candidates``)."""
+    from rdusim.hw.gpu import load_gpu_node
+
+    gpu = load_gpu_node("hw_configs/h200.yaml").gpu
+    points = {name: (tp, b, kv) for name, tp, b, kv in MODELS[model_name][1]}
+    diff, count = _print_type_rows(read_kernels(kernels_csv), points, model_name, gpu)
+    names = list(diff)
+    print("measured - model, us a step, by type (classes in the order of the step):")
+    print("| class: type | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    labels = sorted({lb for d in diff.values() for lb in d}, key=lambda lb: (CLASSES.index(lb.split(":")[0]), lb))
+    groups = {"GEMMs": GROUPS["GEMMs"], "FA2": ("attention",), "small kernels": GROUPS["small kernels"]}
+    for label in labels:
+        print(f"| {label} | " + " | ".join(f"{diff[n].get(label, 0.0):+.0f}" for n in names) + " |")
+    for g, cs in groups.items():
+        print(f"| **{g}** | " + " | ".join(
+            f"{sum(v for lb, v in diff[n].items() if lb.split(':')[0] in cs):+.0f}" for n in names) + " |")
+    print()
+    print("measured - model by kernel path, us a step (kernels a step; us a kernel):")
+    print("| path | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    paths: dict[str, dict[str, list[float]]] = {}
+    for n in names:
+        tp, batch, _ = points[n]
+        for label, v in diff[n].items():
+            acc = paths.setdefault(_path(label, legacy_chain(label, tp, batch, model_name)), {})
+            acc.setdefault(n, [0.0, 0])
+            acc[n][0] += v
+            acc[n][1] += count[n].get(label, 0)
+    for path in PATHS:
+        cells = []
+        for n in names:
+            v, k = paths.get(path, {}).get(n, (0.0, 0))
+            cells.append(f"{v:+.0f} ({k}; {v / k:+.2f})" if k else "-")
+        print(f"| {path} | " + " | ".join(cells) + " |")
+    print()
+    print_candidates({**points, **{f"ay_b{b}_l{kv}": (tp, b, kv) for tp, b, kv in AY_POINTS}}, model_name, gpu)
+    return 0
+
+
+def _print_type_rows(
+    rows: dict[str, dict[int, list[tuple]]], points: dict[str, tuple[int, int, int]], model_name: str, gpu
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, int]]]:
+    """``print_types``'s first table (every graph row's kernel types); returns measured - model
+    (us a step) and the measured kernels a step, by row and type."""
+    model = model_types(model_name, gpu, list(points.values()))
+    layers = MODELS[model_name][0]["layers"]
+    diff: dict[str, dict[str, float]] = {}
+    count: dict[str, dict[str, int]] = {}
+    print("| row | class: type | kernels a step (model) | measured a kernel (us) | model a kernel (us) |"
+          " elements a thread | measured - model (us a step) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for key, replays in rows.items():
+        name, *_, mode = key.split(":")
+        if mode != "graph" or name not in points:
+            continue
+        tp, batch, _ = points[name]
+        meas, mod = measured_types(replays, layers), model[points[name]]
+        diff[name] = {}
+        count[name] = {label: n for label, (n, _) in meas.items()}
+        for label in sorted(set(meas) | set(mod)):
+            n, us = meas.get(label, (0, 0.0))
+            mn, mus, _ = mod.get(label, (0, 0.0, 0))
+            e = legacy_chain(label, tp, batch, model_name)
+            diff[name][label] = us - mus
+            print(f"| {name} | {label} | {n} ({mn}) | {us / n if n else 0:.2f} | {mus / mn if mn else 0:.2f} |"
+                  f" {e if e is not None else ''} | {us - mus:+.0f} |")
+    print()
+    return diff, count
+
+
+def print_candidates(points: dict[str, tuple[int, int, int]], model_name: str, gpu) -> None:
+    """Two candidates' change of the model's shard step at ``points`` (us), neither in the model:
+    ``efficiency.strided_stream`` at the H100's absolute rate, 1.81 TB/s of the H200's 4.8 (run
+    ax: the strided kernels at 1.61-1.81 TB/s on the H200), and each non-vectorised kernel's chain
+    at its elements a thread (``legacy_chain``, +1 for ``index_copy_``'s index) in place of
+    ``RT_STRIDED`` / ``RT_INDEX``, at ``memory.l2_latency`` a round trip; and each RMSNorm's
+    weight read from DRAM (``norm_weight_s``)."""
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+    from rdusim.hw.gpu import Gpu
+    from rdusim.mapping.gpu import RT_INDEX
+
+    spec = gpu.spec
+    slow = Gpu(spec.model_copy(update={"efficiency": spec.efficiency.model_copy(
+        update={"strided_stream": 1.81e12 / spec.memory.hbm_bytes_per_s})}))
+    doc = load_spec(model_path(MODELS[model_name][5]), ModelSpec)
+    print("candidates, model step change (us; the measured residual is measured - model above):")
+    print("| row | tp, batch, keys | model step (us) | strided_stream 1.81 TB/s | chain at its elements a thread |"
+          " RMSNorm's weight from DRAM |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name, (tp, b, kv) in points.items():
+        mod = model_types(model_name, gpu, [(tp, b, kv)])[(tp, b, kv)]
+        chain = sum(
+            n * ((e + (1 if "index_copy" in lb else 0)) - rt) * gpu.l2_latency_s * 1e6
+            for lb, (n, _, rt) in mod.items()
+            if (e := legacy_chain(lb, tp, b, model_name)) is not None and rt in (LEGACY_ELEMENTS, RT_INDEX)
+        )
+        now = _model_step(doc, gpu, tp, b, kv).seconds * 1e6
+        d_slow = _model_step(doc, slow, tp, b, kv).seconds * 1e6 - now
+        norms = sum(n for lb, (n, _, _) in mod.items() if lb.startswith("rms_norm"))
+        print(f"| {name} | {tp}, {b}, {kv} | {now:.0f} | {d_slow:+.1f} | {chain:+.1f} |"
+              f" {norms * norm_weight_s(doc.hidden, gpu) * 1e6:+.1f} |")
+
+
 def _log_max_splits(kernel: str) -> int | None:
     """``Log_max_splits`` of FA2's combine kernel from its name (its template's second-last
     argument: ``flash_fwd_splitkv_combine_kernel<traits, kBlockM, Log_max_splits, Is_even_K>``)."""
@@ -684,8 +1028,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--predict", action="store_true")
     ap.add_argument("--compare", nargs=2, metavar=("KERNELS_CSV", "STEPS_CSV"))
+    ap.add_argument("--types", metavar="KERNELS_CSV",
+                    help="run aw's residual by kernel type (with --model llama-3.1-8b-tp4)")
     ap.add_argument("--model", choices=sorted(MODELS), default="llama-3.1-8b")
+    ap.add_argument("--norms", action="store_true", help="every profiled in-step RMSNorm against the model")
     args = ap.parse_args(argv)
+    if args.norms:
+        return print_norms()
+    if args.types:
+        return print_types(args.types, args.model)
     if args.predict:
         return print_predictions(args.model)
     if args.compare:

@@ -202,3 +202,65 @@ def test_run_aw_fa2_grids_are_the_model_splits():
         assert seen[name]["split"] == f"1x{a['splits']}x{batch * sh['kv_heads']}"
         assert seen[name]["combine"] == f"{a['combine_ctas']}x1x1"
         assert seen[name]["log"] == str(math.ceil(math.log2(a["splits"])))
+
+
+@pytest.mark.parametrize("suffix", ["", "-repeat"])
+def test_run_aw_types_is_what_types_prints(capsys, monkeypatch, suffix):
+    """Run aw's residual by kernel type and path (``-types.txt``, docs/gpu.md "Run aw ... by kernel
+    type") is what ``tp_shard.py --model llama-3.1-8b-tp4 --types`` prints from the committed
+    kernels, for the first process and its repeat."""
+    monkeypatch.chdir(ROOT)
+    tp_shard = _tp_shard()
+    assert tp_shard.main(["--model", "llama-3.1-8b-tp4", "--types", f"{AW}{suffix}-kernels.csv.gz"]) == 0
+    assert capsys.readouterr().out == (ROOT / f"{AW}{suffix}-types.txt").read_text()
+
+
+def test_run_aw_kernel_types_and_chains():
+    """One replay of run aw's TP4 b1 x 8192 graph step typed as the model's launches: ten RoPE
+    kernels, two ``index_copy_`` and two SiLU * up kernels a layer, each type the model's too; at
+    b1 the k-side negation runs 1 element a thread, the k-side products and ``index_copy_`` 2 (one
+    CTA of 128 threads: PyTorch's ``elementwise_kernel<128, 4>``), the q side 4; from b2 every one
+    but the negation of k runs 4, from b4 all."""
+    import gzip
+
+    from rdusim.hw.gpu import load_gpu_node
+
+    tp_shard = _tp_shard()
+    with gzip.open(f"{AW}-kernels.csv.gz", "rt") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["row"] == "tp4_b1_l8192:flash:graph" and r["replay"] == "1"]
+    labels = tp_shard.kernel_types([r["kernel"] for r in rows])
+    for kind in tp_shard.SLOT_TYPES["rope"]:
+        assert labels.count(f"rope: {kind}") == 32, kind
+    assert labels.count("kv_append: index_copy k") == labels.count("silu_mul: silu") == 32
+    assert labels.count("rms_norm: rms_norm") == 65 and labels.count("other: embedding") == 1
+    gpu = load_gpu_node(str(ROOT / "hw_configs/h200.yaml")).gpu
+    model = tp_shard.model_types("llama-3.1-8b-tp4", gpu, [(4, 1, 8192)])[(4, 1, 8192)]
+    assert set(labels) - set(model) == {f"{c}: split-K reduce" for c in ("gemm_qkv", "gemm_gate_up", "gemm_down")}
+    chains = {k: tp_shard.legacy_chain(f"rope: {k}", 4, 1) for k in ("neg k", "mul k cos", "neg q", "mul q sin")}
+    assert chains == {"neg k": 1, "mul k cos": 2, "neg q": 4, "mul q sin": 4}
+    assert tp_shard.legacy_chain("kv_append: index_copy v", 4, 1) == 2
+    assert tp_shard.legacy_chain("rope: neg k", 4, 2) == 2
+    assert tp_shard.legacy_chain("kv_append: index_copy v", 4, 2) == 4
+    assert tp_shard.legacy_chain("rope: neg k", 4, 4) == 4
+    assert tp_shard.legacy_chain("silu_mul: silu", 4, 1) is None
+    assert tp_shard.legacy_chain("silu_mul: silu", 4, 8) == 4
+
+
+def test_in_step_norms_is_what_norms_prints(capsys, monkeypatch):
+    """Every profiled in-step RMSNorm (runs l, m, aw, ap) against the model and the candidate with
+    its weight from DRAM (``-norms.txt``) is what ``tp_shard.py --norms`` prints."""
+    monkeypatch.chdir(ROOT)
+    tp_shard = _tp_shard()
+    assert tp_shard.main(["--norms"]) == 0
+    assert capsys.readouterr().out == (ROOT / f"{AW}-norms.txt").read_text()
+
+
+def test_norm_weight_candidate_is_the_second_pass_at_dram_latency():
+    """The candidate's extra time of an RMSNorm: width / 512 round trips (its second pass) at the
+    H200's DRAM latency less its L2 latency, 0.352 - 0.188 us: 1.31 us at 4096, 2.62 at 8192."""
+    from rdusim.hw.gpu import load_gpu_node
+
+    tp_shard = _tp_shard()
+    gpu = load_gpu_node(str(ROOT / "hw_configs/h200.yaml")).gpu
+    assert tp_shard.norm_weight_s(4096, gpu) * 1e6 == pytest.approx(8 * 0.164)
+    assert tp_shard.norm_weight_s(8192, gpu) * 1e6 == pytest.approx(16 * 0.164)

@@ -962,6 +962,12 @@ def micro_device_s(row: dict, gpu: Gpu) -> float | None:
     kernels = micro_kernels(row, gpu)
     if not kernels:
         return None
+    return kernels_device_s(kernels, gpu)
+
+
+def kernels_device_s(kernels: list[GpuKernel], gpu: Gpu) -> float:
+    """The model's device time of ``kernels`` run back to back: their time in a graph less the
+    graph's per-kernel launch (``launch.graph``), i.e. what the profiler times."""
     graph = elapsed_s(simulate_gpu([(k, 0) for k in kernels], gpu, mode="graph"))
     return graph - sum(k.launches for k in kernels) * gpu.launch_s("graph")
 
