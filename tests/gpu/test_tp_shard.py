@@ -208,8 +208,10 @@ def test_run_aw_fa2_grids_are_the_model_splits():
 def test_run_aw_types_is_what_types_prints(capsys, monkeypatch, suffix):
     """Run aw's residual by kernel type and path (``-types.txt``, docs/gpu.md "Run aw ... by kernel
     type") is what ``tp_shard.py --model llama-3.1-8b-tp4 --types`` prints from the committed
-    kernels, for the first process and its repeat."""
+    kernels, for the first process and its repeat, with the documents as it was analysed (before the
+    H200's strided kernels took the H100's absolute rate, which its candidate column prices)."""
     monkeypatch.chdir(ROOT)
+    _documents_then(monkeypatch, pair_under_pipeline=False)
     tp_shard = _tp_shard()
     assert tp_shard.main(["--model", "llama-3.1-8b-tp4", "--types", f"{AW}{suffix}-kernels.csv.gz"]) == 0
     assert capsys.readouterr().out == (ROOT / f"{AW}{suffix}-types.txt").read_text()
