@@ -192,7 +192,8 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
     "TP prefill": KnownMiss(
         "Llama-3.1-8B's 1K prefill is host-bound (the H200 host bimodal between sweeps), and so is Llama-3.1-70B's "
         "at TP4 (run an: 1.17 ms a layer, the same lease's 8B 1K pace, where the model's GPU takes 0.98); the 8B's 4K "
-        "and 16K at TP2 (runs ac, an) and the 70B's 1K and 4K at TP2 (run an) come out 6-12% under: the power-limited SM "
+        "and 16K at TP2 (runs ac, an) and the 70B's 1K and 4K at TP2 (run an) come out 6-12% under, and run az's "
+        "(frozen, prompts never measured) 8B 2K at TP4 is host-bound and its 70B at TP2 11-12% under: the power-limited SM "
         "clock of a long step (with the opt-in clock model -2.5% to +1.8% before the strided rate and no O transpose, "
         "explained after measurement; run au measured the clock: the second controller's within 0.04, and those steps "
         "still 5-6% under; run ax profiled them kernel by kernel, explained after measurement: the GEMMs match the "
@@ -1001,6 +1002,12 @@ SOURCES: tuple[Source, ...] = (
     _tp_steps("h200x4-20261128ay-tp4.csv"),
     _tp_steps("h200x4-20261128ay-tp4-70b.csv"),
     _tp_steps("h200x4-20261128ay-tp2.csv"),
+    # run az (frozen after the strided rate and no O transpose): TP prefill at prompt lengths never
+    # measured, four H200s (TP2 on two of them)
+    _tp_steps("h200x4-20261128az-tp4.csv"),
+    _tp_steps("h200x4-20261128az-tp4-70b.csv"),
+    _tp_steps("h200x4-20261128az-tp2.csv"),
+    _tp_steps("h200x4-20261128az-tp2-70b.csv"),
 )
 
 #: the sets ``--all`` adds after ``SOURCES``, in its order: those the default leaves out to stay near
