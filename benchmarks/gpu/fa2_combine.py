@@ -76,6 +76,15 @@ def calls_for(batch: int, kv_heads: int, keys: int) -> int:
 CALIBRATION = [name for name, b, hq, hkv, kv in rows()
                if not (hkv == 8 and b >= 32)]
 
+#: run l's rows the H100's pair is fitted on (named before that fit, h100fa2, 2026-11-28): the eight
+#: ``sk_sdpa`` rows of benchmarks/gpu/h100-20261125l-small.csv where FA2 ran split-KV (a profiled
+#: ``flash_fwd_splitkv_kernel`` and its ``flash_fwd_splitkv_combine_kernel`` in
+#: h100-20261125l-small-kernels.csv): batch 1 and 16 x 2048 keys of Llama-3.1-8B, Llama-3.2-3B,
+#: Llama-3.2-1B (head_dim 64) and Qwen2.5-7B, K/V caches cycled through 2x L2. Their batch-64 x 1024
+#: rows run one split (the forward kernel, no combine) and are not priced by either constant.
+CALIBRATION_H100 = [f"{fam}_b{b}_sdpa_cold" for fam in ("llama3.1-8b", "llama3.2-3b", "llama3.2-1b", "qwen2.5-7b")
+                    for b in (1, 16)]
+
 
 # ---------------------------------------------------------------------------------- model
 def base_gpu(gpu_name: str = "h200"):
