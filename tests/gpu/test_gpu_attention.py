@@ -285,6 +285,37 @@ def test_fa2_fit_output_is_committed(capsys) -> None:
     assert capsys.readouterr().out == (ROOT / "benchmarks/gpu/h200-20261128as-fa2combine-fit.txt").read_text()
 
 
+#: fa2_combine.py --fit --gpu h100's constants (benchmarks/gpu/h100-20261125l-fa2combine-fit.txt), us
+FA2_FIT_H100 = {"fa2_split_fixed": 2.27, "fa2_combine_fixed": 1.63}
+RUN_L = ROOT / "benchmarks/gpu/h100-20261125l-small"
+
+
+def test_fa2_fit_reproduces_the_h100_constants() -> None:
+    """fa2_combine.py --fit --gpu h100 on run l's 8 split-KV sk_sdpa rows (b1 / b16 x 2048 of four
+    models; FA2's heuristic gives 16 / 2 splits, 8 / 2 at head_dim 64, 16 / 4 for Qwen2.5-7B's 4 KV
+    heads, as the profiled combines' Log_max_splits say): within 0.25 us of the H200's, as the same
+    SMs and FA2 code should give; the plain least-squares split constant is lower (the large rows)."""
+    fc = bench_script("fa2_combine")
+    kernels, steps = f"{RUN_L}-kernels.csv", f"{RUN_L}.csv"
+    assert len(fc.CALIBRATION_H100) == 8
+    meas, base = inputs = fc.fit_inputs(kernels, "h100", steps)
+    assert [base[r]["splits"] for r in fc.CALIBRATION_H100] == [16, 2, 16, 2, 8, 2, 16, 4]
+    assert [2 ** meas[r]["log_max_splits"] for r in fc.CALIBRATION_H100] == [16, 2, 16, 2, 8, 2, 16, 4]
+    f = fc.fit(kernels, inputs, "h100")
+    assert {k: round(f[k], 2) for k in FA2_FIT_H100} == FA2_FIT_H100
+    assert all(abs(f[k] - FA2_FIT[k]) < 0.25 for k in FA2_FIT)
+    assert f["fa2_split_fixed_plain"] == pytest.approx(1.28, abs=0.01)
+    assert f["fa2_combine_fixed_plain"] == pytest.approx(1.64, abs=0.01)
+
+
+def test_fa2_fit_h100_output_is_committed(capsys) -> None:
+    fc = bench_script("fa2_combine")
+    args = ["--fit", f"{RUN_L.relative_to(ROOT)}-kernels.csv", "--gpu", "h100", "--shapes",
+            f"{RUN_L.relative_to(ROOT)}.csv"]
+    assert fc.main(args) == 0
+    assert capsys.readouterr().out == (ROOT / "benchmarks/gpu/h100-20261125l-fa2combine-fit.txt").read_text()
+
+
 def test_fa2_combine_script_rows_and_run_ap_kernels() -> None:
     """fa2_combine.py (run as): 32 rows, K/V copies spanning 2x L2; its reader finds run ap's b1
     row's split kernel (5.9 us) and combine (14.3 us, Log_max_splits 6) by name."""
