@@ -29,6 +29,11 @@ times (``measured``); the model's is its device time in a graph with both consta
 tables score rows, so the 5-10 us kernels where a fixed time matters are not outweighed by the
 model's error on 40-250 us split kernels. The plain least-squares constant is printed beside it
 (a sensitivity figure, not used).
+
+The H100's pair (h100fa2, 2026-11-28; rows named before the fit in ``CALIBRATION_H100``; every H100
+set was measured long before, so what it moves is explained after measurement): the same fit on
+run l's 8 split-KV ``sk_sdpa`` rows (``--gpu h100 --shapes``), 2.27 / 1.63 us against the H200's
+2.05 / 1.57, output ``h100-20261125l-fa2combine-fit.txt``.
 """
 
 from __future__ import annotations

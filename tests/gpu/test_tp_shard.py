@@ -137,7 +137,7 @@ AW = ROOT / "benchmarks/gpu/h200-20261128aw-tpshard8tp4"
 
 def _pair_under_pipeline(monkeypatch) -> None:
     """GPU documents as run aw was compared with: FA2's split-KV pair under ``launch.pipeline``
-    (the H200's ``fa2_split_fixed`` / ``fa2_combine_fixed`` came after)."""
+    (the H200's ``fa2_split_fixed`` / ``fa2_combine_fixed`` came after, then the H100's)."""
     from dataclasses import replace
 
     import rdusim.hw.gpu as hw
