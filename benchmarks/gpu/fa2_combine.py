@@ -14,7 +14,9 @@ every kernel of 3 profiled replays (the split kernel, the combine and its ``Log_
   ``$OUT/fa2combine-kernels.csv`` (each profiled kernel).
 - ``--compare KERNELS_CSV STEPS_CSV``: measured against the model now (rdusim; CPU).
 - ``--fit KERNELS_CSV``: the H200's ``launch.fa2_split_fixed`` and ``launch.fa2_combine_fixed``
-  (rdusim; CPU), output committed as ``h200-20261128as-fa2combine-fit.txt``.
+  (rdusim; CPU), output committed as ``h200-20261128as-fa2combine-fit.txt``; with ``--gpu h100
+  --shapes STEPS_CSV`` the H100's, on run l's split-KV rows (``CALIBRATION_H100``; shapes from run
+  l's small_kernels.py CSV), output ``h100-20261125l-fa2combine-fit.txt``.
 
 The fit, named before it was run (fa2fix, 2026-11-28; explained after measurement: runs ap, as and
 aw were seen). Calibration rows: run as's rows whose FA2 call splits the keys (``CALIBRATION``,
@@ -27,6 +29,11 @@ times (``measured``); the model's is its device time in a graph with both consta
 tables score rows, so the 5-10 us kernels where a fixed time matters are not outweighed by the
 model's error on 40-250 us split kernels. The plain least-squares constant is printed beside it
 (a sensitivity figure, not used).
+
+The H100's pair (h100fa2, 2026-11-28; rows named before the fit in ``CALIBRATION_H100``; every H100
+set was measured long before, so what it moves is explained after measurement): the same fit on
+run l's 8 split-KV ``sk_sdpa`` rows (``--gpu h100 --shapes``), 2.27 / 1.63 us against the H200's
+2.05 / 1.57, output ``h100-20261125l-fa2combine-fit.txt``.
 """
 
 from __future__ import annotations
@@ -76,6 +83,15 @@ def calls_for(batch: int, kv_heads: int, keys: int) -> int:
 CALIBRATION = [name for name, b, hq, hkv, kv in rows()
                if not (hkv == 8 and b >= 32)]
 
+#: run l's rows the H100's pair is fitted on (named before that fit, h100fa2, 2026-11-28): the eight
+#: ``sk_sdpa`` rows of benchmarks/gpu/h100-20261125l-small.csv where FA2 ran split-KV (a profiled
+#: ``flash_fwd_splitkv_kernel`` and its ``flash_fwd_splitkv_combine_kernel`` in
+#: h100-20261125l-small-kernels.csv): batch 1 and 16 x 2048 keys of Llama-3.1-8B, Llama-3.2-3B,
+#: Llama-3.2-1B (head_dim 64) and Qwen2.5-7B, K/V caches cycled through 2x L2. Their batch-64 x 1024
+#: rows run one split (the forward kernel, no combine) and are not priced by either constant.
+CALIBRATION_H100 = [f"{fam}_b{b}_sdpa_cold" for fam in ("llama3.1-8b", "llama3.2-3b", "llama3.2-1b", "qwen2.5-7b")
+                    for b in (1, 16)]
+
 
 # ---------------------------------------------------------------------------------- model
 def base_gpu(gpu_name: str = "h200"):
@@ -89,9 +105,23 @@ def base_gpu(gpu_name: str = "h200"):
     return replace(gpu, spec=gpu.spec.model_copy(update={"launch": launch}))
 
 
-def predict_rows(gpu_name: str = "h200", gpu=None) -> list[dict]:
+def shapes() -> list[tuple[str, int, int, int, int, int]]:
+    """(name, batch, query heads, KV heads, keys, head_dim) of run as's rows."""
+    return [(name, b, hq, hkv, kv, HEAD_DIM) for name, b, hq, hkv, kv in rows()]
+
+
+def csv_shapes(steps_csv: str, names: list[str]) -> list[tuple[str, int, int, int, int, int]]:
+    """The same for the rows ``names`` of a small_kernels.py CSV (run l: its ``batch``, ``q_heads``,
+    ``kv_heads``, ``kv_len`` and ``head_dim`` columns)."""
+    with open(steps_csv, newline="") as f:
+        by = {r["name"]: r for r in csv.DictReader(f) if r["name"] in names}
+    return [(n, *(int(by[n][c]) for c in ("batch", "q_heads", "kv_heads", "kv_len", "head_dim"))) for n in names]
+
+
+def predict_rows(gpu_name: str = "h200", gpu=None, row_shapes: list | None = None) -> list[dict]:
     """The model's kernels of each row in a graph: name, device us (the graph node's launch
-    taken off), and the pair's graph time per call (``gpu``: a loaded GPU in place of the document)."""
+    taken off), and the pair's graph time per call (``gpu``: a loaded GPU in place of the document;
+    ``row_shapes``: ``shapes()``'s tuples, run as's rows by default)."""
     from rdusim.hw.gpu import load_gpu_node
     from rdusim.mapping.gpu import (
         fa2_combine_chain_s,
@@ -103,13 +133,13 @@ def predict_rows(gpu_name: str = "h200", gpu=None) -> list[dict]:
     gpu = gpu or load_gpu_node(f"hw_configs/{gpu_name}.yaml").gpu
     graph = gpu.launch_s("graph")
     out = []
-    for name, b, hq, hkv, kv in rows():
-        kernels = flash_decode("attn", b, hq, hkv, kv, HEAD_DIM, gpu)
+    for name, b, hq, hkv, kv, hd in row_shapes or shapes():
+        kernels = flash_decode("attn", b, hq, hkv, kv, hd, gpu)
         trace = simulate_gpu([(k, 0) for k in kernels], gpu, mode="graph")
         recs = [(r.kernel, (r.end_s - r.start_s - graph) * 1e6) for r in trace.kernels]
         main = recs[0][1]
         combine = recs[1][1] if len(recs) > 1 else 0.0
-        splits = fa2_decode_splits(b, hq, hkv, kv, HEAD_DIM, gpu)[1]
+        splits = fa2_decode_splits(b, hq, hkv, kv, hd, gpu)[1]
         chain = fa2_combine_chain_s(splits, gpu) * 1e6 if splits > 1 else 0.0
         out.append(dict(row=name, splits=splits, main_us=main, combine_us=combine, chain_us=chain,
                         call_us=trace.kernels[-1].end_s * 1e6))
@@ -272,33 +302,51 @@ def weighted_constant(base: list[float], meas: list[float]) -> float:
     return sum((m - b) / m**2 for b, m in zip(base, meas, strict=True)) / sum(1 / m**2 for m in meas)
 
 
-def fit_inputs(kernels_csv: str) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
-    """The fit's two sides: run as's profiled kernels by row, and the model's rows with both constants at 0."""
-    return measured(kernels_csv), {p["row"]: p for p in predict_rows(gpu=base_gpu())}
+#: the GPU documents ``--fit`` calibrates: (calibration rows, what they are, in print_fit's header)
+FIT_SETS = {
+    "h200": (CALIBRATION, "the {n} rows of run as with more than one KV split"),
+    "h100": (CALIBRATION_H100, "the {n} sk_sdpa rows of run l where FA2 ran split-KV"),
+}
 
 
-def fit(kernels_csv: str, inputs: tuple[dict, dict] | None = None) -> dict[str, float]:
-    """``launch.fa2_split_fixed`` and ``launch.fa2_combine_fixed`` (us) from the calibration rows
-    (``inputs``: ``fit_inputs(kernels_csv)`` already read)."""
-    meas, base = inputs or fit_inputs(kernels_csv)
+def fit_inputs(kernels_csv: str, gpu_name: str = "h200", steps_csv: str | None = None,
+               ) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
+    """The fit's two sides: the profiled kernels by row (run as's, or run l's for ``gpu_name``
+    "h100", whose row shapes come from ``steps_csv``), and the model's calibration rows with both
+    constants at 0."""
+    calibration = FIT_SETS[gpu_name][0]
+    row_shapes = csv_shapes(steps_csv, calibration) if steps_csv else None
+    base = predict_rows(gpu=base_gpu(gpu_name), row_shapes=row_shapes)
+    return measured(kernels_csv), {p["row"]: p for p in base if p["row"] in calibration}
+
+
+def fit(kernels_csv: str, inputs: tuple[dict, dict] | None = None, gpu_name: str = "h200",
+        steps_csv: str | None = None) -> dict[str, float]:
+    """``launch.fa2_split_fixed`` and ``launch.fa2_combine_fixed`` (us) from ``gpu_name``'s
+    calibration rows (``inputs``: ``fit_inputs`` already read)."""
+    meas, base = inputs or fit_inputs(kernels_csv, gpu_name, steps_csv)
+    calibration = FIT_SETS[gpu_name][0]
     out = {}
     for key, kind in (("fa2_split_fixed", "main"), ("fa2_combine_fixed", "combine")):
-        b = [base[r][f"{kind}_us"] for r in CALIBRATION]
-        m = [meas[r][kind] for r in CALIBRATION]
+        b = [base[r][f"{kind}_us"] for r in calibration]
+        m = [meas[r][kind] for r in calibration]
         out[key] = weighted_constant(b, m)
         out[f"{key}_plain"] = statistics.fmean(mi - bi for bi, mi in zip(b, m, strict=True))
     return out
 
 
-def print_fit(kernels_csv: str) -> int:
-    meas, base = inputs = fit_inputs(kernels_csv)
-    f = fit(kernels_csv, inputs)
-    print(f"# benchmarks/gpu/fa2_combine.py --fit {Path(kernels_csv).name}: FA2's split-KV pair's fixed times (H200)")
-    print(f"# calibration rows: the {len(CALIBRATION)} rows of run as with more than one KV split; relative least")
+def print_fit(kernels_csv: str, gpu_name: str = "h200", steps_csv: str | None = None) -> int:
+    meas, base = inputs = fit_inputs(kernels_csv, gpu_name, steps_csv)
+    f = fit(kernels_csv, inputs, gpu_name)
+    calibration, what = FIT_SETS[gpu_name]
+    args = "" if gpu_name == "h200" else f" --gpu {gpu_name} --shapes {Path(steps_csv).name}"
+    print(f"# benchmarks/gpu/fa2_combine.py --fit {Path(kernels_csv).name}{args}: FA2's split-KV pair's fixed times "
+          f"({gpu_name.upper()})")
+    print(f"# calibration rows: {what.format(n=len(calibration))}; relative least")
     print("# squares of a constant on measured - model (the model's kernel with both constants at 0)")
     print("| row | splits | split meas / base (us) | combine meas / base (us) | split fitted err | combine fitted err |")
     print("|---|---:|---:|---:|---:|---:|")
-    for r in CALIBRATION:
+    for r in calibration:
         m, p = meas[r], base[r]
         es = (p["main_us"] + f["fa2_split_fixed"] - m["main"]) / m["main"] * 100
         ec = (p["combine_us"] + f["fa2_combine_fixed"] - m["combine"]) / m["combine"] * 100
@@ -315,11 +363,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", nargs=2, metavar=("KERNELS_CSV", "STEPS_CSV"))
     ap.add_argument("--against", metavar="FROZEN_TXT", help="with --compare: every section of a committed frozen "
                     "table (the model then, candidates) against the measured combine and call instead")
-    ap.add_argument("--fit", metavar="KERNELS_CSV", help="the H200's launch.fa2_split_fixed and fa2_combine_fixed "
-                    "from run as's calibration rows (CALIBRATION)")
+    ap.add_argument("--fit", metavar="KERNELS_CSV", help="a GPU's launch.fa2_split_fixed and fa2_combine_fixed "
+                    "from its calibration rows (FIT_SETS: the H200's run as, CALIBRATION; the H100's run l, "
+                    "CALIBRATION_H100)")
+    ap.add_argument("--gpu", choices=sorted(FIT_SETS), default="h200", help="with --fit: the GPU document")
+    ap.add_argument("--shapes", metavar="STEPS_CSV", help="with --fit --gpu h100: run l's small_kernels.py CSV "
+                    "(the calibration rows' shapes)")
     args = ap.parse_args(argv)
     if args.fit:
-        return print_fit(args.fit)
+        if args.gpu != "h200" and not args.shapes:
+            ap.error("--fit --gpu h100 needs --shapes (run l's small_kernels.py CSV)")
+        return print_fit(args.fit, args.gpu, args.shapes)
     if args.predict:
         return print_predictions()
     if args.compare and args.against:

@@ -431,15 +431,17 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
         return [main]
     partials = splits * batch * q_heads * head_dim * 4 + batch * q_heads * head_dim * BF16
     if fa2 and gpu.fa2_pair_calibrated:
-        # the pair's own fixed times, calibrated on run as's profiled kernels (launch.fa2_split_fixed,
-        # fa2_combine_fixed; benchmarks/gpu/fa2_combine.py --fit); the combine is its chain: one CTA per
+        # the pair's own fixed times, calibrated on profiled kernels (launch.fa2_split_fixed,
+        # fa2_combine_fixed; benchmarks/gpu/fa2_combine.py --fit: the H200's on run as, the H100's on
+        # run l's split-KV rows); the combine is its chain: one CTA per
         # ``fa2_combine_rows`` query rows, ``fa2_combine_round_trips`` dependent loads of the partials
         # the split kernel just wrote (L2), ``kernel_fixed`` and its own fixed time beyond that
         ctas = math.ceil(batch * q_heads / fa2_combine_rows(head_dim))
         combine = streaming(f"{name}.combine", partials, gpu, rows=ctas,
                             round_trips=(fa2_combine_round_trips(splits),), resident=True)
         return [replace(main, fixed="fa2_split"), replace(combine, host_paid=True, fixed="fa2_combine")]
-    # without the pair's own fixed times (the H100's document): the combine is latency-bound too
+    # without the pair's own fixed times (a document that gives neither; the H100's before run l's
+    # fit): the combine is latency-bound too
     # (6.2 us at 16 splits, benchmarks/gpu/h100-20261125l-small.csv), but the pair is priced
     # together: the main kernel's fixed ``launch.pipeline`` (7.02 us, fitted on P10's rows) stands
     # in for it (Llama-3.1-8B, batch 1: 13.6 us modelled, 13.2 us measured)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from rdusim.analysis.gpu.predict import ATTENTION_CALIBRATION, fit_attention
 from rdusim.config.loader import load_spec
 from rdusim.config.schema import GpuSpec
-from rdusim.hw.gpu import Gpu
+from rdusim.hw.gpu import Gpu, load_gpu_node
 from rdusim.mapping.gpu import (
     FA2_TILE_WAITS,
     CtaGroup,
@@ -251,13 +251,16 @@ def test_fa2_split_kv_pair_with_its_own_fixed_times(batch: int, kv_len: int, spl
 
 
 def test_fa2_pair_unchanged_without_its_fixed_times_and_at_one_split() -> None:
-    """The H100's document gives neither constant: the pair keeps launch.pipeline on the split
-    kernel and its combine as one DRAM round trip; a one-split call (no combine) is the forward
-    kernel with or without them; the two keys go together."""
-    h100, h200 = gpu(), h200_fa2_fixed()
+    """A document that gives neither constant (the H100's with both taken out, as it was before
+    h100fa2): the pair keeps launch.pipeline on the split kernel and its combine as one DRAM round
+    trip; a one-split call (no combine) is the forward kernel with or without them; the two keys go
+    together."""
+    spec, h200 = gpu().spec, h200_fa2_fixed()
     with pytest.raises(ValueError, match="go together"):
-        type(h100.spec.launch).model_validate({"stream": "4 us", "graph": "0.5 us", "eager_host": "8 us",
-                                               "pipeline": "7 us", "fa2_split_fixed": "2 us"})
+        type(spec.launch).model_validate({"stream": "4 us", "graph": "0.5 us", "eager_host": "8 us",
+                                          "pipeline": "7 us", "fa2_split_fixed": "2 us"})
+    launch = spec.launch.model_copy(update={"fa2_split_fixed_s": None, "fa2_combine_fixed_s": None})
+    h100 = Gpu(spec.model_copy(update={"launch": launch}))
     assert not h100.fa2_pair_calibrated and h100.launch_s("fa2_split") == h100.launch_s("pipeline")
     main, combine = flash_decode("attn", 1, 8, 1, 8192, 128, h100)
     assert (main.fixed, combine.fixed, combine.round_trips) == ("", "", ())
@@ -283,6 +286,45 @@ def test_fa2_fit_output_is_committed(capsys) -> None:
     kernels = ROOT / "benchmarks/gpu/h200-20261128as-fa2combine-kernels.csv.gz"
     assert fc.main(["--fit", str(kernels.relative_to(ROOT))]) == 0
     assert capsys.readouterr().out == (ROOT / "benchmarks/gpu/h200-20261128as-fa2combine-fit.txt").read_text()
+
+
+#: fa2_combine.py --fit --gpu h100's constants (benchmarks/gpu/h100-20261125l-fa2combine-fit.txt), us
+FA2_FIT_H100 = {"fa2_split_fixed": 2.27, "fa2_combine_fixed": 1.63}
+RUN_L = ROOT / "benchmarks/gpu/h100-20261125l-small"
+
+
+def test_fa2_fit_reproduces_the_h100_constants() -> None:
+    """fa2_combine.py --fit --gpu h100 on run l's 8 split-KV sk_sdpa rows (b1 / b16 x 2048 of four
+    models; FA2's heuristic gives 16 / 2 splits, 8 / 2 at head_dim 64, 16 / 4 for Qwen2.5-7B's 4 KV
+    heads, as the profiled combines' Log_max_splits say): within 0.25 us of the H200's, as the same
+    SMs and FA2 code should give; the plain least-squares split constant is lower (the large rows)."""
+    fc = bench_script("fa2_combine")
+    kernels, steps = f"{RUN_L}-kernels.csv", f"{RUN_L}.csv"
+    assert len(fc.CALIBRATION_H100) == 8
+    meas, base = inputs = fc.fit_inputs(kernels, "h100", steps)
+    assert [base[r]["splits"] for r in fc.CALIBRATION_H100] == [16, 2, 16, 2, 8, 2, 16, 4]
+    assert [2 ** meas[r]["log_max_splits"] for r in fc.CALIBRATION_H100] == [16, 2, 16, 2, 8, 2, 16, 4]
+    f = fc.fit(kernels, inputs, "h100")
+    assert {k: round(f[k], 2) for k in FA2_FIT_H100} == FA2_FIT_H100
+    assert all(abs(f[k] - FA2_FIT[k]) < 0.25 for k in FA2_FIT)
+    assert f["fa2_split_fixed_plain"] == pytest.approx(1.28, abs=0.01)
+    assert f["fa2_combine_fixed_plain"] == pytest.approx(1.64, abs=0.01)
+
+
+def test_fa2_fit_h100_is_the_documents() -> None:
+    """hw_configs/h100.yaml carries the H100 fit (h100fa2); h100-8.yaml builds on it (``gpu: h100.yaml``)."""
+    for doc in ("h100.yaml", "h100-8.yaml"):
+        g = load_gpu_node(ROOT / "hw_configs" / doc).gpu
+        assert g.fa2_pair_calibrated
+        assert (g.launch_s("fa2_split"), g.launch_s("fa2_combine")) == pytest.approx((2.27e-6, 1.63e-6))
+
+
+def test_fa2_fit_h100_output_is_committed(capsys) -> None:
+    fc = bench_script("fa2_combine")
+    args = ["--fit", f"{RUN_L.relative_to(ROOT)}-kernels.csv", "--gpu", "h100", "--shapes",
+            f"{RUN_L.relative_to(ROOT)}.csv"]
+    assert fc.main(args) == 0
+    assert capsys.readouterr().out == (ROOT / "benchmarks/gpu/h100-20261125l-fa2combine-fit.txt").read_text()
 
 
 def test_fa2_combine_script_rows_and_run_ap_kernels() -> None:

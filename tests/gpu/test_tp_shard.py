@@ -139,7 +139,7 @@ def _documents_then(monkeypatch, *, pair_under_pipeline: bool) -> None:
     """GPU documents as run aw was compared with: the H200's strided kernels at the H100's share of
     HBM peak (``strided_stream`` 0.539; its absolute rate came after), and with
     ``pair_under_pipeline`` FA2's split-KV pair under ``launch.pipeline`` (the H200's
-    ``fa2_split_fixed`` / ``fa2_combine_fixed`` came after too)."""
+    ``fa2_split_fixed`` / ``fa2_combine_fixed`` came after too, then the H100's)."""
     from dataclasses import replace
 
     import rdusim.hw.gpu as hw
