@@ -157,15 +157,16 @@ def test_a_known_miss_is_bounded(frame) -> None:
         key = fid.record_key(row.acceptance, row.csv, row.gpu, row.kind)
         median, worst = fid.miss_bounds(record[key], fid.ACCEPTANCE[row.acceptance])
         assert row.median_abs_error <= median and abs(row.worst_error) <= worst
-    # P10's held-out eager decode, recorded at 1.4% / 17.8% (8.1% / 15.7% its tolerance)
+    # P10's held-out eager decode, recorded at 1.0% / 17.4% (8.1% / 15.7% its tolerance; 1.4% / 17.8%
+    # before RMSNorm's weight came from DRAM in a step)
     item = "P10 held-out eager decode"
     rec = record[fid.record_key(item, fid.P10_HOLDOUT_CSV, "H100", "eager decode")]
-    assert rec == (0.014, 0.178)
+    assert rec == (0.010, 0.174)
     assert fid.verdict(item, 0.05, 0.10, rec)[0] == "yes"
     assert fid.verdict(item, rec[0], rec[1], rec)[0] == "known miss"
     within, reason = fid.verdict(item, rec[0], rec[1] + 0.02, rec)
     assert within == "no" and reason == (
-        "worse than its known miss was recorded at (1.4% / 17.8%): beyond its bound 8.1% / 18.8% "
+        "worse than its known miss was recorded at (1.0% / 17.4%): beyond its bound 8.1% / 18.4% "
         "(each figure its tolerance or its record plus 1 point, the larger)"
     )
     assert fid.points(fid.MISS_MARGIN) == "1 point" and fid.points(0.025) == "2.5 points"
