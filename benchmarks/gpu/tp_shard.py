@@ -785,7 +785,8 @@ def _path(label: str, chain: int | None) -> str:
 
 
 def norm_weight_s(width: int, gpu) -> float:
-    """The candidate's extra time of one RMSNorm in a step (not in the model): its second pass
+    """The candidate's extra time of one RMSNorm in a step (in the model since P12's adoption,
+    ``GpuKernel.cold_round_trips``; this is its closed form, which run aw's analysis priced): its second pass
     (``rt_rms_norm``'s second half; PyTorch layer_norm_kernel.cu, ``vectorized_layer_norm_kernel_impl``
     loads ``X_vec[i]`` and ``gamma_vec[i]`` and stores ``Y_vec[i]`` before the next load) waits on
     the layer's weight, read once a step and so not in L2 (between two reads the step streams every
@@ -809,14 +810,17 @@ NORM_FILES = (
 
 def print_norms() -> int:
     """Every profiled in-step RMSNorm (``NORM_FILES``: median device time a kernel, by step)
-    against the model's (``layer_kernels``' ``rms_norm`` of that width, ``kernels_device_s``) and
-    the model plus ``norm_weight_s``."""
+    against the model's (``layer_kernels``' ``rms_norm`` of that width, ``kernels_device_s``), its
+    weight from DRAM (``cold_round_trips``), and the same kernel with its weight in L2 (the model
+    before P12 adopted it; ``norm_weight_s`` less)."""
+    from dataclasses import replace
+
     from rdusim.analysis.gpu.predict import kernels_device_s, row_extra
     from rdusim.hw.gpu import load_gpu_node
     from rdusim.mapping.gpu import LayerShape, layer_kernels
 
-    print("| GPU | step | width | kernels | measured (us a kernel) | model | error | model + weight from DRAM |"
-          " error |")
+    print("| GPU | step | width | kernels | measured (us a kernel) | weight in L2 (before P12) | error |"
+          " model (weight from DRAM) | error |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for gpu_name, kernels_csv, widths in NORM_FILES:
         gpu = load_gpu_node(f"hw_configs/{gpu_name}.yaml").gpu
@@ -837,11 +841,12 @@ def print_norms() -> int:
             width = widths if isinstance(widths, int) else width_of[key.split("_decode_")[0]]
             shape = LayerShape(batch=1, tokens=1, kv_len=1, hidden=width, q_heads=1, kv_heads=1, head_dim=1,
                                ffn=1, vocab=1)
-            model = kernels_device_s(layer_kernels(["rms_norm"], shape, gpu, phase="decode"), gpu) * 1e6
-            cand = model + norm_weight_s(width, gpu) * 1e6
+            norm = layer_kernels(["rms_norm"], shape, gpu, phase="decode")
+            model = kernels_device_s(norm, gpu) * 1e6
+            warm = kernels_device_s([replace(k, cold_round_trips=0) for k in norm], gpu) * 1e6
             m = statistics.median(times)
-            print(f"| {gpu_name} | {key} | {width} | {len(times)} | {m:.2f} | {model:.2f} | {(model / m - 1) * 100:+.0f}% |"
-                  f" {cand:.2f} | {(cand / m - 1) * 100:+.0f}% |")
+            print(f"| {gpu_name} | {key} | {width} | {len(times)} | {m:.2f} | {warm:.2f} | {(warm / m - 1) * 100:+.0f}% |"
+                  f" {model:.2f} | {(model / m - 1) * 100:+.0f}% |")
     return 0
 
 

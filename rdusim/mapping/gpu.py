@@ -71,6 +71,11 @@ class GpuKernel:
     #: activations, just written and in L2, so each round trip hits L2 (``memory.l2_latency``)
     round_trips: tuple[int, ...] = ()
     resident: bool = False
+    #: of ``round_trips`` (all its launches), those whose load waits on a layer's weight, read once
+    #: a forward pass: between two reads the step streams every other weight through L2, so in the
+    #: grid's first wave each waits a DRAM round trip even when the kernel is ``resident``; later
+    #: waves find the weight in L2 (RMSNorm's second pass, ``rt_rms_norm_weight``)
+    cold_round_trips: int = 0
     #: its host cost is in the ``host_ops`` of the kernel before it: launched by the same library
     #: call (cuBLAS's split-K reduction, FA2's split-KV combine) or by one of that kernel's ops
     #: (the lm_head GEMM after the final norm, prefill's O GEMM after its transpose).
@@ -481,7 +486,7 @@ STREAM_CTAS_PER_SM = 16  # 2048 resident threads per SM / 128-thread blocks
 
 def streaming(name: str, nbytes: float, gpu: Gpu, *, rows: int | None = None,
               launches: int = 1, strided: bool = False, round_trips: tuple[int, ...] = (),
-              resident: bool = False) -> GpuKernel:
+              resident: bool = False, cold_round_trips: int = 0) -> GpuKernel:
     """A memory-bound kernel (norm, elementwise, gather, copy): ``nbytes`` read + written.
 
     ``rows`` gives one CTA per row (fused RMSNorm); otherwise the grid fills every SM.
@@ -489,7 +494,7 @@ def streaming(name: str, nbytes: float, gpu: Gpu, *, rows: int | None = None,
     TensorIterator's non-vectorised path (``elementwise_kernel<128, 4>``: one 2-byte element per
     load, offsets computed per element) instead of ``vectorized_elementwise_kernel<8>``
     (16-byte loads), and streams at ``efficiency.strided_stream`` of HBM peak.
-    ``round_trips`` (one entry per launched kernel) and ``resident``: see ``GpuKernel``; the
+    ``round_trips`` (one entry per launched kernel), ``resident`` and ``cold_round_trips``: see ``GpuKernel``; the
     latency-bound floor of a small kernel (``KERNEL_ROUND_TRIPS``).
     """
     if round_trips and len(round_trips) != launches:
@@ -497,7 +502,7 @@ def streaming(name: str, nbytes: float, gpu: Gpu, *, rows: int | None = None,
     ctas = rows if rows is not None else gpu.sms * STREAM_CTAS_PER_SM
     ctas = max(1, ctas)
     return GpuKernel(name, (CtaGroup(ctas, nbytes / ctas),), STREAM_CTAS_PER_SM, launches=launches, strided=strided,
-                     round_trips=round_trips, resident=resident)
+                     round_trips=round_trips, resident=resident, cold_round_trips=cold_round_trips)
 
 
 # Dependent memory round trips a thread of each PyTorch / library kernel class waits on, in
@@ -524,7 +529,25 @@ def rt_rms_norm(width: int) -> int:
     of 128 threads per row, 4-element loads; a first pass over the row sums the squares, a second
     reads it again (and the weight) and writes the output: each pass ``width / 512`` loads a
     thread, one after another."""
-    return 2 * math.ceil(width / (NORM_THREADS * NORM_VEC))
+    return 2 * rt_rms_norm_weight(width)
+
+
+def rt_rms_norm_weight(width: int) -> int:
+    """Of ``rt_rms_norm``, the second pass's round trips: each loads the row's next 4 elements and
+    the weight's (``vectorized_layer_norm_kernel_impl``'s loop over ``X_vec[i]``, ``gamma_vec[i]``,
+    storing ``Y_vec[i]`` before the next load)."""
+    return math.ceil(width / (NORM_THREADS * NORM_VEC))
+
+
+def rms_norm(name: str, rows: int, width: int, gpu: Gpu) -> GpuKernel:
+    """An RMSNorm of ``rows`` x ``width`` in a forward pass (each layer's two, the final norm;
+    decode and prefill): its rows just written (in L2), its weight read once a pass, after every
+    other weight streamed through L2 since its last read, so the second pass's round trips wait on
+    DRAM (``cold_round_trips``; explained after measurement, docs/gpu.md "RMSNorm's weight from
+    DRAM"). A norm timed alone, repeated, reads a weight still in L2 (``small_kernels.py``'s rows,
+    ``predict.micro_kernel``: the small-kernel fit's calibration rows keep it warm)."""
+    return streaming(name, 2 * rows * width * BF16, gpu, rows=rows, round_trips=(rt_rms_norm(width),),
+                     resident=True, cold_round_trips=rt_rms_norm_weight(width))
 
 
 def collective(name: str, op: str, nbytes: float, group: int, gpu: Gpu) -> list[GpuKernel]:
@@ -627,8 +650,7 @@ class _Ctx:
 
 def _lm_head(c: _Ctx) -> list[GpuKernel]:  # logits of the last position of each sequence
     # the GEMM's "gemm" host op is among the final norm's (``host_ops``)
-    return [streaming("final_norm", 2 * c.s.batch * c.s.hidden * BF16, c.gpu, rows=c.s.batch,
-                      round_trips=(rt_rms_norm(c.s.hidden),), resident=True),
+    return [rms_norm("final_norm", c.s.batch, c.s.hidden, c.gpu),
             *(replace(k, host_paid=True)
               for k in gemm("lm_head", c.s.batch, c.s.vocab // c.s.tp, c.s.hidden, c.gpu))]
 
@@ -637,8 +659,7 @@ _ROPE_RT = (RT_STRIDED, RT_CAT, RT_STRIDED, RT_STRIDED, RT_VECTORIZED)
 
 _BUILDERS = {
     "embedding": lambda c: [streaming("embedding", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
-    "rms_norm": lambda c: [streaming("rms_norm", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows,
-                                     round_trips=(rt_rms_norm(c.s.hidden),), resident=True)],
+    "rms_norm": lambda c: [rms_norm("rms_norm", c.rows, c.s.hidden, c.gpu)],
     "qkv_gemm": lambda c: gemm("qkv_gemm", c.rows, (c.hq + 2 * c.hkv) * c.s.head_dim, c.s.hidden, c.gpu),
     # rotate_half slices x[..., :hd/2] and x[..., hd/2:]: its neg and muls run on strided views at
     # every row count (elementwise_kernel<128, 4> in h100-20261125-kernels.csv, batch 1 decode)

@@ -161,12 +161,14 @@ def _run_grid(env: simpy.Environment, kernel: GpuKernel, state: _Gpu) -> Generat
     running: list[simpy.Process] = []
     cap = kernel.ctas_per_sm
     derate = state.gpu.gemm_kernel_derate(kernel.bytes, state.mode) if kernel.math == "gemm" else 1.0
+    first_wave = True  # the CTAs placed at launch, before any of the grid's has finished
     for group in kernel.groups:
         left = group.count
         while left:
             free = sorted((u, i) for i, u in enumerate(state.used) if u < cap)
             if not free:
                 yield freed[0]
+                first_wave = False
                 continue
             placed = [0] * len(state.used)
             take = min(left, sum(cap - u for u, _ in free))
@@ -183,21 +185,26 @@ def _run_grid(env: simpy.Environment, kernel: GpuKernel, state: _Gpu) -> Generat
                     bundle = bundles.setdefault(state.used[i], [0, []])
                     bundle[0] += n
                     bundle[1].append((i, n))
+            wait_s = _first_wait_s(kernel, state, first_wave=first_wave)
             for occupancy, (n, sms) in bundles.items():
                 running.append(env.process(_bundle(env, state, n, occupancy, sms, group, kernel.math, freed,
-                                                   strided=kernel.strided, wait_s=_first_wait_s(kernel, state),
-                                                   gemm_derate=derate)))
+                                                   strided=kernel.strided, wait_s=wait_s, gemm_derate=derate)))
     if running:
         yield env.all_of(running)
 
 
-def _first_wait_s(kernel: GpuKernel, state: _Gpu) -> float:
+def _first_wait_s(kernel: GpuKernel, state: _Gpu, *, first_wave: bool = True) -> float:
     """What a CTA waits before its bytes flow: one DRAM round trip, or, for a kernel that gives
     its dependent round trips (``round_trips``: a small kernel's latency-bound chain, one entry per
-    kernel it stands for), all of them, at L2's latency when its operands are resident."""
+    kernel it stands for), all of them, at L2's latency when its operands are resident, but for
+    its ``cold_round_trips`` in the grid's ``first_wave`` (a weight not in L2 until that wave
+    reads it), at DRAM's."""
     if not kernel.round_trips:
         return state.latency_s
-    return sum(kernel.round_trips) * (state.l2_latency_s if kernel.resident else state.latency_s)
+    if not kernel.resident:
+        return sum(kernel.round_trips) * state.latency_s
+    cold = kernel.cold_round_trips if first_wave else 0
+    return (sum(kernel.round_trips) - cold) * state.l2_latency_s + cold * state.latency_s
 
 
 def _step_s(state: _Gpu, group: CtaGroup, math: str, occupancy: int) -> float:

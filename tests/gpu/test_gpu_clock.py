@@ -323,10 +323,12 @@ def test_decode_attention_takes_the_anchor_of_its_key_span() -> None:
 
 def test_h200_decode_at_8k_moves_under_sustained_clock() -> None:
     """H200, batch 128 x 8K graph decode: its FA2 kernels (320 TFLOP/s against the 4K anchor,
-    711 W) hold the average over the limit: 61.72 -> 62.69 ms (x1.0158) under ``clock: sustained``."""
+    711 W) hold the average over the limit: 61.80 -> 62.77 ms (x1.0157) under ``clock: sustained``
+    (61.72 -> 62.69, x1.0158, before RMSNorm's weight came from DRAM in a step: its 65 norms +1.31
+    us each, P12)."""
     full, hot = _decode_step_s(Gpu(load_spec(H200, GpuSpec)), 128, 8192)
-    assert full == pytest.approx(61.716e-3, rel=1e-4)
-    assert hot / full == pytest.approx(1.01584, abs=1e-4)
+    assert full == pytest.approx(61.801e-3, rel=1e-4)
+    assert hot / full == pytest.approx(1.01569, abs=1e-4)
 
 
 def test_engine_counts_the_gap_between_kernels_as_idle() -> None:

@@ -173,11 +173,16 @@ def test_frozen_h200_predictions_match_the_code_that_wrote_them_for_the_unchange
     attention constants (refitted with the MMA / operand-read overlap after run q; taken as they
     were), the GEMM refit with the flush's write-backs (taken as they were) and the split-KV key
     block (128 keys at every head_dim then; FA2's source gives 256 at head_dim 64, which moves
-    Llama-3.2-1B's rows: taken as it was) and the H200's split-KV pair's own fixed times (taken out):
+    Llama-3.2-1B's rows: taken as it was) and the H200's split-KV pair's own fixed times (taken out)
+    and RMSNorm's weight from DRAM in a step (P12; taken out: the norms' weight in L2):
     the batch-1 and batch-16 steps (split-KV) are predicted now as they were frozen, to 0.5%."""
+    from dataclasses import replace
+
     import rdusim.mapping.gpu as mapping_gpu
 
     monkeypatch.setattr(mapping_gpu, "fa2_splitkv_block_n", lambda head_dim: 128)
+    warm = mapping_gpu.rms_norm
+    monkeypatch.setattr(mapping_gpu, "rms_norm", lambda *a: replace(warm(*a), cold_round_trips=0))
     mod = bench_script("small_predicted")
     from rdusim.config.loader import model_path
     from rdusim.config.schema import ModelSpec

@@ -139,12 +139,17 @@ def _documents_then(monkeypatch, *, pair_under_pipeline: bool) -> None:
     """GPU documents as run aw was compared with: the H200's strided kernels at the H100's share of
     HBM peak (``strided_stream`` 0.539; its absolute rate came after), and with
     ``pair_under_pipeline`` FA2's split-KV pair under ``launch.pipeline`` (the H200's
-    ``fa2_split_fixed`` / ``fa2_combine_fixed`` came after too, then the H100's)."""
+    ``fa2_split_fixed`` / ``fa2_combine_fixed`` came after too, then the H100's); and the model as it was then:
+    every RMSNorm's weight in L2 (its round trips from DRAM, ``cold_round_trips``, came after:
+    run aw's analysis priced them as a candidate)."""
     from dataclasses import replace
 
     import rdusim.hw.gpu as hw
+    import rdusim.mapping.gpu as mapping
 
     real = hw.load_gpu_node
+    real_norm = mapping.rms_norm
+    monkeypatch.setattr(mapping, "rms_norm", lambda *a: replace(real_norm(*a), cold_round_trips=0))
 
     def load(path, what=""):
         node = real(path, what)
@@ -249,8 +254,9 @@ def test_run_aw_kernel_types_and_chains():
 
 
 def test_in_step_norms_is_what_norms_prints(capsys, monkeypatch):
-    """Every profiled in-step RMSNorm (runs l, m, aw, ap) against the model and the candidate with
-    its weight from DRAM (``-norms.txt``) is what ``tp_shard.py --norms`` prints."""
+    """Every profiled in-step RMSNorm (runs l, m, aw, ap) against the model (its weight from DRAM,
+    adopted in P12) and the kernel with its weight in L2 (the model before) (``-norms.txt``) is
+    what ``tp_shard.py --norms`` prints."""
     monkeypatch.chdir(ROOT)
     tp_shard = _tp_shard()
     assert tp_shard.main(["--norms"]) == 0
@@ -266,3 +272,25 @@ def test_norm_weight_candidate_is_the_second_pass_at_dram_latency():
     gpu = load_gpu_node(str(ROOT / "hw_configs/h200.yaml")).gpu
     assert tp_shard.norm_weight_s(4096, gpu) * 1e6 == pytest.approx(8 * 0.164)
     assert tp_shard.norm_weight_s(8192, gpu) * 1e6 == pytest.approx(16 * 0.164)
+
+
+def test_model_norm_waits_on_its_weight_from_dram_in_the_first_wave():
+    """The model's RMSNorm in a step (``rms_norm``, P12) is the same kernel with its weight in L2
+    plus ``norm_weight_s`` while its rows fit one wave (a decode step's); a grid of several waves
+    (prefill) pays it once, its later waves finding the weight in L2."""
+    from dataclasses import replace
+
+    from rdusim.analysis.gpu.predict import kernels_device_s
+    from rdusim.hw.gpu import load_gpu_node
+    from rdusim.mapping.gpu import rms_norm, rt_rms_norm_weight
+
+    tp_shard = _tp_shard()
+    gpu = load_gpu_node(str(ROOT / "hw_configs/h200.yaml")).gpu
+    for rows, width in ((1, 4096), (64, 8192)):
+        k = rms_norm("n", rows, width, gpu)
+        assert k.cold_round_trips == rt_rms_norm_weight(width) == width // 512
+        cold, warm = kernels_device_s([k], gpu), kernels_device_s([replace(k, cold_round_trips=0)], gpu)
+        assert cold - warm == pytest.approx(tp_shard.norm_weight_s(width, gpu))
+    k = rms_norm("n", 8 * gpu.sms * 16, 4096, gpu)  # eight waves of 16 CTAs an SM
+    cold, warm = kernels_device_s([k], gpu), kernels_device_s([replace(k, cold_round_trips=0)], gpu)
+    assert 0 < cold - warm < 2 * tp_shard.norm_weight_s(4096, gpu)
