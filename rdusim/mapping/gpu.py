@@ -78,7 +78,7 @@ class GpuKernel:
     cold_round_trips: int = 0
     #: its host cost is in the ``host_ops`` of the kernel before it: launched by the same library
     #: call (cuBLAS's split-K reduction, FA2's split-KV combine) or by one of that kernel's ops
-    #: (the lm_head GEMM after the final norm, prefill's O GEMM after its transpose).
+    #: (the lm_head GEMM after the final norm).
     #: Where those ops are priced (``Gpu.prices_host_ops``) an eager host pays nothing more for it:
     #: the site microbenchmark times each call whole, and a call that launched two or three device
     #: operations cost its kind's per-call cost +0.4 to +4.3 us (median of each of runs d-j; H200,
@@ -644,8 +644,6 @@ class _Ctx:
     @property
     def hkv(self) -> int:
         return max(1, self.s.kv_heads // self.s.tp)
-
-
 
 
 def _lm_head(c: _Ctx) -> list[GpuKernel]:  # logits of the last position of each sequence
