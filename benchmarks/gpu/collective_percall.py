@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import math
 import os
 import statistics
@@ -151,7 +152,8 @@ def load(paths: list[str]) -> dict[tuple[str, str, int], dict[int, list[float]]]
     """(variant, op, ranks) -> {MiB: every call's time, us, every rank}."""
     out: dict[tuple[str, str, int], dict[int, list[float]]] = {}
     for path in paths:
-        with open(path, newline="") as fh:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", newline="") as fh:
             for r in csv.DictReader(fh):
                 key = (r["variant"], r["op"], int(r["ranks"]))
                 out.setdefault(key, {}).setdefault(int(r["bytes"]) // MIB, []).append(float(r["us"]))

@@ -77,7 +77,7 @@ has no p2p entry in its tuning model.
 Not modelled: NCCL lowering its channel count for small messages (the count is known exactly,
 ``benchmarks/gpu/collectives_channels.py``; charging it did not improve the predictions:
 docs/gpu.md, "Collectives"), the Simple protocol's mid-size ramp (measured; not NCCL 2.28's
-channels, chunks, slices or loops) and the all-to-all's p2p channels a peer (16 on two GPUs up to
+channels, chunks, slices or loops; the same in every call, run bb) and the all-to-all's p2p channels a peer (16 on two GPUs up to
 512 MiB, then 32: run ar measured 16 moving 0.82-0.90 of the bus and 32 unshared all of it, contention
 with no cited form, and no pipeline fill), both in docs/gpu.md "The Simple ramp"; CollNet, PCIe
 topologies (no shipped document describes a PCIe node), multi-node.

@@ -41,3 +41,15 @@ def test_spread_excess_and_slope_of_a_square_root_law(tmp_path):
 
 def test_slope_needs_two_sizes():
     assert math.isnan(pc.spread_slope([{"mib": 16, "spread": 1.0}]))
+
+
+def test_load_reads_a_gzipped_run_as_the_plain_one(tmp_path):
+    import gzip
+    import shutil
+
+    _write(tmp_path / "a.csv", {16: [1.0, 2.0, 3.0]})
+    with open(tmp_path / "a.csv", "rb") as src, gzip.open(tmp_path / "a.csv.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    assert pc.load([str(tmp_path / "a.csv.gz")]) == pc.load([str(tmp_path / "a.csv")]) == {
+        ("v", "all_reduce", 2): {16: [1.0, 2.0, 3.0]}
+    }

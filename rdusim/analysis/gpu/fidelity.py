@@ -165,8 +165,8 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
     "collectives": KnownMiss(
         "the small-size floor moves between leases by up to 20% (stream: the host) and 25-30% "
         "(graph), and within one lease (run an's second sweep: 2-4 us, up to +55%); the Simple "
-        "ramp at 2-400 MB (-9 to -35%) is not modelled (run ad: contended channels, no cited form "
-        "for its size); the all-to-all's Simple p2p channels are not modelled "
+        "ramp at 2-400 MB (-9 to -35%) is not modelled (run ad: contended channels; run bb: the same "
+        "cost in every call, growing as sqrt(S) to 4 GiB; no cited form for its size); the all-to-all's Simple p2p channels are not modelled "
         f"({_ACCEPTANCE_DOC}; Collectives)",
     ),
     "GEMMs": KnownMiss(
@@ -1120,7 +1120,7 @@ NOT_YET: tuple[str, ...] = (
     "run o's 18 eager steps (only its 12 graph steps are compared here; with h100.yaml's pooled host "
     "the model comes 59.5% short of them, a host no section of docs/gpu.md covers)",
     "the TP shard (run ab, tp_shard.py), the clock checks (runs ae, ah, clock_check.py), NCCL's channel "
-    "and ramp diagnostics (run ad): their benchmark scripts",
+    "and ramp diagnostics (runs ad, bb): their benchmark scripts",
 )
 
 
