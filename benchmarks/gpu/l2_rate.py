@@ -21,8 +21,8 @@ Tables, all from committed files (``PYTHONPATH=. python benchmarks/gpu/l2_rate.p
 3. the strided negation of ``small_kernels.py``'s size sweep (alone, repeated), in and out of L2;
 4. every strided kernel of the profiled decode steps, summed a step (runs l, m eager; runs aw and
    ap, graph shards on an H200), and by type where its bytes matter (batch 64-128);
-5. counter-cases, operands not in L2: run ax's TP2 prefill SiLU and product (58 MB to 1.9 GB a
-   kernel), the sweep past L2;
+5. run ax's TP2 prefill SiLU and product (29-705 MB a kernel): in L2 by their bytes at 1K, the
+   rest counter-cases past L2, as is the sweep past L2 (Table 3);
 6. the median error of each set, the model now and the hypothesis.
 
 Each model figure is the engine's device time of the one launch (``kernels_device_s``): its
