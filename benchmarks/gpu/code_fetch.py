@@ -43,6 +43,16 @@ TESTS = (
     ("add_vectorised_4096", 4096),
     ("rms_norm_4096", 4096),
 )
+#: run bf: the negation at 512 elements (4 a thread) on strided views of 2, 3 and 4 dimensions that
+#: TensorIterator cannot coalesce, and the step's own operands at Llama-3.1-8B TP4 batch 8 (12 heads
+#: of 128 in the QKV output; q's 8 heads as a view): the negation of q's strided half and q * cos
+DIM_TESTS = (
+    ("neg_dims2_512", 512),
+    ("neg_dims3_512", 512),
+    ("neg_dims4_512", 512),
+    ("neg_step_q_b8", 4096),
+    ("mul_step_q_cos_b8", 8192),
+)
 GROUPS = 60
 REPS = 3
 FIELDS = ["context", "test", "elements", "rep", "group", "kernel", "dur_us", "gap_us", "gpu"]
@@ -53,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out")
     ap.add_argument("--analyse", metavar="CSV")
     ap.add_argument("--contexts", default=",".join(CONTEXTS[:6]), help="comma-separated: " + ", ".join(CONTEXTS))
+    ap.add_argument("--dims", action="store_true", help="run bf's tests (DIM_TESTS) instead of TESTS")
     args = ap.parse_args(argv)
     if args.analyse:
         return analyse(args.analyse)
@@ -61,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     contexts = [c for c in args.contexts.split(",") if c]
     if not contexts or any(c not in CONTEXTS for c in contexts):
         ap.error(f"--contexts: {args.contexts!r} (known: {', '.join(CONTEXTS)})")
-    return _run(args.out, contexts)
+    return _run(args.out, contexts, DIM_TESTS if args.dims else TESTS)
 
 
-def _run(out: str, contexts: list[str]) -> int:  # pragma: no cover - needs a GPU
+def _run(out: str, contexts: list[str], tests: tuple) -> int:  # pragma: no cover - needs a GPU
     import torch
 
     before, made = _setup(torch)
@@ -72,7 +83,7 @@ def _run(out: str, contexts: list[str]) -> int:  # pragma: no cover - needs a GP
     with open(out, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         writer.writeheader()
-        for name, n in TESTS:
+        for name, n in tests:
             call, operand = made[name]
             for context in contexts:
                 fns = before(context, operand)
@@ -123,7 +134,7 @@ def _setup(torch):  # pragma: no cover - needs a GPU
             "pages_16g": [lambda: torch.sum(pages["pages_16g"][:: 2 << 20], 0, dtype=torch.int64, out=page_sum)],
         }[context]
 
-    made = {}
+    made = _dim_tests(torch, dev, bf16)
     for name, n in TESTS:
         if name.startswith("neg"):
             base = torch.randn(n // 64, 128, dtype=bf16, device=dev)
@@ -136,6 +147,28 @@ def _setup(torch):  # pragma: no cover - needs a GPU
             xn = torch.randn(1, n, dtype=bf16, device=dev)
             made[name] = (functools.partial(F.rms_norm, xn, (n,), torch.randn(n, dtype=bf16, device=dev), 1e-5), xn)
     return before, made
+
+
+def _dim_tests(torch, dev, bf16) -> dict:  # pragma: no cover - needs a GPU
+    """Run bf's tests: {name: (call, its input)} (``DIM_TESTS``)."""
+    made = {}
+    for name, base, view in (
+        ("neg_dims2_512", (8, 128), lambda b: b[..., 64:]),
+        ("neg_dims3_512", (2, 12, 128), lambda b: b[:, :4, 64:]),
+        ("neg_dims4_512", (2, 3, 3, 128), lambda b: b[:, :2, :2, 64:]),
+    ):
+        b = torch.randn(*base, dtype=bf16, device=dev)
+        x = view(b)
+        made[name] = (functools.partial(torch.neg, x, out=torch.empty(x.shape, dtype=bf16, device=dev)), b)
+    qkv = torch.randn(8, 1, 12 * 128, dtype=bf16, device=dev)  # (batch, 1, (8 + 2 + 2) x 128)
+    q = qkv.view(8, 1, 12, 128).transpose(1, 2)[:, :8]  # (8, 8, 1, 128), a view
+    half = q[..., 64:]
+    made["neg_step_q_b8"] = (functools.partial(torch.neg, half, out=torch.empty(half.shape, dtype=bf16, device=dev)),
+                             qkv)
+    cos = torch.randn(1, 1, 1, 128, dtype=bf16, device=dev)
+    made["mul_step_q_cos_b8"] = (functools.partial(torch.mul, q, cos, out=torch.empty(q.shape, dtype=bf16, device=dev)),
+                                 qkv)
+    return made
 
 
 def _profiled_replays(torch, fns: list) -> list[list[dict]]:  # pragma: no cover - needs a GPU
