@@ -16,7 +16,10 @@ predecessors, each a way a step differs from a repeated call:
 - ``fresh``: a copy that writes the test's input just before it (as a step's producer does);
 - ``gemm``: Llama-3.1-8B's TP4 QKV GEMM at batch 1 before each call (a real predecessor);
 - ``pages_1g``, ``pages_16g`` (run bd): one byte read from every 2 MiB page of a 1 GiB or 16 GiB buffer
-  (512 or 8192 pages: the GPU's address translations replaced, a few hundred KB of data).
+  (512 or 8192 pages: the GPU's address translations replaced, a few hundred KB of data);
+- ``cold_all``, ``cold_dst`` (run bg): a 256 MiB read before each call (L2's lines replaced, none
+  left dirty), then for ``cold_dst`` a copy that writes the test's input again: the input in L2,
+  the output not (a step's activations are written into buffers last used a layer earlier).
 
 Measure (one GPU; torch only): ``python benchmarks/gpu/code_fetch.py --out bc.csv [--contexts alone,code,...]``.
 Analyse (CPU, the standard library only): ``--analyse CSV`` prints the median duration a test and
@@ -32,7 +35,7 @@ import gzip
 import statistics
 import sys
 
-CONTEXTS = ("alone", "code", "data", "code_data", "fresh", "gemm", "pages_1g", "pages_16g")
+CONTEXTS = ("alone", "code", "data", "code_data", "fresh", "gemm", "pages_1g", "pages_16g", "cold_all", "cold_dst")
 #: (name, elements a call): the negation of a strided half (the rotary embedding's operand,
 #: elementwise_kernel<128, 4>: a thread runs min(4, ceil(N / 128)) elements), a vectorised add, RMSNorm
 TESTS = (
@@ -64,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--analyse", metavar="CSV")
     ap.add_argument("--contexts", default=",".join(CONTEXTS[:6]), help="comma-separated: " + ", ".join(CONTEXTS))
     ap.add_argument("--dims", action="store_true", help="run bf's tests (DIM_TESTS) instead of TESTS")
+    ap.add_argument("--tests", help="comma-separated names of TESTS and DIM_TESTS (instead of --dims / TESTS)")
     args = ap.parse_args(argv)
     if args.analyse:
         return analyse(args.analyse)
@@ -72,7 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     contexts = [c for c in args.contexts.split(",") if c]
     if not contexts or any(c not in CONTEXTS for c in contexts):
         ap.error(f"--contexts: {args.contexts!r} (known: {', '.join(CONTEXTS)})")
-    return _run(args.out, contexts, DIM_TESTS if args.dims else TESTS)
+    tests = DIM_TESTS if args.dims else TESTS
+    if args.tests:
+        known = dict(TESTS + DIM_TESTS)
+        names = [t for t in args.tests.split(",") if t]
+        if not names or any(t not in known for t in names):
+            ap.error(f"--tests: {args.tests!r} (known: {', '.join(known)})")
+        tests = tuple((t, known[t]) for t in names)
+    return _run(args.out, contexts, tests)
 
 
 def _run(out: str, contexts: list[str], tests: tuple) -> int:  # pragma: no cover - needs a GPU
@@ -132,6 +143,9 @@ def _setup(torch):  # pragma: no cover - needs a GPU
             # one byte every 2 MiB: a strided reduction of 512 or 8192 elements
             "pages_1g": [lambda: torch.sum(pages["pages_1g"][:: 2 << 20], 0, dtype=torch.int64, out=page_sum)],
             "pages_16g": [lambda: torch.sum(pages["pages_16g"][:: 2 << 20], 0, dtype=torch.int64, out=page_sum)],
+            # a read of 256 MiB (no dirty lines left), then for cold_dst the input written again
+            "cold_all": [lambda: torch.sum(big, 0, dtype=torch.int64, out=page_sum)],
+            "cold_dst": [lambda: torch.sum(big, 0, dtype=torch.int64, out=page_sum), lambda: operand.copy_(src)],
         }[context]
 
     made = _dim_tests(torch, dev, bf16)
