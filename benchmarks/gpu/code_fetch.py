@@ -14,9 +14,11 @@ predecessors, each a way a step differs from a repeated call:
   one small kernel's code);
 - ``code_data``: both;
 - ``fresh``: a copy that writes the test's input just before it (as a step's producer does);
-- ``gemm``: Llama-3.1-8B's TP4 QKV GEMM at batch 1 before each call (a real predecessor).
+- ``gemm``: Llama-3.1-8B's TP4 QKV GEMM at batch 1 before each call (a real predecessor);
+- ``pages_1g``, ``pages_16g`` (run bd): one byte read from every 2 MiB page of a 1 GiB or 16 GiB buffer
+  (512 or 8192 pages: the GPU's address translations replaced, a few hundred KB of data).
 
-Measure (one GPU; torch only): ``python benchmarks/gpu/code_fetch.py --out bc.csv``.
+Measure (one GPU; torch only): ``python benchmarks/gpu/code_fetch.py --out bc.csv [--contexts alone,code,...]``.
 Analyse (CPU, the standard library only): ``--analyse CSV`` prints the median duration a test and
 context, and each context minus ``alone``.
 """
@@ -26,10 +28,11 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
+import gzip
 import statistics
 import sys
 
-CONTEXTS = ("alone", "code", "data", "code_data", "fresh", "gemm")
+CONTEXTS = ("alone", "code", "data", "code_data", "fresh", "gemm", "pages_1g", "pages_16g")
 #: (name, elements a call): the negation of a strided half (the rotary embedding's operand,
 #: elementwise_kernel<128, 4>: a thread runs min(4, ceil(N / 128)) elements), a vectorised add, RMSNorm
 TESTS = (
@@ -49,15 +52,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out")
     ap.add_argument("--analyse", metavar="CSV")
+    ap.add_argument("--contexts", default=",".join(CONTEXTS[:6]), help="comma-separated: " + ", ".join(CONTEXTS))
     args = ap.parse_args(argv)
     if args.analyse:
         return analyse(args.analyse)
     if not args.out:
         ap.error("--out is required (or --analyse)")
-    return _run(args.out)
+    contexts = [c for c in args.contexts.split(",") if c]
+    if not contexts or any(c not in CONTEXTS for c in contexts):
+        ap.error(f"--contexts: {args.contexts!r} (known: {', '.join(CONTEXTS)})")
+    return _run(args.out, contexts)
 
 
-def _run(out: str) -> int:  # pragma: no cover - needs a GPU
+def _run(out: str, contexts: list[str]) -> int:  # pragma: no cover - needs a GPU
     import torch
 
     before, made = _setup(torch)
@@ -67,7 +74,7 @@ def _run(out: str) -> int:  # pragma: no cover - needs a GPU
         writer.writeheader()
         for name, n in TESTS:
             call, operand = made[name]
-            for context in CONTEXTS:
+            for context in contexts:
                 fns = before(context, operand)
                 for rep, kernels in enumerate(_profiled_replays(torch, fns + [call])):
                     _write_group_rows(writer, kernels, context=context, test=name, elements=n, rep=rep, gpu=gpu)
@@ -93,6 +100,8 @@ def _setup(torch):  # pragma: no cover - needs a GPU
     w_qkv = torch.randn(1536, 4096, dtype=bf16, device=dev)  # Llama-3.1-8B qkv at TP4: (32 + 16) / 4 x 128
     h = torch.randn(1, 4096, dtype=bf16, device=dev)
     qkv_out = torch.empty(1, 1536, dtype=bf16, device=dev)
+    pages = {c: torch.ones(size << 30, dtype=torch.uint8, device=dev) for c, size in (("pages_1g", 1), ("pages_16g", 16))}
+    page_sum = torch.empty((), dtype=torch.int64, device=dev)
 
     def code() -> None:
         for fn, s in zip(unary, sink, strict=False):
@@ -109,6 +118,9 @@ def _setup(torch):  # pragma: no cover - needs a GPU
             "code_data": [code, lambda: big.fill_(1)],
             "fresh": [lambda: operand.copy_(src)],
             "gemm": [lambda: torch.matmul(h, w_qkv.t(), out=qkv_out)],
+            # one byte every 2 MiB: a strided reduction of 512 or 8192 elements
+            "pages_1g": [lambda: torch.sum(pages["pages_1g"][:: 2 << 20], 0, dtype=torch.int64, out=page_sum)],
+            "pages_16g": [lambda: torch.sum(pages["pages_16g"][:: 2 << 20], 0, dtype=torch.int64, out=page_sum)],
         }[context]
 
     made = {}
@@ -186,7 +198,8 @@ def _kernels(prof, path: str) -> list[dict]:  # pragma: no cover - needs a GPU
 
 def analyse(path: str) -> int:
     rows: dict[tuple[str, str], list[float]] = {}
-    with open(path, newline="") as fh:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", newline="") as fh:
         for r in csv.DictReader(fh):
             rows.setdefault((r["test"], r["context"]), []).append(float(r["dur_us"]))
     tests = list(dict.fromkeys(t for t, _ in rows))
