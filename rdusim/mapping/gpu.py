@@ -514,6 +514,8 @@ RT_VECTORIZED = 1
 #: ``elementwise_kernel<128, 4>`` (an operand not contiguous): each thread's 4 elements one after
 #: another, the load of element i + 1 issued after the store of element i (they may alias)
 RT_STRIDED = 4
+#: ``elementwise_kernel<128, 4>``'s threads a CTA (``launch_legacy_kernel<128, 4>``)
+STRIDED_THREADS = 128
 #: ``CatArrayBatchedCopy`` with a strided input: the same per-element load-store path (one 2-byte
 #: element per load, offsets computed per element); measured alike (benchmarks/gpu/
 #: h100-20261125l-small.csv: 1.86-1.90 us against 1.86-1.95 for the strided negation at batch 1)
@@ -522,6 +524,20 @@ RT_CAT = RT_STRIDED
 #: that gives the destination
 RT_INDEX = RT_STRIDED + 1
 NORM_THREADS, NORM_VEC = 128, 4  # vectorized_layer_norm_kernel: 128 threads, 4 elements per load
+
+
+def rt_strided(elements: int) -> int:
+    """The elements a thread of ``elementwise_kernel<128, 4>`` runs one after another over ``elements``:
+    ceil(N / 512) CTAs of 128 threads, each thread ``for i < 4: if idx < N: f(idx); idx += 128``
+    (CUDALoops.cuh), so min(4, ceil(N / 128)) in the last (or only) CTA, the longest chain: a kernel
+    of 128 elements runs one, of 256 two, from 385 on ``RT_STRIDED`` (run bc, timed alone: 1.06, 1.38,
+    1.86-1.89 us at 1, 2, 4; docs/gpu.md "Run bc")."""
+    return max(1, min(RT_STRIDED, math.ceil(elements / STRIDED_THREADS)))
+
+
+def rt_index(elements: int) -> int:
+    """``index_elementwise_kernel<128, 4>`` over ``elements``: the strided path's chain plus the index read."""
+    return rt_strided(elements) + RT_INDEX - RT_STRIDED
 
 
 def rt_rms_norm(width: int) -> int:
@@ -653,7 +669,14 @@ def _lm_head(c: _Ctx) -> list[GpuKernel]:  # logits of the last position of each
               for k in gemm("lm_head", c.s.batch, c.s.vocab // c.s.tp, c.s.hidden, c.gpu))]
 
 
-_ROPE_RT = (RT_STRIDED, RT_CAT, RT_STRIDED, RT_STRIDED, RT_VECTORIZED)
+def _rope_rt(c: _Ctx) -> tuple[int, ...]:
+    """The rotary embedding's launches, q's then k's: the negation of a strided half, the cat, the two
+    products on strided views, the contiguous sum; each strided one's chain by its elements."""
+    out: tuple[int, ...] = ()
+    for heads in (c.hq, c.hkv):
+        full = c.rows * heads * c.s.head_dim
+        out += (rt_strided(full // 2), RT_CAT, rt_strided(full), rt_strided(full), RT_VECTORIZED)
+    return out
 
 _BUILDERS = {
     "embedding": lambda c: [streaming("embedding", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
@@ -663,9 +686,10 @@ _BUILDERS = {
     # every row count (elementwise_kernel<128, 4> in h100-20261125-kernels.csv, batch 1 decode)
     # per q and k: the negation, the cat, the two products on strided views, the contiguous sum
     "rope": lambda c: [streaming("rope", 15 * c.rows * (c.hq + c.hkv) * c.s.head_dim * BF16, c.gpu,
-                                 launches=10, strided=True, round_trips=_ROPE_RT * 2, resident=True)],
+                                 launches=10, strided=True, round_trips=_rope_rt(c), resident=True)],
     "kv_append": lambda c: [streaming("kv_append", 4 * c.rows * c.hkv * c.s.head_dim * BF16, c.gpu,
-                                      launches=2, round_trips=(RT_INDEX, RT_INDEX), resident=True)],
+                                      launches=2, round_trips=(rt_index(c.rows * c.hkv * c.s.head_dim),) * 2,
+                                      resident=True)],
     "attention": lambda c: _attention(c.s, c.hq, c.hkv, c.gpu, c.phase),
     # FA2 writes its output (B, T, H, hd) in memory and returns it as a (B, H, T, hd) view, so the
     # forward's transpose(1, 2).reshape is a view at prefill as at decode: no copy kernel (run ax's
@@ -678,7 +702,8 @@ _BUILDERS = {
     # stride 2f) unless there is one row, so both ops take the non-vectorised path
     "silu_mul": lambda c: [streaming("silu_mul", 5 * c.rows * (c.s.ffn // c.s.tp) * BF16, c.gpu, launches=2,
                                      strided=c.rows > 1,
-                                     round_trips=(RT_STRIDED if c.rows > 1 else RT_VECTORIZED,) * 2, resident=True)],
+                                     round_trips=(rt_strided(c.rows * c.s.ffn // c.s.tp) if c.rows > 1 else RT_VECTORIZED,) * 2,
+                                     resident=True)],
     "down_gemm": lambda c: gemm("down_gemm", c.rows, c.s.hidden, c.s.ffn // c.s.tp, c.gpu),
     "all_reduce": lambda c: all_reduce("all_reduce", c.rows * c.s.hidden * BF16, c.s.tp, c.gpu),
     "lm_head": _lm_head,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,9 @@ from rdusim.mapping.gpu import (
     flash_decode,
     gemm,
     layer_kernels,
+    rt_index,
     rt_rms_norm,
+    rt_strided,
     streaming,
 )
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
@@ -95,6 +98,21 @@ def test_round_trips_by_kernel_class_in_a_decode_layer() -> None:
         assert ks["residual_add"].round_trips == (1,)
         assert ks["silu_mul"].round_trips == (silu, silu)
         assert all(k.resident for k in ks.values())
+
+
+def test_a_strided_kernel_chains_as_many_elements_as_its_last_cta_gives_a_thread() -> None:
+    """elementwise_kernel<128, 4>: min(4, ceil(N / 128)) elements a thread; index_copy_ one more (the index)."""
+    assert [rt_strided(n) for n in (1, 64, 128, 129, 256, 384, 385, 512, 4096, 10**6)] == [1, 1, 1, 2, 2, 3, 4, 4, 4, 4]
+    assert [rt_index(n) for n in (128, 256, 4096)] == [2, 3, RT_INDEX]
+    # Llama-3.1-8B at TP4, one row: 8 q heads (512-element halves: full chains), 2 KV heads (128 and 256)
+    shape = LayerShape(batch=1, tokens=1, kv_len=2048, hidden=4096, q_heads=32, kv_heads=8, head_dim=128,
+                       ffn=14336, vocab=128256, tp=4)
+    ks = {k.name: k for k in layer_kernels(["rope", "kv_append"], shape, gpu(), phase="decode")}
+    assert ks["rope"].round_trips == (4, 4, 4, 4, 1, 1, 4, 2, 2, 1)
+    assert ks["kv_append"].round_trips == (3, 3)
+    # from two rows the k negation runs two elements, from four every chain is full
+    ks = {k.name: k for k in layer_kernels(["rope"], replace(shape, batch=2), gpu(), phase="decode")}
+    assert ks["rope"].round_trips[5:] == (2, 4, 4, 4, 1)
 
 
 def test_small_kernel_constants_come_from_run_l_calibration_rows_only() -> None:

@@ -141,7 +141,8 @@ def _documents_then(monkeypatch, *, pair_under_pipeline: bool) -> None:
     ``pair_under_pipeline`` FA2's split-KV pair under ``launch.pipeline`` (the H200's
     ``fa2_split_fixed`` / ``fa2_combine_fixed`` came after too, then the H100's); and the model as it was then:
     every RMSNorm's weight in L2 (its round trips from DRAM, ``cold_round_trips``, came after:
-    run aw's analysis priced them as a candidate)."""
+    run aw's analysis priced them as a candidate), and every non-vectorised kernel charged a full
+    4-element chain (the chain at its elements, ``rt_strided``, came after run bc)."""
     from dataclasses import replace
 
     import rdusim.hw.gpu as hw
@@ -150,6 +151,7 @@ def _documents_then(monkeypatch, *, pair_under_pipeline: bool) -> None:
     real = hw.load_gpu_node
     real_norm = mapping.rms_norm
     monkeypatch.setattr(mapping, "rms_norm", lambda *a: replace(real_norm(*a), cold_round_trips=0))
+    monkeypatch.setattr(mapping, "rt_strided", lambda elements: mapping.RT_STRIDED)
 
     def load(path, what=""):
         node = real(path, what)

@@ -42,8 +42,6 @@ from rdusim.mapping.gpu import (
     BF16,
     GEMM_K_STEP,
     RT_CAT,
-    RT_INDEX,
-    RT_STRIDED,
     RT_VECTORIZED,
     SPLIT_K_MIN_DEPTH,
     CtaGroup,
@@ -54,7 +52,9 @@ from rdusim.mapping.gpu import (
     gemm,
     kascade_decode,
     layer_kernels,
+    rt_index,
     rt_rms_norm,
+    rt_strided,
     streaming,
 )
 from rdusim.mapping.gpu_mla import (
@@ -926,8 +926,10 @@ def micro_kernel(row: dict, gpu: Gpu) -> GpuKernel | None:
                          resident=True)
     if kind in ("sk_copy", "sk_add", "sk_neg_strided"):
         strided = kind == "sk_neg_strided"
+        # the negation reads and writes N 2-byte elements: 4 N bytes of traffic
         return streaming(kind, float(row["bytes"]), gpu, strided=strided,
-                         round_trips=(RT_STRIDED if strided else RT_VECTORIZED,), resident=True)
+                         round_trips=(rt_strided(int(row["bytes"]) // 4) if strided else RT_VECTORIZED,),
+                         resident=True)
     if kind != "sk_site":
         return None
     op, batch = row["mode"], _int(row, "batch")
@@ -938,21 +940,24 @@ def micro_kernel(row: dict, gpu: Gpu) -> GpuKernel | None:
         return streaming(op, 2 * batch * hidden * BF16, gpu, rows=batch, round_trips=(rt_rms_norm(hidden),),
                          resident=True)
     if op == "index_copy":
-        return streaming(op, 2 * batch * hkv * hd * BF16, gpu, round_trips=(RT_INDEX,), resident=True)
+        return streaming(op, 2 * batch * hkv * hd * BF16, gpu, round_trips=(rt_index(batch * hkv * hd),),
+                         resident=True)
     rope_heads = hq if site < 13 else hkv  # the q half of the rotary sites, then the k half
     rope = 3 * batch * rope_heads * hd * BF16
     if op in ("elementwise_neg", "cat"):
         return streaming(op, rope * (2 / 3 if op == "elementwise_neg" else 1), gpu, strided=True,
-                         round_trips=(RT_CAT if op == "cat" else RT_STRIDED,), resident=True)
+                         round_trips=(RT_CAT if op == "cat" else rt_strided(batch * rope_heads * hd // 2),),
+                         resident=True)
     if op == "elementwise_mul" and site < 24:  # the rotary products on strided views
-        return streaming(op, rope, gpu, strided=True, round_trips=(RT_STRIDED,), resident=True)
+        return streaming(op, rope, gpu, strided=True, round_trips=(rt_strided(batch * rope_heads * hd),),
+                         resident=True)
     if op == "elementwise_add":
         nbytes = rope if site < 24 else 3 * batch * hidden * BF16
         return streaming(op, nbytes, gpu, round_trips=(RT_VECTORIZED,), resident=True)
     if op in ("silu", "elementwise_mul"):  # the FFN's halves: strided views unless one row
         nbytes = (2 if op == "silu" else 3) * batch * ffn * BF16
         return streaming(op, nbytes, gpu, strided=batch > 1,
-                         round_trips=(RT_STRIDED if batch > 1 else RT_VECTORIZED,), resident=True)
+                         round_trips=(rt_strided(batch * ffn) if batch > 1 else RT_VECTORIZED,), resident=True)
     return None
 
 
