@@ -19,7 +19,10 @@ predecessors, each a way a step differs from a repeated call:
   (512 or 8192 pages: the GPU's address translations replaced, a few hundred KB of data);
 - ``cold_all``, ``cold_dst`` (run bg): a 256 MiB read before each call (L2's lines replaced, none
   left dirty), then for ``cold_dst`` a copy that writes the test's input again: the input in L2,
-  the output not (a step's activations are written into buffers last used a layer earlier).
+  the output not (a step's activations are written into buffers last used a layer earlier);
+- ``fresh_kernel``, ``producer_gemm`` (run bh): the test's input written just before it by a kernel
+  (an elementwise add of zero into it), or, for the step's RoPE tests, by the QKV GEMM itself
+  (batch 8 x 4096 against 1536 x 4096, into the QKV buffer the test reads).
 
 Measure (one GPU; torch only): ``python benchmarks/gpu/code_fetch.py --out bc.csv [--contexts alone,code,...]``.
 Analyse (CPU, the standard library only): ``--analyse CSV`` prints the median duration a test and
@@ -35,7 +38,8 @@ import gzip
 import statistics
 import sys
 
-CONTEXTS = ("alone", "code", "data", "code_data", "fresh", "gemm", "pages_1g", "pages_16g", "cold_all", "cold_dst")
+CONTEXTS = ("alone", "code", "data", "code_data", "fresh", "gemm", "pages_1g", "pages_16g", "cold_all", "cold_dst",
+            "fresh_kernel", "producer_gemm")
 #: (name, elements a call): the negation of a strided half (the rotary embedding's operand,
 #: elementwise_kernel<128, 4>: a thread runs min(4, ceil(N / 128)) elements), a vectorised add, RMSNorm
 TESTS = (
@@ -121,6 +125,7 @@ def _setup(torch):  # pragma: no cover - needs a GPU
     big = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     w_qkv = torch.randn(1536, 4096, dtype=bf16, device=dev)  # Llama-3.1-8B qkv at TP4: (32 + 16) / 4 x 128
     h = torch.randn(1, 4096, dtype=bf16, device=dev)
+    h8 = torch.randn(8, 4096, dtype=bf16, device=dev)
     qkv_out = torch.empty(1, 1536, dtype=bf16, device=dev)
     pages = {c: torch.ones(size << 30, dtype=torch.uint8, device=dev) for c, size in (("pages_1g", 1), ("pages_16g", 16))}
     page_sum = torch.empty((), dtype=torch.int64, device=dev)
@@ -146,6 +151,9 @@ def _setup(torch):  # pragma: no cover - needs a GPU
             # a read of 256 MiB (no dirty lines left), then for cold_dst the input written again
             "cold_all": [lambda: torch.sum(big, 0, dtype=torch.int64, out=page_sum)],
             "cold_dst": [lambda: torch.sum(big, 0, dtype=torch.int64, out=page_sum), lambda: operand.copy_(src)],
+            "fresh_kernel": [lambda: torch.add(src, 0, out=operand)],
+            "producer_gemm": [lambda: torch.matmul(h8, w_qkv.t(), out=operand.view(8, 1536))]
+            if operand.numel() == 8 * 1536 else [lambda: torch.add(src, 0, out=operand)],
         }[context]
 
     made = _dim_tests(torch, dev, bf16)
