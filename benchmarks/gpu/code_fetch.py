@@ -20,7 +20,7 @@ predecessors, each a way a step differs from a repeated call:
 - ``cold_all``, ``cold_dst`` (run bg): a 256 MiB read before each call (L2's lines replaced, none
   left dirty), then for ``cold_dst`` a copy that writes the test's input again: the input in L2,
   the output not (a step's activations are written into buffers last used a layer earlier);
-- ``fresh_kernel``, ``producer_gemm`` (run bh): the test's input written just before it by a kernel
+- ``fresh_kernel``, ``producer_gemm`` (runs bh, bi; run bi's views: ``VIEW_TESTS``): the test's input written just before it by a kernel
   (an elementwise add of zero into it), or, for the step's RoPE tests, by the QKV GEMM itself
   (batch 8 x 4096 against 1536 x 4096, into the QKV buffer the test reads).
 
@@ -60,6 +60,15 @@ DIM_TESTS = (
     ("neg_step_q_b8", 4096),
     ("mul_step_q_cos_b8", 8192),
 )
+#: run bi: the negation of the second halves of ``heads`` of 128 at batch 8, taken from a buffer of
+#: ``of`` heads a row (the step's q: 8 of 12), with the producer fixed (``fresh_kernel``)
+VIEW_TESTS = (
+    ("neg_heads8_of8_b8", 4096),
+    ("neg_heads8_of12_b8", 4096),
+    ("neg_heads8_of16_b8", 4096),
+    ("neg_heads12_of12_b8", 6144),
+    ("neg_heads8_of12_b1", 512),
+)
 GROUPS = 60
 REPS = 3
 FIELDS = ["context", "test", "elements", "rep", "group", "kernel", "dur_us", "gap_us", "gpu"]
@@ -82,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--contexts: {args.contexts!r} (known: {', '.join(CONTEXTS)})")
     tests = DIM_TESTS if args.dims else TESTS
     if args.tests:
-        known = dict(TESTS + DIM_TESTS)
+        known = dict(TESTS + DIM_TESTS + VIEW_TESTS)
         names = [t for t in args.tests.split(",") if t]
         if not names or any(t not in known for t in names):
             ap.error(f"--tests: {args.tests!r} (known: {', '.join(known)})")
@@ -187,6 +196,11 @@ def _dim_tests(torch, dev, bf16) -> dict:  # pragma: no cover - needs a GPU
     half = q[..., 64:]
     made["neg_step_q_b8"] = (functools.partial(torch.neg, half, out=torch.empty(half.shape, dtype=bf16, device=dev)),
                              qkv)
+    for name, _ in VIEW_TESTS:
+        heads, of, batch = (int(v) for v in name.removeprefix("neg_heads").replace("_of", " ").replace("_b", " ").split())
+        buf = torch.randn(batch, of, 128, dtype=bf16, device=dev)
+        x = buf[:, :heads, 64:]
+        made[name] = (functools.partial(torch.neg, x, out=torch.empty(x.shape, dtype=bf16, device=dev)), buf)
     cos = torch.randn(1, 1, 1, 128, dtype=bf16, device=dev)
     made["mul_step_q_cos_b8"] = (functools.partial(torch.mul, q, cos, out=torch.empty(q.shape, dtype=bf16, device=dev)),
                                  qkv)
