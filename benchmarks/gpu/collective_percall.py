@@ -33,7 +33,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from collectives import _collective  # noqa: E402  (beside this file; the standard library only)
+from collective_ramp_diag import nccl_process  # noqa: E402  (beside this file; the standard library only)
+from collectives import _collective  # noqa: E402
 
 MIB = 1 << 20
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
@@ -71,23 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
-    import torch
-    import torch.distributed as dist
-
-    rank = int(os.environ.get("RANK", "0"))
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group("nccl")
-    world = dist.get_world_size()
-    dev = torch.device("cuda")
-    env = {
-        "gpu": torch.cuda.get_device_name(),
-        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-        "env": " ".join(
-            f"{k}={v}"
-            for k, v in sorted(os.environ.items())
-            if k.startswith("NCCL_") and k not in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
-        ),
-    }
+    torch, dist, rank, world, dev, env = nccl_process()
     fh = open(args.out, "w", newline="") if rank == 0 else None  # noqa: SIM115 - closed below
     writer = csv.DictWriter(fh, fieldnames=FIELDS) if fh else None
     if writer:

@@ -173,15 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     return _run(args)
 
 
-def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
+def nccl_process():  # pragma: no cover - needs two GPUs
+    """This torchrun process with NCCL's process group up: (torch, dist, rank, world, device, the
+    row fields ``gpu``, ``nccl`` and ``env``: the NCCL variables set, the debug ones left out)."""
     import torch
     import torch.distributed as dist
 
     rank = int(os.environ.get("RANK", "0"))
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl")
-    world = dist.get_world_size()
-    dev = torch.device("cuda")
     env = {
         "gpu": torch.cuda.get_device_name(),
         "nccl": ".".join(map(str, torch.cuda.nccl.version())),
@@ -192,6 +192,11 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
             and k not in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
         ),
     }
+    return torch, dist, rank, dist.get_world_size(), torch.device("cuda"), env
+
+
+def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
+    torch, dist, rank, world, dev, env = nccl_process()
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=dev)
     fh = open(args.out, "w", newline="") if rank == 0 else None  # noqa: SIM115 - closed below
     writer = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore") if fh else None
