@@ -211,7 +211,7 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         f"({_ACCEPTANCE_DOC}; The clock model; Run an; Run au; Run ax; The strided path's absolute rate)",
     ),
     "P10 held-out eager decode": KnownMiss(
-        "h100.yaml's pooled P12 host, not P10's own; batch 256 comes out 18% "
+        "h100.yaml's pooled P12 host, not P10's own; batch 256 comes out 17% "
         f"short with the queued-launch gap: it ran host-bound ({_ACCEPTANCE_DOC}; The GPU side of an eager step)",
     ),
 }
