@@ -22,7 +22,9 @@ predecessors, each a way a step differs from a repeated call:
   the output not (a step's activations are written into buffers last used a layer earlier);
 - ``fresh_kernel``, ``producer_gemm`` (runs bh, bi; run bi's views: ``VIEW_TESTS``): the test's input written just before it by a kernel
   (an elementwise add of zero into it), or, for the step's RoPE tests, by the QKV GEMM itself
-  (batch 8 x 4096 against 1536 x 4096, into the QKV buffer the test reads).
+  (batch 8 x 4096 against 1536 x 4096, into the QKV buffer the test reads);
+- ``l1_flush`` (run bj): a reduction in which every one of 2640 rows reads the same 256 KB buffer
+  (a stride-0 view), so every SM streams it through its L1; 256 KB of L2 touched.
 
 Measure (one GPU; torch only): ``python benchmarks/gpu/code_fetch.py --out bc.csv [--contexts alone,code,...]``.
 Analyse (CPU, the standard library only): ``--analyse CSV`` prints the median duration a test and
@@ -39,7 +41,7 @@ import statistics
 import sys
 
 CONTEXTS = ("alone", "code", "data", "code_data", "fresh", "gemm", "pages_1g", "pages_16g", "cold_all", "cold_dst",
-            "fresh_kernel", "producer_gemm")
+            "fresh_kernel", "producer_gemm", "l1_flush")
 #: (name, elements a call): the negation of a strided half (the rotary embedding's operand,
 #: elementwise_kernel<128, 4>: a thread runs min(4, ceil(N / 128)) elements), a vectorised add, RMSNorm
 TESTS = (
@@ -135,6 +137,8 @@ def _setup(torch):  # pragma: no cover - needs a GPU
     w_qkv = torch.randn(1536, 4096, dtype=bf16, device=dev)  # Llama-3.1-8B qkv at TP4: (32 + 16) / 4 x 128
     h = torch.randn(1, 4096, dtype=bf16, device=dev)
     h8 = torch.randn(8, 4096, dtype=bf16, device=dev)
+    l1_src = torch.ones(128 << 10, dtype=bf16, device=dev)  # 256 KB, every SM's L1 or more
+    l1_sum = torch.empty(2640, dtype=bf16, device=dev)
     qkv_out = torch.empty(1, 1536, dtype=bf16, device=dev)
     pages = {c: torch.ones(size << 30, dtype=torch.uint8, device=dev) for c, size in (("pages_1g", 1), ("pages_16g", 16))}
     page_sum = torch.empty((), dtype=torch.int64, device=dev)
@@ -161,6 +165,7 @@ def _setup(torch):  # pragma: no cover - needs a GPU
             "cold_all": [lambda: torch.sum(big, 0, dtype=torch.int64, out=page_sum)],
             "cold_dst": [lambda: torch.sum(big, 0, dtype=torch.int64, out=page_sum), lambda: operand.copy_(src)],
             "fresh_kernel": [lambda: torch.add(src, 0, out=operand)],
+            "l1_flush": [lambda: torch.sum(l1_src.expand(2640, l1_src.numel()), 1, out=l1_sum)],
             "producer_gemm": [lambda: torch.matmul(h8, w_qkv.t(), out=operand.view(8, 1536))]
             if operand.numel() == 8 * 1536 else [lambda: torch.add(src, 0, out=operand)],
         }[context]
