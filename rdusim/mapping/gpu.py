@@ -678,6 +678,7 @@ def _rope_rt(c: _Ctx) -> tuple[int, ...]:
         out += (rt_strided(full // 2), RT_CAT, rt_strided(full), rt_strided(full), RT_VECTORIZED)
     return out
 
+
 _BUILDERS = {
     "embedding": lambda c: [streaming("embedding", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
     "rms_norm": lambda c: [rms_norm("rms_norm", c.rows, c.s.hidden, c.gpu)],

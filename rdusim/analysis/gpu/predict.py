@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scipy import optimize
@@ -52,8 +52,8 @@ from rdusim.mapping.gpu import (
     gemm,
     kascade_decode,
     layer_kernels,
+    rms_norm,
     rt_index,
-    rt_rms_norm,
     rt_strided,
     streaming,
 )
@@ -157,8 +157,6 @@ def sustained_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: li
 
 
 def _replace(shape: LayerShape, **changes: object) -> LayerShape:
-    from dataclasses import replace
-
     return replace(shape, **changes)
 
 
@@ -916,14 +914,18 @@ def micro_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
     return [] if kernel is None else [kernel]
 
 
+def _warm_norm(name: str, rows: int, width: int, gpu: Gpu) -> GpuKernel:
+    """A step's RMSNorm (``rms_norm``) as a microbenchmark times it, repeated alone: its weight stays in L2."""
+    return replace(rms_norm(name, rows, width, gpu), cold_round_trips=0)
+
+
 def micro_kernel(row: dict, gpu: Gpu) -> GpuKernel | None:
     """The kernel one ``small_kernels.py`` row ran, as the model builds it (its round trips by
     kernel class, its bytes), or None for rows the small-kernel model does not cover."""
     kind, extra = row["kind"], row_extra(row)
     if kind == "sk_rmsnorm":
         rows, width = _int(row, "m"), _int(row, "n")
-        return streaming("rms_norm", 2 * rows * width * BF16, gpu, rows=rows, round_trips=(rt_rms_norm(width),),
-                         resident=True)
+        return _warm_norm("rms_norm", rows, width, gpu)
     if kind in ("sk_copy", "sk_add", "sk_neg_strided"):
         strided = kind == "sk_neg_strided"
         # the negation reads and writes N 2-byte elements: 4 N bytes of traffic
@@ -937,8 +939,7 @@ def micro_kernel(row: dict, gpu: Gpu) -> GpuKernel | None:
     ffn = int(extra["ffn"])
     site = int(row["name"].split("_site")[1].split("_")[0])
     if op == "rms_norm":
-        return streaming(op, 2 * batch * hidden * BF16, gpu, rows=batch, round_trips=(rt_rms_norm(hidden),),
-                         resident=True)
+        return _warm_norm(op, batch, hidden, gpu)
     if op == "index_copy":
         return streaming(op, 2 * batch * hkv * hd * BF16, gpu, round_trips=(rt_index(batch * hkv * hd),),
                          resident=True)
