@@ -178,6 +178,10 @@ class GqaSpec(Spec):
     heads: Int = Field(gt=0)
     kv_heads: Int = Field(gt=0)
     head_dim: Int = Field(gt=0)
+    qk_norm: Annotated[bool, Strict()] = Field(
+        default=False,
+        description="an RMSNorm over head_dim on each query and key head before the rotary embedding "
+                    "(Qwen3's q_norm and k_norm)")
 
     @model_validator(mode="after")
     def _group_divides(self) -> GqaSpec:
