@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--analyse", metavar="CSV")
     ap.add_argument("--contexts", default=",".join(CONTEXTS[:6]), help="comma-separated: " + ", ".join(CONTEXTS))
     ap.add_argument("--dims", action="store_true", help="run bf's tests (DIM_TESTS) instead of TESTS")
-    ap.add_argument("--tests", help="comma-separated names of TESTS and DIM_TESTS (instead of --dims / TESTS)")
+    ap.add_argument("--tests", help="comma-separated names of TESTS, DIM_TESTS and VIEW_TESTS (run bi's views), "
+                    "instead of --dims / TESTS")
     args = ap.parse_args(argv)
     if args.analyse:
         return analyse(args.analyse)

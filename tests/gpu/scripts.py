@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -22,3 +23,11 @@ def bench_script(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def doc_block(marker: str) -> list[str]:
+    """The lines between docs/gpu.md's ``<!-- MARKER:start -->`` and ``<!-- MARKER:end -->``."""
+    text = (ROOT / "docs/gpu.md").read_text()
+    m = re.search(rf"<!-- {marker}:start -->\n(.*?)\n<!-- {marker}:end -->", text, re.S)
+    assert m, marker
+    return m.group(1).splitlines()

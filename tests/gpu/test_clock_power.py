@@ -4,11 +4,9 @@ line; the pieces of the analysis on constructed rows."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from .scripts import ROOT, bench_script
+from .scripts import ROOT, bench_script, doc_block
 
 PREFIX = str(ROOT / "benchmarks/gpu/h100-20261125v-clock")
 
@@ -17,28 +15,21 @@ def _module(name: str):  # type: ignore[no-untyped-def]
     return bench_script(name)
 
 
-def _doc_block(marker: str) -> list[str]:
-    text = (ROOT / "docs/gpu.md").read_text()
-    m = re.search(rf"<!-- {marker}:start -->\n(.*?)\n<!-- {marker}:end -->", text, re.S)
-    assert m, marker
-    return m.group(1).splitlines()
-
-
 def test_run_v_tables_in_the_doc_are_the_analysis_of_the_committed_files() -> None:
     a = _module("clock_power_analysis")
     events, nvml, _summary = a.load(PREFIX)
-    assert "\n".join(a.tables(events, nvml)).splitlines() == _doc_block("p12-clock-run-v")
+    assert "\n".join(a.tables(events, nvml)).splitlines() == doc_block("p12-clock-run-v")
 
 
 def test_run_s_table_in_the_doc_is_the_analysis_of_run_s() -> None:
     a = _module("clock_power_analysis")
     lines = a.run_s_table(ROOT / "benchmarks/gpu")
-    assert lines[2:] == _doc_block("p12-clock-run-s")
+    assert lines[2:] == doc_block("p12-clock-run-s")
 
 
 def test_heldout_table_in_the_doc_is_the_measured_factor_on_the_earlier_rows() -> None:
     a = _module("clock_power_analysis")
-    assert a.heldout(1.080, only_hd128=True) == _doc_block("p12-clock-heldout")
+    assert a.heldout(1.080, only_hd128=True) == doc_block("p12-clock-heldout")
 
 
 def test_the_held_out_factor_is_run_v_s_crossed_row() -> None:
