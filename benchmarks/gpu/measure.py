@@ -413,6 +413,7 @@ class LlamaShape:
     head_dim: int = 128
     ffn: int = 14336
     vocab: int = 128256
+    qk_norm: bool = False  # Qwen3: an RMSNorm over head_dim on each q and k head before the rotary embedding
 
 
 TINY_LLAMA = LlamaShape(layers=2, hidden=64, q_heads=4, kv_heads=2, head_dim=16, ffn=160,
@@ -432,7 +433,9 @@ class Llama:
         self.layers = [dict(norm1=torch.ones(s.hidden, dtype=BF16, device=device),
                             wqkv=w(qkv, s.hidden), wo=w(s.hidden, s.q_heads * s.head_dim),
                             norm2=torch.ones(s.hidden, dtype=BF16, device=device),
-                            wgu=w(2 * s.ffn, s.hidden), wd=w(s.hidden, s.ffn))
+                            wgu=w(2 * s.ffn, s.hidden), wd=w(s.hidden, s.ffn),
+                            **({"q_norm": torch.ones(s.head_dim, dtype=BF16, device=device),
+                                "k_norm": torch.ones(s.head_dim, dtype=BF16, device=device)} if s.qk_norm else {}))
                        for _ in range(s.layers)]
         self.norm = torch.ones(s.hidden, dtype=BF16, device=device)
         self.lm_head = w(s.vocab, s.hidden)
@@ -453,10 +456,17 @@ class Llama:
         for layer, ck, cv in zip(self.layers, cache_k, cache_v, strict=True):
             h = F.rms_norm(x, (s.hidden,), layer["norm1"], 1e-5)
             qkv = F.linear(h, layer["wqkv"]).view(b, t, s.q_heads + 2 * s.kv_heads, s.head_dim)
-            qkv = qkv.transpose(1, 2)  # (B, heads, T, hd)
-            q = self.rope(qkv[:, : s.q_heads], cos, sin)
-            k = self.rope(qkv[:, s.q_heads : s.q_heads + s.kv_heads], cos, sin)
-            v = qkv[:, s.q_heads + s.kv_heads :]
+            if s.qk_norm:  # as Qwen3Attention: each head normalised before the transpose (eps 1e-6)
+                q = F.rms_norm(qkv[:, :, : s.q_heads], (s.head_dim,), layer["q_norm"], 1e-6).transpose(1, 2)
+                k = F.rms_norm(qkv[:, :, s.q_heads : s.q_heads + s.kv_heads], (s.head_dim,), layer["k_norm"],
+                               1e-6).transpose(1, 2)
+                v = qkv[:, :, s.q_heads + s.kv_heads :].transpose(1, 2)
+                q, k = self.rope(q, cos, sin), self.rope(k, cos, sin)
+            else:
+                qkv = qkv.transpose(1, 2)  # (B, heads, T, hd)
+                q = self.rope(qkv[:, : s.q_heads], cos, sin)
+                k = self.rope(qkv[:, s.q_heads : s.q_heads + s.kv_heads], cos, sin)
+                v = qkv[:, s.q_heads + s.kv_heads :]
             ck.index_copy_(2, pos, k)
             cv.index_copy_(2, pos, v)
             if prefill:

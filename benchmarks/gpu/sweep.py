@@ -28,6 +28,8 @@ Sections (``--only``):
   Llama-3.2-1B (head_dim 64) and Qwen2.5-7B shapes at batch 1, 16, 64; also the host time to
   issue one eager step (set ``host``).
 - ``p10``: P10's copy, calibration GEMMs and pointer chase, to tie this machine to P10's.
+- ``qk_norm`` (run bk): decode steps and prefills of Qwen3-8B with its per-head QK-RMSNorm and without
+  it, and the kernels of profiled graph replays (``QK_MODELS``, ``QK_DECODE``, ``QK_PREFILL``).
 
 Sets: ``calibration`` rows are the only ones a model may be fitted to (named here, before any
 measurement: the GEMMs of Llama-3.1-8B at TP 1 with m in {16, 256, 4096}); ``host`` rows are
@@ -54,6 +56,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure as M  # noqa: E402  (measure.py beside this file)
 from gemm_shapes import gemm_plan, holdout_shapes, plan_shapes  # noqa: E402  (shapes: gemm_shapes.py)
+from qk_norm_compare import QK_DECODE, QK_MODELS, QK_PREFILL, QK_PROFILED  # noqa: E402  (run bk's points)
 
 BF16 = torch.bfloat16
 
@@ -399,7 +402,7 @@ def decode_case(ctx: M.Ctx, model: M.Llama, fam: str, batch: int, kv_len: int, k
     step = M.decode_step(ctx, model, batch, kv_len)
     common = dict(batch=batch, kv_len=kv_len, q_heads=s.q_heads, kv_heads=s.kv_heads,
                   head_dim=s.head_dim, family=fam, layers=s.layers, hidden=s.hidden, ffn=s.ffn,
-                  vocab=s.vocab)
+                  vocab=s.vocab, **({"qk_norm": 1} if s.qk_norm else {}))
     t, reps = M.time_fn(ctx, step, cold=False, budget_s=0.4, max_reps=40)
     M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{batch}_l{kv_len}_eager", t, reps,
              mode="eager", **common)
@@ -817,11 +820,65 @@ def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dic
              mode="eager", steal=after["steal"] - before["steal"], mhz=after["mhz"], **common)
 
 
+def qk_norm_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Run bk: decode steps (eager and CUDA graph) and prefills (eager, batch 1) of Qwen3-8B (config.json: 36
+    layers, hidden 4096, 32 / 8 heads of 128, ffn 12288, vocab 151936) with and without its QK norm; the kernels
+    of profiled graph replays (``kernels``: row, index, kernel, device_us). The points: qk_norm_compare.py."""
+    for fam, qk in QK_MODELS.items():
+        s = M.LlamaShape(layers=36, hidden=4096, q_heads=32, kv_heads=8, head_dim=128, ffn=12288, vocab=151936,
+                         qk_norm=qk)
+        model = M.Llama(s, ctx.device)
+        for batch, kv_len in QK_DECODE:
+            decode_case(ctx, model, fam, batch, kv_len, kernels)
+            if qk and (batch, kv_len) in QK_PROFILED:
+                _profile_graph(ctx, model, f"{fam}_decode_b{batch}_l{kv_len}_graph", batch, kv_len, kernels)
+            torch.cuda.empty_cache()
+        for length in QK_PREFILL:
+            _qk_prefill(ctx, model, fam, length)
+            torch.cuda.empty_cache()
+        del model
+        torch.cuda.empty_cache()
+
+
+def _profile_graph(ctx: M.Ctx, model: M.Llama, row: str, batch: int, kv_len: int, kernels: list[dict]) -> None:
+    """The kernels of three graph replays of one decode step, under the profiler."""
+    g = M.capture(ctx, M.decode_step(ctx, model, batch, kv_len))
+    for _ in range(3):
+        g.replay()
+    try:
+        for rep in range(3):
+            for i, (kn, dur) in enumerate(kernel_names(g.replay)):
+                kernels.append({"row": f"{row}_r{rep}", "m": batch, "n": kv_len, "k": 0, "index": i,
+                                "kernel": kn, "device_us": round(dur, 3)})
+    except Exception as exc:
+        print(f"profiler failed: {exc}", file=sys.stderr)
+    del g
+    torch.cuda.synchronize()
+
+
+def _qk_prefill(ctx: M.Ctx, model: M.Llama, fam: str, length: int) -> None:
+    """``measure.e2e_prefill_case`` with the model's shape in the row (``sweep_model`` reads it)."""
+    s = model.s
+    ck = [torch.empty(1, s.kv_heads, length, s.head_dim, dtype=BF16, device=ctx.device) for _ in range(s.layers)]
+    cv = [torch.empty_like(c) for c in ck]
+    tokens = torch.randint(0, s.vocab, (1, length), device=ctx.device)
+    pos = torch.arange(length, device=ctx.device)
+    cos, sin = M.rope_tables(s, pos)
+
+    def fwd() -> torch.Tensor:
+        return model.forward(tokens, ck, cv, pos, cos, sin, prefill=True)
+
+    t, reps = M.time_fn(ctx, fwd, cold=False, budget_s=1.0, min_reps=3, max_reps=20)
+    M.record(ctx, "prediction", "e2e_prefill", f"{fam}_prefill_b1_l{length}", t, reps, batch=1, seq_len=length,
+             q_heads=s.q_heads, kv_heads=s.kv_heads, head_dim=s.head_dim, mode="eager", family=fam,
+             layers=s.layers, hidden=s.hidden, ffn=s.ffn, vocab=s.vocab, **({"qk_norm": 1} if s.qk_norm else {}))
+
+
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
             "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
             "eager_paired": eager_paired_rows, "prefill_holdout": prefill_holdout_rows, "p10_paired": p10_paired_rows,
-            "gemm_holdout": gemm_holdout_rows}
+            "gemm_holdout": gemm_holdout_rows, "qk_norm": qk_norm_rows}
 
 
 def host_report() -> str:

@@ -730,7 +730,7 @@ class GpuNodeSpec(Spec):
 
 LaunchMode = Literal["graph", "eager", "stream"]
 GPU_LIBRARY_KERNELS = (
-    "embedding", "rms_norm", "qkv_gemm", "rope", "kv_append", "attention", "o_gemm",
+    "embedding", "rms_norm", "qkv_gemm", "qk_norm", "rope", "kv_append", "attention", "o_gemm",
     "residual_add", "gate_up_gemm", "silu_mul", "down_gemm", "all_reduce", "lm_head",
 )
 

@@ -605,7 +605,8 @@ def layer_kernels(names: list[str], s: LayerShape, gpu: Gpu, *, phase: str) -> l
 
     Kernels named like the PyTorch ops of ``benchmarks/gpu/measure.py``'s model: ``rope`` is
     PyTorch's unfused rotary embedding (5 elementwise ops each for q and k), ``kv_append`` two
-    ``index_copy_``, ``silu_mul`` two elementwise ops.
+    ``index_copy_``, ``silu_mul`` two elementwise ops, ``qk_norm`` (a model with
+    ``attention.qk_norm``) the per-head RMSNorm of q and of k.
     """
     out: list[GpuKernel] = []
     for name in names:
@@ -679,6 +680,25 @@ def _rope_rt(c: _Ctx) -> tuple[int, ...]:
     return out
 
 
+def _qk_norm(c: _Ctx) -> list[GpuKernel]:
+    """Qwen3's per-head RMSNorm of q, then of k (``F.rms_norm`` over head_dim on the QKV GEMM's
+    output viewed as (rows, heads, head_dim), before the transpose; the host's ``rms_norm`` and the
+    ``transpose`` after it). With more than one row the q (k) slice of a row is not contiguous and
+    ``_fused_rms_norm_cuda`` materialises it first (``expect_contiguous``, PyTorch
+    aten/src/ATen/native/cuda/layer_norm_kernel.cu): a copy on the non-vectorised path, launched
+    inside the same call. The norm is ``rms_norm``'s kernel over rows x heads rows of head_dim."""
+    out: list[GpuKernel] = []
+    for heads in (c.hq, c.hkv):
+        elements = c.rows * heads * c.s.head_dim
+        call = [rms_norm("qk_norm", c.rows * heads, c.s.head_dim, c.gpu)]
+        if c.rows > 1:
+            call.insert(0, streaming("qk_norm.copy", 2 * elements * BF16, c.gpu, strided=True,
+                                     round_trips=(rt_strided(elements),), resident=True))
+        out += [replace(call[0], host_ops=("rms_norm", "transpose")),
+                *(replace(k, host_paid=True) for k in call[1:])]
+    return out
+
+
 _BUILDERS = {
     "embedding": lambda c: [streaming("embedding", 2 * c.rows * c.s.hidden * BF16, c.gpu, rows=c.rows)],
     "rms_norm": lambda c: [rms_norm("rms_norm", c.rows, c.s.hidden, c.gpu)],
@@ -686,6 +706,7 @@ _BUILDERS = {
     # rotate_half slices x[..., :hd/2] and x[..., hd/2:]: its neg and muls run on strided views at
     # every row count (elementwise_kernel<128, 4> in h100-20261125-kernels.csv, batch 1 decode)
     # per q and k: the negation, the cat, the two products on strided views, the contiguous sum
+    "qk_norm": _qk_norm,
     "rope": lambda c: [streaming("rope", 15 * c.rows * (c.hq + c.hkv) * c.s.head_dim * BF16, c.gpu,
                                  launches=10, strided=True, round_trips=_rope_rt(c), resident=True)],
     "kv_append": lambda c: [streaming("kv_append", 4 * c.rows * c.hkv * c.s.head_dim * BF16, c.gpu,

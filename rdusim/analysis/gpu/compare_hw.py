@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rdusim.analysis.gpu.predict import (
-    MEASURED_LAYER,
+    decoder_layer,
     kv_bytes_per_token,
     load_gpu_mapping,
     model_bytes,
@@ -115,7 +115,7 @@ def _gpu_row(spec: MappingSpec, model: ModelSpec, hw: str, seq_len: int, policy:
         tp *= 2
     if tp > node.gpus:
         return _empty(node.name, policy, f"weights do not fit {node.gpus} x {node.gpu.name}", hardware=node.name)
-    layer = list(MEASURED_LAYER)
+    layer = decoder_layer(model)
     if tp > 1:
         layer.insert(layer.index("o_gemm") + 1, "all_reduce")
         layer.insert(layer.index("down_gemm") + 1, "all_reduce")

@@ -75,6 +75,29 @@ MEASURED_LAYER = ["rms_norm", "qkv_gemm", "rope", "kv_append", "attention", "o_g
                   "residual_add", "rms_norm", "gate_up_gemm", "silu_mul", "down_gemm", "residual_add"]
 
 
+def decoder_layer(model: ModelSpec) -> list[str]:
+    """The library kernels of one of ``model``'s decoder layers as ``measure.py`` runs them:
+    ``MEASURED_LAYER``, with the per-head QK norm after the QKV GEMM where the model has one
+    (``attention.qk_norm``, Qwen3)."""
+    layer = list(MEASURED_LAYER)
+    if _has_qk_norm(model):
+        layer.insert(layer.index("qkv_gemm") + 1, "qk_norm")
+    return layer
+
+
+def _has_qk_norm(model: ModelSpec) -> bool:
+    return bool(getattr(model.attention, "qk_norm", False))
+
+
+def qk_norm_mismatch(model: ModelSpec, layer: list[str]) -> str | None:
+    """Why ``layer`` does not run ``model``'s attention (a QK norm missing or extra), or None."""
+    if "qkv_gemm" not in layer or _has_qk_norm(model) == ("qk_norm" in layer):
+        return None
+    if _has_qk_norm(model):
+        return f"{model.name} normalises each query and key head (attention.qk_norm): add qk_norm after qkv_gemm"
+    return f"{model.name} has no QK norm (attention.qk_norm is false): remove qk_norm"
+
+
 @dataclass(frozen=True)
 class GpuStep:
     """One forward step (a decode step or a prefill) on one GPU."""
@@ -102,6 +125,8 @@ def simulate_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: lis
     at a time from an idle GPU, so a layer's time does not depend on its neighbours). With an
     SM-clock state (``clock``) every layer runs in order, and the state is left as the step ends."""
     policy = policy or KvPolicySpec()
+    if why := qk_norm_mismatch(model, layer):
+        raise ValueError(why)
     tokens = seq_len if phase == "prefill" else 1
     kept = seq_len if phase == "prefill" else kv_length(seq_len, policy)
     base = llama_shape(model, batch=batch, tokens=tokens, kv_len=kept, tp=tp)
@@ -260,7 +285,7 @@ def predict_row(row: dict, gpu: Gpu, model: ModelSpec | None = None) -> float | 
             return None
         phase = "decode" if kind == "e2e_decode" else "prefill"
         seq = _int(row, "kv_len") if phase == "decode" else _int(row, "seq_len")
-        step = simulate_gpu_step(model, gpu, layer=MEASURED_LAYER, head=["embedding", "lm_head"],
+        step = simulate_gpu_step(model, gpu, layer=decoder_layer(model), head=["embedding", "lm_head"],
                                  phase=phase, batch=_int(row, "batch"), seq_len=seq, mode=row["mode"])
         return step.seconds
     if kind == "kascade" and row["mode"].startswith("project"):
@@ -575,12 +600,7 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
                           f"{why} of {limit} tokens" + (" (max_position_embeddings)" if model.max_context else ""))
     if spec.tp > node.gpus or node.gpus % spec.tp:
         raise ConfigError(f"{where('tp')}: tp: {spec.tp} does not divide the {node.gpus} GPU(s) of {node.name}")
-    if mla and spec.layer:
-        raise ConfigError(f"{where('layer')}: layer: an MLA + MoE model takes its kernels from "
-                          "rdusim.mapping.gpu_mla; remove the list (choose the layout with attention: tp|dp)")
-    if not mla and not spec.layer:
-        raise ConfigError(f"{where('layer')}: layer: a {model.attention.kind} model needs its decoder layer's library "
-                          "kernels, e.g. [rms_norm, qkv_gemm, rope, kv_append, attention, o_gemm, ...]")
+    _check_layer(spec, model, mla, where("layer"))
     if not mla and spec.attention != "tp":
         raise ConfigError(f"{where('attention')}: attention: {spec.attention!r} is for MLA + MoE models; "
                           f"{model.name} splits attention by heads (tp)")
@@ -598,6 +618,19 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
         raise ConfigError(f"{where('workload', 'batch')}: workload.batch: "
                           f"{str(error).removeprefix(spec.name + ': ')}") from None
     return spec, model, node
+
+
+def _check_layer(spec: GpuMappingSpec, model: ModelSpec, mla: bool, at: str) -> None:
+    """``layer``: none for an MLA + MoE model; for a GQA model its decoder layer's kernels, with the QK norm
+    exactly where the model has one."""
+    if mla and spec.layer:
+        raise ConfigError(f"{at}: layer: an MLA + MoE model takes its kernels from "
+                          "rdusim.mapping.gpu_mla; remove the list (choose the layout with attention: tp|dp)")
+    if not mla and not spec.layer:
+        raise ConfigError(f"{at}: layer: a {model.attention.kind} model needs its decoder layer's library "
+                          "kernels, e.g. [rms_norm, qkv_gemm, rope, kv_append, attention, o_gemm, ...]")
+    if not mla and (why := qk_norm_mismatch(model, spec.layer)):
+        raise ConfigError(f"{at}: layer: {why}")
 
 
 def _check_clock(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, at: str, hw: str | Path | None) -> None:
@@ -877,7 +910,8 @@ def sweep_model(row: dict, base: ModelSpec) -> ModelSpec:
     """The Llama-shaped model a ``sweep.py`` e2e row ran (its shape from the row's columns)."""
     extra = row_extra(row)
     att = base.attention.model_copy(update={"heads": _int(row, "q_heads"), "kv_heads": _int(row, "kv_heads"),
-                                            "head_dim": _int(row, "head_dim")})
+                                            "head_dim": _int(row, "head_dim"),
+                                            "qk_norm": extra.get("qk_norm", "0") == "1"})
     ffn = base.ffn.model_copy(update={"intermediate": int(extra["ffn"])})
     layers = int(extra["layers"])
     ffn = ffn.model_copy(update={"first_dense_layers": layers})
