@@ -80,3 +80,12 @@ def test_qk_norms_for_a_model_without_them_say_so(folder, capsys):
     for j, name in ((3, "q_norm"), (4, "k_norm")):
         assert (f"{mapping}:{line}: layers.dense[0].ops[{j}]: unknown op {name!r} for dense layers; "
                 "llama-3.1-8b's model card does not set attention.qk_norm (Qwen3's per-head norms)") in err
+
+
+def test_qk_norm_in_the_head_kernels_of_qwen3_is_an_unknown_op_there(folder, capsys):
+    mapping = folder / "qwen3-8b" / "decode.yaml"
+    _edit(mapping, "ops: [embed]", "ops: [embed, q_norm]")
+    code, err = _run(capsys, "validate", str(mapping))
+    assert code == 2
+    assert "layers.head[0].ops[1]: unknown op 'q_norm' for head layers" in err
+    assert "does not set attention.qk_norm" not in err
