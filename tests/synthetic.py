@@ -19,6 +19,8 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
+from rdusim.config.loader import model_path, read_document, validate
+from rdusim.config.schema import GqaSpec, ModelSpec
 from rdusim.mapping.plan import KernelPlan, Stage
 
 FLOP_PER_S = 1e9      # matrix and SIMD peak
@@ -78,6 +80,8 @@ def write_mapping(folder: Path, name: str, *, model: str, hardware: Path, phase:
 
 # op names of one layer, as rdusim.model.transformer builds them (two kernels per layer type)
 GQA_ATTENTION = ["attn_norm", "q_proj", "kv_proj", "rope", "attention", "o_proj"]
+#: a model card with ``attention.qk_norm`` (Qwen3) adds its per-head norms before the rotary embedding
+GQA_QK_NORM_ATTENTION = ["attn_norm", "q_proj", "kv_proj", "q_norm", "k_norm", "rope", "attention", "o_proj"]
 MLA_PREFILL = ["attn_norm", "q_a_proj", "q_a_norm", "q_b_proj", "kv_a_proj", "kv_a_norm", "rope", "kv_b_proj",
                "attention", "o_proj"]
 MLA_DECODE = ["attn_norm", "q_a_proj", "q_a_norm", "q_b_proj", "kv_a_proj", "kv_a_norm", "rope", "q_absorb",
@@ -92,7 +96,14 @@ def two_kernel_layers(model: str, phase: str) -> dict[str, list[dict[str, Any]]]
         attention = MLA_PREFILL if phase == "prefill" else MLA_DECODE
         return {"dense": [{"kernel": "Attention", "ops": attention}, {"kernel": "FFN", "ops": DENSE_FFN}],
                 "moe": [{"kernel": "Attention", "ops": attention}, {"kernel": "FFN", "ops": MOE_FFN}]}
-    return {"dense": [{"kernel": "Attention", "ops": GQA_ATTENTION}, {"kernel": "FFN", "ops": DENSE_FFN}]}
+    attention = GQA_QK_NORM_ATTENTION if _qk_norm(model) else GQA_ATTENTION
+    return {"dense": [{"kernel": "Attention", "ops": attention}, {"kernel": "FFN", "ops": DENSE_FFN}]}
+
+
+def _qk_norm(model: str) -> bool:
+    """Whether the packaged model card ``model`` sets ``attention.qk_norm``."""
+    attention = validate(read_document(model_path(model)), ModelSpec).attention
+    return isinstance(attention, GqaSpec) and attention.qk_norm
 
 
 @st.composite

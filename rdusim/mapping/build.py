@@ -16,7 +16,7 @@ from typing import Any
 
 import networkx as nx
 
-from rdusim.config.schema import MTP_DRAFT, SRAM, KernelSpec
+from rdusim.config.schema import MTP_DRAFT, SRAM, GqaSpec, KernelSpec
 from rdusim.errors import MappingError
 from rdusim.mapping.bundle import LoadedMapping
 from rdusim.mapping.draft import draft_candidates
@@ -27,7 +27,14 @@ from rdusim.mapping.stages import GraphCache, KernelContext, build_kernel, check
 from rdusim.model.ops import Op
 from rdusim.model.policy import kv_length as policy_kv_length
 from rdusim.model.speculative import expected_accepted
-from rdusim.model.transformer import HEAD, Shape, base_layer_type, layer_counts, layer_graph
+from rdusim.model.transformer import (
+    HEAD,
+    QK_NORM_OPS,
+    Shape,
+    base_layer_type,
+    layer_counts,
+    layer_graph,
+)
 from rdusim.units import format_bytes
 
 
@@ -255,6 +262,8 @@ def _check_coverage(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
             if name not in graph.nodes:
                 close = difflib.get_close_matches(name, list(graph.nodes), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
+                if name in QK_NORM_OPS and not _has_qk_norm(loaded):
+                    hint = f"; {loaded.model.name}'s model card does not set attention.qk_norm (Qwen3's per-head norms)"
                 issues.append(f"{loaded.where('layers', layer_type, k, 'ops', j)}: unknown op {name!r} for "
                               f"{layer_type} layers{hint}")
             elif name in placed:
@@ -272,6 +281,11 @@ def _check_coverage(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
                 f"{kernel_specs[placed[consumer]].kernel!r} runs {consumer!r} before kernel "
                 f"{kernel_specs[placed[producer]].kernel!r} produces its input ({producer!r})")
     return issues
+
+
+def _has_qk_norm(loaded: LoadedMapping) -> bool:
+    attention = loaded.model.attention
+    return isinstance(attention, GqaSpec) and attention.qk_norm
 
 
 def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,

@@ -46,9 +46,10 @@ class LayerBuilder:
         loop = tuple(dict.fromkeys(y.dims + k))
         self.add(name, "gemm", loop, wpp, (x, w), (y,), reduce=k, **kw)
 
-    def norm(self, name: str, x: TensorUse, y: TensorUse, width: str) -> None:
-        # RMSNorm: square, sum, rsqrt, scale (4 element ops), plus the weight vector
-        self.add(name, "elementwise", y.dims, 4.0, (x, self.weight(f"w_{name}", width)), (y,))
+    def norm(self, name: str, x: TensorUse, y: TensorUse, width: str, **kw: object) -> None:
+        # RMSNorm over ``width``: square, sum, rsqrt, scale (4 element ops), plus the weight
+        # vector (``width`` elements, the same for every row: replicated under TP)
+        self.add(name, "elementwise", y.dims, 4.0, (x, self.weight(f"w_{name}", width)), (y,), **kw)
 
 
 def dtypes(model: ModelSpec) -> Dtypes:

@@ -2,7 +2,8 @@
 
 Owns: which ops a transformer layer has, with their loop dimensions and tensors, for MLA
 (DeepSeek: decompressed at prefill, absorbed over the latent cache at decode) and GQA
-(Llama, Qwen) attention, dense and MoE FFNs, and the SnapStream prefill ops.
+(Llama, Qwen; with Qwen3's per-head q_norm / k_norm when the model card sets ``qk_norm``)
+attention, dense and MoE FFNs, and the SnapStream prefill ops.
 Imports: ops, config. Knows nothing of hardware or mappings.
 
 Conventions: ``batch`` sequences of ``seq`` query tokens attend to ``kv_seq`` keys
@@ -90,7 +91,8 @@ def layer_graph(model: ModelSpec, layer_type: str, shape: Shape, policy: KvPolic
     if latent:
         (_mla_prefill if shape.phase == "prefill" else _mla_decode)(b)
     else:
-        _gqa(b, decode=shape.phase == "decode")
+        assert isinstance(model.attention, GqaSpec)
+        _gqa(b, decode=shape.phase == "decode", qk_norm=model.attention.qk_norm)
     add_policy_ops(b, policy, shape.phase, latent, variant)
     _ffn(b, moe=base == "moe")
     return _connect(b.ops)
@@ -169,17 +171,34 @@ def _mla_decode(b: LayerBuilder) -> None:
     _o_proj(b, ("heads", "v_dim"))
 
 
-def _gqa(b: LayerBuilder, decode: bool) -> None:
+#: Qwen3's per-head norms of the queries and keys (HF ``Qwen3Attention.q_norm`` / ``k_norm``):
+#: ops of a GQA layer only when its model card sets ``attention.qk_norm``
+QK_NORM_OPS = ("q_norm", "k_norm")
+
+
+def _gqa(b: LayerBuilder, decode: bool, qk_norm: bool) -> None:
     b.norm("attn_norm", b.act("x", "batch", "seq", "hidden"), b.act("xn", "batch", "seq", "hidden"), "hidden")
     xn = b.act("xn", "batch", "seq", "hidden")
     b.gemm("q_proj", xn, b.weight("w_q", "hidden", "heads", "head_dim"),
            b.act("q", "batch", "seq", "heads", "head_dim"), ("hidden",), tp_dim="heads")
+    kv_new = ("batch", "seq", "kv_heads", "head_dim")   # k and v of this step's tokens (factor 2)
     b.gemm("kv_proj", xn, b.weight("w_kv", "hidden", "kv_heads", "head_dim", factor=2),
-           TensorUse("kv_new", ("batch", "seq", "kv_heads", "head_dim"), "activation", b.dt.act, 2.0),
+           TensorUse("kv_new", kv_new, "activation", b.dt.act, 2.0),
            ("hidden",), wpp=4.0, tp_dim="kv_heads")
-    b.add("rope", "elementwise", ("batch", "seq", "heads", "head_dim"), 3.0,
-          (b.act("q", "batch", "seq", "heads", "head_dim"),
-           TensorUse("kv_new", ("batch", "seq", "kv_heads", "head_dim"), "activation", b.dt.act, 2.0)),
+    rope_reads: tuple[TensorUse, ...] = (b.act("q", "batch", "seq", "heads", "head_dim"),
+                                         TensorUse("kv_new", kv_new, "activation", b.dt.act, 2.0))
+    if qk_norm:
+        # Qwen3's q_norm / k_norm: an RMSNorm over head_dim on each query and key head before
+        # the rotary embedding (hardware-and-models.md C, "extras"); k_norm reads the keys (one
+        # of kv_new's two halves), rope the normed q and k and the values as kv_proj wrote them
+        q_norm, k_norm = QK_NORM_OPS
+        b.norm(q_norm, b.act("q", "batch", "seq", "heads", "head_dim"),
+               b.act("q_n", "batch", "seq", "heads", "head_dim"), "head_dim", tp_dim="heads")
+        b.norm(k_norm, TensorUse("kv_new", kv_new, "activation", b.dt.act),
+               b.act("k_n", *kv_new), "head_dim", tp_dim="kv_heads")
+        rope_reads = (b.act("q_n", "batch", "seq", "heads", "head_dim"), b.act("k_n", *kv_new),
+                      TensorUse("kv_new", kv_new, "activation", b.dt.act))
+    b.add("rope", "elementwise", ("batch", "seq", "heads", "head_dim"), 3.0, rope_reads,
           (b.act("q_rot", "batch", "seq", "heads", "head_dim"),
            TensorUse("kv_cache", ("batch", "seq", "kv_heads", "head_dim"), "kv", b.dt.kv, 2.0)),
           tp_dim="heads")

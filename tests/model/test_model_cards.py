@@ -95,6 +95,17 @@ def test_deepseek_blocks_match_b2(folder):
     assert decode["w_uk"] + decode["w_uv"] == moe["w_kv_b"]
 
 
+def test_qwen3_layer_parameters_include_the_qk_norms(folder):
+    # C: per-head QK-RMSNorm ("extras"): q_norm and k_norm, head_dim = 128 weights each per
+    # layer, 36 x 2 x 128 of the card's 8.19 B; the rest as Llama's layer at Qwen3's widths
+    model = _model(folder, "qwen3-8b")
+    weights = _layer_weights(model, "dense")
+    assert weights["w_q_norm"] == weights["w_k_norm"] == 128
+    matrices = 4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 12288     # q, o, k and v, gate/up/down
+    assert sum(weights.values()) == matrices + 2 * 4096 + 2 * 128     # + attn_norm, ffn_norm, q_norm, k_norm
+    assert "w_q_norm" not in _layer_weights(_model(folder, "llama-3.1-8b"), "dense")
+
+
 def test_deepseek_activated_parameters_match_the_card(folder):
     # per token: every non-expert weight, the shared expert and 8 of the 256 routed experts
     model = _model(folder, "deepseek-r1")
