@@ -33,6 +33,7 @@ QK_DECODE = [(1, 2048), (1, 32768), (8, 8192), (32, 4096), (64, 2048), (128, 102
 QK_PREFILL = [1024, 4096, 16384]
 QK_PROFILED = [(1, 2048), (8, 8192), (64, 2048)]  # graph replays profiled kernel by kernel (qwen3-8b only)
 HEAD = ["embedding", "lm_head"]
+HEAD_TAIL = 3  # kernels a profiled replay launches after the last layer: final norm, memset, LM head GEMM
 
 
 def model(family: str) -> ModelSpec:
@@ -153,19 +154,22 @@ def _kernels(path: str, gpu: Gpu) -> None:
         kernels = [r for r in csv.DictReader(fh) if r["row"].startswith("qwen3-8b_decode")]
     for batch, kv_len in QK_PROFILED:
         model_ks = layer_kernel_us(batch, kv_len, gpu)
-        per_layer = _per_layer_launches(batch, kv_len, gpu)
         replays = {}
         for r in kernels:
             if r["row"].startswith(f"qwen3-8b_decode_b{batch}_l{kv_len}_graph_r"):
                 replays.setdefault(r["row"], []).append(r)
         if not replays:
             continue
-        print(f"b{batch} l{kv_len}: {len(next(iter(replays.values())))} kernels a replay; per layer {per_layer}")
+        launches = len(next(iter(replays.values())))
+        # the embedding's kernel, 36 layers, then the final norm, a memset and the LM head's GEMM
+        per_layer, rest = divmod(launches - 1 - HEAD_TAIL, 36)
+        print(f"b{batch} l{kv_len}: {launches} kernels a replay, {per_layer} a layer "
+              f"(the model: {_per_layer_launches(batch, kv_len, gpu)}){'' if not rest else ' (not whole layers)'}")
         at: dict[int, list[float]] = {}
         names: dict[int, str] = {}
         for launched in replays.values():
             launched.sort(key=lambda r: int(r["index"]))
-            body = launched[1:1 + 36 * per_layer]  # the embedding first
+            body = launched[1:1 + 36 * per_layer]
             for i, r in enumerate(body):
                 at.setdefault(i % per_layer, []).append(float(r["device_us"]))
                 names.setdefault(i % per_layer, r["kernel"][:60])

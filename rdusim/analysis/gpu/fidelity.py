@@ -73,6 +73,7 @@ from rdusim.analysis.gpu.measured import (
     compare_p10_shapes,
     compare_paired_eager,
     compare_prefill_rows,
+    compare_prefill_steps,
     compare_small_rows,
     error_stats,
     kernels_csv,
@@ -130,6 +131,11 @@ ACCEPTANCE: dict[str, Acceptance] = {
         0.10,
         0.10,
         "issue 17: prefill within 10% (its 4K-128K single-GPU item, held to the TP2 prefills of 1K-16K)",
+    ),
+    "e2e prefill": Acceptance(
+        0.10,
+        0.10,
+        "issue 17: prefill within 10% (its 4K-128K item, held to whole batch-1 prefill steps of 1K-16K)",
     ),
     "P10 attention": Acceptance(0.067, 0.157, "P10's model: 6.7% / 15.7%"),
     "P10 GEMMs": Acceptance(0.078, 0.799, "P10's model: 7.8% / 79.9%"),
@@ -683,6 +689,18 @@ def _graph(csv_name: str, label: str) -> Source:
     return Source(f"{label}: graph decode", groups, (csv_name,))
 
 
+def _prefill_steps(csv_name: str, label: str) -> Source:
+    """A ``sweep.py`` run's whole batch-1 prefill steps (eager; ``compare_prefill_steps``)."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows)
+        compared = compare_prefill_steps(rows, Gpu(spec), _base())
+        return _split(label, csv_name, gpu, compared, lambda c: "e2e prefill", lambda c: "prediction", lambda k: k)
+
+    return Source(f"{label}: e2e prefill", groups, (csv_name,))
+
+
 def _paired(csv_name: str, label: str) -> Source:
     def groups(root: Path) -> list[Group]:
         rows = read_csv(root / GPU_DIR / csv_name)
@@ -992,6 +1010,9 @@ SOURCES: tuple[Source, ...] = (
     _graph("h100-20261125l-small.csv", "run l"),
     _graph("h200-20261125m-small.csv", "run m"),
     _graph("h100-20261125o-sweep.csv", "run o"),
+    # run bk (frozen): Qwen3-8B, a shape never measured, with its per-head QK norm and without it
+    _graph("h200-20261129bk-qk-norm.csv", "run bk, Qwen3-8B"),
+    _prefill_steps("h200-20261129bk-qk-norm.csv", "run bk, Qwen3-8B"),
     _paired("h100-20261125h-sweep.csv", "run h, paired"),
     _small("h100-20261125l-small.csv", "run l"),
     _small("h200-20261125m-small.csv", "run m", fitted=False),
@@ -1098,6 +1119,7 @@ MORE_SOURCES: tuple[Source, ...] = (
         "h100-20261125r-fa2mech-holdout.csv", "h100-20261125r-fa2mech-holdout-predicted.txt", "run r, held out"
     ),
     _eager_steps("h200-20261125k-sweep.csv", "run k"),
+    _eager_steps("h200-20261129bk-qk-norm.csv", "run bk, Qwen3-8B"),
     Source("P10 first run", _p10_first, (P10_FIRST_CSV,)),
 )
 

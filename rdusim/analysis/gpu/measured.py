@@ -120,6 +120,12 @@ def compare_eager_steps(rows: Iterable[dict], gpu: Gpu, base: ModelSpec) -> list
     ]
 
 
+def compare_prefill_steps(rows: Iterable[dict], gpu: Gpu, base: ModelSpec) -> list[dict]:
+    """A run's whole prefill steps (``sweep.py``'s ``qk_norm`` section: batch 1, eager, the LM head on the
+    last position), each model's shape from the row."""
+    return [_compared(r, predict_row(r, gpu, sweep_model(r, base))) for r in rows if r["kind"] == "e2e_prefill"]
+
+
 def compare_paired_eager(
     rows: list[dict], spec: GpuSpec, base: ModelSpec, depth: int | None = None
 ) -> list[dict]:
