@@ -19,6 +19,7 @@ import csv
 import gzip
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,11 +28,33 @@ if TYPE_CHECKING:  # rdusim is imported where the model runs: sweep.py imports t
     from rdusim.hw.gpu import Gpu
 
 ROOT = Path(__file__).resolve().parents[2]
-#: family -> with its QK norm (Qwen3-8B's config.json shape either way: rdusim/config/models/qwen3-8b.yaml)
-QK_MODELS = {"qwen3-8b": True, "qwen3-8b-noqk": False}
-QK_DECODE = [(1, 2048), (1, 32768), (8, 8192), (32, 4096), (64, 2048), (128, 1024)]
-QK_PREFILL = [1024, 4096, 16384]
-QK_PROFILED = [(1, 2048), (8, 8192), (64, 2048)]  # graph replays profiled kernel by kernel (qwen3-8b only)
+#: family -> (layers, hidden, q heads, kv heads, head_dim, ffn, vocab, QK norm), config.json's shapes:
+#: Qwen3-8B (rdusim/config/models/qwen3-8b.yaml), the same without its norm, Qwen3-1.7B
+#: (../shared/reference/hardware-and-models.md C: 28 layers, hidden 2048, 16 / 8 heads of 128, ffn 6144)
+FAMILIES = {
+    "qwen3-8b": (36, 4096, 32, 8, 128, 12288, 151936, True),
+    "qwen3-8b-noqk": (36, 4096, 32, 8, 128, 12288, 151936, False),
+    "qwen3-1.7b": (28, 2048, 16, 8, 128, 6144, 151936, True),
+}
+
+
+@dataclass(frozen=True)
+class QkRun:
+    """One run's points: its families (the first profiled), decode (batch, context), prefill lengths."""
+
+    families: tuple[str, ...]
+    decode: tuple[tuple[int, int], ...]
+    prefill: tuple[int, ...]
+    profiled: tuple[tuple[int, int], ...]  # graph replays profiled kernel by kernel (the first family)
+
+
+QK_RUNS = {
+    "bk": QkRun(("qwen3-8b", "qwen3-8b-noqk"), ((1, 2048), (1, 32768), (8, 8192), (32, 4096), (64, 2048), (128, 1024)),
+                (1024, 4096, 16384), ((1, 2048), (8, 8192), (64, 2048))),
+    # run bl: a small model, where a decode step is mostly small kernels (as a TP4 shard's)
+    "bl": QkRun(("qwen3-1.7b",), ((1, 2048), (1, 16384), (8, 4096), (32, 2048), (64, 1024), (128, 1024)),
+                (1024, 4096, 16384), ((1, 2048), (8, 4096), (64, 1024))),
+}
 HEAD = ["embedding", "lm_head"]
 HEAD_TAIL = 3  # kernels a profiled replay launches after the last layer: final norm, memset, LM head GEMM
 
@@ -40,8 +63,12 @@ def model(family: str) -> ModelSpec:
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
 
+    layers, hidden, hq, hkv, hd, ffn, vocab, qk = FAMILIES[family]
     base = load_spec(model_path("qwen3-8b"), ModelSpec)
-    return base.model_copy(update={"attention": base.attention.model_copy(update={"qk_norm": QK_MODELS[family]})})
+    att = base.attention.model_copy(update={"heads": hq, "kv_heads": hkv, "head_dim": hd, "qk_norm": qk})
+    return base.model_copy(update={"name": family, "layers": layers, "hidden": hidden, "vocab": vocab,
+                                   "attention": att, "ffn": base.ffn.model_copy(
+                                       update={"intermediate": ffn, "first_dense_layers": layers})})
 
 
 def h200() -> Gpu:
@@ -52,44 +79,55 @@ def h200() -> Gpu:
     return Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
 
 
-def points() -> list[tuple[str, str, int, int, str]]:
+def points(run: QkRun) -> list[tuple[str, str, int, int, str]]:
     """(row name, phase, batch, tokens of context, mode) as sweep.py names its rows."""
     out = []
-    for fam in QK_MODELS:
-        for batch, kv_len in QK_DECODE:
+    for fam in run.families:
+        for batch, kv_len in run.decode:
             out += [(f"{fam}_decode_b{batch}_l{kv_len}_{mode}", "decode", batch, kv_len, mode) for mode in ("graph", "eager")]
-        out += [(f"{fam}_prefill_b1_l{length}", "prefill", 1, length, "eager") for length in QK_PREFILL]
+        out += [(f"{fam}_prefill_b1_l{length}", "prefill", 1, length, "eager") for length in run.prefill]
     return out
+
+
+def family_of(row: str) -> str:
+    return row.split("_", 1)[0]
 
 
 def predict(name: str, phase: str, batch: int, seq: int, mode: str, gpu: Gpu) -> float:
     from rdusim.analysis.gpu.predict import decoder_layer, simulate_gpu_step
 
-    m = model(name.split("_", 1)[0])
+    m = model(family_of(name))
     return simulate_gpu_step(m, gpu, layer=decoder_layer(m), head=HEAD, phase=phase, batch=batch,
                              seq_len=seq, mode=mode).seconds * 1e6
 
 
-def layer_kernel_us(batch: int, kv_len: int, gpu: Gpu) -> list[tuple[str, float]]:
-    """The model's kernels of one Qwen3-8B decode layer (graph), in launch order: (name, us)."""
+def layer_kernel_us(family: str, batch: int, kv_len: int, gpu: Gpu) -> list[tuple[str, float]]:
+    """The model's kernels of one decode layer of ``family`` (graph), in launch order: (name, us)."""
     from rdusim.sim.gpu import simulate_gpu
 
-    trace = simulate_gpu([(k, 0) for k in _layer(batch, kv_len, gpu)], gpu, mode="graph")
+    trace = simulate_gpu([(k, 0) for k in _layer(family, batch, kv_len, gpu)], gpu, mode="graph")
     return [(r.kernel, (r.end_s - r.start_s) * 1e6) for r in trace.kernels]
 
 
-def frozen() -> int:
-    gpu = h200()
-    print("# run bk frozen predictions (committed before the run): Qwen3-8B with its per-head QK-RMSNorm and the same")
-    print("# shape without it, one H200 (hw_configs/h200.yaml as committed; no refit). `qk_norm_compare.py --frozen`")
+#: what each run's frozen file says it is
+FROZEN_TITLE = {
+    "bk": "Qwen3-8B with its per-head QK-RMSNorm and the same\n# shape without it",
+    "bl": "Qwen3-1.7B (its per-head QK-RMSNorm; a decode step of\n# mostly small kernels)",
+}
+
+
+def frozen(name: str) -> int:
+    run, gpu = QK_RUNS[name], h200()
+    print(f"# run {name} frozen predictions (committed before the run): {FROZEN_TITLE[name]}, one H200 "
+          f"(hw_configs/h200.yaml as committed; no refit). `qk_norm_compare.py --run {name} --frozen`")
     print("| row | predicted (us) |")
     print("|---|---:|")
-    for name, phase, batch, seq, mode in points():
-        print(f"| {name} | {predict(name, phase, batch, seq, mode, gpu):.1f} |")
+    for row, phase, batch, seq, mode in points(run):
+        print(f"| {row} | {predict(row, phase, batch, seq, mode, gpu):.1f} |")
     print()
     print("# the model's kernels of one decode layer (graph), in launch order: name, us")
-    for batch, kv_len in QK_PROFILED:
-        ks = layer_kernel_us(batch, kv_len, gpu)
+    for batch, kv_len in run.profiled:
+        ks = layer_kernel_us(run.families[0], batch, kv_len, gpu)
         print(f"layer b{batch} l{kv_len}: " + ", ".join(f"{n} {us:.2f}" for n, us in ks))
     return 0
 
@@ -107,69 +145,76 @@ def _open(path: str):
     return gzip.open(path, "rt", newline="") if path.endswith(".gz") else open(path, newline="")
 
 
-def compare(csv_path: str, kernels_path: str | None, predicted_path: str) -> int:
-    gpu = h200()
+def compare(name: str, csv_path: str, kernels_path: str | None, predicted_path: str) -> int:
+    run, gpu = QK_RUNS[name], h200()
     frozen_us = read_predicted(Path(predicted_path))
     with _open(csv_path) as fh:
         rows = {r["name"]: r for r in csv.DictReader(fh) if r["kind"] in ("e2e_decode", "e2e_prefill")}
     print("| row | measured (us) | frozen (us) | error | model now (us) | error |")
     print("|---|---:|---:|---:|---:|---:|")
     errors: dict[str, list[float]] = {}
-    for name, phase, batch, seq, mode in points():
-        if name not in rows:
-            print(f"| {name} | - | {frozen_us.get(name, float('nan')):.1f} | - | - | - |")
+    for row, phase, batch, seq, mode in points(run):
+        if row not in rows:
+            print(f"| {row} | - | {frozen_us.get(row, float('nan')):.1f} | - | - | - |")
             continue
-        measured = float(rows[name]["median_us"])
-        now = predict(name, phase, batch, seq, mode, gpu)
-        was = frozen_us[name]
-        errors.setdefault(f"{name.split('_', 1)[0]} {phase} {mode}", []).append(was / measured - 1)
-        print(f"| {name} | {measured:.1f} | {was:.1f} | {was / measured - 1:+.1%} | {now:.1f} | {now / measured - 1:+.1%} |")
+        measured = float(rows[row]["median_us"])
+        now = predict(row, phase, batch, seq, mode, gpu)
+        was = frozen_us[row]
+        errors.setdefault(f"{family_of(row)} {phase} {mode}", []).append(was / measured - 1)
+        print(f"| {row} | {measured:.1f} | {was:.1f} | {was / measured - 1:+.1%} | {now:.1f} | {now / measured - 1:+.1%} |")
     print()
     print("| group (frozen) | rows | median abs error | worst |")
     print("|---|---:|---:|---:|")
     for group, errs in errors.items():
         worst = max(errs, key=abs)
         print(f"| {group} | {len(errs)} | {statistics.median(abs(e) for e in errs):.1%} | {worst:+.1%} |")
+    if "qwen3-8b-noqk" in run.families:
+        _norm_share(run, rows, frozen_us)
+    if kernels_path:
+        print()
+        _kernels(run, kernels_path, gpu)
+    return 0
+
+
+def _norm_share(run: QkRun, rows: dict[str, dict], frozen_us: dict[str, float]) -> None:
     print()
     print("The QK norm's share (with minus without, the same point): measured and frozen, us")
     print("| point | measured | frozen |")
     print("|---|---:|---:|")
-    for name, *_ in points():
-        if not name.startswith("qwen3-8b_"):
+    for row, *_ in points(run):
+        if not row.startswith("qwen3-8b_"):
             continue
-        plain = name.replace("qwen3-8b_", "qwen3-8b-noqk_")
-        if name in rows and plain in rows:
-            delta = float(rows[name]["median_us"]) - float(rows[plain]["median_us"])
-            print(f"| {name.removeprefix('qwen3-8b_')} | {delta:+.1f} | {frozen_us[name] - frozen_us[plain]:+.1f} |")
-    if kernels_path:
-        print()
-        _kernels(kernels_path, gpu)
-    return 0
+        plain = row.replace("qwen3-8b_", "qwen3-8b-noqk_")
+        if row in rows and plain in rows:
+            delta = float(rows[row]["median_us"]) - float(rows[plain]["median_us"])
+            print(f"| {row.removeprefix('qwen3-8b_')} | {delta:+.1f} | {frozen_us[row] - frozen_us[plain]:+.1f} |")
 
 
-def _kernels(path: str, gpu: Gpu) -> None:
-    """Per profiled point: each position of a decoder layer's kernels (the 36 layers and three replays), its
+def _kernels(run: QkRun, path: str, gpu: Gpu) -> None:
+    """Per profiled point: each position of a decoder layer's kernels (every layer and three replays), its
     median device us beside the model's kernel at that position."""
+    family = run.families[0]
+    layers = FAMILIES[family][0]
     with _open(path) as fh:
-        kernels = [r for r in csv.DictReader(fh) if r["row"].startswith("qwen3-8b_decode")]
-    for batch, kv_len in QK_PROFILED:
-        model_ks = layer_kernel_us(batch, kv_len, gpu)
+        kernels = [r for r in csv.DictReader(fh) if r["row"].startswith(f"{family}_decode")]
+    for batch, kv_len in run.profiled:
+        model_ks = layer_kernel_us(family, batch, kv_len, gpu)
         replays = {}
         for r in kernels:
-            if r["row"].startswith(f"qwen3-8b_decode_b{batch}_l{kv_len}_graph_r"):
+            if r["row"].startswith(f"{family}_decode_b{batch}_l{kv_len}_graph_r"):
                 replays.setdefault(r["row"], []).append(r)
         if not replays:
             continue
         launches = len(next(iter(replays.values())))
-        # the embedding's kernel, 36 layers, then the final norm, a memset and the LM head's GEMM
-        per_layer, rest = divmod(launches - 1 - HEAD_TAIL, 36)
+        # the embedding's kernel, the layers, then the final norm, a memset and the LM head's GEMM
+        per_layer, rest = divmod(launches - 1 - HEAD_TAIL, layers)
         print(f"b{batch} l{kv_len}: {launches} kernels a replay, {per_layer} a layer "
-              f"(the model: {_per_layer_launches(batch, kv_len, gpu)}){'' if not rest else ' (not whole layers)'}")
+              f"(the model: {_per_layer_launches(family, batch, kv_len, gpu)}){'' if not rest else ' (not whole layers)'}")
         at: dict[int, list[float]] = {}
         names: dict[int, str] = {}
         for launched in replays.values():
             launched.sort(key=lambda r: int(r["index"]))
-            body = launched[1:1 + 36 * per_layer]
+            body = launched[1:1 + layers * per_layer]
             for i, r in enumerate(body):
                 at.setdefault(i % per_layer, []).append(float(r["device_us"]))
                 names.setdefault(i % per_layer, r["kernel"][:60])
@@ -177,34 +222,37 @@ def _kernels(path: str, gpu: Gpu) -> None:
         print("|---:|---|---:|")
         for i in sorted(at):
             print(f"| {i} | {names[i]} | {statistics.median(at[i]):.2f} |")
+        print(f"layer: measured {sum(statistics.median(v) for v in at.values()):.2f} us, "
+              f"the model {sum(us for _, us in model_ks):.2f}")
         print("model: " + ", ".join(f"{n} {us:.2f}" for n, us in model_ks))
         print()
 
 
-def _per_layer_launches(batch: int, kv_len: int, gpu: Gpu) -> int:
-    return sum(k.launches for k in _layer(batch, kv_len, gpu))
+def _per_layer_launches(family: str, batch: int, kv_len: int, gpu: Gpu) -> int:
+    return sum(k.launches for k in _layer(family, batch, kv_len, gpu))
 
 
-def _layer(batch: int, kv_len: int, gpu: Gpu) -> list:
-    """The model's kernels of one Qwen3-8B decode layer (``GpuKernel``s, one per launch group)."""
+def _layer(family: str, batch: int, kv_len: int, gpu: Gpu) -> list:
+    """The model's kernels of one decode layer of ``family`` (``GpuKernel``s, one per launch group)."""
     from rdusim.analysis.gpu.predict import decoder_layer, llama_shape
     from rdusim.mapping.gpu import layer_kernels
 
-    m = model("qwen3-8b")
+    m = model(family)
     return layer_kernels(decoder_layer(m), llama_shape(m, batch=batch, tokens=1, kv_len=kv_len), gpu, phase="decode")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", default="bk", choices=sorted(QK_RUNS), help="whose points (default bk)")
     ap.add_argument("--frozen", action="store_true", help="print the frozen predictions")
     ap.add_argument("--compare", metavar="CSV", help="sweep.py --only qk_norm's CSV")
     ap.add_argument("--kernels", metavar="CSV", help="its --kernels CSV (profiled graph replays)")
     ap.add_argument("--predicted", metavar="TXT", help="the committed --frozen output")
     args = ap.parse_args(argv)
     if args.frozen:
-        return frozen()
+        return frozen(args.run)
     if args.compare and args.predicted:
-        return compare(args.compare, args.kernels, args.predicted)
+        return compare(args.run, args.compare, args.kernels, args.predicted)
     ap.error("--frozen, or --compare CSV --predicted TXT")
     return 2
 

@@ -29,7 +29,8 @@ Sections (``--only``):
   issue one eager step (set ``host``).
 - ``p10``: P10's copy, calibration GEMMs and pointer chase, to tie this machine to P10's.
 - ``qk_norm`` (run bk): decode steps and prefills of Qwen3-8B with its per-head QK-RMSNorm and without
-  it, and the kernels of profiled graph replays (``QK_MODELS``, ``QK_DECODE``, ``QK_PREFILL``).
+  it, and the kernels of profiled graph replays; ``qk_norm_bl`` (run bl): the same for Qwen3-1.7B
+  (the points: ``qk_norm_compare.QK_RUNS``).
 
 Sets: ``calibration`` rows are the only ones a model may be fitted to (named here, before any
 measurement: the GEMMs of Llama-3.1-8B at TP 1 with m in {16, 256, 4096}); ``host`` rows are
@@ -56,7 +57,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure as M  # noqa: E402  (measure.py beside this file)
 from gemm_shapes import gemm_plan, holdout_shapes, plan_shapes  # noqa: E402  (shapes: gemm_shapes.py)
-from qk_norm_compare import QK_DECODE, QK_MODELS, QK_PREFILL, QK_PROFILED  # noqa: E402  (run bk's points)
+from qk_norm_compare import FAMILIES, QK_RUNS  # noqa: E402  (runs bk and bl: their points)
 
 BF16 = torch.bfloat16
 
@@ -820,20 +821,22 @@ def _eager_round(ctx: M.Ctx, fam: str, rnd: int, sites: tuple, step, common: dic
              mode="eager", steal=after["steal"] - before["steal"], mhz=after["mhz"], **common)
 
 
-def qk_norm_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
-    """Run bk: decode steps (eager and CUDA graph) and prefills (eager, batch 1) of Qwen3-8B (config.json: 36
-    layers, hidden 4096, 32 / 8 heads of 128, ffn 12288, vocab 151936) with and without its QK norm; the kernels
-    of profiled graph replays (``kernels``: row, index, kernel, device_us). The points: qk_norm_compare.py."""
-    for fam, qk in QK_MODELS.items():
-        s = M.LlamaShape(layers=36, hidden=4096, q_heads=32, kv_heads=8, head_dim=128, ffn=12288, vocab=151936,
+def qk_norm_rows(ctx: M.Ctx, quick: bool, kernels: list[dict], run: str = "bk") -> None:
+    """Runs bk, bl: decode steps (eager and CUDA graph) and prefills (eager, batch 1) of each of a run's
+    families (``qk_norm_compare.QK_RUNS``, ``FAMILIES``: config.json's shapes, with or without the QK norm);
+    the kernels of its first family's profiled graph replays (``kernels``: row, index, kernel, device_us)."""
+    points = QK_RUNS[run]
+    for fam in points.families:
+        layers, hidden, hq, hkv, hd, ffn, vocab, qk = FAMILIES[fam]
+        s = M.LlamaShape(layers=layers, hidden=hidden, q_heads=hq, kv_heads=hkv, head_dim=hd, ffn=ffn, vocab=vocab,
                          qk_norm=qk)
         model = M.Llama(s, ctx.device)
-        for batch, kv_len in QK_DECODE:
+        for batch, kv_len in points.decode:
             decode_case(ctx, model, fam, batch, kv_len, kernels)
-            if qk and (batch, kv_len) in QK_PROFILED:
+            if fam == points.families[0] and (batch, kv_len) in points.profiled:
                 _profile_graph(ctx, model, f"{fam}_decode_b{batch}_l{kv_len}_graph", batch, kv_len, kernels)
             torch.cuda.empty_cache()
-        for length in QK_PREFILL:
+        for length in points.prefill:
             _qk_prefill(ctx, model, fam, length)
             torch.cuda.empty_cache()
         del model
@@ -878,7 +881,8 @@ SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "pref
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
             "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
             "eager_paired": eager_paired_rows, "prefill_holdout": prefill_holdout_rows, "p10_paired": p10_paired_rows,
-            "gemm_holdout": gemm_holdout_rows, "qk_norm": qk_norm_rows}
+            "gemm_holdout": gemm_holdout_rows, "qk_norm": qk_norm_rows,
+            "qk_norm_bl": functools.partial(qk_norm_rows, run="bl")}
 
 
 def host_report() -> str:
