@@ -132,3 +132,24 @@ def test_the_harness_normalises_each_head_before_the_rotary_embedding() -> None:
     qkv = F.linear(h, model.layers[0]["wqkv"]).view(b, t, -1, s.head_dim)
     assert torch.equal(cv[0][:, :, :t], qkv[:, :, s.q_heads + s.kv_heads:].transpose(1, 2))
     assert not torch.allclose(q, qkv[:, :, :s.q_heads].transpose(1, 2).float(), atol=0.02)  # normalised
+
+
+@pytest.mark.parametrize(("run", "groups"), [
+    ("bk", {"qwen3-8b decode graph": ("2.0%", "+4.6%"), "qwen3-8b-noqk decode graph": ("2.1%", "+4.9%"),
+            "qwen3-8b prefill eager": ("5.9%", "-6.9%"), "qwen3-8b-noqk prefill eager": ("5.5%", "-7.0%")}),
+    ("bl", {"qwen3-1.7b decode graph": ("2.6%", "+3.6%"), "qwen3-1.7b prefill eager": ("3.9%", "+10.0%")}),
+])
+def test_runs_bk_bl_frozen_figures(run: str, groups: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """qk_norm_compare.py on the committed runs: every planned point was measured and frozen, and the
+    frozen predictions' group figures are docs/gpu.md's ("Run bk", "Run bl")."""
+    qk = bench_script("qk_norm_compare")
+    gpu_dir = ROOT / "benchmarks/gpu"
+    frozen = qk.read_predicted(gpu_dir / f"h200-20261129{run}-qk-norm-predicted.txt")
+    assert set(frozen) == {p[0] for p in qk.points(qk.QK_RUNS[run])}
+    assert qk.main(["--run", run, "--compare", str(gpu_dir / f"h200-20261129{run}-qk-norm.csv"),
+                    "--predicted", str(gpu_dir / f"h200-20261129{run}-qk-norm-predicted.txt")]) == 0
+    out = capsys.readouterr().out
+    assert "| - |" not in out  # no planned point missing
+    for group, (median, worst) in groups.items():
+        line = next(x for x in out.splitlines() if x.startswith(f"| {group} |"))
+        assert line.endswith(f"| {median} | {worst} |"), line
