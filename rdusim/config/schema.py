@@ -237,6 +237,11 @@ class ModelSpec(Spec):
         description="longest sequence the model was trained for; longer prompts are refused",
     )
 
+    @property
+    def qk_norm(self) -> bool:
+        """Each query and key head normalised before the rotary embedding (a GQA card's ``attention.qk_norm``)."""
+        return isinstance(self.attention, GqaSpec) and self.attention.qk_norm
+
     @model_validator(mode="after")
     def _dense_layers_fit(self) -> ModelSpec:
         if self.ffn.first_dense_layers > self.layers:

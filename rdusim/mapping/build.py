@@ -16,7 +16,7 @@ from typing import Any
 
 import networkx as nx
 
-from rdusim.config.schema import MTP_DRAFT, SRAM, GqaSpec, KernelSpec
+from rdusim.config.schema import MTP_DRAFT, SRAM, KernelSpec
 from rdusim.errors import MappingError
 from rdusim.mapping.bundle import LoadedMapping
 from rdusim.mapping.draft import draft_candidates
@@ -262,7 +262,7 @@ def _check_coverage(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
             if name not in graph.nodes:
                 close = difflib.get_close_matches(name, list(graph.nodes), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                if name in QK_NORM_OPS and not _has_qk_norm(loaded):
+                if name in QK_NORM_OPS and not loaded.model.qk_norm:
                     hint = f"; {loaded.model.name}'s model card does not set attention.qk_norm (Qwen3's per-head norms)"
                 issues.append(f"{loaded.where('layers', layer_type, k, 'ops', j)}: unknown op {name!r} for "
                               f"{layer_type} layers{hint}")
@@ -281,11 +281,6 @@ def _check_coverage(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,
                 f"{kernel_specs[placed[consumer]].kernel!r} runs {consumer!r} before kernel "
                 f"{kernel_specs[placed[producer]].kernel!r} produces its input ({producer!r})")
     return issues
-
-
-def _has_qk_norm(loaded: LoadedMapping) -> bool:
-    attention = loaded.model.attention
-    return isinstance(attention, GqaSpec) and attention.qk_norm
 
 
 def _check_degrees(loaded: LoadedMapping, layer_type: str, graph: nx.DiGraph,

@@ -91,8 +91,7 @@ def layer_graph(model: ModelSpec, layer_type: str, shape: Shape, policy: KvPolic
     if latent:
         (_mla_prefill if shape.phase == "prefill" else _mla_decode)(b)
     else:
-        assert isinstance(model.attention, GqaSpec)
-        _gqa(b, decode=shape.phase == "decode", qk_norm=model.attention.qk_norm)
+        _gqa(b, decode=shape.phase == "decode", qk_norm=model.qk_norm)
     add_policy_ops(b, policy, shape.phase, latent, variant)
     _ffn(b, moe=base == "moe")
     return _connect(b.ops)

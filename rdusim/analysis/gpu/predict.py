@@ -80,20 +80,16 @@ def decoder_layer(model: ModelSpec) -> list[str]:
     ``MEASURED_LAYER``, with the per-head QK norm after the QKV GEMM where the model has one
     (``attention.qk_norm``, Qwen3)."""
     layer = list(MEASURED_LAYER)
-    if _has_qk_norm(model):
+    if model.qk_norm:
         layer.insert(layer.index("qkv_gemm") + 1, "qk_norm")
     return layer
 
 
-def _has_qk_norm(model: ModelSpec) -> bool:
-    return bool(getattr(model.attention, "qk_norm", False))
-
-
 def qk_norm_mismatch(model: ModelSpec, layer: list[str]) -> str | None:
     """Why ``layer`` does not run ``model``'s attention (a QK norm missing or extra), or None."""
-    if "qkv_gemm" not in layer or _has_qk_norm(model) == ("qk_norm" in layer):
+    if "qkv_gemm" not in layer or model.qk_norm == ("qk_norm" in layer):
         return None
-    if _has_qk_norm(model):
+    if model.qk_norm:
         return f"{model.name} normalises each query and key head (attention.qk_norm): add qk_norm after qkv_gemm"
     return f"{model.name} has no QK norm (attention.qk_norm is false): remove qk_norm"
 
