@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rdusim.cli import main
+from ..cli_edits import edit as _edit
+from ..cli_edits import line_of as _line_of
+from ..cli_edits import run as _run
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "mappings" / "deepseek-r1" / "prefill-snapstream.yaml"
@@ -23,23 +25,6 @@ def mapping(tmp_path: Path) -> Path:
     target = tmp_path / "m" / "x.yaml"
     target.write_text(SOURCE.read_text().replace("../../hw_configs/", "../hw_configs/"))
     return target
-
-
-def _line_of(path: Path, needle: str) -> int:
-    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
-
-
-def _run(capsys, *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return code, err
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new, 1))
 
 
 def test_unknown_key_suggests_the_right_one(mapping, capsys):
