@@ -20,7 +20,7 @@ import yaml
 from hypothesis import strategies as st
 
 from rdusim.config.loader import model_path, read_document, validate
-from rdusim.config.schema import GqaSpec, ModelSpec
+from rdusim.config.schema import ModelSpec
 from rdusim.mapping.plan import KernelPlan, Stage
 
 FLOP_PER_S = 1e9      # matrix and SIMD peak
@@ -101,9 +101,8 @@ def two_kernel_layers(model: str, phase: str) -> dict[str, list[dict[str, Any]]]
 
 
 def _qk_norm(model: str) -> bool:
-    """Whether the packaged model card ``model`` sets ``attention.qk_norm``."""
-    attention = validate(read_document(model_path(model)), ModelSpec).attention
-    return isinstance(attention, GqaSpec) and attention.qk_norm
+    """Whether the packaged model card ``model`` sets ``attention.qk_norm`` (``ModelSpec.qk_norm``)."""
+    return validate(read_document(model_path(model)), ModelSpec).qk_norm
 
 
 @st.composite
