@@ -539,8 +539,9 @@ def e2e_decode_case(ctx: Ctx, model: Llama, batch: int, kv_len: int) -> None:
     ctx.sync()
 
 
-def e2e_prefill_case(ctx: Ctx, model: Llama, length: int) -> None:
-    """One prompt of ``length`` tokens at batch 1 (eager), logits of the last position."""
+def e2e_prefill_case(ctx: Ctx, model: Llama, length: int, *, name: str | None = None, **extra) -> None:
+    """One prompt of ``length`` tokens at batch 1 (eager), logits of the last position; the row named
+    ``name`` (default ``prefill_b1_l{length}``), ``extra`` in its extra column (sweep.py: the model's shape)."""
     s = model.s
     ck = [torch.empty(1, s.kv_heads, length, s.head_dim, dtype=BF16, device=ctx.device)
           for _ in range(s.layers)]
@@ -553,9 +554,9 @@ def e2e_prefill_case(ctx: Ctx, model: Llama, length: int) -> None:
         return model.forward(tokens, ck, cv, pos, cos, sin, prefill=True)
 
     t, reps = time_fn(ctx, fwd, cold=False, budget_s=1.0, min_reps=3, max_reps=20)
-    record(ctx, ctx.set_name, "e2e_prefill", f"prefill_b1_l{length}", t, reps, batch=1,
+    record(ctx, ctx.set_name, "e2e_prefill", name or f"prefill_b1_l{length}", t, reps, batch=1,
            seq_len=length, q_heads=s.q_heads, kv_heads=s.kv_heads, head_dim=s.head_dim,
-           mode="eager")
+           mode="eager", **extra)
 
 
 # ---------------------------------------------------------------- driver

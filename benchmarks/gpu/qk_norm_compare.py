@@ -1,12 +1,13 @@
-"""Run bk: Qwen3-8B's per-head QK-RMSNorm on one H200, predicted (frozen before the run) and compared.
+"""Runs bk and bl: Qwen3's per-head QK-RMSNorm on one H200, predicted (frozen before each run) and compared.
 
-The points (``sweep.py --only qk_norm`` measures them): decode steps (CUDA graph and eager) and
-batch-1 prefills (eager) of Qwen3-8B with its QK norm (``attention.qk_norm``) and of the same
-shape without it, and three graph replays of three decode steps profiled kernel by kernel.
+The points (``QK_RUNS``; ``sweep.py --only qk_norm`` / ``qk_norm_bl`` measures them): decode steps
+(CUDA graph and eager) and batch-1 prefills (eager) of each run's families (run bk: Qwen3-8B with
+its QK norm and the same shape without it; run bl: Qwen3-1.7B), and three decode steps' graph
+replays profiled kernel by kernel.
 
-    python benchmarks/gpu/qk_norm_compare.py --frozen > benchmarks/gpu/h200-20261129bk-qk-norm-predicted.txt
-    python benchmarks/gpu/qk_norm_compare.py --compare RUN.csv --kernels RUN-kernels.csv \\
-        --predicted benchmarks/gpu/h200-20261129bk-qk-norm-predicted.txt
+    python benchmarks/gpu/qk_norm_compare.py --run bl --frozen > benchmarks/gpu/h200-20261129bl-qk-norm-predicted.txt
+    python benchmarks/gpu/qk_norm_compare.py --run bl --compare RUN.csv --kernels RUN-kernels.csv \\
+        --predicted benchmarks/gpu/h200-20261129bl-qk-norm-predicted.txt
 
 CPU only (no torch): the model's figures from ``rdusim`` and hw_configs/h200.yaml. The points
 (``QK_*``) import without rdusim: ``sweep.py`` takes them from here on the GPU host.

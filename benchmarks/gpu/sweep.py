@@ -398,12 +398,17 @@ def graph_step_row(ctx: M.Ctx, step, name: str, budget_s: float, max_reps: int, 
     torch.cuda.synchronize()
 
 
+def model_extra(s: M.LlamaShape, fam: str) -> dict:
+    """The model's shape in a row's extra column (``predict.sweep_model`` reads it back)."""
+    return dict(family=fam, layers=s.layers, hidden=s.hidden, ffn=s.ffn, vocab=s.vocab,
+                **({"qk_norm": 1} if s.qk_norm else {}))
+
+
 def decode_case(ctx: M.Ctx, model: M.Llama, fam: str, batch: int, kv_len: int, kernels: list[dict]) -> None:
     s = model.s
     step = M.decode_step(ctx, model, batch, kv_len)
     common = dict(batch=batch, kv_len=kv_len, q_heads=s.q_heads, kv_heads=s.kv_heads,
-                  head_dim=s.head_dim, family=fam, layers=s.layers, hidden=s.hidden, ffn=s.ffn,
-                  vocab=s.vocab, **({"qk_norm": 1} if s.qk_norm else {}))
+                  head_dim=s.head_dim, **model_extra(s, fam))
     t, reps = M.time_fn(ctx, step, cold=False, budget_s=0.4, max_reps=40)
     M.record(ctx, "prediction", "e2e_decode", f"{fam}_decode_b{batch}_l{kv_len}_eager", t, reps,
              mode="eager", **common)
@@ -837,7 +842,7 @@ def qk_norm_rows(ctx: M.Ctx, quick: bool, kernels: list[dict], run: str = "bk") 
                 _profile_graph(ctx, model, f"{fam}_decode_b{batch}_l{kv_len}_graph", batch, kv_len, kernels)
             torch.cuda.empty_cache()
         for length in points.prefill:
-            _qk_prefill(ctx, model, fam, length)
+            M.e2e_prefill_case(ctx, model, length, name=f"{fam}_prefill_b1_l{length}", **model_extra(s, fam))
             torch.cuda.empty_cache()
         del model
         torch.cuda.empty_cache()
@@ -857,24 +862,6 @@ def _profile_graph(ctx: M.Ctx, model: M.Llama, row: str, batch: int, kv_len: int
         print(f"profiler failed: {exc}", file=sys.stderr)
     del g
     torch.cuda.synchronize()
-
-
-def _qk_prefill(ctx: M.Ctx, model: M.Llama, fam: str, length: int) -> None:
-    """``measure.e2e_prefill_case`` with the model's shape in the row (``sweep_model`` reads it)."""
-    s = model.s
-    ck = [torch.empty(1, s.kv_heads, length, s.head_dim, dtype=BF16, device=ctx.device) for _ in range(s.layers)]
-    cv = [torch.empty_like(c) for c in ck]
-    tokens = torch.randint(0, s.vocab, (1, length), device=ctx.device)
-    pos = torch.arange(length, device=ctx.device)
-    cos, sin = M.rope_tables(s, pos)
-
-    def fwd() -> torch.Tensor:
-        return model.forward(tokens, ck, cv, pos, cos, sin, prefill=True)
-
-    t, reps = M.time_fn(ctx, fwd, cold=False, budget_s=1.0, min_reps=3, max_reps=20)
-    M.record(ctx, "prediction", "e2e_prefill", f"{fam}_prefill_b1_l{length}", t, reps, batch=1, seq_len=length,
-             q_heads=s.q_heads, kv_heads=s.kv_heads, head_dim=s.head_dim, mode="eager", family=fam,
-             layers=s.layers, hidden=s.hidden, ffn=s.ffn, vocab=s.vocab, **({"qk_norm": 1} if s.qk_norm else {}))
 
 
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
