@@ -469,19 +469,23 @@ def kv_bytes_per_token(model: ModelSpec) -> float:
 
 def simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, *, seq_len: int | None = None,
                          batch: int | None = None, policy: KvPolicySpec | None = None,
-                         mode: str | None = None) -> GpuResult:
+                         mode: str | None = None, check_fit: bool = True) -> GpuResult:
     """Simulate a ``gpu_mapping`` on a GPU node: one replica of ``tp`` GPUs, the others copies.
 
+    ``check_fit``: a batch that does not fit HBM is a ConfigError with the numbers (off for a
+    what-if, as the serving step tables run one: HBM is the request engine's business there).
     A rate so small (or a latency so large) that the engine passes its horizon is reported
     against the GPU document that gave it."""
     try:
-        return _simulate_gpu_mapping(spec, model, node, seq_len=seq_len, batch=batch, policy=policy, mode=mode)
+        return _simulate_gpu_mapping(spec, model, node, seq_len=seq_len, batch=batch, policy=policy, mode=mode,
+                                     check_fit=check_fit)
     except SimulationError as error:
         raise SimulationError(f"{node.source or node.name}: {error}") from None
 
 
 def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, *, seq_len: int | None,
-                          batch: int | None, policy: KvPolicySpec | None, mode: str | None) -> GpuResult:
+                          batch: int | None, policy: KvPolicySpec | None, mode: str | None,
+                          check_fit: bool) -> GpuResult:
     seq_len = seq_len or spec.workload.seq_len
     batch = batch or spec.workload.batch
     policy = policy or spec.kv_policy
@@ -491,9 +495,9 @@ def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
     if model.attention.kind == "mla":
         if spec.clock != "full":
             raise ConfigError(f"{spec.name}: clock: {spec.clock} covers GQA models only (MLA steps run at full clock)")
-        return _simulate_mla_mapping(spec, model, node, seq_len, batch, policy, mode)
+        return _simulate_mla_mapping(spec, model, node, seq_len, batch, policy, mode, check_fit)
     kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
-    weights, per_seq, max_batch = _gqa_fit(spec, model, node, seq_len, batch, policy)
+    weights, per_seq, max_batch = _gqa_fit(spec, model, node, seq_len, batch if check_fit else 0, policy)
     run_step = sustained_gpu_step if spec.clock == "sustained" else simulate_gpu_step
     step = run_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
                     batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
@@ -502,19 +506,51 @@ def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
 
 
 def _simulate_mla_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int, batch: int,
-                          policy: KvPolicySpec, mode: str) -> GpuResult:
+                          policy: KvPolicySpec, mode: str, check_fit: bool) -> GpuResult:
     """An MLA + MoE decode replica of ``spec.tp`` GPUs: weights and KV per GPU from the layout
     (``gpu_mla``), the largest batch that fits, and one step of one GPU (all GPUs do the same)."""
     mtp = spec.workload.accepted_tokens_per_step > 1
     kept = kv_length(seq_len, policy)
-    weights, per_seq, max_batch = _mla_fit(spec, model, node, seq_len, batch, policy)
-    share = spec.tp if spec.attention == "dp" else 1  # sequences one GPU's HBM holds per replica sequence
+    weights, per_seq, max_batch = _mla_fit(spec, model, node, seq_len, batch if check_fit else 0, policy)
+    share = kv_groups(spec)
     step = simulate_mla_step(model, node.gpu, batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
                              attention=spec.attention, mtp=mtp)
     held = math.ceil(batch / share)
     return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
                      spec.tp, step, weights, per_seq * held, weights + per_seq * held, max_batch,
                      accepted=spec.workload.accepted_tokens_per_step, attention=spec.attention)
+
+
+@dataclass(frozen=True)
+class ReplicaFit:
+    """One replica's HBM per GPU at a prompt length: what the weights and KV take, and what fits."""
+
+    weights_bytes: float          # on each GPU
+    kv_bytes_per_token: float     # of one sequence, on each GPU that holds its cache
+    whole_kv_bytes_per_token: float  # of one sequence, one copy of every layer's cache
+    max_batch: int                # sequences of the replica at the prompt length
+    capacity_bytes: float         # HBM of one GPU
+
+
+def replica_fit(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int,
+                policy: KvPolicySpec | None = None) -> ReplicaFit:
+    """HBM per GPU of one replica of the mapping at ``seq_len`` (the policy's kept KV): the same
+    figures its simulation checks a batch against."""
+    policy = policy or spec.kv_policy
+    if model.attention.kind == "mla":
+        weights, _, most = _mla_fit(spec, model, node, seq_len, 0, policy)
+        whole = per_gpu = mla_kv_bytes_per_token(model, mtp=spec.workload.accepted_tokens_per_step > 1)
+    else:
+        weights, _, most = _gqa_fit(spec, model, node, seq_len, 0, policy)
+        whole = kv_bytes_per_token(model)
+        per_gpu = whole / spec.tp
+    return ReplicaFit(weights, per_gpu, whole, most, node.gpu.hbm_capacity_bytes)
+
+
+def kv_groups(spec: GpuMappingSpec) -> int:
+    """Groups of a replica's sequences whose caches sit on different GPUs: the replica's GPUs when
+    attention is data parallel (each GPU its own sequences), else one (heads split over all)."""
+    return spec.tp if spec.attention == "dp" else 1
 
 
 def _gqa_fit(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int, batch: int,
@@ -541,8 +577,7 @@ def _mla_fit(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int
     weights = mla_weight_bytes(model, spec.tp, attention=spec.attention, mtp=mtp)
     per_seq = mla_kv_bytes_per_token(model, mtp=mtp) * kv_length(seq_len, policy)
     free = node.gpu.hbm_capacity_bytes - weights
-    share = spec.tp if spec.attention == "dp" else 1  # sequences one GPU's HBM holds per replica sequence
-    max_batch = max(0, int(free // per_seq)) * share
+    max_batch = max(0, int(free // per_seq)) * kv_groups(spec)
     if batch > max_batch:
         whole = mla_weight_bytes(model, 1) / 1e9
         raise ConfigError(

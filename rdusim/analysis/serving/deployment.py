@@ -1,14 +1,15 @@
 """Serving deployments: a serving YAML resolved into the request engine's model, with step-time
-tables built by the kernel simulator.
+tables built by the kernel simulator (SN40L mappings) or the GPU model (GPU mappings: ``.gpu``).
 
-Owns: ``Deployment`` / ``load_deployment`` (a serving YAML -> the engine's ``ServingModel``),
-the memoised step-time simulations (``prefill_time``, ``decode_step_time``) and
-``interpolation_error``. Imports: config, mapping (capacity, memory), model (policy,
-kv_cache), sim (the request engine's tables), result (``simulate``), sweep
-(``smallest_batch``), pandas. Writes no files. Runs: ``rdusim.analysis.serving.run``;
+Owns: ``Deployment`` / ``load_deployment`` (a serving YAML -> the engine's ``ServingModel``;
+the two mappings must be of one kind), the SN40L side (``_sn40l_sides``), its memoised
+step-time simulations (``prefill_time``, ``decode_step_time``) and ``interpolation_error``.
+Imports: config, mapping (capacity, memory), model (policy, kv_cache), sim (the request
+engine), result (``simulate``), sweep (``smallest_batch``), gpu (``is_gpu_mapping``), serving
+(``.sides``, ``.gpu``), pandas. Writes no files. Runs: ``rdusim.analysis.serving.run``;
 metrics: ``.metrics``; traces: ``.perfetto``; rate sweeps: ``.sweep``.
 
-Where the numbers come from (one source of truth each):
+Where the numbers come from for SN40L mappings (one source of truth each):
 
 - prefill time of a prompt: ``rdusim.simulate`` of the prefill mapping at the grid's prompt
   lengths (steps of sqrt(2) to 8K, then powers of two), interpolated
@@ -27,7 +28,6 @@ Where the numbers come from (one source of truth each):
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,11 +36,14 @@ from typing import Any
 
 import pandas as pd
 
+from rdusim.analysis.gpu.predict import is_gpu_mapping
 from rdusim.analysis.result import simulate
+from rdusim.analysis.serving.gpu import gpu_sides
+from rdusim.analysis.serving.sides import Sides, step_tables
 from rdusim.analysis.sweep import smallest_batch
 from rdusim.config.loader import Document, apply_overrides, read_document, validate, yaml_value
 from rdusim.config.serving import ServingSpec
-from rdusim.errors import ConfigError, MappingError
+from rdusim.errors import ConfigError
 from rdusim.kv_policy import COMPRESSING, FIXED_SIZE
 from rdusim.mapping.build import build_plan
 from rdusim.mapping.bundle import LoadedMapping, load_mapping
@@ -50,8 +53,6 @@ from rdusim.model.kv_cache import kv_bytes_per_token_layer
 from rdusim.model.policy import kv_length
 from rdusim.model.speculative import accepted_tokens_per_step
 from rdusim.sim.serving import DecodeTable, PrefillTable, ServingModel
-
-GRID_START = 1024
 
 
 # ------------------------------------------------------------------------ deployment
@@ -71,6 +72,8 @@ class Deployment:
     info: dict[str, Any] = field(default_factory=dict)
     #: the serving YAML as read (with ``--set`` overrides): ``document.where(key)`` locates a key
     document: Document | None = field(default=None, repr=False, compare=False)
+    #: what the two mappings gave the engine, with the direct step-time functions of the tables
+    sides: Sides | None = field(default=None, repr=False, compare=False)
 
 
 def load_deployment(path: str | Path, overrides: list[str] | None = None,
@@ -78,6 +81,8 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
                     progress: Callable[[int, int], None] | None = None) -> Deployment:
     """Read and validate a serving YAML and build its step-time tables by simulation.
 
+    The mappings are SN40L ``mapping`` documents (the kernel simulator) or GPU ``gpu_mapping``
+    documents (the GPU model, ``rdusim.analysis.serving.gpu``), both of one kind.
     ``overrides`` edit the serving file (``decode.nodes=2``); ``decode_overrides`` edit its
     decode mapping (``kv_policy.name=snapkv``), e.g. to pair it with another prefill mapping.
     ``progress(done, total)``: step-table simulations so far (memoised ones count too).
@@ -86,7 +91,41 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
     spec: ServingSpec = validate(document, ServingSpec)
     prefill_path = _mapping_path(document, "prefill")
     decode_path = _mapping_path(document, "decode")
-    decode_overrides = _decode_overrides(spec) + list(decode_overrides or [])
+    gpu = [is_gpu_mapping(prefill_path), is_gpu_mapping(decode_path)]
+    if gpu[0] != gpu[1]:
+        kind = ["mapping (SN40L)", "gpu_mapping"]
+        raise ConfigError(f"{document.path}:{document.lines.get(('decode', 'mapping'), 1)}: decode.mapping: a "
+                          f"{kind[gpu[1]]} beside a {kind[gpu[0]]} prefill mapping: both must be SN40L mappings "
+                          "(kind: mapping) or both GPU mappings (kind: gpu_mapping); the decode side holds the "
+                          "KV cache the prefill side made")
+    build = gpu_sides if gpu[0] else _sn40l_sides
+    sides = build(document, spec, prefill_path, decode_path, list(decode_overrides or []), progress)
+    link = spec.interconnect
+    colocated = spec.layout == "colocated"
+    memory = sides.memory
+    model = ServingModel(
+        layout=spec.layout,
+        prefill_nodes=0 if colocated else int(spec.prefill.nodes or 0) * sides.prefill_engines_per_node,
+        decode_nodes=spec.decode.nodes * sides.engines_per_node, prefill_time=sides.prefill_table,
+        decode_step_time=sides.decode_table,
+        kept_tokens=functools.partial(kv_length, policy=sides.policy), kv_grows=sides.policy.name not in FIXED_SIZE,
+        batch_buckets=sides.buckets, kv_groups=memory["groups"],
+        kv_bytes_per_group=memory["free_bytes"], kv_bytes_per_token=memory["bytes_per_token_socket"],
+        shipped_bytes_per_token=memory["bytes_per_token"], accepted_tokens_per_step=sides.accepted_tokens_per_step,
+        max_context=sides.info["max_context"],
+        link_bytes_per_s=link.bandwidth_bytes_per_s if link else math.inf,
+        link_latency_s=link.latency_s if link else 0.0, scheduling=spec.scheduling,
+        chunk_tokens=spec.prefill.chunk_tokens, draft_tokens=sides.draft_tokens,
+        acceptance_rate=sides.acceptance_rate, seed=sides.seed)
+    return Deployment(spec.name, str(document.path), spec, model, sides.policy.name, sides.policy.compression,
+                      sides.max_batch_reason, sides.prefill_table, sides.decode_table, sides.info | memory,
+                      document, sides)
+
+
+def _sn40l_sides(document: Document, spec: ServingSpec, prefill_path: Path, decode_path: Path,
+                 extra_overrides: list[str], progress: Callable[[int, int], None] | None) -> Sides:
+    """SN40L mappings: every step time from the kernel simulator, HBM from the mapping's memory model."""
+    decode_overrides = _decode_overrides(spec) + extra_overrides
     decode = load_mapping(decode_path, overrides=decode_overrides)
     prefill = load_mapping(prefill_path)
     _check_policies(document, prefill, decode)
@@ -95,54 +134,19 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
     buckets, reason = _batch_buckets(document, spec, decode_path, decode_overrides, max_context)
     memory = _decode_memory(decode_path, decode_overrides, max_context, buckets[-1])
     policy = decode.spec.kv_policy
-    accepted = accepted_tokens_per_step(decode.spec)   # speculative: the acceptance model's expectation
     sd = decode.spec.speculative
-    prefill_table, decode_table = _step_tables(document, spec, prefill_path, decode_path, decode_overrides,
-                                               buckets, max_context, progress)
-    link = spec.interconnect
-    colocated = spec.layout == "colocated"
-    model = ServingModel(
-        layout=spec.layout, prefill_nodes=0 if colocated else int(spec.prefill.nodes or 0),
-        decode_nodes=spec.decode.nodes, prefill_time=prefill_table, decode_step_time=decode_table,
-        kept_tokens=functools.partial(kv_length, policy=policy), kv_grows=policy.name not in FIXED_SIZE,
-        batch_buckets=tuple(buckets), kv_groups=memory["groups"], kv_bytes_per_group=memory["free_bytes"],
-        kv_bytes_per_token=memory["bytes_per_token_socket"], shipped_bytes_per_token=memory["bytes_per_token"],
-        accepted_tokens_per_step=accepted, max_context=max_context,
-        link_bytes_per_s=link.bandwidth_bytes_per_s if link else math.inf,
-        link_latency_s=link.latency_s if link else 0.0, scheduling=spec.scheduling,
-        chunk_tokens=spec.prefill.chunk_tokens,
-        draft_tokens=sd.k if sd is not None else 0,
-        acceptance_rate=sd.acceptance.rate if sd is not None else 0.0, seed=decode.spec.workload.seed)
+    compressing = policy.name in COMPRESSING
+    overrides = tuple(decode_overrides)
+    prefill_s = functools.partial(prefill_time, str(prefill_path))
+    decode_s = functools.partial(decode_step_time, str(decode_path), overrides, compressing=compressing)
+    prefill_table, decode_table = step_tables(document, spec, buckets, max_context, prefill_s, decode_s, progress)
     info = {"prefill_mapping": str(prefill_path), "decode_mapping": str(decode_path), "max_context": max_context,
-            "decode_overrides": tuple(decode_overrides),
-            "model": decode.model.name, "hardware": decode.system.name} | memory
-    return Deployment(spec.name, str(document.path), spec, model, policy.name, policy.compression, reason,
-                      prefill_table, decode_table, info, document)
-
-
-def _step_tables(document: Document, spec: ServingSpec, prefill_path: Path, decode_path: Path,
-                 decode_overrides: list[str], buckets: list[int], max_context: int,
-                 progress: Callable[[int, int], None] | None = None) -> tuple[PrefillTable, DecodeTable]:
-    """Simulate the grids (memoised) and wrap them in interpolating tables."""
-    prefill_grid = tuple(spec.prefill.grid or _prefill_grid(max_context))
-    kv_grid = tuple(spec.decode.kv_grid or _powers_of_two(GRID_START, max_context))
-    compressing = load_mapping(decode_path, overrides=decode_overrides).spec.kv_policy.name in COMPRESSING
-    total, done = len(prefill_grid) + len(buckets) * len(kv_grid), itertools.count(1)
-
-    def counted(seconds: float) -> float:
-        if progress is not None:
-            progress(next(done), total)
-        return seconds
-
-    try:
-        prefill = tuple(counted(prefill_time(str(prefill_path), n)) for n in prefill_grid)
-    except MappingError as error:
-        line = document.lines.get(("prefill", "grid"), document.lines.get(("prefill", "mapping"), 1))
-        raise MappingError(f"{document.path}:{line}: prefill: the prefill-time grid {list(prefill_grid)} reaches "
-                           f"a prompt the prefill mapping cannot run: {error}") from None
-    decode = tuple(tuple(counted(decode_step_time(str(decode_path), tuple(decode_overrides), b, kv, compressing))
-                         for kv in kv_grid) for b in buckets)
-    return PrefillTable(prefill_grid, prefill), DecodeTable(tuple(buckets), kv_grid, decode)
+            "decode_overrides": overrides, "model": decode.model.name, "hardware": decode.system.name}
+    return Sides(prefill_table, decode_table, tuple(buckets), reason, memory, policy,
+                 accepted_tokens_per_step(decode.spec), decode.spec.workload.seed,
+                 prefill_s, decode_s,
+                 draft_tokens=sd.k if sd is not None else 0,
+                 acceptance_rate=sd.acceptance.rate if sd is not None else 0.0, info=info)
 
 
 def _mapping_path(document: Document, role: str) -> Path:
@@ -210,21 +214,6 @@ def _decode_memory(decode_path: Path, overrides: list[str], max_context: int, ba
             "hbm_activations_bytes": fit.activations_bytes, "hbm_reserved_bytes": fit.reserved_bytes}
 
 
-def _prefill_grid(max_context: int) -> list[int]:
-    """Prompt lengths to simulate: steps of sqrt(2) up to 8K, where whole chunks of the
-    prefill tiles make the time less smooth (benchmarks/serve_speed.py measures the error),
-    then powers of two."""
-    fine = [round(GRID_START * 2 ** (k / 2)) for k in range(7)]          # 1024 ... 8192
-    return sorted(set(fine[: 1 + sum(f < max_context for f in fine)] + _powers_of_two(8192, max_context)))
-
-
-def _powers_of_two(start: int, stop: int) -> list[int]:
-    grid = [start]
-    while grid[-1] < stop:
-        grid.append(grid[-1] * 2)
-    return grid
-
-
 # ------------------------------------------------------------------------ step times (memoised)
 @functools.lru_cache(maxsize=4096)
 def prefill_time(mapping: str, prompt_tokens: int) -> float:
@@ -249,22 +238,18 @@ def decode_step_time(mapping: str, overrides: tuple[str, ...], batch: int, kv_to
 def interpolation_error(deployment: Deployment) -> pd.DataFrame:
     """Interpolated step times against direct simulation at the midpoints of each grid."""
     rows = []
-    info = deployment.info
+    sides = deployment.sides
     grid = deployment.prefill_table.tokens
     for lo, hi in zip(grid, grid[1:], strict=False):
         point = round(math.sqrt(lo * hi))
-        direct = prefill_time(info["prefill_mapping"], point)
-        rows.append({"phase": "prefill", "batch": 1, "tokens": point, "simulated_s": direct,
+        rows.append({"phase": "prefill", "batch": 1, "tokens": point, "simulated_s": sides.prefill_step(point),
                      "interpolated_s": deployment.prefill_table(point)})
     table = deployment.decode_table
-    overrides = info["decode_overrides"]
     for bucket in table.buckets:
         for lo, hi in zip(table.kv_tokens, table.kv_tokens[1:], strict=False):
             point = (lo + hi) // 2
-            direct = decode_step_time(info["decode_mapping"], overrides, bucket, point,
-                                      deployment.policy in COMPRESSING)
-            rows.append({"phase": "decode", "batch": bucket, "tokens": point, "simulated_s": direct,
-                         "interpolated_s": table(bucket, point)})
+            rows.append({"phase": "decode", "batch": bucket, "tokens": point,
+                         "simulated_s": sides.decode_step(bucket, point), "interpolated_s": table(bucket, point)})
     frame = pd.DataFrame(rows)
     frame["error"] = frame["interpolated_s"] / frame["simulated_s"] - 1
     return frame
