@@ -7,6 +7,10 @@ from pathlib import Path
 from rdusim.analysis.calibration.prefill_compare import breakdown_frames, compare_prefill
 from rdusim.analysis.frontier import published_points, speed_throughput
 from rdusim.analysis.plots import plot_breakdown, plot_speed_throughput, plot_sweep
+from rdusim.analysis.serving.metrics import Slo
+from rdusim.analysis.serving.plots import plot_goodput_vs_rate
+from rdusim.analysis.serving.sweep import serve_sweep
+from rdusim.analysis.serving.workload import GeneratedWorkload, parse_distribution
 from rdusim.analysis.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +45,33 @@ def speed_or_throughput() -> None:
     _save(ax.figure, "speed-throughput.png")
 
 
+#: the README's SN40L-vs-GPU traffic comparison: (title, deployments, rates, tight TPOT SLO in s)
+SERVING = [
+    ("Llama-3.1-8B: SN40L-8 vs 8 x H100", ["mappings/llama-3.1-8b/serve.yaml", "mappings/llama-3.1-8b/serve-h100.yaml"],
+     [1, 2, 4, 6, 8, 12, 16, 24, 32, 40, 48], 0.006),
+    ("Llama-3.1-70B: SN40L-16 vs 8 x H200",
+     ["mappings/llama-3.1-70b/serve-tp16.yaml", "mappings/llama-3.1-70b/serve-h200x8.yaml"],
+     [0.25, 0.5, 1, 1.5, 2, 3, 4, 5], 0.015),
+]
+
+
+def serving_sn40l_vs_gpu() -> None:
+    """The README's "Which system serves my traffic": goodput over offered rate, chat SLOs and a tight TPOT."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    workload = GeneratedWorkload(parse_distribution("lognormal:2048,0.5", "--prompt-tokens"),
+                                 parse_distribution("lognormal:256,0.6", "--output-tokens"),
+                                 duration_s=None, requests=2000)
+    figure, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for row, (title, paths, rates, tight) in zip(axes, SERVING, strict=True):
+        for ax, slo in zip(row, (Slo(2.0, 0.050), Slo(2.0, tight)), strict=True):
+            plot_goodput_vs_rate(serve_sweep([str(ROOT / p) for p in paths], rates, workload, slo), ax=ax)
+            ax.set_title(f"{title}\nTTFT <= {slo.ttft_s:g} s, TPOT <= {slo.tpot_s * 1e3:g} ms", fontsize="medium")
+    figure.suptitle("Goodput over offered rate: 2K-token prompts, 256-token outputs (lognormal), Poisson arrivals")
+    figure.tight_layout()
+    _save(figure, "serving-sn40l-vs-gpu.png")
+
+
 def _save(figure, name: str) -> None:  # noqa: ANN001 (a matplotlib Figure)
     out = Path(__file__).with_name(name)
     figure.savefig(out, dpi=110)
@@ -51,6 +82,7 @@ def main() -> None:
     prefill_breakdown()
     decode_sweep()
     speed_or_throughput()
+    serving_sn40l_vs_gpu()
 
 
 if __name__ == "__main__":
