@@ -47,7 +47,9 @@ def speed_or_throughput() -> None:
 
 #: the README's SN40L-vs-GPU traffic comparison: (title, deployments, rates, tight TPOT SLO in s)
 SERVING = [
-    ("Llama-3.1-8B: SN40L-8 vs 8 x H100", ["mappings/llama-3.1-8b/serve.yaml", "mappings/llama-3.1-8b/serve-h100.yaml"],
+    ("Llama-3.1-8B: SN40L-8 vs 8 x H100",
+     ["mappings/llama-3.1-8b/serve.yaml", "mappings/llama-3.1-8b/serve-h100.yaml",
+      "mappings/llama-3.1-8b/serve-h100x8-tp8.yaml"],
      [1, 2, 4, 6, 8, 12, 16, 24, 32, 40, 48], 0.006),
     ("Llama-3.1-70B: SN40L-16 vs 8 x H200",
      ["mappings/llama-3.1-70b/serve-tp16.yaml", "mappings/llama-3.1-70b/serve-h200x8.yaml"],

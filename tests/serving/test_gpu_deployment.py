@@ -174,3 +174,17 @@ def test_sn40l_against_gpus_in_one_sweep(capsys):
     sn40l, gpu = rows[("llama-3.1-8b-sn40l8", "2")], rows[("llama-3.1-8b-h100x8", "2")]
     assert float(sn40l[5]) < float(gpu[5])          # p90 TPOT ms at 2 req/s
     assert float(rows[("llama-3.1-8b-h100x8", "32")][2]) > 2 * float(rows[("llama-3.1-8b-sn40l8", "32")][2])
+
+
+def test_one_tp8_replica_splits_the_cache_over_its_gpus():
+    """serve-h100x8-tp8.yaml: one 8 x H100 node running one TP8 replica is one engine; each GPU
+    holds an eighth of every sequence's KV (16,384 bytes a token) next to an eighth of the weights,
+    so at 8192 tokens floor((80 GB - weights / 8) / (8192 x 16,384)) sequences fit: 581, bucket 576."""
+    deployment = load_deployment(FOLDER / "serve-h100x8-tp8.yaml")
+    _, model, _ = load_gpu_mapping(FOLDER / "decode-h100x8-tp8.yaml")
+    m = deployment.model
+    assert (m.decode_nodes, m.kv_groups) == (1, 1)
+    assert m.kv_bytes_per_token == 131072 / 8 and m.shipped_bytes_per_token == 131072
+    assert m.kv_bytes_per_group == 80e9 - model_bytes(model) / 8
+    assert math.floor(m.kv_bytes_per_group / (16384 * 8192)) == 581
+    assert m.batch_buckets[-2:] == (512, 576)
