@@ -13,7 +13,9 @@ import pytest
 
 from rdusim.analysis.gpu.predict import load_gpu_mapping, model_bytes, simulate_gpu_mapping
 from rdusim.analysis.serving.deployment import interpolation_error, load_deployment
+from rdusim.analysis.serving.metrics import Slo
 from rdusim.analysis.serving.run import run_serving
+from rdusim.analysis.serving.sweep import nodes_needed
 from rdusim.analysis.serving.workload import GeneratedWorkload, parse_distribution
 from rdusim.cli import main
 from rdusim.errors import ConfigError
@@ -117,6 +119,12 @@ interconnect: {{bandwidth: "50 GB/s", latency: "10 us"}}
     m = load_deployment(path).model
     assert (m.prefill_nodes, m.decode_nodes) == (1, 16)
     assert m.shipped_bytes_per_token == 131072
+    # capacity planning counts the file's nodes, not their engines: one decode node (8 engines)
+    # and, in the file's ratio of 1 to 2, one prefill node
+    workload = GeneratedWorkload(parse_distribution("fixed:1024", "prompt"), parse_distribution("fixed:16", "output"),
+                                 duration_s=None, requests=20)
+    row = nodes_needed(path, 1.0, workload, Slo(10.0, 1.0), max_decode_nodes=1).iloc[0]
+    assert (row.decode_nodes, row.prefill_nodes, row.nodes, row.meets) == (1, 1, 2, True)
 
 
 @pytest.mark.parametrize(("change", "key", "message"), [

@@ -84,15 +84,16 @@ def nodes_needed(path: str | Path, rate: float, workload: GeneratedWorkload, slo
     tried; ``meets`` marks the ones that did.
     """
     base = load_deployment(path, overrides, decode_overrides)
-    ratio = base.model.prefill_nodes / base.model.decode_nodes
+    # nodes of the serving file (a GPU node may hold several engines: docs/serving.md)
+    ratio = (base.spec.prefill.nodes or 0) / base.spec.decode.nodes
     disaggregated = base.spec.layout == "disaggregated"
 
     def trial(prefill: int, decode: int) -> dict[str, Any]:
         sizes = [f"decode.nodes={decode}"] + ([f"prefill.nodes={prefill}"] if disaggregated else [])
         deployment = load_deployment(path, [*(overrides or []), *sizes], decode_overrides)
         row = sweep_task(deployment, workload, rate, slo)
-        return row | {"decode_nodes": decode, "prefill_nodes": deployment.model.prefill_nodes,
-                      "nodes": decode + deployment.model.prefill_nodes,
+        prefill_nodes = deployment.spec.prefill.nodes if disaggregated else 0
+        return row | {"decode_nodes": decode, "prefill_nodes": prefill_nodes, "nodes": decode + prefill_nodes,
                       "meets": row["slo_attainment"] >= attainment}
 
     rows = []
