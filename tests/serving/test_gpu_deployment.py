@@ -196,3 +196,11 @@ def test_one_tp8_replica_splits_the_cache_over_its_gpus():
     assert m.kv_bytes_per_group == 80e9 - model_bytes(model) / 8
     assert math.floor(m.kv_bytes_per_group / (16384 * 8192)) == 581
     assert m.batch_buckets[-2:] == (512, 576)
+
+
+@pytest.mark.parametrize(("key", "value"), [("decode.max_context", "200000"), ("prefill.grid", "[1024, 262144]")])
+def test_a_context_past_the_model_is_refused(key, value):
+    """Llama-3.1-8B's context is 131,072 tokens: a longer max_context or prefill grid point is located."""
+    with pytest.raises(ConfigError, match=rf"serve-h100.yaml:\d+: {key}: \d+ tokens exceed llama-3.1-8b's context of "
+                                          r"131072 tokens"):
+        load_deployment(GPU_SERVE, [f"{key}={value}"])

@@ -34,9 +34,10 @@ from rdusim.analysis.gpu.predict import (
 )
 from rdusim.analysis.serving.sides import Sides, step_tables
 from rdusim.config.loader import Document, yaml_value
-from rdusim.config.schema import GpuMappingSpec
+from rdusim.config.schema import GpuMappingSpec, ModelSpec
 from rdusim.config.serving import ServingSpec
 from rdusim.errors import ConfigError
+from rdusim.hw.gpu import GpuNode
 from rdusim.kv_policy import COMPRESSING
 from rdusim.mapping.capacity import batch_candidates
 
@@ -53,6 +54,7 @@ def gpu_sides(document: Document, spec: ServingSpec, prefill_path: Path, decode_
     decode, model, node = _load(decode_path, overrides)
     _check_pair(document, spec, prefill, decode, prefill_model.name, model.name, prefill_node, node)
     max_context = spec.decode.max_context or decode.workload.seq_len
+    _check_context(document, spec, model, max_context)
     fit = replica_fit(decode, model, node, max_context)
     groups = kv_groups(decode)
     buckets, reason = _buckets(document, spec, groups, fit.max_batch, max_context, node.gpu.name)
@@ -80,12 +82,24 @@ def _decode_overrides(spec: ServingSpec) -> list[str]:
 
 
 @functools.lru_cache(maxsize=64)
-def _load(path: Path, overrides: tuple[str, ...]) -> tuple:
+def _load(path: Path, overrides: tuple[str, ...]) -> tuple[GpuMappingSpec, ModelSpec, GpuNode]:
     return load_gpu_mapping(path, overrides=list(overrides), check_fit=False)
 
 
+def _check_context(document: Document, spec: ServingSpec, model: ModelSpec, max_context: int) -> None:
+    """The longest prompt accepted, and the prefill grid, within the model's context (the GPU model
+    would run any length; the SN40L mappings refuse it when they load)."""
+    if not model.max_context:
+        return
+    for key, tokens in ((("decode", "max_context"), max_context), (("prefill", "grid"), max(spec.prefill.grid or [0]))):
+        if tokens > model.max_context:
+            line = document.lines.get(key, document.lines.get((key[0], "mapping"), 1))
+            raise ConfigError(f"{document.path}:{line}: {'.'.join(key)}: {tokens} tokens exceed {model.name}'s "
+                              f"context of {model.max_context} tokens (max_position_embeddings)")
+
+
 def _check_pair(document: Document, spec: ServingSpec, prefill: GpuMappingSpec, decode: GpuMappingSpec,
-                prefill_model: str, decode_model: str, prefill_node: object, decode_node: object) -> None:
+                prefill_model: str, decode_model: str, prefill_node: GpuNode, decode_node: GpuNode) -> None:
     """The rules that span the two GPU mappings, located in the serving file."""
 
     def at(role: str) -> str:
