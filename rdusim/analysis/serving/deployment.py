@@ -39,14 +39,14 @@ import pandas as pd
 from rdusim.analysis.gpu.predict import is_gpu_mapping
 from rdusim.analysis.result import simulate
 from rdusim.analysis.serving.gpu import gpu_sides
-from rdusim.analysis.serving.sides import Sides, step_tables
+from rdusim.analysis.serving.sides import Sides, accepted_override, check_same_policy, step_tables
 from rdusim.analysis.sweep import smallest_batch
-from rdusim.config.loader import Document, apply_overrides, read_document, validate, yaml_value
+from rdusim.config.loader import Document, apply_overrides, read_document, validate
 from rdusim.config.serving import ServingSpec
 from rdusim.errors import ConfigError
 from rdusim.kv_policy import COMPRESSING, FIXED_SIZE
 from rdusim.mapping.build import build_plan
-from rdusim.mapping.bundle import LoadedMapping, load_mapping
+from rdusim.mapping.bundle import load_mapping
 from rdusim.mapping.capacity import batch_candidates, hbm_fit, max_batch
 from rdusim.mapping.memory import cached_layers, kv_cache_bytes_per_socket
 from rdusim.model.kv_cache import kv_bytes_per_token_layer
@@ -64,16 +64,31 @@ class Deployment:
     path: str
     spec: ServingSpec
     model: ServingModel
-    policy: str
-    compression: float
-    max_batch_reason: str
-    prefill_table: PrefillTable
-    decode_table: DecodeTable
+    #: what the two mappings gave the engine: tables, buckets, memory, policy, direct step functions
+    sides: Sides = field(repr=False, compare=False)
     info: dict[str, Any] = field(default_factory=dict)
     #: the serving YAML as read (with ``--set`` overrides): ``document.where(key)`` locates a key
     document: Document | None = field(default=None, repr=False, compare=False)
-    #: what the two mappings gave the engine, with the direct step-time functions of the tables
-    sides: Sides | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def policy(self) -> str:
+        return self.sides.policy.name
+
+    @property
+    def compression(self) -> float:
+        return self.sides.policy.compression
+
+    @property
+    def max_batch_reason(self) -> str:
+        return self.sides.max_batch_reason
+
+    @property
+    def prefill_table(self) -> PrefillTable:
+        return self.sides.prefill_table
+
+    @property
+    def decode_table(self) -> DecodeTable:
+        return self.sides.decode_table
 
 
 def load_deployment(path: str | Path, overrides: list[str] | None = None,
@@ -117,9 +132,7 @@ def load_deployment(path: str | Path, overrides: list[str] | None = None,
         link_latency_s=link.latency_s if link else 0.0, scheduling=spec.scheduling,
         chunk_tokens=spec.prefill.chunk_tokens, draft_tokens=sides.draft_tokens,
         acceptance_rate=sides.acceptance_rate, seed=sides.seed)
-    return Deployment(spec.name, str(document.path), spec, model, sides.policy.name, sides.policy.compression,
-                      sides.max_batch_reason, sides.prefill_table, sides.decode_table, sides.info | memory,
-                      document, sides)
+    return Deployment(spec.name, str(document.path), spec, model, sides, sides.info | memory, document)
 
 
 def _sn40l_sides(document: Document, spec: ServingSpec, prefill_path: Path, decode_path: Path,
@@ -128,7 +141,7 @@ def _sn40l_sides(document: Document, spec: ServingSpec, prefill_path: Path, deco
     decode_overrides = _decode_overrides(spec) + extra_overrides
     decode = load_mapping(decode_path, overrides=decode_overrides)
     prefill = load_mapping(prefill_path)
-    _check_policies(document, prefill, decode)
+    check_same_policy(document, prefill.spec.kv_policy, decode.spec.kv_policy)
     max_context = spec.decode.max_context or decode.spec.workload.seq_len
     decode = load_mapping(decode_path, overrides=decode_overrides, seq_len=max_context)
     buckets, reason = _batch_buckets(document, spec, decode_path, decode_overrides, max_context)
@@ -162,18 +175,7 @@ def _decode_overrides(spec: ServingSpec) -> list[str]:
     overrides = []
     if spec.layout == "disaggregated":
         overrides.append("prefill=null")       # decode nodes run no prefill: no HBM reserve for one
-    if spec.decode.accepted_tokens_per_step is not None:
-        overrides.append(f"workload.accepted_tokens_per_step={yaml_value(spec.decode.accepted_tokens_per_step)}")
-    return overrides
-
-
-def _check_policies(document: Document, prefill: LoadedMapping, decode: LoadedMapping) -> None:
-    p, d = prefill.spec.kv_policy, decode.spec.kv_policy
-    if (p.name, p.compression) != (d.name, d.compression):
-        line = document.lines.get(("decode", "mapping"), 1)
-        raise ConfigError(f"{document.path}:{line}: decode.mapping: its KV policy {d.name} (compression "
-                          f"{d.compression:g}) differs from the prefill mapping's {p.name} (compression "
-                          f"{p.compression:g}); the decode node must hold the cache the prefill made")
+    return overrides + accepted_override(spec)
 
 
 def _batch_buckets(document: Document, spec: ServingSpec, decode_path: Path, overrides: list[str],

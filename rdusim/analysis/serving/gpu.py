@@ -32,8 +32,8 @@ from rdusim.analysis.gpu.predict import (
     replica_fit,
     simulate_gpu_mapping,
 )
-from rdusim.analysis.serving.sides import Sides, step_tables
-from rdusim.config.loader import Document, yaml_value
+from rdusim.analysis.serving.sides import Sides, accepted_override, check_same_policy, step_tables
+from rdusim.config.loader import Document
 from rdusim.config.schema import GpuMappingSpec, ModelSpec
 from rdusim.config.serving import ServingSpec
 from rdusim.errors import ConfigError
@@ -49,7 +49,7 @@ GRAPH_ALIGNMENT = 8
 def gpu_sides(document: Document, spec: ServingSpec, prefill_path: Path, decode_path: Path,
               extra_overrides: list[str], progress: Callable[[int, int], None] | None) -> Sides:
     """Two GPU mappings of one model: step tables from the GPU model, HBM per GPU of a decode replica."""
-    overrides = tuple(_decode_overrides(spec) + extra_overrides)
+    overrides = tuple(accepted_override(spec) + extra_overrides)
     prefill, prefill_model, prefill_node = _load(prefill_path, ())
     decode, model, node = _load(decode_path, overrides)
     _check_pair(document, spec, prefill, decode, prefill_model.name, model.name, prefill_node, node)
@@ -73,12 +73,6 @@ def gpu_sides(document: Document, spec: ServingSpec, prefill_path: Path, decode_
     return Sides(prefill_table, decode_table, tuple(buckets), reason, memory, decode.kv_policy,
                  decode.workload.accepted_tokens_per_step, decode.workload.seed, prefill_s, decode_s,
                  engines_per_node=replicas, prefill_engines_per_node=prefill_node.gpus // prefill.tp, info=info)
-
-
-def _decode_overrides(spec: ServingSpec) -> list[str]:
-    if spec.decode.accepted_tokens_per_step is None:
-        return []
-    return [f"workload.accepted_tokens_per_step={yaml_value(spec.decode.accepted_tokens_per_step)}"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -112,11 +106,7 @@ def _check_pair(document: Document, spec: ServingSpec, prefill: GpuMappingSpec, 
     if prefill_model != decode_model:
         raise ConfigError(f"{at('decode')}: its model {decode_model} differs from the prefill mapping's "
                           f"{prefill_model}")
-    p, d = prefill.kv_policy, decode.kv_policy
-    if (p.name, p.compression) != (d.name, d.compression):
-        raise ConfigError(f"{at('decode')}: its KV policy {d.name} (compression {d.compression:g}) differs from "
-                          f"the prefill mapping's {p.name} (compression {p.compression:g}); the decode GPUs must "
-                          "hold the cache the prefill made")
+    check_same_policy(document, prefill.kv_policy, decode.kv_policy)
     if spec.layout == "colocated" and (prefill_node.name, prefill.tp) != (decode_node.name, decode.tp):
         raise ConfigError(f"{at('prefill')}: co-located: the prefill mapping runs on {prefill.tp} x "
                           f"{prefill_node.name} where the decode mapping runs on {decode.tp} x {decode_node.name}; "

@@ -2,7 +2,8 @@
 
 Owns: ``Sides`` (step-time tables, batch buckets, KV memory and token acceptance of a
 deployment's prefill and decode mappings, plus the direct step-time functions the tables
-interpolate), the step-time grids and ``step_tables`` (the grids simulated, with progress).
+interpolate), the step-time grids, ``step_tables`` (the grids simulated, with progress) and
+the rules both sides share (``check_same_policy``, ``accepted_override``).
 Imports: config (the serving file, the KV policy), sim (the engine's tables). Built by
 ``deployment`` (SN40L mappings, the kernel simulator) and ``gpu`` (``gpu_mapping`` documents,
 the GPU model).
@@ -15,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdusim.config.loader import Document
+from rdusim.config.loader import Document, yaml_value
 from rdusim.config.schema import KvPolicySpec
 from rdusim.config.serving import ServingSpec
-from rdusim.errors import MappingError
+from rdusim.errors import ConfigError, MappingError
 from rdusim.sim.serving import DecodeTable, PrefillTable
 
 GRID_START = 1024
@@ -44,6 +45,22 @@ class Sides:
     draft_tokens: int = 0
     acceptance_rate: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+
+
+def accepted_override(spec: ServingSpec) -> list[str]:
+    """The serving file's ``decode.accepted_tokens_per_step`` as an override of the decode mapping."""
+    accepted = spec.decode.accepted_tokens_per_step
+    return [] if accepted is None else [f"workload.accepted_tokens_per_step={yaml_value(accepted)}"]
+
+
+def check_same_policy(document: Document, prefill: KvPolicySpec, decode: KvPolicySpec) -> None:
+    """The decode side holds the cache the prefill side made: one KV policy and ratio, located at
+    ``decode.mapping``."""
+    if (prefill.name, prefill.compression) != (decode.name, decode.compression):
+        line = document.lines.get(("decode", "mapping"), 1)
+        raise ConfigError(f"{document.path}:{line}: decode.mapping: its KV policy {decode.name} (compression "
+                          f"{decode.compression:g}) differs from the prefill mapping's {prefill.name} (compression "
+                          f"{prefill.compression:g}); the decode side must hold the cache the prefill made")
 
 
 def step_tables(document: Document, spec: ServingSpec, buckets: list[int], max_context: int,
