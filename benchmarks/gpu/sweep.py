@@ -31,6 +31,10 @@ Sections (``--only``):
 - ``qk_norm`` (run bk): decode steps and prefills of Qwen3-8B with its per-head QK-RMSNorm and without
   it, and the kernels of profiled graph replays; ``qk_norm_bl`` (run bl): the same for Qwen3-1.7B
   (the points: ``qk_norm_compare.QK_RUNS``).
+- ``mla_prefill`` (run bm): DeepSeek-V3/R1 MLA prefill attention: causal batch-1 SDPA at head_dim 192
+  (V zero-padded as vLLM does for FA2), 16 and 128 heads, on FlashAttention and cuDNN; and the whole
+  vLLM prefill attention block (projections, norms, rotary embedding, K/V assembly, FA2, output
+  projection), timed and its kernels profiled (the points: ``mla_prefill_points``).
 
 Sets: ``calibration`` rows are the only ones a model may be fitted to (named here, before any
 measurement: the GEMMs of Llama-3.1-8B at TP 1 with m in {16, 256, 4096}); ``host`` rows are
@@ -56,6 +60,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure as M  # noqa: E402  (measure.py beside this file)
+import mla_prefill_points as mp  # noqa: E402  (run bm: its points)
 from gemm_shapes import gemm_plan, holdout_shapes, plan_shapes  # noqa: E402  (shapes: gemm_shapes.py)
 from qk_norm_compare import FAMILIES, QK_RUNS  # noqa: E402  (runs bk and bl: their points)
 
@@ -864,12 +869,132 @@ def _profile_graph(ctx: M.Ctx, model: M.Llama, row: str, batch: int, kv_len: int
     torch.cuda.synchronize()
 
 
+def mla_prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Run bm: DeepSeek-V3/R1 MLA prefill attention on one GPU (``mla_prefill_points``): causal batch-1
+    SDPA at head_dim 192 on FlashAttention and cuDNN (kind ``attn_prefill``), and the whole vLLM prefill
+    attention block, timed (kind ``mla_prefill_block``) and one call profiled (its kernels, and their
+    summed device time: kind ``mla_prefill_block_kernels``)."""
+    for heads, length in mp.FLASH_POINTS[:2] if quick else mp.FLASH_POINTS:
+        _mla_flash_point(ctx, heads, length, kernels)
+        torch.cuda.empty_cache()
+    for heads, tokens in mp.BLOCK_POINTS[:1] if quick else mp.BLOCK_POINTS:
+        _mla_block_point(ctx, heads, tokens, kernels)
+        torch.cuda.empty_cache()
+
+
+def _mla_flash_point(ctx: M.Ctx, heads: int, length: int, kernels: list[dict]) -> None:
+    """One (heads, length) at head_dim 192, FLASH_ATTENTION then CUDNN_ATTENTION (skipped if refused)."""
+    from torch.nn.attention import SDPBackend
+
+    hd = mp.HEAD_DIM
+    name = mp.flash_name(heads, length)
+    for bname, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        row = name if bname == "flash" else name.replace("mla_flash_", "mla_cudnn_", 1)
+        fn = sdpa_fn(ctx, 1, heads, heads, hd, length, backend)
+        try:
+            t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
+        except RuntimeError as exc:
+            print(f"{bname} refused {heads}x{heads}x{hd} l{length}: {exc}", file=sys.stderr)
+            del fn
+            torch.cuda.empty_cache()
+            continue
+        M.record(ctx, "prediction", "attn_prefill", row, t, reps, batch=1, seq_len=length, kv_len=length,
+                 q_heads=heads, kv_heads=heads, head_dim=hd, flops=4 * heads * hd * length * (length + 1) // 2,
+                 backend=bname)
+        if bname == "flash" and (heads, length) in mp.FLASH_PROFILED:
+            try:
+                for i, (kn, dur) in enumerate(kernel_names(fn)):
+                    kernels.append({"row": row, "m": length, "n": heads, "k": hd, "index": i, "kernel": kn,
+                                    "device_us": round(dur, 3)})
+            except Exception as exc:
+                print(f"profiler failed: {exc}", file=sys.stderr)
+        del fn
+        torch.cuda.empty_cache()
+
+
+def _mla_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The rotate-half rotary embedding over the last dim (64): x * cos + rotate_half(x) * sin."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def mla_block_fn(ctx: M.Ctx, heads: int, tokens: int, backend=None):
+    """``fn()``: DeepSeek-V3/R1's MLA prefill attention block for ``tokens`` tokens at batch 1 with
+    ``heads`` heads, as vLLM's MLA ``_forward_prefill`` (compute-friendly path) runs it, eager PyTorch
+    on fixed random BF16 tensors; SDPA on ``backend`` (default FLASH_ATTENTION; ``del`` it, then
+    ``torch.cuda.empty_cache()``, to free its tensors). Returns the output (tokens, hidden)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = SDPBackend.FLASH_ATTENTION if backend is None else backend
+    dev, H, T = ctx.device, heads, tokens
+    d, rq, rkv = mp.MLA["hidden"], mp.MLA["q_lora_rank"], mp.MLA["kv_lora_rank"]
+    nope, rope, dv = mp.MLA["qk_nope"], mp.MLA["qk_rope"], mp.MLA["v_head_dim"]
+    hd = nope + rope
+
+    def w(n: int, k: int) -> torch.Tensor:
+        return torch.randn(n, k, dtype=BF16, device=dev) * 0.02
+
+    w_dq, w_uq_qr = w(rq, d), w(H * hd, rq)  # q down; q up (nope + rope per head)
+    w_dkv_kr, w_ukv = w(rkv + rope, d), w(H * (nope + dv), rkv)  # latent KV + rope key; K nope and V up
+    w_o = w(d, H * dv)
+    w_attn, w_q, w_kv = (torch.ones(n, dtype=BF16, device=dev) for n in (d, rq, rkv))
+    inv = 10000.0 ** (-torch.arange(0, rope, 2, device=dev, dtype=torch.float32) / rope)
+    ang = torch.arange(T, device=dev, dtype=torch.float32)[:, None] * inv[None]
+    ang = torch.cat((ang, ang), dim=-1)
+    cos, sin = ang.cos().to(BF16), ang.sin().to(BF16)  # (T, 64)
+    x = torch.randn(T, d, dtype=BF16, device=dev)
+
+    def fn() -> torch.Tensor:
+        h = F.rms_norm(x, (d,), w_attn)
+        q_c = F.rms_norm(F.linear(h, w_dq), (rq,), w_q)
+        q = F.linear(q_c, w_uq_qr).view(T, H, hd)
+        kv = F.linear(h, w_dkv_kr)  # (T, 576)
+        kv_c, k_pe = kv.split([rkv, rope], dim=-1)
+        kv_c = F.rms_norm(kv_c, (rkv,), w_kv)
+        q[..., nope:] = _mla_rope(q[..., nope:], cos.unsqueeze(1), sin.unsqueeze(1))  # into q's rope slice
+        k_pe = _mla_rope(k_pe, cos, sin)  # (T, 64): one rope key shared by every head
+        kv_up = F.linear(kv_c, w_ukv).view(T, H, nope + dv)
+        k_nope, v = kv_up.split([nope, dv], dim=-1)
+        k = torch.cat([k_nope, k_pe.unsqueeze(1).expand(-1, H, -1)], dim=-1)  # (T, H, 192)
+        v = F.pad(v, [0, hd - dv])  # (T, H, 192): vLLM pads V for FA2
+        with sdpa_kernel([backend]):
+            o = F.scaled_dot_product_attention(q.view(1, T, H, hd).transpose(1, 2), k.view(1, T, H, hd).transpose(1, 2),
+                                               v.view(1, T, H, hd).transpose(1, 2), is_causal=True)
+        o = o.transpose(1, 2)[..., :dv].reshape(T, H * dv)
+        return F.linear(o, w_o)
+
+    return fn
+
+
+def _mla_block_point(ctx: M.Ctx, heads: int, tokens: int, kernels: list[dict]) -> None:
+    """The MLA prefill block at (heads, tokens): timed (cold), then one call profiled kernel by kernel."""
+    hd = mp.HEAD_DIM
+    name = mp.block_name(heads, tokens)
+    shape = dict(batch=1, seq_len=tokens, kv_len=tokens, q_heads=heads, kv_heads=heads, head_dim=hd)
+    fn = mla_block_fn(ctx, heads, tokens)
+    t, reps = M.time_fn(ctx, fn, budget_s=0.5, min_reps=3, max_reps=20)
+    M.record(ctx, "prediction", "mla_prefill_block", name, t, reps, **shape)
+    try:
+        names = kernel_names(fn)
+    except Exception as exc:
+        print(f"profiler failed: {exc}", file=sys.stderr)
+        names = []
+    for i, (kn, dur) in enumerate(names):
+        kernels.append({"row": name, "m": tokens, "n": heads, "k": hd, "index": i, "kernel": kn,
+                        "device_us": round(dur, 3)})
+    if names:
+        M.record(ctx, "prediction", "mla_prefill_block_kernels", f"{name}_ksum",
+                 sum(dur for _, dur in names) * 1e-6, 1, **shape)
+    del fn
+    torch.cuda.empty_cache()
+
+
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
             "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
             "eager_paired": eager_paired_rows, "prefill_holdout": prefill_holdout_rows, "p10_paired": p10_paired_rows,
             "gemm_holdout": gemm_holdout_rows, "qk_norm": qk_norm_rows,
-            "qk_norm_bl": functools.partial(qk_norm_rows, run="bl")}
+            "qk_norm_bl": functools.partial(qk_norm_rows, run="bl"), "mla_prefill": mla_prefill_rows}
 
 
 def host_report() -> str:
