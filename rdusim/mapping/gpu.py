@@ -227,20 +227,33 @@ def gemm(name: str, m: int, n: int, k: int, gpu: Gpu, *, dtype_bytes: int = BF16
 # ------------------------------------------------------------------------- attention
 FA2_PREFILL_TILE = (128, 64)  # (query rows, key columns) of FA2's hd<=128 forward kernel
 FA2_CTAS_PER_SM = 2            # FA2: "multiply number of SMs by 2 ... 128 threads per block"
-FA2_WARPS = 4                  # warps per CTA of every FA2 forward kernel below (the traits' 4th field)
+FA2_WARPS = 4                  # warps per CTA of FA2's forward kernels but hd 192's (the traits' 4th field)
+#: FA2's head-dim-192 forward kernel (DeepSeek's MLA prefill: q and k 192 wide, V padded to them):
+#: ``run_mha_fwd_hdim192`` without dropout launches ``Flash_fwd_kernel_traits<192, 128, 64, 8>``
+#: (flash_fwd_launch_template.h, the same for every architecture), two CTAs to an H100/H200 SM
+#: (96 KiB of shared memory each); its name is checked on run bm's profile (docs/gpu.md)
+FA2_HD192 = (128, 64, 8)
 
 
 def fa2_fwd_tile(head_dim: int) -> tuple[int, int]:
     """(query rows, key columns) of the FA2 forward kernel PyTorch runs on Hopper at ``head_dim``:
     the kernel names ``flash_fwd_kernel<Flash_fwd_kernel_traits<hd, rows, cols, 4, ...>>`` in
     benchmarks/gpu/h100-20261125d-kernels.csv read <64, 128, 128, 4>, <128, 128, 64, 4> and
-    <256, 64, 64, 4> (FA2's flash_fwd_launch_template.h for sm90, no dropout). Head dims between
-    128 and 256 take the hd-256 tile here (not measured)."""
+    <256, 64, 64, 4> (FA2's flash_fwd_launch_template.h for sm90, no dropout); head dims 161-192
+    run the hd-192 kernel (``FA2_HD192``). Head dims 129-160 and 193-256 take the hd-256 tile here
+    (not measured)."""
     if head_dim <= 64:
         return 128, 128
     if head_dim <= 128:
         return FA2_PREFILL_TILE
+    if 160 < head_dim <= 192:
+        return FA2_HD192[:2]
     return 64, 64
+
+
+def fa2_fwd_warps(head_dim: int) -> int:
+    """Warps of one CTA of the FA2 forward kernel at ``head_dim`` (``fa2_fwd_tile``'s kernel)."""
+    return FA2_HD192[2] if 160 < head_dim <= 192 else FA2_WARPS
 
 
 def l2_hit_fraction(working_set: float, capacity: float) -> float:
@@ -259,11 +272,11 @@ def l2_hit_fraction(working_set: float, capacity: float) -> float:
     return h
 
 
-def fa2_smem_bytes(rows: int, cols: int, head_dim: int) -> float:
-    """Shared-memory bytes one FA2 CTA's warps read per key tile: the warps split the query rows
+def fa2_smem_bytes(rows: int, cols: int, head_dim: int, warps: int = FA2_WARPS) -> float:
+    """Shared-memory bytes one FA2 CTA's ``warps`` read per key tile: the warps split the query rows
     and each reads its Q rows (Q stays in shared memory: ``Is_Q_in_regs`` is false) and the whole
     K and V tile for its two MMAs (the probabilities stay in registers)."""
-    return (rows * head_dim + FA2_WARPS * 2 * cols * head_dim) * BF16
+    return (rows * head_dim + warps * 2 * cols * head_dim) * BF16
 
 
 def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: int, head_dim: int,
@@ -279,6 +292,7 @@ def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: in
     of them where one CTA reads a KV head alone) and waits ``fa2_dram_tile_wait_s`` more."""
     kv_len = length if kv_len is None else kv_len
     rows, cols = fa2_fwd_tile(head_dim)
+    warps = fa2_fwd_warps(head_dim)
     m_blocks = math.ceil(length / rows)
     heads = batch * q_heads
     kv_bytes_per_head = 2 * kv_len * head_dim * BF16 * kv_heads / q_heads  # GQA: shared via L2
@@ -303,7 +317,7 @@ def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: in
         flops = 4.0 * rows * head_dim * keys
         nbytes = 2 * rows * head_dim * BF16 + kv_bytes_per_head / m_blocks + miss * 2 * keys * head_dim * BF16
         groups.append(CtaGroup(heads, nbytes, flops, keys // cols, sfu=float(rows * keys),
-                               smem_bytes=fa2_smem_bytes(rows, cols, head_dim) * (keys // cols),
+                               smem_bytes=fa2_smem_bytes(rows, cols, head_dim, warps) * (keys // cols),
                                stall_s=(2 * miss * gpu.hbm_latency_s + first * fa2_dram_tile_wait_s(gpu)) * (keys // cols),
                                prologue_bytes=rows * head_dim * BF16, epilogue_bytes=rows * head_dim * BF16))
     # launch order: block i of every (sequence, head), then block i + 1. FA2's own grid runs the
@@ -409,6 +423,7 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     (``math_class="mla"``) has the same structure (64-row head tiles, split KV, a combine)."""
     fa2 = math_class == "attention"  # FlashMLA (wgmma, its own pipeline) keeps its tensor rate alone
     rows_tile, cols = (FA2_SPLITKV_ROWS, fa2_splitkv_block_n(head_dim)) if fa2 else MLA_DECODE_TILE
+    warps = FA2_WARPS
     heads, rows = fa2_decode_rows(q_heads, kv_heads, head_dim)
     bhm, splits = fa2_decode_splits(batch, q_heads, kv_heads, kv_len, head_dim, gpu, tile=(rows_tile, cols))
     if splits == 1 and fa2:
@@ -416,6 +431,7 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
         # forward kernel's tile (``fa2_fwd_tile``; ``flash_fwd_kernel`` at batch 64 in
         # benchmarks/gpu/h100-20261125l-small-kernels.csv), its 128 query rows mostly padding
         rows_tile, cols = fa2_fwd_tile(head_dim)
+        warps = fa2_fwd_warps(head_dim)
         bhm = batch * heads * math.ceil(rows / rows_tile)
     per_token = 2 * head_dim * BF16 if kv_bytes_per_token is None else kv_bytes_per_token
     keys = kv_len / splits
@@ -429,7 +445,7 @@ def flash_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int
     stall = fa2_dram_tile_wait_s(gpu) * tiles if splits == 1 and fa2 else 0.0
     main = GpuKernel(name, (CtaGroup(bhm * splits, nbytes, flops, tiles,
                                      sfu=float(rows_tile * tiles * cols) if fa2 else 0.0,
-                                     smem_bytes=fa2_smem_bytes(rows_tile, cols, head_dim) * tiles if fa2 else 0.0,
+                                     smem_bytes=fa2_smem_bytes(rows_tile, cols, head_dim, warps) * tiles if fa2 else 0.0,
                                      stall_s=stall),),
                      FA2_CTAS_PER_SM, math=math_class, keys=kv_len)
     if splits == 1:

@@ -1,7 +1,7 @@
 """DeepSeek-style layers (MLA attention, MoE FFN) as GPU library kernels, one GPU's share.
 
-Owns: ``MlaMoeShape``, ``mla_shape``, ``mla_attention_kernels``, ``ffn_kernels``,
-``head_kernels``, ``mtp_kernels``, ``expected_gpus_per_token``, ``mla_weight_bytes``,
+Owns: ``MlaMoeShape``, ``mla_shape``, ``mla_attention_kernels``, ``mla_prefill_attention_kernels``,
+``ffn_kernels``, ``head_kernels``, ``mtp_kernels``, ``expected_gpus_per_token``, ``mla_weight_bytes``,
 ``mla_kv_bytes_per_token``. Imports: config.schema, hw.gpu, mapping.gpu.
 
 Two layouts of a group of ``tp`` GPUs (``MlaMoeShape.attention``):
@@ -20,6 +20,14 @@ Decode uses the absorbed form (FlashMLA): queries are projected into the 512-wid
 space, attention reads the 576-wide latent cache once for all heads, and the output is
 projected back. With multi-token prediction (``query_tokens`` = 2: DeepSeek-V3's one MTP
 module drafts one token, the main model verifies it) every sequence brings two query rows.
+
+Prefill (``query_tokens`` = the prompt) uses the compute-friendly form vLLM runs for prefill
+(vllm/attention/backends/mla/common.py, ``_forward_prefill``: "MHA with QK headdim = P + R, V
+headdim = V"): the prompt's latent is projected up to per-head keys and values (``kv_b_proj``),
+and a causal FlashAttention over 128 heads of 192-wide queries and keys follows; FA2 takes one
+head_dim for q, k and v, so V is zero-padded to 192 and the output sliced back
+(``_flash_attn_varlen_diff_headdims``, ``_pad_v``: vLLM pads unless FA3 runs on sm90; the model
+prices FA2, see docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from rdusim.mapping.gpu import (
     all_reduce,
     collective,
     flash_decode,
+    flash_prefill,
     gemm,
     gemm_tile,
     streaming,
@@ -52,7 +61,7 @@ class MlaMoeShape:
     topk: int | None = None      # Kascade: keys a sparse layer attends
     anchor: bool = False
     attention: str = "tp"        # "tp" (heads split) or "dp" (sequences split, experts EP)
-    query_tokens: int = 1        # new tokens per sequence per step (2 with one MTP draft)
+    query_tokens: int = 1        # new tokens per sequence per step (2 with one MTP draft; the prompt at prefill)
 
     @property
     def dp(self) -> bool:
@@ -67,6 +76,12 @@ class MlaMoeShape:
     def rows(self) -> int:
         """Token rows through this GPU's attention, dense and shared-expert GEMMs."""
         return self.seqs * self.query_tokens
+
+    @property
+    def group_rows(self) -> int:
+        """Token rows of the whole group, which reach the routed experts (under TP every GPU sees
+        them all; under DP each GPU brings its own sequences')."""
+        return self.batch * self.query_tokens
 
     @property
     def heads(self) -> int:
@@ -121,6 +136,35 @@ def mla_attention_kernels(s: MlaMoeShape, gpu: Gpu) -> list[GpuKernel]:
     return out
 
 
+def mla_prefill_attention_kernels(s: MlaMoeShape, gpu: Gpu) -> list[GpuKernel]:
+    """A prompt's attention as vLLM's MLA prefill runs it (the module docstring): norm, the low-rank
+    Q and KV projections, the latent's norm, rope and cache write, the rope of the queries' rope
+    slice (one fused kernel in place), ``kv_b_proj`` projecting the prompt's latent up to per-head
+    keys (no-rope part) and values, the keys assembled (each head's 128 no-rope columns beside the
+    shared 64-wide rope key), V zero-padded to 192, causal FA2 over ``seqs`` prompts of
+    ``query_tokens`` with 192-wide heads (MHA: every head its own keys), the output's 128 value
+    columns copied out and ``o_proj``; an all-reduce after it under TP."""
+    att, d, rows, w = s.model.attention, s.model.hidden, s.rows, s.wbytes
+    qk = att.qk_nope_head_dim + att.qk_rope_head_dim
+    h, nope, rope, v = s.heads, att.qk_nope_head_dim, att.qk_rope_head_dim, att.v_head_dim
+    out = [streaming("attn_norm", 2 * rows * d * BF16, gpu, rows=rows)]
+    out += gemm("q_a_proj", rows, att.q_lora_rank, d, gpu, dtype_bytes=w)
+    out.append(streaming("q_a_norm", 2 * rows * att.q_lora_rank * BF16, gpu, rows=rows))
+    out += gemm("q_b_proj", rows, h * qk, att.q_lora_rank, gpu, dtype_bytes=w)
+    out += gemm("kv_a_proj", rows, s.latent, d, gpu, dtype_bytes=w)
+    out.append(streaming("kv_norm_rope_append", 4 * rows * s.latent * BF16, gpu, launches=3))
+    out.append(streaming("q_rope", 2 * rows * h * rope * BF16, gpu, strided=True))
+    out += gemm("kv_b_proj", rows, h * (nope + v), att.kv_lora_rank, gpu, dtype_bytes=w)
+    out.append(streaming("k_assemble", (rows * h * (nope + qk) + rows * rope) * BF16, gpu, strided=True))
+    out.append(streaming("v_pad", rows * h * (v + qk) * BF16, gpu, strided=True))
+    out += flash_prefill("mla_attention", s.seqs, h, h, s.query_tokens, qk, gpu)
+    out.append(streaming("o_slice", 2 * rows * h * v * BF16, gpu, strided=True))
+    out += gemm("o_proj", rows, d, h * v, gpu, dtype_bytes=w)
+    if not s.dp:
+        out += all_reduce("attn_all_reduce", rows * d * BF16, s.tp, gpu)
+    return out
+
+
 def ffn_kernels(s: MlaMoeShape, gpu: Gpu, *, moe: bool) -> list[GpuKernel]:
     """A dense SwiGLU layer (TP, or whole on each GPU under DP) or a MoE layer (router, local
     experts, shared expert; under DP an all-to-all dispatch before the experts and an
@@ -135,7 +179,7 @@ def ffn_kernels(s: MlaMoeShape, gpu: Gpu, *, moe: bool) -> list[GpuKernel]:
         out += gemm("down", rows, d, inter, gpu, dtype_bytes=w)
     else:
         m = s.model.ffn.moe
-        group_rows = rows * s.tp if s.dp else rows  # every token of the group reaches the experts
+        group_rows = s.group_rows  # every token of the group reaches the experts
         out += gemm("router", rows, m.experts, d, gpu)
         # each token goes once to each GPU holding one of its experts (DeepEP/NCCL all-to-all)
         exchanged = rows * expected_gpus_per_token(s.model, s.tp) * d * BF16
@@ -179,12 +223,14 @@ def _grouped(name: str, active: float, tokens: float, n: int, k: int, wbytes: in
                      ctas_per_sm=1, math="gemm")
 
 
-def head_kernels(s: MlaMoeShape, gpu: Gpu) -> list[GpuKernel]:
-    """Embedding, final norm and LM head (vocabulary split under TP, whole under DP)."""
+def head_kernels(s: MlaMoeShape, gpu: Gpu, *, prefill: bool = False) -> list[GpuKernel]:
+    """Embedding, final norm and LM head (vocabulary split under TP, whole under DP); at
+    ``prefill`` the norm and head run on each prompt's last position only."""
     d, rows = s.model.hidden, s.rows
+    last = s.seqs if prefill else rows
     return [streaming("embedding", 2 * rows * d * BF16, gpu, rows=rows),
-            streaming("final_norm", 2 * rows * d * BF16, gpu, rows=rows),
-            *gemm("lm_head", rows, s.model.vocab // (1 if s.dp else s.tp), d, gpu)]
+            streaming("final_norm", 2 * last * d * BF16, gpu, rows=last),
+            *gemm("lm_head", last, s.model.vocab // (1 if s.dp else s.tp), d, gpu)]
 
 
 def mtp_kernels(s: MlaMoeShape, gpu: Gpu) -> list[GpuKernel]:

@@ -62,6 +62,7 @@ from rdusim.mapping.gpu_mla import (
     head_kernels,
     mla_attention_kernels,
     mla_kv_bytes_per_token,
+    mla_prefill_attention_kernels,
     mla_shape,
     mla_weight_bytes,
     mtp_kernels,
@@ -182,17 +183,26 @@ def _replace(shape: LayerShape, **changes: object) -> LayerShape:
 
 
 def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, mode: str, tp: int,
-                      policy: KvPolicySpec, attention: str = "tp", mtp: bool = False) -> GpuStep:
-    """A decode step of an MLA + MoE model on one GPU of a group of ``tp`` (``mapping.gpu_mla``;
-    ``batch`` is the group's, ``attention`` its layout, ``mtp`` one MTP draft token verified).
+                      policy: KvPolicySpec, attention: str = "tp", mtp: bool = False,
+                      phase: str = "decode") -> GpuStep:
+    """A decode step (or, ``phase="prefill"``, the prefill of ``batch`` prompts of ``seq_len``
+    tokens) of an MLA + MoE model on one GPU of a group of ``tp`` (``mapping.gpu_mla``; ``batch``
+    is the group's, ``attention`` its layout, ``mtp`` one MTP draft token verified).
 
     A layer is its attention kernels then its FFN kernels, each run from an idle GPU, so the
     step is the sum over attention roles (dense, Kascade anchor, Kascade reuse) and FFN kinds
     (dense, MoE), each simulated once and multiplied by its layer count; with MTP, plus the MTP
-    module drafting the next step's token."""
+    module drafting the next step's token. A prefill attends densely over the whole prompt (no
+    policy compresses it here, as for GQA prefills) and runs no MTP module."""
+    dense_ffn = model.ffn.first_dense_layers
+    if phase == "prefill":
+        base = mla_shape(model, batch, seq_len, tp, attention=attention, query_tokens=seq_len)
+        return _run_parts([(head_kernels(base, gpu, prefill=True), 1),
+                           (mla_prefill_attention_kernels(base, gpu), model.layers),
+                           (ffn_kernels(base, gpu, moe=False), dense_ffn),
+                           (ffn_kernels(base, gpu, moe=True), model.layers - dense_ffn)], gpu, mode)
     kept = kv_length(seq_len, policy)
     base = mla_shape(model, batch, kept, tp, attention=attention, query_tokens=2 if mtp else 1)
-    dense_ffn = model.ffn.first_dense_layers
     parts: list[tuple[list[GpuKernel], int]] = [(head_kernels(base, gpu), 1)]
     if policy.name == "kascade":
         anchors = kascade_anchor_layers(model.layers, policy)
@@ -507,14 +517,15 @@ def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
 
 def _simulate_mla_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int, batch: int,
                           policy: KvPolicySpec, mode: str, check_fit: bool) -> GpuResult:
-    """An MLA + MoE decode replica of ``spec.tp`` GPUs: weights and KV per GPU from the layout
-    (``gpu_mla``), the largest batch that fits, and one step of one GPU (all GPUs do the same)."""
+    """An MLA + MoE replica of ``spec.tp`` GPUs: weights and KV per GPU from the layout
+    (``gpu_mla``), the largest batch that fits, and one step (a decode step or a prefill) of one
+    GPU (all GPUs do the same)."""
     mtp = spec.workload.accepted_tokens_per_step > 1
-    kept = kv_length(seq_len, policy)
+    kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
     weights, per_seq, max_batch = _mla_fit(spec, model, node, seq_len, batch if check_fit else 0, policy)
     share = kv_groups(spec)
     step = simulate_mla_step(model, node.gpu, batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
-                             attention=spec.attention, mtp=mtp)
+                             attention=spec.attention, mtp=mtp, phase=spec.phase)
     held = math.ceil(batch / share)
     return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
                      spec.tp, step, weights, per_seq * held, weights + per_seq * held, max_batch,
@@ -575,7 +586,8 @@ def _mla_fit(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int
     """The same for an MLA + MoE replica (its layout puts weights and KV per GPU)."""
     mtp = spec.workload.accepted_tokens_per_step > 1
     weights = mla_weight_bytes(model, spec.tp, attention=spec.attention, mtp=mtp)
-    per_seq = mla_kv_bytes_per_token(model, mtp=mtp) * kv_length(seq_len, policy)
+    kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
+    per_seq = mla_kv_bytes_per_token(model, mtp=mtp) * kept
     free = node.gpu.hbm_capacity_bytes - weights
     max_batch = max(0, int(free // per_seq)) * kv_groups(spec)
     if batch > max_batch:
@@ -622,9 +634,6 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
                           f"and {ffn} FFN, which no GPU library kernels here cover: GPU mappings take GQA "
                           "attention with a dense FFN (the layer list) or MLA attention with mixture-of-experts "
                           "(rdusim.mapping.gpu_mla)")
-    if mla and spec.phase != "decode":
-        raise ConfigError(f"{where('phase')}: phase: {spec.phase}: the MLA + MoE GPU kernels "
-                          f"(rdusim.mapping.gpu_mla) model decode steps only; {model.name} needs phase: decode")
     limit, why = (model.max_context, f"{model.name}'s context") if model.max_context else (MAX_TOKENS, "MAX_TOKENS")
     if spec.workload.seq_len > limit:
         raise ConfigError(f"{where('workload', 'seq_len')}: workload.seq_len: {spec.workload.seq_len} tokens exceed "
