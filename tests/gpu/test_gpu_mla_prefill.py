@@ -141,9 +141,20 @@ def test_a_prefill_mapping_takes_no_mtp_tokens(tmp_path, capsys):
     assert f"{bad}:{line}" in err and "needs a decode mapping" in err
 
 
+SNAPSTREAM = [FOLDER / f"{name}-snapstream-h200x8.yaml" for name in ("prefill", "decode", "serve")]
+
+
 def test_shipped_documents_validate(capsys):
-    assert main(["validate", str(PREFILL), str(SERVE)]) == 0
-    assert "2 file(s) valid" in capsys.readouterr().out
+    assert main(["validate", str(PREFILL), str(SERVE), *map(str, SNAPSTREAM)]) == 0
+    assert "5 file(s) valid" in capsys.readouterr().out
+
+
+def test_snapstream_deployment_holds_a_quarter_of_the_cache():
+    """The same nodes with SnapStream (1/4 of the prompt kept): each decode GPU holds four times
+    the sequences at 128K, so the largest compiled batch grows about fourfold."""
+    full, snap = load_deployment(SERVE).model, load_deployment(SNAPSTREAM[2]).model
+    assert snap.kv_groups == full.kv_groups == 8
+    assert 3.5 * full.batch_buckets[-1] <= snap.batch_buckets[-1] <= 4.5 * full.batch_buckets[-1]
 
 
 def test_disaggregated_h200_deployment_serves_deterministically():
