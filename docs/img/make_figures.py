@@ -12,6 +12,7 @@ from rdusim.analysis.serving.plots import plot_goodput_vs_rate
 from rdusim.analysis.serving.sweep import serve_sweep
 from rdusim.analysis.serving.workload import GeneratedWorkload, parse_distribution
 from rdusim.analysis.sweep import sweep
+from rdusim.cli.serve import DEFAULT_OUTPUT, DEFAULT_PROMPT
 
 ROOT = Path(__file__).resolve().parents[2]
 MAPPING = ROOT / "mappings/deepseek-r1/prefill-snapstream.yaml"
@@ -74,6 +75,27 @@ def serving_sn40l_vs_gpu() -> None:
     _save(figure, "serving-sn40l-vs-gpu.png")
 
 
+#: the README's "DeepSeek-R1 on SN40L and on H200s": the published SN40L deployment and its GPU
+#: counterpart at both KV policies, serve-sweep's default workload (32K prompts, 1K outputs, 600 s)
+DEEPSEEK_SERVING = ["mappings/deepseek-r1/serve.yaml", "mappings/deepseek-r1/serve-h200x8.yaml",
+                    "mappings/deepseek-r1/serve-snapstream.yaml", "mappings/deepseek-r1/serve-snapstream-h200x8.yaml"]
+
+
+def serving_deepseek() -> None:
+    """Goodput over offered rate of the four DeepSeek-R1 deployments (TTFT <= 10 s, TPOT <= 100 ms)."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    workload = GeneratedWorkload(parse_distribution(DEFAULT_PROMPT, "--prompt-tokens"),
+                                 parse_distribution(DEFAULT_OUTPUT, "--output-tokens"), duration_s=600.0)
+    figure, ax = plt.subplots(figsize=(8, 5))
+    plot_goodput_vs_rate(serve_sweep([str(ROOT / p) for p in DEEPSEEK_SERVING], [0.1, 0.2, 0.5, 1, 1.5, 2, 3],
+                                     workload, Slo(10.0, 0.100)), ax=ax)
+    ax.set_title("DeepSeek-R1, six prefill nodes + one decode node: SN40L-16 vs 8 x H200\n"
+                 "32K-token prompts, 1K outputs (lognormal); TTFT <= 10 s, TPOT <= 100 ms", fontsize="medium")
+    figure.tight_layout()
+    _save(figure, "serving-deepseek-sn40l-vs-h200.png")
+
+
 def _save(figure, name: str) -> None:  # noqa: ANN001 (a matplotlib Figure)
     out = Path(__file__).with_name(name)
     figure.savefig(out, dpi=110)
@@ -85,6 +107,7 @@ def main() -> None:
     decode_sweep()
     speed_or_throughput()
     serving_sn40l_vs_gpu()
+    serving_deepseek()
 
 
 if __name__ == "__main__":
