@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mla_prefill_points as mp  # noqa: E402  (the points, shared with sweep.py)
 
+from rdusim.analysis.gpu.measured import read_frozen  # noqa: E402
 from rdusim.analysis.gpu.predict import kernels_device_s  # noqa: E402
 from rdusim.config.loader import load_spec, model_path  # noqa: E402
 from rdusim.config.schema import GpuSpec, ModelSpec  # noqa: E402
@@ -90,19 +91,10 @@ def frozen() -> int:
     return 0
 
 
-def read_predicted(path: Path) -> dict[str, float]:
-    out = {}
-    for line in path.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 2 and cells[1].replace(".", "", 1).isdigit():
-            out[cells[0]] = float(cells[1])
-    return out
-
-
 def compare(csv_path: Path, kernels_path: Path | None, predicted_path: Path | None) -> int:
     gpu = h200()
     now = predictions(gpu)
-    frozen_us = read_predicted(predicted_path) if predicted_path else {}
+    frozen_us = read_frozen(predicted_path) if predicted_path else {}
     rows = list(csv.DictReader(open(csv_path)))
     print("| row | backend | measured us | model now us | error | frozen us | frozen error |")
     print("|---|---|---:|---:|---:|---:|---:|")

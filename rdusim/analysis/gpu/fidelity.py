@@ -189,7 +189,9 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
     "long prefill": KnownMiss(
         "the rows over 10% (4K; one 8K row on the H200, one on run b, 7 ms behind a 4K row) ran right "
         "after >= 0.25 s of back-to-back attention, at a power-limited SM clock; the default model has "
-        f"no clock state (the opt-in clock model) ({_ACCEPTANCE_DOC}; The 4K-8K rows that come out short)",
+        f"no clock state (the opt-in clock model) ({_ACCEPTANCE_DOC}; The 4K-8K rows that come out short); "
+        "run bm's FA2 at head_dim 192: 16 heads (a few waves of a causal grid) +10 to +23%, a CTA's share of "
+        "its SM fixed when it is placed (docs/gpu.md, Run bm)",
     ),
     "eager decode": KnownMiss(
         "the lent VMs' host drifts up to 2x within seconds, from outside the guest (a pass of "
@@ -1011,6 +1013,9 @@ SOURCES: tuple[Source, ...] = (
         fitted=False,
         kinds=("attn_prefill",),
     ),
+    # run bm (frozen): FA2 at head_dim 192, DeepSeek-R1's MLA prefill (16 and 128 heads, 1K-64K)
+    _frozen_prefill("h200-20261129bm-mla-prefill.csv", "h200-20261129bm-mla-prefill-predicted.txt",
+                    "run bm, MLA prefill at head_dim 192"),
     _graph("h100-20261125-sweep.csv", "run 1"),
     _graph("h200-20261125k-sweep.csv", "run k"),
     _graph("h100-20261125l-small.csv", "run l"),

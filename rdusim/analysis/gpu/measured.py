@@ -86,7 +86,7 @@ def compare_gemm_rows(rows: Iterable[dict], gpu: Gpu) -> list[dict]:
 
 def is_flash_prefill(row: dict) -> bool:
     """A FlashAttention-2 prefill row of a ``sweep.py`` run (cuDNN's rows beside them left out)."""
-    return row["kind"] in ("attn_prefill", "attn_prefill_l2") and row["name"].startswith("flash_")
+    return row["kind"] in ("attn_prefill", "attn_prefill_l2") and row["name"].startswith(("flash_", "mla_flash_"))
 
 
 def compare_prefill_rows(rows: Iterable[dict], gpu: Gpu, *, fitted: bool) -> list[dict]:
@@ -295,13 +295,25 @@ def compare_small_rows(
 
 def read_frozen(path: Path) -> dict[str, float]:
     """A committed file of predictions frozen before their run (``#`` comment lines first): a CSV
-    with ``name`` and ``predicted_us`` columns (runs m, n), or ``name us`` pairs (run k's prefill);
-    predicted microseconds by row name."""
+    with ``name`` and ``predicted_us`` columns (runs m, n), ``name us`` pairs (run k's prefill), or
+    a Markdown table of ``| name | us |`` rows, lines after it aside (run bm's); predicted
+    microseconds by row name."""
     with path.open() as fh:
         lines = [line for line in fh if not line.startswith("#") and line.strip()]
+    if lines and lines[0].startswith("|"):
+        cells = (line.strip().strip("|").split("|") for line in lines if line.startswith("|"))
+        return {name.strip(): float(us) for name, us in (c for c in cells if len(c) == 2) if _is_number(us)}
     if lines and "," in lines[0]:
         return {r["name"]: float(r["predicted_us"]) for r in csv.DictReader(lines)}
     return {name: float(us) for name, us in (line.split() for line in lines)}
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_frozen_shapes(path: Path) -> dict[tuple[str, ...], float]:
