@@ -174,3 +174,31 @@ def test_disaggregated_h200_deployment_serves_deterministically():
     assert first.summary["completed"] == 60 and first.summary["total_output_tokens"] == 60 * 64
     assert first.summary["kv_bytes_shipped"] == 60 * 8192 * m.shipped_bytes_per_token
     assert first.summary["median_ttft_ms"] >= deployment.prefill_table(8192) * 1e3
+
+
+def test_run_bm_ran_the_kernel_the_model_prices():
+    """Run bm's profile (committed): every FA2 call at head_dim 192 ran FA2_HD192's traits."""
+    import csv
+    import gzip
+    import re
+
+    from rdusim.mapping.gpu import FA2_HD192
+
+    with gzip.open(ROOT / "benchmarks/gpu/h200-20261129bm-mla-prefill-kernels.csv.gz", "rt") as fh:
+        traits = {m.group(1) for r in csv.DictReader(fh)
+                  if (m := re.search(r"Flash_fwd_kernel_traits<(\d+, \d+, \d+, \d+),", r["kernel"]))}
+    assert traits == {"192, {}, {}, {}".format(*FA2_HD192)}
+
+
+def test_run_bm_frozen_predictions_are_todays():
+    """Run bm was predicted and frozen before it ran (mla_prefill_compare.py --frozen): the model
+    gives every frozen row again to the printed 0.1 us, and compares with the committed run."""
+    from rdusim.analysis.gpu.measured import read_frozen
+    from tests.gpu.scripts import bench_script
+
+    compare = bench_script("mla_prefill_compare")
+    frozen = read_frozen(ROOT / "benchmarks/gpu/h200-20261129bm-mla-prefill-predicted.txt")
+    now = compare.predictions(compare.h200())
+    assert len(frozen) == len(now) == 23
+    for name, us in now.items():
+        assert round(us, 1) == frozen[name], name
