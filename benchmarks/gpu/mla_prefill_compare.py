@@ -95,7 +95,8 @@ def compare(csv_path: Path, kernels_path: Path | None, predicted_path: Path | No
     gpu = h200()
     now = predictions(gpu)
     frozen_us = read_frozen(predicted_path) if predicted_path else {}
-    rows = list(csv.DictReader(open(csv_path)))
+    with csv_path.open() as fh:
+        rows = list(csv.DictReader(fh))
     print("| row | backend | measured us | model now us | error | frozen us | frozen error |")
     print("|---|---|---:|---:|---:|---:|---:|")
     errors: dict[str, list[float]] = {}
@@ -124,7 +125,7 @@ def compare(csv_path: Path, kernels_path: Path | None, predicted_path: Path | No
         print("# profiled kernels by row (name, device us)")
         for row in sorted({k["row"] for k in kern}):
             ks = [k for k in kern if k["row"] == row]
-            print(f"{row}: " + ", ".join(f"{k['kernel'][:60]} {float(k['device_us']):.1f}" for k in ks))
+            print(f"{row}: " + ", ".join(f"{k['kernel'][:120]} {float(k['device_us']):.1f}" for k in ks))
     return 0
 
 
