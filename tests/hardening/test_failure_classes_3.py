@@ -210,9 +210,12 @@ def test_5_gpu_cross_document_rules_are_located(workspace):
     decode = "mappings/llama-3.1-8b/decode-h100.yaml"
     assert_input_error(run_cli("simulate", decode, "--batch", "100000"),
                        f"{decode} (--batch 100000): workload.batch: batch 100000 does not fit on H100-SXM5-80GB")
-    assert_input_error(run_cli("simulate", "mappings/deepseek-r1/decode-h200x8.yaml", "--set", "phase=prefill",
-                               "--set", "workload.accepted_tokens_per_step=1"),
-                       "(--set 'phase=prefill'): phase: prefill: the MLA + MoE GPU kernels")
+    # an MLA prefill is modelled (gpu_mla.mla_prefill_attention_kernels), but takes no MTP tokens: the
+    # decode mapping's accepted_tokens_per_step is refused at its line once phase is prefill
+    mla = "mappings/deepseek-r1/decode-h200x8.yaml"
+    assert_input_error(run_cli("simulate", mla, "--set", "phase=prefill"),
+                       f"{mla}:{_line_of(workspace / mla, 'accepted_tokens_per_step:')}: "
+                       "workload.accepted_tokens_per_step: 1.875 needs a decode mapping")
     path = workspace / decode
     path.write_text(path.read_text().replace("batch: 32", "batch: 4096"))
     assert_input_error(run_cli("simulate", decode), f"{decode}:{_line_of(path, 'batch: 4096')}: workload.batch:")
