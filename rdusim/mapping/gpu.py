@@ -246,14 +246,19 @@ def fa2_fwd_tile(head_dim: int) -> tuple[int, int]:
         return 128, 128
     if head_dim <= 128:
         return FA2_PREFILL_TILE
-    if 160 < head_dim <= 192:
+    if _fa2_hd192(head_dim):
         return FA2_HD192[:2]
     return 64, 64
 
 
 def fa2_fwd_warps(head_dim: int) -> int:
     """Warps of one CTA of the FA2 forward kernel at ``head_dim`` (``fa2_fwd_tile``'s kernel)."""
-    return FA2_HD192[2] if 160 < head_dim <= 192 else FA2_WARPS
+    return FA2_HD192[2] if _fa2_hd192(head_dim) else FA2_WARPS
+
+
+def _fa2_hd192(head_dim: int) -> bool:
+    """FA2 rounds head dims of 161-192 up to its hd-192 kernel."""
+    return 160 < head_dim <= 192
 
 
 def l2_hit_fraction(working_set: float, capacity: float) -> float:

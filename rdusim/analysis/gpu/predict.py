@@ -506,7 +506,7 @@ def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
         if spec.clock != "full":
             raise ConfigError(f"{spec.name}: clock: {spec.clock} covers GQA models only (MLA steps run at full clock)")
         return _simulate_mla_mapping(spec, model, node, seq_len, batch, policy, mode, check_fit)
-    kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
+    kept = kept_tokens(spec, seq_len, policy)
     weights, per_seq, max_batch = _gqa_fit(spec, model, node, seq_len, batch if check_fit else 0, policy)
     run_step = sustained_gpu_step if spec.clock == "sustained" else simulate_gpu_step
     step = run_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
@@ -521,7 +521,7 @@ def _simulate_mla_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
     (``gpu_mla``), the largest batch that fits, and one step (a decode step or a prefill) of one
     GPU (all GPUs do the same)."""
     mtp = spec.workload.accepted_tokens_per_step > 1
-    kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
+    kept = kept_tokens(spec, seq_len, policy)
     weights, per_seq, max_batch = _mla_fit(spec, model, node, seq_len, batch if check_fit else 0, policy)
     share = kv_groups(spec)
     step = simulate_mla_step(model, node.gpu, batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
@@ -558,6 +558,12 @@ def replica_fit(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: 
     return ReplicaFit(weights, per_gpu, whole, most, node.gpu.hbm_capacity_bytes)
 
 
+def kept_tokens(spec: GpuMappingSpec, seq_len: int, policy: KvPolicySpec) -> int:
+    """KV tokens a sequence holds in the mapping's phase: the whole prompt at prefill (no policy
+    compresses a GPU prefill here), the policy's kept length at decode."""
+    return seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
+
+
 def kv_groups(spec: GpuMappingSpec) -> int:
     """Groups of a replica's sequences whose caches sit on different GPUs: the replica's GPUs when
     attention is data parallel (each GPU its own sequences), else one (heads split over all)."""
@@ -568,7 +574,7 @@ def _gqa_fit(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int
              policy: KvPolicySpec) -> tuple[float, float, int]:
     """(weights, KV bytes per sequence, largest batch) per GPU of a GQA replica, or a ConfigError
     with the numbers when ``batch`` does not fit."""
-    kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
+    kept = kept_tokens(spec, seq_len, policy)
     weights = model_bytes(model) / spec.tp
     per_seq = kv_bytes_per_token(model) * kept / spec.tp
     free = node.gpu.hbm_capacity_bytes - weights
@@ -586,7 +592,7 @@ def _mla_fit(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, seq_len: int
     """The same for an MLA + MoE replica (its layout puts weights and KV per GPU)."""
     mtp = spec.workload.accepted_tokens_per_step > 1
     weights = mla_weight_bytes(model, spec.tp, attention=spec.attention, mtp=mtp)
-    kept = seq_len if spec.phase == "prefill" else kv_length(seq_len, policy)
+    kept = kept_tokens(spec, seq_len, policy)
     per_seq = mla_kv_bytes_per_token(model, mtp=mtp) * kept
     free = node.gpu.hbm_capacity_bytes - weights
     max_batch = max(0, int(free // per_seq)) * kv_groups(spec)
