@@ -560,6 +560,10 @@ class GpuLaunchSpec(Spec):
         default=None, alias="fa2_combine_fixed",
         description="FlashAttention-2's split-KV combine kernel's fixed cost beyond its chain (`kernel_fixed` "
                     "and 1 + splits L2 round trips); with fa2_split_fixed")
+    fa3_tile_s: NonNegativeSeconds | None = Field(
+        default=None, alias="fa3_tile",
+        description="FlashAttention-3's fixed cost per output tile (its persistent CTAs' per-tile work outside "
+                    "the main loop); with efficiency.fa3_overlap")
     eager_ops: dict[str, NonNegativeSeconds] | None = Field(
         default=None, description="host cost of one eager PyTorch op by kind while the GPU is busy (behind)")
     eager_ops_idle: dict[str, NonNegativeSeconds] | None = Field(
@@ -623,6 +627,11 @@ class GpuEfficiencySpec(Spec):
         description="share of the shorter of a FlashAttention-2 CTA's MMA time and its shared-memory operand "
                     "reads that the SM overlaps with the other (0: in series)")
     mla_tensor: float = Field(gt=0.0, le=1.0, description="FlashMLA decode main loop's share of tensor peak")
+    fa3_overlap: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="FlashAttention-3 (Hopper): the share of the shorter of a CTA's MMA time (at gemm_tensor) and "
+                    "its exponentials that its warpgroups overlap; with launch.fa3_tile (none: FA3 not calibrated "
+                    "for this GPU, a mapping's attention_kernel: fa3 is refused)")
 
 
 class GpuClockAnchorSpec(Spec):
@@ -722,6 +731,12 @@ class GpuSpec(Spec):
     clock: GpuClockSpec | None = Field(
         default=None, description="the SM clock under the board power limit (none: always full clock)")
 
+    @model_validator(mode="after")
+    def _fa3_pair(self) -> GpuSpec:
+        if (self.efficiency.fa3_overlap is None) != (self.launch.fa3_tile_s is None):
+            raise ValueError("efficiency.fa3_overlap and launch.fa3_tile go together (FlashAttention-3's fit)")
+        return self
+
 
 class GpuNodeSpec(Spec):
     kind: Literal["gpu_node"]
@@ -756,6 +771,10 @@ class GpuMappingSpec(Spec):
     attention: Literal["tp", "dp"] = Field(
         default="tp", description="MLA + MoE models: heads split over the replica's GPUs (tp), or each GPU "
         "its own sequences and their KV with the routed experts expert-parallel over all-to-all (dp)")
+    attention_kernel: Literal["fa2", "fa3"] = Field(
+        default="fa2", description="the prefill attention's library: FlashAttention-2 (fa2: what PyTorch's SDPA "
+        "runs, the measured harness's) or FlashAttention-3 (fa3: Hopper, what vLLM runs there; prefill only, a GPU "
+        "document with efficiency.fa3_overlap)")
     workload: WorkloadSpec
     kv_policy: KvPolicySpec = KvPolicySpec()
     layer: list[str] = Field(default_factory=list, description="GQA models: library kernels of one decoder "

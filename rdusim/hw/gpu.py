@@ -90,6 +90,18 @@ class Gpu:
         return float(self.spec.efficiency.attention_overlap)
 
     @property
+    def has_fa3(self) -> bool:
+        """Whether the document calibrates FlashAttention-3 (``efficiency.fa3_overlap`` and
+        ``launch.fa3_tile``)."""
+        return self.spec.efficiency.fa3_overlap is not None
+
+    @property
+    def fa3_overlap(self) -> float:
+        """Share of min(MMA time, exponentials) of a FlashAttention-3 CTA its ping-pong hides
+        (``efficiency.fa3_overlap``; 0: in series)."""
+        return float(self.spec.efficiency.fa3_overlap or 0.0)
+
+    @property
     def kernel_fixed_s(self) -> float:
         """A small kernel's device time beyond its round trips, in a graph or eager step."""
         return float(self.spec.launch.kernel_fixed_s)
@@ -103,6 +115,11 @@ class Gpu:
     @property
     def l2_capacity_bytes(self) -> float:
         return float(self.spec.memory.l2_bytes)
+
+    @property
+    def fp32_flops_per_s(self) -> float:
+        """Non-tensor FP32 peak, whole GPU (an FMA counts two)."""
+        return float(self.spec.compute.fp32_flops_per_s)
 
     @property
     def sfu_per_s(self) -> float | None:
@@ -121,10 +138,13 @@ class Gpu:
         return float(self.spec.memory.hbm_capacity_bytes)
 
     def math_flops_per_s(self, math: str, dtype: str = "bf16") -> float:
-        """Achievable tensor rate of a kernel class ("gemm", "attention" or "mla") on the whole GPU."""
+        """Achievable tensor rate of a kernel class ("gemm", "attention", "mla" or "fa3") on the whole
+        GPU. FlashAttention-3 issues the same ``wgmma`` as a cuBLAS GEMM on the same SMs: the GEMMs'
+        share (``gemm_tensor``)."""
         peak = getattr(self.spec.compute.tensor_peak, f"{dtype}_flops_per_s")
         eff = self.spec.efficiency
-        return peak * {"gemm": eff.gemm_tensor, "attention": eff.attention_tensor, "mla": eff.mla_tensor}[math]
+        return peak * {"gemm": eff.gemm_tensor, "attention": eff.attention_tensor, "mla": eff.mla_tensor,
+                       "fa3": eff.gemm_tensor}[math]
 
     def launch_s(self, mode: str) -> float:
         """Per-kernel cost before the CTAs run: ``stream`` (timed alone), ``graph`` (a graph node's
@@ -135,14 +155,16 @@ class Gpu:
         GEMM, where the GPU document gives one), ``fa2_split`` and ``fa2_combine`` (FA2's split-KV
         kernel's fixed cost and its combine's beyond its chain: ``fa2_split_fixed`` and
         ``fa2_combine_fixed``, where the document gives them; else ``pipeline`` and 0), and
-        ``gemm_step``."""
+        ``gemm_step``, ``fa3_tile`` (FlashAttention-3's fixed cost per output tile; 0 where the
+        document has none)."""
         launch = self.spec.launch
         gemm = launch.pipeline_s if launch.gemm_pipeline_s is None else launch.gemm_pipeline_s
         split = launch.pipeline_s if launch.fa2_split_fixed_s is None else launch.fa2_split_fixed_s
         return {"stream": launch.stream_s, "graph": launch.graph_s, "eager": launch.eager_host_s,
                 "pipeline": launch.pipeline_s, "gemm_pipeline": gemm, "gemm_step": launch.gemm_step_s,
                 "fa2_split": split, "fa2_combine": launch.fa2_combine_fixed_s or 0.0,
-                "graph_event_pair": launch.graph_event_pair_s, "eager_gap": launch.eager_gap_s}[mode]
+                "graph_event_pair": launch.graph_event_pair_s, "eager_gap": launch.eager_gap_s,
+                "fa3_tile": launch.fa3_tile_s or 0.0}[mode]
 
     @property
     def fa2_pair_calibrated(self) -> bool:

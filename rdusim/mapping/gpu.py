@@ -1,7 +1,7 @@
 """GPU library kernels as CTA grids, and the kernels a decoder layer launches on a GPU.
 
 Owns: ``CtaGroup``, ``GpuKernel``, the kernel builders (``gemm``, ``flash_prefill``,
-``flash_decode``, ``streaming``, ``collective``, ``all_reduce``), ``fa2_splits`` and
+``flash3_prefill``, ``flash_decode``, ``streaming``, ``collective``, ``all_reduce``), ``fa2_splits`` and
 ``layer_kernels``. Imports: hw.gpu, hw.collectives, config.schema. Never simulates: the engine
 (``rdusim.sim.gpu``) runs the grids.
 
@@ -18,6 +18,11 @@ out of the engine; here only the structure is decided, from the libraries' own r
   engine hides ``efficiency.attention_overlap`` of the shorter of MMAs and operand reads); K/V
   re-reads miss L2 once a head's K/V outgrows it (causal), and a tile's first read comes from
   DRAM (``fa2_first_read_share``, ``fa2_dram_tile_wait_s``).
+- Prefill attention with FlashAttention-3 (Hopper; what vLLM runs there, a mapping's
+  ``attention_kernel: fa3``): one persistent CTA an SM over tiles of 128 (192 at head_dim 64)
+  query rows, ``wgmma`` at the GEMMs' rate with a share of the exponentials hidden
+  (``efficiency.fa3_overlap``), a fixed cost a tile (``launch.fa3_tile``), both fitted to the
+  FlashAttention-3 paper's figures (``fit_fa3``).
 - Decode attention (FlashAttention-2 split-KV): GQA queries of one KV head are packed into the
   row tile (64 rows, padded) over key blocks of 256 / 128 / 64 by head_dim (``fa2_splitkv_block_n``,
   FA2's source); the KV axis is split by FA2's own heuristic (``fa2_splits``) to
@@ -99,6 +104,11 @@ class GpuKernel:
     #: the ``Gpu.launch_s`` key of the fixed cost this kernel pays in place of its math class's
     #: (``pipeline`` / ``gemm_pipeline``; none for other classes): FA2's split-KV pair (``flash_decode``)
     fixed: str = ""
+    #: a persistent kernel (FA3's forward): one CTA an SM walks the grid's tiles, a producer warp
+    #: loading the next tile's operands by TMA while the consumers compute this one and storing
+    #: the output asynchronously, so a tile that is not its SM's first exposes no DRAM round trip,
+    #: first load or output store (``rdusim.sim.gpu``); the grid's CTAs stand for those tiles
+    persistent: bool = False
 
     @property
     def ctas(self) -> int:
@@ -344,6 +354,74 @@ def fa2_first_read_share(kv_tiles: int, tile_reads: float) -> float:
     reads of the same tile by the group's other CTAs hit L2 while it fits): ``kv_tiles`` distinct
     tiles over ``tile_reads`` reads by all the CTAs that read them."""
     return min(1.0, kv_tiles / tile_reads) if tile_reads else 0.0
+
+
+# ------------------------------------------------------------------------------ FlashAttention-3
+FA3_CTAS_PER_SM = 1  # FA3's forward fills an SM's shared memory ("128 x 112 hits the limit of smem")
+
+
+def fa3_fwd_tile(head_dim: int, head_dim_v: int, causal: bool) -> tuple[int, int]:
+    """(query rows kBlockM, key columns kBlockN) of FlashAttention-3's Hopper forward kernel, bf16,
+    no paged KV, local window or softcap: flash-attention hopper/tile_size.h,
+    ``tile_size_fwd_sm90``: 192 x 128 (causal) or 192 x 192 at head_dim <= 64, 192 x 144 at <= 96,
+    128 x 128 (causal) or 128 x 176 at <= 128, 128 x 128 at <= 192 with a V of <= 128 (DeepSeek's
+    192 / 128; 112 with a wider V), 128 x 80 above."""
+    if head_dim <= 64:
+        return 192, 128 if causal else 192
+    if head_dim <= 96:
+        return 192, 144
+    if head_dim <= 128:
+        return 128, 128 if causal else 176
+    if head_dim <= 192:
+        return 128, 128 if head_dim_v <= 128 else 112
+    return 128, 80
+
+
+def flash3_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: int, head_dim: int,
+                   gpu: Gpu, *, head_dim_v: int | None = None, causal: bool = True,
+                   kv_len: int | None = None) -> list[GpuKernel]:
+    """FlashAttention-3 forward (Hopper): one CTA per ``fa3_fwd_tile`` query rows of each (sequence,
+    head), one to an SM; a producer warpgroup loads K/V tiles by TMA into a multi-stage pipeline
+    while the consumer warpgroups (one per 64 query rows) issue ``wgmma`` on operands in shared
+    memory, so no per-warp operand reads are charged (the ``smem_bytes`` of FA2's CTAs) and no
+    DRAM round trip per tile is exposed (FA2's ``stall_s``). The MMAs (``efficiency.fa3_tensor`` of
+    tensor peak) and the exponentials (``compute.sfu_peak``) are overlapped by the warpgroups'
+    ping-pong schedule and the softmax / PV overlap inside a warpgroup (FlashAttention-3 paper,
+    G4 section 3); the engine hides ``efficiency.fa3_overlap`` of the shorter of the two. Q and V
+    may differ in width (``head_dim_v``: DeepSeek's MLA prefill, 192 and 128, runs without
+    padding V). K/V re-reads through L2 as FA2's (``flash_prefill``). Causal: the longest query
+    blocks are handed out first (the persistent scheduler's order), so the grid's tail is the
+    short ones. In series with both: every key block rescales the output accumulator (rows x
+    head_dim_v multiplies at the FP32 rate, ``compute.fp32_peak`` / 2 lanes a second) and each
+    tile pays ``launch.fa3_tile``. The persistent kernel loads a tile's operands while the one
+    before computes, but V's shared memory holds the previous tile's output until it is stored
+    (``smem_o`` aliases ``smem_v``), so the store is exposed (``GpuKernel.persistent``).
+
+    Calibrated and checked on the FlashAttention-3 paper's figures: docs/gpu.md,
+    "FlashAttention-3 against the published figures"."""
+    kv_len = length if kv_len is None else kv_len
+    dv = head_dim if head_dim_v is None else head_dim_v
+    rows, cols = fa3_fwd_tile(head_dim, dv, causal)
+    m_blocks = math.ceil(length / rows)
+    heads = batch * q_heads
+    kv_bytes_per_head = kv_len * (head_dim + dv) * BF16 * kv_heads / q_heads
+    slots = FA3_CTAS_PER_SM * gpu.sms
+    heads_in_flight = min(heads, max(1, math.ceil(slots / m_blocks)))
+    kv_in_flight = max(1, math.ceil(heads_in_flight * kv_heads / q_heads))
+    working_set = kv_in_flight * kv_len * (head_dim + dv) * BF16
+    miss = 1.0 - l2_hit_fraction(working_set, gpu.l2_capacity_bytes) if causal else 0.0
+    tile_keys = sorted((_visible_keys(i, rows, cols, length, kv_len, causal) for i in range(m_blocks)),
+                       reverse=True)
+    rescale_s = rows * dv / (gpu.fp32_flops_per_s / 2 / gpu.sms)
+    tile_fixed_s = gpu.launch_s("fa3_tile")
+    groups = []
+    for keys in tile_keys:
+        nbytes = (rows * head_dim + rows * dv) * BF16 + kv_bytes_per_head / m_blocks \
+            + miss * keys * (head_dim + dv) * BF16
+        groups.append(CtaGroup(heads, nbytes, 2.0 * rows * keys * (head_dim + dv), keys // cols,
+                               sfu=float(rows * keys), stall_s=keys // cols * rescale_s + tile_fixed_s,
+                               prologue_bytes=rows * head_dim * BF16, epilogue_bytes=rows * dv * BF16))
+    return [GpuKernel(name, tuple(groups), FA3_CTAS_PER_SM, math="fa3", keys=kv_len, persistent=True)]
 
 
 def fa2_splits(batch_heads_mblocks: int, slots: int, n_blocks: int, max_splits: int = 128) -> int:
@@ -619,6 +697,7 @@ class LayerShape:
     tp: int = 1
     topk: int | None = None     # Kascade: keys a sparse layer attends
     anchor: bool = False        # Kascade: this layer selects its own top-k
+    attention_kernel: str = "fa2"  # prefill attention: FlashAttention-2 ("fa2") or -3 ("fa3", Hopper)
 
 
 def layer_kernels(names: list[str], s: LayerShape, gpu: Gpu, *, phase: str) -> list[GpuKernel]:
@@ -754,6 +833,8 @@ _BUILDERS = {
 
 
 def _attention(s: LayerShape, hq: int, hkv: int, gpu: Gpu, phase: str) -> list[GpuKernel]:
+    if phase == "prefill" and s.attention_kernel == "fa3":
+        return flash3_prefill("attention", s.batch, hq, hkv, s.tokens, s.head_dim, gpu)
     if phase == "prefill":
         return flash_prefill("attention", s.batch, hq, hkv, s.tokens, s.head_dim, gpu)
     if s.topk is None:

@@ -26,8 +26,10 @@ Prefill (``query_tokens`` = the prompt) uses the compute-friendly form vLLM runs
 headdim = V"): the prompt's latent is projected up to per-head keys and values (``kv_b_proj``),
 and a causal FlashAttention over 128 heads of 192-wide queries and keys follows; FA2 takes one
 head_dim for q, k and v, so V is zero-padded to 192 and the output sliced back
-(``_flash_attn_varlen_diff_headdims``, ``_pad_v``: vLLM pads unless FA3 runs on sm90; the model
-prices FA2, see docs/gpu.md).
+(``_flash_attn_varlen_diff_headdims``, ``_pad_v``: vLLM pads unless FA3 runs on sm90). With
+``attention_kernel: fa3`` (what vLLM runs on Hopper: ``get_flash_attn_version`` picks FA3 on
+sm90, and ``_pad_v`` is false there) FlashAttention-3 takes V at 128 and neither pad nor slice
+runs (``flash3_prefill``; docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from rdusim.mapping.gpu import (
     GpuKernel,
     all_reduce,
     collective,
+    flash3_prefill,
     flash_decode,
     flash_prefill,
     gemm,
@@ -62,6 +65,7 @@ class MlaMoeShape:
     anchor: bool = False
     attention: str = "tp"        # "tp" (heads split) or "dp" (sequences split, experts EP)
     query_tokens: int = 1        # new tokens per sequence per step (2 with one MTP draft; the prompt at prefill)
+    attention_kernel: str = "fa2"  # prefill attention: FlashAttention-2 ("fa2", V padded) or -3 ("fa3", Hopper)
 
     @property
     def dp(self) -> bool:
@@ -98,12 +102,13 @@ class MlaMoeShape:
 
 
 def mla_shape(model: ModelSpec, batch: int, kv_len: int, tp: int, *, attention: str = "tp",
-              query_tokens: int = 1) -> MlaMoeShape:
+              query_tokens: int = 1, attention_kernel: str = "fa2") -> MlaMoeShape:
     if model.attention.kind != "mla" or model.ffn.moe is None:
         raise ValueError(f"{model.name}: expected an MLA model with MoE layers")
     if attention not in ("tp", "dp"):
         raise ValueError(f"attention must be 'tp' or 'dp', got {attention!r}")
-    return MlaMoeShape(batch, kv_len, model, tp, attention=attention, query_tokens=query_tokens)
+    return MlaMoeShape(batch, kv_len, model, tp, attention=attention, query_tokens=query_tokens,
+                       attention_kernel=attention_kernel)
 
 
 def mla_attention_kernels(s: MlaMoeShape, gpu: Gpu) -> list[GpuKernel]:
@@ -143,7 +148,8 @@ def mla_prefill_attention_kernels(s: MlaMoeShape, gpu: Gpu) -> list[GpuKernel]:
     keys (no-rope part) and values, the keys assembled (each head's 128 no-rope columns beside the
     shared 64-wide rope key), V zero-padded to 192, causal FA2 over ``seqs`` prompts of
     ``query_tokens`` with 192-wide heads (MHA: every head its own keys), the output's 128 value
-    columns copied out and ``o_proj``; an all-reduce after it under TP."""
+    columns copied out and ``o_proj``; an all-reduce after it under TP. With FA3 (``attention_kernel``)
+    V keeps its width: no pad and no slice."""
     att, d, rows, w = s.model.attention, s.model.hidden, s.rows, s.wbytes
     qk = att.qk_nope_head_dim + att.qk_rope_head_dim
     h, nope, rope, v = s.heads, att.qk_nope_head_dim, att.qk_rope_head_dim, att.v_head_dim
@@ -156,9 +162,12 @@ def mla_prefill_attention_kernels(s: MlaMoeShape, gpu: Gpu) -> list[GpuKernel]:
     out.append(streaming("q_rope", 2 * rows * h * rope * BF16, gpu, strided=True))
     out += gemm("kv_b_proj", rows, h * (nope + v), att.kv_lora_rank, gpu, dtype_bytes=w)
     out.append(streaming("k_assemble", (rows * h * (nope + qk) + rows * rope) * BF16, gpu, strided=True))
-    out.append(streaming("v_pad", rows * h * (v + qk) * BF16, gpu, strided=True))
-    out += flash_prefill("mla_attention", s.seqs, h, h, s.query_tokens, qk, gpu)
-    out.append(streaming("o_slice", 2 * rows * h * v * BF16, gpu, strided=True))
+    if s.attention_kernel == "fa3":  # FA3 takes V at its own width: no pad, no slice
+        out += flash3_prefill("mla_attention", s.seqs, h, h, s.query_tokens, qk, gpu, head_dim_v=v)
+    else:
+        out.append(streaming("v_pad", rows * h * (v + qk) * BF16, gpu, strided=True))
+        out += flash_prefill("mla_attention", s.seqs, h, h, s.query_tokens, qk, gpu)
+        out.append(streaming("o_slice", 2 * rows * h * v * BF16, gpu, strided=True))
     out += gemm("o_proj", rows, d, h * v, gpu, dtype_bytes=w)
     if not s.dp:
         out += all_reduce("attn_all_reduce", rows * d * BF16, s.tp, gpu)

@@ -29,6 +29,11 @@ takes the extra time the controller's clock gives its class (``rdusim.hw.gpu_clo
 controller sees every kernel's full-clock power for the time it ran and idle power in the gaps.
 The state lives in the ``SmClock``, so passes chained on one object run back to back.
 
+A persistent kernel (``GpuKernel.persistent``: FlashAttention-3's forward, one CTA an SM
+walking the tiles) runs its grid's CTAs as tiles: a tile placed after the first wave had its
+loads issued while the tile before it computed, so only its output store is exposed
+(``_prefetched_bundle``).
+
 Identical CTAs placed at the same instant on equally occupied SMs move as one bundle (same
 finish time under processor sharing), so a wave costs a few events, not one per CTA.
 """
@@ -55,6 +60,9 @@ class _Gpu:
         self.used = [0] * gpu.sms
         self.latency_s = gpu.hbm_latency_s
         self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla")}
+        if gpu.has_fa3:
+            self.sm_flops["fa3"] = gpu.math_flops_per_s("fa3") / gpu.sms
+        self.fa3_overlap = gpu.fa3_overlap
         sfu, smem = gpu.sfu_per_s, gpu.shared_bytes_per_s
         self.sm_sfu = sfu / gpu.sms if sfu else None
         self.sm_smem = smem / gpu.sms if smem else None
@@ -187,6 +195,10 @@ def _run_grid(env: simpy.Environment, kernel: GpuKernel, state: _Gpu) -> Generat
                     bundle[1].append((i, n))
             wait_s = _first_wait_s(kernel, state, first_wave=first_wave)
             for occupancy, (n, sms) in bundles.items():
+                if kernel.persistent and not first_wave:
+                    running.append(env.process(_prefetched_bundle(env, state, n, occupancy, sms, group,
+                                                                  kernel.math, freed)))
+                    continue
                 running.append(env.process(_bundle(env, state, n, occupancy, sms, group, kernel.math, freed,
                                                    strided=kernel.strided, wait_s=wait_s, gemm_derate=derate)))
     if running:
@@ -216,10 +228,14 @@ def _step_s(state: _Gpu, group: CtaGroup, math: str, occupancy: int) -> float:
     ``attention_overlap`` of the shorter of MMAs and operand reads, which the SM overlaps (each
     warp loads the next k-slice's fragments before the MMAs of this one, and the other resident
     CTA's warps issue while this one's wait); then the DRAM round trips the loop waits on
-    (``stall_s``)."""
+    (``stall_s``). FlashAttention-3 (``math == "fa3"``) reads its operands from shared memory
+    inside ``wgmma`` and hides ``fa3_overlap`` of the shorter of its MMAs and exponentials."""
     if math not in state.sm_flops:
         return 0.0
     mma = group.flops / (state.sm_flops[math] / occupancy)
+    if math == "fa3":  # warp-specialised: the warpgroups' ping-pong hides a share of the shorter
+        sfu = group.sfu / (state.sm_sfu / occupancy) if state.sm_sfu else 0.0
+        return mma + sfu - state.fa3_overlap * min(mma, sfu) + group.stall_s
     step = mma
     if group.sfu and state.sm_sfu:
         step += group.sfu / (state.sm_sfu / occupancy)
@@ -266,6 +282,28 @@ def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: li
         yield delay(env, tiles * state.gemm_step_s)
     if group.epilogue_bytes > 0:  # the output tile, stored once the main loop is done
         yield state.hbm.transfer(n * group.epilogue_bytes, n)
+    _free(env, state, sms, freed)
+
+
+def _prefetched_bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: list[tuple[int, int]],
+                       group: CtaGroup, math: str, freed: list[simpy.Event]) -> Generator:
+    """``n`` tiles of a persistent kernel (``GpuKernel.persistent``) that are not their SM's first:
+    their loads were issued while the tile before them computed, so every byte but the output's
+    flows beside the whole main loop; then the output is stored (FA3: the next tile's V waits for
+    the shared memory it leaves)."""
+    flows = [delay(env, _step_s(state, group, math, occupancy))]
+    if group.bytes > group.epilogue_bytes:
+        flows.append(state.hbm.transfer(n * (group.bytes - group.epilogue_bytes), n))
+    if state.l2 is not None and group.l2_bytes > 0:
+        flows.append(state.l2.transfer(n * group.l2_bytes, n))
+    yield env.all_of(flows)
+    if group.epilogue_bytes > 0:
+        yield state.hbm.transfer(n * group.epilogue_bytes, n)
+    _free(env, state, sms, freed)
+
+
+def _free(env: simpy.Environment, state: _Gpu, sms: list[tuple[int, int]], freed: list[simpy.Event]) -> None:
+    """Give the bundle's SM slots back and wake the block scheduler."""
     for i, k in sms:
         state.used[i] -= k
     event, freed[0] = freed[0], env.event()

@@ -7,7 +7,7 @@ Owns: ``GPU_DOCS``, ``run_doc``, ``error_stats``, ``compare_gemm_rows``, ``compa
 ``compare_eager_rounds``, ``round_key``, ``compare_dispatch_steps``, ``read_frozen_shapes``,
 ``prefill_shape``, ``compare_gemm_cliff``, ``compare_p10_shapes``, ``fa2_mech_s``,
 ``fa2_mech_group``, ``compare_fa2_mech``,
-``small_kernels_csv``, ``kernels_csv``, ``is_flash_prefill``, ``read_csv``. Imports: analysis.gpu.predict, config, hw.gpu, mapping.gpu, sim.gpu.
+``small_kernels_csv``, ``kernels_csv``, ``is_flash_prefill``, ``read_csv``, ``compare_fa3_published``. Imports: analysis.gpu.predict, config, hw.gpu, mapping.gpu, sim.gpu.
 
 One place for the comparisons it owns: ``rdusim fidelity --gpu`` computes none of its own, and
 ``benchmarks/gpu/compare_sweep.py`` formats these rows into docs/gpu.md's tables where they
@@ -29,10 +29,12 @@ from rdusim.analysis.gpu.predict import (
     ATTENTION_CALIBRATION,
     GEMM_CLEAN_CALIBRATION,
     SMALL_CALIBRATION_PREFIXES,
+    fa3_published_s,
     is_gemm_calibration,
     micro_device_s,
     micro_device_us,
     micro_gemm_s,
+    predict_fa3_row,
     predict_row,
     row_extra,
     site_host_costs,
@@ -97,6 +99,18 @@ def compare_prefill_rows(rows: Iterable[dict], gpu: Gpu, *, fitted: bool) -> lis
         for r in rows
         if is_flash_prefill(r)
     ]
+
+
+def compare_fa3_published(rows: Iterable[dict], gpu: Gpu) -> list[dict]:
+    """The FlashAttention-3 paper's figures (``FA3_PUBLISHED_CSV``) against the model, each as the
+    time its FLOPs take at its TFLOP/s (``err``: the model's time over that, minus one); ``cal``:
+    a row ``fit_fa3`` read."""
+    out = []
+    for r in rows:
+        t = fa3_published_s(r)
+        pred = predict_fa3_row(r, gpu)
+        out.append({**r, "pred": pred, "err": (pred - t) / t, "cal": r["set"] == "calibration"})
+    return out
 
 
 def compare_graph_steps(rows: Iterable[dict], gpu: Gpu, base: ModelSpec) -> list[dict]:

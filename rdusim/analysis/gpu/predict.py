@@ -47,6 +47,7 @@ from rdusim.mapping.gpu import (
     CtaGroup,
     GpuKernel,
     LayerShape,
+    flash3_prefill,
     flash_decode,
     flash_prefill,
     gemm,
@@ -106,27 +107,30 @@ class GpuStep:
     flops: float
 
 
-def llama_shape(model: ModelSpec, *, batch: int, tokens: int, kv_len: int, tp: int = 1) -> LayerShape:
+def llama_shape(model: ModelSpec, *, batch: int, tokens: int, kv_len: int, tp: int = 1,
+                attention_kernel: str = "fa2") -> LayerShape:
     att = model.attention
     if att.kind != "gqa" or model.ffn.moe is not None:
         raise ValueError(f"{model.name}: the GPU library kernels cover GQA models with dense FFNs")
     return LayerShape(batch=batch, tokens=tokens, kv_len=kv_len, hidden=model.hidden,
                       q_heads=att.heads, kv_heads=att.kv_heads, head_dim=att.head_dim,
-                      ffn=model.ffn.intermediate, vocab=model.vocab, tp=tp)
+                      ffn=model.ffn.intermediate, vocab=model.vocab, tp=tp, attention_kernel=attention_kernel)
 
 
 def simulate_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: list[str], phase: str,
                       batch: int, seq_len: int, mode: str, tp: int = 1,
-                      policy: KvPolicySpec | None = None, clock: SmClock | None = None) -> GpuStep:
+                      policy: KvPolicySpec | None = None, clock: SmClock | None = None,
+                      attention_kernel: str = "fa2") -> GpuStep:
     """Simulate one step; identical layers are simulated once and multiplied (kernels run one
     at a time from an idle GPU, so a layer's time does not depend on its neighbours). With an
-    SM-clock state (``clock``) every layer runs in order, and the state is left as the step ends."""
+    SM-clock state (``clock``) every layer runs in order, and the state is left as the step ends.
+    ``attention_kernel``: the prefill attention's library (``fa2`` or ``fa3``)."""
     policy = policy or KvPolicySpec()
     if why := qk_norm_mismatch(model, layer):
         raise ValueError(why)
     tokens = seq_len if phase == "prefill" else 1
     kept = seq_len if phase == "prefill" else kv_length(seq_len, policy)
-    base = llama_shape(model, batch=batch, tokens=tokens, kv_len=kept, tp=tp)
+    base = llama_shape(model, batch=batch, tokens=tokens, kv_len=kept, tp=tp, attention_kernel=attention_kernel)
     layer_types: dict[str, tuple[LayerShape, int]] = {"layer": (base, model.layers)}
     if policy.name == "kascade" and phase == "decode":
         anchors = kascade_anchor_layers(model.layers, policy)
@@ -156,7 +160,7 @@ SUSTAINED_MAX_STEPS = 200
 
 def sustained_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: list[str], phase: str,
                        batch: int, seq_len: int, mode: str, tp: int = 1,
-                       policy: KvPolicySpec | None = None) -> GpuStep:
+                       policy: KvPolicySpec | None = None, attention_kernel: str = "fa2") -> GpuStep:
     """``simulate_gpu_step`` run back to back on one SM-clock state (``gpu.spec.clock``) from an
     idle GPU until a step's time moves by under ``SUSTAINED_TOL`` after at least five fall windows
     (the clock settled); that last step. A serving estimate for a GPU kept busy. A step that has
@@ -167,7 +171,7 @@ def sustained_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: li
     last, spent = None, 0.0
     for _ in range(SUSTAINED_MAX_STEPS):
         result = simulate_gpu_step(model, gpu, layer=layer, head=head, phase=phase, batch=batch, seq_len=seq_len,
-                                   mode=mode, tp=tp, policy=policy, clock=clock)
+                                   mode=mode, tp=tp, policy=policy, clock=clock, attention_kernel=attention_kernel)
         spent += result.seconds
         settled = last is not None and abs(result.seconds - last) <= SUSTAINED_TOL * result.seconds
         if settled and spent >= 5 * gpu.spec.clock.fall_window_s:
@@ -184,7 +188,7 @@ def _replace(shape: LayerShape, **changes: object) -> LayerShape:
 
 def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, mode: str, tp: int,
                       policy: KvPolicySpec, attention: str = "tp", mtp: bool = False,
-                      phase: str = "decode") -> GpuStep:
+                      phase: str = "decode", attention_kernel: str = "fa2") -> GpuStep:
     """A decode step (or, ``phase="prefill"``, the prefill of ``batch`` prompts of ``seq_len``
     tokens) of an MLA + MoE model on one GPU of a group of ``tp`` (``mapping.gpu_mla``; ``batch``
     is the group's, ``attention`` its layout, ``mtp`` one MTP draft token verified).
@@ -196,7 +200,8 @@ def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, m
     policy compresses it here, as for GQA prefills) and runs no MTP module."""
     dense_ffn = model.ffn.first_dense_layers
     if phase == "prefill":
-        base = mla_shape(model, batch, seq_len, tp, attention=attention, query_tokens=seq_len)
+        base = mla_shape(model, batch, seq_len, tp, attention=attention, query_tokens=seq_len,
+                         attention_kernel=attention_kernel)
         return _run_parts([(head_kernels(base, gpu, prefill=True), 1),
                            (mla_prefill_attention_kernels(base, gpu), model.layers),
                            (ffn_kernels(base, gpu, moe=False), dense_ffn),
@@ -510,7 +515,8 @@ def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
     weights, per_seq, max_batch = _gqa_fit(spec, model, node, seq_len, batch if check_fit else 0, policy)
     run_step = sustained_gpu_step if spec.clock == "sustained" else simulate_gpu_step
     step = run_step(model, node.gpu, layer=spec.layer, head=spec.head, phase=spec.phase,
-                    batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy)
+                    batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
+                    attention_kernel=spec.attention_kernel)
     return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
                      spec.tp, step, weights, per_seq * batch, weights + per_seq * batch, max_batch)
 
@@ -525,7 +531,8 @@ def _simulate_mla_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
     weights, per_seq, max_batch = _mla_fit(spec, model, node, seq_len, batch if check_fit else 0, policy)
     share = kv_groups(spec)
     step = simulate_mla_step(model, node.gpu, batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
-                             attention=spec.attention, mtp=mtp, phase=spec.phase)
+                             attention=spec.attention, mtp=mtp, phase=spec.phase,
+                             attention_kernel=spec.attention_kernel)
     held = math.ceil(batch / share)
     return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
                      spec.tp, step, weights, per_seq * held, weights + per_seq * held, max_batch,
@@ -651,6 +658,7 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
         raise ConfigError(f"{where('attention')}: attention: {spec.attention!r} is for MLA + MoE models; "
                           f"{model.name} splits attention by heads (tp)")
     _check_clock(spec, model, node, where("clock"), hw)
+    _check_attention_kernel(spec, node, where("attention_kernel"), hw)
     accepted = spec.workload.accepted_tokens_per_step
     if accepted > 1 and (not mla or accepted > 1 + model.mtp_layers or spec.phase != "decode"):
         raise ConfigError(f"{where('workload', 'accepted_tokens_per_step')}: workload.accepted_tokens_per_step: "
@@ -690,6 +698,21 @@ def _check_clock(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, at: str,
     if node.gpu.spec.clock is None:
         raise ConfigError(f"{at}: clock: sustained needs a clock section in the GPU document "
                           f"({source}: {node.gpu.name} has none)")
+
+
+def _check_attention_kernel(spec: GpuMappingSpec, node: GpuNode, at: str, hw: str | Path | None) -> None:
+    """``attention_kernel: fa3`` prices a prefill's attention, on a GPU whose document calibrates
+    FlashAttention-3 (``efficiency.fa3_overlap``, ``launch.fa3_tile``: the Hopper documents)."""
+    if spec.attention_kernel != "fa3":
+        return
+    if spec.phase != "prefill":
+        raise ConfigError(f"{at}: attention_kernel: fa3 prices prefill attention; a decode step's attention is "
+                          "FlashAttention-2's split-KV kernel (GQA) or FlashMLA (MLA): use attention_kernel: fa2")
+    if not node.gpu.has_fa3:
+        source = "--hw" if hw is not None else f"hardware: {spec.hardware}"
+        raise ConfigError(f"{at}: attention_kernel: fa3 needs FlashAttention-3's constants in the GPU document "
+                          f"(efficiency.fa3_overlap and launch.fa3_tile; {source}: {node.gpu.name} has none): "
+                          "use attention_kernel: fa2")
 
 
 def is_gpu_mapping(path: str | Path) -> bool:
@@ -807,6 +830,59 @@ def fit_attention(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
     overlap = round(_argmin(lambda o: tensor_at(o)[1], 0.0, 1.0, 1e-2), 2)
     eff = round(tensor_at(overlap)[0], 3)
     return {"attention_tensor": eff, "attention_overlap": overlap, "loss": loss(eff, overlap)}
+
+
+#: ``benchmarks/gpu/g4-fa3-h100.csv``: the FlashAttention-3 paper's forward figures on an H100
+#: SXM5 (G4 Fig. 5, ../shared/reference/hardware-and-models.md section D.2: batch x seqlen = 16K
+#: tokens, hidden 2048, TFLOP/s = 4 s^2 d h, halved when causal). Its ``set`` column names the
+#: calibration rows (the hd-128 and hd-64 causal columns, the two ping-pong tiles 128 x 128 and
+#: 192 x 128); the hd-128 non-causal and hd-256 causal columns are predictions.
+FA3_PUBLISHED_CSV = "g4-fa3-h100.csv"
+
+
+def fa3_published_s(row: dict) -> float:
+    """The time a published FlashAttention-3 figure stands for: its FLOPs at its TFLOP/s."""
+    s, hd, b, h = (_int(row, k) for k in ("seq_len", "head_dim", "batch", "q_heads"))
+    return 4.0 * s * s * hd * h * b / (2 if row["mode"] == "causal" else 1) / (float(row["tflops"]) * 1e12)
+
+
+def predict_fa3_row(row: dict, gpu: Gpu) -> float:
+    """One published FlashAttention-3 figure's kernel on ``gpu``, timed back to back (``graph``:
+    the paper's benchmark repeats each call with the next queued behind it)."""
+    b, hq, hkv, hd = (_int(row, k) for k in ("batch", "q_heads", "kv_heads", "head_dim"))
+    kernels = flash3_prefill("attention", b, hq, hkv, _int(row, "seq_len"), hd, gpu, causal=row["mode"] == "causal")
+    return elapsed_s(simulate_gpu([(k, 0) for k in kernels], gpu, mode="graph"))
+
+
+def fa3_spec(spec: GpuSpec, overlap: float, tile_s: float) -> GpuSpec:
+    """``spec`` with FlashAttention-3's two constants set (``efficiency.fa3_overlap``, ``launch.fa3_tile``)."""
+    return spec.model_copy(update={
+        "efficiency": spec.efficiency.model_copy(update={"fa3_overlap": overlap}),
+        "launch": spec.launch.model_copy(update={"fa3_tile_s": tile_s})})
+
+
+def fa3_loss(rows: Iterable[dict], spec: GpuSpec, overlap: float, tile_s: float) -> float:
+    """Sum of squared log errors of the calibration rows of ``FA3_PUBLISHED_CSV`` at the two constants."""
+    gpu = Gpu(fa3_spec(spec, overlap, tile_s))
+    return add_in_order(math.log(predict_fa3_row(r, gpu) / fa3_published_s(r)) ** 2
+                        for r in rows if r["set"] == "calibration")
+
+
+def fit_fa3(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
+    """Fit FlashAttention-3's ``efficiency.fa3_overlap`` (to 0.01) and ``launch.fa3_tile`` (to 0.01 us)
+    to the calibration rows of ``FA3_PUBLISHED_CSV``: a bounded search on the overlap, each point
+    with the per-tile cost that minimises ``fa3_loss``. The MMAs run at ``gemm_tensor`` (not fitted)."""
+    rows = [r for r in rows if r["set"] == "calibration"]
+    if not rows:
+        raise ValueError("the CSV has no FlashAttention-3 calibration rows")
+
+    def tile_at(overlap: float) -> tuple[float, float]:
+        tile = _argmin(lambda t: fa3_loss(rows, spec, overlap, t * 1e-6), 0.0, 5.0, 1e-3)
+        return tile, fa3_loss(rows, spec, overlap, tile * 1e-6)
+
+    overlap = round(_argmin(lambda o: tile_at(o)[1], 0.0, 1.0, 1e-3), 2)
+    tile_us = round(tile_at(overlap)[0], 2)
+    return {"fa3_overlap": overlap, "fa3_tile_us": tile_us, "loss": fa3_loss(rows, spec, overlap, tile_us * 1e-6)}
 
 
 def _argmin(f: Callable[[float], float], lo: float, hi: float, tol: float) -> float:
