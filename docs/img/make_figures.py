@@ -88,7 +88,7 @@ def serving_deepseek() -> None:
     workload = GeneratedWorkload(parse_distribution(DEFAULT_PROMPT, "--prompt-tokens"),
                                  parse_distribution(DEFAULT_OUTPUT, "--output-tokens"), duration_s=600.0)
     figure, ax = plt.subplots(figsize=(8, 5))
-    plot_goodput_vs_rate(serve_sweep([str(ROOT / p) for p in DEEPSEEK_SERVING], [0.1, 0.2, 0.5, 1, 1.5, 2, 3],
+    plot_goodput_vs_rate(serve_sweep([str(ROOT / p) for p in DEEPSEEK_SERVING], [0.1, 0.2, 0.5, 1, 1.5, 2, 3, 4],
                                      workload, Slo(10.0, 0.100)), ax=ax)
     ax.set_title("DeepSeek-R1, six prefill nodes + one decode node: SN40L-16 vs 8 x H200\n"
                  "32K-token prompts, 1K outputs (lognormal); TTFT <= 10 s, TPOT <= 100 ms", fontsize="medium")

@@ -173,7 +173,7 @@ def test_disaggregated_h200_deployment_serves_deterministically():
     assert first.summary == run_serving(load_deployment(SERVE), workload, record_events=False).summary
     assert first.summary["completed"] == 60 and first.summary["total_output_tokens"] == 60 * 64
     assert first.summary["kv_bytes_shipped"] == 60 * 8192 * m.shipped_bytes_per_token
-    assert first.summary["median_ttft_ms"] >= deployment.prefill_table(8192) * 1e3
+    assert first.summary["median_ttft_ms"] >= deployment.prefill_table(8192) * 1e3 - 1e-9  # ms, rounding
 
 
 def test_run_bm_ran_the_kernel_the_model_prices():
