@@ -35,6 +35,9 @@ Sections (``--only``):
   (V zero-padded as vLLM does for FA2), 16 and 128 heads, on FlashAttention and cuDNN; and the whole
   vLLM prefill attention block (projections, norms, rotary embedding, K/V assembly, FA2, output
   projection), timed and its kernels profiled (the points: ``mla_prefill_points``).
+- ``fa3_prefill`` (run bn): FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
+  FlashAttention-3 paper's Fig. 5 shapes, DeepSeek-R1's MLA prefill shape (192 / 128) and two GQA
+  shapes (the points: ``fa3_points``).
 
 Sets: ``calibration`` rows are the only ones a model may be fitted to (named here, before any
 measurement: the GEMMs of Llama-3.1-8B at TP 1 with m in {16, 256, 4096}); ``host`` rows are
@@ -59,6 +62,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fa3_points as f3  # noqa: E402  (run bn: its points)
 import measure as M  # noqa: E402  (measure.py beside this file)
 import mla_prefill_points as mp  # noqa: E402  (run bm: its points)
 from gemm_shapes import gemm_plan, holdout_shapes, plan_shapes  # noqa: E402  (shapes: gemm_shapes.py)
@@ -989,12 +993,50 @@ def _mla_block_point(ctx: M.Ctx, heads: int, tokens: int, kernels: list[dict]) -
     torch.cuda.empty_cache()
 
 
+def fa3_prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Run bn: FlashAttention-3's forward (``fa3_fwd_interface``, the carried ``fa3-fwd`` wheel) at the
+    points of ``fa3_points`` (kind ``fa3_prefill``), timed cold; the kernels of ``PROFILED`` named."""
+    import fa3_fwd_config  # the wheel's interface reads its build flags as flash_attn_config
+    sys.modules.setdefault("flash_attn_config", fa3_fwd_config)
+    from fa3_fwd_interface import flash_attn_func, flash_attn_varlen_func
+
+    for point in f3.POINTS[:3] if quick else f3.POINTS:
+        b, h, hkv, hd, hdv, n, causal, api = point
+        q = torch.randn(b, n, h, hd, dtype=BF16, device=ctx.device)
+        k = torch.randn(b, n, hkv, hd, dtype=BF16, device=ctx.device)
+        v = torch.randn(b, n, hkv, hdv, dtype=BF16, device=ctx.device)
+        if api == "varlen":
+            cu = torch.arange(0, (b + 1) * n, n, dtype=torch.int32, device=ctx.device)
+            q, k, v = (x.reshape(b * n, *x.shape[2:]) for x in (q, k, v))
+
+            def fn(q=q, k=k, v=v, cu=cu, n=n, causal=causal):
+                return flash_attn_varlen_func(q, k, v, cu, cu, n, n, causal=causal)
+        else:
+            def fn(q=q, k=k, v=v, causal=causal):
+                return flash_attn_func(q, k, v, causal=causal)
+        row = f3.name(point)
+        t, reps = M.time_fn(ctx, fn, budget_s=0.3, min_reps=3, max_reps=20)
+        M.record(ctx, "prediction", "fa3_prefill", row, t, reps, batch=b, seq_len=n, kv_len=n, q_heads=h,
+                 kv_heads=hkv, head_dim=hd, flops=f3.flops(point), mode="causal" if causal else "noncausal",
+                 head_dim_v=hdv, api=api)
+        if point in f3.PROFILED:
+            try:
+                for i, (kn, dur) in enumerate(kernel_names(fn)):
+                    kernels.append({"row": row, "m": n, "n": h, "k": hd, "index": i, "kernel": kn,
+                                    "device_us": round(dur, 3)})
+            except Exception as exc:
+                print(f"profiler failed: {exc}", file=sys.stderr)
+        del q, k, v, fn
+        torch.cuda.empty_cache()
+
+
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
             "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
             "eager_paired": eager_paired_rows, "prefill_holdout": prefill_holdout_rows, "p10_paired": p10_paired_rows,
             "gemm_holdout": gemm_holdout_rows, "qk_norm": qk_norm_rows,
-            "qk_norm_bl": functools.partial(qk_norm_rows, run="bl"), "mla_prefill": mla_prefill_rows}
+            "qk_norm_bl": functools.partial(qk_norm_rows, run="bl"), "mla_prefill": mla_prefill_rows,
+            "fa3_prefill": fa3_prefill_rows}
 
 
 def host_report() -> str:

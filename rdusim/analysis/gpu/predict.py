@@ -275,6 +275,9 @@ def row_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
     if kind in ("attn_prefill", "attn_prefill_l2", "attn_prefill_full"):
         causal = row["mode"] != "noncausal"
         return flash_prefill("attention", b, hq, hkv, _int(row, "seq_len"), hd, gpu, causal=causal)
+    if kind == "fa3_prefill":  # run bn: FlashAttention-3's forward (fa3_points.py)
+        return flash3_prefill("attention", b, hq, hkv, _int(row, "seq_len"), hd, gpu,
+                              head_dim_v=int(row_extra(row).get("head_dim_v", hd)), causal=row["mode"] != "noncausal")
     if kind == "attn_decode":
         return flash_decode("attention", b, hq, hkv, _int(row, "kv_len"), hd, gpu)
     if kind == "kascade":

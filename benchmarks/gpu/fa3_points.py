@@ -1,0 +1,60 @@
+"""Run bn (issue 17, P12: FlashAttention-3 measured): the points of FA3's forward on one H200.
+
+``sweep.py --only fa3_prefill`` measures them (``benchmarks/gpu/fa3_run_bn.sh`` runs it) with the
+``fa3-fwd`` wheel (0.0.3: FlashAttention-3's hopper/ forward built against PyTorch's stable ABI and
+CUDA 13, backward and paged KV left out; its ``fa3_fwd_interface.flash_attn_func``):
+
+- ``PAPER_POINTS``: the FlashAttention-3 paper's Fig. 5 setup (G4; hardware-and-models.md D.2):
+  batch x seqlen = 16K tokens, hidden 2048 (heads = 2048 / head_dim), 512-16K, head_dim 64 and
+  128 causal, 128 non-causal, 256 causal. On the H100 the paper published these; here they run on
+  an H200 (the same SMs, HBM3e), every one a prediction of the model fitted to two H100 columns.
+- ``MLA_POINTS``: DeepSeek-R1's MLA prefill attention as vLLM runs it on Hopper: q and k 192 wide,
+  V 128 (not padded), as many KV heads as query heads, causal, batch 1; 16 heads (a TP8 share)
+  1K-64K and 128 heads 1K-32K: run bm's FA2 and cuDNN points. ``MLA_VARLEN``: two of them again
+  through ``flash_attn_varlen_func``, vLLM's call (a varlen scheduler, no clusters).
+- ``GQA_POINTS``: Llama-3.1-8B's and -70B's full head shapes (32 x 8 and 64 x 8, head_dim 128),
+  causal, batch 1, shapes FA3's figures do not have.
+
+Each row: kind ``fa3_prefill``, set ``prediction``, timed cold (``measure.time_fn``: L2 flushed,
+CUDA events around each call, the median); ``extra`` holds ``head_dim_v`` and ``api``. The kernels
+of ``PROFILED`` are named (their template arguments carry the tile).
+
+Pure constants: imports without torch and without rdusim (``sweep.py`` takes them on the GPU host).
+"""
+
+from __future__ import annotations
+
+SEQ = (512, 1024, 2048, 4096, 8192, 16384)
+#: (head_dim, causal) of the paper's columns
+PAPER_COLUMNS = ((128, True), (64, True), (128, False), (256, True))
+#: (batch, heads, kv_heads, head_dim, head_dim_v, seq_len, causal, api)
+PAPER_POINTS = tuple((16384 // s, 2048 // hd, 2048 // hd, hd, hd, s, causal, "func")
+                     for hd, causal in PAPER_COLUMNS for s in SEQ)
+MLA_POINTS = (
+    *((1, 16, 16, 192, 128, n, True, "func") for n in (1024, 2048, 4096, 8192, 16384, 32768, 65536)),
+    *((1, 128, 128, 192, 128, n, True, "func") for n in (1024, 2048, 4096, 8192, 16384, 32768)),
+)
+MLA_VARLEN = ((1, 16, 16, 192, 128, 8192, True, "varlen"), (1, 16, 16, 192, 128, 32768, True, "varlen"))
+GQA_POINTS = (
+    *((1, 32, 8, 128, 128, n, True, "func") for n in (4096, 16384, 65536)),
+    *((1, 64, 8, 128, 128, n, True, "func") for n in (8192, 32768)),
+)
+POINTS = PAPER_POINTS + MLA_POINTS + MLA_VARLEN + GQA_POINTS
+#: points whose FA3 call is profiled (kernel names)
+PROFILED = ((1, 16, 16, 128, 128, 16384, True, "func"), (1, 16, 16, 128, 128, 16384, False, "func"),
+            (1, 32, 32, 64, 64, 16384, True, "func"), (1, 8, 8, 256, 256, 16384, True, "func"),
+            (1, 16, 16, 192, 128, 8192, True, "func"), (1, 16, 16, 192, 128, 8192, True, "varlen"),
+            (1, 32, 8, 128, 128, 16384, True, "func"))
+
+
+def name(point: tuple) -> str:
+    """The row name of one point."""
+    b, h, hkv, hd, hdv, n, causal, api = point
+    mode = "causal" if causal else "noncausal"
+    return f"fa3_{api}_{mode}_b{b}_h{h}x{hkv}x{hd}v{hdv}_l{n}"
+
+
+def flops(point: tuple) -> int:
+    """Tensor FLOPs as the paper counts them: 2 s^2 h (d + dv) per sequence, halved when causal."""
+    b, h, _, hd, hdv, n, causal, _ = point
+    return b * h * n * n * 2 * (hd + hdv) // (2 if causal else 1)
