@@ -9,6 +9,9 @@
 back by ``measured.read_frozen``. ``--compare``: each measured row against the model now and the
 frozen prediction, by group (the paper's four columns, the MLA shape, its varlen calls, GQA), the
 H200's TFLOP/s beside the paper's H100 figures (G4 Fig. 5), and the tiles the profiled kernels ran.
+``--refit``: ``fit_fa3``'s two constants refitted to run bn's paper-shape causal rows at head_dim 128
+and 64 (``REFIT_CALIBRATION``, chosen after the run: the columns the H100 fit used), every row
+against the refit, and the paper's H100 figures against it (not adopted: docs/gpu.md, "Run bn").
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from rdusim.analysis.gpu.measured import read_csv, read_frozen
-from rdusim.analysis.gpu.predict import FA3_PUBLISHED_CSV, predict_row, row_extra
+from rdusim.analysis.gpu.measured import compare_fa3_published, read_csv, read_frozen
+from rdusim.analysis.gpu.predict import FA3_PUBLISHED_CSV, fa3_spec, fit_fa3, predict_row, row_extra
 from rdusim.config.loader import load_spec
 from rdusim.config.schema import GpuSpec
 from rdusim.hw.gpu import Gpu
@@ -98,13 +101,40 @@ def compare(csv_path: Path, kernels: Path | None, predicted: Path | None) -> Non
                       f"model {fa3_fwd_tile(hd, hdv, r['mode'] == 'causal')}")
 
 
+#: run bn's rows at the paper's causal head_dim-128 and -64 shapes (``--refit``'s calibration)
+REFIT_CALIBRATION = tuple(f3.name(p) for p in f3.PAPER_POINTS if p[6] and p[3] in (64, 128))
+
+
+def refit(csv_path: Path) -> None:
+    spec = load_spec(H200, GpuSpec)
+    rows = [r for r in read_csv(csv_path) if r["kind"] == "fa3_prefill"]
+    cal = [r for r in rows if r["name"] in REFIT_CALIBRATION]
+    fit = fit_fa3(cal, spec, time_s=lambda r: float(r["median_us"]) * 1e-6, predict=predict_row)
+    overlap, tile_us = fit["fa3_overlap"], fit["fa3_tile_us"]
+    print(f"refit on {len(cal)} rows: fa3_overlap {overlap}, fa3_tile {tile_us} us (loss {fit['loss']:.4f})")
+    gpu = Gpu(fa3_spec(spec, overlap, tile_us * 1e-6))
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        err = predict_row(r, gpu) / (float(r["median_us"]) * 1e-6) - 1
+        by.setdefault(("calibration: " if r["name"] in REFIT_CALIBRATION else "") + group(r), []).append(err)
+    for name, errs in by.items():
+        print(f"{name}: {len(errs)} rows, {' '.join(f'{e:+.1%}' for e in errs)}")
+    h100 = Gpu(fa3_spec(load_spec(ROOT / "hw_configs/h100.yaml", GpuSpec), overlap, tile_us * 1e-6))
+    errs = [c["err"] for c in compare_fa3_published(read_csv(ROOT / "benchmarks/gpu" / FA3_PUBLISHED_CSV), h100)]
+    print(f"G4 Fig. 5 (H100) with the refit: median |error| {statistics.median(map(abs, errs)):.1%}, "
+          f"worst {max(errs, key=abs):+.1%}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frozen", type=Path, help="write the model's predictions here")
     ap.add_argument("--compare", type=Path, help="the run's CSV")
     ap.add_argument("--kernels", type=Path)
     ap.add_argument("--predicted", type=Path)
+    ap.add_argument("--refit", type=Path, help="refit the two constants on this run's CSV (not adopted)")
     args = ap.parse_args()
+    if args.refit:
+        refit(args.refit)
     if args.frozen:
         frozen(args.frozen)
     if args.compare:

@@ -115,7 +115,7 @@ def main() -> None:
     if args.mla:
         mla_context()
     elif args.fit:
-        print(fit_fa3(ROWS, SPEC))
+        print(fit_fa3([r for r in ROWS if r["set"] == "calibration"], SPEC))
     elif args.free_tensor:
         free_tensor()
     else:

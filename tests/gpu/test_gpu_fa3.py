@@ -94,9 +94,10 @@ def test_shipped_constants_minimise_the_calibration_loss():
     spec = load_spec(H100, GpuSpec)
     overlap, tile = spec.efficiency.fa3_overlap, spec.launch.fa3_tile_s
     assert (overlap, tile) == (0.23, pytest.approx(1.08e-6))
-    best = fa3_loss(ROWS, spec, overlap, tile)
+    cal = [r for r in ROWS if r["set"] == "calibration"]
+    best = fa3_loss(cal, spec, overlap, tile)
     for o, t in ((overlap - 0.01, tile), (overlap + 0.01, tile), (overlap, tile - 1e-8), (overlap, tile + 1e-8)):
-        assert fa3_loss(ROWS, spec, o, t) >= best
+        assert fa3_loss(cal, spec, o, t) >= best
 
 
 def test_published_figures_calibration_and_prediction(gpu):
@@ -192,3 +193,44 @@ def test_docs_quote_the_committed_table():
 
     committed = (ROOT / "benchmarks/gpu/fa3_d2.txt").read_text().splitlines()
     assert errors(doc_block("fa3-d2")) == errors(committed) != []
+
+
+RUN_BN = ROOT / "benchmarks/gpu/h200-20261129bn-fa3"
+
+
+def test_run_bn_ran_the_tiles_the_model_prices():
+    """Run bn's profile (committed): every FA3 forward kernel's (kBlockM, kBlockN), read from its
+    template arguments, is ``fa3_fwd_tile``'s for the row's head dims and mask."""
+    import csv
+    import gzip
+    import re
+
+    rows = {r["name"]: r for r in read_csv(Path(f"{RUN_BN}.csv"))}
+    seen = 0
+    with gzip.open(f"{RUN_BN}-kernels.csv.gz", "rt") as fh:
+        for k in csv.DictReader(fh):
+            if "FlashAttnFwdSm90" not in k["kernel"]:
+                continue
+            tile = re.findall(r"cute::tuple<cute::C<(\d+)>, cute::C<(\d+)>, cute::C<(\d+)>", k["kernel"])[1]
+            r = rows[k["row"]]
+            hd, hdv = int(r["head_dim"]), int(r["extra"].split("head_dim_v=")[1].split(";")[0])
+            assert (int(tile[0]), int(tile[1])) == fa3_fwd_tile(hd, hdv, r["mode"] == "causal"), k["row"]
+            seen += 1
+    assert seen == 7
+
+
+def test_run_bn_frozen_predictions_are_todays_and_its_comparison_committed(capsys):
+    """Run bn was predicted and frozen before it ran (``fa3_compare.py --frozen``): the model gives
+    every frozen row again to the printed 0.1 us, and ``--compare``'s output is committed."""
+    from rdusim.analysis.gpu.measured import read_frozen
+
+    compare = bench_script("fa3_compare")
+    frozen = read_frozen(Path(f"{RUN_BN}-predicted.txt"))
+    gpu = Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
+    from rdusim.analysis.gpu.predict import predict_row
+
+    for point in compare.f3.POINTS:
+        row = compare.point_row(point)
+        assert round(predict_row(row, gpu) * 1e6, 1) == frozen[row["name"]]
+    compare.compare(Path(f"{RUN_BN}.csv"), Path(f"{RUN_BN}-kernels.csv.gz"), Path(f"{RUN_BN}-predicted.txt"))
+    assert capsys.readouterr().out == Path(f"{RUN_BN}-compare.txt").read_text()

@@ -347,13 +347,13 @@ def prefill_shape(row: dict) -> tuple[str, ...]:
 def compare_frozen_prefill(
     rows: Iterable[dict], frozen: dict, gpu: Gpu, *, by_shape: bool = False
 ) -> list[dict]:
-    """A run's FA2 prefill rows whose prediction was frozen before it (``frozen``: us by name, run
-    k's; ``by_shape``: by ``prefill_shape``, run g's), against that prediction (``frozen``,
-    ``err_frozen``) and the model now (``pred``, ``err``)."""
+    """A run's FA2 (or FA3: kind ``fa3_prefill``, run bn) prefill rows whose prediction was frozen
+    before it (``frozen``: us by name, run k's; ``by_shape``: by ``prefill_shape``, run g's), against
+    that prediction (``frozen``, ``err_frozen``) and the model now (``pred``, ``err``)."""
     out = []
     for r in rows:
         key = prefill_shape(r) if by_shape else r["name"]
-        if not is_flash_prefill(r) or key not in frozen:
+        if not (is_flash_prefill(r) or r["kind"] == "fa3_prefill") or key not in frozen:
             continue
         t, f = float(r["median_us"]), frozen[key]
         pred = predict_row(r, gpu)

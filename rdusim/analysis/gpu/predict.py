@@ -1,7 +1,7 @@
 """GPU predictions: a GPU mapping's step time, the benchmark rows, and the calibration fit.
 
 Owns: ``GpuStep``, ``simulate_gpu_step``, ``llama_shape``, ``predict_row``,
-``fit_calibration``, ``compare_rows``, ``simulate_gpu_mapping``. Imports: config, hw.gpu, model.policy, mapping.gpu,
+``fit_calibration``, ``fit_fa3``, ``compare_rows``, ``simulate_gpu_mapping``. Imports: config, hw.gpu, model.policy, mapping.gpu,
 sim.gpu.
 
 ``predict_row`` turns one row of ``benchmarks/gpu/*.csv`` into the library kernels that the
@@ -864,28 +864,32 @@ def fa3_spec(spec: GpuSpec, overlap: float, tile_s: float) -> GpuSpec:
         "launch": spec.launch.model_copy(update={"fa3_tile_s": tile_s})})
 
 
-def fa3_loss(rows: Iterable[dict], spec: GpuSpec, overlap: float, tile_s: float) -> float:
-    """Sum of squared log errors of the calibration rows of ``FA3_PUBLISHED_CSV`` at the two constants."""
+def fa3_loss(rows: list[dict], spec: GpuSpec, overlap: float, tile_s: float, *,
+             time_s: Callable[[dict], float] = fa3_published_s,
+             predict: Callable[[dict, Gpu], float] = predict_fa3_row) -> float:
+    """Sum of squared log errors of ``rows`` at the two constants: each row's ``predict`` (by default
+    a published figure's kernel, ``predict_fa3_row``) against its ``time_s`` (``fa3_published_s``;
+    a measured row: its median)."""
     gpu = Gpu(fa3_spec(spec, overlap, tile_s))
-    return add_in_order(math.log(predict_fa3_row(r, gpu) / fa3_published_s(r)) ** 2
-                        for r in rows if r["set"] == "calibration")
+    return add_in_order(math.log(predict(r, gpu) / time_s(r)) ** 2 for r in rows)
 
 
-def fit_fa3(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
+def fit_fa3(rows: list[dict], spec: GpuSpec, **pair: Callable) -> dict[str, float]:
     """Fit FlashAttention-3's ``efficiency.fa3_overlap`` (to 0.01) and ``launch.fa3_tile`` (to 0.01 us)
-    to the calibration rows of ``FA3_PUBLISHED_CSV``: a bounded search on the overlap, each point
-    with the per-tile cost that minimises ``fa3_loss``. The MMAs run at ``gemm_tensor`` (not fitted)."""
-    rows = [r for r in rows if r["set"] == "calibration"]
+    to ``rows`` (the shipped fit: the calibration rows of ``FA3_PUBLISHED_CSV``; ``pair``: ``time_s``
+    and ``predict`` as ``fa3_loss`` takes them): a bounded search on the overlap, each point with
+    the per-tile cost that minimises ``fa3_loss``. The MMAs run at ``gemm_tensor`` (not fitted)."""
     if not rows:
-        raise ValueError("the CSV has no FlashAttention-3 calibration rows")
+        raise ValueError("no FlashAttention-3 calibration rows")
 
     def tile_at(overlap: float) -> tuple[float, float]:
-        tile = _argmin(lambda t: fa3_loss(rows, spec, overlap, t * 1e-6), 0.0, 5.0, 1e-3)
-        return tile, fa3_loss(rows, spec, overlap, tile * 1e-6)
+        tile = _argmin(lambda t: fa3_loss(rows, spec, overlap, t * 1e-6, **pair), 0.0, 5.0, 1e-3)
+        return tile, fa3_loss(rows, spec, overlap, tile * 1e-6, **pair)
 
     overlap = round(_argmin(lambda o: tile_at(o)[1], 0.0, 1.0, 1e-3), 2)
     tile_us = round(tile_at(overlap)[0], 2)
-    return {"fa3_overlap": overlap, "fa3_tile_us": tile_us, "loss": fa3_loss(rows, spec, overlap, tile_us * 1e-6)}
+    return {"fa3_overlap": overlap, "fa3_tile_us": tile_us,
+            "loss": fa3_loss(rows, spec, overlap, tile_us * 1e-6, **pair)}
 
 
 def _argmin(f: Callable[[float], float], lo: float, hi: float, tol: float) -> float:
