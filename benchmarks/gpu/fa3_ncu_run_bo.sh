@@ -1,0 +1,21 @@
+#!/bin/bash
+# Run bo (issue 17, P12; a diagnostic after run bn): Nsight Compute on one FlashAttention-3 forward call at six
+# points (fa3_ncu.py; the fa3-fwd wheel carried in .whl as for run bn, fa3_run_bn.sh): its SM clock (no clock
+# control), the tensor and XU (MUFU) pipes' utilisation, issue activity, instruction mix.
+# Usage on the device, from the repo root: OUT=<dir> bash benchmarks/gpu/fa3_ncu_run_bo.sh
+P=h200-20261129bo
+W=/tmp/w; mkdir -p $W; export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/fa3_fwd-*.whl \
+  && export PYTHONPATH=/tmp/site || exit 1
+{ date -u; nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv; ncu --version; } > $W/$P-env.txt 2>&1
+ncu --query-metrics 2>/dev/null | grep -E "pipe_(tensor|xu|fma|alu|fp16)|issue_active|inst_executed_pipe" > $W/$P-metric-names.txt
+for pt in fa3_func_causal_b1_h16x16x128v128_l16384 fa3_func_causal_b1_h32x32x64v64_l16384 \
+          fa3_func_causal_b1_h8x8x256v256_l16384 fa3_func_noncausal_b1_h16x16x128v128_l16384 \
+          fa3_func_causal_b1_h16x16x192v128_l16384 fa3_func_causal_b4_h16x16x128v128_l4096; do
+  timeout -k 10 150 ncu --clock-control none -k regex:FlashAttnFwdSm90 -s 2 -c 1 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section SchedulerStats \
+    --section WarpStateStats --section LaunchStats --page raw --csv \
+    python3 benchmarks/gpu/fa3_ncu.py $pt > $W/$P-$pt.csv 2> $W/$P-$pt.err
+  echo "$pt rc=$?" >> $W/$P-run.log
+done
+tar czf $OUT/results.tgz -C $W .
