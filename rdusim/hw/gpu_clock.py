@@ -50,6 +50,12 @@ def _scaled_w(
     return spec.idle_w + (_anchor_w(spec, a, exponent) - spec.idle_w) * rate / a.rate
 
 
+#: the attention kernels' math classes (``GpuKernel.math``): FlashAttention-2, FlashMLA and
+#: FlashAttention-3 draw power by their tensor rate against the measured FA2 anchors (its key span's)
+#: and run at the controller's clock (compute-bound)
+ATTENTION_CLASSES = ("attention", "mla", "fa3")
+
+
 def _attention_anchor(spec: GpuClockSpec, keys: int) -> GpuClockAttentionAnchorSpec:
     below = [a for a in spec.attention if a.tokens <= keys]
     return below[-1] if below else spec.attention[0]
@@ -72,7 +78,7 @@ def kernel_power_w(
     power = _scaled_w(spec, spec.memory, nbytes / seconds, exponent)
     if math_class == "gemm":
         power = max(power, _scaled_w(spec, spec.gemm, flops / seconds, exponent))
-    elif math_class in ("attention", "mla"):
+    elif math_class in ATTENTION_CLASSES:
         anchor = _attention_anchor(spec, keys)
         power = max(power, _scaled_w(spec, anchor, flops / seconds, exponent))
     return power
@@ -82,7 +88,7 @@ def clock_scale(spec: GpuClockSpec, math_class: str, share: float) -> float:
     """A kernel's time at clock ``share`` of full over its time at full clock."""
     if share >= 1.0:
         return 1.0
-    if math_class in ("attention", "mla"):
+    if math_class in ATTENTION_CLASSES:
         return 1.0 / share
     if math_class == "gemm":
         return max(1.0, spec.gemm_knee / share)

@@ -234,3 +234,31 @@ def test_run_bn_frozen_predictions_are_todays_and_its_comparison_committed(capsy
         assert round(predict_row(row, gpu) * 1e6, 1) == frozen[row["name"]]
     compare.compare(Path(f"{RUN_BN}.csv"), Path(f"{RUN_BN}-kernels.csv.gz"), Path(f"{RUN_BN}-predicted.txt"))
     assert capsys.readouterr().out == Path(f"{RUN_BN}-compare.txt").read_text()
+
+
+def test_the_clock_model_treats_fa3_as_attention():
+    """Under the opt-in SM clock an FA3 kernel draws power by its tensor rate against the FA2
+    anchor of its key span, and its time scales as 1/f, as FA2's does (``ATTENTION_CLASSES``); a
+    class the clock model does not know would draw only its DRAM rate's power and never slow."""
+    from rdusim.hw.gpu_clock import clock_scale, kernel_power_w
+
+    clock = load_spec(H100, GpuSpec).clock
+    anchor = clock.attention[0]
+    for cls in ("attention", "fa3"):
+        assert kernel_power_w(clock, cls, anchor.rate, 0.0, 1.0, keys=anchor.tokens) == pytest.approx(
+            kernel_power_w(clock, "attention", anchor.rate, 0.0, 1.0, keys=anchor.tokens))
+        assert clock_scale(clock, cls, 0.8) == pytest.approx(1.25)
+    assert kernel_power_w(clock, "fa3", 2 * anchor.rate, 0.0, 1.0, keys=anchor.tokens) > \
+        kernel_power_w(clock, "fa3", anchor.rate, 0.0, 1.0, keys=anchor.tokens)
+
+
+def test_run_bo_reading_is_committed(capsys):
+    """Run bo's Nsight Compute profiles read into the committed table (``fa3_ncu_read.py``); from
+    head_dim 128 up the tensor pipe is the busy one, at head_dim 64 the XU pipe is as busy."""
+    bench_script("fa3_ncu_read").main()
+    out = capsys.readouterr().out
+    assert out == (ROOT / "benchmarks/gpu/h200-20261129bo-fa3-ncu.txt").read_text()
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in out.splitlines()[2:]}
+    tensor, xu = (lambda r: float(r[4])), (lambda r: float(r[5]))
+    assert tensor(rows["fa3_func_causal_b1_h16x16x128v128_l16384"]) > 1.9 * xu(rows["fa3_func_causal_b1_h16x16x128v128_l16384"])
+    assert xu(rows["fa3_func_causal_b1_h32x32x64v64_l16384"]) >= tensor(rows["fa3_func_causal_b1_h32x32x64v64_l16384"])

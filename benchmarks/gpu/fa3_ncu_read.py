@@ -1,0 +1,72 @@
+"""Run bo's Nsight Compute profiles of FlashAttention-3's forward, one line per point.
+
+    PYTHONPATH=. python benchmarks/gpu/fa3_ncu_read.py > benchmarks/gpu/h200-20261129bo-fa3-ncu.txt
+
+Reads ``h200-20261129bo-<point>.csv.gz`` (``fa3_ncu_run_bo.sh``: ``ncu --page raw --csv``, SM clock
+uncontrolled; gzipped when committed) and prints the kernel's duration, its SM clock, its TFLOP/s at ``fa3_points.flops``,
+the tensor pipe's (wgmma) and the XU pipe's (MUFU: exponentials) busy share, issue activity, and
+XU and FMA instructions per attention score (the scores its tiles compute).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fa3_points as f3  # noqa: E402  (the points, beside this file)
+
+HERE = Path(__file__).resolve().parent
+RUN = "h200-20261129bo"
+METRICS = {
+    "us": "gpu__time_duration.sum",
+    "clock_hz": "sm__cycles_elapsed.avg.per_second",
+    "tensor_pct": "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "xu_pct": "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
+    "fma_pct": "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+    "alu_pct": "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active",
+    "issue_pct": "sm__issue_active.avg.pct_of_peak_sustained_active",
+    "xu_inst": "sm__inst_executed_pipe_xu.sum",
+    "fma_inst": "sm__inst_executed_pipe_fma.sum",
+    "alu_inst": "sm__inst_executed_pipe_alu.sum",
+    "inst": "smsp__inst_executed.sum",
+}
+
+
+def read(path: Path) -> dict[str, float]:
+    with gzip.open(path, "rt") as fh:
+        lines = [ln for ln in fh.read().splitlines() if ln.startswith('"')]
+    header, _units, values = list(csv.reader(lines))[:3]
+    row = dict(zip(header, values, strict=True))
+    out = {}
+    for key, metric in METRICS.items():
+        raw = row[metric].replace(",", "")
+        out[key] = float(raw) * (1e-3 if key == "us" else 1.0)  # ns -> us
+    return out
+
+
+def scores(point: tuple) -> float:
+    """Attention scores the point's tiles compute (causal: the tile-rounded triangle)."""
+    b, h, _, hd, hdv, n, causal, _ = point
+    return f3.flops(point) / (2 * (hd + hdv))
+
+
+def main() -> None:
+    print("| point | us | SM clock GHz | TFLOP/s | tensor pipe % | XU pipe % | FMA % | ALU % | issue % "
+          "| XU inst / score x 32 | FMA inst / score x 32 | ALU inst / score x 32 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for point in f3.POINTS:
+        path = HERE / f"{RUN}-{f3.name(point)}.csv.gz"
+        if not path.exists():
+            continue
+        m = read(path)
+        s = scores(point)
+        print(f"| {f3.name(point)} | {m['us']:.1f} | {m['clock_hz'] / 1e9:.2f} | {f3.flops(point) / m['us'] / 1e6:.0f} | "
+              f"{m['tensor_pct']:.1f} | {m['xu_pct']:.1f} | {m['fma_pct']:.1f} | {m['alu_pct']:.1f} | {m['issue_pct']:.1f} | "
+              f"{m['xu_inst'] * 32 / s:.2f} | {m['fma_inst'] * 32 / s:.2f} | {m['alu_inst'] * 32 / s:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
