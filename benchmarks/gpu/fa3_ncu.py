@@ -24,7 +24,7 @@ def main() -> int:
     sys.modules.setdefault("flash_attn_config", fa3_fwd_config)
     from fa3_fwd_interface import flash_attn_func
 
-    point = next(p for p in f3.POINTS if f3.name(p) == sys.argv[1])
+    point = next(p for p in f3.POINTS + f3.NCU_POINTS if f3.name(p) == sys.argv[1])
     b, h, hkv, hd, hdv, n, causal, _ = point
     q = torch.randn(b, n, h, hd, dtype=torch.bfloat16, device="cuda")
     k = torch.randn(b, n, hkv, hd, dtype=torch.bfloat16, device="cuda")

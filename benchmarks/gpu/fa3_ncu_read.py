@@ -1,6 +1,7 @@
 """Run bo's Nsight Compute profiles of FlashAttention-3's forward, one line per point.
 
     PYTHONPATH=. python benchmarks/gpu/fa3_ncu_read.py > benchmarks/gpu/h200-20261129bo-fa3-ncu.txt
+    PYTHONPATH=. python benchmarks/gpu/fa3_ncu_read.py h200-20261129bp > benchmarks/gpu/h200-20261129bp-fa3-ncu.txt
 
 Reads ``h200-20261129bo-<point>.csv.gz`` (``fa3_ncu_run_bo.sh``: ``ncu --page raw --csv``, SM clock
 uncontrolled; gzipped when committed) and prints the kernel's duration, its SM clock, its TFLOP/s at ``fa3_points.flops``,
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fa3_points as f3  # noqa: E402  (the points, beside this file)
 
 HERE = Path(__file__).resolve().parent
-RUN = "h200-20261129bo"
+RUN = sys.argv[1] if len(sys.argv) > 1 else "h200-20261129bo"
 METRICS = {
     "us": "gpu__time_duration.sum",
     "clock_hz": "sm__cycles_elapsed.avg.per_second",
@@ -57,7 +58,7 @@ def main() -> None:
     print("| point | us | SM clock GHz | TFLOP/s | tensor pipe % | XU pipe % | FMA % | ALU % | issue % "
           "| XU inst / score x 32 | FMA inst / score x 32 | ALU inst / score x 32 |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for point in f3.POINTS:
+    for point in dict.fromkeys(f3.POINTS + f3.NCU_POINTS):
         path = HERE / f"{RUN}-{f3.name(point)}.csv.gz"
         if not path.exists():
             continue

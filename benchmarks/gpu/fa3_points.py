@@ -47,6 +47,13 @@ PROFILED = ((1, 16, 16, 128, 128, 16384, True, "func"), (1, 16, 16, 128, 128, 16
             (1, 32, 8, 128, 128, 16384, True, "func"))
 
 
+#: run bp (Nsight Compute only, ``fa3_ncu_run_bp.sh``): head dims run bn did not time, and two long
+#: shapes of its own: head_dim 96 and 192 (with V 192), causal, 16 heads at 16K; GQA 32 x 8 at 64K;
+#: the MLA shape with 128 heads at 8K
+NCU_POINTS = ((1, 16, 16, 96, 96, 16384, True, "func"), (1, 16, 16, 192, 192, 16384, True, "func"),
+              (1, 32, 8, 128, 128, 65536, True, "func"), (1, 128, 128, 192, 128, 8192, True, "func"))
+
+
 def name(point: tuple) -> str:
     """The row name of one point."""
     b, h, hkv, hd, hdv, n, causal, api = point
