@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fa3_points as f3  # noqa: E402  (the points, beside this file)
 
 HERE = Path(__file__).resolve().parent
-RUN = sys.argv[1] if len(sys.argv) > 1 else "h200-20261129bo"
+RUN = "h200-20261129bo"  # the default run; the first argument names another
 METRICS = {
     "us": "gpu__time_duration.sum",
     "clock_hz": "sm__cycles_elapsed.avg.per_second",
@@ -54,12 +54,12 @@ def scores(point: tuple) -> float:
     return f3.flops(point) / (2 * (hd + hdv))
 
 
-def main() -> None:
+def main(run: str = RUN) -> None:
     print("| point | us | SM clock GHz | TFLOP/s | tensor pipe % | XU pipe % | FMA % | ALU % | issue % "
           "| XU inst / score x 32 | FMA inst / score x 32 | ALU inst / score x 32 |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for point in dict.fromkeys(f3.POINTS + f3.NCU_POINTS):
-        path = HERE / f"{RUN}-{f3.name(point)}.csv.gz"
+        path = HERE / f"{run}-{f3.name(point)}.csv.gz"
         if not path.exists():
             continue
         m = read(path)
@@ -70,4 +70,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

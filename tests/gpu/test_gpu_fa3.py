@@ -262,3 +262,16 @@ def test_run_bo_reading_is_committed(capsys):
     tensor, xu = (lambda r: float(r[4])), (lambda r: float(r[5]))
     assert tensor(rows["fa3_func_causal_b1_h16x16x128v128_l16384"]) > 1.9 * xu(rows["fa3_func_causal_b1_h16x16x128v128_l16384"])
     assert xu(rows["fa3_func_causal_b1_h32x32x64v64_l16384"]) >= tensor(rows["fa3_func_causal_b1_h32x32x64v64_l16384"])
+
+
+def test_run_bp_reading_is_committed_and_the_pipe_law_within_5_points(capsys):
+    """Run bp (registered before it): the four kernels' tensor pipe against u = 1 - 0.42 rho^2, rho
+    the exponentials' time over the MMAs' a score (one MUFU.EX2 at 16 a clock, 4096 FLOP a clock)."""
+    bench_script("fa3_ncu_read").main("h200-20261129bp")
+    out = capsys.readouterr().out
+    assert out == (ROOT / "benchmarks/gpu/h200-20261129bp-fa3-ncu.txt").read_text()
+    for line in out.splitlines()[2:]:
+        cells = line.split(" | ")
+        d, dv = (int(x) for x in cells[0].split("x")[2].split("_")[0].split("v"))
+        rho = (1 / 16) / (2 * (d + dv) / 4096)
+        assert abs(float(cells[4]) - 100 * (1 - 0.42 * rho**2)) < 5.0, cells[0]
