@@ -88,6 +88,16 @@ def kernel_names(fn) -> list[tuple[str, float]]:
     return [(n, d) for _, n, d in sorted(out)]
 
 
+def profile_into(kernels: list[dict], fn, row: str, m: int, n: int, k: int) -> None:
+    """Append the kernels one call of ``fn`` launched to ``kernels`` as ``row``'s (a profiler that
+    fails is reported, not fatal)."""
+    try:
+        for i, (kn, dur) in enumerate(kernel_names(fn)):
+            kernels.append({"row": row, "m": m, "n": n, "k": k, "index": i, "kernel": kn, "device_us": round(dur, 3)})
+    except Exception as exc:
+        print(f"profiler failed: {exc}", file=sys.stderr)
+
+
 def gemm_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
     quick_families = {"llama3.1-8b", "llama3.1-70b", "qwen2.5-7b", "llama3.2-1b", "deepseek-v3"}
     plan = [p for p in gemm_plan() if not quick or p[0] in quick_families]
@@ -906,12 +916,7 @@ def _mla_flash_point(ctx: M.Ctx, heads: int, length: int, kernels: list[dict]) -
                  q_heads=heads, kv_heads=heads, head_dim=hd, flops=4 * heads * hd * length * (length + 1) // 2,
                  backend=bname)
         if bname == "flash" and (heads, length) in mp.FLASH_PROFILED:
-            try:
-                for i, (kn, dur) in enumerate(kernel_names(fn)):
-                    kernels.append({"row": row, "m": length, "n": heads, "k": hd, "index": i, "kernel": kn,
-                                    "device_us": round(dur, 3)})
-            except Exception as exc:
-                print(f"profiler failed: {exc}", file=sys.stderr)
+            profile_into(kernels, fn, row, length, heads, hd)
         del fn
         torch.cuda.empty_cache()
 
@@ -1020,12 +1025,7 @@ def fa3_prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
                  kv_heads=hkv, head_dim=hd, flops=f3.flops(point), mode="causal" if causal else "noncausal",
                  head_dim_v=hdv, api=api)
         if point in f3.PROFILED:
-            try:
-                for i, (kn, dur) in enumerate(kernel_names(fn)):
-                    kernels.append({"row": row, "m": n, "n": h, "k": hd, "index": i, "kernel": kn,
-                                    "device_us": round(dur, 3)})
-            except Exception as exc:
-                print(f"profiler failed: {exc}", file=sys.stderr)
+            profile_into(kernels, fn, row, n, h, hd)
         del q, k, v, fn
         torch.cuda.empty_cache()
 
