@@ -105,9 +105,9 @@ class GpuKernel:
     #: (``pipeline`` / ``gemm_pipeline``; none for other classes): FA2's split-KV pair (``flash_decode``)
     fixed: str = ""
     #: a persistent kernel (FA3's forward): one CTA an SM walks the grid's tiles, a producer warp
-    #: loading the next tile's operands by TMA while the consumers compute this one and storing
-    #: the output asynchronously, so a tile that is not its SM's first exposes no DRAM round trip,
-    #: first load or output store (``rdusim.sim.gpu``); the grid's CTAs stand for those tiles
+    #: loading the next tile's operands by TMA while the consumers compute this one, so a tile that
+    #: is not its SM's first exposes no DRAM round trip or first load, only its output store
+    #: (``rdusim.sim.gpu``, ``_prefetched_bundle``); the grid's CTAs stand for those tiles
     persistent: bool = False
 
     @property
@@ -317,11 +317,8 @@ def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: in
     # different lengths drift apart, so their positions spread over the head's whole K/V and each
     # tile is re-read one working set later (``l2_hit_fraction``); the misses come from HBM.
     # Without the mask the CTAs of a wave move in lockstep and read each tile together.
-    slots = FA2_CTAS_PER_SM * gpu.sms
-    heads_in_flight = min(batch * q_heads, max(1, math.ceil(slots / m_blocks)))
-    kv_in_flight = max(1, math.ceil(heads_in_flight * kv_heads / q_heads))
-    working_set = kv_in_flight * 2 * kv_len * head_dim * BF16
-    miss = 1.0 - l2_hit_fraction(working_set, gpu.l2_capacity_bytes) if causal else 0.0
+    miss = kv_miss_share(heads, q_heads, kv_heads, m_blocks, FA2_CTAS_PER_SM * gpu.sms,
+                         2 * kv_len * head_dim * BF16, gpu, causal)
     groups = []
     tile_keys = [_visible_keys(i, rows, cols, length, kv_len, causal) for i in range(m_blocks)]
     # the first read of each K/V tile comes from DRAM: of the tiles the CTAs of one KV head's group
@@ -339,6 +336,19 @@ def flash_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: in
     # query blocks of one head first (grid(m_blocks, b, h)); in that order the same rows differ by
     # under 2% (tried) and the simulation takes heads-fold longer
     return [GpuKernel(name, tuple(groups), FA2_CTAS_PER_SM, math="attention", keys=kv_len)]
+
+
+def kv_miss_share(heads: int, q_heads: int, kv_heads: int, m_blocks: int, slots: int, kv_head_bytes: float,
+                  gpu: Gpu, causal: bool) -> float:
+    """Share of a causal prefill's K/V tile re-reads that miss L2 (``flash_prefill``'s comment):
+    the ``slots`` CTAs in flight hold consecutive query blocks of a few of the ``heads`` (sequence,
+    query head) pairs, so their working set is those heads' KV heads (``kv_head_bytes`` of K and V
+    each); without the mask the CTAs read each tile together and nothing misses."""
+    if not causal:
+        return 0.0
+    heads_in_flight = min(heads, max(1, math.ceil(slots / m_blocks)))
+    kv_in_flight = max(1, math.ceil(heads_in_flight * kv_heads / q_heads))
+    return 1.0 - l2_hit_fraction(kv_in_flight * kv_head_bytes, gpu.l2_capacity_bytes)
 
 
 def _visible_keys(block: int, rows: int, cols: int, length: int, kv_len: int, causal: bool) -> int:
@@ -384,8 +394,8 @@ def flash3_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: i
     head), one to an SM; a producer warpgroup loads K/V tiles by TMA into a multi-stage pipeline
     while the consumer warpgroups (one per 64 query rows) issue ``wgmma`` on operands in shared
     memory, so no per-warp operand reads are charged (the ``smem_bytes`` of FA2's CTAs) and no
-    DRAM round trip per tile is exposed (FA2's ``stall_s``). The MMAs (``efficiency.fa3_tensor`` of
-    tensor peak) and the exponentials (``compute.sfu_peak``) are overlapped by the warpgroups'
+    DRAM round trip per key tile is exposed (FA2's ``stall_s``). The MMAs (at the GEMMs' share of
+    tensor peak, ``Gpu.math_flops_per_s``) and the exponentials (``compute.sfu_peak``) are overlapped by the warpgroups'
     ping-pong schedule and the softmax / PV overlap inside a warpgroup (FlashAttention-3 paper,
     G4 section 3); the engine hides ``efficiency.fa3_overlap`` of the shorter of the two. Q and V
     may differ in width (``head_dim_v``: DeepSeek's MLA prefill, 192 and 128, runs without
@@ -405,11 +415,8 @@ def flash3_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: i
     m_blocks = math.ceil(length / rows)
     heads = batch * q_heads
     kv_bytes_per_head = kv_len * (head_dim + dv) * BF16 * kv_heads / q_heads
-    slots = FA3_CTAS_PER_SM * gpu.sms
-    heads_in_flight = min(heads, max(1, math.ceil(slots / m_blocks)))
-    kv_in_flight = max(1, math.ceil(heads_in_flight * kv_heads / q_heads))
-    working_set = kv_in_flight * kv_len * (head_dim + dv) * BF16
-    miss = 1.0 - l2_hit_fraction(working_set, gpu.l2_capacity_bytes) if causal else 0.0
+    miss = kv_miss_share(heads, q_heads, kv_heads, m_blocks, FA3_CTAS_PER_SM * gpu.sms,
+                         kv_len * (head_dim + dv) * BF16, gpu, causal)
     tile_keys = sorted((_visible_keys(i, rows, cols, length, kv_len, causal) for i in range(m_blocks)),
                        reverse=True)
     rescale_s = rows * dv / (gpu.fp32_flops_per_s / 2 / gpu.sms)

@@ -59,9 +59,7 @@ class _Gpu:
         self.l2 = WeightedPool(env, l2) if l2 else None
         self.used = [0] * gpu.sms
         self.latency_s = gpu.hbm_latency_s
-        self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla")}
-        if gpu.has_fa3:
-            self.sm_flops["fa3"] = gpu.math_flops_per_s("fa3") / gpu.sms
+        self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla", "fa3")}
         self.fa3_overlap = gpu.fa3_overlap
         sfu, smem = gpu.sfu_per_s, gpu.shared_bytes_per_s
         self.sm_sfu = sfu / gpu.sms if sfu else None

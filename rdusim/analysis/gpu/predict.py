@@ -852,9 +852,7 @@ def fa3_published_s(row: dict) -> float:
 def predict_fa3_row(row: dict, gpu: Gpu) -> float:
     """One published FlashAttention-3 figure's kernel on ``gpu``, timed back to back (``graph``:
     the paper's benchmark repeats each call with the next queued behind it)."""
-    b, hq, hkv, hd = (_int(row, k) for k in ("batch", "q_heads", "kv_heads", "head_dim"))
-    kernels = flash3_prefill("attention", b, hq, hkv, _int(row, "seq_len"), hd, gpu, causal=row["mode"] == "causal")
-    return elapsed_s(simulate_gpu([(k, 0) for k in kernels], gpu, mode="graph"))
+    return elapsed_s(simulate_gpu([(k, 0) for k in row_kernels(row, gpu)], gpu, mode="graph"))
 
 
 def fa3_spec(spec: GpuSpec, overlap: float, tile_s: float) -> GpuSpec:
