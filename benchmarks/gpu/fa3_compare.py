@@ -1,17 +1,18 @@
-"""Run bn (issue 17, P12): FlashAttention-3's forward on one H200 against the model, frozen first.
+"""Runs bn and bq (issue 17, P12): FlashAttention-3's forward on one H200 against the model, frozen first.
 
-    PYTHONPATH=. python benchmarks/gpu/fa3_compare.py --frozen benchmarks/gpu/h200-20261129bn-fa3-predicted.txt
+    PYTHONPATH=. python benchmarks/gpu/fa3_compare.py --points bq --frozen benchmarks/gpu/h200-20261129bq-fa3-predicted.txt
     PYTHONPATH=. python benchmarks/gpu/fa3_compare.py --compare benchmarks/gpu/h200-20261129bn-fa3.csv \\
         --kernels benchmarks/gpu/h200-20261129bn-fa3-kernels.csv.gz --predicted benchmarks/gpu/h200-20261129bn-fa3-predicted.txt
 
-``--frozen``: the model's time for every point of ``fa3_points`` on ``hw_configs/h200.yaml``
-(``predict_row``: ``flash3_prefill`` timed alone, as ``sweep.py`` times it), a Markdown table read
-back by ``measured.read_frozen``. ``--compare``: each measured row against the model now and the
-frozen prediction, by group (the paper's four columns, the MLA shape, its varlen calls, GQA), the
+``--frozen``: the model's time for every point of ``fa3_points`` (``--points``: run bn's ``POINTS``
+or run bq's ``BQ_POINTS``, whose ``_idle`` rows get the same prediction: the model runs every
+kernel at full clock) on ``hw_configs/h200.yaml`` (``predict_row``: ``flash3_prefill`` timed alone,
+as ``sweep.py`` times it), a Markdown table read back by ``measured.read_frozen``. ``--compare``:
+each measured row against the model now and the frozen prediction, by group (the paper's four
+columns, the MLA shape, its varlen calls, GQA; run bn's 12 rows ``fit_fa3_tile`` read, named), the
 H200's TFLOP/s beside the paper's H100 figures (G4 Fig. 5), and the tiles the profiled kernels ran.
-``--refit``: ``fit_fa3``'s two constants refitted to run bn's paper-shape causal rows at head_dim 128
-and 64 (``REFIT_CALIBRATION``, chosen after the run: the columns the H100 fit used), every row
-against the refit, and the paper's H100 figures against it (not adopted: docs/gpu.md, "Run bn").
+(Run bn's ``h200-20261129bn-fa3-refit.txt`` was written by this script's ``--refit`` before the
+pipe law, at 17b1fab: the old structure refitted, not adopted.)
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ import statistics
 import sys
 from pathlib import Path
 
-from rdusim.analysis.gpu.measured import compare_fa3_published, read_csv, read_frozen
-from rdusim.analysis.gpu.predict import FA3_PUBLISHED_CSV, fa3_spec, fit_fa3, predict_row, row_extra
+from rdusim.analysis.gpu.measured import read_csv, read_frozen
+from rdusim.analysis.gpu.predict import (
+    FA3_PUBLISHED_CSV,
+    is_fa3_calibration,
+    predict_row,
+    row_extra,
+)
 from rdusim.config.loader import load_spec
 from rdusim.config.schema import GpuSpec
 from rdusim.hw.gpu import Gpu
@@ -36,6 +42,7 @@ import fa3_points as f3  # noqa: E402  (the points, beside this file)
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "hw_configs/h200.yaml"
+POINTS = {"bn": f3.POINTS, "bq": f3.BQ_POINTS}
 
 
 def point_row(point: tuple) -> dict:
@@ -48,6 +55,10 @@ def point_row(point: tuple) -> dict:
 
 def group(row: dict) -> str:
     extra = row_extra(row)
+    if "after_idle_s" in extra:
+        return "one call after idle"
+    if is_fa3_calibration(row):
+        return f"paper hd{row['head_dim']} causal (calibration: fa3_tile)"
     if row["name"].startswith("fa3_varlen"):
         return "MLA 192 / 128, varlen"
     if extra.get("head_dim_v") == "128" and row["head_dim"] == "192":
@@ -57,12 +68,16 @@ def group(row: dict) -> str:
     return f"paper hd{row['head_dim']} {row['mode']}"
 
 
-def frozen(out: Path) -> None:
+def frozen(out: Path, run: str) -> None:
     gpu = Gpu(load_spec(H200, GpuSpec))
     lines = ["| row | predicted us |", "|---|---:|"]
-    lines += [f"| {f3.name(p)} | {predict_row(point_row(p), gpu) * 1e6:.1f} |" for p in f3.POINTS]
+    for p in POINTS[run]:
+        us = predict_row(point_row(p), gpu) * 1e6
+        lines.append(f"| {f3.name(p)} | {us:.1f} |")
+        if run == "bq":
+            lines.append(f"| {f3.name(p)}_idle | {us:.1f} |")
     out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out} ({len(f3.POINTS)} rows)")
+    print(f"wrote {out} ({len(lines) - 2} rows)")
 
 
 def compare(csv_path: Path, kernels: Path | None, predicted: Path | None) -> None:
@@ -101,42 +116,16 @@ def compare(csv_path: Path, kernels: Path | None, predicted: Path | None) -> Non
                       f"model {fa3_fwd_tile(hd, hdv, r['mode'] == 'causal')}")
 
 
-#: run bn's rows at the paper's causal head_dim-128 and -64 shapes (``--refit``'s calibration)
-REFIT_CALIBRATION = tuple(f3.name(p) for p in f3.PAPER_POINTS if p[6] and p[3] in (64, 128))
-
-
-def refit(csv_path: Path) -> None:
-    spec = load_spec(H200, GpuSpec)
-    rows = [r for r in read_csv(csv_path) if r["kind"] == "fa3_prefill"]
-    cal = [r for r in rows if r["name"] in REFIT_CALIBRATION]
-    fit = fit_fa3(cal, spec, time_s=lambda r: float(r["median_us"]) * 1e-6, predict=predict_row)
-    overlap, tile_us = fit["fa3_overlap"], fit["fa3_tile_us"]
-    print(f"refit on {len(cal)} rows: fa3_overlap {overlap}, fa3_tile {tile_us} us (loss {fit['loss']:.4f})")
-    gpu = Gpu(fa3_spec(spec, overlap, tile_us * 1e-6))
-    by: dict[str, list[float]] = {}
-    for r in rows:
-        err = predict_row(r, gpu) / (float(r["median_us"]) * 1e-6) - 1
-        by.setdefault(("calibration: " if r["name"] in REFIT_CALIBRATION else "") + group(r), []).append(err)
-    for name, errs in by.items():
-        print(f"{name}: {len(errs)} rows, {' '.join(f'{e:+.1%}' for e in errs)}")
-    h100 = Gpu(fa3_spec(load_spec(ROOT / "hw_configs/h100.yaml", GpuSpec), overlap, tile_us * 1e-6))
-    errs = [c["err"] for c in compare_fa3_published(read_csv(ROOT / "benchmarks/gpu" / FA3_PUBLISHED_CSV), h100)]
-    print(f"G4 Fig. 5 (H100) with the refit: median |error| {statistics.median(map(abs, errs)):.1%}, "
-          f"worst {max(errs, key=abs):+.1%}")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frozen", type=Path, help="write the model's predictions here")
     ap.add_argument("--compare", type=Path, help="the run's CSV")
     ap.add_argument("--kernels", type=Path)
     ap.add_argument("--predicted", type=Path)
-    ap.add_argument("--refit", type=Path, help="refit the two constants on this run's CSV (not adopted)")
+    ap.add_argument("--points", choices=sorted(POINTS), default="bn", help="--frozen: whose points")
     args = ap.parse_args()
-    if args.refit:
-        refit(args.refit)
     if args.frozen:
-        frozen(args.frozen)
+        frozen(args.frozen, args.points)
     if args.compare:
         compare(args.compare, args.kernels, args.predicted)
 

@@ -3,42 +3,28 @@
 The FlashAttention-3 paper's Fig. 5 (G4; ../shared/reference/hardware-and-models.md section D.2:
 H100 SXM5, bf16, batch x seqlen = 16K tokens, hidden 2048, TFLOP/s = 4 s^2 d h, halved when
 causal; ``benchmarks/gpu/g4-fa3-h100.csv``) against ``rdusim.mapping.gpu.flash3_prefill`` on
-``hw_configs/h100.yaml``, each kernel timed back to back (``predict_fa3_row``). The MMAs run at
-the GEMMs' share of tensor peak (``gemm_tensor``, fitted on cuBLAS GEMMs); ``fit_fa3`` fits
-``efficiency.fa3_overlap`` and ``launch.fa3_tile`` to the hd-128 and hd-64 causal columns (the
-CSV's calibration rows); the hd-128 non-causal and hd-256 causal columns are predictions.
+``hw_configs/h100.yaml``, each kernel timed back to back (``predict_fa3_row``). Every figure is a
+prediction: the model's constants come from today's FA3 build on an H200 (run bo's pipe counters,
+run bn's timed calls: ``benchmarks/gpu/fa3_fit.py``), the paper's figures from its 2024 build.
 
     PYTHONPATH=. python benchmarks/gpu/fa3_d2.py                # the table (benchmarks/gpu/fa3_d2.txt)
-    PYTHONPATH=. python benchmarks/gpu/fa3_d2.py --fit          # fit_fa3 (about half a minute)
-    PYTHONPATH=. python benchmarks/gpu/fa3_d2.py --free-tensor  # the structure not adopted (a few minutes)
     PYTHONPATH=. python benchmarks/gpu/fa3_d2.py --mla          # DeepSeek's 192 / 128 beside run bm's cuDNN
 
 ``--mla``: the FA3 model at DeepSeek-R1's MLA prefill shape (q and k 192 wide, V 128, causal, batch
 1; ``hw_configs/h200.yaml``) beside what run bm measured on an H200 for the same attention with V
 padded to 192 (1.2x the FLOPs): FA2 and cuDNN's Hopper kernel (``h200-20261129bm-mla-prefill.csv``).
-Context, not a check: FA3 itself was not measured (no FA3 build on this workplace's machines).
-
-``--free-tensor``: the tensor share fitted too (with the overlap and the per-tile cost, to the same
-12 figures): the search runs to the bounds, a tensor share of 1.0 and no overlap, where the GEMMs'
-measured share is 0.88 (docs/gpu.md, "FlashAttention-3 against the published figures").
+Context, not a check (FA3 itself at this shape: runs bn and bq).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 from pathlib import Path
-
-from scipy import optimize
 
 from rdusim.analysis.gpu.measured import compare_fa3_published, read_csv
 from rdusim.analysis.gpu.predict import (
     FA3_PUBLISHED_CSV,
-    fa3_published_s,
-    fa3_spec,
-    fit_fa3,
-    predict_fa3_row,
 )
 from rdusim.config.loader import load_spec
 from rdusim.config.schema import GpuSpec
@@ -68,11 +54,9 @@ def table(gpu: Gpu) -> None:
         cells = [f"{c['err']:+.1%} ({float(c['tflops']):.0f} / {float(c['tflops']) / (1 + c['err']):.0f})" for c in cs]
         print(f"| hd{hd} {mode} | {rows} x {cols} | {cs[0]['set']} | " + " | ".join(cells)
               + f" | {statistics.median(map(abs, errs)):.1%} | {max(errs, key=abs):+.1%} |")
-    for role in ("calibration", "prediction"):
-        errs = [c["err"] for c in compared if c["set"] == role]
-        print(f"\n{role}: {len(errs)} figures, median abs {statistics.median(map(abs, errs)):.1%}, "
-              f"worst {max(errs, key=abs):+.1%}", end="")
-    print()
+    errs = [c["err"] for c in compared]
+    print(f"\nprediction: {len(errs)} figures, median abs {statistics.median(map(abs, errs)):.1%}, "
+          f"worst {max(errs, key=abs):+.1%}")
 
 
 def mla_context() -> None:
@@ -90,34 +74,12 @@ def mla_context() -> None:
             print(f"| {heads} | {n} | {t:.0f} | {n * n * heads * 320 / t / 1e6:.0f} | {fa2:.0f} | {cudnn:.0f} | {t / cudnn:.2f} |")
 
 
-def free_tensor() -> None:
-    """(tensor share, overlap, per-tile us) fitted together by Nelder-Mead, each clamped to its range."""
-    cal = [r for r in ROWS if r["set"] == "calibration"]
-
-    def loss(p):
-        tensor, overlap, tile = min(1.0, max(0.05, p[0])), min(1.0, max(0.0, p[1])), max(0.0, p[2])
-        s = fa3_spec(SPEC, overlap, tile * 1e-6)
-        gpu = Gpu(s.model_copy(update={"efficiency": s.efficiency.model_copy(update={"gemm_tensor": tensor})}))
-        return sum(math.log(predict_fa3_row(r, gpu) / fa3_published_s(r)) ** 2 for r in cal)
-
-    r = optimize.minimize(loss, (0.8, 0.5, 0.5), method="Nelder-Mead",
-                          options={"xatol": 1e-4, "fatol": 1e-8, "maxiter": 600})
-    t, o, f = min(1.0, max(0.05, r.x[0])), min(1.0, max(0.0, r.x[1])), max(0.0, r.x[2])
-    print(f"tensor share, overlap and per-tile cost fitted together: {t:.3f}, {o:.3f}, {f:.2f} us (loss {r.fun:.5f})")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fit", action="store_true", help="fit_fa3 on the calibration rows")
-    ap.add_argument("--free-tensor", action="store_true", help="the tensor share fitted too (not adopted)")
     ap.add_argument("--mla", action="store_true", help="DeepSeek's MLA prefill shape beside run bm's cuDNN rows")
     args = ap.parse_args()
     if args.mla:
         mla_context()
-    elif args.fit:
-        print(fit_fa3([r for r in ROWS if r["set"] == "calibration"], SPEC))
-    elif args.free_tensor:
-        free_tensor()
     else:
         table(Gpu(SPEC))
 

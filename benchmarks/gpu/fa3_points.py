@@ -54,6 +54,35 @@ NCU_POINTS = ((1, 16, 16, 96, 96, 16384, True, "func"), (1, 16, 16, 192, 192, 16
               (1, 32, 8, 128, 128, 65536, True, "func"), (1, 128, 128, 192, 128, 8192, True, "func"))
 
 
+#: run bq (frozen after the pipe law, ``fa3_run_bq.sh``): shapes no run timed, as deployments run
+#: them: GQA at head_dim 128 (Qwen3-8B / Llama-3.1-8B's 32 x 8, batch 1 and 4; Llama-3.1-70B's TP8
+#: share 8 x 1; Llama-3.1-8B's TP2 share 16 x 4), head_dim 64 GQA (gpt-oss's 64 x 8) and MHA at
+#: batch 4, head_dim 96 (32 x 32, Phi-3-mini's), head_dim 256 (Gemma's 16 x 8, and 8 x 8 at batch
+#: 4), DeepSeek-R1's MLA at TP4 and TP2 shares (32 and 64 heads), 192 / 192, and non-causal at 4K
+#: x 4 and 32K
+BQ_POINTS = (
+    *((1, 32, 8, 128, 128, n, True, "func") for n in (2048, 8192, 32768)),
+    (4, 32, 8, 128, 128, 4096, True, "func"),
+    *((1, 8, 1, 128, 128, n, True, "func") for n in (8192, 32768)),
+    (1, 16, 4, 128, 128, 16384, True, "func"),
+    *((1, 64, 8, 64, 64, n, True, "func") for n in (8192, 32768)),
+    (4, 32, 32, 64, 64, 4096, True, "func"),
+    *((1, 32, 32, 96, 96, n, True, "func") for n in (4096, 16384)),
+    (1, 16, 8, 256, 256, 8192, True, "func"),
+    (4, 8, 8, 256, 256, 4096, True, "func"),
+    *((1, 32, 32, 192, 128, n, True, "func") for n in (4096, 16384)),
+    (1, 64, 64, 192, 128, 8192, True, "func"),
+    (1, 16, 16, 192, 192, 8192, True, "func"),
+    (4, 16, 16, 128, 128, 4096, False, "func"),
+    (1, 16, 16, 128, 128, 32768, False, "func"),
+)
+#: run bq: after its back-to-back calls each point is timed once more, one call after this long idle
+BQ_IDLE_S = 1.0
+#: run bq's points whose FA3 call is profiled (kernel names: the tiles at head_dim 96, 64 GQA, 256 GQA)
+BQ_PROFILED = ((1, 32, 32, 96, 96, 16384, True, "func"), (1, 64, 8, 64, 64, 8192, True, "func"),
+               (1, 16, 8, 256, 256, 8192, True, "func"), (1, 16, 16, 192, 192, 8192, True, "func"))
+
+
 def name(point: tuple) -> str:
     """The row name of one point."""
     b, h, hkv, hd, hdv, n, causal, api = point

@@ -35,7 +35,7 @@ Sections (``--only``):
   (V zero-padded as vLLM does for FA2), 16 and 128 heads, on FlashAttention and cuDNN; and the whole
   vLLM prefill attention block (projections, norms, rotary embedding, K/V assembly, FA2, output
   projection), timed and its kernels profiled (the points: ``mla_prefill_points``).
-- ``fa3_prefill`` (run bn): FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
+- ``fa3_prefill`` (run bn), ``fa3_prefill_bq`` (run bq: ``fa3_points.BQ_POINTS``): FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
   FlashAttention-3 paper's Fig. 5 shapes, DeepSeek-R1's MLA prefill shape (192 / 128) and two GQA
   shapes (the points: ``fa3_points``).
 
@@ -998,14 +998,18 @@ def _mla_block_point(ctx: M.Ctx, heads: int, tokens: int, kernels: list[dict]) -
     torch.cuda.empty_cache()
 
 
-def fa3_prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+def fa3_prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict], points: tuple = f3.POINTS,
+                     profiled: tuple = f3.PROFILED, idle_s: float = 0.0) -> None:
     """Run bn: FlashAttention-3's forward (``fa3_fwd_interface``, the carried ``fa3-fwd`` wheel) at the
-    points of ``fa3_points`` (kind ``fa3_prefill``), timed cold; the kernels of ``PROFILED`` named."""
+    points of ``fa3_points`` (kind ``fa3_prefill``), timed cold; the kernels of ``profiled`` named
+    (run bq: its own ``points`` and ``profiled``). ``idle_s`` > 0 (run bq): each point is timed once
+    more, one cold call after ``idle_s`` of an idle GPU (row ``<name>_idle``, ``after_idle_s`` in its
+    extra): the SM clock recovered from the back-to-back calls before it."""
     import fa3_fwd_config  # the wheel's interface reads its build flags as flash_attn_config
     sys.modules.setdefault("flash_attn_config", fa3_fwd_config)
     from fa3_fwd_interface import flash_attn_func, flash_attn_varlen_func
 
-    for point in f3.POINTS[:3] if quick else f3.POINTS:
+    for point in points[:3] if quick else points:
         b, h, hkv, hd, hdv, n, causal, api = point
         q = torch.randn(b, n, h, hd, dtype=BF16, device=ctx.device)
         k = torch.randn(b, n, hkv, hd, dtype=BF16, device=ctx.device)
@@ -1024,7 +1028,19 @@ def fa3_prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         M.record(ctx, "prediction", "fa3_prefill", row, t, reps, batch=b, seq_len=n, kv_len=n, q_heads=h,
                  kv_heads=hkv, head_dim=hd, flops=f3.flops(point), mode="causal" if causal else "noncausal",
                  head_dim_v=hdv, api=api)
-        if point in f3.PROFILED:
+        if idle_s > 0 and ctx.cuda:
+            ctx.sync()
+            time.sleep(idle_s)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            M.flush(ctx)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            M.record(ctx, "prediction", "fa3_prefill", f"{row}_idle", start.elapsed_time(end) * 1e-3, 1, batch=b,
+                     seq_len=n, kv_len=n, q_heads=h, kv_heads=hkv, head_dim=hd, flops=f3.flops(point),
+                     mode="causal" if causal else "noncausal", head_dim_v=hdv, api=api, after_idle_s=idle_s)
+        if point in profiled:
             profile_into(kernels, fn, row, n, h, hd)
         del q, k, v, fn
         torch.cuda.empty_cache()
@@ -1036,7 +1052,9 @@ SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "pref
             "eager_paired": eager_paired_rows, "prefill_holdout": prefill_holdout_rows, "p10_paired": p10_paired_rows,
             "gemm_holdout": gemm_holdout_rows, "qk_norm": qk_norm_rows,
             "qk_norm_bl": functools.partial(qk_norm_rows, run="bl"), "mla_prefill": mla_prefill_rows,
-            "fa3_prefill": fa3_prefill_rows}
+            "fa3_prefill": fa3_prefill_rows,
+            "fa3_prefill_bq": functools.partial(fa3_prefill_rows, points=f3.BQ_POINTS, profiled=f3.BQ_PROFILED,
+                                                idle_s=f3.BQ_IDLE_S)}
 
 
 def host_report() -> str:

@@ -563,7 +563,7 @@ class GpuLaunchSpec(Spec):
     fa3_tile_s: NonNegativeSeconds | None = Field(
         default=None, alias="fa3_tile",
         description="FlashAttention-3's fixed cost per output tile (its persistent CTAs' per-tile work outside "
-                    "the main loop); with efficiency.fa3_overlap")
+                    "the main loop); with efficiency.fa3_pipe_loss")
     eager_ops: dict[str, NonNegativeSeconds] | None = Field(
         default=None, description="host cost of one eager PyTorch op by kind while the GPU is busy (behind)")
     eager_ops_idle: dict[str, NonNegativeSeconds] | None = Field(
@@ -627,11 +627,12 @@ class GpuEfficiencySpec(Spec):
         description="share of the shorter of a FlashAttention-2 CTA's MMA time and its shared-memory operand "
                     "reads that the SM overlaps with the other (0: in series)")
     mla_tensor: float = Field(gt=0.0, le=1.0, description="FlashMLA decode main loop's share of tensor peak")
-    fa3_overlap: float | None = Field(
-        default=None, ge=0.0, le=1.0,
-        description="FlashAttention-3 (Hopper): the share of the shorter of a CTA's MMA time (at gemm_tensor) and "
-                    "its exponentials that its warpgroups overlap; with launch.fa3_tile (none: FA3 not calibrated "
-                    "for this GPU, a mapping's attention_kernel: fa3 is refused)")
+    fa3_pipe_loss: float | None = Field(
+        default=None, ge=0.0, lt=1.0,
+        description="FlashAttention-3 (Hopper): the busy share its bottleneck pipe (tensor or XU) loses when the "
+                    "MMAs and the exponentials of a tile take equal time at peak; at a ratio rho (shorter over "
+                    "longer) the bottleneck is busy 1 - fa3_pipe_loss x rho^2 of the main loop; with launch.fa3_tile "
+                    "(none: FA3 not calibrated for this GPU, a mapping's attention_kernel: fa3 is refused)")
 
 
 class GpuClockAnchorSpec(Spec):
@@ -733,8 +734,8 @@ class GpuSpec(Spec):
 
     @model_validator(mode="after")
     def _fa3_pair(self) -> GpuSpec:
-        if (self.efficiency.fa3_overlap is None) != (self.launch.fa3_tile_s is None):
-            raise ValueError("efficiency.fa3_overlap and launch.fa3_tile go together (FlashAttention-3's fit)")
+        if (self.efficiency.fa3_pipe_loss is None) != (self.launch.fa3_tile_s is None):
+            raise ValueError("efficiency.fa3_pipe_loss and launch.fa3_tile go together (FlashAttention-3's fit)")
         return self
 
 
@@ -774,7 +775,7 @@ class GpuMappingSpec(Spec):
     attention_kernel: Literal["fa2", "fa3"] = Field(
         default="fa2", description="the prefill attention's library: FlashAttention-2 (fa2: what PyTorch's SDPA "
         "runs, the measured harness's) or FlashAttention-3 (fa3: Hopper, what vLLM runs there; prefill only, a GPU "
-        "document with efficiency.fa3_overlap)")
+        "document with efficiency.fa3_pipe_loss)")
     workload: WorkloadSpec
     kv_policy: KvPolicySpec = KvPolicySpec()
     layer: list[str] = Field(default_factory=list, description="GQA models: library kernels of one decoder "

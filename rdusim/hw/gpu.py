@@ -91,15 +91,15 @@ class Gpu:
 
     @property
     def has_fa3(self) -> bool:
-        """Whether the document calibrates FlashAttention-3 (``efficiency.fa3_overlap`` and
+        """Whether the document calibrates FlashAttention-3 (``efficiency.fa3_pipe_loss`` and
         ``launch.fa3_tile``)."""
-        return self.spec.efficiency.fa3_overlap is not None
+        return self.spec.efficiency.fa3_pipe_loss is not None
 
-    @property
-    def fa3_overlap(self) -> float:
-        """Share of min(MMA time, exponentials) of a FlashAttention-3 CTA its ping-pong hides
-        (``efficiency.fa3_overlap``; 0: in series)."""
-        return float(self.spec.efficiency.fa3_overlap or 0.0)
+    def fa3_pipe_busy(self, rho: float) -> float:
+        """The busy share of a FlashAttention-3 main loop's bottleneck pipe when the other pipe's
+        work is ``rho`` (0-1) of its own, both at peak: ``1 - efficiency.fa3_pipe_loss x rho^2``
+        (the pipe law of runs bo and bp, docs/gpu.md; 1 where the document has no FA3 constants)."""
+        return 1.0 - float(self.spec.efficiency.fa3_pipe_loss or 0.0) * rho * rho
 
     @property
     def kernel_fixed_s(self) -> float:
@@ -137,11 +137,15 @@ class Gpu:
     def hbm_capacity_bytes(self) -> float:
         return float(self.spec.memory.hbm_capacity_bytes)
 
+    def tensor_peak_flops_per_s(self, dtype: str = "bf16") -> float:
+        """The tensor cores' dense peak, whole GPU (``compute.tensor_peak``)."""
+        return float(getattr(self.spec.compute.tensor_peak, f"{dtype}_flops_per_s"))
+
     def math_flops_per_s(self, math: str, dtype: str = "bf16") -> float:
         """Achievable tensor rate of a kernel class ("gemm", "attention", "mla" or "fa3") on the whole
         GPU. FlashAttention-3 issues the same ``wgmma`` as a cuBLAS GEMM on the same SMs: the GEMMs'
         share (``gemm_tensor``)."""
-        peak = getattr(self.spec.compute.tensor_peak, f"{dtype}_flops_per_s")
+        peak = self.tensor_peak_flops_per_s(dtype)
         eff = self.spec.efficiency
         return peak * {"gemm": eff.gemm_tensor, "attention": eff.attention_tensor, "mla": eff.mla_tensor,
                        "fa3": eff.gemm_tensor}[math]

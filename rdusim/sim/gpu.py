@@ -60,7 +60,8 @@ class _Gpu:
         self.used = [0] * gpu.sms
         self.latency_s = gpu.hbm_latency_s
         self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla", "fa3")}
-        self.fa3_overlap = gpu.fa3_overlap
+        self.fa3_pipe_busy = gpu.fa3_pipe_busy
+        self.sm_tensor_peak = gpu.tensor_peak_flops_per_s() / gpu.sms
         sfu, smem = gpu.sfu_per_s, gpu.shared_bytes_per_s
         self.sm_sfu = sfu / gpu.sms if sfu else None
         self.sm_smem = smem / gpu.sms if smem else None
@@ -227,13 +228,20 @@ def _step_s(state: _Gpu, group: CtaGroup, math: str, occupancy: int) -> float:
     warp loads the next k-slice's fragments before the MMAs of this one, and the other resident
     CTA's warps issue while this one's wait); then the DRAM round trips the loop waits on
     (``stall_s``). FlashAttention-3 (``math == "fa3"``) reads its operands from shared memory
-    inside ``wgmma`` and hides ``fa3_overlap`` of the shorter of its MMAs and exponentials."""
+    inside ``wgmma`` and its warpgroups keep two pipes going at once, the tensor pipe (MMAs) and
+    the XU pipe (one exponential a score): the longer of the two at peak, over the busy share the
+    pipe law leaves it at their ratio (``Gpu.fa3_pipe_busy``) and over the tensor pipe's share of
+    peak the SMs sustain (``gemm_tensor``, the same ``wgmma`` at the same clock)."""
     if math not in state.sm_flops:
         return 0.0
     mma = group.flops / (state.sm_flops[math] / occupancy)
-    if math == "fa3":  # warp-specialised: the warpgroups' ping-pong hides a share of the shorter
+    if math == "fa3":  # warp-specialised: the tensor and XU pipes busy at once, the longer the bound
+        share = state.sm_flops[math] / state.sm_tensor_peak
+        mma *= share  # at peak
         sfu = group.sfu / (state.sm_sfu / occupancy) if state.sm_sfu else 0.0
-        return mma + sfu - state.fa3_overlap * min(mma, sfu) + group.stall_s
+        longer, shorter = max(mma, sfu), min(mma, sfu)
+        busy = state.fa3_pipe_busy(shorter / longer) if longer > 0 else 1.0
+        return longer / (busy * share) + group.stall_s
     step = mma
     if group.sfu and state.sm_sfu:
         step += group.sfu / (state.sm_sfu / occupancy)

@@ -322,6 +322,20 @@ def read_frozen(path: Path) -> dict[str, float]:
     return {name: float(us) for name, us in (line.split() for line in lines)}
 
 
+def read_fa3_pipes(path: Path) -> list[dict]:
+    """A committed Nsight Compute reading of FlashAttention-3 kernels (``fa3_ncu_read.py``'s table:
+    runs bo and bp): each kernel's point, head dims (from its name, ``..._h<q>x<kv>x<d>v<dv>_...``)
+    and its tensor and XU pipes' busy shares (0-1)."""
+    out = []
+    for line in path.read_text().splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        dims = next(part for part in cells[0].split("_") if part.startswith("h") and "v" in part)
+        d, dv = (int(x) for x in dims.split("x")[2].split("v"))
+        out.append({"point": cells[0], "head_dim": d, "head_dim_v": dv,
+                    "tensor": float(cells[4]) / 100, "xu": float(cells[5]) / 100})
+    return out
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)

@@ -1,7 +1,7 @@
 """GPU predictions: a GPU mapping's step time, the benchmark rows, and the calibration fit.
 
 Owns: ``GpuStep``, ``simulate_gpu_step``, ``llama_shape``, ``predict_row``,
-``fit_calibration``, ``fit_fa3``, ``compare_rows``, ``simulate_gpu_mapping``. Imports: config, hw.gpu, model.policy, mapping.gpu,
+``fit_calibration``, ``fit_fa3_pipes``, ``fit_fa3_tile``, ``compare_rows``, ``simulate_gpu_mapping``. Imports: config, hw.gpu, model.policy, mapping.gpu,
 sim.gpu.
 
 ``predict_row`` turns one row of ``benchmarks/gpu/*.csv`` into the library kernels that the
@@ -705,7 +705,7 @@ def _check_clock(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, at: str,
 
 def _check_attention_kernel(spec: GpuMappingSpec, node: GpuNode, at: str, hw: str | Path | None) -> None:
     """``attention_kernel: fa3`` prices a prefill's attention, on a GPU whose document calibrates
-    FlashAttention-3 (``efficiency.fa3_overlap``, ``launch.fa3_tile``: the Hopper documents)."""
+    FlashAttention-3 (``efficiency.fa3_pipe_loss``, ``launch.fa3_tile``: the Hopper documents)."""
     if spec.attention_kernel != "fa3":
         return
     if spec.phase != "prefill":
@@ -714,7 +714,7 @@ def _check_attention_kernel(spec: GpuMappingSpec, node: GpuNode, at: str, hw: st
     if not node.gpu.has_fa3:
         source = "--hw" if hw is not None else f"hardware: {spec.hardware}"
         raise ConfigError(f"{at}: attention_kernel: fa3 needs FlashAttention-3's constants in the GPU document "
-                          f"(efficiency.fa3_overlap and launch.fa3_tile; {source}: {node.gpu.name} has none): "
+                          f"(efficiency.fa3_pipe_loss and launch.fa3_tile; {source}: {node.gpu.name} has none): "
                           "use attention_kernel: fa2")
 
 
@@ -837,10 +837,13 @@ def fit_attention(rows: Iterable[dict], spec: GpuSpec) -> dict[str, float]:
 
 #: ``benchmarks/gpu/g4-fa3-h100.csv``: the FlashAttention-3 paper's forward figures on an H100
 #: SXM5 (G4 Fig. 5, ../shared/reference/hardware-and-models.md section D.2: batch x seqlen = 16K
-#: tokens, hidden 2048, TFLOP/s = 4 s^2 d h, halved when causal). Its ``set`` column names the
-#: calibration rows (the hd-128 and hd-64 causal columns, the two ping-pong tiles 128 x 128 and
-#: 192 x 128); the hd-128 non-causal and hd-256 causal columns are predictions.
+#: tokens, hidden 2048, TFLOP/s = 4 s^2 d h, halved when causal): predictions, every row (the
+#: paper's build, 2024; the model is calibrated on today's, runs bo and bn).
 FA3_PUBLISHED_CSV = "g4-fa3-h100.csv"
+#: run bo's Nsight Compute reading of FA3's pipes (``fa3_ncu_read.py``): ``efficiency.fa3_pipe_loss``
+FA3_PIPES_TABLE = "h200-20261129bo-fa3-ncu.txt"
+#: run bn's timed FA3 calls on an H200: ``launch.fa3_tile`` on its rows ``is_fa3_calibration`` picks
+FA3_CALIBRATION_CSV = "h200-20261129bn-fa3.csv"
 
 
 def fa3_published_s(row: dict) -> float:
@@ -855,39 +858,73 @@ def predict_fa3_row(row: dict, gpu: Gpu) -> float:
     return elapsed_s(simulate_gpu([(k, 0) for k in row_kernels(row, gpu)], gpu, mode="graph"))
 
 
-def fa3_spec(spec: GpuSpec, overlap: float, tile_s: float) -> GpuSpec:
-    """``spec`` with FlashAttention-3's two constants set (``efficiency.fa3_overlap``, ``launch.fa3_tile``)."""
+def is_fa3_calibration(row: dict) -> bool:
+    """A timed FA3 call ``fit_fa3_tile`` reads: the FlashAttention-3 paper's shapes (batch x seqlen
+    16K tokens, hidden 2048, one head a KV head, ``flash_attn_func``) at the two head dims whose
+    kernels run the warpgroups' ping-pong (64 and 128), causal: run bn's 12 such rows."""
+    extra = row_extra(row)
+    hd = _int(row, "head_dim")
+    return (row["kind"] == "fa3_prefill" and row["mode"] == "causal" and hd in (64, 128)
+            and int(extra.get("head_dim_v", hd)) == hd and extra.get("api", "func") == "func"
+            and row["q_heads"] == row["kv_heads"] and _int(row, "q_heads") * hd == 2048
+            and _int(row, "batch") * _int(row, "seq_len") == 16384)
+
+
+def fa3_pipe_ratio(head_dim: int, head_dim_v: int, gpu: Gpu) -> float:
+    """rho of the pipe law (``Gpu.fa3_pipe_busy``) for FA3 at these head dims: the shorter over the
+    longer of a score's exponential (one, at ``compute.sfu_peak``) and its MMAs (2 (d + dv) FLOPs
+    at the tensor peak), from the document's peaks."""
+    sfu = gpu.sfu_per_s
+    if sfu is None:
+        raise ValueError(f"{gpu.name}: the pipe law needs compute.sfu_peak")
+    exp_s, mma_s = 1.0 / sfu, 2.0 * (head_dim + head_dim_v) / gpu.tensor_peak_flops_per_s()
+    return min(exp_s, mma_s) / max(exp_s, mma_s)
+
+
+def fit_fa3_pipes(readings: Iterable[dict], gpu: Gpu) -> dict[str, float]:
+    """``efficiency.fa3_pipe_loss`` (to 0.01) from Nsight Compute readings of FA3's pipes
+    (``measured.read_fa3_pipes``: each kernel's head dims and its tensor and XU pipes' busy
+    shares): least squares of the bottleneck pipe's lost share, ``1 - max(tensor, XU)``, on
+    ``rho^2`` through the origin (``fa3_pipe_ratio``). Timings play no part."""
+    pts = [(fa3_pipe_ratio(r["head_dim"], r["head_dim_v"], gpu) ** 2, 1.0 - max(r["tensor"], r["xu"]))
+           for r in readings]
+    if not pts:
+        raise ValueError("no FlashAttention-3 pipe readings")
+    loss = add_in_order(x * y for x, y in pts) / add_in_order(x * x for x, _ in pts)
+    return {"fa3_pipe_loss": round(loss, 2), "kernels": len(pts),
+            "worst_points": max(abs(100 * (y - round(loss, 2) * x)) for x, y in pts)}
+
+
+def fa3_spec(spec: GpuSpec, pipe_loss: float, tile_s: float) -> GpuSpec:
+    """``spec`` with FlashAttention-3's two constants set (``efficiency.fa3_pipe_loss``, ``launch.fa3_tile``)."""
     return spec.model_copy(update={
-        "efficiency": spec.efficiency.model_copy(update={"fa3_overlap": overlap}),
+        "efficiency": spec.efficiency.model_copy(update={"fa3_pipe_loss": pipe_loss}),
         "launch": spec.launch.model_copy(update={"fa3_tile_s": tile_s})})
 
 
-def fa3_loss(rows: list[dict], spec: GpuSpec, overlap: float, tile_s: float, *,
-             time_s: Callable[[dict], float] = fa3_published_s,
-             predict: Callable[[dict, Gpu], float] = predict_fa3_row) -> float:
+def _measured_s(row: dict) -> float:
+    return float(row["median_us"]) * 1e-6
+
+
+def fa3_loss(rows: list[dict], spec: GpuSpec, pipe_loss: float, tile_s: float, *,
+             time_s: Callable[[dict], float] = _measured_s,
+             predict: Callable[[dict, Gpu], float] = predict_row) -> float:
     """Sum of squared log errors of ``rows`` at the two constants: each row's ``predict`` (by default
-    a published figure's kernel, ``predict_fa3_row``) against its ``time_s`` (``fa3_published_s``;
-    a measured row: its median)."""
-    gpu = Gpu(fa3_spec(spec, overlap, tile_s))
+    a timed call's kernel, ``predict_row``) against its ``time_s`` (its median; a published figure:
+    ``fa3_published_s`` with ``predict_fa3_row``)."""
+    gpu = Gpu(fa3_spec(spec, pipe_loss, tile_s))
     return add_in_order(math.log(predict(r, gpu) / time_s(r)) ** 2 for r in rows)
 
 
-def fit_fa3(rows: list[dict], spec: GpuSpec, **pair: Callable) -> dict[str, float]:
-    """Fit FlashAttention-3's ``efficiency.fa3_overlap`` (to 0.01) and ``launch.fa3_tile`` (to 0.01 us)
-    to ``rows`` (the shipped fit: the calibration rows of ``FA3_PUBLISHED_CSV``; ``pair``: ``time_s``
-    and ``predict`` as ``fa3_loss`` takes them): a bounded search on the overlap, each point with
-    the per-tile cost that minimises ``fa3_loss``. The MMAs run at ``gemm_tensor`` (not fitted)."""
+def fit_fa3_tile(rows: list[dict], spec: GpuSpec, pipe_loss: float, **pair: Callable) -> dict[str, float]:
+    """Fit FlashAttention-3's ``launch.fa3_tile`` (to 0.01 us) to ``rows`` at ``pipe_loss`` (the shipped
+    fit: run bn's ``is_fa3_calibration`` rows at ``fit_fa3_pipes``' loss; ``pair``: ``time_s`` and
+    ``predict`` as ``fa3_loss`` takes them), a bounded search minimising ``fa3_loss``. The MMAs run at
+    ``gemm_tensor`` (not fitted)."""
     if not rows:
         raise ValueError("no FlashAttention-3 calibration rows")
-
-    def tile_at(overlap: float) -> tuple[float, float]:
-        tile = _argmin(lambda t: fa3_loss(rows, spec, overlap, t * 1e-6, **pair), 0.0, 5.0, 1e-3)
-        return tile, fa3_loss(rows, spec, overlap, tile * 1e-6, **pair)
-
-    overlap = round(_argmin(lambda o: tile_at(o)[1], 0.0, 1.0, 1e-3), 2)
-    tile_us = round(tile_at(overlap)[0], 2)
-    return {"fa3_overlap": overlap, "fa3_tile_us": tile_us,
-            "loss": fa3_loss(rows, spec, overlap, tile_us * 1e-6, **pair)}
+    tile_us = round(_argmin(lambda t: fa3_loss(rows, spec, pipe_loss, t * 1e-6, **pair), 0.0, 5.0, 1e-3), 2)
+    return {"fa3_tile_us": tile_us, "loss": fa3_loss(rows, spec, pipe_loss, tile_us * 1e-6, **pair)}
 
 
 def _argmin(f: Callable[[float], float], lo: float, hi: float, tol: float) -> float:
