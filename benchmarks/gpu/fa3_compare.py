@@ -53,10 +53,17 @@ def point_row(point: tuple) -> dict:
             "extra": f"head_dim_v={hdv};api={api}"}
 
 
-def group(row: dict) -> str:
+#: run bn's rows, by name: run bq repeats three of its shapes (the paper's at 4 x 4K, head_dim 64 and
+#: 256 causal, 128 non-causal), compared apart from the new ones
+RUN_BN_NAMES = frozenset(f3.name(p) for p in f3.POINTS)
+
+
+def group(row: dict, run_bq: bool = False) -> str:
     extra = row_extra(row)
     if "after_idle_s" in extra:
         return "one call after idle"
+    if run_bq and row["name"] in RUN_BN_NAMES:
+        return "a run bn shape again"
     if is_fa3_calibration(row):
         return f"paper hd{row['head_dim']} causal (calibration: fa3_tile)"
     if row["name"].startswith("fa3_varlen"):
@@ -89,13 +96,14 @@ def compare(csv_path: Path, kernels: Path | None, predicted: Path | None) -> Non
     print("| row | measured us | TFLOP/s | G4 H100 TFLOP/s | model now us | error | frozen us | frozen error |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     by: dict[str, list[float]] = {}
+    run_bq = any("after_idle_s" in row_extra(r) for r in rows)
     for r in rows:
         t = float(r["median_us"])
         now = predict_row(r, gpu) * 1e6
         f = fro.get(r["name"])
         tf = float(r["flops"]) / t / 1e6
         pub = paper.get((r["head_dim"], r["mode"], r["seq_len"])) if group(r).startswith("paper") else None
-        by.setdefault(group(r), []).append(now / t - 1)
+        by.setdefault(group(r, run_bq), []).append(now / t - 1)
         print(f"| {r['name']} | {t:.1f} | {tf:.0f} | {pub if pub else ''} | {now:.1f} | {now / t - 1:+.1%} | "
               + (f"{f:.1f} | {f / t - 1:+.1%} |" if f else " | |"))
     print()
@@ -104,6 +112,8 @@ def compare(csv_path: Path, kernels: Path | None, predicted: Path | None) -> Non
               f"worst {max(errs, key=abs):+.1%}")
     errs = [e for v in by.values() for e in v]
     print(f"all: {len(errs)} rows, median |error| {statistics.median(map(abs, errs)):.1%}, worst {max(errs, key=abs):+.1%}")
+    if run_bq:
+        bq_checks(rows, fro)
     if kernels:
         print("\n# profiled kernels (name's tile, device us) and the model's tile")
         opener = gzip.open if kernels.suffix == ".gz" else open
@@ -114,6 +124,42 @@ def compare(csv_path: Path, kernels: Path | None, predicted: Path | None) -> Non
                 hd, hdv = int(r["head_dim"]), int(row_extra(r).get("head_dim_v", r["head_dim"]))
                 print(f"{k['row']}: {k['kernel'][:160]} ... tiles {shape[:2]} {k['device_us']} us; "
                       f"model {fa3_fwd_tile(hd, hdv, r['mode'] == 'causal')}")
+
+
+#: run bq's registered split: a kernel under this long ran at full clock, a longer one sustained
+BQ_LONG_US = 5000.0
+
+
+def bq_checks(rows: list[dict], fro: dict[str, float]) -> None:
+    """Run bq's registered checks 2-5 (``h200-20261129bq-fa3-hypotheses.md``) on its frozen predictions,
+    the three repeats of run bn's shapes aside."""
+    t = {r["name"]: float(r["median_us"]) for r in rows}
+    err = {n: fro[n] / us - 1 for n, us in t.items()}
+    new = [r for r in rows if "after_idle_s" not in row_extra(r) and r["name"] not in RUN_BN_NAMES]
+    hd64 = [r["name"] for r in new if r["head_dim"] == "64"]
+    short = [r["name"] for r in new if t[r["name"]] < BQ_LONG_US and r["head_dim"] != "64"]
+    long = [r["name"] for r in new if t[r["name"]] >= BQ_LONG_US]
+
+    def stats(names: list[str]) -> str:
+        e = [err[n] for n in names]
+        return f"{len(e)} rows, median |error| {statistics.median(map(abs, e)):.1%}, worst {max(e, key=abs):+.1%}"
+
+    print(f"\n# run bq's checks (frozen predictions; {len(new)} new shapes, "
+          f"{len(rows) // 2 - len(new)} of run bn's again)")
+    e2 = [err[n] for n in short]
+    ok2 = statistics.median(map(abs, e2)) <= 0.10 and max(map(abs, e2)) <= 0.15
+    print(f"2. under {BQ_LONG_US / 1000:.0f} ms, head_dim 64 aside: {stats(short)}: {'passes' if ok2 else 'misses'}")
+    ok3 = all(-0.15 <= err[n] <= -0.03 for n in long)
+    print(f"3. over {BQ_LONG_US / 1000:.0f} ms, each -15% to -3%: " + ", ".join(f"{n} {err[n]:+.1%}" for n in long)
+          + f": {'passes' if ok3 else 'misses'}")
+    idle = statistics.median(abs(err[n + '_idle']) for n in long)
+    back = statistics.median(abs(err[n]) for n in long)
+    print(f"4. over {BQ_LONG_US / 1000:.0f} ms, one call after idle against back to back: median |error| "
+          f"{idle:.1%} against {back:.1%} (" + ", ".join(f"{err[n + '_idle']:+.1%}" for n in long)
+          + f"): {'passes' if idle < back else 'misses'}")
+    ok5 = all(0.03 <= err[n] <= 0.15 for n in hd64)
+    print("5. head_dim 64, each +3% to +15%: " + ", ".join(f"{n} {err[n]:+.1%}" for n in hd64)
+          + f": {'passes' if ok5 else 'misses'}")
 
 
 def main() -> None:
