@@ -84,7 +84,7 @@ from rdusim.analysis.gpu.measured import (
     run_doc,
     small_kernels_csv,
 )
-from rdusim.analysis.gpu.predict import compare_rows
+from rdusim.analysis.gpu.predict import compare_rows, is_fa3_calibration, row_extra
 from rdusim.config.loader import load_spec, model_path
 from rdusim.config.schema import GpuSpec, ModelSpec
 from rdusim.errors import ConfigError
@@ -192,15 +192,15 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "after >= 0.25 s of back-to-back attention, at a power-limited SM clock; the default model has "
         f"no clock state (the opt-in clock model) ({_ACCEPTANCE_DOC}; The 4K-8K rows that come out short); "
         "run bm's FA2 at head_dim 192: 16 heads (a few waves of a causal grid) +10 to +23%, a CTA's share of "
-        "its SM fixed when it is placed (docs/gpu.md, Run bm); FlashAttention-3's published non-causal column "
-        "(G4 Fig. 5, hd 128: a 128 x 176 tile in 2-CTA clusters) runs in 7-14% less time than the model, fitted "
-        "on causal columns only: what makes FA3's non-causal kernel faster per FLOP than its causal one is not "
-        "modelled (docs/gpu.md, FlashAttention-3 against the published figures); run bn, today's FA3 build "
-        "measured on an H200 (frozen): the model 16% over at the paper's shapes (median; -9 to +29%), where that "
-        "build runs up to 25% more TFLOP/s than the paper's (762 against 616 at head_dim 128, causal, 16K), and one "
-        "overlap share does not fit it at head_dim 64 and 128 together (a refit splits them, -11 to +14%; "
-        "not adopted); at DeepSeek-R1's shape +3 to +18% from 4K; its 16-head 1K-2K rows time a fixed 155-159 us "
-        "a call outside the kernel (docs/gpu.md, Run bn)",
+        "its SM fixed when it is placed (docs/gpu.md, Run bm); FlashAttention-3 (the pipe law, calibrated on "
+        "today's build: run bo's pipe counters, run bn's 12 paper-shape rows): the paper's published figures "
+        "(G4 Fig. 5, its 2024 build on an H100) run up to 16% slower than the model, as today's build runs "
+        "9-25% more TFLOP/s at the same shapes (run bn); head_dim 64, where the tensor and XU pipes are "
+        "balanced, +7 to +17% (run bq): the kernel draws less power and runs at a higher SM clock (1.77 "
+        "against 1.56-1.64 GHz, run bo), which the default model does not have; kernels over 5 ms timed back "
+        "to back run at a power-limited clock, -4 to -13% (run bq: one call after 1 s idle +0.5 / +1.6%); "
+        "vLLM's varlen call +35% over flash_attn_func at 8K (not explained); run bn's 16-head 1K-2K rows time "
+        "a fixed 155-159 us a call outside the kernel (docs/gpu.md, Run bn, Run bq)",
     ),
     "eager decode": KnownMiss(
         "the lent VMs' host drifts up to 2x within seconds, from outside the guest (a pass of "
@@ -675,15 +675,24 @@ def _fa3_published(csv_name: str, label: str) -> Source:
 
 
 def _frozen_prefill(
-    csv_name: str, frozen_name: str, label: str, *, by_shape: bool = False, now: bool = True
+    csv_name: str,
+    frozen_name: str,
+    label: str,
+    *,
+    by_shape: bool = False,
+    now: bool = True,
+    calibration: Callable[[dict], bool] = lambda r: False,
+    keep: Callable[[dict], bool] = lambda r: True,
 ) -> Source:
     """The FA2 prefill rows of a run whose predictions were frozen before it was measured (run k's
     42, by name; run g's 14, ``by_shape``): the model now (``now``; run g's rows are the default
     table's already), held to the prefill tolerance (docs/gpu.md's acceptance table quotes run k's
-    42 rows), and the frozen prediction itself, shown (a committed figure, not today's model)."""
+    42 rows), and the frozen prediction itself, shown (a committed figure, not today's model).
+    ``calibration``: the rows a fit read since (run bn's, ``is_fa3_calibration``), apart and not
+    gated; ``keep``: the rows compared (run bq: its back-to-back medians, not its calls after idle)."""
 
     def groups(root: Path) -> list[Group]:
-        rows = read_csv(root / GPU_DIR / csv_name)
+        rows = [r for r in read_csv(root / GPU_DIR / csv_name) if keep(r)]
         spec, gpu = _gpu(root, rows)
         read = read_frozen_shapes if by_shape else read_frozen
         compared = compare_frozen_prefill(rows, read(root / GPU_DIR / frozen_name), Gpu(spec), by_shape=by_shape)
@@ -695,7 +704,7 @@ def _frozen_prefill(
             (compared if now else []) + frozen,
             lambda c: "long prefill, "
             + ("frozen prediction" if "frozen_row" in c else "rows frozen before the run"),
-            lambda c: "prediction",
+            lambda c: "calibration" if "frozen_row" not in c and calibration(c) else "prediction",
             lambda k: None if k.endswith("frozen prediction") else "long prefill",
         )
 
@@ -1037,7 +1046,11 @@ SOURCES: tuple[Source, ...] = (
     _prefill("h100-20261125-sweep.csv", "run a", fitted=True),
     _prefill("h100-20261125g-holdout.csv", "run g, held out", fitted=False),
     _fa3_published("g4-fa3-h100.csv", "G4 Fig. 5"),
-    _frozen_prefill("h200-20261129bn-fa3.csv", "h200-20261129bn-fa3-predicted.txt", "run bn, FA3"),
+    # runs bn and bq (frozen): FA3 on one H200; fit_fa3_tile read run bn's 12 paper-shape causal rows since
+    _frozen_prefill("h200-20261129bn-fa3.csv", "h200-20261129bn-fa3-predicted.txt", "run bn, FA3",
+                    calibration=is_fa3_calibration),
+    _frozen_prefill("h200-20261129bq-fa3.csv", "h200-20261129bq-fa3-predicted.txt", "run bq, FA3",
+                    keep=lambda r: "after_idle_s" not in row_extra(r)),
     _prefill(
         "h200-20261125k-sweep.csv",
         "run k, run a's five head shapes",
