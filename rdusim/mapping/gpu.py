@@ -20,9 +20,10 @@ out of the engine; here only the structure is decided, from the libraries' own r
   DRAM (``fa2_first_read_share``, ``fa2_dram_tile_wait_s``).
 - Prefill attention with FlashAttention-3 (Hopper; what vLLM runs there, a mapping's
   ``attention_kernel: fa3``): one persistent CTA an SM over tiles of 128 (192 at head_dim 64)
-  query rows, ``wgmma`` at the GEMMs' rate with a share of the exponentials hidden
-  (``efficiency.fa3_overlap``), a fixed cost a tile (``launch.fa3_tile``), both fitted to the
-  FlashAttention-3 paper's figures (``fit_fa3``).
+  query rows, its main loop the longer of the MMAs (``wgmma``, at the GEMMs' rate) and the
+  exponentials over the pipe law's busy share (``efficiency.fa3_pipe_loss``, fitted to Nsight
+  Compute counters: ``fit_fa3_pipes``), a fixed cost a tile (``launch.fa3_tile``, fitted to timed
+  calls: ``fit_fa3_tile``).
 - Decode attention (FlashAttention-2 split-KV): GQA queries of one KV head are packed into the
   row tile (64 rows, padded) over key blocks of 256 / 128 / 64 by head_dim (``fa2_splitkv_block_n``,
   FA2's source); the KV axis is split by FA2's own heuristic (``fa2_splits``) to
@@ -394,10 +395,11 @@ def flash3_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: i
     head), one to an SM; a producer warpgroup loads K/V tiles by TMA into a multi-stage pipeline
     while the consumer warpgroups (one per 64 query rows) issue ``wgmma`` on operands in shared
     memory, so no per-warp operand reads are charged (the ``smem_bytes`` of FA2's CTAs) and no
-    DRAM round trip per key tile is exposed (FA2's ``stall_s``). The MMAs (at the GEMMs' share of
-    tensor peak, ``Gpu.math_flops_per_s``) and the exponentials (``compute.sfu_peak``) are overlapped by the warpgroups'
-    ping-pong schedule and the softmax / PV overlap inside a warpgroup (FlashAttention-3 paper,
-    G4 section 3); the engine hides ``efficiency.fa3_overlap`` of the shorter of the two. Q and V
+    DRAM round trip per key tile is exposed (FA2's ``stall_s``). The MMAs (the tensor pipe) and the
+    exponentials (the XU pipe, ``compute.sfu_peak``) run at once, by the warpgroups' ping-pong
+    schedule and the softmax / PV overlap inside a warpgroup (FlashAttention-3 paper, G4 section
+    3): the engine's main loop is the longer of the two over the pipe law's busy share
+    (``Gpu.fa3_pipe_busy``) at the GEMMs' share of tensor peak (``sim.gpu._step_s``). Q and V
     may differ in width (``head_dim_v``: DeepSeek's MLA prefill, 192 and 128, runs without
     padding V). K/V re-reads through L2 as FA2's (``flash_prefill``). Causal: the longest query
     blocks are handed out first (the persistent scheduler's order), so the grid's tail is the
@@ -407,8 +409,8 @@ def flash3_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: i
     before computes, but V's shared memory holds the previous tile's output until it is stored
     (``smem_o`` aliases ``smem_v``), so the store is exposed (``GpuKernel.persistent``).
 
-    Calibrated and checked on the FlashAttention-3 paper's figures: docs/gpu.md,
-    "FlashAttention-3 against the published figures"."""
+    Calibrated on today's build on an H200 (runs bo and bn), checked frozen (run bq): docs/gpu.md,
+    "FlashAttention-3 against the published figures", "Run bq"."""
     kv_len = length if kv_len is None else kv_len
     dv = head_dim if head_dim_v is None else head_dim_v
     rows, cols = fa3_fwd_tile(head_dim, dv, causal)

@@ -656,7 +656,7 @@ def _prefill(
 
 def _fa3_published(csv_name: str, label: str) -> Source:
     """The FlashAttention-3 paper's forward figures on an H100 (``FA3_PUBLISHED_CSV``), held to the
-    prefill tolerance; ``fit_fa3`` read its calibration rows."""
+    prefill tolerance: predictions, every one (the model is calibrated on today's build)."""
 
     def groups(root: Path) -> list[Group]:
         rows = read_csv(root / GPU_DIR / csv_name)

@@ -104,7 +104,7 @@ def compare_prefill_rows(rows: Iterable[dict], gpu: Gpu, *, fitted: bool) -> lis
 def compare_fa3_published(rows: Iterable[dict], gpu: Gpu) -> list[dict]:
     """The FlashAttention-3 paper's figures (``FA3_PUBLISHED_CSV``) against the model, each as the
     time its FLOPs take at its TFLOP/s (``err``: the model's time over that, minus one); ``cal``:
-    a row ``fit_fa3`` read."""
+    a row the CSV names calibration (none since the pipe law)."""
     out = []
     for r in rows:
         t = fa3_published_s(r)
