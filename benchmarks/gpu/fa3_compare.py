@@ -11,6 +11,11 @@ as ``sweep.py`` times it), a Markdown table read back by ``measured.read_frozen`
 each measured row against the model now and the frozen prediction, by group (the paper's four
 columns, the MLA shape, its varlen calls, GQA; run bn's 12 rows ``fit_fa3_tile`` read, named), the
 H200's TFLOP/s beside the paper's H100 figures (G4 Fig. 5), and the tiles the profiled kernels ran.
+``--clock``: the run's rows as ``sweep.py`` timed them (two warm-ups, one call, the repetitions; a
+call after idle after its idle), in the run's order on one opt-in SM clock (``SmClock``, the H200
+document's ``clock`` section), the median of the repetitions against the measured median, beside
+the full-clock model, for the rows over ``CLOCK_REPORT_US`` (explained after measurement: FA3 in
+the clock model's GEMM class, docs/gpu.md "Run bq").
 (Run bn's ``h200-20261129bn-fa3-refit.txt`` was written by this script's ``--refit`` before the
 pipe law, at 17b1fab: the old structure refitted, not adopted.)
 """
@@ -31,11 +36,14 @@ from rdusim.analysis.gpu.predict import (
     is_fa3_calibration,
     predict_row,
     row_extra,
+    row_kernels,
 )
 from rdusim.config.loader import load_spec
 from rdusim.config.schema import GpuSpec
 from rdusim.hw.gpu import Gpu
+from rdusim.hw.gpu_clock import SmClock
 from rdusim.mapping.gpu import fa3_fwd_tile
+from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fa3_points as f3  # noqa: E402  (the points, beside this file)
@@ -162,6 +170,48 @@ def bq_checks(rows: list[dict], fro: dict[str, float]) -> None:
           + f": {'passes' if ok5 else 'misses'}")
 
 
+#: ``--clock`` reports the rows measured this long or longer (shorter ones finish inside a fall window)
+CLOCK_REPORT_US = 3000.0
+
+
+def clocked_rows(rows: list[dict], gpu: Gpu) -> list[tuple[dict, float, float]]:
+    """(row, full-clock model us, model us on one ``SmClock`` timed as ``sweep.py`` times it) for
+    ``rows`` in their order; a call after idle: one call after ``after_idle_s`` of idle."""
+    clock = SmClock(gpu.spec.clock)
+    out = []
+    for r in rows:
+        kernels = [(k, 0) for k in row_kernels(r, gpu)]
+        full = elapsed_s(simulate_gpu(kernels, gpu, mode="stream")) * 1e6
+        extra = row_extra(r)
+        if "after_idle_s" in extra:
+            clock.idle(float(extra["after_idle_s"]))
+            out.append((r, full, elapsed_s(simulate_gpu(kernels, gpu, mode="stream", clock=clock)) * 1e6))
+            continue
+        calls = [elapsed_s(simulate_gpu(kernels, gpu, mode="stream", clock=clock)) for _ in range(3 + int(r["reps"]))]
+        out.append((r, full, statistics.median(calls[3:]) * 1e6))
+    return out
+
+
+def clock(csv_path: Path) -> None:
+    gpu = Gpu(load_spec(H200, GpuSpec))
+    rows = [r for r in read_csv(csv_path) if r["kind"] == "fa3_prefill"]
+    print("| row | measured us | full clock us | error | sustained clock us | error |")
+    print("|---|---:|---:|---:|---:|---:|")
+    back: list[tuple[float, float]] = []
+    for r, full, at_clock in clocked_rows(rows, gpu):
+        t = float(r["median_us"])
+        if t < CLOCK_REPORT_US:
+            continue
+        if "after_idle_s" not in row_extra(r):
+            back.append((full / t - 1, at_clock / t - 1))
+        print(f"| {r['name']} | {t:.0f} | {full:.0f} | {full / t - 1:+.1%} | {at_clock:.0f} | {at_clock / t - 1:+.1%} |")
+    for i, label in enumerate(("full clock", "sustained clock")):
+        e = [b[i] for b in back]
+        print(f"\nback to back, {len(e)} rows, {label}: median |error| {statistics.median(map(abs, e)):.1%}, "
+              f"worst {max(e, key=abs):+.1%}", end="")
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frozen", type=Path, help="write the model's predictions here")
@@ -169,7 +219,10 @@ def main() -> None:
     ap.add_argument("--kernels", type=Path)
     ap.add_argument("--predicted", type=Path)
     ap.add_argument("--points", choices=sorted(POINTS), default="bn", help="--frozen: whose points")
+    ap.add_argument("--clock", type=Path, help="the run's CSV on the opt-in SM clock")
     args = ap.parse_args()
+    if args.clock:
+        clock(args.clock)
     if args.frozen:
         frozen(args.frozen, args.points)
     if args.compare:

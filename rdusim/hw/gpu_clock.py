@@ -50,10 +50,16 @@ def _scaled_w(
     return spec.idle_w + (_anchor_w(spec, a, exponent) - spec.idle_w) * rate / a.rate
 
 
-#: the attention kernels' math classes (``GpuKernel.math``): FlashAttention-2, FlashMLA and
-#: FlashAttention-3 draw power by their tensor rate against the measured FA2 anchors (its key span's)
-#: and run at the controller's clock (compute-bound)
-ATTENTION_CLASSES = ("attention", "mla", "fa3")
+#: the attention kernels' math classes (``GpuKernel.math``): FlashAttention-2 and FlashMLA draw power
+#: by their tensor rate against the measured FA2 anchors (its key span's) and run at the
+#: controller's clock (compute-bound)
+ATTENTION_CLASSES = ("attention", "mla")
+#: the classes priced as cuBLAS's GEMMs: the GEMM itself and FlashAttention-3, which issues the same
+#: ``wgmma`` on the same SMs at the GEMMs' tensor share (``Gpu.math_flops_per_s``): power by the
+#: tensor rate against the GEMM anchor, time flat to ``gemm_knee`` of full clock. (Against FA2's
+#: anchors, FA3 at 2.2x FA2's rate drew twice FA2's power above idle and ran at half the clock;
+#: run bq measured its long kernels 4-7% slower back to back than at full clock: docs/gpu.md.)
+GEMM_CLASSES = ("gemm", "fa3")
 
 
 def _attention_anchor(spec: GpuClockSpec, keys: int) -> GpuClockAttentionAnchorSpec:
@@ -76,7 +82,7 @@ def kernel_power_w(
     if seconds <= 0 or math_class == "nvlink":
         return spec.idle_w
     power = _scaled_w(spec, spec.memory, nbytes / seconds, exponent)
-    if math_class == "gemm":
+    if math_class in GEMM_CLASSES:
         power = max(power, _scaled_w(spec, spec.gemm, flops / seconds, exponent))
     elif math_class in ATTENTION_CLASSES:
         anchor = _attention_anchor(spec, keys)
@@ -90,7 +96,7 @@ def clock_scale(spec: GpuClockSpec, math_class: str, share: float) -> float:
         return 1.0
     if math_class in ATTENTION_CLASSES:
         return 1.0 / share
-    if math_class == "gemm":
+    if math_class in GEMM_CLASSES:
         return max(1.0, spec.gemm_knee / share)
     return 1.0
 
