@@ -4,6 +4,7 @@
 # control), the tensor and XU (MUFU) pipes' utilisation, issue activity, instruction mix.
 # Usage on the device, from the repo root: OUT=<dir> bash benchmarks/gpu/fa3_ncu_run_bo.sh
 # Run bp: RUN=h200-20261129bp POINTS="<fa3_points.NCU_POINTS' names>" bash benchmarks/gpu/fa3_ncu_run_bo.sh
+# Run br: RUN=h200-20261129br POINTS="<fa3_points.VARLEN_NCU's names>" EXTRA=<metrics> (fa3_run_br.sh)
 P=${RUN:-h200-20261129bo}
 W=/tmp/w; mkdir -p $W; export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/fa3_fwd-*.whl \
@@ -15,6 +16,7 @@ M=gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,sm__pipe_tensor_op_hm
 M=$M,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active
 M=$M,sm__inst_executed_pipe_xu.sum,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active
 M=$M,sm__inst_executed_pipe_fma.sum,sm__inst_executed_pipe_alu.sum,sm__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
+M=$M${EXTRA:+,$EXTRA}  # run br: EXTRA=dram__bytes_read.sum,lts__t_sector_hit_rate.pct,sm__cycles_active.avg,sm__cycles_elapsed.avg
 PTS=${POINTS:-"fa3_func_causal_b1_h16x16x128v128_l16384 fa3_func_causal_b1_h32x32x64v64_l16384
   fa3_func_causal_b1_h8x8x256v256_l16384 fa3_func_noncausal_b1_h16x16x128v128_l16384
   fa3_func_causal_b1_h16x16x192v128_l16384 fa3_func_causal_b4_h16x16x128v128_l4096"}

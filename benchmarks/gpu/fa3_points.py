@@ -83,6 +83,15 @@ BQ_PROFILED = ((1, 32, 32, 96, 96, 16384, True, "func"), (1, 64, 8, 64, 64, 8192
                (1, 16, 8, 256, 256, 8192, True, "func"), (1, 16, 16, 192, 192, 8192, True, "func"))
 
 
+#: run br (a diagnostic: why vLLM's ``flash_attn_varlen_func`` took 35% longer than ``flash_attn_func`` at
+#: 8K in run bn and 2% at 32K): both calls at DeepSeek-R1's MLA shape, 16 heads 4K-32K, 32 and 128
+#: heads at 8K; ``VARLEN_NCU``: the 8K pair Nsight Compute profiles (with DRAM bytes and L2 hits)
+VARLEN_POINTS = tuple((1, h, h, 192, 128, n, True, api)
+                      for h, n in ((16, 4096), (16, 8192), (16, 16384), (16, 32768), (32, 8192), (128, 8192))
+                      for api in ("func", "varlen"))
+VARLEN_NCU = ((1, 16, 16, 192, 128, 8192, True, "func"), (1, 16, 16, 192, 128, 8192, True, "varlen"))
+
+
 def name(point: tuple) -> str:
     """The row name of one point."""
     b, h, hkv, hd, hdv, n, causal, api = point

@@ -35,7 +35,8 @@ Sections (``--only``):
   (V zero-padded as vLLM does for FA2), 16 and 128 heads, on FlashAttention and cuDNN; and the whole
   vLLM prefill attention block (projections, norms, rotary embedding, K/V assembly, FA2, output
   projection), timed and its kernels profiled (the points: ``mla_prefill_points``).
-- ``fa3_prefill`` (run bn), ``fa3_prefill_bq`` (run bq: ``fa3_points.BQ_POINTS``): FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
+- ``fa3_prefill`` (run bn), ``fa3_prefill_bq`` (run bq: ``fa3_points.BQ_POINTS``), ``fa3_varlen`` (run br:
+  ``VARLEN_POINTS``): FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
   FlashAttention-3 paper's Fig. 5 shapes, DeepSeek-R1's MLA prefill shape (192 / 128) and two GQA
   shapes (the points: ``fa3_points``).
 
@@ -1054,7 +1055,8 @@ SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "pref
             "qk_norm_bl": functools.partial(qk_norm_rows, run="bl"), "mla_prefill": mla_prefill_rows,
             "fa3_prefill": fa3_prefill_rows,
             "fa3_prefill_bq": functools.partial(fa3_prefill_rows, points=f3.BQ_POINTS, profiled=f3.BQ_PROFILED,
-                                                idle_s=f3.BQ_IDLE_S)}
+                                                idle_s=f3.BQ_IDLE_S),
+            "fa3_varlen": functools.partial(fa3_prefill_rows, points=f3.VARLEN_POINTS, profiled=())}
 
 
 def host_report() -> str:
