@@ -16,6 +16,9 @@ call after idle after its idle), in the run's order on one opt-in SM clock (``Sm
 document's ``clock`` section), the median of the repetitions against the measured median, beside
 the full-clock model, for the rows over ``CLOCK_REPORT_US`` (explained after measurement: FA3 in
 the clock model's GEMM class, docs/gpu.md "Run bq").
+``--varlen``: run br's pairs, ``flash_attn_varlen_func`` over ``flash_attn_func`` at each point, beside
+the list schedule of the two schedulers' tile orders (``order_ratio``; the check registered in
+``h200-20261129br-fa3-hypotheses.md``).
 (Run bn's ``h200-20261129bn-fa3-refit.txt`` was written by this script's ``--refit`` before the
 pipe law, at 17b1fab: the old structure refitted, not adopted.)
 """
@@ -25,6 +28,8 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import heapq
+import math
 import re
 import statistics
 import sys
@@ -212,6 +217,50 @@ def clock(csv_path: Path) -> None:
     print()
 
 
+def _list_schedule(costs: list[float], sms: int, fixed: float) -> float:
+    """The makespan of tiles handed out in order, each to the SM that frees first."""
+    free = [0.0] * sms
+    heapq.heapify(free)
+    for c in costs:
+        heapq.heappush(free, heapq.heappop(free) + c + fixed)
+    return max(free)
+
+
+def _section_order(heads: int, blocks: int, section: int) -> list[float]:
+    """Key blocks of each tile in the order the schedulers hand them out: sections of ``section``
+    heads, in each the longest query block of every head first (block-major, LPT)."""
+    return [float(blocks - b) for s0 in range(0, heads, section) for b in range(blocks)
+            for _ in range(min(section, heads - s0))]
+
+
+def order_ratio(heads: int, n: int, d: int = 192, dv: int = 128, rows: int = 128, cols: int = 128,
+                sms: int = 132, fixed_blocks: float = 0.5) -> float:
+    """varlen / func makespan of a batch-1 causal call from the tile orders alone (vllm-project/
+    flash-attention hopper/tile_scheduler.hpp and flash_prepare_scheduler.cu): func's sections of the
+    largest power of 2 of heads whose K and V fit 32 MB; varlen's of 16, 8, 4, 2 or 1 heads whose key
+    blocks fit 8 MB; a tile's time its key blocks plus ``fixed_blocks``."""
+    blocks = n // rows
+    kv_head = n * (d + dv) * 2
+    swizzle = 1 if kv_head > 32 << 20 else 1 << int(math.log2((32 << 20) // kv_head))
+    max_blocks = (8 << 20) // (cols * (d + dv) * 2)
+    in_l2 = next((k for k in (16, 8, 4, 2) if blocks * k <= max_blocks), 1)
+    func = _list_schedule(_section_order(heads, blocks, swizzle), sms, fixed_blocks)
+    return _list_schedule(_section_order(heads, blocks, in_l2), sms, fixed_blocks) / func
+
+
+def varlen(csv_path: Path) -> None:
+    rows = {r["name"]: r for r in read_csv(csv_path) if r["kind"] == "fa3_prefill"}
+    print("| heads | tokens | func us | varlen us | varlen / func | the orders' list schedule |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows.values():
+        if not r["name"].startswith("fa3_func"):
+            continue
+        v = rows[r["name"].replace("fa3_func", "fa3_varlen")]
+        h, n = int(r["q_heads"]), int(r["seq_len"])
+        tf, tv = float(r["median_us"]), float(v["median_us"])
+        print(f"| {h} | {n} | {tf:.1f} | {tv:.1f} | {tv / tf:.3f} | {order_ratio(h, n):.3f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frozen", type=Path, help="write the model's predictions here")
@@ -220,7 +269,10 @@ def main() -> None:
     ap.add_argument("--predicted", type=Path)
     ap.add_argument("--points", choices=sorted(POINTS), default="bn", help="--frozen: whose points")
     ap.add_argument("--clock", type=Path, help="the run's CSV on the opt-in SM clock")
+    ap.add_argument("--varlen", type=Path, help="run br's CSV: varlen over func by point")
     args = ap.parse_args()
+    if args.varlen:
+        varlen(args.varlen)
     if args.clock:
         clock(args.clock)
     if args.frozen:

@@ -369,3 +369,25 @@ def test_run_bp_reading_is_committed_and_the_pipe_law_within_5_points(capsys):
         d, dv = (int(x) for x in cells[0].split("x")[2].split("_")[0].split("v"))
         rho = (1 / 16) / (2 * (d + dv) / 4096)
         assert abs(float(cells[4]) - 100 * (1 - 0.42 * rho**2)) < 5.0, cells[0]
+
+
+RUN_BR = ROOT / "benchmarks/gpu/h200-20261129br-fa3"
+
+
+def test_run_br_varlen_reading_is_committed(capsys):
+    """Run br (a diagnostic): varlen over func at six points beside the tile orders' list schedule
+    (``fa3_compare.py --varlen``), and the 8K pair's profile (``fa3_ncu_read.py``): the same DRAM
+    bytes and SM active cycles within 1%, the varlen kernel's SMs idle longer (active 90.0% of its
+    elapsed cycles against 96.7%)."""
+    compare = bench_script("fa3_compare")
+    compare.varlen(Path(f"{RUN_BR}.csv"))
+    assert capsys.readouterr().out == Path(f"{RUN_BR}-varlen.txt").read_text()
+    assert round(compare.order_ratio(16, 8192), 3) == 1.113 and round(compare.order_ratio(16, 32768), 3) == 1.0
+    read = bench_script("fa3_ncu_read")
+    read.main("h200-20261129br")
+    assert capsys.readouterr().out == Path(f"{RUN_BR}-ncu.txt").read_text()
+    func, var = (read.read(ROOT / f"benchmarks/gpu/h200-20261129br-fa3_{api}_causal_b1_h16x16x192v128_l8192.csv.gz")
+                 for api in ("func", "varlen"))
+    assert var["dram_bytes"] == pytest.approx(func["dram_bytes"], rel=0.01)
+    assert var["active_cycles"] == pytest.approx(func["active_cycles"], rel=0.01)
+    assert var["active_cycles"] / var["elapsed_cycles"] < func["active_cycles"] / func["elapsed_cycles"] - 0.05
