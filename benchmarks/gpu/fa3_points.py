@@ -92,6 +92,12 @@ VARLEN_POINTS = tuple((1, h, h, 192, 128, n, True, api)
 VARLEN_NCU = ((1, 16, 16, 192, 128, 8192, True, "func"), (1, 16, 16, 192, 128, 8192, True, "varlen"))
 
 
+#: run bs: Llama-3.1-8B's whole prefill step (batch 1, eager) with FA3's attention, and with FA2's
+#: (SDPA) beside it, at these prompt lengths; ``E2E_STEPS`` steps back to back after 1 s idle
+E2E_LENGTHS = (4096, 8192, 16384, 32768)
+E2E_STEPS = 12
+
+
 def name(point: tuple) -> str:
     """The row name of one point."""
     b, h, hkv, hd, hdv, n, causal, api = point

@@ -421,10 +421,13 @@ TINY_LLAMA = LlamaShape(layers=2, hidden=64, q_heads=4, kv_heads=2, head_dim=16,
 
 
 class Llama:
-    """Random bf16 weights in the Llama-3.1-8B shapes; fused QKV and gate-up projections."""
+    """Random bf16 weights in the Llama-3.1-8B shapes; fused QKV and gate-up projections. Its
+    attention is ``sdpa`` (FA2 through SDPA) unless ``attention`` is set to another callable of the
+    same signature (run bs: FlashAttention-3's)."""
 
     def __init__(self, s: LlamaShape, device: torch.device) -> None:
         self.s = s
+        self.attention: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor] = sdpa
         qkv = (s.q_heads + 2 * s.kv_heads) * s.head_dim
 
         def w(n: int, k: int) -> torch.Tensor:
@@ -470,9 +473,9 @@ class Llama:
             ck.index_copy_(2, pos, k)
             cv.index_copy_(2, pos, v)
             if prefill:
-                o = sdpa(q, k, v, True)
+                o = self.attention(q, k, v, True)
             else:
-                o = sdpa(q, ck, cv, False)
+                o = self.attention(q, ck, cv, False)
             o = o.transpose(1, 2).reshape(b, t, s.q_heads * s.head_dim)
             x = x + F.linear(o, layer["wo"])
             h = F.rms_norm(x, (s.hidden,), layer["norm2"], 1e-5)

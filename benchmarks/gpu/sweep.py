@@ -36,7 +36,8 @@ Sections (``--only``):
   vLLM prefill attention block (projections, norms, rotary embedding, K/V assembly, FA2, output
   projection), timed and its kernels profiled (the points: ``mla_prefill_points``).
 - ``fa3_prefill`` (run bn), ``fa3_prefill_bq`` (run bq: ``fa3_points.BQ_POINTS``), ``fa3_varlen`` (run br:
-  ``VARLEN_POINTS``): FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
+  ``VARLEN_POINTS``), ``fa3_e2e`` (run bs: Llama-3.1-8B's prefill step with FA3, FA2 beside it):
+  FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
   FlashAttention-3 paper's Fig. 5 shapes, DeepSeek-R1's MLA prefill shape (192 / 128) and two GQA
   shapes (the points: ``fa3_points``).
 
@@ -1047,6 +1048,54 @@ def fa3_prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict], points: tuple
         torch.cuda.empty_cache()
 
 
+def fa3_e2e_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Run bs: Llama-3.1-8B's prefill step (``measure.Llama``, batch 1, eager, random weights) with
+    its attention FA3's ``flash_attn_func`` (q, k, v passed as (batch, tokens, heads, head_dim) views of
+    the harness's tensors, its output viewed back: no copies), then with SDPA's FA2. For each length
+    (``fa3_points.E2E_LENGTHS``) and kernel: one warm-up step, 1 s idle, then ``E2E_STEPS`` steps
+    back to back, each between CUDA events; rows ``<name>_first`` (the first after the idle) and
+    ``<name>_last5`` (the median of the last five), kind ``e2e_prefill``."""
+    import fa3_fwd_config  # the wheel's interface reads its build flags as flash_attn_config
+    sys.modules.setdefault("flash_attn_config", fa3_fwd_config)
+    from fa3_fwd_interface import flash_attn_func
+
+    def fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+        return flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal).transpose(1, 2)
+
+    s = M.TINY_LLAMA if ctx.tiny else M.LlamaShape()
+    model = M.Llama(s, ctx.device)
+    for length in ((256,) if quick or ctx.tiny else f3.E2E_LENGTHS):
+        ck = [torch.empty(1, s.kv_heads, length, s.head_dim, dtype=BF16, device=ctx.device) for _ in range(s.layers)]
+        cv = [torch.empty_like(c) for c in ck]
+        tokens = torch.randint(0, s.vocab, (1, length), device=ctx.device)
+        pos = torch.arange(length, device=ctx.device)
+        cos, sin = M.rope_tables(s, pos)
+        for label, attention in (("fa3", fa3), ("fa2", M.sdpa)):
+            model.attention = attention
+
+            def fwd() -> torch.Tensor:
+                return model.forward(tokens, ck, cv, pos, cos, sin, prefill=True)  # noqa: B023
+
+            fwd()
+            ctx.sync()
+            time.sleep(1.0)
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(f3.E2E_STEPS)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(f3.E2E_STEPS)]
+            for start, end in zip(starts, ends, strict=True):
+                start.record()
+                fwd()
+                end.record()
+            torch.cuda.synchronize()
+            times = [a.elapsed_time(b) * 1e-3 for a, b in zip(starts, ends, strict=True)]
+            shape = dict(batch=1, seq_len=length, q_heads=s.q_heads, kv_heads=s.kv_heads, head_dim=s.head_dim,
+                         mode="eager", attention_kernel=label, steps=f3.E2E_STEPS)
+            M.record(ctx, "prediction", "e2e_prefill", f"prefill_{label}_b1_l{length}_first", times[0], 1,
+                     part="first", **shape)
+            M.record(ctx, "prediction", "e2e_prefill", f"prefill_{label}_b1_l{length}_last5",
+                     statistics.median(times[-5:]), 5, part="last5", **shape)
+        torch.cuda.empty_cache()
+
+
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
             "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
@@ -1056,7 +1105,8 @@ SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "pref
             "fa3_prefill": fa3_prefill_rows,
             "fa3_prefill_bq": functools.partial(fa3_prefill_rows, points=f3.BQ_POINTS, profiled=f3.BQ_PROFILED,
                                                 idle_s=f3.BQ_IDLE_S),
-            "fa3_varlen": functools.partial(fa3_prefill_rows, points=f3.VARLEN_POINTS, profiled=())}
+            "fa3_varlen": functools.partial(fa3_prefill_rows, points=f3.VARLEN_POINTS, profiled=()),
+            "fa3_e2e": fa3_e2e_rows}
 
 
 def host_report() -> str:
