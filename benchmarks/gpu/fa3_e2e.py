@@ -77,6 +77,14 @@ def compare(csv_path: Path, predicted: Path) -> None:
     print()
     for key, e in errs.items():
         print(f"{key}: {len(e)} rows, median |error| {statistics.median(map(abs, e)):.1%}, worst {max(e, key=abs):+.1%}")
+    measured = {r["name"]: float(r["median_us"]) for r in read_csv(csv_path) if r["kind"] == "e2e_prefill"}
+    print("\n| tokens | FA3 / FA2 step, last five, measured | clock model | full clock |")
+    print("|---:|---:|---:|---:|")
+    for length in f3.E2E_LENGTHS:
+        a, b = f"prefill_fa3_b1_l{length}_last5", f"prefill_fa2_b1_l{length}_last5"
+        if a in measured and b in measured:
+            print(f"| {length} | {measured[a] / measured[b]:.3f} | {fro[a + '_clock'] / fro[b + '_clock']:.3f} | "
+                  f"{fro[a] / fro[b]:.3f} |")
 
 
 def main() -> None:

@@ -1203,6 +1203,9 @@ NOT_YET: tuple[str, ...] = (
     "the model comes 59.5% short of them, a host no section of docs/gpu.md covers)",
     "the TP shard (run ab, tp_shard.py), the clock checks (runs ae, ah, clock_check.py), NCCL's channel "
     "and ramp diagnostics (runs ad, bb): their benchmark scripts",
+    "FA3 on the opt-in clock (runs bn, bq replayed: fa3_compare.py --clock), its varlen call (run br: "
+    "fa3_compare.py --varlen) and Llama-3.1-8B's prefill step with FA3, back to back (run bs: fa3_e2e.py): "
+    "their benchmark scripts",
 )
 
 
