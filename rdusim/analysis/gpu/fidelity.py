@@ -200,8 +200,9 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "against 1.56-1.64 GHz, run bo), which the default model does not have; kernels over 5 ms timed back "
         "to back run at a power-limited clock, -4 to -13% (run bq: one call after 1 s idle +0.5 / +1.6%); "
         "vLLM's varlen call 5-14% over flash_attn_func at 4K-16K (run br: at 8K its SMs idle 10% of the kernel "
-        "against 3%, the varlen scheduler's head-by-head tile order; the order alone does not give 16K's 14%); run bn's 16-head 1K-2K rows time "
-        "a fixed 155-159 us a call outside the kernel (docs/gpu.md, Run bn, Run bq)",
+        "against 3%, the varlen scheduler's head-by-head tile order; the order alone does not give 16K's 14%); "
+        "run bn's 16-head 1K-2K rows time a fixed 155-159 us a call outside the kernel (docs/gpu.md, Run bn, "
+        "Run bq, Run br)",
     ),
     "eager decode": KnownMiss(
         "the lent VMs' host drifts up to 2x within seconds, from outside the guest (a pass of "
