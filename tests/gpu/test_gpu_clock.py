@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_mapping
 from rdusim.cli import main
 from rdusim.config.loader import load_spec
 from rdusim.config.schema import GpuSpec
@@ -211,8 +212,7 @@ def test_bad_clock_constants_exit_2_located(
 def test_sustained_clock_mapping_option() -> None:
     """``clock: sustained`` (a GPU mapping): prefill back to back runs under the limit (GEMM-heavy
     steps at about 0.77 of full clock: 13% longer); the 32 x 8K H100 graph decode step stays at
-    full clock (the other decode points: docs/gpu.md, 0 to +1.6%); MLA mappings refuse it."""
-    from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_mapping
+    full clock (the other decode points: docs/gpu.md, 0 to +1.6%); MLA decode mappings refuse it."""
     from rdusim.errors import ConfigError
 
     full = simulate_gpu_mapping(*load_gpu_mapping(ROOT / "mappings/llama-3.1-8b/prefill-h100.yaml"))
@@ -225,7 +225,7 @@ def test_sustained_clock_mapping_option() -> None:
     same = simulate_gpu_mapping(spec.model_copy(update={"clock": "sustained"}), model, node)
     assert same.step.seconds == pytest.approx(base.step.seconds, rel=1e-9)
     spec, model, node = load_gpu_mapping(ROOT / "mappings/deepseek-r1/decode-h200x8.yaml")
-    with pytest.raises(ConfigError, match="GQA models only"):
+    with pytest.raises(ConfigError, match="covers MLA prefill only"):
         simulate_gpu_mapping(spec.model_copy(update={"clock": "sustained"}), model, node)
 
 
@@ -238,8 +238,9 @@ def _line_of(path: Path, key: str) -> int:
 def test_validate_refuses_sustained_on_an_mla_model_at_the_clock_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An MLA model's steps run at full clock: ``clock: sustained`` is refused by validate at
-    the mapping's ``clock:`` line (not later by simulate without a location)."""
+    """An MLA model's decode steps run at full clock (FlashMLA's power is not measured):
+    ``clock: sustained`` on one is refused by validate at the mapping's ``clock:`` line (not later
+    by simulate without a location)."""
     src = ROOT / "mappings/deepseek-r1/decode-h200x8.yaml"
     text = src.read_text().replace(
         "../../hw_configs/h200-8.yaml", str(ROOT / "hw_configs/h200-8.yaml")
@@ -248,9 +249,26 @@ def test_validate_refuses_sustained_on_an_mla_model_at_the_clock_key(
     bad.write_text(text.replace("launch: graph\n", "launch: graph\nclock: sustained\n", 1))
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"mla.yaml:{_line_of(bad, 'clock:')}: clock: sustained covers GQA models only" in err, (
+    assert f"mla.yaml:{_line_of(bad, 'clock:')}: clock: sustained covers an MLA model's prefill only" in err, (
         err
     )
+
+
+def test_an_mla_prefill_runs_on_the_sustained_clock(tmp_path: Path) -> None:
+    """DeepSeek-R1's prefill on 8 x H200 (FA3) under ``clock: sustained``: validates, and the step
+    back to back is longer than at full clock, its FA3 attention and its GEMMs both slower (the
+    GEMM class, run bs), by less than the FA2 class would give (run bq: 4-7% on long FA3 kernels)."""
+    src = ROOT / "mappings/deepseek-r1/prefill-h200x8.yaml"
+    hot = tmp_path / "prefill.yaml"
+    hot.write_text(src.read_text().replace("../../hw_configs/h200-8.yaml", str(ROOT / "hw_configs/h200-8.yaml"))
+                   .replace("phase: prefill\n", "phase: prefill\nclock: sustained\n", 1))
+    assert main(["validate", str(hot)]) == 0
+    full_spec, model, node = load_gpu_mapping(src, overrides=["workload.seq_len=4096"])
+    sus_spec, _, _ = load_gpu_mapping(src, overrides=["workload.seq_len=4096", "clock=sustained"])
+    full = simulate_gpu_mapping(full_spec, model, node).step
+    sus = simulate_gpu_mapping(sus_spec, model, node).step
+    assert 1.0 < sus.seconds / full.seconds < 1.15
+    assert 1.0 < sus.kernels["mla_attention"] / full.kernels["mla_attention"] < 1.15
 
 
 def test_validate_refuses_sustained_without_a_clock_section(

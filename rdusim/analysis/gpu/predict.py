@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from scipy import optimize
 
@@ -165,13 +166,27 @@ def sustained_gpu_step(model: ModelSpec, gpu: Gpu, *, layer: list[str], head: li
     idle GPU until a step's time moves by under ``SUSTAINED_TOL`` after at least five fall windows
     (the clock settled); that last step. A serving estimate for a GPU kept busy. A step that has
     not settled after ``SUSTAINED_MAX_STEPS`` is a ``SimulationError`` (no estimate)."""
+    return _sustained(gpu, lambda clock: simulate_gpu_step(
+        model, gpu, layer=layer, head=head, phase=phase, batch=batch, seq_len=seq_len, mode=mode, tp=tp,
+        policy=policy, clock=clock, attention_kernel=attention_kernel))
+
+
+def sustained_mla_step(model: ModelSpec, gpu: Gpu, **step: Any) -> GpuStep:
+    """``simulate_mla_step`` (its keyword arguments ``step``) back to back on one SM-clock state, as
+    ``sustained_gpu_step``: every layer in order (61 of DeepSeek-R1's), so a step takes longer to
+    simulate than at full clock."""
+    return _sustained(gpu, lambda clock: simulate_mla_step(model, gpu, clock=clock, **step))
+
+
+def _sustained(gpu: Gpu, run: Callable[[SmClock], GpuStep]) -> GpuStep:
+    """``run`` (one step on the clock state it is given) back to back from an idle GPU until a
+    step's time moves by under ``SUSTAINED_TOL`` after at least five fall windows; that last step."""
     if gpu.spec.clock is None:
         raise ConfigError(f"{gpu.name}: clock: sustained needs the GPU document's clock section")
     clock = SmClock(gpu.spec.clock)
     last, spent = None, 0.0
     for _ in range(SUSTAINED_MAX_STEPS):
-        result = simulate_gpu_step(model, gpu, layer=layer, head=head, phase=phase, batch=batch, seq_len=seq_len,
-                                   mode=mode, tp=tp, policy=policy, clock=clock, attention_kernel=attention_kernel)
+        result = run(clock)
         spent += result.seconds
         settled = last is not None and abs(result.seconds - last) <= SUSTAINED_TOL * result.seconds
         if settled and spent >= 5 * gpu.spec.clock.fall_window_s:
@@ -188,7 +203,7 @@ def _replace(shape: LayerShape, **changes: object) -> LayerShape:
 
 def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, mode: str, tp: int,
                       policy: KvPolicySpec, attention: str = "tp", mtp: bool = False,
-                      phase: str = "decode", attention_kernel: str = "fa2") -> GpuStep:
+                      phase: str = "decode", attention_kernel: str = "fa2", clock: SmClock | None = None) -> GpuStep:
     """A decode step (or, ``phase="prefill"``, the prefill of ``batch`` prompts of ``seq_len``
     tokens) of an MLA + MoE model on one GPU of a group of ``tp`` (``mapping.gpu_mla``; ``batch``
     is the group's, ``attention`` its layout, ``mtp`` one MTP draft token verified).
@@ -197,7 +212,8 @@ def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, m
     step is the sum over attention roles (dense, Kascade anchor, Kascade reuse) and FFN kinds
     (dense, MoE), each simulated once and multiplied by its layer count; with MTP, plus the MTP
     module drafting the next step's token. A prefill attends densely over the whole prompt (no
-    policy compresses it here, as for GQA prefills) and runs no MTP module."""
+    policy compresses it here, as for GQA prefills) and runs no MTP module. ``clock``: an SM-clock
+    state, advanced by the step (every layer then runs in order: ``_run_parts``)."""
     dense_ffn = model.ffn.first_dense_layers
     if phase == "prefill":
         base = mla_shape(model, batch, seq_len, tp, attention=attention, query_tokens=seq_len,
@@ -205,7 +221,7 @@ def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, m
         return _run_parts([(head_kernels(base, gpu, prefill=True), 1),
                            (mla_prefill_attention_kernels(base, gpu), model.layers),
                            (ffn_kernels(base, gpu, moe=False), dense_ffn),
-                           (ffn_kernels(base, gpu, moe=True), model.layers - dense_ffn)], gpu, mode)
+                           (ffn_kernels(base, gpu, moe=True), model.layers - dense_ffn)], gpu, mode, clock)
     kept = kv_length(seq_len, policy)
     base = mla_shape(model, batch, kept, tp, attention=attention, query_tokens=2 if mtp else 1)
     parts: list[tuple[list[GpuKernel], int]] = [(head_kernels(base, gpu), 1)]
@@ -221,7 +237,7 @@ def simulate_mla_step(model: ModelSpec, gpu: Gpu, *, batch: int, seq_len: int, m
               (ffn_kernels(base, gpu, moe=True), model.layers - dense_ffn)]
     if mtp:
         parts.append((mtp_kernels(base, gpu), model.mtp_layers))
-    return _run_parts(parts, gpu, mode)
+    return _run_parts(parts, gpu, mode, clock)
 
 
 def _run_parts(parts: list[tuple[list[GpuKernel], int]], gpu: Gpu, mode: str, clock: SmClock | None = None) -> GpuStep:
@@ -511,8 +527,8 @@ def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
     if spec.tp > node.gpus or node.gpus % spec.tp:
         raise ConfigError(f"{spec.name}: tp={spec.tp} must divide the node's {node.gpus} GPU(s)")
     if model.attention.kind == "mla":
-        if spec.clock != "full":
-            raise ConfigError(f"{spec.name}: clock: {spec.clock} covers GQA models only (MLA steps run at full clock)")
+        if spec.clock != "full" and spec.phase != "prefill":
+            raise ConfigError(f"{spec.name}: clock: {spec.clock} covers MLA prefill only ({MLA_DECODE_CLOCK})")
         return _simulate_mla_mapping(spec, model, node, seq_len, batch, policy, mode, check_fit)
     kept = kept_tokens(spec, seq_len, policy)
     weights, per_seq, max_batch = _gqa_fit(spec, model, node, seq_len, batch if check_fit else 0, policy)
@@ -533,9 +549,9 @@ def _simulate_mla_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
     kept = kept_tokens(spec, seq_len, policy)
     weights, per_seq, max_batch = _mla_fit(spec, model, node, seq_len, batch if check_fit else 0, policy)
     share = kv_groups(spec)
-    step = simulate_mla_step(model, node.gpu, batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
-                             attention=spec.attention, mtp=mtp, phase=spec.phase,
-                             attention_kernel=spec.attention_kernel)
+    run_step = sustained_mla_step if spec.clock == "sustained" else simulate_mla_step
+    step = run_step(model, node.gpu, batch=batch, seq_len=seq_len, mode=mode, tp=spec.tp, policy=policy,
+                    attention=spec.attention, mtp=mtp, phase=spec.phase, attention_kernel=spec.attention_kernel)
     held = math.ceil(batch / share)
     return GpuResult(spec.name, node.name, spec.phase, mode, batch, seq_len, kept, policy.name, node.gpus,
                      spec.tp, step, weights, per_seq * held, weights + per_seq * held, max_batch,
@@ -690,14 +706,22 @@ def _check_layer(spec: GpuMappingSpec, model: ModelSpec, mla: bool, at: str) -> 
         raise ConfigError(f"{at}: layer: {why}")
 
 
+#: why an MLA decode step runs at full clock only: the clock model prices FlashMLA's decode kernel
+#: (wgmma at 2.2x FA2's tensor rate) by FA2's power anchors, which priced FA3 at about half the
+#: clock where run bq measured 4-7% (docs/gpu.md, Run bq); FlashMLA's own power is not measured
+MLA_DECODE_CLOCK = ("FlashMLA's power under the clock model is not measured; its class, FA2's anchors, put FA3, "
+                    "a wgmma kernel like it, at about half the clock where run bq measured 4-7% slower")
+
+
 def _check_clock(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, at: str, hw: str | Path | None) -> None:
-    """``clock: sustained`` needs a GQA model and a GPU document (``hw``: from ``--hw``) with a ``clock`` section."""
+    """``clock: sustained`` needs a GPU document (``hw``: from ``--hw``) with a ``clock`` section, and of
+    an MLA model a prefill (``MLA_DECODE_CLOCK``)."""
     if spec.clock != "sustained":
         return
     source = "--hw" if hw is not None else f"hardware: {spec.hardware}"
-    if model.attention.kind == "mla":
-        raise ConfigError(f"{at}: clock: sustained covers GQA models only; {model.name} has MLA "
-                          "attention (its steps run at full clock): use clock: full")
+    if model.attention.kind == "mla" and spec.phase != "prefill":
+        raise ConfigError(f"{at}: clock: sustained covers an MLA model's prefill only; {model.name}'s decode "
+                          f"runs FlashMLA ({MLA_DECODE_CLOCK}): use clock: full")
     if node.gpu.spec.clock is None:
         raise ConfigError(f"{at}: clock: sustained needs a clock section in the GPU document "
                           f"({source}: {node.gpu.name} has none)")
