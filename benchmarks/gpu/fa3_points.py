@@ -98,6 +98,29 @@ E2E_LENGTHS = (4096, 8192, 16384, 32768)
 E2E_STEPS = 12
 
 
+#: run bt: FlashAttention-3 at decode (one query a sequence over a contiguous cache of ``kv_len``
+#: keys, ``flash_attn_with_kvcache`` with ``cache_seqlens``: vLLM's varlen call on Hopper), FA2's
+#: decode (SDPA) beside it on the same tensors: (batch, q_heads, kv_heads, head_dim, kv_len).
+#: Llama-3.1-8B's 32 x 8 at batch 1-128 and 1K-32K; Llama-3.1-70B's TP8 share 8 x 1; head_dim 64
+#: (Llama-3.2-1B's 32 x 8)
+DECODE_POINTS = (
+    *((b, 32, 8, 128, n) for b in (1, 8, 32, 128) for n in (1024, 8192, 32768)),
+    *((b, 8, 1, 128, n) for b in (1, 32) for n in (8192, 32768)),
+    *((b, 32, 8, 64, n) for b in (1, 32) for n in (8192,)),
+)
+#: run bt: Llama-3.1-8B's whole decode step, CUDA-graph replayed, with FA3's decode call and with FA2's
+#: (SDPA) at P10's (batch, kv_len) points (measure.py's ``e2e_rows``)
+E2E_DECODE = ((1, 1024), (1, 8192), (1, 32768), (8, 8192), (32, 4096), (32, 8192), (64, 2048), (128, 1024))
+#: run bt: the decode step whose graph replay is profiled (every kernel named), with each attention
+E2E_DECODE_PROFILED = ((32, 8192),)
+
+
+def decode_name(point: tuple, kernel: str = "fa3") -> str:
+    """The row name of one decode point (``kernel``: ``fa3`` or ``fa2``)."""
+    b, h, hkv, hd, n = point
+    return f"{kernel}_decode_b{b}_h{h}x{hkv}x{hd}_l{n}"
+
+
 def name(point: tuple) -> str:
     """The row name of one point."""
     b, h, hkv, hd, hdv, n, causal, api = point

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Runs bn and bq (issue 17, P12): FlashAttention-3's forward on one H200 (sweep.py --only fa3_prefill, or
-# with SECTION=fa3_prefill_bq RUN=h200-20261129bq run bq's points; the points: fa3_points.py). FA3 comes from the fa3-fwd wheel (PyPI fa3-fwd 0.0.3, cp39-abi3 manylinux_2_24_x86_64,
+# Runs bn, bq and bt (issue 17, P12): FlashAttention-3 on one H200 (sweep.py --only fa3_prefill, or
+# with SECTION=fa3_prefill_bq RUN=h200-20261129bq run bq's points, SECTION=fa3_decode RUN=h200-20261129bt run bt's
+# decode points; the points: fa3_points.py). FA3 comes from the fa3-fwd wheel (PyPI fa3-fwd 0.0.3, cp39-abi3 manylinux_2_24_x86_64,
 # sha256 44d26c6cfc69dde5a0f9c6bebbccbb96ed20e97bc8b9ddda638b0bf62e91b93d: FlashAttention-3's hopper/
 # forward on PyTorch's stable ABI and CUDA 13), carried in .whl (the device has no network):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

@@ -36,7 +36,8 @@ Sections (``--only``):
   vLLM prefill attention block (projections, norms, rotary embedding, K/V assembly, FA2, output
   projection), timed and its kernels profiled (the points: ``mla_prefill_points``).
 - ``fa3_prefill`` (run bn), ``fa3_prefill_bq`` (run bq: ``fa3_points.BQ_POINTS``), ``fa3_varlen`` (run br:
-  ``VARLEN_POINTS``), ``fa3_e2e`` (run bs: Llama-3.1-8B's prefill step with FA3, FA2 beside it):
+  ``VARLEN_POINTS``), ``fa3_e2e`` (run bs: Llama-3.1-8B's prefill step with FA3, FA2 beside it),
+  ``fa3_decode`` (run bt: FA3's decode call beside FA2's, and Llama-3.1-8B's graph decode step with each):
   FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
   FlashAttention-3 paper's Fig. 5 shapes, DeepSeek-R1's MLA prefill shape (192 / 128) and two GQA
   shapes (the points: ``fa3_points``).
@@ -1096,6 +1097,72 @@ def fa3_e2e_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         torch.cuda.empty_cache()
 
 
+def _fa3_kvcache():
+    """FA3's ``flash_attn_with_kvcache`` from the carried ``fa3-fwd`` wheel."""
+    import fa3_fwd_config  # the wheel's interface reads its build flags as flash_attn_config
+    sys.modules.setdefault("flash_attn_config", fa3_fwd_config)
+    from fa3_fwd_interface import flash_attn_with_kvcache
+    return flash_attn_with_kvcache
+
+
+def fa3_decode_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Run bt: FlashAttention-3 at decode. (1) At each ``fa3_points.DECODE_POINTS`` point, one query a
+    sequence over a cache of ``kv_len`` keys (K and V allocated (batch, kv_heads, kv_len, head_dim) as
+    ``measure.Llama``'s caches; FA3 gets (batch, kv_len, kv_heads, head_dim) views, ``cache_seqlens``
+    an int32 tensor made once): FA3's call and SDPA's FA2 on the same tensors, each timed cold (kind
+    ``fa3_decode`` / ``attn_decode``, ``measure.time_fn``), then one call of each after an L2 flush
+    profiled (every kernel named: the flush's too). (2) Llama-3.1-8B's decode step
+    (``measure.decode_step``) at ``E2E_DECODE`` with each attention, CUDA-graph replayed (kind
+    ``e2e_decode``, ``attention_kernel`` in the extra); the graph of ``E2E_DECODE_PROFILED`` profiled."""
+    kvcache = _fa3_kvcache()
+    for point in f3.DECODE_POINTS[:2] if quick else f3.DECODE_POINTS:
+        b, h, hkv, hd, n = point
+        q = torch.randn(b, h, 1, hd, dtype=BF16, device=ctx.device)
+        k = torch.randn(b, hkv, n, hd, dtype=BF16, device=ctx.device)
+        v = torch.randn_like(k)
+        seqlens = torch.full((b,), n, dtype=torch.int32, device=ctx.device)
+        calls = {"fa3": lambda q=q, k=k, v=v, seqlens=seqlens: kvcache(
+                     q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=seqlens),
+                 "fa2": lambda q=q, k=k, v=v: M.sdpa(q, k, v, False)}
+        shape = dict(batch=b, kv_len=n, q_heads=h, kv_heads=hkv, head_dim=hd)
+        for label, fn in calls.items():
+            row = f3.decode_name(point, label)
+            t, reps = M.time_fn(ctx, fn, budget_s=0.2, min_reps=10, max_reps=50)
+            M.record(ctx, "prediction", "fa3_decode" if label == "fa3" else "attn_decode", row, t, reps, **shape)
+
+            def cold(fn=fn) -> object:
+                M.flush(ctx)
+                return fn()
+            profile_into(kernels, cold, row, b, n, hd)
+        del q, k, v, seqlens, calls
+        torch.cuda.empty_cache()
+
+    def fa3_attention(seqlens: torch.Tensor):
+        def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+            return kvcache(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=seqlens).transpose(1, 2)
+        return attention
+
+    s = M.TINY_LLAMA if ctx.tiny else M.LlamaShape()
+    model = M.Llama(s, ctx.device)
+    for batch, kv_len in f3.E2E_DECODE[:1] if quick else f3.E2E_DECODE:
+        seqlens = torch.full((batch,), kv_len, dtype=torch.int32, device=ctx.device)
+        step = M.decode_step(ctx, model, batch, kv_len)
+        for label, attention in (("fa3", fa3_attention(seqlens)), ("fa2", M.sdpa)):
+            model.attention = attention
+            name = f"llama3.1-8b_decode_{label}_b{batch}_l{kv_len}_graph"
+            graph_step_row(ctx, step, name, 0.4, 40, batch=batch, kv_len=kv_len, q_heads=s.q_heads,
+                           kv_heads=s.kv_heads, head_dim=s.head_dim, attention_kernel=label)
+            if (batch, kv_len) in f3.E2E_DECODE_PROFILED:
+                g = M.capture(ctx, step)
+                for _ in range(3):
+                    g.replay()
+                profile_into(kernels, g.replay, name, batch, kv_len, 0)
+                del g
+        model.attention = M.sdpa
+        del step, seqlens
+        torch.cuda.empty_cache()
+
+
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
             "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
@@ -1106,7 +1173,7 @@ SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "pref
             "fa3_prefill_bq": functools.partial(fa3_prefill_rows, points=f3.BQ_POINTS, profiled=f3.BQ_PROFILED,
                                                 idle_s=f3.BQ_IDLE_S),
             "fa3_varlen": functools.partial(fa3_prefill_rows, points=f3.VARLEN_POINTS, profiled=()),
-            "fa3_e2e": fa3_e2e_rows}
+            "fa3_e2e": fa3_e2e_rows, "fa3_decode": fa3_decode_rows}
 
 
 def host_report() -> str:

@@ -433,6 +433,104 @@ def flash3_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: i
     return [GpuKernel(name, tuple(groups), FA3_CTAS_PER_SM, math="fa3", keys=kv_len, persistent=True)]
 
 
+def fa3_decode_tile(head_dim: int, head_dim_v: int, group: int) -> tuple[int, int]:
+    """(query rows kBlockM, key columns kBlockN) of FlashAttention-3's forward at decode (one query
+    a sequence, the cache contiguous): ``mha_fwd`` (hopper/flash_api.cpp) drops the causal flag when
+    ``seqlen_q == 1`` without paged KV, so ``tile_size_fwd_sm90`` gives the non-causal tile
+    (``fa3_fwd_tile``); at head_dim 128 with the query group packed into the rows (``pack_gqa``) and
+    ``seqlen_q x group <= 64``, ``use_one_mma_wg`` (hopper/heuristics.h) halves the rows to one MMA
+    warpgroup's 64. ``group``: query heads a KV head (1: MHA)."""
+    rows, cols = fa3_fwd_tile(head_dim, head_dim_v, causal=False)
+    if head_dim == 128 and group <= 64:
+        rows = 64
+    return rows, cols
+
+
+def fa3_num_splits(total_mblocks: int, sms: int, n_blocks: int, max_splits: int = 128) -> int:
+    """FlashAttention-3's ``num_splits_heuristic`` (hopper/heuristics.h) at decode: one split when
+    the row blocks nearly fill the SMs (its clause for a KV head over 50 MB needs 2 x SMs row
+    blocks: never at decode) or there are 4 key blocks or fewer; else, as FA2's, the fewest splits
+    whose wave efficiency is within 85% of the best, up to min(128, SMs, key blocks), with no rule
+    on which split counts are eligible (FA2's ``fa2_splits`` skips a count that leaves the blocks a
+    split as the one before)."""
+    if total_mblocks >= 0.8 * sms or n_blocks <= 4:
+        return 1
+    top = min(max_splits, sms, n_blocks)
+    effs = [(s, total_mblocks * s / sms / math.ceil(total_mblocks * s / sms)) for s in range(1, top + 1)]
+    best = max(e for _, e in effs)
+    return next(s for s, e in effs if e >= 0.85 * best)
+
+
+def fa3_decode_splits(batch: int, q_heads: int, kv_heads: int, kv_len: int, head_dim: int,
+                      head_dim_v: int, gpu: Gpu) -> tuple[int, int]:
+    """(static, dynamic) KV splits of one FlashAttention-3 decode call over a cache of ``kv_len``
+    keys a sequence, given as ``cache_seqlens`` (``seqused_k``: the varlen path, as vLLM calls it).
+    Static (``get_num_splits``, flash_api.cpp): ``fa3_num_splits`` as if the batch were one
+    sequence (varlen: an upper bound), its key blocks those of the tile without ``use_one_mma_wg``.
+    Dynamic (``prepare_varlen_num_blocks_kernel``, hopper/flash_prepare_scheduler.cu, one CTA before
+    the main kernel): every sequence's ``ceil(n_blocks / blocks_per_sm)``, ``blocks_per_sm =
+    ceil(1.1 x batch x m_blocks x n_blocks x kv_heads / SMs)``, between 1 and the static count."""
+    group = q_heads // kv_heads
+    rows, cols = fa3_fwd_tile(head_dim, head_dim_v, causal=False)
+    n_blocks = math.ceil(kv_len / cols)
+    m_blocks = math.ceil(group / rows)
+    static = fa3_num_splits(kv_heads * m_blocks, gpu.sms, n_blocks)
+    dyn_rows, _ = fa3_decode_tile(head_dim, head_dim_v, group)
+    per_sm = math.ceil(batch * math.ceil(group / dyn_rows) * n_blocks * 1.1 * kv_heads / gpu.sms)
+    return static, max(1, min(math.ceil(n_blocks / per_sm), static))
+
+
+#: dependent round trips of FA3's ``prepare_varlen_num_blocks_kernel`` (one CTA): the sequences'
+#: lengths, then its own per-sequence key-block counts after the CTA's reduction (the split counts
+#: are stored; the main kernel reads them)
+RT_FA3_PREPARE = 2
+#: dependent round trips of a thread of FA3's ``flash_fwd_combine`` (hopper/flash_fwd_combine_kernel.h):
+#: the splits' log-sum-exps, then the partial outputs, loaded by a multi-stage ``cp.async``
+#: pipeline rather than one split after another (FA2's combine loops, ``fa2_combine_round_trips``)
+RT_FA3_COMBINE = 2
+
+
+def flash3_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int, head_dim: int,
+                  gpu: Gpu, *, head_dim_v: int | None = None) -> list[GpuKernel]:
+    """FlashAttention-3 decode (``flash_attn_with_kvcache`` with ``cache_seqlens``, vLLM's varlen
+    call on Hopper): up to three kernels. The scheduler's prepare kernel (one CTA: the dynamic split
+    counts, ``fa3_decode_splits``); the forward kernel, persistent (one CTA an SM), over tiles of
+    one (sequence, KV head, split): the KV head's query group packed into ``fa3_decode_tile``'s rows
+    (padded), its split of the keys read once by TMA and multiplied at the pipe law's rate, each
+    tile paying ``launch.fa3_tile`` as prefill's; the combine (when the static count is over one),
+    the partial outputs (fp32) merged into the bf16 output. Nothing is fitted on decode: the
+    prefill fit's constants carry over (a check, docs/gpu.md "Run bt")."""
+    dv = head_dim if head_dim_v is None else head_dim_v
+    group = q_heads // kv_heads
+    rows, cols = fa3_decode_tile(head_dim, dv, group)
+    static, splits = fa3_decode_splits(batch, q_heads, kv_heads, kv_len, head_dim, dv, gpu)
+    keys = kv_len / splits
+    blocks = math.ceil(keys / cols)
+    out_bytes = group * dv * (4 if static > 1 else BF16)
+    rescale_s = rows * dv / (gpu.fp32_flops_per_s / 2 / gpu.sms)
+    tile = CtaGroup(batch * kv_heads * math.ceil(group / rows) * splits,
+                    keys * (head_dim + dv) * BF16 + group * head_dim * BF16 + out_bytes,
+                    2.0 * rows * keys * (head_dim + dv), blocks, sfu=float(rows * keys),
+                    stall_s=blocks * rescale_s + gpu.launch_s("fa3_tile"),
+                    prologue_bytes=group * head_dim * BF16, epilogue_bytes=out_bytes)
+    prepare = streaming(f"{name}.prepare", 2 * batch * 4, gpu, rows=1, round_trips=(RT_FA3_PREPARE,),
+                        resident=True)
+    main = GpuKernel(name, (tile,), FA3_CTAS_PER_SM, math="fa3", keys=kv_len, persistent=True)
+    if static == 1:
+        return [prepare, replace(main, host_paid=True)]
+    partials = batch * q_heads * splits * (dv + 1) * 4 + batch * q_heads * dv * BF16
+    combine = streaming(f"{name}.combine", partials, gpu, rows=math.ceil(batch * q_heads / fa3_combine_rows(dv)),
+                        round_trips=(RT_FA3_COMBINE,), resident=True)
+    return [prepare, replace(main, host_paid=True), replace(combine, host_paid=True)]
+
+
+def fa3_combine_rows(head_dim_v: int) -> int:
+    """Query rows a CTA of FA3's combine merges (``run_mha_fwd_combine_``, hopper/
+    flash_fwd_combine_launch_template.h: ``kBlockM`` 8 at a V width that is a multiple of 128, 16 at
+    64, else 32; its grid ``ceil(batch x heads / kBlockM)``)."""
+    return 8 if head_dim_v % 128 == 0 else 16 if head_dim_v % 64 == 0 else 32
+
+
 def fa2_splits(batch_heads_mblocks: int, slots: int, n_blocks: int, max_splits: int = 128) -> int:
     """FlashAttention-2's ``num_splits_heuristic``: the fewest KV splits whose wave
     efficiency is within 85% of the best, or 1 when the grid already fills 80% of ``slots``;
@@ -844,6 +942,8 @@ _BUILDERS = {
 def _attention(s: LayerShape, hq: int, hkv: int, gpu: Gpu, phase: str) -> list[GpuKernel]:
     if phase == "prefill" and s.attention_kernel == "fa3":
         return flash3_prefill("attention", s.batch, hq, hkv, s.tokens, s.head_dim, gpu)
+    if s.attention_kernel == "fa3" and s.topk is None:
+        return flash3_decode("attention", s.batch, hq, hkv, s.kv_len, s.head_dim, gpu)
     if phase == "prefill":
         return flash_prefill("attention", s.batch, hq, hkv, s.tokens, s.head_dim, gpu)
     if s.topk is None:

@@ -48,6 +48,7 @@ from rdusim.mapping.gpu import (
     CtaGroup,
     GpuKernel,
     LayerShape,
+    flash3_decode,
     flash3_prefill,
     flash_decode,
     flash_prefill,
@@ -294,8 +295,9 @@ def row_kernels(row: dict, gpu: Gpu) -> list[GpuKernel]:
     if kind == "fa3_prefill":  # run bn: FlashAttention-3's forward (fa3_points.py)
         return flash3_prefill("attention", b, hq, hkv, _int(row, "seq_len"), hd, gpu,
                               head_dim_v=int(row_extra(row).get("head_dim_v", hd)), causal=row["mode"] != "noncausal")
-    if kind == "attn_decode":
-        return flash_decode("attention", b, hq, hkv, _int(row, "kv_len"), hd, gpu)
+    if kind in ("attn_decode", "fa3_decode"):  # fa3_decode, run bt: FA3's decode call (fa3_points.DECODE_POINTS)
+        build = flash3_decode if kind == "fa3_decode" else flash_decode
+        return build("attention", b, hq, hkv, _int(row, "kv_len"), hd, gpu)
     if kind == "kascade":
         mode, kv_len = row["mode"], _int(row, "kv_len")
         if mode == "dense":

@@ -1,0 +1,194 @@
+"""Run bt (issue 17, P12): FlashAttention-3 at decode on one H200 against the model, frozen first.
+
+    PYTHONPATH=. python benchmarks/gpu/fa3_decode.py --frozen benchmarks/gpu/h200-20261129bt-fa3-predicted.txt
+    PYTHONPATH=. python benchmarks/gpu/fa3_decode.py --compare benchmarks/gpu/h200-20261129bt-fa3.csv \\
+        --kernels benchmarks/gpu/h200-20261129bt-fa3-kernels.csv.gz --predicted benchmarks/gpu/h200-20261129bt-fa3-predicted.txt
+
+``--frozen``: on ``hw_configs/h200.yaml``, for every ``fa3_points.DECODE_POINTS`` point, FA3's decode
+call (``flash3_decode``: prepare, main, combine) and FA2's (``flash_decode``) as ``sweep.py --only
+fa3_decode`` times them (stream-launched, one call), each kernel's device time (``<row>.<kernel>``:
+its span in a graph less the graph's launch gap), and Llama-3.1-8B's graph decode step at
+``E2E_DECODE`` with each attention (``simulate_gpu_step``): a Markdown table ``measured.read_frozen``
+reads back. ``--compare``: each measured row against the model now and the frozen prediction,
+FA3 over FA2 at each point measured and modelled, the profiled kernels (name, tile and split from
+their template arguments and grids where the name carries them) against the modelled kernels, and
+the decode steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import statistics
+import sys
+from pathlib import Path
+
+from rdusim.analysis.gpu.measured import read_csv, read_frozen
+from rdusim.analysis.gpu.predict import decoder_layer, simulate_gpu_step
+from rdusim.config.loader import load_spec, model_path
+from rdusim.config.schema import GpuSpec, ModelSpec
+from rdusim.hw.gpu import Gpu
+from rdusim.mapping.gpu import (
+    GpuKernel,
+    fa2_decode_splits,
+    fa3_decode_splits,
+    fa3_decode_tile,
+    flash3_decode,
+    flash_decode,
+)
+from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fa3_points as f3  # noqa: E402  (the points, beside this file)
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "hw_configs/h200.yaml"
+KERNELS = ("fa3", "fa2")
+
+
+def call_kernels(point: tuple, kernel: str, gpu: Gpu) -> list[GpuKernel]:
+    b, h, hkv, hd, n = point
+    build = flash3_decode if kernel == "fa3" else flash_decode
+    return build("attention", b, h, hkv, n, hd, gpu)
+
+
+def call_s(point: tuple, kernel: str, gpu: Gpu) -> float:
+    """One call stream-launched, as ``sweep.py`` times it."""
+    return elapsed_s(simulate_gpu([(k, 0) for k in call_kernels(point, kernel, gpu)], gpu, mode="stream"))
+
+
+def kernel_device_s(point: tuple, kernel: str, gpu: Gpu) -> dict[str, float]:
+    """Each kernel's device time: its span in a graph less the graph's launch gap."""
+    trace = simulate_gpu([(k, 0) for k in call_kernels(point, kernel, gpu)], gpu, mode="graph")
+    gap = gpu.launch_s("graph")
+    return {r.kernel: r.end_s - r.start_s - gap for r in trace.kernels}
+
+
+def step_s(model: ModelSpec, gpu: Gpu, batch: int, kv_len: int, kernel: str) -> float:
+    return simulate_gpu_step(model, gpu, layer=decoder_layer(model), head=["embedding", "lm_head"], phase="decode",
+                             batch=batch, seq_len=kv_len, mode="graph", attention_kernel=kernel).seconds
+
+
+def step_name(batch: int, kv_len: int, kernel: str) -> str:
+    return f"llama3.1-8b_decode_{kernel}_b{batch}_l{kv_len}_graph"
+
+
+def predictions(gpu: Gpu) -> dict[str, float]:
+    """Predicted microseconds by row name (calls, their kernels, the decode steps)."""
+    out: dict[str, float] = {}
+    for point in f3.DECODE_POINTS:
+        for kernel in KERNELS:
+            row = f3.decode_name(point, kernel)
+            out[row] = call_s(point, kernel, gpu) * 1e6
+            for name, seconds in kernel_device_s(point, kernel, gpu).items():
+                out[f"{row}.{name}"] = seconds * 1e6
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    for batch, kv_len in f3.E2E_DECODE:
+        for kernel in KERNELS:
+            out[step_name(batch, kv_len, kernel)] = step_s(model, gpu, batch, kv_len, kernel) * 1e6
+    return out
+
+
+def frozen(out: Path) -> None:
+    gpu = Gpu(load_spec(H200, GpuSpec))
+    lines = ["| row | predicted us |", "|---|---:|"]
+    lines += [f"| {name} | {us:.2f} |" for name, us in predictions(gpu).items()]
+    lines += ["", "FA3's splits (static, dynamic) and tile; FA2's (row blocks, splits):", ""]
+    for point in f3.DECODE_POINTS:
+        b, h, hkv, hd, n = point
+        lines.append(f"- {f3.decode_name(point)}: FA3 splits {fa3_decode_splits(b, h, hkv, n, hd, hd, gpu)}, "
+                     f"tile {fa3_decode_tile(hd, hd, h // hkv)}; FA2 {fa2_decode_splits(b, h, hkv, n, hd, gpu)}")
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out} ({len(predictions(gpu))} predictions)")
+
+
+def _kernel_rows(path: Path) -> dict[str, list[tuple[str, float]]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    out: dict[str, list[tuple[str, float]]] = {}
+    with opener(path, "rt") as fh:
+        for r in csv.DictReader(fh):
+            out.setdefault(r["row"], []).append((r["kernel"], float(r["device_us"])))
+    return out
+
+
+def _kind(kernel_name: str) -> str:
+    """What one profiled kernel of a decode call is: the flush before it, FA3's prepare, combine or
+    main kernel, FA2's split-KV kernel, its combine, or its forward kernel."""
+    low = kernel_name.lower()
+    if "prepare" in low:
+        return "prepare"
+    if "combine" in low:
+        return "combine"
+    if "flash" in low or "fmha" in low:
+        return "main"
+    return "other"
+
+
+def _error_table(rows: list[str], measured: dict[str, float], now: dict[str, float], fro: dict[str, float],
+                 label) -> None:
+    """Measured, the model now and the frozen prediction for each of ``rows`` measured; a summary
+    line per ``label(row)``."""
+    print("| row | measured us | model now | error | frozen | error |")
+    print("|---|---:|---:|---:|---:|---:|")
+    errs: dict[str, list[float]] = {}
+    for row in (r for r in rows if r in measured):
+        t, m, f = measured[row], now[row], fro.get(row, float("nan"))
+        errs.setdefault(label(row), []).append(m / t - 1)
+        print(f"| {row} | {t:.1f} | {m:.1f} | {m / t - 1:+.1%} | {f:.1f} | {f / t - 1:+.1%} |")
+    print()
+    for key, e in errs.items():
+        print(f"{key}: {len(e)} rows, median |error| {statistics.median(map(abs, e)):.1%}, worst {max(e, key=abs):+.1%}")
+
+
+def _kernel_table(profiled: dict[str, list[tuple[str, float]]], now: dict[str, float]) -> None:
+    print("| row | kernel | measured us | model us | name |")
+    print("|---|---|---:|---:|---|")
+    for row in (f3.decode_name(p, k) for p in f3.DECODE_POINTS for k in KERNELS):
+        modelled = {}
+        for key, us in now.items():
+            if key.startswith(row + "."):
+                modelled[key.rsplit(".", 1)[-1] if key.count(".") > 1 else "main"] = us
+        for name, us in profiled.get(row, []):
+            kind = _kind(name)
+            if kind != "other":
+                print(f"| {row} | {kind} | {us:.2f} | {modelled.get(kind, float('nan')):.2f} | {name[:160]} |")
+
+
+def compare(csv_path: Path, kernels_path: Path | None, predicted: Path) -> None:
+    gpu = Gpu(load_spec(H200, GpuSpec))
+    now, fro = predictions(gpu), read_frozen(predicted)
+    measured = {r["name"]: float(r["median_us"]) for r in read_csv(csv_path)}
+    print("## Decode calls, timed cold (stream-launched, one call)\n")
+    _error_table([f3.decode_name(p, k) for p in f3.DECODE_POINTS for k in KERNELS], measured, now, fro,
+                 lambda row: row.split("_")[0] + " calls")
+    print("\n## FA3 over FA2, same tensors\n")
+    print("| point | measured | model |")
+    print("|---|---:|---:|")
+    for point in f3.DECODE_POINTS:
+        a, b = f3.decode_name(point, "fa3"), f3.decode_name(point, "fa2")
+        if a in measured and b in measured:
+            print(f"| {a[4:]} | {measured[a] / measured[b]:.3f} | {now[a] / now[b]:.3f} |")
+    if kernels_path is not None:
+        print("\n## Profiled kernels (one call after an L2 flush) against the model's device times\n")
+        _kernel_table(_kernel_rows(kernels_path), now)
+    print("\n## Llama-3.1-8B decode step, CUDA graph\n")
+    _error_table([step_name(b, n, k) for b, n in f3.E2E_DECODE for k in KERNELS], measured, now, fro,
+                 lambda row: row.split("_")[2] + " steps")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frozen", type=Path)
+    ap.add_argument("--compare", type=Path)
+    ap.add_argument("--kernels", type=Path)
+    ap.add_argument("--predicted", type=Path)
+    args = ap.parse_args()
+    if args.frozen:
+        frozen(args.frozen)
+    if args.compare:
+        compare(args.compare, args.kernels, args.predicted)
+
+
+if __name__ == "__main__":
+    main()
