@@ -98,7 +98,7 @@ def frozen(out: Path) -> None:
     for point in f3.DECODE_POINTS:
         b, h, hkv, hd, n = point
         lines.append(f"- {f3.decode_name(point)}: FA3 splits {fa3_decode_splits(b, h, hkv, n, hd, hd, gpu)}, "
-                     f"tile {fa3_decode_tile(hd, hd, h // hkv)}; FA2 {fa2_decode_splits(b, h, hkv, n, hd, gpu)}")
+                     f"tile {fa3_decode_tile(hd, hd)}; FA2 {fa2_decode_splits(b, h, hkv, n, hd, gpu)}")
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out} ({len(predictions(gpu))} predictions)")
 
@@ -141,18 +141,38 @@ def _error_table(rows: list[str], measured: dict[str, float], now: dict[str, flo
         print(f"{key}: {len(e)} rows, median |error| {statistics.median(map(abs, e)):.1%}, worst {max(e, key=abs):+.1%}")
 
 
-def _kernel_table(profiled: dict[str, list[tuple[str, float]]], now: dict[str, float]) -> None:
-    print("| row | kernel | measured us | model us | name |")
-    print("|---|---|---:|---:|---|")
+def _modelled(row: str, predicted: dict[str, float]) -> dict[str, float]:
+    """The modelled device time of each kernel of one call (``main``, ``prepare``, ``combine``)."""
+    out = {}
+    for key, us in predicted.items():
+        if key.startswith(row + "."):
+            out[key.rsplit(".", 1)[-1] if key.count(".") > 1 else "main"] = us
+    return out
+
+
+def device_sums(profiled: dict[str, list[tuple[str, float]]]) -> dict[str, float]:
+    """Each profiled call's kernels' summed device time (the flush before it aside)."""
+    return {row: sum(us for name, us in kernels if _kind(name) != "other") for row, kernels in profiled.items()}
+
+
+def _kernel_table(profiled: dict[str, list[tuple[str, float]]], now: dict[str, float], fro: dict[str, float]) -> None:
+    print("| row | kernel | measured us | model now | frozen | name |")
+    print("|---|---|---:|---:|---:|---|")
+    errs: dict[tuple[str, str, str], list[float]] = {}
     for row in (f3.decode_name(p, k) for p in f3.DECODE_POINTS for k in KERNELS):
-        modelled = {}
-        for key, us in now.items():
-            if key.startswith(row + "."):
-                modelled[key.rsplit(".", 1)[-1] if key.count(".") > 1 else "main"] = us
+        modelled, frozen_us = _modelled(row, now), _modelled(row, fro)
         for name, us in profiled.get(row, []):
             kind = _kind(name)
-            if kind != "other":
-                print(f"| {row} | {kind} | {us:.2f} | {modelled.get(kind, float('nan')):.2f} | {name[:160]} |")
+            if kind == "other":
+                continue
+            m, f = modelled.get(kind, float("nan")), frozen_us.get(kind, float("nan"))
+            errs.setdefault((row[:3], kind, "now"), []).append(m / us - 1)
+            errs.setdefault((row[:3], kind, "frozen"), []).append(f / us - 1)
+            print(f"| {row} | {kind} | {us:.2f} | {m:.2f} | {f:.2f} | {name[:120]} |")
+    print()
+    for (lib, kind, which), e in sorted(errs.items()):
+        print(f"{lib} {kind}, {which}: {len(e)} kernels, median |error| {statistics.median(map(abs, e)):.1%}, "
+              f"worst {max(e, key=abs):+.1%}")
 
 
 def compare(csv_path: Path, kernels_path: Path | None, predicted: Path) -> None:
@@ -162,16 +182,21 @@ def compare(csv_path: Path, kernels_path: Path | None, predicted: Path) -> None:
     print("## Decode calls, timed cold (stream-launched, one call)\n")
     _error_table([f3.decode_name(p, k) for p in f3.DECODE_POINTS for k in KERNELS], measured, now, fro,
                  lambda row: row.split("_")[0] + " calls")
-    print("\n## FA3 over FA2, same tensors\n")
-    print("| point | measured | model |")
-    print("|---|---:|---:|")
+    profiled = _kernel_rows(kernels_path) if kernels_path is not None else {}
+    device = device_sums(profiled)
+    print("\n## FA3 over FA2, same tensors: the timed calls, and the profiled kernels' device time\n")
+    print("| point | timed calls | device | model | host-bound (timed call > device + 20 us) |")
+    print("|---|---:|---:|---:|---|")
     for point in f3.DECODE_POINTS:
         a, b = f3.decode_name(point, "fa3"), f3.decode_name(point, "fa2")
         if a in measured and b in measured:
-            print(f"| {a[4:]} | {measured[a] / measured[b]:.3f} | {now[a] / now[b]:.3f} |")
-    if kernels_path is not None:
+            dev = device[a] / device[b] if a in device and b in device else float("nan")
+            host = [k for k, r in (("fa3", a), ("fa2", b)) if r in device and measured[r] > device[r] + 20]
+            print(f"| {a[4:]} | {measured[a] / measured[b]:.3f} | {dev:.3f} | {now[a] / now[b]:.3f} | "
+                  f"{', '.join(host) or '-'} |")
+    if profiled:
         print("\n## Profiled kernels (one call after an L2 flush) against the model's device times\n")
-        _kernel_table(_kernel_rows(kernels_path), now)
+        _kernel_table(profiled, now, fro)
     print("\n## Llama-3.1-8B decode step, CUDA graph\n")
     _error_table([step_name(b, n, k) for b, n in f3.E2E_DECODE for k in KERNELS], measured, now, fro,
                  lambda row: row.split("_")[2] + " steps")

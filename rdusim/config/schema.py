@@ -773,9 +773,9 @@ class GpuMappingSpec(Spec):
         default="tp", description="MLA + MoE models: heads split over the replica's GPUs (tp), or each GPU "
         "its own sequences and their KV with the routed experts expert-parallel over all-to-all (dp)")
     attention_kernel: Literal["fa2", "fa3"] = Field(
-        default="fa2", description="the prefill attention's library: FlashAttention-2 (fa2: what PyTorch's SDPA "
-        "runs, the measured harness's) or FlashAttention-3 (fa3: Hopper, what vLLM runs there; prefill only, a GPU "
-        "document with efficiency.fa3_pipe_loss)")
+        default="fa2", description="the attention's library: FlashAttention-2 (fa2: what PyTorch's SDPA runs, the "
+        "measured harness's) or FlashAttention-3 (fa3: Hopper, what vLLM runs there; prefill, and a GQA model's "
+        "decode; a GPU document with efficiency.fa3_pipe_loss)")
     workload: WorkloadSpec
     kv_policy: KvPolicySpec = KvPolicySpec()
     layer: list[str] = Field(default_factory=list, description="GQA models: library kernels of one decoder "

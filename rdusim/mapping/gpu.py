@@ -1,8 +1,8 @@
 """GPU library kernels as CTA grids, and the kernels a decoder layer launches on a GPU.
 
 Owns: ``CtaGroup``, ``GpuKernel``, the kernel builders (``gemm``, ``flash_prefill``,
-``flash3_prefill``, ``flash_decode``, ``streaming``, ``collective``, ``all_reduce``), ``fa2_splits`` and
-``layer_kernels``. Imports: hw.gpu, hw.collectives, config.schema. Never simulates: the engine
+``flash3_prefill``, ``flash_decode``, ``flash3_decode``, ``streaming``, ``collective``, ``all_reduce``),
+``fa2_splits``, ``fa3_num_splits`` and ``layer_kernels``. Imports: hw.gpu, hw.collectives, config.schema. Never simulates: the engine
 (``rdusim.sim.gpu``) runs the grids.
 
 A kernel is what the library launches: a grid of CTAs in launch order, each with the HBM
@@ -29,6 +29,10 @@ out of the engine; here only the structure is decided, from the libraries' own r
   FA2's source); the KV axis is split by FA2's own heuristic (``fa2_splits``) to
   fill 2 CTAs per SM, and a combine kernel merges the partial results; with one split FA2 runs
   its forward kernel, each CTA reading its (sequence, KV head)'s K/V alone from DRAM.
+- Decode attention with FlashAttention-3 (``attention_kernel: fa3``, ``flash3_decode``): a prepare
+  kernel sets each sequence's KV splits, the persistent forward kernel runs its non-causal tile
+  (the query group packed into its rows) over (sequence, KV head, split) tiles by TMA, a combine
+  merges the partials (FA3's source; run bt checked it).
 - Norms and elementwise kernels stream their bytes with every SM busy.
 """
 
@@ -433,17 +437,17 @@ def flash3_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: i
     return [GpuKernel(name, tuple(groups), FA3_CTAS_PER_SM, math="fa3", keys=kv_len, persistent=True)]
 
 
-def fa3_decode_tile(head_dim: int, head_dim_v: int, group: int) -> tuple[int, int]:
+def fa3_decode_tile(head_dim: int, head_dim_v: int) -> tuple[int, int]:
     """(query rows kBlockM, key columns kBlockN) of FlashAttention-3's forward at decode (one query
     a sequence, the cache contiguous): ``mha_fwd`` (hopper/flash_api.cpp) drops the causal flag when
     ``seqlen_q == 1`` without paged KV, so ``tile_size_fwd_sm90`` gives the non-causal tile
-    (``fa3_fwd_tile``); at head_dim 128 with the query group packed into the rows (``pack_gqa``) and
-    ``seqlen_q x group <= 64``, ``use_one_mma_wg`` (hopper/heuristics.h) halves the rows to one MMA
-    warpgroup's 64. ``group``: query heads a KV head (1: MHA)."""
-    rows, cols = fa3_fwd_tile(head_dim, head_dim_v, causal=False)
-    if head_dim == 128 and group <= 64:
-        rows = 64
-    return rows, cols
+    (``fa3_fwd_tile``): 128 x 176 at head_dim 128, 192 x 192 at 64, the KV head's query group packed
+    into the rows (``pack_gqa``) and padded. The main kernels run bt profiled carry these tiles in
+    their template arguments (``cute::C<128>, cute::C<176>``, two MMA warpgroups). A newer source's
+    ``use_one_mma_wg`` (hopper/heuristics.h: 64 rows at head_dim 128 for a group of 64 or fewer)
+    is not in the build measured (the ``fa3-fwd`` 0.0.3 wheel): registered for run bt, it was wrong
+    there (docs/gpu.md, "Run bt")."""
+    return fa3_fwd_tile(head_dim, head_dim_v, causal=False)
 
 
 def fa3_num_splits(total_mblocks: int, sms: int, n_blocks: int, max_splits: int = 128) -> int:
@@ -470,13 +474,11 @@ def fa3_decode_splits(batch: int, q_heads: int, kv_heads: int, kv_len: int, head
     Dynamic (``prepare_varlen_num_blocks_kernel``, hopper/flash_prepare_scheduler.cu, one CTA before
     the main kernel): every sequence's ``ceil(n_blocks / blocks_per_sm)``, ``blocks_per_sm =
     ceil(1.1 x batch x m_blocks x n_blocks x kv_heads / SMs)``, between 1 and the static count."""
-    group = q_heads // kv_heads
-    rows, cols = fa3_fwd_tile(head_dim, head_dim_v, causal=False)
+    rows, cols = fa3_decode_tile(head_dim, head_dim_v)
     n_blocks = math.ceil(kv_len / cols)
-    m_blocks = math.ceil(group / rows)
+    m_blocks = math.ceil(q_heads // kv_heads / rows)
     static = fa3_num_splits(kv_heads * m_blocks, gpu.sms, n_blocks)
-    dyn_rows, _ = fa3_decode_tile(head_dim, head_dim_v, group)
-    per_sm = math.ceil(batch * math.ceil(group / dyn_rows) * n_blocks * 1.1 * kv_heads / gpu.sms)
+    per_sm = math.ceil(batch * m_blocks * n_blocks * 1.1 * kv_heads / gpu.sms)
     return static, max(1, min(math.ceil(n_blocks / per_sm), static))
 
 
@@ -484,10 +486,20 @@ def fa3_decode_splits(batch: int, q_heads: int, kv_heads: int, kv_len: int, head
 #: lengths, then its own per-sequence key-block counts after the CTA's reduction (the split counts
 #: are stored; the main kernel reads them)
 RT_FA3_PREPARE = 2
-#: dependent round trips of a thread of FA3's ``flash_fwd_combine`` (hopper/flash_fwd_combine_kernel.h):
-#: the splits' log-sum-exps, then the partial outputs, loaded by a multi-stage ``cp.async``
-#: pipeline rather than one split after another (FA2's combine loops, ``fa2_combine_round_trips``)
-RT_FA3_COMBINE = 2
+#: stages of FA3's combine's ``cp.async`` pipeline of partial outputs (``kStages``,
+#: hopper/flash_fwd_combine_kernel.h): ``kStages - 1`` splits' loads in flight at once
+FA3_COMBINE_STAGES = 4
+
+
+def fa3_combine_round_trips(splits: int) -> int:
+    """Dependent L2 round trips of a thread of FA3's combine (``FlashAttnFwdCombine``) over
+    ``splits`` (the sequence's dynamic count): none at one split (the kernel returns at once:
+    ``if (num_splits <= 1) { return; }``); else the splits' log-sum-exps in one unrolled read, then
+    the partial outputs through the ``FA3_COMBINE_STAGES`` pipeline, ``kStages - 1`` splits a round
+    trip (FA2's combine waits on one split at a time: ``fa2_combine_round_trips``)."""
+    if splits <= 1:
+        return 0
+    return 1 + math.ceil(splits / (FA3_COMBINE_STAGES - 1))
 
 
 def flash3_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: int, head_dim: int,
@@ -502,7 +514,7 @@ def flash3_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: in
     prefill fit's constants carry over (a check, docs/gpu.md "Run bt")."""
     dv = head_dim if head_dim_v is None else head_dim_v
     group = q_heads // kv_heads
-    rows, cols = fa3_decode_tile(head_dim, dv, group)
+    rows, cols = fa3_decode_tile(head_dim, dv)
     static, splits = fa3_decode_splits(batch, q_heads, kv_heads, kv_len, head_dim, dv, gpu)
     keys = kv_len / splits
     blocks = math.ceil(keys / cols)
@@ -513,14 +525,15 @@ def flash3_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: in
                     2.0 * rows * keys * (head_dim + dv), blocks, sfu=float(rows * keys),
                     stall_s=blocks * rescale_s + gpu.launch_s("fa3_tile"),
                     prologue_bytes=group * head_dim * BF16, epilogue_bytes=out_bytes)
-    prepare = streaming(f"{name}.prepare", 2 * batch * 4, gpu, rows=1, round_trips=(RT_FA3_PREPARE,),
-                        resident=True)
+    # the lengths it reads were last read a layer ago, a layer's weights streamed through L2 since
+    # (and after run bt's L2 flush): DRAM round trips
+    prepare = streaming(f"{name}.prepare", 2 * batch * 4, gpu, rows=1, round_trips=(RT_FA3_PREPARE,))
     main = GpuKernel(name, (tile,), FA3_CTAS_PER_SM, math="fa3", keys=kv_len, persistent=True)
     if static == 1:
         return [prepare, replace(main, host_paid=True)]
     partials = batch * q_heads * splits * (dv + 1) * 4 + batch * q_heads * dv * BF16
     combine = streaming(f"{name}.combine", partials, gpu, rows=math.ceil(batch * q_heads / fa3_combine_rows(dv)),
-                        round_trips=(RT_FA3_COMBINE,), resident=True)
+                        round_trips=(fa3_combine_round_trips(splits),), resident=True)
     return [prepare, replace(main, host_paid=True), replace(combine, host_paid=True)]
 
 
@@ -804,7 +817,7 @@ class LayerShape:
     tp: int = 1
     topk: int | None = None     # Kascade: keys a sparse layer attends
     anchor: bool = False        # Kascade: this layer selects its own top-k
-    attention_kernel: str = "fa2"  # prefill attention: FlashAttention-2 ("fa2") or -3 ("fa3", Hopper)
+    attention_kernel: str = "fa2"  # attention: FlashAttention-2 ("fa2") or -3 ("fa3", Hopper)
 
 
 def layer_kernels(names: list[str], s: LayerShape, gpu: Gpu, *, phase: str) -> list[GpuKernel]:

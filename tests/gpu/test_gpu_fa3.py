@@ -191,13 +191,13 @@ def _doc(tmp_path: Path, src: Path, text: str) -> Path:
     return bad
 
 
-def test_fa3_at_decode_is_refused_at_its_line(tmp_path, capsys):
+def test_fa3_at_an_mla_decode_is_refused_at_its_line(tmp_path, capsys):
     src = ROOT / "mappings/deepseek-r1/decode-h200x8.yaml"
     bad = _doc(tmp_path, src, src.read_text().replace("phase: decode\n", "phase: decode\nattention_kernel: fa3\n"))
     line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if t.startswith("attention_kernel"))
     assert main(["simulate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}:{line}" in err and "fa3 prices prefill attention" in err
+    assert f"{bad}:{line}" in err and "an MLA model's decode attention is FlashMLA" in err
 
 
 def test_fa3_on_a_gpu_document_without_its_constants_is_refused(tmp_path, capsys):

@@ -713,9 +713,13 @@ def _frozen_prefill(
     return Source(f"{label}: long prefill, frozen", groups, (csv_name, frozen_name))
 
 
-def _graph(csv_name: str, label: str) -> Source:
+def _graph(csv_name: str, label: str, keep: Callable[[dict], bool] = lambda r: True,
+           kind: str = "graph decode") -> Source:
+    """A run's CUDA-graph decode steps, held to graph decode's tolerance (``keep``: the rows compared,
+    ``kind`` their group's name; run bt: one attention library's each)."""
+
     def groups(root: Path) -> list[Group]:
-        rows = read_csv(root / GPU_DIR / csv_name)
+        rows = [r for r in read_csv(root / GPU_DIR / csv_name) if keep(r)]
         spec, gpu = _gpu(root, rows)
         compared = compare_graph_steps(rows, Gpu(spec), _base())
         return _split(
@@ -723,9 +727,9 @@ def _graph(csv_name: str, label: str) -> Source:
             csv_name,
             gpu,
             compared,
-            lambda c: "graph decode",
+            lambda c: kind,
             lambda c: "prediction",
-            lambda k: k,
+            lambda k: "graph decode",
         )
 
     return Source(f"{label}: graph decode", groups, (csv_name,))
@@ -1073,6 +1077,11 @@ SOURCES: tuple[Source, ...] = (
     # run bl (frozen): Qwen3-1.7B, a decode step of mostly small kernels
     _graph("h200-20261129bl-qk-norm.csv", "run bl, Qwen3-1.7B"),
     _prefill_steps("h200-20261129bl-qk-norm.csv", "run bl, Qwen3-1.7B"),
+    # run bt (frozen): Llama-3.1-8B's graph decode step with FA3's decode call, FA2's beside it
+    _graph("h200-20261129bt-fa3.csv", "run bt, Llama-3.1-8B", keep=lambda r: row_extra(r).get("attention_kernel") == "fa3",
+           kind="graph decode, FA3's decode"),
+    _graph("h200-20261129bt-fa3.csv", "run bt, Llama-3.1-8B", keep=lambda r: row_extra(r).get("attention_kernel") == "fa2",
+           kind="graph decode, FA2's beside it"),
     _paired("h100-20261125h-sweep.csv", "run h, paired"),
     _small("h100-20261125l-small.csv", "run l"),
     _small("h200-20261125m-small.csv", "run m", fitted=False),
@@ -1207,6 +1216,8 @@ NOT_YET: tuple[str, ...] = (
     "FA3 on the opt-in clock (runs bn, bq replayed: fa3_compare.py --clock), its varlen call (run br: "
     "fa3_compare.py --varlen) and Llama-3.1-8B's prefill step with FA3, back to back (run bs: fa3_e2e.py): "
     "their benchmark scripts",
+    "FA3's and FA2's decode calls of run bt (stream-timed, FA3's host-bound below about 100 us) and their "
+    "profiled kernels: fa3_decode.py --compare",
 )
 
 

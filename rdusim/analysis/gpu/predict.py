@@ -318,7 +318,8 @@ def predict_row(row: dict, gpu: Gpu, model: ModelSpec | None = None) -> float | 
         phase = "decode" if kind == "e2e_decode" else "prefill"
         seq = _int(row, "kv_len") if phase == "decode" else _int(row, "seq_len")
         step = simulate_gpu_step(model, gpu, layer=decoder_layer(model), head=["embedding", "lm_head"],
-                                 phase=phase, batch=_int(row, "batch"), seq_len=seq, mode=row["mode"])
+                                 phase=phase, batch=_int(row, "batch"), seq_len=seq, mode=row["mode"],
+                                 attention_kernel=row_extra(row).get("attention_kernel", "fa2"))
         return step.seconds
     if kind == "kascade" and row["mode"].startswith("project"):
         return None  # the project's reference kernels are PyTorch op chains, not library kernels
@@ -679,7 +680,7 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
         raise ConfigError(f"{where('attention')}: attention: {spec.attention!r} is for MLA + MoE models; "
                           f"{model.name} splits attention by heads (tp)")
     _check_clock(spec, model, node, where("clock"), hw)
-    _check_attention_kernel(spec, node, where("attention_kernel"), hw)
+    _check_attention_kernel(spec, mla, node, where("attention_kernel"), hw)
     accepted = spec.workload.accepted_tokens_per_step
     if accepted > 1 and (not mla or accepted > 1 + model.mtp_layers or spec.phase != "decode"):
         raise ConfigError(f"{where('workload', 'accepted_tokens_per_step')}: workload.accepted_tokens_per_step: "
@@ -729,14 +730,17 @@ def _check_clock(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode, at: str,
                           f"({source}: {node.gpu.name} has none)")
 
 
-def _check_attention_kernel(spec: GpuMappingSpec, node: GpuNode, at: str, hw: str | Path | None) -> None:
-    """``attention_kernel: fa3`` prices a prefill's attention, on a GPU whose document calibrates
-    FlashAttention-3 (``efficiency.fa3_pipe_loss``, ``launch.fa3_tile``: the Hopper documents)."""
+def _check_attention_kernel(spec: GpuMappingSpec, mla: bool, node: GpuNode, at: str, hw: str | Path | None) -> None:
+    """``attention_kernel: fa3`` prices a prefill's attention and a GQA model's decode attention
+    (``flash3_decode``, run bt), on a GPU whose document calibrates FlashAttention-3
+    (``efficiency.fa3_pipe_loss``, ``launch.fa3_tile``: the Hopper documents); an MLA model's decode
+    runs FlashMLA. Under Kascade the dense layers run FA3's decode and the sparse ones keep FA2's
+    decode over the gathered keys (``kascade_decode``: its measured harness)."""
     if spec.attention_kernel != "fa3":
         return
-    if spec.phase != "prefill":
-        raise ConfigError(f"{at}: attention_kernel: fa3 prices prefill attention; a decode step's attention is "
-                          "FlashAttention-2's split-KV kernel (GQA) or FlashMLA (MLA): use attention_kernel: fa2")
+    if spec.phase != "prefill" and mla:
+        raise ConfigError(f"{at}: attention_kernel: fa3 prices prefill attention and a GQA model's decode; an MLA "
+                          "model's decode attention is FlashMLA: use attention_kernel: fa2")
     if not node.gpu.has_fa3:
         source = "--hw" if hw is not None else f"hardware: {spec.hardware}"
         raise ConfigError(f"{at}: attention_kernel: fa3 needs FlashAttention-3's constants in the GPU document "
@@ -1097,8 +1101,11 @@ def with_host(spec: GpuSpec, rows: Iterable[dict]) -> GpuSpec:
 
 
 def sweep_model(row: dict, base: ModelSpec) -> ModelSpec:
-    """The Llama-shaped model a ``sweep.py`` e2e row ran (its shape from the row's columns)."""
+    """The Llama-shaped model a ``sweep.py`` e2e row ran (its shape from the row's columns); a row
+    whose extra names no family ran the harness's default model, ``base`` (run bt's steps)."""
     extra = row_extra(row)
+    if "family" not in extra:
+        return base
     att = base.attention.model_copy(update={"heads": _int(row, "q_heads"), "kv_heads": _int(row, "kv_heads"),
                                             "head_dim": _int(row, "head_dim"),
                                             "qk_norm": extra.get("qk_norm", "0") == "1"})
