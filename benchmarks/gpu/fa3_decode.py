@@ -1,6 +1,7 @@
-"""Run bt (issue 17, P12): FlashAttention-3 at decode on one H200 against the model, frozen first.
+"""Runs bt and bu (issue 17, P12): FlashAttention-3 at decode on one H200 against the model, frozen first.
 
     PYTHONPATH=. python benchmarks/gpu/fa3_decode.py --frozen benchmarks/gpu/h200-20261129bt-fa3-predicted.txt
+    PYTHONPATH=. python benchmarks/gpu/fa3_decode.py --shard --frozen benchmarks/gpu/h200-20261129bu-fa3-predicted.txt
     PYTHONPATH=. python benchmarks/gpu/fa3_decode.py --compare benchmarks/gpu/h200-20261129bt-fa3.csv \\
         --kernels benchmarks/gpu/h200-20261129bt-fa3-kernels.csv.gz --predicted benchmarks/gpu/h200-20261129bt-fa3-predicted.txt
 
@@ -12,7 +13,8 @@ its span in a graph less the graph's launch gap), and Llama-3.1-8B's graph decod
 reads back. ``--compare``: each measured row against the model now and the frozen prediction,
 FA3 over FA2 at each point measured and modelled, the profiled kernels (name, tile and split from
 their template arguments and grids where the name carries them) against the modelled kernels, and
-the decode steps.
+the decode steps. ``--shard`` (run bu): Llama-3.1-70B's TP8 shard's graph decode steps with each
+attention (``SHARD_POINTS``), frozen and compared the same way.
 """
 
 from __future__ import annotations
@@ -74,6 +76,16 @@ def step_name(batch: int, kv_len: int, kernel: str) -> str:
     return f"llama3.1-8b_decode_{kernel}_b{batch}_l{kv_len}_graph"
 
 
+def shard_predictions(gpu: Gpu) -> dict[str, float]:
+    """Run bu: predicted microseconds of the Llama-3.1-70B TP8 shard's graph decode steps
+    (``simulate_gpu_step`` at ``tp=8``: the measured layer, no collective)."""
+    model = load_spec(model_path("llama-3.1-70b"), ModelSpec)
+    return {f3.shard_name(batch, kv_len, kernel): simulate_gpu_step(
+                model, gpu, layer=decoder_layer(model), head=["embedding", "lm_head"], phase="decode", batch=batch,
+                seq_len=kv_len, mode="graph", tp=8, attention_kernel=kernel).seconds * 1e6
+            for batch, kv_len in f3.SHARD_POINTS for kernel in KERNELS}
+
+
 def predictions(gpu: Gpu) -> dict[str, float]:
     """Predicted microseconds by row name (calls, their kernels, the decode steps)."""
     out: dict[str, float] = {}
@@ -90,9 +102,14 @@ def predictions(gpu: Gpu) -> dict[str, float]:
     return out
 
 
-def frozen(out: Path) -> None:
+def frozen(out: Path, shard: bool = False) -> None:
     gpu = Gpu(load_spec(H200, GpuSpec))
     lines = ["| row | predicted us |", "|---|---:|"]
+    if shard:
+        lines += [f"| {name} | {us:.2f} |" for name, us in shard_predictions(gpu).items()]
+        out.write_text("\n".join(lines) + "\n")
+        print(f"wrote {out} ({len(lines) - 2} predictions)")
+        return
     lines += [f"| {name} | {us:.2f} |" for name, us in predictions(gpu).items()]
     lines += ["", "FA3's splits (static, dynamic) and tile; FA2's (row blocks, splits):", ""]
     for point in f3.DECODE_POINTS:
@@ -175,6 +192,21 @@ def _kernel_table(profiled: dict[str, list[tuple[str, float]]], now: dict[str, f
               f"worst {max(e, key=abs):+.1%}")
 
 
+def compare_shard(csv_path: Path, predicted: Path) -> None:
+    """Run bu: the shard's steps against the model now and the frozen prediction, and FA3 / FA2."""
+    now, fro = shard_predictions(Gpu(load_spec(H200, GpuSpec))), read_frozen(predicted)
+    measured = {r["name"]: float(r["median_us"]) for r in read_csv(csv_path)}
+    print("## Llama-3.1-70B's TP8 shard, graph decode step\n")
+    _error_table([f3.shard_name(b, n, k) for b, n in f3.SHARD_POINTS for k in KERNELS], measured, now, fro,
+                 lambda row: row.split("_")[2] + " steps")
+    print("\n| batch x keys | FA3 / FA2 measured | model |")
+    print("|---|---:|---:|")
+    for b, n in f3.SHARD_POINTS:
+        a, c = f3.shard_name(b, n, "fa3"), f3.shard_name(b, n, "fa2")
+        if a in measured and c in measured:
+            print(f"| {b} x {n} | {measured[a] / measured[c]:.3f} | {now[a] / now[c]:.3f} |")
+
+
 def compare(csv_path: Path, kernels_path: Path | None, predicted: Path) -> None:
     gpu = Gpu(load_spec(H200, GpuSpec))
     now, fro = predictions(gpu), read_frozen(predicted)
@@ -208,10 +240,13 @@ def main() -> None:
     ap.add_argument("--compare", type=Path)
     ap.add_argument("--kernels", type=Path)
     ap.add_argument("--predicted", type=Path)
+    ap.add_argument("--shard", action="store_true", help="run bu's shard steps (SHARD_POINTS)")
     args = ap.parse_args()
     if args.frozen:
-        frozen(args.frozen)
-    if args.compare:
+        frozen(args.frozen, args.shard)
+    if args.compare and args.shard:
+        compare_shard(args.compare, args.predicted)
+    elif args.compare:
         compare(args.compare, args.kernels, args.predicted)
 
 

@@ -115,6 +115,21 @@ E2E_DECODE = ((1, 1024), (1, 8192), (1, 32768), (8, 8192), (32, 4096), (32, 8192
 E2E_DECODE_PROFILED = ((32, 8192),)
 
 
+#: run bu: one GPU's share of Llama-3.1-70B's TP8 decode step (the layout compare-hw prices on
+#: 8 x H200: 8 query heads, 1 KV head, FFN 3584, vocabulary 16032, 80 layers; no NCCL), literal
+#: (the device has no rdusim; tests check it against the model document split 8 ways)
+SHARD_70B_TP8 = dict(layers=80, hidden=8192, q_heads=8, kv_heads=1, head_dim=128, ffn=3584, vocab=16032)
+#: run bu: (batch, kv_len) of the shard's graph decode step with FA3's decode and FA2's: the serving
+#: tight-TPOT point (batch 1 x 2K), run ap's batch 32 x 8K, batch 128 (FA2 split-KV) and compare-hw's
+#: largest batch on 8 x H200 at 8K (367: FA2's one-split forward kernel)
+SHARD_POINTS = ((1, 2048), (32, 8192), (128, 8192), (367, 8192))
+
+
+def shard_name(batch: int, kv_len: int, kernel: str) -> str:
+    """The row name of one run bu step."""
+    return f"llama3.1-70b-tp8shard_decode_{kernel}_b{batch}_l{kv_len}_graph"
+
+
 def decode_name(point: tuple, kernel: str = "fa3") -> str:
     """The row name of one decode point (``kernel``: ``fa3`` or ``fa2``)."""
     b, h, hkv, hd, n = point

@@ -37,7 +37,8 @@ Sections (``--only``):
   projection), timed and its kernels profiled (the points: ``mla_prefill_points``).
 - ``fa3_prefill`` (run bn), ``fa3_prefill_bq`` (run bq: ``fa3_points.BQ_POINTS``), ``fa3_varlen`` (run br:
   ``VARLEN_POINTS``), ``fa3_e2e`` (run bs: Llama-3.1-8B's prefill step with FA3, FA2 beside it),
-  ``fa3_decode`` (run bt: FA3's decode call beside FA2's, and Llama-3.1-8B's graph decode step with each):
+  ``fa3_decode`` (run bt: FA3's decode call beside FA2's, and Llama-3.1-8B's graph decode step with each),
+  ``fa3_decode_shard`` (run bu: Llama-3.1-70B's TP8 shard's graph decode step with each):
   FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
   FlashAttention-3 paper's Fig. 5 shapes, DeepSeek-R1's MLA prefill shape (192 / 128) and two GQA
   shapes (the points: ``fa3_points``).
@@ -1163,6 +1164,31 @@ def fa3_decode_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         torch.cuda.empty_cache()
 
 
+def fa3_decode_shard_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
+    """Run bu: one GPU's share of Llama-3.1-70B's TP8 decode step (``fa3_points.SHARD_70B_TP8``,
+    ``measure.Llama``, random weights, no NCCL) at ``SHARD_POINTS``, CUDA-graph replayed with FA3's
+    decode call (``cache_seqlens`` an int32 tensor made once) and with SDPA's FA2 (kind
+    ``e2e_decode``, ``attention_kernel``, ``model`` and ``tp`` in the extra)."""
+    kvcache = _fa3_kvcache()
+    s = M.TINY_LLAMA if ctx.tiny else M.LlamaShape(**f3.SHARD_70B_TP8)
+    model = M.Llama(s, ctx.device)
+    for batch, kv_len in f3.SHARD_POINTS[:1] if quick else f3.SHARD_POINTS:
+        seqlens = torch.full((batch,), kv_len, dtype=torch.int32, device=ctx.device)
+
+        def fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, seqlens=seqlens) -> torch.Tensor:
+            return kvcache(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=seqlens).transpose(1, 2)
+
+        step = M.decode_step(ctx, model, batch, kv_len)
+        for label, attention in (("fa3", fa3), ("fa2", M.sdpa)):
+            model.attention = attention
+            graph_step_row(ctx, step, f3.shard_name(batch, kv_len, label), 0.6, 20, batch=batch, kv_len=kv_len,
+                           q_heads=s.q_heads, kv_heads=s.kv_heads, head_dim=s.head_dim, attention_kernel=label,
+                           model="llama-3.1-70b", tp=8)
+        model.attention = M.sdpa
+        del step, seqlens
+        torch.cuda.empty_cache()
+
+
 SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "prefill": prefill_rows,
             "e2e": e2e_rows, "insitu": insitu_rows, "prefill_l2": prefill_l2_rows, "gemm_cliff": gemm_cliff_rows,
             "eager_rounds": eager_rounds_rows, "p10_eager": p10_eager_rows, "prefill_repeat": prefill_repeat_rows,
@@ -1173,7 +1199,7 @@ SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "pref
             "fa3_prefill_bq": functools.partial(fa3_prefill_rows, points=f3.BQ_POINTS, profiled=f3.BQ_PROFILED,
                                                 idle_s=f3.BQ_IDLE_S),
             "fa3_varlen": functools.partial(fa3_prefill_rows, points=f3.VARLEN_POINTS, profiled=()),
-            "fa3_e2e": fa3_e2e_rows, "fa3_decode": fa3_decode_rows}
+            "fa3_e2e": fa3_e2e_rows, "fa3_decode": fa3_decode_rows, "fa3_decode_shard": fa3_decode_shard_rows}
 
 
 def host_report() -> str:
