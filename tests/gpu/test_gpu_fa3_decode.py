@@ -151,3 +151,32 @@ def test_a_gqa_decode_mapping_takes_fa3():
     assert spec.attention_kernel == "fa3"
     kernels = simulate_gpu_mapping(spec, model, node).step.kernels
     assert {"attention", "attention.prepare", "attention.combine"} <= set(kernels)
+
+
+RUN_BU = ROOT / "benchmarks/gpu/h200-20261129bu-fa3"
+
+
+def test_run_bu_shard_is_the_70b_split_eight_ways():
+    """Run bu's literal shard (the device has no rdusim) is Llama-3.1-70B's document split by TP8."""
+    from rdusim.config.loader import model_path
+    from rdusim.config.schema import ModelSpec
+
+    m = load_spec(model_path("llama-3.1-70b"), ModelSpec)
+    f3 = bench_script("fa3_decode").f3
+    assert f3.SHARD_70B_TP8 == dict(layers=m.layers, hidden=m.hidden, q_heads=m.attention.heads // 8,
+                                    kv_heads=m.attention.kv_heads // 8, head_dim=m.attention.head_dim,
+                                    ffn=m.ffn.intermediate // 8, vocab=m.vocab // 8)
+
+
+def test_run_bu_comparison_is_committed_and_its_checks(capsys):
+    """Run bu (frozen after run bt): the committed comparison is the script's; every FA3 shard step
+    within 8% (check 1's worst) and the FA3 / FA2 ratio within 0.05 of the model at batch 32-367,
+    0.706 against 0.662 at compare-hw's batch 367 (check 2)."""
+    bench_script("fa3_decode").compare_shard(Path(f"{RUN_BU}.csv"), Path(f"{RUN_BU}-predicted.txt"))
+    out = capsys.readouterr().out
+    assert out == Path(f"{RUN_BU}-compare.txt").read_text()
+    assert "fa3 steps: 4 rows, median |error| 4.0%, worst +4.5%" in out
+    ratios = {line.split("|")[1].strip(): (float(line.split("|")[2]), float(line.split("|")[3]))
+              for line in out.splitlines() if line.startswith("| ") and line.split("|")[1].strip()[0].isdigit()}
+    assert ratios["367 x 8192"] == (0.706, 0.662)
+    assert all(abs(a - b) <= 0.05 for a, b in ratios.values())

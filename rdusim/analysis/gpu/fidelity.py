@@ -1217,7 +1217,7 @@ NOT_YET: tuple[str, ...] = (
     "fa3_compare.py --varlen) and Llama-3.1-8B's prefill step with FA3, back to back (run bs: fa3_e2e.py): "
     "their benchmark scripts",
     "FA3's and FA2's decode calls of run bt (stream-timed, FA3's host-bound below about 100 us) and their "
-    "profiled kernels: fa3_decode.py --compare",
+    "profiled kernels, and run bu's Llama-3.1-70B TP8 shard steps with each: fa3_decode.py --compare, --shard",
 )
 
 
