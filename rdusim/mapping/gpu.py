@@ -484,7 +484,9 @@ def fa3_decode_splits(batch: int, q_heads: int, kv_heads: int, kv_len: int, head
 
 #: dependent round trips of FA3's ``prepare_varlen_num_blocks_kernel`` (one CTA): the sequences'
 #: lengths, then its own per-sequence key-block counts after the CTA's reduction (the split counts
-#: are stored; the main kernel reads them)
+#: are stored; the main kernel reads them). The build run bt measured (``<NumWarps, Sort>``) also
+#: orders the sequences by work with a CUB block merge sort, not priced (2.6-5.3 us measured against
+#: 1.8: docs/gpu.md, "Run bt")
 RT_FA3_PREPARE = 2
 #: stages of FA3's combine's ``cp.async`` pipeline of partial outputs (``kStages``,
 #: hopper/flash_fwd_combine_kernel.h): ``kStages - 1`` splits' loads in flight at once
