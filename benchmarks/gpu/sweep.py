@@ -1002,6 +1002,15 @@ def _mla_block_point(ctx: M.Ctx, heads: int, tokens: int, kernels: list[dict]) -
     torch.cuda.empty_cache()
 
 
+def _fa3_interface():
+    """The carried ``fa3-fwd`` wheel's ``fa3_fwd_interface`` module (its interface reads the wheel's
+    build flags as ``flash_attn_config``)."""
+    import fa3_fwd_config
+    sys.modules.setdefault("flash_attn_config", fa3_fwd_config)
+    import fa3_fwd_interface
+    return fa3_fwd_interface
+
+
 def fa3_prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict], points: tuple = f3.POINTS,
                      profiled: tuple = f3.PROFILED, idle_s: float = 0.0) -> None:
     """Run bn: FlashAttention-3's forward (``fa3_fwd_interface``, the carried ``fa3-fwd`` wheel) at the
@@ -1009,9 +1018,8 @@ def fa3_prefill_rows(ctx: M.Ctx, quick: bool, kernels: list[dict], points: tuple
     (run bq: its own ``points`` and ``profiled``). ``idle_s`` > 0 (run bq): each point is timed once
     more, one cold call after ``idle_s`` of an idle GPU (row ``<name>_idle``, ``after_idle_s`` in its
     extra): the SM clock recovered from the back-to-back calls before it."""
-    import fa3_fwd_config  # the wheel's interface reads its build flags as flash_attn_config
-    sys.modules.setdefault("flash_attn_config", fa3_fwd_config)
-    from fa3_fwd_interface import flash_attn_func, flash_attn_varlen_func
+    fa3 = _fa3_interface()
+    flash_attn_func, flash_attn_varlen_func = fa3.flash_attn_func, fa3.flash_attn_varlen_func
 
     for point in points[:3] if quick else points:
         b, h, hkv, hd, hdv, n, causal, api = point
@@ -1057,9 +1065,7 @@ def fa3_e2e_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
     (``fa3_points.E2E_LENGTHS``) and kernel: one warm-up step, 1 s idle, then ``E2E_STEPS`` steps
     back to back, each between CUDA events; rows ``<name>_first`` (the first after the idle) and
     ``<name>_last5`` (the median of the last five), kind ``e2e_prefill``."""
-    import fa3_fwd_config  # the wheel's interface reads its build flags as flash_attn_config
-    sys.modules.setdefault("flash_attn_config", fa3_fwd_config)
-    from fa3_fwd_interface import flash_attn_func
+    flash_attn_func = _fa3_interface().flash_attn_func
 
     def fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
         return flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal).transpose(1, 2)
@@ -1098,12 +1104,13 @@ def fa3_e2e_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         torch.cuda.empty_cache()
 
 
-def _fa3_kvcache():
-    """FA3's ``flash_attn_with_kvcache`` from the carried ``fa3-fwd`` wheel."""
-    import fa3_fwd_config  # the wheel's interface reads its build flags as flash_attn_config
-    sys.modules.setdefault("flash_attn_config", fa3_fwd_config)
-    from fa3_fwd_interface import flash_attn_with_kvcache
-    return flash_attn_with_kvcache
+def _fa3_decode_attention(kvcache, seqlens: torch.Tensor):
+    """``measure.Llama``'s attention callable at decode on FA3's ``flash_attn_with_kvcache``: q and the
+    caches passed as (batch, tokens, heads, head_dim) views, ``seqlens`` as ``cache_seqlens``, the
+    output viewed back (no copies)."""
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+        return kvcache(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=seqlens).transpose(1, 2)
+    return attention
 
 
 def fa3_decode_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
@@ -1115,7 +1122,7 @@ def fa3_decode_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
     profiled (every kernel named: the flush's too). (2) Llama-3.1-8B's decode step
     (``measure.decode_step``) at ``E2E_DECODE`` with each attention, CUDA-graph replayed (kind
     ``e2e_decode``, ``attention_kernel`` in the extra); the graph of ``E2E_DECODE_PROFILED`` profiled."""
-    kvcache = _fa3_kvcache()
+    kvcache = _fa3_interface().flash_attn_with_kvcache
     for point in f3.DECODE_POINTS[:2] if quick else f3.DECODE_POINTS:
         b, h, hkv, hd, n = point
         q = torch.randn(b, h, 1, hd, dtype=BF16, device=ctx.device)
@@ -1138,17 +1145,12 @@ def fa3_decode_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
         del q, k, v, seqlens, calls
         torch.cuda.empty_cache()
 
-    def fa3_attention(seqlens: torch.Tensor):
-        def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
-            return kvcache(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=seqlens).transpose(1, 2)
-        return attention
-
     s = M.TINY_LLAMA if ctx.tiny else M.LlamaShape()
     model = M.Llama(s, ctx.device)
     for batch, kv_len in f3.E2E_DECODE[:1] if quick else f3.E2E_DECODE:
         seqlens = torch.full((batch,), kv_len, dtype=torch.int32, device=ctx.device)
         step = M.decode_step(ctx, model, batch, kv_len)
-        for label, attention in (("fa3", fa3_attention(seqlens)), ("fa2", M.sdpa)):
+        for label, attention in (("fa3", _fa3_decode_attention(kvcache, seqlens)), ("fa2", M.sdpa)):
             model.attention = attention
             name = f"llama3.1-8b_decode_{label}_b{batch}_l{kv_len}_graph"
             graph_step_row(ctx, step, name, 0.4, 40, batch=batch, kv_len=kv_len, q_heads=s.q_heads,
@@ -1169,17 +1171,13 @@ def fa3_decode_shard_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
     ``measure.Llama``, random weights, no NCCL) at ``SHARD_POINTS``, CUDA-graph replayed with FA3's
     decode call (``cache_seqlens`` an int32 tensor made once) and with SDPA's FA2 (kind
     ``e2e_decode``, ``attention_kernel``, ``model`` and ``tp`` in the extra)."""
-    kvcache = _fa3_kvcache()
+    kvcache = _fa3_interface().flash_attn_with_kvcache
     s = M.TINY_LLAMA if ctx.tiny else M.LlamaShape(**f3.SHARD_70B_TP8)
     model = M.Llama(s, ctx.device)
     for batch, kv_len in f3.SHARD_POINTS[:1] if quick else f3.SHARD_POINTS:
         seqlens = torch.full((batch,), kv_len, dtype=torch.int32, device=ctx.device)
-
-        def fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, seqlens=seqlens) -> torch.Tensor:
-            return kvcache(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=seqlens).transpose(1, 2)
-
         step = M.decode_step(ctx, model, batch, kv_len)
-        for label, attention in (("fa3", fa3), ("fa2", M.sdpa)):
+        for label, attention in (("fa3", _fa3_decode_attention(kvcache, seqlens)), ("fa2", M.sdpa)):
             model.attention = attention
             graph_step_row(ctx, step, f3.shard_name(batch, kv_len, label), 0.6, 20, batch=batch, kv_len=kv_len,
                            q_heads=s.q_heads, kv_heads=s.kv_heads, head_dim=s.head_dim, attention_kernel=label,

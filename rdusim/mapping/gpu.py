@@ -39,6 +39,7 @@ out of the engine; here only the structure is decided, from the libraries' own r
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from rdusim.hw.collectives import CollectiveCost, collective_cost
@@ -459,10 +460,7 @@ def fa3_num_splits(total_mblocks: int, sms: int, n_blocks: int, max_splits: int 
     split as the one before)."""
     if total_mblocks >= 0.8 * sms or n_blocks <= 4:
         return 1
-    top = min(max_splits, sms, n_blocks)
-    effs = [(s, total_mblocks * s / sms / math.ceil(total_mblocks * s / sms)) for s in range(1, top + 1)]
-    best = max(e for _, e in effs)
-    return next(s for s, e in effs if e >= 0.85 * best)
+    return fewest_efficient_splits(total_mblocks, sms, range(1, min(max_splits, sms, n_blocks) + 1))
 
 
 def fa3_decode_splits(batch: int, q_heads: int, kv_heads: int, kv_len: int, head_dim: int,
@@ -557,11 +555,14 @@ def fa2_splits(batch_heads_mblocks: int, slots: int, n_blocks: int, max_splits: 
     def eligible(s: int) -> bool:
         return s == 1 or math.ceil(n_blocks / s) != math.ceil(n_blocks / (s - 1))
 
-    def efficiency(s: int) -> float:
-        waves = batch_heads_mblocks * s / slots
-        return waves / math.ceil(waves)
+    return fewest_efficient_splits(batch_heads_mblocks, slots, (s for s in range(1, max_splits + 1) if eligible(s)))
 
-    effs = {s: efficiency(s) for s in range(1, max_splits + 1) if eligible(s)}
+
+def fewest_efficient_splits(blocks: int, slots: int, counts: Iterable[int]) -> int:
+    """The rule FA2's and FA3's ``num_splits_heuristic`` share: of the split ``counts`` (ascending),
+    the fewest whose wave efficiency (``blocks x splits`` CTAs over ``slots``: waves over their
+    ceiling) is within 85% of the best of them."""
+    effs = {s: blocks * s / slots / math.ceil(blocks * s / slots) for s in counts}
     best = max(effs.values())
     return next(s for s, e in effs.items() if e >= 0.85 * best)
 
