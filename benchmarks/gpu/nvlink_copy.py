@@ -38,7 +38,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from collective_ramp_diag import FIELDS, MIB, per_calls  # noqa: E402  (beside this file)
+from collective_ramp_diag import (  # noqa: E402  (beside this file)
+    FIELDS,
+    MIB,
+    fit_per_mib,
+    load,
+    per_calls,
+    relative_ramp,
+)
 
 MODES = ("bidir", "uni", "local")
 CTAS = (1, 2, 4, 8, 12, 16, 24, 32, 64)
@@ -129,14 +136,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--progress", metavar="STAMPS", help="print the rate over time (CPU)")
+    ap.add_argument(
+        "--check",
+        nargs=4,
+        metavar=("COPY", "NCCL24", "NCCL8", "STAMPS"),
+        help="the pre-registered signatures of run bv against these files (CPU)",
+    )
     args = ap.parse_args(argv)
     if args.progress:
         return progress(args.progress)
+    if args.check:
+        print("\n".join(check(*args.check)))
+        return 0
     modes = [m for m in args.modes.split(",") if m]
-    if any(m not in MODES for m in modes):
-        ap.error(f"--modes: one of {', '.join(MODES)}")
-    ctas = [int(v) for v in args.ctas.split(",") if v]
-    sizes = [int(v) for v in args.sizes.split(",") if v]
+    if not modes or any(m not in MODES for m in modes):
+        ap.error(f"--modes: comma-separated, each one of {', '.join(MODES)}")
+    try:
+        ctas = [int(v) for v in args.ctas.split(",") if v]
+        sizes = [int(v) for v in args.sizes.split(",") if v]
+    except ValueError:
+        ap.error("--ctas and --sizes take comma-separated whole numbers")
+    if (
+        not ctas
+        or not sizes
+        or min(ctas + sizes + [args.per, args.reps]) <= 0
+        or max(ctas) > max(CTAS)
+    ):
+        ap.error(f"--ctas (1-{max(CTAS)}), --sizes, --per and --reps must be positive")
     rows = plan(modes, ctas, sizes, args.per, args.reps)
     if args.dry_run:
         for r in rows:
@@ -334,6 +360,80 @@ def progress(path: str) -> int:
         rates = " ".join(f"{lo}-{hi}:{g:.0f}" for lo, hi, g in window_rates(stamps, mib * MIB))
         print(f"| {mode} | {c} | {mib} | {max(ends):.0f} | {max(ends) - min(ends):.0f} | {rates} |")
     return 0
+
+
+#: the pre-registered bounds (h200x2-20261129bv-ramp-hypotheses.md)
+RAMP_WINDOW = (16, 256)
+RAMP_SHOWN, RAMP_NONE, NCCL_RAMP, NO_TEST = 0.05, 0.02, 0.08, 0.05
+FAST_SHARE, SLOW_SHARE = 0.8, 0.4
+
+
+def window_rate(stamps: list[list[int]], total_bytes: float, lo_us: float, hi_us: float) -> float:
+    """GB/s all CTAs moved between ``lo_us`` and ``hi_us`` of the kernel's time."""
+    seg_bytes = total_bytes / len(stamps) / (len(stamps[0]) - 1)
+    got = bytes_done(stamps, seg_bytes, hi_us * 1e3) - bytes_done(stamps, seg_bytes, lo_us * 1e3)
+    return got / ((hi_us - lo_us) * 1e3)
+
+
+def check(copy_csv: str, nccl24_csv: str, nccl8_csv: str, stamps_csv: str) -> list[str]:
+    """Each hypothesis's signature against run bv's files: the figures, then pass / fail."""
+    data = load([copy_csv, nccl24_csv, nccl8_csv])
+    rel, rate = {}, {}
+    for (variant, case, _op), pts in data.items():
+        per_mib, _ = fit_per_mib(pts, 512)
+        rel[variant, case] = relative_ramp(pts, per_mib, *RAMP_WINDOW)
+        rate[variant, case] = MIB / per_mib / 1e3  # GB/s of S
+    best = max(r for (v, c), r in rate.items() if c == "bidir")
+    fast = sorted(v for (v, c), r in rate.items() if c == "bidir" and r >= FAST_SHARE * best)
+    slow = sorted(v for (v, c), r in rate.items() if c == "bidir" and r <= SLOW_SHARE * best)
+    stamps = load_stamps(stamps_csv)
+    early_late = {
+        c: (
+            window_rate(stamps["bidir", c, 1024], 1024 * MIB, 0, 500),
+            window_rate(stamps["bidir", c, 1024], 1024 * MIB, 1500, 2500),
+        )
+        for c in (24, 32)
+    }
+    after = {
+        c: [g for lo, _hi, g in window_rates(stamps["bidir", c, 1024], 1024 * MIB) if lo >= 100]
+        for c in sorted({k[1] for k in stamps if k[0] == "bidir" and k[2] == 1024})
+    }
+    n24, n8 = rel["ch24", "plain"], rel["ch8", "plain"]
+
+    def fmt(keys):
+        keys = sorted(keys, key=lambda k: int(k[0].removeprefix("cta")))
+        return ", ".join(f"{v} {rel[v, c]:+.3f}" for v, c in keys)
+
+    h1 = (
+        all(rel[v, "bidir"] >= RAMP_SHOWN for v in fast)
+        and all(abs(rel[v, "bidir"]) <= RAMP_NONE for v in slow)
+        and all(e <= 0.95 * late for e, late in early_late.values())
+    )
+    copies = [(v, c) for (v, c) in rel if c in ("bidir", "uni")]
+    flat = {c: max(g) / min(g) - 1 for c, g in after.items()}
+    h2 = (
+        all(abs(rel[k]) <= RAMP_NONE for k in copies)
+        and all(f <= 0.03 for f in flat.values())
+        and n24 >= NCCL_RAMP
+        and abs(n8) <= 0.03
+    )
+    local = [(v, c) for (v, c) in rel if c == "local"]
+    control = all(abs(rel[k]) <= RAMP_NONE for k in local)
+    return [
+        f"relative ramp {RAMP_WINDOW[0]}-{RAMP_WINDOW[1]} MiB: NCCL all-reduce 24 channels {n24:+.3f}, 8 channels {n8:+.3f}",
+        f"best bidirectional copy {best:.1f} GB/s; >= {FAST_SHARE} of it: {fmt((v, 'bidir') for v in fast)}",
+        f"<= {SLOW_SHARE} of it: {fmt((v, 'bidir') for v in slow)}",
+        "1 GiB bidirectional, GB/s over 0-500 us / 1500-2500 us: "
+        + ", ".join(f"{c} CTAs {e:.0f} / {late:.0f}" for c, (e, late) in early_late.items()),
+        "1 GiB bidirectional, window rates after 100 us, max / min - 1: "
+        + ", ".join(f"{c} CTAs {f:+.3f}" for c, f in flat.items()),
+        f"one way: {fmt(k for k in copies if k[1] == 'uni')}",
+        f"local: {fmt(local)}",
+        f"no test (NCCL 24 channels under +{NO_TEST}): {'yes' if n24 < NO_TEST else 'no'}",
+        f"H1, the link: {'pass' if h1 else 'fail'}",
+        f"H2, NCCL's protocol: {'pass' if h2 else 'fail'}",
+        f"control (local copies within +-{RAMP_NONE}): {'pass' if control else 'fail'}",
+    ]
 
 
 if __name__ == "__main__":

@@ -173,7 +173,8 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "the small-size floor moves between leases by up to 20% (stream: the host) and 25-30% "
         "(graph), and within one lease (run an's second sweep: 2-4 us, up to +55%); the Simple "
         "ramp at 2-400 MB (-9 to -35%) is not modelled (run ad: contended channels; run bb: the same "
-        "cost in every call, growing as sqrt(S) to 4 GiB; no cited form for its size); the all-to-all's Simple p2p channels are not modelled "
+        "cost in every call, growing as sqrt(S) to 4 GiB; run bv: not the link, whose plain copies have no "
+        "slow start; no cited form for its size); the all-to-all's Simple p2p channels are not modelled "
         f"({_ACCEPTANCE_DOC}; Collectives)",
     ),
     "GEMMs": KnownMiss(
