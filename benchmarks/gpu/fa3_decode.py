@@ -76,48 +76,47 @@ def step_name(batch: int, kv_len: int, kernel: str) -> str:
     return f"llama3.1-8b_decode_{kernel}_b{batch}_l{kv_len}_graph"
 
 
-def shard_predictions(gpu: Gpu) -> dict[str, float]:
-    """Run bu: predicted microseconds of the Llama-3.1-70B TP8 shard's graph decode steps
-    (``simulate_gpu_step`` at ``tp=8``: the measured layer, no collective)."""
+def shard_predictions(gpu: Gpu, run: f3.DecodeRun = f3.RUN_BU) -> dict[str, float]:
+    """Predicted microseconds of one GPU's share of Llama-3.1-70B's graph decode step at
+    ``run.shard_tp`` (``simulate_gpu_step`` at that ``tp``: the measured layer, no collective)."""
     model = load_spec(model_path("llama-3.1-70b"), ModelSpec)
-    return {f3.shard_name(batch, kv_len, kernel): simulate_gpu_step(
+    tp = run.shard_tp
+    return {f3.shard_name(batch, kv_len, kernel, tp): simulate_gpu_step(
                 model, gpu, layer=decoder_layer(model), head=["embedding", "lm_head"], phase="decode", batch=batch,
-                seq_len=kv_len, mode="graph", tp=8, attention_kernel=kernel).seconds * 1e6
-            for batch, kv_len in f3.SHARD_POINTS for kernel in KERNELS}
+                seq_len=kv_len, mode="graph", tp=tp, attention_kernel=kernel).seconds * 1e6
+            for batch, kv_len in run.shard_points for kernel in KERNELS}
 
 
-def predictions(gpu: Gpu) -> dict[str, float]:
-    """Predicted microseconds by row name (calls, their kernels, the decode steps)."""
+def predictions(gpu: Gpu, run: f3.DecodeRun = f3.RUN_BT) -> dict[str, float]:
+    """Predicted microseconds by row name (calls, their kernels, the Llama-3.1-8B decode steps)."""
     out: dict[str, float] = {}
-    for point in f3.DECODE_POINTS:
+    for point in run.calls:
         for kernel in KERNELS:
             row = f3.decode_name(point, kernel)
             out[row] = call_s(point, kernel, gpu) * 1e6
             for name, seconds in kernel_device_s(point, kernel, gpu).items():
                 out[f"{row}.{name}"] = seconds * 1e6
-    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
-    for batch, kv_len in f3.E2E_DECODE:
-        for kernel in KERNELS:
-            out[step_name(batch, kv_len, kernel)] = step_s(model, gpu, batch, kv_len, kernel) * 1e6
+    if run.steps:
+        model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+        for batch, kv_len in run.steps:
+            for kernel in KERNELS:
+                out[step_name(batch, kv_len, kernel)] = step_s(model, gpu, batch, kv_len, kernel) * 1e6
     return out
 
 
-def frozen(out: Path, shard: bool = False) -> None:
+def frozen(out: Path, run: f3.DecodeRun = f3.RUN_BT) -> None:
+    """``run``'s predictions (calls, kernels, steps, shard steps) and each call's splits and tile."""
     gpu = Gpu(load_spec(H200, GpuSpec))
-    lines = ["| row | predicted us |", "|---|---:|"]
-    if shard:
-        lines += [f"| {name} | {us:.2f} |" for name, us in shard_predictions(gpu).items()]
-        out.write_text("\n".join(lines) + "\n")
-        print(f"wrote {out} ({len(lines) - 2} predictions)")
-        return
-    lines += [f"| {name} | {us:.2f} |" for name, us in predictions(gpu).items()]
-    lines += ["", "FA3's splits (static, dynamic) and tile; FA2's (row blocks, splits):", ""]
-    for point in f3.DECODE_POINTS:
+    rows = predictions(gpu, run) | (shard_predictions(gpu, run) if run.shard else {})
+    lines = ["| row | predicted us |", "|---|---:|"] + [f"| {name} | {us:.2f} |" for name, us in rows.items()]
+    if run.calls:
+        lines += ["", "FA3's splits (static, dynamic) and tile; FA2's (row blocks, splits):", ""]
+    for point in run.calls:
         b, h, hkv, hd, n = point
         lines.append(f"- {f3.decode_name(point)}: FA3 splits {fa3_decode_splits(b, h, hkv, n, hd, hd, gpu)}, "
                      f"tile {fa3_decode_tile(hd, hd)}; FA2 {fa2_decode_splits(b, h, hkv, n, hd, gpu)}")
     out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out} ({len(predictions(gpu))} predictions)")
+    print(f"wrote {out} ({len(rows)} predictions)")
 
 
 def _kernel_rows(path: Path) -> dict[str, list[tuple[str, float]]]:
@@ -172,11 +171,12 @@ def device_sums(profiled: dict[str, list[tuple[str, float]]]) -> dict[str, float
     return {row: sum(us for name, us in kernels if _kind(name) != "other") for row, kernels in profiled.items()}
 
 
-def _kernel_table(profiled: dict[str, list[tuple[str, float]]], now: dict[str, float], fro: dict[str, float]) -> None:
+def _kernel_table(profiled: dict[str, list[tuple[str, float]]], now: dict[str, float], fro: dict[str, float],
+                  points: tuple) -> None:
     print("| row | kernel | measured us | model now | frozen | name |")
     print("|---|---|---:|---:|---:|---|")
     errs: dict[tuple[str, str, str], list[float]] = {}
-    for row in (f3.decode_name(p, k) for p in f3.DECODE_POINTS for k in KERNELS):
+    for row in (f3.decode_name(p, k) for p in points for k in KERNELS):
         modelled, frozen_us = _modelled(row, now), _modelled(row, fro)
         for name, us in profiled.get(row, []):
             kind = _kind(name)
@@ -192,34 +192,37 @@ def _kernel_table(profiled: dict[str, list[tuple[str, float]]], now: dict[str, f
               f"worst {max(e, key=abs):+.1%}")
 
 
-def compare_shard(csv_path: Path, predicted: Path) -> None:
-    """Run bu: the shard's steps against the model now and the frozen prediction, and FA3 / FA2."""
-    now, fro = shard_predictions(Gpu(load_spec(H200, GpuSpec))), read_frozen(predicted)
+def compare_shard(csv_path: Path, predicted: Path, run: f3.DecodeRun = f3.RUN_BU) -> None:
+    """The shard's steps against the model now and the frozen prediction, and FA3 / FA2."""
+    now, fro = shard_predictions(Gpu(load_spec(H200, GpuSpec)), run), read_frozen(predicted)
     measured = {r["name"]: float(r["median_us"]) for r in read_csv(csv_path)}
-    print("## Llama-3.1-70B's TP8 shard, graph decode step\n")
-    _error_table([f3.shard_name(b, n, k) for b, n in f3.SHARD_POINTS for k in KERNELS], measured, now, fro,
+    tp = run.shard_tp
+    print(f"## Llama-3.1-70B's TP{tp} shard, graph decode step\n")
+    _error_table([f3.shard_name(b, n, k, tp) for b, n in run.shard_points for k in KERNELS], measured, now, fro,
                  lambda row: row.split("_")[2] + " steps")
     print("\n| batch x keys | FA3 / FA2 measured | model |")
     print("|---|---:|---:|")
-    for b, n in f3.SHARD_POINTS:
-        a, c = f3.shard_name(b, n, "fa3"), f3.shard_name(b, n, "fa2")
+    for b, n in run.shard_points:
+        a, c = f3.shard_name(b, n, "fa3", tp), f3.shard_name(b, n, "fa2", tp)
         if a in measured and c in measured:
             print(f"| {b} x {n} | {measured[a] / measured[c]:.3f} | {now[a] / now[c]:.3f} |")
 
 
-def compare(csv_path: Path, kernels_path: Path | None, predicted: Path) -> None:
+def compare(csv_path: Path, kernels_path: Path | None, predicted: Path, run: f3.DecodeRun = f3.RUN_BT) -> None:
+    """``run``'s calls, their kernels and its steps against the model now and the frozen prediction
+    (then its shard steps, if it has any: ``compare_shard``)."""
     gpu = Gpu(load_spec(H200, GpuSpec))
-    now, fro = predictions(gpu), read_frozen(predicted)
+    now, fro = predictions(gpu, run), read_frozen(predicted)
     measured = {r["name"]: float(r["median_us"]) for r in read_csv(csv_path)}
     print("## Decode calls, timed cold (stream-launched, one call)\n")
-    _error_table([f3.decode_name(p, k) for p in f3.DECODE_POINTS for k in KERNELS], measured, now, fro,
+    _error_table([f3.decode_name(p, k) for p in run.calls for k in KERNELS], measured, now, fro,
                  lambda row: row.split("_")[0] + " calls")
     profiled = _kernel_rows(kernels_path) if kernels_path is not None else {}
     device = device_sums(profiled)
     print("\n## FA3 over FA2, same tensors: the timed calls, and the profiled kernels' device time\n")
     print("| point | timed calls | device | model | host-bound (timed call > device + 20 us) |")
     print("|---|---:|---:|---:|---|")
-    for point in f3.DECODE_POINTS:
+    for point in run.calls:
         a, b = f3.decode_name(point, "fa3"), f3.decode_name(point, "fa2")
         if a in measured and b in measured:
             dev = device[a] / device[b] if a in device and b in device else float("nan")
@@ -228,10 +231,13 @@ def compare(csv_path: Path, kernels_path: Path | None, predicted: Path) -> None:
                   f"{', '.join(host) or '-'} |")
     if profiled:
         print("\n## Profiled kernels (one call after an L2 flush) against the model's device times\n")
-        _kernel_table(profiled, now, fro)
+        _kernel_table(profiled, now, fro, run.calls)
     print("\n## Llama-3.1-8B decode step, CUDA graph\n")
-    _error_table([step_name(b, n, k) for b, n in f3.E2E_DECODE for k in KERNELS], measured, now, fro,
+    _error_table([step_name(b, n, k) for b, n in run.steps for k in KERNELS], measured, now, fro,
                  lambda row: row.split("_")[2] + " steps")
+    if run.shard:
+        print()
+        compare_shard(csv_path, predicted, run)
 
 
 def main() -> None:
@@ -240,14 +246,16 @@ def main() -> None:
     ap.add_argument("--compare", type=Path)
     ap.add_argument("--kernels", type=Path)
     ap.add_argument("--predicted", type=Path)
-    ap.add_argument("--shard", action="store_true", help="run bu's shard steps (SHARD_POINTS)")
+    ap.add_argument("--run", choices=sorted(f3.DECODE_RUNS), default="bt", help="the run's points (fa3_points)")
+    ap.add_argument("--shard", action="store_true", help="run bu's shard steps (the same as --run bu)")
     args = ap.parse_args()
+    run = f3.DECODE_RUNS["bu" if args.shard else args.run]
     if args.frozen:
-        frozen(args.frozen, args.shard)
-    if args.compare and args.shard:
-        compare_shard(args.compare, args.predicted)
+        frozen(args.frozen, run)
+    if args.compare and not run.calls:
+        compare_shard(args.compare, args.predicted, run)
     elif args.compare:
-        compare(args.compare, args.kernels, args.predicted)
+        compare(args.compare, args.kernels, args.predicted, run)
 
 
 if __name__ == "__main__":

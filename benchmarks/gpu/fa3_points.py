@@ -24,6 +24,8 @@ Pure constants: imports without torch and without rdusim (``sweep.py`` takes the
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 SEQ = (512, 1024, 2048, 4096, 8192, 16384)
 #: (head_dim, causal) of the paper's columns
 PAPER_COLUMNS = ((128, True), (64, True), (128, False), (256, True))
@@ -125,9 +127,49 @@ SHARD_70B_TP8 = dict(layers=80, hidden=8192, q_heads=8, kv_heads=1, head_dim=128
 SHARD_POINTS = ((1, 2048), (32, 8192), (128, 8192), (367, 8192))
 
 
-def shard_name(batch: int, kv_len: int, kernel: str) -> str:
-    """The row name of one run bu step."""
-    return f"llama3.1-70b-tp8shard_decode_{kernel}_b{batch}_l{kv_len}_graph"
+def shard_name(batch: int, kv_len: int, kernel: str, tp: int = 8) -> str:
+    """The row name of one shard step (runs bu, bw)."""
+    return f"llama3.1-70b-tp{tp}shard_decode_{kernel}_b{batch}_l{kv_len}_graph"
+
+
+#: run bw (held out, frozen after runs bt and bu): decode calls at shapes and points neither run had:
+#: Llama-3.1-8B's 32 x 8 at batch 2-256; Llama-3.1-70B's full 64 x 8 (a group of 8); its TP4 share
+#: 16 x 2; Llama-3.1-8B's TP2 share 16 x 4 (to 64K); multi-head 32 x 32 (a group of 1); head_dim 64
+#: at 32 x 8 (Llama-3.2-1B) and 64 x 8 (gpt-oss); Llama-3.1-70B's TP8 share at 128K keys
+HOLDOUT_CALLS = (
+    (2, 32, 8, 128, 4096), (16, 32, 8, 128, 16384), (64, 32, 8, 128, 2048), (256, 32, 8, 128, 1024),
+    (4, 64, 8, 128, 8192), (32, 64, 8, 128, 4096),
+    (8, 16, 2, 128, 16384), (64, 16, 2, 128, 4096),
+    (1, 16, 4, 128, 65536), (16, 16, 4, 128, 8192),
+    (1, 32, 32, 128, 16384), (8, 32, 32, 128, 4096),
+    (8, 32, 8, 64, 4096), (128, 32, 8, 64, 2048), (1, 64, 8, 64, 32768),
+    (1, 8, 1, 128, 131072),
+)
+#: run bw: Llama-3.1-8B's whole graph decode step at (batch, kv_len) points no run measured
+HOLDOUT_STEPS = ((2, 16384), (16, 2048), (96, 4096), (256, 512))
+#: run bw: one GPU's share of Llama-3.1-70B's TP4 decode step (16 query heads, 2 KV heads, FFN 7168,
+#: vocabulary 32064, 80 layers; no NCCL), literal, and its (batch, kv_len) points
+SHARD_70B_TP4 = dict(layers=80, hidden=8192, q_heads=16, kv_heads=2, head_dim=128, ffn=7168, vocab=32064)
+HOLDOUT_SHARD = ((1, 4096), (16, 8192), (64, 4096), (192, 2048))
+
+
+class DecodeRun(NamedTuple):
+    """What one FA3 decode run measures: calls (FA3's and FA2's on the same tensors), Llama-3.1-8B's
+    graph steps (those profiled), and one GPU's share of Llama-3.1-70B at ``shard_tp`` (a literal
+    shape) at ``shard_points``; every step with each attention."""
+
+    calls: tuple = ()
+    steps: tuple = ()
+    steps_profiled: tuple = ()
+    shard: dict | None = None
+    shard_tp: int = 8
+    shard_points: tuple = ()
+
+
+RUN_BT = DecodeRun(DECODE_POINTS, E2E_DECODE, E2E_DECODE_PROFILED)
+RUN_BU = DecodeRun(shard=SHARD_70B_TP8, shard_tp=8, shard_points=SHARD_POINTS)
+RUN_BW = DecodeRun(HOLDOUT_CALLS, HOLDOUT_STEPS, (), SHARD_70B_TP4, 4, HOLDOUT_SHARD)
+DECODE_RUNS = {"bt": RUN_BT, "bu": RUN_BU, "bw": RUN_BW}
 
 
 def decode_name(point: tuple, kernel: str = "fa3") -> str:

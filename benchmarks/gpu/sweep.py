@@ -38,7 +38,8 @@ Sections (``--only``):
 - ``fa3_prefill`` (run bn), ``fa3_prefill_bq`` (run bq: ``fa3_points.BQ_POINTS``), ``fa3_varlen`` (run br:
   ``VARLEN_POINTS``), ``fa3_e2e`` (run bs: Llama-3.1-8B's prefill step with FA3, FA2 beside it),
   ``fa3_decode`` (run bt: FA3's decode call beside FA2's, and Llama-3.1-8B's graph decode step with each),
-  ``fa3_decode_shard`` (run bu: Llama-3.1-70B's TP8 shard's graph decode step with each):
+  ``fa3_decode_shard`` (run bu: Llama-3.1-70B's TP8 shard's graph decode step with each),
+  ``fa3_decode_bw`` (run bw, held out: ``fa3_points.RUN_BW``'s calls, Llama-3.1-8B steps and 70B TP4 shard steps):
   FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
   FlashAttention-3 paper's Fig. 5 shapes, DeepSeek-R1's MLA prefill shape (192 / 128) and two GQA
   shapes (the points: ``fa3_points``).
@@ -1113,17 +1114,20 @@ def _fa3_decode_attention(kvcache, seqlens: torch.Tensor):
     return attention
 
 
-def fa3_decode_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
-    """Run bt: FlashAttention-3 at decode. (1) At each ``fa3_points.DECODE_POINTS`` point, one query a
-    sequence over a cache of ``kv_len`` keys (K and V allocated (batch, kv_heads, kv_len, head_dim) as
-    ``measure.Llama``'s caches; FA3 gets (batch, kv_len, kv_heads, head_dim) views, ``cache_seqlens``
-    an int32 tensor made once): FA3's call and SDPA's FA2 on the same tensors, each timed cold (kind
-    ``fa3_decode`` / ``attn_decode``, ``measure.time_fn``), then one call of each after an L2 flush
-    profiled (every kernel named: the flush's too). (2) Llama-3.1-8B's decode step
-    (``measure.decode_step``) at ``E2E_DECODE`` with each attention, CUDA-graph replayed (kind
-    ``e2e_decode``, ``attention_kernel`` in the extra); the graph of ``E2E_DECODE_PROFILED`` profiled."""
+def fa3_decode_rows(ctx: M.Ctx, quick: bool, kernels: list[dict], run: f3.DecodeRun = f3.RUN_BT) -> None:
+    """Runs bt, bu and bw: FlashAttention-3 at decode (``run``: a ``fa3_points.DecodeRun``). (1) At
+    each of ``run.calls``, one query a sequence over a cache of ``kv_len`` keys (K and V allocated
+    (batch, kv_heads, kv_len, head_dim) as ``measure.Llama``'s caches; FA3 gets (batch, kv_len,
+    kv_heads, head_dim) views, ``cache_seqlens`` an int32 tensor made once): FA3's call and SDPA's FA2
+    on the same tensors, each timed cold (kind ``fa3_decode`` / ``attn_decode``, ``measure.time_fn``),
+    then one call of each after an L2 flush profiled (every kernel named: the flush's too). (2)
+    Llama-3.1-8B's decode step (``measure.decode_step``) at ``run.steps`` with each attention,
+    CUDA-graph replayed (kind ``e2e_decode``, ``attention_kernel`` in the extra); the graphs of
+    ``run.steps_profiled`` profiled. (3) One GPU's share of Llama-3.1-70B (``run.shard``, random
+    weights, no NCCL) at ``run.shard_points`` with each attention, CUDA-graph replayed (``model`` and
+    ``tp`` in the extra too)."""
     kvcache = _fa3_interface().flash_attn_with_kvcache
-    for point in f3.DECODE_POINTS[:2] if quick else f3.DECODE_POINTS:
+    for point in run.calls[:2] if quick else run.calls:
         b, h, hkv, hd, n = point
         q = torch.randn(b, h, 1, hd, dtype=BF16, device=ctx.device)
         k = torch.randn(b, hkv, n, hd, dtype=BF16, device=ctx.device)
@@ -1144,44 +1148,38 @@ def fa3_decode_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
             profile_into(kernels, cold, row, b, n, hd)
         del q, k, v, seqlens, calls
         torch.cuda.empty_cache()
+    if run.steps:
+        s = M.TINY_LLAMA if ctx.tiny else M.LlamaShape()
+        _fa3_decode_steps(ctx, kvcache, M.Llama(s, ctx.device), s, run.steps[:1] if quick else run.steps, kernels,
+                          lambda batch, kv_len, label: f"llama3.1-8b_decode_{label}_b{batch}_l{kv_len}_graph",
+                          (0.4, 40), {}, run.steps_profiled)
+    if run.shard:
+        s = M.TINY_LLAMA if ctx.tiny else M.LlamaShape(**run.shard)
+        _fa3_decode_steps(ctx, kvcache, M.Llama(s, ctx.device), s, run.shard_points[:1] if quick else run.shard_points,
+                          kernels, lambda batch, kv_len, label: f3.shard_name(batch, kv_len, label, run.shard_tp),
+                          (0.6, 20), dict(model="llama-3.1-70b", tp=run.shard_tp), ())
+    torch.cuda.empty_cache()
 
-    s = M.TINY_LLAMA if ctx.tiny else M.LlamaShape()
-    model = M.Llama(s, ctx.device)
-    for batch, kv_len in f3.E2E_DECODE[:1] if quick else f3.E2E_DECODE:
+
+def _fa3_decode_steps(ctx: M.Ctx, kvcache, model, s, points, kernels: list[dict], name, timing: tuple[float, int],
+                      extra: dict, profiled: tuple) -> None:
+    """``model``'s decode step at each (batch, kv_len) of ``points``, CUDA-graph replayed with FA3's
+    decode call and with SDPA's FA2 (``graph_step_row``: ``timing`` its budget and replays); the
+    graphs of ``profiled`` profiled."""
+    for batch, kv_len in points:
         seqlens = torch.full((batch,), kv_len, dtype=torch.int32, device=ctx.device)
         step = M.decode_step(ctx, model, batch, kv_len)
         for label, attention in (("fa3", _fa3_decode_attention(kvcache, seqlens)), ("fa2", M.sdpa)):
             model.attention = attention
-            name = f"llama3.1-8b_decode_{label}_b{batch}_l{kv_len}_graph"
-            graph_step_row(ctx, step, name, 0.4, 40, batch=batch, kv_len=kv_len, q_heads=s.q_heads,
-                           kv_heads=s.kv_heads, head_dim=s.head_dim, attention_kernel=label)
-            if (batch, kv_len) in f3.E2E_DECODE_PROFILED:
+            row = name(batch, kv_len, label)
+            graph_step_row(ctx, step, row, *timing, batch=batch, kv_len=kv_len, q_heads=s.q_heads,
+                           kv_heads=s.kv_heads, head_dim=s.head_dim, attention_kernel=label, **extra)
+            if (batch, kv_len) in profiled:
                 g = M.capture(ctx, step)
                 for _ in range(3):
                     g.replay()
-                profile_into(kernels, g.replay, name, batch, kv_len, 0)
+                profile_into(kernels, g.replay, row, batch, kv_len, 0)
                 del g
-        model.attention = M.sdpa
-        del step, seqlens
-        torch.cuda.empty_cache()
-
-
-def fa3_decode_shard_rows(ctx: M.Ctx, quick: bool, kernels: list[dict]) -> None:
-    """Run bu: one GPU's share of Llama-3.1-70B's TP8 decode step (``fa3_points.SHARD_70B_TP8``,
-    ``measure.Llama``, random weights, no NCCL) at ``SHARD_POINTS``, CUDA-graph replayed with FA3's
-    decode call (``cache_seqlens`` an int32 tensor made once) and with SDPA's FA2 (kind
-    ``e2e_decode``, ``attention_kernel``, ``model`` and ``tp`` in the extra)."""
-    kvcache = _fa3_interface().flash_attn_with_kvcache
-    s = M.TINY_LLAMA if ctx.tiny else M.LlamaShape(**f3.SHARD_70B_TP8)
-    model = M.Llama(s, ctx.device)
-    for batch, kv_len in f3.SHARD_POINTS[:1] if quick else f3.SHARD_POINTS:
-        seqlens = torch.full((batch,), kv_len, dtype=torch.int32, device=ctx.device)
-        step = M.decode_step(ctx, model, batch, kv_len)
-        for label, attention in (("fa3", _fa3_decode_attention(kvcache, seqlens)), ("fa2", M.sdpa)):
-            model.attention = attention
-            graph_step_row(ctx, step, f3.shard_name(batch, kv_len, label), 0.6, 20, batch=batch, kv_len=kv_len,
-                           q_heads=s.q_heads, kv_heads=s.kv_heads, head_dim=s.head_dim, attention_kernel=label,
-                           model="llama-3.1-70b", tp=8)
         model.attention = M.sdpa
         del step, seqlens
         torch.cuda.empty_cache()
@@ -1197,7 +1195,9 @@ SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "pref
             "fa3_prefill_bq": functools.partial(fa3_prefill_rows, points=f3.BQ_POINTS, profiled=f3.BQ_PROFILED,
                                                 idle_s=f3.BQ_IDLE_S),
             "fa3_varlen": functools.partial(fa3_prefill_rows, points=f3.VARLEN_POINTS, profiled=()),
-            "fa3_e2e": fa3_e2e_rows, "fa3_decode": fa3_decode_rows, "fa3_decode_shard": fa3_decode_shard_rows}
+            "fa3_e2e": fa3_e2e_rows, "fa3_decode": fa3_decode_rows,
+            "fa3_decode_shard": functools.partial(fa3_decode_rows, run=f3.RUN_BU),
+            "fa3_decode_bw": functools.partial(fa3_decode_rows, run=f3.RUN_BW)}
 
 
 def host_report() -> str:

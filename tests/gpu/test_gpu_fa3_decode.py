@@ -180,3 +180,29 @@ def test_run_bu_comparison_is_committed_and_its_checks(capsys):
               for line in out.splitlines() if line.startswith("| ") and line.split("|")[1].strip()[0].isdigit()}
     assert ratios["367 x 8192"] == (0.706, 0.662)
     assert all(abs(a - b) <= 0.05 for a, b in ratios.values())
+
+
+RUN_BW = ROOT / "benchmarks/gpu/h200-20261129bw-fa3"
+
+
+def test_run_bw_shard_is_the_70b_split_four_ways():
+    """Run bw's literal TP4 shard is Llama-3.1-70B's document split by TP4."""
+    from rdusim.config.loader import model_path
+    from rdusim.config.schema import ModelSpec
+
+    m = load_spec(model_path("llama-3.1-70b"), ModelSpec)
+    f3 = bench_script("fa3_decode").f3
+    assert f3.SHARD_70B_TP4 == dict(layers=m.layers, hidden=m.hidden, q_heads=m.attention.heads // 4,
+                                    kv_heads=m.attention.kv_heads // 4, head_dim=m.attention.head_dim,
+                                    ffn=m.ffn.intermediate // 4, vocab=m.vocab // 4)
+
+
+def test_run_bw_frozen_predictions_are_the_models():
+    """Run bw's frozen file (held out, written before the run) is the model's today, every row."""
+    fa3_decode = bench_script("fa3_decode")
+    gpu = Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
+    run = fa3_decode.f3.RUN_BW
+    now = fa3_decode.predictions(gpu, run) | fa3_decode.shard_predictions(gpu, run)
+    fro = read_frozen(Path(f"{RUN_BW}-predicted.txt"))
+    assert len(fro) == len(now) == 123
+    assert all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now)
