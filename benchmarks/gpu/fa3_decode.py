@@ -240,6 +240,47 @@ def compare(csv_path: Path, kernels_path: Path | None, predicted: Path, run: f3.
         compare_shard(csv_path, predicted, run)
 
 
+def _model_kind(kernel: str) -> str:
+    """A modelled step kernel's kind, as ``_kind`` names a profiled one."""
+    if kernel == "attention":
+        return "main"
+    return kernel.rsplit(".", 1)[-1] if kernel.startswith("attention.") else "other"
+
+
+def step_breakdown(csv_path: Path, kernels_path: Path, run: f3.DecodeRun) -> None:
+    """Each profiled Llama-3.1-8B step of ``run`` (one graph replay, every kernel named) by kind: the
+    attention's prepare, main and combine kernels, the other kernels, and the gaps (the timed step
+    less its kernels), measured against the model's kernels now."""
+    gpu, model = Gpu(load_spec(H200, GpuSpec)), load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    measured = {r["name"]: float(r["median_us"]) for r in read_csv(csv_path)}
+    profiled = _kernel_rows(kernels_path)
+    print("| step | kind | kernels measured | us measured | us modelled | error |")
+    print("|---|---|---:|---:|---:|---:|")
+    for batch, kv_len in run.steps_profiled:
+        for kernel in KERNELS:
+            row = step_name(batch, kv_len, kernel)
+            got: dict[str, list[float]] = {}
+            for name, us in profiled.get(row, []):
+                got.setdefault(_kind(name), []).append(us)
+            modelled: dict[str, float] = {}
+            step = simulate_gpu_step(model, gpu, layer=decoder_layer(model), head=["embedding", "lm_head"],
+                                     phase="decode", batch=batch, seq_len=kv_len, mode="graph",
+                                     attention_kernel=kernel)
+            for name, seconds in step.kernels.items():
+                modelled[_model_kind(name)] = modelled.get(_model_kind(name), 0.0) + seconds * 1e6
+            kinds = [k for k in ("prepare", "main", "combine", "other") if k in got or k in modelled]
+            for kind in kinds:
+                us, m = sum(got.get(kind, [])), modelled.get(kind, 0.0)
+                err = f"{m / us - 1:+.1%}" if us else "-"
+                print(f"| {row} | {kind} | {len(got.get(kind, []))} | {us:.1f} | {m:.1f} | {err} |")
+            total = sum(sum(v) for v in got.values())
+            if row in measured:
+                print(f"| {row} | gaps (step - kernels) | - | {measured[row] - total:.1f} | "
+                      f"{step.seconds * 1e6 - sum(modelled.values()):.1f} | - |")
+                print(f"| {row} | step | - | {measured[row]:.1f} | {step.seconds * 1e6:.1f} | "
+                      f"{step.seconds * 1e6 / measured[row] - 1:+.1%} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frozen", type=Path)
@@ -248,11 +289,14 @@ def main() -> None:
     ap.add_argument("--predicted", type=Path)
     ap.add_argument("--run", choices=sorted(f3.DECODE_RUNS), default="bt", help="the run's points (fa3_points)")
     ap.add_argument("--shard", action="store_true", help="run bu's shard steps (the same as --run bu)")
+    ap.add_argument("--steps", action="store_true", help="with --compare and --kernels: the profiled steps by kind")
     args = ap.parse_args()
     run = f3.DECODE_RUNS["bu" if args.shard else args.run]
     if args.frozen:
         frozen(args.frozen, run)
-    if args.compare and not run.calls:
+    if args.steps:
+        step_breakdown(args.compare, args.kernels, run)
+    elif args.compare and not run.calls:
         compare_shard(args.compare, args.predicted, run)
     elif args.compare:
         compare(args.compare, args.kernels, args.predicted, run)

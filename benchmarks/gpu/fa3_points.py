@@ -169,7 +169,11 @@ class DecodeRun(NamedTuple):
 RUN_BT = DecodeRun(DECODE_POINTS, E2E_DECODE, E2E_DECODE_PROFILED)
 RUN_BU = DecodeRun(shard=SHARD_70B_TP8, shard_tp=8, shard_points=SHARD_POINTS)
 RUN_BW = DecodeRun(HOLDOUT_CALLS, HOLDOUT_STEPS, (), SHARD_70B_TP4, 4, HOLDOUT_SHARD)
-DECODE_RUNS = {"bt": RUN_BT, "bu": RUN_BU, "bw": RUN_BW}
+#: run bx (a diagnostic of run bw's one miss, Llama-3.1-8B's FA3 step at batch 256 x 512 keys): FA3's
+#: call at 512 keys (batch 64-256) and 256 keys, and that step, its graph replay profiled kernel by kernel
+RUN_BX = DecodeRun(((256, 32, 8, 128, 512), (256, 32, 8, 128, 256), (128, 32, 8, 128, 512), (64, 32, 8, 128, 512)),
+                   ((256, 512),), ((256, 512),))
+DECODE_RUNS = {"bt": RUN_BT, "bu": RUN_BU, "bw": RUN_BW, "bx": RUN_BX}
 
 
 def decode_name(point: tuple, kernel: str = "fa3") -> str:

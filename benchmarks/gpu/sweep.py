@@ -39,7 +39,8 @@ Sections (``--only``):
   ``VARLEN_POINTS``), ``fa3_e2e`` (run bs: Llama-3.1-8B's prefill step with FA3, FA2 beside it),
   ``fa3_decode`` (run bt: FA3's decode call beside FA2's, and Llama-3.1-8B's graph decode step with each),
   ``fa3_decode_shard`` (run bu: Llama-3.1-70B's TP8 shard's graph decode step with each),
-  ``fa3_decode_bw`` (run bw, held out: ``fa3_points.RUN_BW``'s calls, Llama-3.1-8B steps and 70B TP4 shard steps):
+  ``fa3_decode_bw`` (run bw, held out: ``fa3_points.RUN_BW``'s calls, Llama-3.1-8B steps and 70B TP4 shard steps),
+  ``fa3_decode_bx`` (run bx: ``RUN_BX``, run bw's batch-256 step profiled and FA3's calls at 256-512 keys):
   FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
   FlashAttention-3 paper's Fig. 5 shapes, DeepSeek-R1's MLA prefill shape (192 / 128) and two GQA
   shapes (the points: ``fa3_points``).
@@ -1197,7 +1198,8 @@ SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "pref
             "fa3_varlen": functools.partial(fa3_prefill_rows, points=f3.VARLEN_POINTS, profiled=()),
             "fa3_e2e": fa3_e2e_rows, "fa3_decode": fa3_decode_rows,
             "fa3_decode_shard": functools.partial(fa3_decode_rows, run=f3.RUN_BU),
-            "fa3_decode_bw": functools.partial(fa3_decode_rows, run=f3.RUN_BW)}
+            "fa3_decode_bw": functools.partial(fa3_decode_rows, run=f3.RUN_BW),
+            "fa3_decode_bx": functools.partial(fa3_decode_rows, run=f3.RUN_BX)}
 
 
 def host_report() -> str:
