@@ -206,3 +206,36 @@ def test_run_bw_frozen_predictions_are_the_models():
     fro = read_frozen(Path(f"{RUN_BW}-predicted.txt"))
     assert len(fro) == len(now) == 123
     assert all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now)
+
+
+def test_run_bw_comparison_is_committed_and_its_checks(capsys):
+    """Run bw (held out): the committed comparison is the script's; check 2 misses at one step
+    (batch 256 x 512, -8.8%), the median within; check 4: the FA3 / FA2 device ratios within 0.10
+    of the model at 16 of 16 points."""
+    fa3_decode = bench_script("fa3_decode")
+    fa3_decode.compare(Path(f"{RUN_BW}.csv"), Path(f"{RUN_BW}-kernels.csv.gz"), Path(f"{RUN_BW}-predicted.txt"),
+                       fa3_decode.f3.RUN_BW)
+    out = capsys.readouterr().out
+    assert out == Path(f"{RUN_BW}-compare.txt").read_text()
+    assert "fa3 steps: 4 rows, median |error| 2.2%, worst -8.8%" in out
+    assert "fa3 steps: 4 rows, median |error| 3.7%, worst +4.9%" in out
+    ratios = [line.split("|")[3:5] for line in out.splitlines() if line.startswith("| decode_b")]
+    assert len(ratios) == 16 and all(abs(float(dev) - float(model)) <= 0.10 for dev, model in ratios)
+
+
+def test_run_bw_ran_the_tiles_the_model_prices():
+    rows = {r["name"]: r for r in read_csv(Path(f"{RUN_BW}.csv"))}
+    tiles = _tiles(Path(f"{RUN_BW}-kernels.csv.gz"))
+    assert len(tiles) == 16
+    assert all(t == fa3_decode_tile(int(rows[r]["head_dim"]), int(rows[r]["head_dim"])) for r, t in tiles.items())
+
+
+def test_run_bx_step_by_kind_is_committed(capsys):
+    """Run bx's breakdown of the batch-256 x 512 FA3 step: the main kernels carry half the miss, the
+    prepare kernels 0.1 ms; the committed table is the script's."""
+    fa3_decode = bench_script("fa3_decode")
+    run = ROOT / "benchmarks/gpu/h200-20261129bx-fa3"
+    fa3_decode.step_breakdown(Path(f"{run}.csv"), Path(f"{run}-kernels.csv.gz"), fa3_decode.f3.RUN_BX)
+    out = capsys.readouterr().out
+    assert out == Path(f"{run}-steps.txt").read_text()
+    assert "| llama3.1-8b_decode_fa3_b256_l512_graph | main | 32 | 5273.4 | 4434.5 | -15.9% |" in out
