@@ -65,6 +65,9 @@ class CtaGroup:
     stall_s: float = 0.0   # DRAM round trips its main loop waits on without other work to hide them
     prologue_bytes: float = 0.0  # of ``bytes``: read before the main loop starts (FA2's Q tile)
     epilogue_bytes: float = 0.0  # of ``bytes``: written after the main loop ends (FA2's O tile)
+    #: of ``bytes``: what a persistent kernel's producer loads for a tile before the tile ahead of it
+    #: has stored its output (FA3: Q and the first K block; the rest waits for V's shared memory)
+    prefetch_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -410,9 +413,10 @@ def flash3_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: i
     blocks are handed out first (the persistent scheduler's order), so the grid's tail is the
     short ones. In series with both: every key block rescales the output accumulator (rows x
     head_dim_v multiplies at the FP32 rate, ``compute.fp32_peak`` / 2 lanes a second) and each
-    tile pays ``launch.fa3_tile``. The persistent kernel loads a tile's operands while the one
-    before computes, but V's shared memory holds the previous tile's output until it is stored
-    (``smem_o`` aliases ``smem_v``), so the store is exposed (``GpuKernel.persistent``).
+    tile pays ``launch.fa3_tile``. The persistent kernel's producer loads a tile's Q and first K
+    block while the one before computes (``CtaGroup.prefetch_bytes``), but V's shared memory holds
+    the previous tile's output until it is stored (``smem_o`` aliases ``smem_v``), so the store, a
+    round trip and the first block's other loads are exposed (``GpuKernel.persistent``).
 
     Calibrated on today's build on an H200 (runs bo and bn), checked frozen (run bq): docs/gpu.md,
     "FlashAttention-3 against the published figures", "Run bq"."""
@@ -434,7 +438,8 @@ def flash3_prefill(name: str, batch: int, q_heads: int, kv_heads: int, length: i
             + miss * keys * (head_dim + dv) * BF16
         groups.append(CtaGroup(heads, nbytes, 2.0 * rows * keys * (head_dim + dv), keys // cols,
                                sfu=float(rows * keys), stall_s=keys // cols * rescale_s + tile_fixed_s,
-                               prologue_bytes=rows * head_dim * BF16, epilogue_bytes=rows * dv * BF16))
+                               prologue_bytes=rows * head_dim * BF16, epilogue_bytes=rows * dv * BF16,
+                               prefetch_bytes=rows * head_dim * BF16 + miss * min(keys, cols) * head_dim * BF16))
     return [GpuKernel(name, tuple(groups), FA3_CTAS_PER_SM, math="fa3", keys=kv_len, persistent=True)]
 
 
@@ -509,7 +514,8 @@ def flash3_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: in
     counts, ``fa3_decode_splits``); the forward kernel, persistent (one CTA an SM), over tiles of
     one (sequence, KV head, split): the KV head's query group packed into ``fa3_decode_tile``'s rows
     (padded), its split of the keys read once by TMA and multiplied at the pipe law's rate, each
-    tile paying ``launch.fa3_tile`` as prefill's; the combine (when the static count is over one),
+    tile paying ``launch.fa3_tile`` and, after an SM's first, the wait for the tile ahead's output
+    store as prefill's (its Q and first K block prefetched); the combine (when the static count is over one),
     the partial outputs (fp32) merged into the bf16 output. Nothing is fitted on decode: the
     prefill fit's constants carry over (a check, docs/gpu.md "Run bt")."""
     dv = head_dim if head_dim_v is None else head_dim_v
@@ -524,7 +530,8 @@ def flash3_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: in
                     keys * (head_dim + dv) * BF16 + group * head_dim * BF16 + out_bytes,
                     2.0 * rows * keys * (head_dim + dv), blocks, sfu=float(rows * keys),
                     stall_s=blocks * rescale_s + gpu.launch_s("fa3_tile"),
-                    prologue_bytes=group * head_dim * BF16, epilogue_bytes=out_bytes)
+                    prologue_bytes=group * head_dim * BF16, epilogue_bytes=out_bytes,
+                    prefetch_bytes=group * head_dim * BF16 + min(keys, cols) * head_dim * BF16)
     # the lengths it reads were last read a layer ago, a layer's weights streamed through L2 since
     # (and after run bt's L2 flush): DRAM round trips
     prepare = streaming(f"{name}.prepare", 2 * batch * 4, gpu, rows=1, round_trips=(RT_FA3_PREPARE,))

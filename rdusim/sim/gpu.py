@@ -30,9 +30,9 @@ controller sees every kernel's full-clock power for the time it ran and idle pow
 The state lives in the ``SmClock``, so passes chained on one object run back to back.
 
 A persistent kernel (``GpuKernel.persistent``: FlashAttention-3's forward, one CTA an SM
-walking the tiles) runs its grid's CTAs as tiles: a tile placed after the first wave had its
-loads issued while the tile before it computed, so only its output store is exposed
-(``_prefetched_bundle``).
+walking the tiles) runs its grid's CTAs as tiles: a tile placed after the first wave had its Q and
+first K block issued while the tile before it computed; its other loads wait for that tile's
+output store, so a round trip and its first block's loads are exposed (``_prefetched_bundle``).
 
 Identical CTAs placed at the same instant on equally occupied SMs move as one bundle (same
 finish time under processor sharing), so a wave costs a few events, not one per CTA.
@@ -293,16 +293,27 @@ def _bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: li
 
 def _prefetched_bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: int, sms: list[tuple[int, int]],
                        group: CtaGroup, math: str, freed: list[simpy.Event]) -> Generator:
-    """``n`` tiles of a persistent kernel (``GpuKernel.persistent``) that are not their SM's first:
-    their loads were issued while the tile before them computed, so every byte but the output's
-    flows beside the whole main loop; then the output is stored (FA3: the next tile's V waits for
-    the shared memory it leaves)."""
-    flows = [delay(env, _step_s(state, group, math, occupancy))]
-    if group.bytes > group.epilogue_bytes:
-        flows.append(state.hbm.transfer(n * (group.bytes - group.epilogue_bytes), n))
+    """``n`` tiles of a persistent kernel (``GpuKernel.persistent``) that are not their SM's first.
+    Its producer issued the tile's ``prefetch_bytes`` before the tile ahead of it stored its output
+    (FA3: Q and the first K block); the rest waits for the shared memory that output leaves (FA3's
+    ``smem_o`` aliases ``smem_v``: the producer waits on ``barrier_O`` before its V loads, hopper/
+    mainloop_fwd_sm90_tma_gmma_ws.hpp), so the prefetched bytes land within one DRAM round trip of
+    the store, the first key block's remaining loads are exposed, then the later blocks' loads
+    overlap the math as in ``_bundle``, the last block's math is exposed and the output stored."""
+    steps = max(1, group.tiles)
+    step_s = _step_s(state, group, math, occupancy) / steps
+    pre = n * group.prefetch_bytes
+    rest = n * (group.bytes - group.epilogue_bytes) - pre
+    yield env.all_of([delay(env, state.latency_s), state.hbm.transfer(pre, n)])
+    yield state.hbm.transfer(rest / steps, n)
+    body = [state.hbm.transfer(rest - rest / steps, n)]
     if state.l2 is not None and group.l2_bytes > 0:
-        flows.append(state.l2.transfer(n * group.l2_bytes, n))
-    yield env.all_of(flows)
+        body.append(state.l2.transfer(n * group.l2_bytes, n))
+    if step_s > 0:
+        body.append(delay(env, step_s * (steps - 1)))
+    yield env.all_of(body)
+    if step_s > 0:
+        yield delay(env, step_s)
     if group.epilogue_bytes > 0:
         yield state.hbm.transfer(n * group.epilogue_bytes, n)
     _free(env, state, sms, freed)

@@ -78,22 +78,29 @@ def test_kernel_ctas_longest_first_with_their_work(gpu):
                                                                    128 * 128 * BF16)
 
 
-def test_a_persistent_grids_later_tiles_expose_only_their_store(gpu):
-    """Two waves of identical tiles (one an SM each): the first waits a DRAM round trip and reads
-    its Q before its main loop; the second's loads were issued while the first computed, so it runs
-    its main loop, then stores O (the next tile's V waits for that shared memory). Closed form,
+def test_a_persistent_grids_later_tiles_wait_for_the_store_ahead(gpu):
+    """Two waves of identical tiles (one an SM each): the first waits a DRAM round trip, reads its Q
+    and first key block, then overlaps the later blocks' loads with the math. The second had its Q
+    and first K block issued while the first computed (``prefetch_bytes``); its other loads wait for
+    the first's output store (FA3's ``smem_o`` aliases ``smem_v``): a round trip, within which the
+    prefetched bytes land, then the first block's remaining loads, then as the first. Closed form,
     against the same grid launched one CTA a tile."""
-    steps, flops, q, o = 8, 4.0e8, 64 * 1024.0, 32 * 1024.0
-    group = CtaGroup(2 * gpu.sms, q + o, flops, steps, prologue_bytes=q, epilogue_bytes=o)
+    steps, flops, q, kv, o = 8, 4.0e8, 64 * 1024.0, 8 * 90 * 1024.0, 32 * 1024.0
+    k0 = kv / steps / 2
+    group = CtaGroup(2 * gpu.sms, q + kv + o, flops, steps, prologue_bytes=q, epilogue_bytes=o,
+                     prefetch_bytes=q + k0)
     kernel = GpuKernel("fa3", (group,), 1, math="fa3", persistent=True)
-    bw = gpu.hbm_bytes_per_s
-    main_loop = flops / (gpu.math_flops_per_s("fa3") / gpu.sms)
-    load, store = gpu.sms * q / bw, gpu.sms * o / bw
+    bw, n = gpu.hbm_bytes_per_s, gpu.sms
+    step = flops / (gpu.math_flops_per_s("fa3") / n) / steps
+    store = n * o / bw
     fixed = gpu.launch_s("graph") + gpu.launch_s("pipeline")
-    first = gpu.hbm_latency_s + load + main_loop + store
-    assert load < main_loop  # the second wave's Q hides under its main loop
+    first = gpu.hbm_latency_s + n * (kv / steps + q) / bw + max(n * kv * (steps - 1) / steps / bw,
+                                                                 step * (steps - 1)) + step + store
+    rest = kv - k0
+    second = max(gpu.hbm_latency_s, n * (q + k0) / bw) + n * rest / steps / bw + max(n * rest * (steps - 1) / steps / bw,
+                                                            step * (steps - 1)) + step + store
     assert elapsed_s(simulate_gpu([(kernel, 0)], gpu, mode="graph")) == pytest.approx(
-        fixed + first + main_loop + store, rel=1e-9)
+        fixed + first + second, rel=1e-9)
     plain = GpuKernel("fa3", (group,), 1, math="fa3")
     assert elapsed_s(simulate_gpu([(plain, 0)], gpu, mode="graph")) == pytest.approx(fixed + 2 * first, rel=1e-9)
 
@@ -126,17 +133,17 @@ def test_pipe_loss_is_run_bos_counters_fit():
 
 
 def test_tile_cost_minimises_the_loss_on_run_bns_calibration_rows():
-    """launch.fa3_tile (0.96 us) is fit_fa3_tile on run bn's 12 rows ``is_fa3_calibration`` picks
-    (the paper's causal shapes at head_dim 128 and 64): a step of its rounding either way does not
-    lower the loss (``benchmarks/gpu/fa3_fit.py`` runs the search)."""
+    """launch.fa3_tile is fit_fa3_tile on run bn's 12 rows ``is_fa3_calibration`` picks (the
+    paper's causal shapes at head_dim 128 and 64): since a tile after an SM's first waits for the
+    store ahead of it (``sim.gpu._prefetched_bundle``) the search ends at its lower bound, 0 (it was
+    0.96 us before); a step of its rounding up does not lower the loss (``benchmarks/gpu/fa3_fit.py``
+    runs the search)."""
     spec = load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec)
     rows = [r for r in read_csv(ROOT / "benchmarks/gpu" / FA3_CALIBRATION_CSV) if is_fa3_calibration(r)]
     assert len(rows) == 12 and {(r["head_dim"], r["mode"]) for r in rows} == {("128", "causal"), ("64", "causal")}
     loss, tile = spec.efficiency.fa3_pipe_loss, spec.launch.fa3_tile_s
-    assert tile == pytest.approx(0.96e-6) and load_spec(H100, GpuSpec).launch.fa3_tile_s == tile
-    best = fa3_loss(rows, spec, loss, tile)
-    for t in (tile - 1e-8, tile + 1e-8):
-        assert fa3_loss(rows, spec, loss, t) >= best
+    assert tile == 0.0 and load_spec(H100, GpuSpec).launch.fa3_tile_s == tile
+    assert fa3_loss(rows, spec, loss, tile + 1e-8) >= fa3_loss(rows, spec, loss, tile)
 
 
 def test_fit_script_output_is_committed(capsys):
@@ -146,13 +153,15 @@ def test_fit_script_output_is_committed(capsys):
 
 def test_published_figures_all_predicted_and_all_slower_than_the_model(gpu):
     """G4 Fig. 5 (the paper's 2024 build on an H100): 24 predictions, the figures docs/gpu.md
-    quotes; the model, calibrated on today's build, is shorter at every one (that build runs
-    9-25% more TFLOP/s at these shapes: run bn)."""
+    quotes; the model, calibrated on today's build, is shorter at every one from 4K tokens (that
+    build runs 9-25% more TFLOP/s at these shapes: run bn); at 0.5K-2K, many short tiles a CTA,
+    each waiting for the store ahead of it, five figures come out faster than the model."""
     assert len(ROWS) == 24 and all(r["set"] == "prediction" for r in ROWS)
     compared = compare_fa3_published(ROWS, gpu)
     pred = error_stats(c["err"] for c in compared)
-    assert (pred[0], round(pred[1], 3), round(pred[2], 3)) == (24, 0.086, -0.158)
-    assert all(c["err"] < 0 for c in compared)
+    assert (pred[0], round(pred[1], 3), round(pred[2], 3)) == (24, 0.071, -0.161)
+    assert all(c["err"] < 0 for c in compared if int(c["seq_len"]) >= 4096)
+    assert sum(c["err"] > 0 for c in compared) == 5
 
 
 def test_committed_table_is_todays(gpu, capsys):
@@ -281,13 +290,18 @@ def test_run_bq_ran_the_tiles_the_model_prices():
     assert tiles == [(192, 128), (192, 144), (128, 80), (128, 112)]
 
 
-def test_run_bq_frozen_predictions_are_todays(tmp_path):
+def test_run_bq_frozen_predictions_are_a_record_near_todays(tmp_path):
     """Run bq was predicted and frozen before it ran (``fa3_compare.py --points bq --frozen``, the
-    pipe law's model): the script writes the committed file again (run bn's frozen file is the
-    model before the pipe law, a committed record)."""
+    pipe law's model before a tile's wait for the store ahead of it was modelled): a committed
+    record, as run bn's; today's model writes the same 40 rows within 3.4% of it (the short
+    GQA prefill at 2K the furthest)."""
+    from rdusim.analysis.gpu.measured import read_frozen
+
     out = tmp_path / "bq.txt"
     bench_script("fa3_compare").frozen(out, "bq")
-    assert out.read_text() == Path(f"{RUN_BQ}-predicted.txt").read_text()
+    now, fro = read_frozen(out), read_frozen(Path(f"{RUN_BQ}-predicted.txt"))
+    assert now.keys() == fro.keys() and len(now) == 40
+    assert max(abs(now[k] / fro[k] - 1) for k in now) == pytest.approx(0.0338, abs=0.0005)
 
 
 @pytest.mark.parametrize("run", [RUN_BN, RUN_BQ])
@@ -407,8 +421,9 @@ def test_run_bs_comparison_is_committed_and_its_checks(capsys):
 
 
 @pytest.mark.slow
-def test_run_bs_frozen_predictions_are_todays():
-    """The frozen 4K rows are the model's today (the whole file takes six minutes: fa3_e2e.py --frozen)."""
+def test_run_bs_frozen_predictions_are_near_todays():
+    """The frozen 4K rows (the model before a tile's wait for the store ahead of it) are within 0.2% of
+    the model's today (the whole file takes six minutes: fa3_e2e.py --frozen)."""
     from rdusim.analysis.gpu.measured import read_frozen
 
     e2e = bench_script("fa3_e2e")
@@ -416,5 +431,6 @@ def test_run_bs_frozen_predictions_are_todays():
     model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
     gpu = Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
     full, first, last5 = e2e.steps(model, gpu, 4096, "fa3")
-    assert [round(x * 1e6, 1) for x in (full, first, last5)] == [
-        fro["prefill_fa3_b1_l4096_first"], fro["prefill_fa3_b1_l4096_first_clock"], fro["prefill_fa3_b1_l4096_last5_clock"]]
+    frozen = (fro["prefill_fa3_b1_l4096_first"], fro["prefill_fa3_b1_l4096_first_clock"],
+              fro["prefill_fa3_b1_l4096_last5_clock"])
+    assert all(abs(x * 1e6 / f - 1) < 0.002 for x, f in zip((full, first, last5), frozen, strict=True))
