@@ -55,7 +55,7 @@ import fa3_points as f3  # noqa: E402  (the points, beside this file)
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "hw_configs/h200.yaml"
-POINTS = {"bn": f3.POINTS, "bq": f3.BQ_POINTS}
+POINTS = {"bn": f3.POINTS, "bq": f3.BQ_POINTS, "by": f3.BY_PREFILL}
 
 
 def point_row(point: tuple) -> dict:

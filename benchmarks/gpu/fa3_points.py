@@ -173,7 +173,24 @@ RUN_BW = DecodeRun(HOLDOUT_CALLS, HOLDOUT_STEPS, (), SHARD_70B_TP4, 4, HOLDOUT_S
 #: call at 512 keys (batch 64-256) and 256 keys, and that step, its graph replay profiled kernel by kernel
 RUN_BX = DecodeRun(((256, 32, 8, 128, 512), (256, 32, 8, 128, 256), (128, 32, 8, 128, 512), (64, 32, 8, 128, 512)),
                    ((256, 512),), ((256, 512),))
-DECODE_RUNS = {"bt": RUN_BT, "bu": RUN_BU, "bw": RUN_BW, "bx": RUN_BX}
+#: run by (frozen after a tile's wait for the store ahead of it was modelled): FA3's decode where SMs walk
+#: several tiles, at points no run had: Llama-3.1-8B's 32 x 8 at batch 192 x 768 keys, its TP2 share
+#: 16 x 4 at 96 x 2K, Llama-3.1-70B's TP8 share 8 x 1 at 384 x 4K, its TP4 share 16 x 2 at 512 x 512, its
+#: full 64 x 8 at 256 x 256, head_dim 64 at 160 x 1K; the 8B's graph step at 192 x 768 and 384 x 256,
+#: the 70B TP4 shard's at 256 x 1K and 128 x 3K
+RUN_BY = DecodeRun(((192, 32, 8, 128, 768), (96, 16, 4, 128, 2048), (384, 8, 1, 128, 4096),
+                    (512, 16, 2, 128, 512), (256, 64, 8, 128, 256), (160, 32, 8, 64, 1024)),
+                   ((192, 768), (384, 256)), (), SHARD_70B_TP4, 4, ((256, 1024), (128, 3072)))
+DECODE_RUNS = {"bt": RUN_BT, "bu": RUN_BU, "bw": RUN_BW, "bx": RUN_BX, "by": RUN_BY}
+#: run by: FA3 prefill with many short tiles a CTA (the same wait), shapes no run had
+BY_PREFILL = (
+    (64, 16, 16, 128, 128, 512, True, "func"),
+    (32, 32, 8, 128, 128, 1024, True, "func"),
+    (16, 64, 8, 128, 128, 2048, True, "func"),
+    (8, 16, 16, 128, 128, 4096, False, "func"),
+    (32, 32, 32, 64, 64, 1024, True, "func"),
+    (16, 16, 16, 256, 256, 1024, True, "func"),
+)
 
 
 def decode_name(point: tuple, kernel: str = "fa3") -> str:
