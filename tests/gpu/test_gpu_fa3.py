@@ -434,3 +434,12 @@ def test_run_bs_frozen_predictions_are_near_todays():
     frozen = (fro["prefill_fa3_b1_l4096_first"], fro["prefill_fa3_b1_l4096_first_clock"],
               fro["prefill_fa3_b1_l4096_last5_clock"])
     assert all(abs(x * 1e6 / f - 1) < 0.002 for x, f in zip((full, first, last5), frozen, strict=True))
+
+
+def test_run_by_prefill_comparisons_are_committed(capsys):
+    """Run by's six short prefills against this model's frozen file and the model before the tile's
+    wait (the committed comparisons are the script's): 2.5% / -7.0% now, 1.3% / -10.2% before."""
+    run = ROOT / "benchmarks/gpu/h200-20261129by-fa3"
+    for predicted, committed in (("prefill-predicted", "prefill-compare"), ("prefill-predicted-before", "prefill-compare-before")):
+        bench_script("fa3_compare").compare(Path(f"{run}.csv"), None, Path(f"{run}-{predicted}.txt"))
+        assert capsys.readouterr().out == Path(f"{run}-{committed}.txt").read_text()

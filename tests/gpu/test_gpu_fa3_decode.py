@@ -242,3 +242,32 @@ def test_run_bx_step_by_kind_is_committed(capsys):
     out = capsys.readouterr().out
     assert out == Path(f"{run}-steps.txt").read_text()
     assert "| llama3.1-8b_decode_fa3_b256_l512_graph | main | 32 | 5273.4 | 5324.8 | +1.0% |" in out
+
+
+RUN_BY = ROOT / "benchmarks/gpu/h200-20261129by-fa3"
+
+
+def test_run_by_comparisons_are_committed_and_its_checks(capsys):
+    """Run by (frozen after a tile's wait for the store ahead of it): the committed comparisons are
+    the script's, against this model's frozen file and the model before it; check 1 passes (main
+    kernels 5.6% / -15.0%, the before-model's 16.6% / -34.7%), check 2 fails (the 8B FA3 steps -7.1%,
+    -9.1%, closer than the before-model's -11.3%, -15.3%)."""
+    fa3_decode = bench_script("fa3_decode")
+    for predicted, committed in (("predicted", "compare"), ("predicted-before", "compare-before")):
+        fa3_decode.compare(Path(f"{RUN_BY}.csv"), Path(f"{RUN_BY}-kernels.csv.gz"), Path(f"{RUN_BY}-{predicted}.txt"),
+                           fa3_decode.f3.RUN_BY)
+        out = capsys.readouterr().out
+        assert out == Path(f"{RUN_BY}-{committed}.txt").read_text()
+    assert "fa3 main, frozen: 6 kernels, median |error| 16.6%, worst -34.7%" in out
+    assert "fa3 main, now: 6 kernels, median |error| 5.6%, worst -15.0%" in out
+    assert "| llama3.1-8b_decode_fa3_b384_l256_graph | 18063.1 | 16420.5 | -9.1% | 15295.4 | -15.3% |" in out
+
+
+def test_run_by_frozen_predictions_are_the_models():
+    """Run by's frozen file is this model's (written at d5b5006, after the tile's wait)."""
+    fa3_decode = bench_script("fa3_decode")
+    gpu = Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
+    run = fa3_decode.f3.RUN_BY
+    now = fa3_decode.predictions(gpu, run) | fa3_decode.shard_predictions(gpu, run)
+    fro = read_frozen(Path(f"{RUN_BY}-predicted.txt"))
+    assert len(fro) == len(now) == 42 and all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now)
