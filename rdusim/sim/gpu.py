@@ -303,7 +303,7 @@ def _prefetched_bundle(env: simpy.Environment, state: _Gpu, n: int, occupancy: i
     steps = max(1, group.tiles)
     step_s = _step_s(state, group, math, occupancy) / steps
     pre = n * group.prefetch_bytes
-    rest = n * (group.bytes - group.epilogue_bytes) - pre
+    rest = max(0.0, n * (group.bytes - group.epilogue_bytes) - pre)
     yield env.all_of([delay(env, state.latency_s), state.hbm.transfer(pre, n)])
     yield state.hbm.transfer(rest / steps, n)
     body = [state.hbm.transfer(rest - rest / steps, n)]

@@ -156,16 +156,18 @@ def test_a_gqa_decode_mapping_takes_fa3():
 RUN_BU = ROOT / "benchmarks/gpu/h200-20261129bu-fa3"
 
 
-def test_run_bu_shard_is_the_70b_split_eight_ways():
-    """Run bu's literal shard (the device has no rdusim) is Llama-3.1-70B's document split by TP8."""
+@pytest.mark.parametrize("tp", [8, 4])
+def test_the_literal_shards_are_the_70b_split_tp_ways(tp):
+    """Runs bu's and bw's literal shards (the device has no rdusim) are Llama-3.1-70B's document split
+    by TP8 and TP4."""
     from rdusim.config.loader import model_path
     from rdusim.config.schema import ModelSpec
 
     m = load_spec(model_path("llama-3.1-70b"), ModelSpec)
     f3 = bench_script("fa3_decode").f3
-    assert f3.SHARD_70B_TP8 == dict(layers=m.layers, hidden=m.hidden, q_heads=m.attention.heads // 8,
-                                    kv_heads=m.attention.kv_heads // 8, head_dim=m.attention.head_dim,
-                                    ffn=m.ffn.intermediate // 8, vocab=m.vocab // 8)
+    assert getattr(f3, f"SHARD_70B_TP{tp}") == dict(
+        layers=m.layers, hidden=m.hidden, q_heads=m.attention.heads // tp, kv_heads=m.attention.kv_heads // tp,
+        head_dim=m.attention.head_dim, ffn=m.ffn.intermediate // tp, vocab=m.vocab // tp)
 
 
 def test_run_bu_comparison_is_committed_and_its_checks(capsys):
@@ -183,18 +185,6 @@ def test_run_bu_comparison_is_committed_and_its_checks(capsys):
 
 
 RUN_BW = ROOT / "benchmarks/gpu/h200-20261129bw-fa3"
-
-
-def test_run_bw_shard_is_the_70b_split_four_ways():
-    """Run bw's literal TP4 shard is Llama-3.1-70B's document split by TP4."""
-    from rdusim.config.loader import model_path
-    from rdusim.config.schema import ModelSpec
-
-    m = load_spec(model_path("llama-3.1-70b"), ModelSpec)
-    f3 = bench_script("fa3_decode").f3
-    assert f3.SHARD_70B_TP4 == dict(layers=m.layers, hidden=m.hidden, q_heads=m.attention.heads // 4,
-                                    kv_heads=m.attention.kv_heads // 4, head_dim=m.attention.head_dim,
-                                    ffn=m.ffn.intermediate // 4, vocab=m.vocab // 4)
 
 
 def test_run_bw_frozen_predictions_are_a_record():

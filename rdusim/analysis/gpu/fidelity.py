@@ -740,6 +740,18 @@ def _graph(csv_name: str, label: str, keep: Callable[[dict], bool] = lambda r: T
     return Source(f"{label}: graph decode", groups, (csv_name,))
 
 
+def _graph_by_attention(csv_name: str, label: str) -> tuple[Source, Source]:
+    """A run's graph decode steps with FA3's decode call and with FA2's beside it, a group each
+    (runs bt, bw, by); its rows of one GPU's share of another model (``model`` in the extra: the TP
+    shard steps, which ``sweep_model`` does not shape) are left to the footer."""
+
+    def keep(kernel: str) -> Callable[[dict], bool]:
+        return lambda r: row_extra(r).get("attention_kernel") == kernel and "model" not in row_extra(r)
+
+    return (_graph(csv_name, label, keep=keep("fa3"), kind="graph decode, FA3's decode"),
+            _graph(csv_name, label, keep=keep("fa2"), kind="graph decode, FA2's beside it"))
+
+
 def _prefill_steps(csv_name: str, label: str) -> Source:
     """A ``sweep.py`` run's whole batch-1 prefill steps (eager; ``compare_prefill_steps``): 4K tokens and
     longer gated as issue 17's prefill item (4K-128K); shorter ones shown (at batch 1 their pace is the
@@ -1082,25 +1094,12 @@ SOURCES: tuple[Source, ...] = (
     # run bl (frozen): Qwen3-1.7B, a decode step of mostly small kernels
     _graph("h200-20261129bl-qk-norm.csv", "run bl, Qwen3-1.7B"),
     _prefill_steps("h200-20261129bl-qk-norm.csv", "run bl, Qwen3-1.7B"),
-    # run bt (frozen): Llama-3.1-8B's graph decode step with FA3's decode call, FA2's beside it
-    _graph("h200-20261129bt-fa3.csv", "run bt, Llama-3.1-8B", keep=lambda r: row_extra(r).get("attention_kernel") == "fa3",
-           kind="graph decode, FA3's decode"),
-    _graph("h200-20261129bt-fa3.csv", "run bt, Llama-3.1-8B", keep=lambda r: row_extra(r).get("attention_kernel") == "fa2",
-           kind="graph decode, FA2's beside it"),
-    # runs bw (frozen, held out) and by (frozen after a tile's wait for the store ahead): the same at new
-    # points (their Llama-3.1-70B TP4 shard steps: the footer)
-    _graph("h200-20261129bw-fa3.csv", "run bw, Llama-3.1-8B",
-           keep=lambda r: row_extra(r).get("attention_kernel") == "fa3" and "model" not in row_extra(r),
-           kind="graph decode, FA3's decode"),
-    _graph("h200-20261129bw-fa3.csv", "run bw, Llama-3.1-8B",
-           keep=lambda r: row_extra(r).get("attention_kernel") == "fa2" and "model" not in row_extra(r),
-           kind="graph decode, FA2's beside it"),
-    _graph("h200-20261129by-fa3.csv", "run by, Llama-3.1-8B",
-           keep=lambda r: row_extra(r).get("attention_kernel") == "fa3" and "model" not in row_extra(r),
-           kind="graph decode, FA3's decode"),
-    _graph("h200-20261129by-fa3.csv", "run by, Llama-3.1-8B",
-           keep=lambda r: row_extra(r).get("attention_kernel") == "fa2" and "model" not in row_extra(r),
-           kind="graph decode, FA2's beside it"),
+    # run bt (frozen): Llama-3.1-8B's graph decode step with FA3's decode call, FA2's beside it; runs bw
+    # (frozen, held out) and by (frozen after a tile's wait for the store ahead): the same at new points
+    # (their Llama-3.1-70B TP4 shard steps: the footer)
+    *_graph_by_attention("h200-20261129bt-fa3.csv", "run bt, Llama-3.1-8B"),
+    *_graph_by_attention("h200-20261129bw-fa3.csv", "run bw, Llama-3.1-8B"),
+    *_graph_by_attention("h200-20261129by-fa3.csv", "run by, Llama-3.1-8B"),
     _paired("h100-20261125h-sweep.csv", "run h, paired"),
     _small("h100-20261125l-small.csv", "run l"),
     _small("h200-20261125m-small.csv", "run m", fitted=False),
