@@ -104,10 +104,15 @@ def predictions(gpu: Gpu, run: f3.DecodeRun = f3.RUN_BT) -> dict[str, float]:
     return out
 
 
+def run_predictions(gpu: Gpu, run: f3.DecodeRun) -> dict[str, float]:
+    """Every row ``run`` measures, predicted: its calls, their kernels, its 8B steps and its shard steps."""
+    return predictions(gpu, run) | (shard_predictions(gpu, run) if run.shard else {})
+
+
 def frozen(out: Path, run: f3.DecodeRun = f3.RUN_BT) -> None:
     """``run``'s predictions (calls, kernels, steps, shard steps) and each call's splits and tile."""
     gpu = Gpu(load_spec(H200, GpuSpec))
-    rows = predictions(gpu, run) | (shard_predictions(gpu, run) if run.shard else {})
+    rows = run_predictions(gpu, run)
     lines = ["| row | predicted us |", "|---|---:|"] + [f"| {name} | {us:.2f} |" for name, us in rows.items()]
     if run.calls:
         lines += ["", "FA3's splits (static, dynamic) and tile; FA2's (row blocks, splits):", ""]

@@ -337,16 +337,9 @@ def bytes_done(stamps: list[list[int]], seg_bytes: float, t_ns: float) -> float:
 
 def window_rates(stamps: list[list[int]], total_bytes: float) -> list[tuple[int, int, float]]:
     """(from us, to us, GB/s) for each window of WINDOWS_US inside the kernel's span."""
-    seg_bytes = total_bytes / len(stamps) / (len(stamps[0]) - 1)
     end = max(st[-1] for st in stamps) / 1e3
-    out = []
-    for lo, hi in WINDOWS_US:
-        if lo >= end:
-            break
-        hi = min(hi, end)
-        got = bytes_done(stamps, seg_bytes, hi * 1e3) - bytes_done(stamps, seg_bytes, lo * 1e3)
-        out.append((lo, round(hi), got / ((hi - lo) * 1e3)))
-    return out
+    return [(lo, round(min(hi, end)), window_rate(stamps, total_bytes, lo, min(hi, end)))
+            for lo, hi in WINDOWS_US if lo < end]
 
 
 def progress(path: str) -> int:

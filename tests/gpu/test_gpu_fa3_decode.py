@@ -193,8 +193,7 @@ def test_run_bw_frozen_predictions_are_a_record():
     kernels over several tiles an SM and the steps holding them); FA2's rows are today's."""
     fa3_decode = bench_script("fa3_decode")
     gpu = Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
-    run = fa3_decode.f3.RUN_BW
-    now = fa3_decode.predictions(gpu, run) | fa3_decode.shard_predictions(gpu, run)
+    now = fa3_decode.run_predictions(gpu, fa3_decode.f3.RUN_BW)
     fro = read_frozen(Path(f"{RUN_BW}-predicted.txt"))
     assert len(fro) == len(now) == 123
     assert all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now if "fa2" in k)
@@ -257,7 +256,6 @@ def test_run_by_frozen_predictions_are_the_models():
     """Run by's frozen file is this model's (written at d5b5006, after the tile's wait)."""
     fa3_decode = bench_script("fa3_decode")
     gpu = Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
-    run = fa3_decode.f3.RUN_BY
-    now = fa3_decode.predictions(gpu, run) | fa3_decode.shard_predictions(gpu, run)
+    now = fa3_decode.run_predictions(gpu, fa3_decode.f3.RUN_BY)
     fro = read_frozen(Path(f"{RUN_BY}-predicted.txt"))
     assert len(fro) == len(now) == 42 and all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now)
