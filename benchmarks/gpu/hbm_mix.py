@@ -24,9 +24,9 @@ Measure (one H200, about a minute)::
 
     python benchmarks/gpu/hbm_mix.py --out ca-mix.csv --attention ca-attn-kernels.csv
 
-Analyse (CPU)::
+Analyse (CPU; ``--verdict``: the registered checks and the flush's fitted form)::
 
-    python benchmarks/gpu/hbm_mix.py --analyse ca-mix.csv [--attn ca-attn-kernels.csv]
+    python benchmarks/gpu/hbm_mix.py --analyse ca-mix.csv [--attn ca-attn-kernels.csv] [--verdict]
 
 Hypotheses and their signatures: ``h200-20261129ca-hbm-hypotheses.md`` (committed before the run).
 """
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -274,7 +275,7 @@ def analyse(path: str, peak_tb_s: float = 4.8, attn: str | None = None) -> None:
     rows = load(path)
     med = medians(rows)
     nbytes = {(r["mix"], int(r["mib"])): int(r["bytes"]) for r in rows}
-    print(f"# HBM by read/write mix ({path}); share of {peak_tb_s} TB/s after the clean state\n")
+    print(f"# HBM by read/write mix ({Path(path).name}); share of {peak_tb_s} TB/s after the clean state\n")
     print("| mix | MiB | dirty us | clean us | warm us | clean TB/s | share | dirty - clean us |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for (mix, mib), b in sorted(nbytes.items(), key=lambda kv: ([m[0] for m in MIXES].index(kv[0][0]), kv[0][1])):
@@ -302,7 +303,7 @@ def _analyse_attention(path: str) -> None:
         low = r["kernel"].lower()
         if ("flash" in low or "fmha" in low) and "combine" not in low and "prepare" not in low:
             times.setdefault((r["row"], r["state"]), []).append(float(r["device_us"]))
-    print(f"\n# Decode attention main kernels after each state ({path})\n")
+    print(f"\n# Decode attention main kernels after each state ({Path(path).name})\n")
     print("| row | dirty us | clean us | dirty - clean us |")
     print("|---|---:|---:|---:|")
     for row in sorted({k[0] for k in times}):
@@ -311,14 +312,88 @@ def _analyse_attention(path: str) -> None:
         print(f"| {row} | {d:.1f} | {c:.1f} | {d - c:+.1f} |")
 
 
+def flush_fit(med: dict[tuple[str, int, str], float], nbytes: dict[tuple[str, int], int]) -> tuple[float, float]:
+    """(plateau us, L2 bytes): the read-only kernels' dirty - clean against D x (1 - exp(-B / C)),
+    the share of the flush's dirty lines a read of B bytes evicts under random replacement in an L2
+    of C bytes; C on a 1 MB grid (20-140 MB), D by least squares for each."""
+    pts = [(b, med[("read", mib, "dirty")] - med[("read", mib, "clean")])
+           for (mix, mib), b in sorted(nbytes.items()) if mix == "read"]
+    best = None
+    for c in (mb * 1e6 for mb in range(20, 141)):
+        f = [1 - math.exp(-b / c) for b, _ in pts]
+        d = sum(fi * y for fi, (_, y) in zip(f, pts, strict=True)) / sum(fi * fi for fi in f)
+        loss = sum((d * fi - y) ** 2 for fi, (_, y) in zip(f, pts, strict=True))
+        if best is None or loss < best[0]:
+            best = (loss, d, c)
+    return best[1], best[2]
+
+
+def verdict(path: str, attn: str, peak_tb_s: float = 4.8) -> None:
+    """The registered checks (h200-20261129ca-hbm-hypotheses.md) from the run's CSVs."""
+    rows = load(path)
+    med = medians(rows)
+    nbytes = {(r["mix"], int(r["mib"])): int(r["bytes"]) for r in rows}
+
+    def slope(mix: str) -> float:  # over its two largest sizes (read: 2-4 GiB, the mixes: 1-4 GiB)
+        (b1, t1), (b2, t2) = sorted((b, med[(m, mib, "clean")]) for (m, mib), b in nbytes.items() if m == mix)[-2:]
+        return (b2 - b1) / (t2 - t1) / 1e6 / peak_tb_s
+
+    def at(mix: str) -> float:
+        return nbytes[(mix, 4096)] / med[(mix, 4096, "clean")] / 1e6
+
+    read, copy = slope("read"), slope("copy")
+    t_r, t_w, t_c = (1 / at(m) for m in ("read", "write", "copy"))
+    t_x = t_c - (t_r + t_w) / 2
+    mixes = {"r4w1": 0.2, "r2w1": 1 / 3, "r1w2": 2 / 3}
+    h3 = {m: at(m) * ((1 - f) * t_r + f * t_w + 2 * min(f, 1 - f) * t_x) - 1 for m, f in mixes.items()}
+    extra = [med[("read", m, "dirty")] - med[("read", m, "clean")] for m in SIZES if m >= 64]
+    mid = statistics.median(extra)
+    h4 = 2.5 <= mid <= 7 and all(abs(e - mid) <= 0.3 * mid for e in extra)
+    times: dict[tuple[str, str], list[float]] = {}
+    for r in load(attn):
+        low = r["kernel"].lower()
+        if ("flash" in low or "fmha" in low) and "combine" not in low and "prepare" not in low:
+            times.setdefault((r["row"], r["state"]), []).append(float(r["device_us"]))
+    big = [row for row, st in times if st == "dirty" and _attention_bytes(row) >= 134e6]
+    paid = [statistics.median(times[(row, "dirty")]) - statistics.median(times[(row, "clean")]) for row in big]
+    h5 = sum(abs(p - mid) <= 2 for p in paid)
+    d, c = flush_fit(med, nbytes)
+    print("| registered | figure | verdict |")
+    print("|---|---|---|")
+    print(f"| H1: read-only slope >= 0.94 of peak (fails below 0.92) | {read:.3f} | "
+          f"{'holds' if read >= 0.94 else 'fails' if read < 0.92 else 'not met, not refuted'} |")
+    print(f"| H2: copy slope 0.88-0.915 | {copy:.3f} | {'holds' if 0.88 <= copy <= 0.915 else 'fails'} |")
+    print(f"| H3: the mix form within 2% at 4 GiB (fails over 3%) | "
+          f"{', '.join(f'{m} {e:+.1%}' for m, e in h3.items())} | "
+          f"{'holds' if all(abs(e) <= 0.02 for e in h3.values()) else 'fails'} |")
+    print(f"| H4: read-only dirty - clean over >= 64 MiB: median 2.5-7 us, all within 30% | median {mid:.1f} us "
+          f"({min(extra):.1f}-{max(extra):.1f}) | {'holds' if h4 else 'fails'} |")
+    print(f"| H5: decode main kernels >= 134 MB pay H4's median within 2 us | {h5} of {len(paid)} | "
+          f"{'holds' if h5 == len(paid) else 'fails'} |")
+    print(f"\nExplained after measurement: dirty - clean = {d:.1f} us x (1 - exp(-B / {c / 1e6:.0f} MB)) "
+          "(random replacement in L2)")
+
+
+def _attention_bytes(row: str) -> float:
+    """K and V bytes of a decode call's row name (``..._b{B}_h{H}x{KV}x{D}_l{N}``)."""
+    b, rest = row.split("_b")[1].split("_h")
+    heads, n = rest.split("_l")
+    _, kv, hd = heads.split("x")
+    return int(b) * int(kv) * int(hd) * int(n) * 2 * 2
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="the mix CSV to write (measure)")
     ap.add_argument("--attention", help="also profile FA3 / FA2 decode calls into this kernels CSV")
     ap.add_argument("--analyse", help="a mix CSV to summarise (CPU)")
     ap.add_argument("--attn", help="with --analyse: the attention kernels CSV")
+    ap.add_argument("--verdict", action="store_true", help="with --analyse and --attn: the registered checks")
     ap.add_argument("--reps", type=int, default=REPS)
     args = ap.parse_args(argv)
+    if args.analyse and args.verdict:
+        verdict(args.analyse, args.attn)
+        return 0
     if args.analyse:
         analyse(args.analyse, attn=args.attn)
         return 0
