@@ -513,7 +513,10 @@ def flash3_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: in
     call on Hopper): up to three kernels. The scheduler's prepare kernel (one CTA: the dynamic split
     counts, ``fa3_decode_splits``); the forward kernel, persistent (one CTA an SM), over tiles of
     one (sequence, KV head, split): the KV head's query group packed into ``fa3_decode_tile``'s rows
-    (padded), its split of the keys read once by TMA and multiplied at the pipe law's rate, each
+    (padded), its split of the keys read once by TMA and multiplied at the pipe law's rate over
+    whole key blocks (``wgmma`` and the exponentials run ``kBlockN`` columns a block, the last block's
+    masked after the MMA: as ``flash_decode`` and ``flash3_prefill`` charge; the bytes are the keys
+    read, TMA fills a block's columns past the cache with zeros without reading them), each
     tile paying ``launch.fa3_tile`` and, after an SM's first, the wait for the tile ahead's output
     store as prefill's (its Q and first K block prefetched); the combine (when the static count is over one),
     the partial outputs (fp32) merged into the bf16 output. Nothing is fitted on decode: the
@@ -522,26 +525,44 @@ def flash3_decode(name: str, batch: int, q_heads: int, kv_heads: int, kv_len: in
     group = q_heads // kv_heads
     rows, cols = fa3_decode_tile(head_dim, dv)
     static, splits = fa3_decode_splits(batch, q_heads, kv_heads, kv_len, head_dim, dv, gpu)
-    keys = kv_len / splits
-    blocks = math.ceil(keys / cols)
     out_bytes = group * dv * (4 if static > 1 else BF16)
     rescale_s = rows * dv / (gpu.fp32_flops_per_s / 2 / gpu.sms)
-    tile = CtaGroup(batch * kv_heads * math.ceil(group / rows) * splits,
-                    keys * (head_dim + dv) * BF16 + group * head_dim * BF16 + out_bytes,
-                    2.0 * rows * keys * (head_dim + dv), blocks, sfu=float(rows * keys),
-                    stall_s=blocks * rescale_s + gpu.launch_s("fa3_tile"),
-                    prologue_bytes=group * head_dim * BF16, epilogue_bytes=out_bytes,
-                    prefetch_bytes=group * head_dim * BF16 + min(keys, cols) * head_dim * BF16)
+    heads = batch * kv_heads * math.ceil(group / rows)  # (sequence, KV head, row block)s, each over the splits
+    tiles = []
+    for count, keys in fa3_split_keys(kv_len, cols, splits):
+        blocks = math.ceil(keys / cols)
+        if not blocks:  # an empty split stores its zero output and -inf log-sum-exp, nothing read
+            tiles.append(CtaGroup(heads * count, out_bytes, epilogue_bytes=out_bytes))
+            continue
+        tiles.append(CtaGroup(heads * count, keys * (head_dim + dv) * BF16 + group * head_dim * BF16 + out_bytes,
+                              2.0 * rows * blocks * cols * (head_dim + dv), blocks, sfu=float(rows * blocks * cols),
+                              stall_s=blocks * rescale_s + gpu.launch_s("fa3_tile"),
+                              prologue_bytes=group * head_dim * BF16, epilogue_bytes=out_bytes,
+                              prefetch_bytes=group * head_dim * BF16 + min(keys, cols) * head_dim * BF16))
     # the lengths it reads were last read a layer ago, a layer's weights streamed through L2 since
     # (and after run bt's L2 flush): DRAM round trips
     prepare = streaming(f"{name}.prepare", 2 * batch * 4, gpu, rows=1, round_trips=(RT_FA3_PREPARE,))
-    main = GpuKernel(name, (tile,), FA3_CTAS_PER_SM, math="fa3", keys=kv_len, persistent=True)
+    main = GpuKernel(name, tuple(tiles), FA3_CTAS_PER_SM, math="fa3", keys=kv_len, persistent=True)
     if static == 1:
         return [prepare, replace(main, host_paid=True)]
     partials = batch * q_heads * splits * (dv + 1) * 4 + batch * q_heads * dv * BF16
     combine = streaming(f"{name}.combine", partials, gpu, rows=math.ceil(batch * q_heads / fa3_combine_rows(dv)),
                         round_trips=(fa3_combine_round_trips(splits),), resident=True)
     return [prepare, replace(main, host_paid=True), replace(combine, host_paid=True)]
+
+
+def fa3_split_keys(kv_len: int, cols: int, splits: int) -> list[tuple[int, int]]:
+    """(splits, keys each) of one (sequence, KV head) cut into ``splits`` by FlashAttention-3, which
+    splits key blocks, not keys (``get_n_block_min_max``, hopper/block.h): each split takes
+    ``ceil(n_blocks / splits)`` blocks of ``cols`` from the start, the last active one the rest, and
+    a count that does not divide the blocks leaves the splits after it empty (no eligibility rule
+    skips such counts, as FA2's has): 12 blocks over 11 splits are 6 of 2 blocks and 5 empty."""
+    n_blocks = math.ceil(kv_len / cols)
+    per_split = math.ceil(n_blocks / splits)
+    active = math.ceil(n_blocks / per_split)
+    last = kv_len - (active - 1) * per_split * cols
+    parts = [(active - 1, per_split * cols), (1, last), (splits - active, 0)]
+    return [(count, keys) for count, keys in parts if count]
 
 
 def fa3_combine_rows(head_dim_v: int) -> int:

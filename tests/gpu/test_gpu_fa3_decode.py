@@ -25,6 +25,7 @@ from rdusim.mapping.gpu import (
     fa3_decode_splits,
     fa3_decode_tile,
     fa3_num_splits,
+    fa3_split_keys,
     flash3_decode,
 )
 from rdusim.sim.gpu import simulate_gpu
@@ -78,15 +79,38 @@ def test_a_call_is_prepare_main_and_combine(h200):
     assert [k.name for k in kernels] == ["attention.prepare", "attention", "attention.combine"]
     prepare, main, combine = kernels
     assert main.persistent and main.math == "fa3" and main.host_paid and combine.host_paid
-    (tile,) = main.groups
-    assert tile.count == 8 * 12  # a (sequence, KV head, split) each
-    keys = 8192 / 12
-    assert tile.bytes == keys * 256 * BF16 + 4 * 128 * BF16 + 4 * 128 * 4  # K and V, Q, fp32 partial
-    assert tile.flops == 2.0 * 128 * keys * 256  # the 128-row tile, the group of 4 padded
+    full, last = main.groups  # 47 key blocks of 176 over 12 splits: 11 of 4 blocks, the last 3
+    assert (full.count, last.count) == (8 * 11, 8)  # a (sequence, KV head, split) each
+    assert full.bytes == 704 * 256 * BF16 + 4 * 128 * BF16 + 4 * 128 * 4  # K and V, Q, fp32 partial
+    assert last.bytes == 448 * 256 * BF16 + 4 * 128 * BF16 + 4 * 128 * 4
+    # the 128-row tile (the group of 4 padded) over whole 176-key blocks
+    assert full.flops == 2.0 * 128 * 4 * 176 * 256 and full.sfu == 128 * 4 * 176
+    assert last.flops == 2.0 * 128 * 3 * 176 * 256 and last.tiles == 3
     assert combine.round_trips == (fa3_combine_round_trips(12),)
     assert prepare.round_trips == (2,) and not prepare.resident
     assert [k.name for k in flash3_decode("attention", 1, 32, 8, 512, 128, h200)] == [
         "attention.prepare", "attention"]
+
+
+@pytest.mark.parametrize(("kv_len", "splits", "parts"), [
+    (2048, 11, [(5, 352), (1, 288), (5, 0)]),  # 12 blocks over 11: 6 of 2 blocks, 5 empty
+    (8192, 12, [(11, 704), (1, 448)]),
+    (176, 1, [(1, 176)]),
+    (177, 1, [(1, 177)]),
+    (353, 2, [(1, 352), (1, 1)]),
+])
+def test_fa3_splits_key_blocks(kv_len, splits, parts):
+    """FA3 cuts a sequence's key blocks, not its keys, into splits (hopper/block.h): the parts
+    hold every key and every split."""
+    assert fa3_split_keys(kv_len, 176, splits) == parts
+    assert sum(c * k for c, k in parts) == kv_len and sum(c for c, _ in parts) == splits
+
+
+def test_an_empty_split_reads_nothing(h200):
+    """Llama-3.1-70B's TP8 shard at batch 1 x 2K: 11 splits of 12 blocks leave 5 that only store."""
+    (main,) = [k for k in flash3_decode("attention", 1, 8, 1, 2048, 128, h200) if k.name == "attention"]
+    empty = main.groups[-1]
+    assert empty.count == 5 and empty.flops == 0 and empty.bytes == empty.epilogue_bytes == 8 * 128 * 4
 
 
 def test_no_call_beats_its_roofline(h200):
@@ -132,8 +156,10 @@ def test_run_bt_frozen_predictions_are_committed():
 def test_run_bt_comparison_is_committed_and_its_checks(capsys):
     """Run bt's comparison (``fa3_decode.py --compare``) is the committed file; the graph decode steps
     with FA3 within graph decode's standard, frozen and now (check 5); the FA3 / FA2 device ratios
-    within 0.10 of the model's at 18 of 18 points (17 before a tile's wait for the store ahead of it;
-    check 3, on the profiled kernels: the timed calls of FA3 are host-bound at small sizes)."""
+    within 0.10 of the model's at 17 of 18 points (17 before a tile's wait for the store ahead of it,
+    18 after it; since FA3's math runs whole key blocks, batch 1 x 8192 at one KV head leaves: its FA3
+    kernel moved from -12.0% to +1.8%, FA2's beside it is off; check 3, on the profiled kernels: the
+    timed calls of FA3 are host-bound at small sizes)."""
     bench_script("fa3_decode").compare(Path(f"{RUN_BT}.csv"), Path(f"{RUN_BT}-kernels.csv.gz"),
                                        Path(f"{RUN_BT}-predicted.txt"))
     out = capsys.readouterr().out
@@ -141,7 +167,8 @@ def test_run_bt_comparison_is_committed_and_its_checks(capsys):
     assert "fa3 steps: 8 rows, median |error| 3.0%, worst +3.9%" in out
     ratios = [line.split("|")[3:5] for line in out.splitlines() if line.startswith("| decode_b")]
     assert len(ratios) == 18
-    assert sum(abs(float(dev) - float(model)) <= 0.10 for dev, model in ratios) == 18
+    assert sum(abs(float(dev) - float(model)) <= 0.10 for dev, model in ratios) == 17
+    assert "| decode_b1_h8x1x128_l8192 | 3.186 | 0.912 | 1.026 | fa3 |" in out
 
 
 def test_a_gqa_decode_mapping_takes_fa3():
@@ -177,7 +204,7 @@ def test_run_bu_comparison_is_committed_and_its_checks(capsys):
     bench_script("fa3_decode").compare_shard(Path(f"{RUN_BU}.csv"), Path(f"{RUN_BU}-predicted.txt"))
     out = capsys.readouterr().out
     assert out == Path(f"{RUN_BU}-compare.txt").read_text()
-    assert "fa3 steps: 4 rows, median |error| 3.7%, worst +4.4%" in out
+    assert "fa3 steps: 4 rows, median |error| 4.3%, worst +4.5%" in out
     ratios = {line.split("|")[1].strip(): (float(line.split("|")[2]), float(line.split("|")[3]))
               for line in out.splitlines() if line.startswith("| ") and line.split("|")[1].strip()[0].isdigit()}
     assert ratios["367 x 8192"] == (0.706, 0.666)
@@ -203,14 +230,15 @@ def test_run_bw_frozen_predictions_are_a_record():
 def test_run_bw_comparison_is_committed_and_its_checks(capsys):
     """Run bw (held out): the committed comparison is the script's (today's model: the frozen one
     missed check 2 at one step, batch 256 x 512, -8.8%, which a tile's wait for the store ahead of
-    it brings to -2.6%); the FA3 / FA2 device ratios within 0.10 of the model at 16 of 16 points."""
+    it brought to -2.6%, and whole key blocks of math to +2.4%); the FA3 / FA2 device ratios within
+    0.10 of the model at 16 of 16 points."""
     fa3_decode = bench_script("fa3_decode")
     fa3_decode.compare(Path(f"{RUN_BW}.csv"), Path(f"{RUN_BW}-kernels.csv.gz"), Path(f"{RUN_BW}-predicted.txt"),
                        fa3_decode.f3.RUN_BW)
     out = capsys.readouterr().out
     assert out == Path(f"{RUN_BW}-compare.txt").read_text()
-    assert "fa3 steps: 4 rows, median |error| 2.0%, worst -2.6%" in out
-    assert "fa3 steps: 4 rows, median |error| 3.3%, worst +4.3%" in out
+    assert "fa3 steps: 4 rows, median |error| 2.0%, worst +2.4%" in out
+    assert "fa3 steps: 4 rows, median |error| 3.3%, worst +5.3%" in out
     ratios = [line.split("|")[3:5] for line in out.splitlines() if line.startswith("| decode_b")]
     assert len(ratios) == 16 and all(abs(float(dev) - float(model)) <= 0.10 for dev, model in ratios)
 
@@ -224,13 +252,14 @@ def test_run_bw_ran_the_tiles_the_model_prices():
 
 def test_run_bx_step_by_kind_is_committed(capsys):
     """Run bx's breakdown of the batch-256 x 512 FA3 step (the committed table is the script's): with
-    a tile's wait for the store ahead of it the main kernels are within 1% (-15.9% without)."""
+    a tile's wait for the store ahead of it the main kernels are within 2% (-15.9% without; +1.0%
+    before whole key blocks of math)."""
     fa3_decode = bench_script("fa3_decode")
     run = ROOT / "benchmarks/gpu/h200-20261129bx-fa3"
     fa3_decode.step_breakdown(Path(f"{run}.csv"), Path(f"{run}-kernels.csv.gz"), fa3_decode.f3.RUN_BX)
     out = capsys.readouterr().out
     assert out == Path(f"{run}-steps.txt").read_text()
-    assert "| llama3.1-8b_decode_fa3_b256_l512_graph | main | 32 | 5273.4 | 5324.8 | +1.0% |" in out
+    assert "| llama3.1-8b_decode_fa3_b256_l512_graph | main | 32 | 5273.4 | 5358.6 | +1.6% |" in out
 
 
 RUN_BY = ROOT / "benchmarks/gpu/h200-20261129by-fa3"
@@ -238,9 +267,10 @@ RUN_BY = ROOT / "benchmarks/gpu/h200-20261129by-fa3"
 
 def test_run_by_comparisons_are_committed_and_its_checks(capsys):
     """Run by (frozen after a tile's wait for the store ahead of it): the committed comparisons are
-    the script's, against this model's frozen file and the model before it; check 1 passes (main
-    kernels 5.6% / -15.0%, the before-model's 16.6% / -34.7%), check 2 fails (the 8B FA3 steps -7.1%,
-    -9.1%, closer than the before-model's -11.3%, -15.3%)."""
+    the script's, against the frozen file of a tile's wait and of the model before it; check 1 passed
+    (main kernels 5.6% / -15.0%, the before-model's 16.6% / -34.7%), check 2 failed (the 8B FA3 steps
+    -7.1%, -9.1%, closer than the before-model's -11.3%, -15.3%); with whole key blocks of math
+    (explained after it) the main kernels are 2.6% / -4.6% and the steps -4.7% / -6.2%."""
     fa3_decode = bench_script("fa3_decode")
     for predicted, committed in (("predicted", "compare"), ("predicted-before", "compare-before")):
         fa3_decode.compare(Path(f"{RUN_BY}.csv"), Path(f"{RUN_BY}-kernels.csv.gz"), Path(f"{RUN_BY}-{predicted}.txt"),
@@ -248,14 +278,18 @@ def test_run_by_comparisons_are_committed_and_its_checks(capsys):
         out = capsys.readouterr().out
         assert out == Path(f"{RUN_BY}-{committed}.txt").read_text()
     assert "fa3 main, frozen: 6 kernels, median |error| 16.6%, worst -34.7%" in out
-    assert "fa3 main, now: 6 kernels, median |error| 5.6%, worst -15.0%" in out
-    assert "| llama3.1-8b_decode_fa3_b384_l256_graph | 18063.1 | 16420.5 | -9.1% | 15295.4 | -15.3% |" in out
+    assert "fa3 main, now: 6 kernels, median |error| 2.6%, worst -4.6%" in out
+    assert "| llama3.1-8b_decode_fa3_b384_l256_graph | 18063.1 | 17215.9 | -4.7% | 15295.4 | -15.3% |" in out
 
 
-def test_run_by_frozen_predictions_are_the_models():
-    """Run by's frozen file is this model's (written at d5b5006, after the tile's wait)."""
+def test_run_by_frozen_predictions_are_a_record():
+    """Run by's frozen file is the model of d5b5006 (after the tile's wait): today's differs only
+    where FA3's math runs whole key blocks (FA3's rows: at 256 keys a tile, 1.5 blocks of 176 are
+    two); FA2's rows are today's."""
     fa3_decode = bench_script("fa3_decode")
     gpu = Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
     now = fa3_decode.run_predictions(gpu, fa3_decode.f3.RUN_BY)
     fro = read_frozen(Path(f"{RUN_BY}-predicted.txt"))
-    assert len(fro) == len(now) == 42 and all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now)
+    assert len(fro) == len(now) == 42
+    assert all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now if "fa2" in k)
+    assert fro["fa3_decode_b256_h64x8x128_l256.attention"] < 0.9 * now["fa3_decode_b256_h64x8x128_l256.attention"]

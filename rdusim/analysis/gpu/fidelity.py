@@ -216,9 +216,9 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "timed alone (320 a step), and the all-reduces on four GPUs about 380 us a step more than modelled "
         "(run aw's shard and run ay; no mechanism for either yet: runs bc-bi rule out the kernels' code, address translations, the SM clock, the operands' layout and the output's lines; their input written just before by the step's QKV GEMM reproduces most of it, run bh); at TP2 and for the 70B the same points are "
         "within. Llama-3.1-8B's FA3 steps at batch 192 x 768 and 384 x 256 keys (run by, frozen: -7.1%, -9.1%; FA2's "
-        "beside them -1.8%): FA3's main kernels 5.6% median in run by's calls (-15% at 256 keys a tile), its prepare "
+        "beside them -1.8%; -4.7% / -6.2% since FA3's math runs whole key blocks, explained after it): its prepare "
         "kernel's sort of the batch (up to 8 us a layer against 1.8) and the graph gaps around its three kernels (run "
-        "bx) explain part "
+        "bx) are not modelled "
         f"({_ACCEPTANCE_DOC}; Run aw by kernel type; Run ba; Run by)",
     ),
     "TP prefill": KnownMiss(
