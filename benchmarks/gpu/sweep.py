@@ -41,7 +41,8 @@ Sections (``--only``):
   ``fa3_decode_shard`` (run bu: Llama-3.1-70B's TP8 shard's graph decode step with each),
   ``fa3_decode_bw`` (run bw, held out: ``fa3_points.RUN_BW``'s calls, Llama-3.1-8B steps and 70B TP4 shard steps),
   ``fa3_decode_bx`` (run bx: ``RUN_BX``, run bw's batch-256 step profiled and FA3's calls at 256-512 keys),
-  ``fa3_decode_by`` and ``fa3_prefill_by`` (run by: ``RUN_BY``, ``BY_PREFILL``: several tiles an SM):
+  ``fa3_decode_by`` and ``fa3_prefill_by`` (run by: ``RUN_BY``, ``BY_PREFILL``: several tiles an SM),
+  ``fa3_decode_cb`` (run cb: ``RUN_CB``, one key either side of a key-block edge):
   FlashAttention-3's forward (the ``fa3-fwd`` wheel, carried) at the
   FlashAttention-3 paper's Fig. 5 shapes, DeepSeek-R1's MLA prefill shape (192 / 128) and two GQA
   shapes (the points: ``fa3_points``).
@@ -1202,6 +1203,7 @@ SECTIONS = {"p10": p10_rows, "gemm": gemm_rows, "dispatch": dispatch_rows, "pref
             "fa3_decode_bw": functools.partial(fa3_decode_rows, run=f3.RUN_BW),
             "fa3_decode_bx": functools.partial(fa3_decode_rows, run=f3.RUN_BX),
             "fa3_decode_by": functools.partial(fa3_decode_rows, run=f3.RUN_BY),
+            "fa3_decode_cb": functools.partial(fa3_decode_rows, run=f3.RUN_CB),
             "fa3_prefill_by": functools.partial(fa3_prefill_rows, points=f3.BY_PREFILL, profiled=())}
 
 
