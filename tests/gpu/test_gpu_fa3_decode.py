@@ -293,3 +293,47 @@ def test_run_by_frozen_predictions_are_a_record():
     assert len(fro) == len(now) == 42
     assert all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now if "fa2" in k)
     assert fro["fa3_decode_b256_h64x8x128_l256.attention"] < 0.9 * now["fa3_decode_b256_h64x8x128_l256.attention"]
+
+
+RUN_CB = ROOT / "benchmarks/gpu/h200-20261129cb-fa3"
+
+
+def _main_us(out: str) -> dict[str, float]:
+    """Each call's profiled FA3 / FA2 main kernel (us) in a ``--compare`` output."""
+    return {line.split("|")[1].strip(): float(line.split("|")[3]) for line in out.splitlines()
+            if line.startswith("| f") and line.split("|")[2].strip() == "main"}
+
+
+def test_run_cb_comparisons_are_committed_and_its_checks(capsys):
+    """Run cb (frozen after FA3's math over whole key blocks): the committed comparisons are the
+    script's, against the frozen model and the one before it. FA3's kernel jumps across every key-block
+    edge (the before-model has it fall) and FA2's, the control, does not; check 1 fails in size at
+    176 / 177 (1.431 against the model's 1.249), checks 2-3 fail, 4 passes (docs/gpu.md, "Run cb")."""
+    fa3_decode = bench_script("fa3_decode")
+    outs = {}
+    for predicted, committed in (("predicted", "compare"), ("predicted-before", "compare-before")):
+        fa3_decode.compare(Path(f"{RUN_CB}.csv"), Path(f"{RUN_CB}-kernels.csv.gz"), Path(f"{RUN_CB}-{predicted}.txt"),
+                           fa3_decode.f3.RUN_CB)
+        outs[predicted] = capsys.readouterr().out
+        assert outs[predicted] == Path(f"{RUN_CB}-{committed}.txt").read_text()
+    us = _main_us(outs["predicted"])
+    edges = (("b256_h32x8x128_l176", "b256_h32x8x128_l177", 1.249), ("b256_h32x8x128_l352", "b256_h32x8x128_l353", 1.153),
+             ("b256_h32x8x64_l192", "b256_h32x8x64_l193", 1.463), ("b128_h64x8x128_l528", "b128_h64x8x128_l529", 1.073))
+    fa3 = [us[f"fa3_decode_{b}"] / us[f"fa3_decode_{a}"] for a, b, _ in edges]
+    fa2 = [us[f"fa2_decode_{b}"] / us[f"fa2_decode_{a}"] for a, b, _ in edges]
+    assert [round(r, 3) for r in fa3] == [1.431, 1.224, 1.447, 1.117]
+    assert sum(abs(r - m) <= 0.08 for r, (_, _, m) in zip(fa3, edges, strict=True)) == 3  # check 1: 3 of 4
+    assert all(abs(r - 1) <= 0.05 for r in fa2)  # check 4: the control
+    assert "fa3 main, now: 10 kernels, median |error| 6.9%, worst -20.0%" in outs["predicted"]
+    assert "fa3 main, frozen: 10 kernels, median |error| 10.2%, worst -48.9%" in outs["predicted-before"]
+    assert "| llama3.1-8b_decode_fa3_b320_l177_graph | 15364.8 | 14709.1 | -4.3% | 13486.3 | -12.2% |" in outs[
+        "predicted-before"]
+
+
+def test_run_cb_frozen_predictions_are_the_models():
+    """Run cb's frozen file is this model's (a261954: whole key blocks)."""
+    fa3_decode = bench_script("fa3_decode")
+    gpu = Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
+    now = fa3_decode.run_predictions(gpu, fa3_decode.f3.RUN_CB)
+    fro = read_frozen(Path(f"{RUN_CB}-predicted.txt"))
+    assert len(fro) == len(now) == 66 and all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now)

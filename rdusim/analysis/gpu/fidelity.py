@@ -1095,11 +1095,13 @@ SOURCES: tuple[Source, ...] = (
     _graph("h200-20261129bl-qk-norm.csv", "run bl, Qwen3-1.7B"),
     _prefill_steps("h200-20261129bl-qk-norm.csv", "run bl, Qwen3-1.7B"),
     # run bt (frozen): Llama-3.1-8B's graph decode step with FA3's decode call, FA2's beside it; runs bw
-    # (frozen, held out) and by (frozen after a tile's wait for the store ahead): the same at new points
-    # (their Llama-3.1-70B TP4 shard steps: the footer)
+    # (frozen, held out), by (frozen after a tile's wait for the store ahead) and cb (frozen after FA3's math
+    # over whole key blocks, one key either side of a block edge): the same at new points (their Llama-3.1-70B
+    # TP4 shard steps: the footer)
     *_graph_by_attention("h200-20261129bt-fa3.csv", "run bt, Llama-3.1-8B"),
     *_graph_by_attention("h200-20261129bw-fa3.csv", "run bw, Llama-3.1-8B"),
     *_graph_by_attention("h200-20261129by-fa3.csv", "run by, Llama-3.1-8B"),
+    *_graph_by_attention("h200-20261129cb-fa3.csv", "run cb, Llama-3.1-8B"),
     _paired("h100-20261125h-sweep.csv", "run h, paired"),
     _small("h100-20261125l-small.csv", "run l"),
     _small("h200-20261125m-small.csv", "run m", fitted=False),
@@ -1237,8 +1239,9 @@ NOT_YET: tuple[str, ...] = (
     "their benchmark scripts",
     "FA3's and FA2's decode calls of run bt (stream-timed, FA3's host-bound below about 100 us) and their "
     "profiled kernels, and run bu's Llama-3.1-70B TP8 shard steps with each: fa3_decode.py --compare, --shard; "
-    "run bw's and run by's calls and Llama-3.1-70B TP4 shard steps, run bx's batch-256 step by kernel, run by's "
-    "prefills: fa3_decode.py --run bw / by --compare, --run bx --steps, fa3_compare.py --compare",
+    "run bw's, run by's and run cb's calls and Llama-3.1-70B TP4 shard steps, run bx's batch-256 step by kernel, "
+    "run by's prefills: fa3_decode.py --run bw / by / cb --compare, --run bx --steps, fa3_compare.py --compare; "
+    "HBM by read/write mix and the flush's cost (run ca: hbm_mix.py --analyse --verdict)",
 )
 
 
