@@ -183,7 +183,7 @@ RUN_BY = DecodeRun(((192, 32, 8, 128, 768), (96, 16, 4, 128, 2048), (384, 8, 1, 
                    ((192, 768), (384, 256)), (), SHARD_70B_TP4, 4, ((256, 1024), (128, 3072)))
 #: run cb (frozen after FA3's math over whole key blocks): pairs one key apart across a block edge (176 / 177 and
 #: 352 / 353 keys at head_dim 128, 192 / 193 at 64, the 64 x 8 group at 528 / 529), two calls whose split count leaves
-#: empty splits (24 blocks over 21, 19 over 16), Llama-3.1-8B's graph step at 320 x 176 / 177 and 256 x 352 / 353, the
+#: empty splits (24 blocks over 21, 18 over 16), Llama-3.1-8B's graph step at 320 x 176 / 177 and 256 x 352 / 353, the
 #: 70B TP4 shard's at 192 x 176 / 177
 RUN_CB = DecodeRun(((256, 32, 8, 128, 176), (256, 32, 8, 128, 177), (256, 32, 8, 128, 352), (256, 32, 8, 128, 353),
                     (256, 32, 8, 64, 192), (256, 32, 8, 64, 193), (128, 64, 8, 128, 528), (128, 64, 8, 128, 529),

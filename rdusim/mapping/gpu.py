@@ -558,6 +558,8 @@ def fa3_split_keys(kv_len: int, cols: int, splits: int) -> list[tuple[int, int]]
     a count that does not divide the blocks leaves the splits after it empty (no eligibility rule
     skips such counts, as FA2's has): 12 blocks over 11 splits are 6 of 2 blocks and 5 empty."""
     n_blocks = math.ceil(kv_len / cols)
+    if not n_blocks:  # no keys: every split stores only
+        return [(splits, 0)]
     per_split = math.ceil(n_blocks / splits)
     active = math.ceil(n_blocks / per_split)
     last = kv_len - (active - 1) * per_split * cols

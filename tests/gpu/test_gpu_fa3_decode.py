@@ -98,6 +98,7 @@ def test_a_call_is_prepare_main_and_combine(h200):
     (176, 1, [(1, 176)]),
     (177, 1, [(1, 177)]),
     (353, 2, [(1, 352), (1, 1)]),
+    (0, 3, [(3, 0)]),
 ])
 def test_fa3_splits_key_blocks(kv_len, splits, parts):
     """FA3 cuts a sequence's key blocks, not its keys, into splits (hopper/block.h): the parts
