@@ -298,11 +298,7 @@ def analyse(path: str, peak_tb_s: float = 4.8, attn: str | None = None) -> None:
 
 def _analyse_attention(path: str) -> None:
     """Each decode call's main kernel after the dirty and the clean state (median of its reps)."""
-    times: dict[tuple[str, str], list[float]] = {}
-    for r in load(path):
-        low = r["kernel"].lower()
-        if ("flash" in low or "fmha" in low) and "combine" not in low and "prepare" not in low:
-            times.setdefault((r["row"], r["state"]), []).append(float(r["device_us"]))
+    times = _attention_mains(path)
     print(f"\n# Decode attention main kernels after each state ({Path(path).name})\n")
     print("| row | dirty us | clean us | dirty - clean us |")
     print("|---|---:|---:|---:|")
@@ -349,11 +345,7 @@ def verdict(path: str, attn: str, peak_tb_s: float = 4.8) -> None:
     extra = [med[("read", m, "dirty")] - med[("read", m, "clean")] for m in SIZES if m >= 64]
     mid = statistics.median(extra)
     h4 = 2.5 <= mid <= 7 and all(abs(e - mid) <= 0.3 * mid for e in extra)
-    times: dict[tuple[str, str], list[float]] = {}
-    for r in load(attn):
-        low = r["kernel"].lower()
-        if ("flash" in low or "fmha" in low) and "combine" not in low and "prepare" not in low:
-            times.setdefault((r["row"], r["state"]), []).append(float(r["device_us"]))
+    times = _attention_mains(attn)
     big = [row for row, st in times if st == "dirty" and _attention_bytes(row) >= 134e6]
     paid = [statistics.median(times[(row, "dirty")]) - statistics.median(times[(row, "clean")]) for row in big]
     h5 = sum(abs(p - mid) <= 2 for p in paid)
@@ -372,6 +364,18 @@ def verdict(path: str, attn: str, peak_tb_s: float = 4.8) -> None:
           f"{'holds' if h5 == len(paid) else 'fails'} |")
     print(f"\nExplained after measurement: dirty - clean = {d:.1f} us x (1 - exp(-B / {c / 1e6:.0f} MB)) "
           "(random replacement in L2)")
+
+
+def _attention_mains(path: str) -> dict[tuple[str, str], list[float]]:
+    """(row, state) -> the device us of each profiled call's main kernel (FA3's forward, FA2's
+    forward or split-KV kernel: the classes of ``fa3_decode._kind``, not imported: this script runs
+    on the device, where ``rdusim`` is not on the path)."""
+    times: dict[tuple[str, str], list[float]] = {}
+    for r in load(path):
+        low = r["kernel"].lower()
+        if ("flash" in low or "fmha" in low) and "combine" not in low and "prepare" not in low:
+            times.setdefault((r["row"], r["state"]), []).append(float(r["device_us"]))
+    return times
 
 
 def _attention_bytes(row: str) -> float:

@@ -215,14 +215,19 @@ def test_run_bu_comparison_is_committed_and_its_checks(capsys):
 RUN_BW = ROOT / "benchmarks/gpu/h200-20261129bw-fa3"
 
 
+def _now_and_frozen(path: Path, run: str) -> tuple[dict[str, float], dict[str, float]]:
+    """Every row ``fa3_points.<run>`` measures as the model predicts it now, and the run's frozen file."""
+    fa3_decode = bench_script("fa3_decode")
+    now = fa3_decode.run_predictions(Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec)),
+                                     getattr(fa3_decode.f3, run))
+    return now, read_frozen(Path(f"{path}-predicted.txt"))
+
+
 def test_run_bw_frozen_predictions_are_a_record():
     """Run bw's frozen file (held out, written before the run) is the model of its commit: today's
     differs only where a tile after an SM's first waits for the store ahead of it (FA3's main
     kernels over several tiles an SM and the steps holding them); FA2's rows are today's."""
-    fa3_decode = bench_script("fa3_decode")
-    gpu = Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
-    now = fa3_decode.run_predictions(gpu, fa3_decode.f3.RUN_BW)
-    fro = read_frozen(Path(f"{RUN_BW}-predicted.txt"))
+    now, fro = _now_and_frozen(RUN_BW, "RUN_BW")
     assert len(fro) == len(now) == 123
     assert all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now if "fa2" in k)
     assert fro["fa3_decode_b256_h32x8x128_l1024.attention"] < 0.95 * now["fa3_decode_b256_h32x8x128_l1024.attention"]
@@ -287,10 +292,7 @@ def test_run_by_frozen_predictions_are_a_record():
     """Run by's frozen file is the model of d5b5006 (after the tile's wait): today's differs only
     where FA3's math runs whole key blocks (FA3's rows: at 256 keys a tile, 1.5 blocks of 176 are
     two); FA2's rows are today's."""
-    fa3_decode = bench_script("fa3_decode")
-    gpu = Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
-    now = fa3_decode.run_predictions(gpu, fa3_decode.f3.RUN_BY)
-    fro = read_frozen(Path(f"{RUN_BY}-predicted.txt"))
+    now, fro = _now_and_frozen(RUN_BY, "RUN_BY")
     assert len(fro) == len(now) == 42
     assert all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now if "fa2" in k)
     assert fro["fa3_decode_b256_h64x8x128_l256.attention"] < 0.9 * now["fa3_decode_b256_h64x8x128_l256.attention"]
@@ -333,8 +335,5 @@ def test_run_cb_comparisons_are_committed_and_its_checks(capsys):
 
 def test_run_cb_frozen_predictions_are_the_models():
     """Run cb's frozen file is this model's (a261954: whole key blocks)."""
-    fa3_decode = bench_script("fa3_decode")
-    gpu = Gpu(load_spec(ROOT / "hw_configs/h200.yaml", GpuSpec))
-    now = fa3_decode.run_predictions(gpu, fa3_decode.f3.RUN_CB)
-    fro = read_frozen(Path(f"{RUN_CB}-predicted.txt"))
+    now, fro = _now_and_frozen(RUN_CB, "RUN_CB")
     assert len(fro) == len(now) == 66 and all(fro[k] == pytest.approx(now[k], abs=0.006) for k in now)

@@ -742,7 +742,7 @@ def _graph(csv_name: str, label: str, keep: Callable[[dict], bool] = lambda r: T
 
 def _graph_by_attention(csv_name: str, label: str) -> tuple[Source, Source]:
     """A run's graph decode steps with FA3's decode call and with FA2's beside it, a group each
-    (runs bt, bw, by); its rows of one GPU's share of another model (``model`` in the extra: the TP
+    (runs bt, bw, by, cb); its rows of one GPU's share of another model (``model`` in the extra: the TP
     shard steps, which ``sweep_model`` does not shape) are left to the footer."""
 
     def keep(kernel: str) -> Callable[[dict], bool]:
