@@ -1,0 +1,505 @@
+"""The Simple ramp with NCCL's protocol and nothing else (run cc): a ring all-reduce emulated.
+
+NCCL's ring Simple collectives on two GPUs pay a per-call cost that grows with the bytes (the
+Simple ramp, docs/gpu.md), only where 12 or more ring channels contend for NVLink (run ad); plain
+SM copies over the same link, as many CTAs, have none (run bv). What is left is NCCL's protocol on
+those channels. This script runs that protocol alone: a CUDA kernel (CuPy, NVRTC) in which each
+CTA is one channel of a two-GPU ring all-reduce as NCCL 2.28's device code runs it
+(``src/device/all_reduce.h`` runRing, ``prims_simple.h`` genericOp): the buffer in loops of
+``channels x 2 x chunk`` (chunk 2 MiB: ``NCCL_BUFFSIZE`` 4 MiB / ``NCCL_STEPS`` 8 x
+``CHUNKSTEPS`` 4), a loop's chunk shrunk to what is left; per loop three primitive calls, ``send``
+(input to the peer's FIFO), ``recvReduceCopySend`` (the peer's slot plus the input, to the output
+and the peer's FIFO) and ``recv`` (the peer's slot to the output: the step that puts nothing on
+NVLink); each call two slices, a slice a wait on the peer's flag (the tail the sender posts into
+the receiver's memory, the head the receiver posts back; 8 steps of 512 KiB a channel's FIFO),
+a barrier, the copy by 512 threads (16-byte loads and stores), a barrier, a system fence and the
+flag store. Variants:
+
+- ``nccl``: as above;
+- ``norecv``: the same flags and steps, but the last step moves no bytes (the FIFO-to-output copy
+  skipped): what the local step costs when the channels run it in step.
+
+Each row: ``per`` calls back to back on each GPU (one launch each, interleaved), a CUDA event pair
+around them on each GPU, the slower GPU's time / ``per``, median of ``reps`` trials. The CSV has
+``collective_ramp_diag.py``'s columns (variant ``<variant>-ch<C>``, case ``plain``, op
+``all_reduce``). Every channel stamps the global timer after each slice; ``--stamps`` keeps GPU 0's
+stamps of the last call of chosen rows, and ``--analyse`` (CPU) prints the ramp by variant and
+channels and, from the stamps, how far the channels drift apart and how often all of them are in
+their local step at once.
+
+Measure (one process, both GPUs; about a minute on two H200s)::
+
+    python benchmarks/gpu/ring_emul.py --out cc-emul.csv --stamps cc-emul-stamps.csv.gz
+
+Hypotheses and their signatures: ``h200x2-20261129cc-ring-hypotheses.md`` (committed before
+the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import math
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from collective_ramp_diag import (  # noqa: E402  (beside this file)
+    FIELDS,
+    MIB,
+    fit_per_mib,
+    load,
+    per_calls,
+    relative_ramp,
+)
+
+VARIANTS = ("nccl", "norecv")
+CHANNELS = (4, 8, 12, 16, 24, 32)
+SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048)
+THREADS = 512  # NCCL_SIMPLE_MAX_NTHREADS (src/include/device.h)
+STEPS = 8  # NCCL_STEPS
+STEP_BYTES = 512 * 1024  # NCCL_BUFFSIZE 4 MiB / NCCL_STEPS
+CHUNK_BYTES = 4 * STEP_BYTES  # ALLREDUCE_CHUNKSTEPS 4: 2 MiB (calcCollChunking leaves the ring's)
+MAX_STAMPS = 512  # a channel's stamps kept (slices: 6 a loop; 1 GiB at 24 channels is 11 loops)
+#: rows whose stamps are kept (variant, channels, MiB)
+STAMP_ROWS = {(v, c, s) for v in VARIANTS for c in (8, 24) for s in (64, 256, 1024)}
+#: a guess of one channel's rate (GB/s of S) that caps the calls of a trial (per_calls)
+CHANNEL_GBPS = 20.0
+#: a flag wait that passes this is a hang: the kernel gives up and the run stops
+WAIT_NS = 2_000_000_000
+
+KERNEL = r"""
+#define NSTEPS 8
+#define UNROLL 4
+typedef unsigned long long u64;
+
+__device__ __forceinline__ u64 now() {
+  u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t;
+}
+__device__ __forceinline__ u64 load_acquire(const u64* p) {
+  u64 v; asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory"); return v;
+}
+__device__ __forceinline__ void store_flag(u64* p, u64 v) {
+  asm volatile("st.volatile.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+// thread 0 waits until *p >= want; false (and *err set) after WAIT_NS
+__device__ __forceinline__ bool wait_ge(const u64* p, u64 want, int* err) {
+  const u64 t0 = now();
+  while (load_acquire(p) < want) {
+    if (now() - t0 > WAIT_NS) { atomicExch(err, 1); return false; }
+  }
+  return true;
+}
+
+// dst[i] = a[i] (+ b[i]) (also into dst2 when given), i < n, float4s, all threads of the CTA
+__device__ __forceinline__ void reduce_copy(const float4* a, const float4* b, float4* dst,
+                                            float4* dst2, long long n) {
+  for (long long i = threadIdx.x; i < n; i += (long long)blockDim.x * UNROLL) {
+    float4 v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const long long j = i + (long long)u * blockDim.x;
+      if (j < n) {
+        v[u] = a[j];
+        if (b) { const float4 w = b[j]; v[u].x += w.x; v[u].y += w.y; v[u].z += w.z; v[u].w += w.w; }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const long long j = i + (long long)u * blockDim.x;
+      if (j < n) { dst[j] = v[u]; if (dst2) dst2[j] = v[u]; }
+    }
+  }
+}
+
+// One channel (CTA) of a two-rank ring all-reduce, NCCL's Simple protocol.
+// fifo_*: [channels][NSTEPS * step16] float4; tail_*, head_*: [channels * 16] u64 (a 128-byte line
+// a channel); steps: this GPU's [channels * 2] (send step, recv step), kept from call to call.
+extern "C" __global__ void __launch_bounds__(512)
+ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* fifo_mine,
+               float4* fifo_peer, u64* tail_mine, u64* tail_peer, u64* head_mine, u64* head_peer,
+               u64* steps, long long n16, long long chunk16, long long step16, int rank,
+               int norecv, u64* stamps, int max_stamps, int* err) {
+  __shared__ int ok;
+  const int c = blockIdx.x, nch = gridDim.x, nranks = 2;
+  const bool lead = threadIdx.x == 0;
+  u64 send_step = steps[2 * c], recv_step = steps[2 * c + 1];
+  float4* const fm = fifo_mine + (long long)c * NSTEPS * step16;
+  float4* const fp = fifo_peer + (long long)c * NSTEPS * step16;
+  u64* const my_tail = tail_mine + 16 * c;  // the peer posts here: data in my FIFO
+  u64* const my_head = head_mine + 16 * c;  // the peer posts here: my data in its FIFO consumed
+  u64* const peer_tail = tail_peer + 16 * c;
+  u64* const peer_head = head_peer + 16 * c;
+  int nst = 0;
+  if (*err) return;  // an earlier call gave up: every later one returns at once
+  if (lead) ok = 1;
+  __syncthreads();
+  const long long loop = (long long)nch * nranks * chunk16;
+  for (long long grid = 0; grid < n16; grid += loop) {
+    long long real = (n16 - grid + (long long)nch * nranks - 1) / ((long long)nch * nranks);
+    if (real > chunk16) real = chunk16;
+    const long long base = grid + (long long)c * nranks * real;
+    for (int prim = 0; prim < 3; ++prim) {  // send, recvReduceCopySend, recv
+      const int chunk = prim == 1 ? rank : (rank + 1) % nranks;
+      const long long off = base + chunk * real;
+      long long nelem = n16 - off;
+      if (nelem > real) nelem = real;
+      if (nelem < 0) nelem = 0;
+      long long slice = (nelem + 1) / 2;  // SlicePerChunk 2, at least a 32nd of a full slice
+      if (slice < 2 * step16 / 32) slice = 2 * step16 / 32;
+      long long done = 0;
+      for (int s = 0; s < 2; ++s) {  // every slice steps the flags, empty or not (genericOp)
+        const long long sz = done >= nelem ? 0 : (slice < nelem - done ? slice : nelem - done);
+        const bool sends = prim < 2, recvs = prim > 0;
+        if (lead) {
+          bool good = true;
+          if (sends) good = wait_ge(my_head, send_step + 2 > NSTEPS ? send_step + 2 - NSTEPS : 0, err);
+          if (good && recvs) good = wait_ge(my_tail, recv_step + 2, err);
+          if (!good) ok = 0;
+        }
+        __syncthreads();
+        if (!ok) return;
+        const long long slot_s = (long long)(send_step % NSTEPS) * step16;
+        const long long slot_r = (long long)(recv_step % NSTEPS) * step16;
+        if (prim == 0) reduce_copy(in + off + done, 0, fp + slot_s, 0, sz);
+        else if (prim == 1) reduce_copy(fm + slot_r, in + off + done, out + off + done, fp + slot_s, sz);
+        else if (!norecv) reduce_copy(fm + slot_r, 0, out + off + done, 0, sz);
+        __syncthreads();
+        if (lead) {
+          if (sends) { __threadfence_system(); store_flag(peer_tail, send_step + 2); }
+          if (recvs) store_flag(peer_head, recv_step + 2);
+          if (nst < max_stamps) stamps[(long long)c * max_stamps + nst] = now();
+        }
+        ++nst;
+        if (sends) send_step += 2;
+        if (recvs) recv_step += 2;
+        done += sz;
+      }
+    }
+  }
+  if (lead) { steps[2 * c] = send_step; steps[2 * c + 1] = recv_step; }
+}
+"""
+
+STAMP_FIELDS = ["variant", "channels", "mib", "channel", "slice", "t_ns"]
+
+
+def variant_name(variant: str, channels: int) -> str:
+    return f"{variant}-ch{channels}"
+
+
+def plan(variants, channels, sizes, per: int, reps: int) -> list[dict]:
+    rows = []
+    for v in variants:
+        for c in channels:
+            for mib in sizes:
+                n = per_calls(mib * MIB, per, CHANNEL_GBPS * c)
+                rows.append(
+                    {
+                        "variant": variant_name(v, c),
+                        "case": "plain",
+                        "op": "all_reduce",
+                        "bytes": mib * MIB,
+                        "ranks": 2,
+                        "per": n,
+                        "reps": reps if n >= 4 else max(3, reps // 2),
+                        "k": 1,
+                        "channels": c,
+                        "norecv": v == "norecv",
+                        "kind": v,
+                    }
+                )
+    return rows
+
+
+def slices_per_call(size: int, channels: int) -> int:
+    """Slices a channel runs in one call: 3 primitive calls of 2 slices a loop."""
+    loop = channels * 2 * CHUNK_BYTES
+    return 6 * max(1, math.ceil(size / loop))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="CSV to write")
+    ap.add_argument("--stamps", help="CSV(.gz) of the kept rows' per-slice stamps (GPU 0)")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--channels", default=",".join(map(str, CHANNELS)))
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="MiB, comma-separated")
+    ap.add_argument("--per", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument(
+        "--analyse",
+        nargs="+",
+        metavar="CSV",
+        help="ramp tables of these CSVs (this script's and collective_ramp_diag.py's; CPU)",
+    )
+    ap.add_argument("--stamps-in", metavar="STAMPS", help="with --analyse: the stamps file")
+    args = ap.parse_args(argv)
+    if args.analyse:
+        print("\n".join(analyse(args.analyse, args.stamps_in)))
+        return 0
+    variants = [v for v in args.variants.split(",") if v]
+    if not variants or any(v not in VARIANTS for v in variants):
+        ap.error(f"--variants: comma-separated, each one of {', '.join(VARIANTS)}")
+    try:
+        channels = [int(v) for v in args.channels.split(",") if v]
+        sizes = [int(v) for v in args.sizes.split(",") if v]
+    except ValueError:
+        ap.error("--channels and --sizes take comma-separated whole numbers")
+    if not channels or not sizes or min(channels + sizes + [args.per, args.reps]) <= 0:
+        ap.error("--channels, --sizes, --per and --reps must be positive")
+    if max(channels) > 64:
+        ap.error("--channels: at most 64")
+    rows = plan(variants, channels, sizes, args.per, args.reps)
+    if args.dry_run:
+        for r in rows:
+            print(f"{r['variant']:12s} {r['bytes'] // MIB:5d} MiB per {r['per']:3d} reps {r['reps']}")
+        return 0
+    if not args.out:
+        ap.error("--out is required (or --dry-run / --analyse)")
+    return _run(rows, args.out, args.stamps)
+
+
+class _Ring:  # pragma: no cover - needs two GPUs with peer access
+    """Both GPUs' buffers, FIFOs and flags, the kernel on each, a stream each."""
+
+    def __init__(self, biggest: int, max_channels: int):
+        import cupy as cp
+
+        self.cp, rt = cp, cp.cuda.runtime
+        assert rt.getDeviceCount() >= 2, "two GPUs needed"
+        assert rt.deviceCanAccessPeer(0, 1) and rt.deviceCanAccessPeer(1, 0), "no peer access"
+        self.step16 = STEP_BYTES // 16
+        self.buf, self.fifo, self.tail, self.head, self.steps = {}, {}, {}, {}, {}
+        self.kern, self.stream, self.stamps, self.err = {}, {}, {}, {}
+        for d in (0, 1):
+            with cp.cuda.Device(d):
+                rt.deviceEnablePeerAccess(1 - d)
+                self.buf[d] = (
+                    cp.ones(biggest // 4, dtype=cp.float32),
+                    cp.zeros(biggest // 4, dtype=cp.float32),
+                )
+                self.fifo[d] = cp.zeros(max_channels * STEPS * STEP_BYTES // 4, dtype=cp.float32)
+                self.tail[d] = cp.zeros(max_channels * 16, dtype=cp.uint64)
+                self.head[d] = cp.zeros(max_channels * 16, dtype=cp.uint64)
+                self.steps[d] = cp.zeros(max_channels * 2, dtype=cp.uint64)
+                self.stamps[d] = cp.zeros(max_channels * MAX_STAMPS, dtype=cp.uint64)
+                self.err[d] = cp.zeros(1, dtype=cp.int32)
+                src = KERNEL.replace("WAIT_NS", f"{WAIT_NS}ull")
+                self.kern[d] = cp.RawKernel(src, "ring_allreduce")
+                self.stream[d] = cp.cuda.Stream(non_blocking=True)
+        self.gpu = rt.getDeviceProperties(0)["name"].decode()
+
+    def reset(self) -> None:
+        """Flags and step counters to zero on both GPUs (between rows: a new channel count)."""
+        for d in (0, 1):
+            with self.cp.cuda.Device(d):
+                self.stream[d].synchronize()
+                for a in (self.tail[d], self.head[d], self.steps[d]):
+                    a.fill(0)
+                self.cp.cuda.Device(d).synchronize()
+
+    def launches(self, r: dict, count: int) -> None:
+        import numpy as np
+
+        n16 = r["bytes"] // 16
+        for _ in range(count):
+            for d in (0, 1):
+                p = 1 - d
+                with self.cp.cuda.Device(d):
+                    self.kern[d](
+                        (r["channels"],),
+                        (THREADS,),
+                        (
+                            self.buf[d][0],
+                            self.buf[d][1],
+                            self.fifo[d],
+                            self.fifo[p],
+                            self.tail[d],
+                            self.tail[p],
+                            self.head[d],
+                            self.head[p],
+                            self.steps[d],
+                            np.int64(n16),
+                            np.int64(CHUNK_BYTES // 16),
+                            np.int64(self.step16),
+                            np.int32(d),
+                            np.int32(1 if r["norecv"] else 0),
+                            self.stamps[d],
+                            np.int32(MAX_STAMPS),
+                            self.err[d],
+                        ),
+                        stream=self.stream[d],
+                    )
+
+    def failed(self) -> bool:
+        return any(int(self.err[d].get()[0]) for d in (0, 1))
+
+    def time_row(self, r: dict) -> float:
+        """Us a call: ``per`` calls on each GPU, the slower GPU's events, median of ``reps``."""
+        cp = self.cp
+        self.reset()
+        self.launches(r, 2)  # warm-up (and the module's load on each GPU)
+        for d in (0, 1):
+            self.stream[d].synchronize()
+        if self.failed():
+            return math.nan
+        times = []
+        for _ in range(r["reps"]):
+            ev = {}
+            for d in (0, 1):
+                with cp.cuda.Device(d):
+                    ev[d] = (cp.cuda.Event(), cp.cuda.Event())
+                    ev[d][0].record(self.stream[d])
+            self.launches(r, r["per"])
+            for d in (0, 1):
+                with cp.cuda.Device(d):
+                    ev[d][1].record(self.stream[d])
+            for d in (0, 1):
+                ev[d][1].synchronize()
+            times.append(max(cp.cuda.get_elapsed_time(*ev[d]) for d in (0, 1)) * 1e3 / r["per"])
+        return statistics.median(times)
+
+    def last_stamps(self, c: int, n: int) -> list[list[int]]:
+        """GPU 0's stamps of its last call, ns from its first slice's end."""
+        with self.cp.cuda.Device(0):
+            st = self.cp.asnumpy(self.stamps[0][: c * MAX_STAMPS]).astype("int64")
+        st = st.reshape(c, MAX_STAMPS)[:, : min(n, MAX_STAMPS)]
+        return (st - st.min()).tolist()
+
+
+def _run(rows: list[dict], out: str, stamps_out: str | None) -> int:  # pragma: no cover - two GPUs
+    ring = _Ring(max(r["bytes"] for r in rows), max(r["channels"] for r in rows))
+    sfh = None
+    if stamps_out:
+        sfh = (gzip.open if stamps_out.endswith(".gz") else open)(stamps_out, "wt", newline="")
+        swriter = csv.writer(sfh)
+        swriter.writerow(STAMP_FIELDS)
+    rc = 0
+    with open(out, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            us = ring.time_row(r)
+            if ring.failed():
+                print(f"{r['variant']} {r['bytes'] // MIB} MiB: a flag wait timed out; stopping", flush=True)
+                rc = 1
+                break
+            c, mib = r["channels"], r["bytes"] // MIB
+            env = f"threads={THREADS} chunk={CHUNK_BYTES} step={STEP_BYTES} norecv={int(r['norecv'])}"
+            writer.writerow(
+                {**r, "median_us": round(us, 3), "sleep_us": 0, "gpu": ring.gpu, "nccl": "-", "env": env}
+            )
+            fh.flush()
+            print(
+                f"{r['variant']:12s} {mib:5d} MiB {us:10.1f} us {r['bytes'] / us / 1e3:7.1f} GB/s of S (per {r['per']})",
+                flush=True,
+            )
+            if sfh and (r["kind"], c, mib) in STAMP_ROWS:
+                n = slices_per_call(r["bytes"], c)
+                for ch, st in enumerate(ring.last_stamps(c, n)):
+                    swriter.writerows([r["kind"], c, mib, ch, s, t] for s, t in enumerate(st))
+    if sfh:
+        sfh.close()
+    return rc
+
+
+# --- analysis (CPU) -------------------------------------------------------------------------
+
+#: the registered windows (h200x2-20261129cc-ring-hypotheses.md): past the L2 (run bv) and the
+#: rate from 512 MiB up as collective_ramp_diag.py's
+RAMP_WINDOW = (64, 256)
+RATE_FROM = 512
+
+
+def load_stamps(path: str) -> dict[tuple[str, int, int], list[list[int]]]:
+    """(variant, channels, MiB) -> per channel its slice-end stamps (ns from the call's first)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    out: dict[tuple[str, int, int], dict[int, dict[int, int]]] = {}
+    with opener(path, "rt", newline="") as fh:
+        for r in csv.DictReader(fh):
+            key = (r["variant"], int(r["channels"]), int(r["mib"]))
+            out.setdefault(key, {}).setdefault(int(r["channel"]), {})[int(r["slice"])] = int(r["t_ns"])
+    return {k: [[ch[s] for s in sorted(ch)] for _, ch in sorted(v.items())] for k, v in out.items()}
+
+
+def phase_spread(stamps: list[list[int]]) -> list[float]:
+    """Per loop, the spread (max - min, us) of the channels' ends of that loop's last slice."""
+    loops = min(len(st) for st in stamps) // 6
+    return [
+        (max(st[6 * k + 5] for st in stamps) - min(st[6 * k + 5] for st in stamps)) / 1e3
+        for k in range(loops)
+    ]
+
+
+def all_local_share(stamps: list[list[int]]) -> float:
+    """Share of the call's time in which every channel is in its local step (slices 5, 6 of a loop).
+
+    A channel is in its local step from the end of its loop's fourth slice (the second of
+    ``recvReduceCopySend``) to the end of its sixth (``recv``'s second); the call spans the
+    earliest to the latest stamp.
+    """
+    spans = []
+    for st in stamps:
+        spans.append([(st[6 * k + 3], st[6 * k + 5]) for k in range(len(st) // 6)])
+    start = min(st[0] for st in stamps)
+    end = max(st[-1] for st in stamps)
+    events = []
+    for sp in spans:
+        for a, b in sp:
+            events += [(a, 1), (b, -1)]
+    events.sort()
+    inside, last, total = 0, start, 0
+    for t, d in events:
+        if inside == len(stamps):
+            total += t - last
+        inside += d
+        last = t
+    return total / (end - start) if end > start else math.nan
+
+
+def analyse(paths: list[str], stamps_path: str | None = None) -> list[str]:
+    """The ramp by variant and channels (relative ramp 64-256 MiB, rate from 512 MiB up), stamps."""
+    data = load(paths)
+    out = [
+        "| variant | S / t from 512 MiB (GB/s) | a channel (GB/s) | relative ramp 16-256 | relative ramp 64-256 | excess at 256 / 1024 MiB (us) |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for (variant, case, op), pts in sorted(data.items()):
+        if op != "all_reduce" or case != "plain":
+            continue
+        per_mib, _ = fit_per_mib(pts, RATE_FROM)
+        gbps = MIB / per_mib / 1e3
+        ch = _channels(variant)
+        a_channel = f"{gbps / ch:.1f}" if ch else "-"
+        big = sorted(s for s in pts if s >= RATE_FROM)
+        icept = statistics.fmean(pts[s] - per_mib * s for s in big)
+        exc = " / ".join(
+            f"{pts[s] - per_mib * s - icept:+.0f}" if s in pts else "-" for s in (256, 1024)
+        )
+        out.append(
+            f"| {variant} | {gbps:.1f} | {a_channel} | {relative_ramp(pts, per_mib, 16, 256):+.3f} | "
+            f"{relative_ramp(pts, per_mib, *RAMP_WINDOW):+.3f} | {exc} |"
+        )
+    if stamps_path:
+        out += ["", "| variant | channels | MiB | call us (GPU 0) | spread of the loops' ends (us) | all channels in the local step at once |", "|---|---:|---:|---:|---|---:|"]
+        for (v, c, mib), st in sorted(load_stamps(stamps_path).items()):
+            spread = phase_spread(st)
+            shown = ", ".join(f"{s:.0f}" for s in spread[:12])
+            out.append(
+                f"| {v} | {c} | {mib} | {max(s[-1] for s in st) / 1e3:.0f} | {shown} | {all_local_share(st):.3f} |"
+            )
+    return out
+
+
+def _channels(variant: str) -> int | None:
+    """Channels named by a variant: ``nccl-ch24`` (this script), ``ch24`` (collective_ramp_diag)."""
+    tail = variant.rsplit("ch", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

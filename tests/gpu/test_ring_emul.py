@@ -1,0 +1,97 @@
+"""benchmarks/gpu/ring_emul.py (run cc): CLI validation, the plan, a call's slices, and the stamp
+arithmetic (loops' spread, the share of time every channel is in its local step) on synthetic
+stamps, with the ramp table on a synthetic CSV."""
+
+from __future__ import annotations
+
+import csv
+import types
+from pathlib import Path
+
+import pytest
+
+from .scripts import bench_script
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def ring() -> types.ModuleType:
+    return bench_script("ring_emul")
+
+
+def test_bad_flags_exit_2(ring: types.ModuleType) -> None:
+    for argv in (
+        ["--dry-run", "--variants", "fast"],
+        ["--dry-run", "--channels", "1,x"],
+        ["--dry-run", "--channels", "0"],
+        ["--dry-run", "--channels", "65"],
+        ["--dry-run", "--sizes", "-2"],
+        ["--variants", "nccl"],  # no --out
+    ):
+        with pytest.raises(SystemExit) as err:
+            ring.main(argv)
+        assert err.value.code == 2
+
+
+def test_plan_names_and_caps(ring: types.ModuleType) -> None:
+    rows = ring.plan(ring.VARIANTS, (4, 24), (2, 2048), 20, 5)
+    assert [r["variant"] for r in rows] == ["nccl-ch4"] * 2 + ["nccl-ch24"] * 2 + ["norecv-ch4"] * 2 + ["norecv-ch24"] * 2
+    assert all(r["norecv"] == (r["kind"] == "norecv") for r in rows)
+    # 2 GiB at 4 channels x 20 GB/s is 107 ms: one call a trial (TRIAL_MS 25), three trials
+    big4 = next(r for r in rows if r["variant"] == "nccl-ch4" and r["bytes"] == 2048 * MIB)
+    assert (big4["per"], big4["reps"]) == (1, 3)
+    small = next(r for r in rows if r["variant"] == "nccl-ch24" and r["bytes"] == 2 * MIB)
+    assert (small["per"], small["reps"]) == (20, 5)
+
+
+def test_slices_per_call(ring: types.ModuleType) -> None:
+    # a loop is channels x 2 ranks x 2 MiB: 96 MiB at 24 channels; six slices a loop
+    assert ring.slices_per_call(2 * MIB, 24) == 6
+    assert ring.slices_per_call(96 * MIB, 24) == 6
+    assert ring.slices_per_call(97 * MIB, 24) == 12
+    assert ring.slices_per_call(1024 * MIB, 24) == 6 * 11
+    assert ring.slices_per_call(1024 * MIB, 8) == 6 * 32
+
+
+def _loop_stamps(offset_ns: int, loops: int, local_ns: int = 20, link_ns: int = 10) -> list[int]:
+    """One channel: per loop four link slices of ``link_ns``, then two local ones of ``local_ns``."""
+    out, t = [], offset_ns
+    for _ in range(loops):
+        for s in range(6):
+            t += link_ns if s < 4 else local_ns
+            out.append(t)
+    return out
+
+
+def test_in_step_channels_share_their_local_step(ring: types.ModuleType) -> None:
+    st = [_loop_stamps(0, 3), _loop_stamps(0, 3)]
+    assert ring.phase_spread(st) == [0.0, 0.0, 0.0]
+    # a loop is 80 ns, 40 of it local (from the fourth slice's end to the sixth's); the call runs
+    # from the first stamp (10) to the last (240)
+    assert ring.all_local_share(st) == pytest.approx(120 / 230)
+
+
+def test_drifted_channels_overlap_less(ring: types.ModuleType) -> None:
+    st = [_loop_stamps(0, 3), _loop_stamps(40, 3)]
+    assert ring.phase_spread(st) == [0.04, 0.04, 0.04]  # us
+    # channel 1 is in its link slices whenever channel 0 is local: never both local
+    assert ring.all_local_share(st) == 0.0
+
+
+def test_analyse_reads_variants_and_channels(ring: types.ModuleType, tmp_path: Path) -> None:
+    path = tmp_path / "emul.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=ring.FIELDS)
+        w.writeheader()
+        for variant, extra in (("nccl-ch24", 0.1), ("ch8", 0.0)):
+            for mib in (64, 256, 512, 1024):
+                # 3 us a MiB from 512 up; 3.3 between 64 and 256 where extra is 0.1
+                us = 10 + 3 * mib + (extra * 3 * (min(mib, 256) - 256) if mib <= 256 else 0)
+                w.writerow({"variant": variant, "case": "plain", "op": "all_reduce", "bytes": mib * MIB,
+                            "ranks": 2, "per": 1, "reps": 1, "median_us": us, "sleep_us": 0, "k": 1})
+    rows = ring.analyse([str(path)])
+    ch8 = next(r for r in rows if r.startswith("| ch8 |"))
+    n24 = next(r for r in rows if r.startswith("| nccl-ch24 |"))
+    assert "| 349.5 | 43.7 |" in ch8 and "| +0.000 |" in ch8  # 1 MiB / 3 us = 349.5 GB/s, over 8
+    assert "| +0.100 |" in n24 and "| 14.6 |" in n24
