@@ -237,7 +237,16 @@ def main(argv: list[str] | None = None) -> int:
         help="ramp tables of these CSVs (this script's and collective_ramp_diag.py's; CPU)",
     )
     ap.add_argument("--stamps-in", metavar="STAMPS", help="with --analyse: the stamps file")
+    ap.add_argument(
+        "--verdict",
+        nargs=3,
+        metavar=("EMUL", "NCCL", "STAMPS"),
+        help="the registered signatures of run cc against these files (CPU)",
+    )
     args = ap.parse_args(argv)
+    if args.verdict:
+        print("\n".join(verdict(*args.verdict)))
+        return 0
     if args.analyse:
         print("\n".join(analyse(args.analyse, args.stamps_in)))
         return 0
@@ -493,6 +502,47 @@ def analyse(paths: list[str], stamps_path: str | None = None) -> list[str]:
                 f"| {v} | {c} | {mib} | {max(s[-1] for s in st) / 1e3:.0f} | {shown} | {all_local_share(st):.3f} |"
             )
     return out
+
+
+#: the registered bounds (h200x2-20261129cc-ring-hypotheses.md)
+SHOWN, NONE, UNCONTENDED = 0.04, 0.02, 0.9
+
+
+def verdict(emul_csv: str, nccl_csv: str, stamps_csv: str) -> list[str]:
+    """Each registered hypothesis of run cc against its files: the figures, then pass / fail."""
+    data = load([emul_csv, nccl_csv])
+    rel, per_channel = {}, {}
+    for (variant, case, op), pts in data.items():
+        if op != "all_reduce" or case != "plain":
+            continue
+        per_mib, _ = fit_per_mib(pts, RATE_FROM)
+        rel[variant] = relative_ramp(pts, per_mib, *RAMP_WINDOW)
+        per_channel[variant] = MIB / per_mib / 1e3 / (_channels(variant) or 1)
+    nccl = next(v for v in rel if not v.startswith(VARIANTS))
+    emul = {_channels(v): v for v in rel if v.startswith("nccl-")}
+    base = per_channel[emul[min(emul)]]
+    uncontended = sorted(c for c, v in emul.items() if per_channel[v] >= UNCONTENDED * base)
+    e24, n24, r24 = rel[emul[24]], rel["norecv-ch24"], rel[nccl]
+    spread = phase_spread(load_stamps(stamps_csv)["nccl", 24, 1024])
+    test = r24 >= SHOWN
+    hp = test and e24 >= SHOWN and 0.5 <= e24 / r24 <= 2 and all(
+        abs(rel[emul[c]]) <= NONE for c in uncontended
+    )
+    hl = hp and n24 <= 0.5 * e24 and spread[-1] >= 2 * spread[0]
+    hx = hp and n24 >= 0.75 * e24
+    h0 = test and e24 < NONE
+    return [
+        f"relative ramp {RAMP_WINDOW[0]}-{RAMP_WINDOW[1]} MiB (rate from {RATE_FROM} MiB up): "
+        f"NCCL ({nccl}) {r24:+.3f}; emulated at 24 channels {e24:+.3f}, without the local step {n24:+.3f}",
+        f"uncontended (a channel >= {UNCONTENDED} of {min(emul)} channels' {base:.1f} GB/s): "
+        + ", ".join(f"{c} channels {rel[emul[c]]:+.3f} ({per_channel[emul[c]]:.1f} GB/s)" for c in uncontended),
+        f"1 GiB, 24 channels: spread of the loops' ends {spread[0]:.0f} us (first loop) -> {spread[-1]:.0f} (last)",
+        f"no test (NCCL under +{SHOWN}): {'yes' if not test else 'no'}",
+        f"HP, the protocol as emulated makes the ramp: {'pass' if hp else 'fail'}",
+        f"HL, the local step taken in step: {'pass' if hl else 'fail'}",
+        f"HX, the protocol but not the local step: {'pass' if hx else 'fail'}",
+        f"H0, not reproduced: {'pass' if h0 else 'fail'}",
+    ]
 
 
 def _channels(variant: str) -> int | None:

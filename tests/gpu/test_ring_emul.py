@@ -95,3 +95,33 @@ def test_analyse_reads_variants_and_channels(ring: types.ModuleType, tmp_path: P
     n24 = next(r for r in rows if r.startswith("| nccl-ch24 |"))
     assert "| 349.5 | 43.7 |" in ch8 and "| +0.000 |" in ch8  # 1 MiB / 3 us = 349.5 GB/s, over 8
     assert "| +0.100 |" in n24 and "| 14.6 |" in n24
+
+
+GPU = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu"
+RUN = "h200x2-20261129cc"
+
+
+def test_run_cc_verdict_as_committed(ring: types.ModuleType) -> None:
+    """Run cc's registered signatures on its committed files: H0 by the rule (the emulation's
+    ramp past the L2 +0.018 against NCCL's +0.053 on the same lease), and the analysis file."""
+    lines = ring.verdict(str(GPU / f"{RUN}-emul.csv"), str(GPU / f"{RUN}-ch24.csv"),
+                         str(GPU / f"{RUN}-emul-stamps.csv.gz"))
+    assert lines[0] == ("relative ramp 64-256 MiB (rate from 512 MiB up): NCCL (ch24) +0.053; "
+                        "emulated at 24 channels +0.018, without the local step +0.009")
+    assert lines[-5:] == [
+        "no test (NCCL under +0.04): no",
+        "HP, the protocol as emulated makes the ramp: fail",
+        "HL, the local step taken in step: fail",
+        "HX, the protocol but not the local step: fail",
+        "H0, not reproduced: pass",
+    ]
+    committed = (GPU / f"{RUN}-analysis.txt").read_text().splitlines()
+    assert committed[-len(lines):] == lines
+
+
+def test_run_cc_channels_never_all_local_at_24(ring: types.ModuleType) -> None:
+    """The lockstep reading's own test on run cc's stamps: at 24 channels no instant has every
+    channel in its local step; at 8 (no ramp) they are, 6-24% of the call."""
+    st = ring.load_stamps(str(GPU / f"{RUN}-emul-stamps.csv.gz"))
+    assert all(ring.all_local_share(st["nccl", 24, mib]) == 0.0 for mib in (64, 256, 1024))
+    assert all(0.05 < ring.all_local_share(st["nccl", 8, mib]) < 0.25 for mib in (64, 256, 1024))
