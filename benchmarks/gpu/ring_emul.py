@@ -17,7 +17,10 @@ flag store. Variants:
 
 - ``nccl``: as above;
 - ``norecv``: the same flags and steps, but the last step moves no bytes (the FIFO-to-output copy
-  skipped): what the local step costs when the channels run it in step.
+  skipped): what the local step costs when the channels run it in step;
+- ``cl4``: as ``nccl``, the CTAs launched in clusters of 4 (``__cluster_dims__``): NCCL's own
+  launch on sm90 (``src/enqueue.cc`` ncclLaunchKernel at 01e6dd9: the cluster dimension
+  ``cgaClusterSize``, 4 by default, ``src/init.cc`` parseCommConfig; run cd).
 
 Each row: ``per`` calls back to back on each GPU (one launch each, interleaved), a CUDA event pair
 around them on each GPU, the slower GPU's time / ``per``, median of ``reps`` trials. The CSV has
@@ -55,7 +58,9 @@ from collective_ramp_diag import (  # noqa: E402  (beside this file)
     relative_ramp,
 )
 
-VARIANTS = ("nccl", "norecv")
+VARIANTS = ("nccl", "norecv", "cl4")
+#: the variants a plain run measures (run cc); ``cl4`` is asked for by name (run cd)
+DEFAULT_VARIANTS = ("nccl", "norecv")
 CHANNELS = (4, 8, 12, 16, 24, 32)
 SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048)
 THREADS = 512  # NCCL_SIMPLE_MAX_NTHREADS (src/include/device.h)
@@ -65,6 +70,8 @@ CHUNK_BYTES = 4 * STEP_BYTES  # ALLREDUCE_CHUNKSTEPS 4: 2 MiB (calcCollChunking 
 MAX_STAMPS = 512  # a channel's stamps kept (slices: 6 a loop; 1 GiB at 24 channels is 11 loops)
 #: rows whose stamps are kept (variant, channels, MiB)
 STAMP_ROWS = {(v, c, s) for v in VARIANTS for c in (8, 24) for s in (64, 256, 1024)}
+#: the cluster attribute of each variant's kernel
+CLUSTER = {"nccl": "", "norecv": "", "cl4": "__cluster_dims__(4, 1, 1)"}
 #: a guess of one channel's rate (GB/s of S) that caps the calls of a trial (per_calls)
 CHANNEL_GBPS = 20.0
 #: a flag wait that passes this is a hang: the kernel gives up and the run stops
@@ -117,11 +124,11 @@ __device__ __forceinline__ void reduce_copy(const float4* a, const float4* b, fl
 // One channel (CTA) of a two-rank ring all-reduce, NCCL's Simple protocol.
 // fifo_*: [channels][NSTEPS * step16] float4; tail_*, head_*: [channels * 16] u64 (a 128-byte line
 // a channel); steps: this GPU's [channels * 2] (send step, recv step), kept from call to call.
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512) CLUSTER_ATTR
 ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* fifo_mine,
                float4* fifo_peer, u64* tail_mine, u64* tail_peer, u64* head_mine, u64* head_peer,
                u64* steps, long long n16, long long chunk16, long long step16, int rank,
-               int norecv, u64* stamps, int max_stamps, int* err) {
+               int norecv, u64* stamps, int max_stamps, int* err, u64* where) {
   __shared__ int ok;
   const int c = blockIdx.x, nch = gridDim.x, nranks = 2;
   const bool lead = threadIdx.x == 0;
@@ -134,7 +141,13 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
   u64* const peer_head = head_peer + 16 * c;
   int nst = 0;
   if (*err) return;  // an earlier call gave up: every later one returns at once
-  if (lead) ok = 1;
+  if (lead) {
+    ok = 1;
+    unsigned sm, cluster;  // where this channel runs: its SM and, launched in clusters, its cluster
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(cluster));
+    where[c] = ((u64)cluster << 32) | sm;
+  }
   __syncthreads();
   const long long loop = (long long)nch * nranks * chunk16;
   for (long long grid = 0; grid < n16; grid += loop) {
@@ -183,7 +196,7 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
 }
 """
 
-STAMP_FIELDS = ["variant", "channels", "mib", "channel", "slice", "t_ns"]
+STAMP_FIELDS = ["variant", "channels", "mib", "channel", "slice", "t_ns", "sm", "cluster"]
 
 
 def variant_name(variant: str, channels: int) -> str:
@@ -224,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="CSV to write")
     ap.add_argument("--stamps", help="CSV(.gz) of the kept rows' per-slice stamps (GPU 0)")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
     ap.add_argument("--channels", default=",".join(map(str, CHANNELS)))
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="MiB, comma-separated")
     ap.add_argument("--per", type=int, default=20)
@@ -243,7 +256,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("EMUL", "NCCL", "STAMPS"),
         help="the registered signatures of run cc against these files (CPU)",
     )
+    ap.add_argument(
+        "--verdict-cd",
+        nargs="+",
+        metavar="CSV",
+        help="the registered signatures of run cd: its emulation CSV, then NCCL's cga<N> CSVs (CPU)",
+    )
     args = ap.parse_args(argv)
+    if args.verdict_cd:
+        print("\n".join(verdict_cd(args.verdict_cd)))
+        return 0
     if args.verdict:
         print("\n".join(verdict(*args.verdict)))
         return 0
@@ -262,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--channels, --sizes, --per and --reps must be positive")
     if max(channels) > 64:
         ap.error("--channels: at most 64")
+    if "cl4" in variants and any(c % 4 for c in channels):
+        ap.error("--channels: cl4 launches clusters of 4 CTAs; every count must be a multiple of 4")
     rows = plan(variants, channels, sizes, args.per, args.reps)
     if args.dry_run:
         for r in rows:
@@ -283,7 +307,7 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
         assert rt.deviceCanAccessPeer(0, 1) and rt.deviceCanAccessPeer(1, 0), "no peer access"
         self.step16 = STEP_BYTES // 16
         self.buf, self.fifo, self.tail, self.head, self.steps = {}, {}, {}, {}, {}
-        self.kern, self.stream, self.stamps, self.err = {}, {}, {}, {}
+        self.kern, self.stream, self.stamps, self.err, self.where = {}, {}, {}, {}, {}
         for d in (0, 1):
             with cp.cuda.Device(d):
                 rt.deviceEnablePeerAccess(1 - d)
@@ -297,8 +321,12 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
                 self.steps[d] = cp.zeros(max_channels * 2, dtype=cp.uint64)
                 self.stamps[d] = cp.zeros(max_channels * MAX_STAMPS, dtype=cp.uint64)
                 self.err[d] = cp.zeros(1, dtype=cp.int32)
+                self.where[d] = cp.zeros(max_channels, dtype=cp.uint64)
                 src = KERNEL.replace("WAIT_NS", f"{WAIT_NS}ull")
-                self.kern[d] = cp.RawKernel(src, "ring_allreduce")
+                self.kern[d] = {
+                    v: cp.RawKernel(src.replace("CLUSTER_ATTR", attr), "ring_allreduce")
+                    for v, attr in CLUSTER.items()
+                }
                 self.stream[d] = cp.cuda.Stream(non_blocking=True)
         self.gpu = rt.getDeviceProperties(0)["name"].decode()
 
@@ -319,7 +347,7 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
             for d in (0, 1):
                 p = 1 - d
                 with self.cp.cuda.Device(d):
-                    self.kern[d](
+                    self.kern[d][r["kind"]](
                         (r["channels"],),
                         (THREADS,),
                         (
@@ -340,6 +368,7 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
                             self.stamps[d],
                             np.int32(MAX_STAMPS),
                             self.err[d],
+                            self.where[d],
                         ),
                         stream=self.stream[d],
                     )
@@ -379,6 +408,12 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
         st = st.reshape(c, MAX_STAMPS)[:, : min(n, MAX_STAMPS)]
         return (st - st.min()).tolist()
 
+    def placement(self, c: int) -> list[tuple[int, int]]:
+        """GPU 0's channels' (SM, cluster) in its last call."""
+        with self.cp.cuda.Device(0):
+            w = self.cp.asnumpy(self.where[0][:c]).astype("int64")
+        return [(int(v) & 0xFFFFFFFF, int(v) >> 32) for v in w]
+
 
 def _run(rows: list[dict], out: str, stamps_out: str | None) -> int:  # pragma: no cover - two GPUs
     ring = _Ring(max(r["bytes"] for r in rows), max(r["channels"] for r in rows))
@@ -409,8 +444,9 @@ def _run(rows: list[dict], out: str, stamps_out: str | None) -> int:  # pragma: 
             )
             if sfh and (r["kind"], c, mib) in STAMP_ROWS:
                 n = slices_per_call(r["bytes"], c)
+                where = ring.placement(c)
                 for ch, st in enumerate(ring.last_stamps(c, n)):
-                    swriter.writerows([r["kind"], c, mib, ch, s, t] for s, t in enumerate(st))
+                    swriter.writerows([r["kind"], c, mib, ch, s, t, *where[ch]] for s, t in enumerate(st))
     if sfh:
         sfh.close()
     return rc
@@ -543,6 +579,51 @@ def verdict(emul_csv: str, nccl_csv: str, stamps_csv: str) -> list[str]:
         f"HX, the protocol but not the local step: {'pass' if hx else 'fail'}",
         f"H0, not reproduced: {'pass' if h0 else 'fail'}",
     ]
+
+
+#: run cd's registered bounds (h200x2-20261129cd-cluster-hypotheses.md)
+MATTERS_RAMP, MATTERS_RATE = 0.03, 0.03
+MATCH_RAMP, MATCH_RATE = 0.015, 0.03
+
+
+def ramp_and_rate(pts: dict[int, float]) -> tuple[float, float]:
+    """(relative ramp over RAMP_WINDOW, S / t in GB/s from RATE_FROM up) of one variant's rows."""
+    per_mib, _ = fit_per_mib(pts, RATE_FROM)
+    return relative_ramp(pts, per_mib, *RAMP_WINDOW), MIB / per_mib / 1e3
+
+
+def verdict_cd(paths: list[str]) -> list[str]:
+    """Run cd's registered hypotheses: does NCCL's cluster launch set its ramp (HC), does the
+    emulation launched as NCCL launches behave as NCCL (HE), or neither (HN)."""
+    got = {
+        variant: ramp_and_rate(pts)
+        for (variant, case, op), pts in load(paths).items()
+        if op == "all_reduce" and case == "plain"
+    }
+    nccl = {int(v.removeprefix("cga")): got[v] for v in got if v.startswith("cga")}
+    (r4, g4), (r0, g0) = nccl[4], nccl[0]
+    (rc, gc), (rn, gn) = got["cl4-ch24"], got["nccl-ch24"]
+    hc = abs(r0 - r4) >= MATTERS_RAMP or abs(g0 / g4 - 1) >= MATTERS_RATE
+    he = (
+        abs(rc - r4) <= MATCH_RAMP
+        and abs(gc / g4 - 1) <= MATCH_RATE
+        and abs(rn - r0) <= MATCH_RAMP
+        and abs(gn / g0 - 1) <= MATCH_RATE
+    )
+    hn = abs(r0 - r4) < MATCH_RAMP and abs(g0 / g4 - 1) < MATTERS_RATE / 2
+    lines = [
+        f"relative ramp {RAMP_WINDOW[0]}-{RAMP_WINDOW[1]} MiB / S / t from {RATE_FROM} MiB (GB/s):",
+        *(f"  NCCL, clusters of {k}: {r:+.3f} / {g:.1f}" for k, (r, g) in sorted(nccl.items())),
+        *(
+            f"  emulated, {v}: {got[v][0]:+.3f} / {got[v][1]:.1f}"
+            for v in sorted(got, key=lambda v: (v.split("-")[0], _channels(v) or 0))
+            if not v.startswith("cga")
+        ),
+        f"HC, NCCL's cluster launch sets its ramp or rate: {'pass' if hc else 'fail'}",
+        f"HE, the emulation launched as NCCL behaves as NCCL: {'pass' if he else 'fail'}",
+        f"HN, the cluster launch changes nothing: {'pass' if hn else 'fail'}",
+    ]
+    return lines
 
 
 def _channels(variant: str) -> int | None:

@@ -27,6 +27,7 @@ def test_bad_flags_exit_2(ring: types.ModuleType) -> None:
         ["--dry-run", "--channels", "0"],
         ["--dry-run", "--channels", "65"],
         ["--dry-run", "--sizes", "-2"],
+        ["--dry-run", "--variants", "cl4", "--channels", "6"],  # clusters of 4
         ["--variants", "nccl"],  # no --out
     ):
         with pytest.raises(SystemExit) as err:
@@ -35,7 +36,7 @@ def test_bad_flags_exit_2(ring: types.ModuleType) -> None:
 
 
 def test_plan_names_and_caps(ring: types.ModuleType) -> None:
-    rows = ring.plan(ring.VARIANTS, (4, 24), (2, 2048), 20, 5)
+    rows = ring.plan(ring.DEFAULT_VARIANTS, (4, 24), (2, 2048), 20, 5)
     assert [r["variant"] for r in rows] == ["nccl-ch4"] * 2 + ["nccl-ch24"] * 2 + ["norecv-ch4"] * 2 + ["norecv-ch24"] * 2
     assert all(r["norecv"] == (r["kind"] == "norecv") for r in rows)
     # 2 GiB at 4 channels x 20 GB/s is 107 ms: one call a trial (TRIAL_MS 25), three trials
@@ -125,3 +126,41 @@ def test_run_cc_channels_never_all_local_at_24(ring: types.ModuleType) -> None:
     st = ring.load_stamps(str(GPU / f"{RUN}-emul-stamps.csv.gz"))
     assert all(ring.all_local_share(st["nccl", 24, mib]) == 0.0 for mib in (64, 256, 1024))
     assert all(0.05 < ring.all_local_share(st["nccl", 8, mib]) < 0.25 for mib in (64, 256, 1024))
+
+
+def _ramp_rows(variant: str, ramp: float, us_per_mib: float) -> list[dict]:
+    """Rows at 64-1024 MiB: ``us_per_mib`` from 512 up, ``ramp`` more per MiB from 64 to 256."""
+    rows = []
+    for mib in (64, 256, 512, 1024):
+        us = 10 + us_per_mib * mib - (ramp * us_per_mib * (256 - mib) if mib <= 256 else 0)
+        rows.append({"variant": variant, "case": "plain", "op": "all_reduce", "bytes": mib * MIB,
+                     "ranks": 2, "per": 1, "reps": 1, "median_us": us, "sleep_us": 0, "k": 1})
+    return rows
+
+
+def _write(path: Path, rows: list[dict], fields: list[str]) -> str:
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("cga4", "cga0", "cl4", "plain", "want"),
+    [
+        # the launch matters to NCCL and the emulation follows it
+        ((0.05, 3.0), (0.01, 3.0), (0.055, 3.05), (0.0, 3.0), ("pass", "pass", "fail")),
+        # NCCL's rate moves 5% with its launch; the emulation's ramp is off NCCL's
+        ((0.05, 3.0), (0.05, 3.15), (0.0, 3.0), (0.05, 3.15), ("pass", "fail", "fail")),
+        # nothing changes with the launch
+        ((0.05, 3.0), (0.045, 3.02), (0.05, 3.0), (0.045, 3.02), ("fail", "pass", "pass")),
+    ],
+)
+def test_verdict_cd_rules(ring: types.ModuleType, tmp_path: Path, cga4, cga0, cl4, plain, want) -> None:
+    emul = _write(tmp_path / "emul.csv", _ramp_rows("cl4-ch24", *cl4) + _ramp_rows("nccl-ch24", *plain), ring.FIELDS)
+    n4 = _write(tmp_path / "cga4.csv", _ramp_rows("cga4", *cga4), ring.FIELDS)
+    n0 = _write(tmp_path / "cga0.csv", _ramp_rows("cga0", *cga0), ring.FIELDS)
+    lines = ring.verdict_cd([emul, n4, n0])
+    assert [line.rsplit(": ", 1)[1] for line in lines[-3:]] == list(want)
+    assert f"  NCCL, clusters of 4: {cga4[0]:+.3f} / {MIB / cga4[1] / 1e3:.1f}" in lines
