@@ -471,6 +471,18 @@ def load_stamps(path: str) -> dict[tuple[str, int, int], list[list[int]]]:
     return {k: [[ch[s] for s in sorted(ch)] for _, ch in sorted(v.items())] for k, v in out.items()}
 
 
+def load_placement(path: str) -> dict[tuple[str, int, int], list[tuple[int, int]]]:
+    """(variant, channels, MiB) -> per channel its (SM, cluster); run cd's stamps on (run cc's have none)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    out: dict[tuple[str, int, int], dict[int, tuple[int, int]]] = {}
+    with opener(path, "rt", newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r.get("sm") and r["slice"] == "0":
+                key = (r["variant"], int(r["channels"]), int(r["mib"]))
+                out.setdefault(key, {})[int(r["channel"])] = (int(r["sm"]), int(r["cluster"]))
+    return {k: [v[c] for c in sorted(v)] for k, v in out.items()}
+
+
 def phase_spread(stamps: list[list[int]]) -> list[float]:
     """Per loop, the spread (max - min, us) of the channels' ends of that loop's last slice."""
     loops = min(len(st) for st in stamps) // 6

@@ -164,3 +164,39 @@ def test_verdict_cd_rules(ring: types.ModuleType, tmp_path: Path, cga4, cga0, cl
     lines = ring.verdict_cd([emul, n4, n0])
     assert [line.rsplit(": ", 1)[1] for line in lines[-3:]] == list(want)
     assert f"  NCCL, clusters of 4: {cga4[0]:+.3f} / {MIB / cga4[1] / 1e3:.1f}" in lines
+
+
+CD = "h200x2-20261129cd"
+
+
+def test_run_cd_verdict_as_committed(ring: types.ModuleType) -> None:
+    """Run cd on its committed files: NCCL's ramp and rate follow its cluster launch (HC), the
+    emulation in clusters of 4 comes within 0.007 of NCCL's ramp but 3.8% under its rate (HE
+    fails by its rate bound), and the verdict lines are the analysis file's."""
+    paths = [str(GPU / f"{CD}-emul.csv")] + [str(GPU / f"{CD}-cga{k}.csv") for k in (4, 0, 1, 2, 8)]
+    lines = ring.verdict_cd(paths)
+    assert "  NCCL, clusters of 4: +0.122 / 351.0" in lines
+    assert "  NCCL, clusters of 0: +0.066 / 309.3" in lines
+    assert "  emulated, cl4-ch24: +0.115 / 337.8" in lines
+    assert lines[-3:] == [
+        "HC, NCCL's cluster launch sets its ramp or rate: pass",
+        "HE, the emulation launched as NCCL behaves as NCCL: fail",
+        "HN, the cluster launch changes nothing: fail",
+    ]
+    committed = (GPU / f"{CD}-analysis.txt").read_text().splitlines()
+    assert committed[-len(lines):] == lines
+
+
+def test_run_cd_placement_and_lockstep(ring: types.ModuleType) -> None:
+    """Where the channels ran (GPU 0, 24 channels, 1 GiB): in clusters of 4, six clusters of four
+    SMs; plainly, the first eight CTAs on SMs 124-131 (run cc's slow channels 0-7). In clusters the
+    channels keep in step (every one in its local step at once 4-19% of the call), plainly never."""
+    where = ring.load_placement(str(GPU / f"{CD}-emul-stamps.csv.gz"))
+    cl4 = where["cl4", 24, 1024]
+    assert sorted({cluster for _sm, cluster in cl4}) == list(range(6))
+    assert all(sum(1 for _sm, c in cl4 if c == k) == 4 for k in range(6))
+    assert [sm for sm, _c in where["nccl", 24, 1024][:8]] == [128, 129, 130, 131, 124, 125, 126, 127]
+    st = ring.load_stamps(str(GPU / f"{CD}-emul-stamps.csv.gz"))
+    assert all(0.04 <= ring.all_local_share(st["cl4", 24, mib]) <= 0.19 for mib in (64, 256, 1024))
+    assert all(ring.all_local_share(st["nccl", 24, mib]) <= 0.001 for mib in (64, 256, 1024))
+    assert ring.load_placement(str(GPU / f"{RUN}-emul-stamps.csv.gz")) == {}
