@@ -174,7 +174,9 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "(graph), and within one lease (run an's second sweep: 2-4 us, up to +55%); the Simple "
         "ramp at 2-400 MB (-9 to -35%) is not modelled (run ad: contended channels; run bb: the same "
         "cost in every call, growing as sqrt(S) to 4 GiB; run bv: not the link, whose plain copies have no "
-        "slow start; no cited form for its size); the all-to-all's Simple p2p channels are not modelled "
+        "slow start; runs cc, cd: NCCL's launch in clusters of 4 keeps its channels in step, so their "
+        "local steps coincide and the link idles until they drift apart, with no law for the drift); "
+        "the all-to-all's Simple p2p channels are not modelled "
         f"({_ACCEPTANCE_DOC}; Collectives)",
     ),
     "GEMMs": KnownMiss(
@@ -1232,7 +1234,8 @@ NOT_YET: tuple[str, ...] = (
     "run o's 18 eager steps (only its 12 graph steps are compared here; with h100.yaml's pooled host "
     "the model comes 59.5% short of them, a host no section of docs/gpu.md covers)",
     "the TP shard (run ab, tp_shard.py), the clock checks (runs ae, ah, clock_check.py), NCCL's channel "
-    "and ramp diagnostics (runs ad, bb), plain copies over NVLink (run bv, nvlink_copy.py --check): their "
+    "and ramp diagnostics (runs ad, bb), plain copies over NVLink (run bv, nvlink_copy.py --check), NCCL's "
+    "ring emulated and its cluster launch (runs cc, cd, ring_emul.py --verdict / --verdict-cd): their "
     "benchmark scripts",
     "FA3 on the opt-in clock (runs bn, bq replayed: fa3_compare.py --clock), its varlen call (run br: "
     "fa3_compare.py --varlen) and Llama-3.1-8B's prefill step with FA3, back to back (run bs: fa3_e2e.py): "
