@@ -104,7 +104,7 @@ FIELDS = ["set", "kind", "name", "median_us", "reps", "op", "bytes", "ranks", "m
 #: the comparison functions, moved to rdusim.analysis.gpu.collectives (one place for ``rdusim
 #: fidelity --gpu`` and these scripts); still reachable as ``collectives.NAME`` for the scripts beside
 #: this one, imported only when asked for (a measurement run imports torch only)
-MOVED = ("predict_us", "median_worst", "fit_bus_bandwidth", "fitted_fabric")
+MOVED = ("predict_us", "median_worst", "fit_bus_bandwidth", "fit_ring_link", "fitted_fabric")
 
 
 def __getattr__(name: str):  # noqa: ANN202 - PEP 562: the moved functions, imported on first use
@@ -432,6 +432,9 @@ def _compare_header(gpu, rows: list[dict], csv_path: str, fabric, fitted: bool, 
     else:
         print(f"# {'fitted' if fitted else 'no calibration rows: the document'}'s bus_bandwidth {bus / 1e9:.1f} GB/s "
               f"(document: {gpu.fabric.bus_bytes_per_s / 1e9:.1f}); NVLS {'on' if fabric.nvls else 'off'}")
+        if fabric.ring is not None:
+            print(f"# {'fitted' if fitted else 'the document'}'s ring.link_bandwidth {fabric.ring.link_bytes_per_s / 1e9:.1f} "
+                  f"GB/s (document: {gpu.fabric.ring.link_bytes_per_s / 1e9:.1f}): the ring channels' link")
     for r in rows if not against else ():
         if r["set"] == "calibration" and int(r["bytes"]) < 1 << 20:
             floor = collective_cost("all_reduce", int(r["bytes"]), int(r["ranks"]), fabric).latency_s

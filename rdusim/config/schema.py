@@ -490,6 +490,19 @@ class GpuMemorySpec(Spec):
         description="one dependent load that hits L2 (a step's activations: none: hbm_latency)")
 
 
+class GpuRingSpec(Spec):
+    """NCCL's ring channels for a ring Simple collective simulated channel by channel
+    (``rdusim.sim.ring``; docs/gpu.md, "A ring's channels in the engine")."""
+
+    channels: int = Field(ge=1, le=64, description="NCCL's ring channels (its INIT log: 'N coll channels')")
+    channel_bytes_per_s: PositiveBytesPerS = Field(
+        alias="channel_bandwidth", description="one channel's loads plus stores per second (one CTA)")
+    link_bytes_per_s: PositiveBytesPerS = Field(
+        alias="link_bandwidth", description="the NVLink the channels' sends share, per direction (to calibrate)")
+    launch_skew_s: NonNegativeSeconds = Field(
+        alias="launch_skew", description="from the first channel's start to the last's")
+
+
 class GpuLinkSpec(Spec):
     """A GPU's NVLinks: the line rate, and what NCCL's collectives get of it
     (``rdusim.hw.collectives``; the two "to calibrate" quantities of docs/gpu.md)."""
@@ -502,10 +515,14 @@ class GpuLinkSpec(Spec):
         default=None, alias="ll_bandwidth",
         description="the LL protocol's bandwidth on one node as the NCCL version in use gives it (tuning.cc "
                     "llMaxBws; none: v2.19-2.20's 87.7 GB/s cap and its shares of the bus)")
+    ring: GpuRingSpec | None = Field(
+        default=None, description="a ring Simple collective channel by channel (none: its wire bytes at the bus rate)")
 
     @model_validator(mode="after")
     def _bus_within_line_rate(self) -> GpuLinkSpec:
-        for key, rate in (("bus_bandwidth", self.bus_bytes_per_s), ("ll_bandwidth", self.ll_bytes_per_s)):
+        ring_link = None if self.ring is None else self.ring.link_bytes_per_s
+        for key, rate in (("bus_bandwidth", self.bus_bytes_per_s), ("ll_bandwidth", self.ll_bytes_per_s),
+                          ("ring.link_bandwidth", ring_link)):
             if rate is not None and rate > self.bandwidth_bytes_per_s:
                 raise ValueError(f"{key} ({rate / 1e9:g} GB/s) exceeds the line rate "
                                  f"bandwidth ({self.bandwidth_bytes_per_s / 1e9:g} GB/s)")

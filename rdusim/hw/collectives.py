@@ -74,10 +74,28 @@ channels actually used instead; not the measured version). Its latency is
 taken as one ring step of that protocol (LL: 6.6 + 0.6 us, Simple: 8.4 + 3.4 us) [A]: NCCL
 has no p2p entry in its tuning model.
 
+**A ring's Simple transfer, channel by channel** (where the GPU document gives ``nvlink.ring``;
+``rdusim.sim.ring`` simulates it, the engine charges it): NCCL's tuner above chooses the algorithm
+and protocol; what a ring Simple collective then takes is its channels' work. Each channel (one
+CTA; ``nvlink.ring.channels`` of them) walks the buffer in loops (``ring_loop_chunks``: a loop is
+channels x n x 2 MiB for the all-reduce, channels x 2 MiB of a rank's part for all-gather and
+reduce-scatter, the last loop's chunk shrunk to what is left: ``src/device/all_reduce.h``,
+``all_gather.h``, ``reduce_scatter.h`` runRing, the chunk NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8 x
+CHUNKSTEPS 4), and each loop is the primitive calls above in order (``ring_primitives``), each
+moving one chunk through its loads and stores at the channel's rate (``nvlink.ring.channel_bandwidth``
+over its operations a byte); every call but the last puts its chunk on NVLink, which the
+channels on it share (``nvlink.ring.link_bandwidth``, max-min fair), the last (``recv``,
+``recvReduceCopy``) is local. Channels start ``nvlink.ring.launch_skew`` apart across the
+launch. NCCL launches them in clusters of 4 on sm90 (``src/enqueue.cc`` ncclLaunchKernel,
+``src/init.cc``: ``cgaClusterSize`` 4), so they share the link evenly and start together: their
+local calls coincide and the link idles until they drift apart, which the shared link itself
+makes them do (a channel a little ahead gets more of the link while the others are local): the
+mid-size Simple ramp (docs/gpu.md, "Runs cc and cd" and "A ring's channels in the engine").
+
 Not modelled: NCCL lowering its channel count for small messages (the count is known exactly,
 ``benchmarks/gpu/collectives_channels.py``; charging it did not improve the predictions:
-docs/gpu.md, "Collectives"), the Simple protocol's mid-size ramp (measured; not NCCL 2.28's
-channels, chunks, slices or loops; the same in every call, run bb) and the all-to-all's p2p channels a peer (16 on two GPUs up to
+docs/gpu.md, "Collectives"), a cluster size other than NCCL's default (``NCCL_CGA_CLUSTER_SIZE``:
+plain CTAs share the link unevenly, run cd) and the all-to-all's p2p channels a peer (16 on two GPUs up to
 512 MiB, then 32: run ar measured 16 moving 0.82-0.90 of the bus and 32 unshared all of it, contention
 with no cited form, and no pipeline fill), both in docs/gpu.md "The Simple ramp"; CollNet, PCIe
 topologies (no shipped document describes a PCIe node), multi-node.
@@ -86,7 +104,7 @@ topologies (no shipped document describes a PCIe node), multi-node.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 US = 1e-6
 GB = 1e9
@@ -139,14 +157,72 @@ def p2p_ll_limit() -> int:
     return P2P_CHANNELS * P2P_LL_THRESHOLD
 
 
-def memory_ops_per_wire_byte(op: str, ranks: int) -> float:
-    """Loads plus stores a ring channel makes per byte it puts on NVLink (module docstring)."""
+#: a ring channel's chunk: NCCL_BUFFSIZE 4 MiB (src/include/comm.h DEFAULT_BUFFSIZE) / NCCL_STEPS 8
+#: x CHUNKSTEPS 4 (src/include/collectives.h ALLREDUCE_, ALLGATHER_, REDUCESCATTER_CHUNKSTEPS);
+#: calcCollChunking never shrinks it for the ring (docs/gpu.md, "The Simple ramp")
+RING_CHUNK_BYTES = 2 * 1024 * 1024
+
+
+def ring_primitives(op: str, ranks: int) -> tuple[tuple[bool, int], ...]:
+    """One loop of a ring channel: each primitive call as (puts its chunk on NVLink, loads plus
+    stores a byte), in order (module docstring: runRing of all_reduce.h, all_gather.h,
+    reduce_scatter.h)."""
     n = ranks
+    if n < 2:
+        raise ValueError(f"a ring needs at least 2 GPUs, got {ranks}")
+    if op == "all_reduce":  # send, recvReduceSend, recvReduceCopySend, recvCopySend, recv
+        return ((True, 2),) + ((True, 3),) * (n - 2) + ((True, 4),) + ((True, 3),) * (n - 2) + ((False, 2),)
+    if op == "all_gather":  # copySend, recvCopySend, recv
+        return ((True, 3),) + ((True, 3),) * (n - 2) + ((False, 2),)
+    if op == "reduce_scatter":  # send, recvReduceSend, recvReduceCopy
+        return ((True, 2),) + ((True, 3),) * (n - 2) + ((False, 3),)
+    raise ValueError(f"no ring for {op!r}")
+
+
+def memory_ops_per_wire_byte(op: str, ranks: int) -> float:
+    """Loads plus stores a ring channel makes per byte it puts on NVLink (module docstring):
+    a loop's operations over the chunks it puts on NVLink."""
+    calls = ring_primitives(op, ranks)
+    return sum(ops for _, ops in calls) / sum(on_link for on_link, _ in calls)
+
+
+def ring_loop_chunks(op: str, nbytes: float, ranks: int, channels: int,
+                     chunk: int = RING_CHUNK_BYTES) -> tuple[float, ...]:
+    """One channel's chunk in each loop of a ring collective of ``nbytes`` (the all-reduce's S,
+    the all-gather's output, the reduce-scatter's input): runRing's loop is ``channels x n x
+    chunk`` of the all-reduce's buffer, ``channels x chunk`` of a rank's part (S / n) for
+    all-gather and reduce-scatter; a loop's chunk is what is left over the channels (and ranks),
+    at most ``chunk``."""
     if op == "all_reduce":
-        return (6 * n - 4) / (2 * (n - 1))
-    if op in ("all_gather", "reduce_scatter"):
-        return (3 * n - 1) / (n - 1)
-    raise ValueError(f"no ring memory-operation count for {op!r}")
+        total, spread = float(nbytes), channels * ranks
+    else:
+        total, spread = nbytes / ranks, channels
+    out, done = [], 0.0
+    while done < total:
+        out.append(min(float(chunk), (total - done) / spread))
+        done += spread * chunk
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class RingChannels:
+    """A GPU document's ``nvlink.ring``: NCCL's ring channels, what one moves, the link they share
+    and the spread of their start (module docstring)."""
+
+    channels: int
+    channel_bytes_per_s: float   # one channel's loads plus stores per second
+    link_bytes_per_s: float      # the NVLink the channels' sends share, per direction
+    launch_skew_s: float
+
+
+@dataclass(frozen=True)
+class RingPlan:
+    """What a ring Simple collective's channels do (module docstring): ``ring.channels`` channels,
+    each loop of ``chunks`` running ``primitives`` ((on NVLink, operations a byte) a call)."""
+
+    ring: RingChannels
+    chunks: tuple[float, ...]
+    primitives: tuple[tuple[bool, int], ...]
 
 
 @dataclass(frozen=True)
@@ -162,6 +238,7 @@ class Fabric:
     latency_scale: float = 1.0
     nvls: bool = False
     ll_bytes_per_s: float | None = None  # the LL protocol's rate (the document's ``nvlink.ll_bandwidth``)
+    ring: RingChannels | None = None     # a ring Simple collective channel by channel (``nvlink.ring``)
 
 
 @dataclass(frozen=True)
@@ -176,9 +253,12 @@ class CollectiveCost:
     latency_s: float
     wire_bytes: float        # bytes each GPU puts on NVLink
     bus_bytes_per_s: float   # the rate those bytes move at (protocol and algorithm shares applied)
+    ring: RingPlan | None = None   # a ring Simple collective's channels, where the fabric has ``ring``
 
     @property
     def time_s(self) -> float:
+        """NCCL's tuner's time (its choice among algorithms and protocols); a collective with a
+        ``ring`` plan takes what ``rdusim.sim.ring`` simulates instead."""
         return self.latency_s + self.wire_bytes / self.bus_bytes_per_s
 
     @property
@@ -295,10 +375,15 @@ def candidates(op: str, nbytes: float, ranks: int, fabric: Fabric) -> list[Colle
 
 
 def collective_cost(op: str, nbytes: float, ranks: int, fabric: Fabric) -> CollectiveCost:
-    """The (algorithm, protocol) NCCL's tuner picks: the least predicted time, first of equals."""
+    """The (algorithm, protocol) NCCL's tuner picks: the least predicted time, first of equals;
+    a ring Simple one carries its channels' plan where the fabric has ``ring``."""
     best = None
     for cost in candidates(op, nbytes, ranks, fabric):
         if best is None or cost.time_s < best.time_s:
             best = cost
     assert best is not None
+    if fabric.ring is not None and best.algorithm == "ring" and best.protocol == "Simple":
+        chunks = ring_loop_chunks(op, nbytes, ranks, fabric.ring.channels)
+        plan = RingPlan(fabric.ring, chunks, ring_primitives(op, ranks))
+        best = replace(best, ring=plan)
     return best

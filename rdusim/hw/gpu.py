@@ -17,7 +17,7 @@ from pathlib import Path
 from rdusim.config.loader import check_kind, load_any, load_spec, read_document
 from rdusim.config.schema import COLLECTIVE_HOST_OPS, GpuSpec
 from rdusim.errors import ConfigError
-from rdusim.hw.collectives import Fabric
+from rdusim.hw.collectives import Fabric, RingChannels
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,11 @@ class Gpu:
         """The NVLink fabric NCCL's collectives run on (``rdusim.hw.collectives``)."""
         link = self.spec.nvlink
         ll = None if link.ll_bytes_per_s is None else float(link.ll_bytes_per_s)
-        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll)
+        ring = None
+        if link.ring is not None:
+            ring = RingChannels(link.ring.channels, float(link.ring.channel_bytes_per_s),
+                                float(link.ring.link_bytes_per_s), float(link.ring.launch_skew_s))
+        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll, ring)
 
 
 @dataclass(frozen=True)

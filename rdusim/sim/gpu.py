@@ -1,6 +1,6 @@
 """The engine's GPU target: library kernels run one at a time over a GPU's SMs.
 
-Owns: ``simulate_gpu``, ``elapsed_s``. Imports: resources, trace, mapping.gpu, hw.gpu.
+Owns: ``simulate_gpu``, ``elapsed_s``. Imports: resources, ring, trace, mapping.gpu, hw.gpu.
 
 A GPU is not a spatial pipeline: it runs one kernel at a time across all of its SMs. Each
 kernel is a grid of CTAs (``rdusim.mapping.gpu``); the block scheduler places CTAs on SMs with
@@ -16,9 +16,11 @@ split-KV pair, where the GPU document gives it). The launch path decides what a 
 CTAs run: ``stream`` (one kernel timed alone), ``graph`` (CUDA graph replay) or ``eager`` (a
 host process dispatches every op at ``eager_host`` each and the GPU runs behind it, each kernel
 taken from the launch queue at ``launch.eager_gap``). An NCCL
-collective (``math == "nvlink"``) takes the time ``rdusim.hw.collectives`` gives its algorithm
-and protocol (latency plus the GPU's wire bytes at the protocol's bus rate); its bytes are
-recorded as NVLink bytes, not HBM. Captured in a graph it also pays ``launch.graph_event_pair``
+collective (``math == "nvlink"``) takes NCCL's latency for the algorithm and protocol its tuner
+picks (``rdusim.hw.collectives``) plus its transfer: a ring Simple one's channels simulated
+(``rdusim.sim.ring``: they share the link, their local steps idle it while they run in step),
+any other the GPU's wire bytes at the protocol's bus rate; its bytes are recorded as NVLink
+bytes, not HBM. Captured in a graph it also pays ``launch.graph_event_pair``
 (the event wait and record nodes NCCL adds to a captured launch); eager, the host pays its
 torch.distributed call (``launch.collective_host``), so back-to-back calls run at the slower of
 host and device.
@@ -49,6 +51,7 @@ from rdusim.hw.gpu import Gpu
 from rdusim.hw.gpu_clock import SmClock
 from rdusim.mapping.gpu import CtaGroup, GpuKernel
 from rdusim.sim.resources import WeightedPool, delay
+from rdusim.sim.ring import collective_time_s
 from rdusim.sim.trace import KernelRecord, Trace
 
 
@@ -142,8 +145,8 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         if clock is not None:
             clock.idle(env.now - free_since)
         began = env.now
-        if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + wire bytes at its rate
-            yield delay(env, kernel.collective.time_s)
+        if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + its transfer (sim.ring)
+            yield delay(env, collective_time_s(kernel.collective))
         else:
             yield from _run_grid(env, kernel, state)
         if clock is not None:  # the same work at the controller's clock

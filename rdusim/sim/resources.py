@@ -1,7 +1,7 @@
 """Shared bandwidth as a SimPy resource: concurrent transfers split it fairly.
 
 Owns: ``BandwidthPool`` (with lazy landings: ``add``, ``catch_up``, ``make_urgent``),
-``WeightedPool``, ``delay`` (every timeout of the simulation, bounded by ``HORIZON_S``).
+``WeightedPool``, ``CappedPool``, ``delay`` (every timeout of the simulation, bounded by ``HORIZON_S``).
 Imports: simpy, errors.
 
 A pool serves its active transfers by processor sharing: with n transfers in flight each
@@ -242,7 +242,28 @@ def _arrival(flow: list) -> int:
     return flow[1]
 
 
-class WeightedPool:
+class _Replanned:
+    """A pool re-planned at every arrival and landing (``_reschedule``): each plan arms a timer
+    for its next landing, and only the latest plan's timer acts."""
+
+    env: simpy.Environment
+    _generation: int
+
+    def _advance(self) -> None: ...
+
+    def _reschedule(self) -> None: ...
+
+    def _arm_after(self, wait: float) -> None:
+        generation = self._generation
+        delay(self.env, wait).callbacks.append(lambda _e: self._on_timer(generation))
+
+    def _on_timer(self, generation: int) -> None:
+        if generation == self._generation:
+            self._advance()
+            self._reschedule()
+
+
+class WeightedPool(_Replanned):
     """Bandwidth shared by weighted processor sharing: a flow of weight w (w CTAs) gets
     ``rate * w / sum(weights)``; every arrival or completion re-divides the rate."""
 
@@ -287,12 +308,70 @@ class WeightedPool:
             # order; a timer at ``now`` would advance nothing and re-arm forever
             for key in [k for k, f in flows.items() if not now + f[0] / f[1] * total / self.rate > now]:
                 flows.pop(key)[2].succeed()
-        if not flows:
-            return
-        generation = self._generation
-        delay(self.env, wait).callbacks.append(lambda _e: self._on_timer(generation))
+        if flows:
+            self._arm_after(wait)
 
-    def _on_timer(self, generation: int) -> None:
-        if generation == self._generation:
-            self._advance()
-            self._reschedule()
+
+def max_min_shares(caps: list[float], rate: float) -> list[float]:
+    """Max-min fair shares of ``rate`` among flows that can each take at most its cap (water
+    filling): the flows under an equal share get their cap, the rest split what is left equally."""
+    shares = [0.0] * len(caps)
+    left, count = rate, len(caps)
+    for index in sorted(range(len(caps)), key=caps.__getitem__):
+        shares[index] = min(caps[index], left / count)
+        left -= shares[index]
+        count -= 1
+    return shares
+
+
+class CappedPool(_Replanned):
+    """Bandwidth shared by flows that each move at most at their own rate (a CTA's loads and
+    stores): max-min fair (``max_min_shares``), so while the caps together stay under ``rate``
+    every flow runs at its cap, and past it the link is full and split evenly among the flows
+    it limits; every arrival or completion re-divides the rate."""
+
+    def __init__(self, env: simpy.Environment, rate: float) -> None:
+        if rate <= 0:
+            raise ValueError(f"rate must be > 0, got {rate}")
+        self.env, self.rate = env, rate
+        self._flows: dict[int, list] = {}  # id -> [bytes left, cap, done event, share]
+        self._ids = itertools.count()
+        self._updated = env.now
+        self._generation = 0
+
+    def transfer(self, nbytes: float, cap: float) -> simpy.Event:
+        """An event that fires once ``nbytes`` have crossed at no more than ``cap`` bytes/s."""
+        if cap <= 0:
+            raise ValueError(f"cap must be > 0, got {cap}")
+        done = self.env.event()
+        if nbytes <= EPSILON_BYTES:
+            done.succeed()
+            return done
+        self._advance()
+        self._flows[next(self._ids)] = [float(nbytes), float(cap), done, 0.0]
+        self._reschedule()
+        return done
+
+    def _advance(self) -> None:
+        elapsed = self.env.now - self._updated
+        if elapsed > 0:
+            for flow in self._flows.values():
+                flow[0] -= flow[3] * elapsed
+        self._updated = self.env.now
+
+    def _reschedule(self) -> None:
+        self._generation += 1
+        flows = self._flows
+        now = self.env.now
+        while flows:
+            shares = max_min_shares([f[1] for f in flows.values()], self.rate)
+            for flow, share in zip(flows.values(), shares, strict=True):
+                flow[3] = share
+            wait = min(f[0] / f[3] for f in flows.values())
+            if now + wait > now and min(f[0] for f in flows.values()) > EPSILON_BYTES:
+                break
+            # landed, or so little left that the clock cannot advance by it: in arrival order
+            for key in [k for k, f in flows.items() if f[0] <= EPSILON_BYTES or not now + f[0] / f[3] > now]:
+                flows.pop(key)[2].succeed()
+        if flows:
+            self._arm_after(wait)

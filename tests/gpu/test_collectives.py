@@ -19,6 +19,7 @@ from rdusim.hw.collectives import (
     NVLS_SHARE,
     OPS,
     Fabric,
+    RingChannels,
     candidates,
     collective_cost,
     memory_ops_per_wire_byte,
@@ -26,6 +27,7 @@ from rdusim.hw.collectives import (
 from rdusim.hw.gpu import load_gpu_node
 from rdusim.mapping.gpu import all_reduce, collective
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
+from rdusim.sim.ring import collective_time_s
 
 from .scripts import bench_script
 
@@ -201,7 +203,7 @@ def test_engine_charges_the_collective_kernel() -> None:
         assert kernel.bytes == pytest.approx(cost.wire_bytes) and kernel.math == "nvlink"
         trace = simulate_gpu([(kernel, 0)], node.gpu, mode="graph")
         assert elapsed_s(trace) == pytest.approx(node.gpu.launch_s("graph") + node.gpu.launch_s("graph_event_pair")
-                                                 + cost.time_s)
+                                                 + collective_time_s(cost))
         assert node.gpu.launch_s("graph_event_pair") > 0
         assert trace.kernels[0].pool_bytes["nvlink"] == pytest.approx(cost.wire_bytes)
     (a2a,) = collective("a2a", "all_to_all", 8 * MB, 8, node.gpu)
@@ -216,7 +218,7 @@ def test_graph_collective_pays_nccls_event_pair() -> None:
     assert pair == pytest.approx(1.337e-6)
     (kernel,) = collective("ag", "all_gather", 64 * KB, 2, gpu)
     trace = simulate_gpu([(kernel, 0)] * 3, gpu, mode="graph")
-    assert elapsed_s(trace) == pytest.approx(3 * (gpu.launch_s("graph") + pair + kernel.collective.time_s))
+    assert elapsed_s(trace) == pytest.approx(3 * (gpu.launch_s("graph") + pair + collective_time_s(kernel.collective)))
     assert all(r.launch_sync_s == pytest.approx(gpu.launch_s("graph") + pair) for r in trace.kernels)
 
 
@@ -230,7 +232,7 @@ def test_back_to_back_eager_collectives_run_at_the_slower_of_host_and_device(op:
     assert host == gpu.host_op_s(op, gpu_idle=False) and 40e-6 < host < 60e-6
     for size in (4 * KB, 256 * MB):
         (kernel,) = collective(op, op, size, 2, gpu)
-        device = kernel.collective.time_s
+        device = collective_time_s(kernel.collective)
         elapsed = elapsed_s(simulate_gpu([(kernel, 0)] * 20, gpu, mode="eager"))
         expected = 20 * host + device if host > device else host + 20 * device
         assert (host > device) == (size == 4 * KB)
@@ -268,7 +270,7 @@ def test_collective_host_applies_without_eager_ops(tmp_path: Path) -> None:
     host = gpu.host_op_s("all_reduce", gpu_idle=False)
     assert host == pytest.approx(54.7e-6) and host > gpu.launch_s("eager")
     elapsed = elapsed_s(simulate_gpu([(kernel, 0)] * 20, gpu, mode="eager"))
-    assert elapsed == pytest.approx(20 * host + kernel.collective.time_s)
+    assert elapsed == pytest.approx(20 * host + collective_time_s(kernel.collective))
 
 
 def test_partial_collective_host_exits_2_naming_the_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -333,6 +335,36 @@ def test_h100_bus_bandwidth_is_the_fit_of_the_committed_two_gpu_measurement() ->
     fitted = bench.fit_bus_bandwidth(rows)
     assert fitted == pytest.approx(343.1e9, abs=0.05e9)
     assert load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu.fabric.bus_bytes_per_s == pytest.approx(fitted, abs=0.05e9)
+
+
+@pytest.mark.parametrize(("doc", "csv_name", "link"), [
+    ("h100.yaml", "h100x2-20261125t-collectives.csv", 368.1e9),
+    ("h200.yaml", "h200x2-20261128aa-sweep.csv", 369.2e9),
+])
+def test_ring_link_is_the_fit_of_the_calibration_rows(doc: str, csv_name: str, link: float) -> None:
+    """``nvlink.ring.link_bandwidth``: the link at which the ring's channels take the calibration
+    rows' slope (the bus fit's rows), within 0.05 GB/s of the document."""
+    bench = _collectives_bench()
+    with open(ROOT / "benchmarks/gpu" / csv_name, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    ring = load_gpu_node(ROOT / "hw_configs" / doc).gpu.fabric.ring
+    assert ring.link_bytes_per_s == pytest.approx(link)
+    assert bench.fit_ring_link(rows, ring) == pytest.approx(link, abs=0.05e9)
+
+
+def test_ring_link_fit_recovers_the_link_from_calibration_rows_only() -> None:
+    """Rows made by the channels at a 300 GB/s link, every prediction row poisoned x7: the fit
+    gives 300."""
+    bench = _collectives_bench()
+    ring = RingChannels(24, 84e9, 300e9, 3.5e-6)
+    fabric = Fabric(280e9, ring=ring)
+    rows = []
+    for row in bench.plan():
+        if row["kind"] == "collective":
+            t = collective_time_s(collective_cost(row["op"], row["bytes"], 2, fabric))
+            t *= 7 if row["set"] == "prediction" else 1
+            rows.append({**row, "ranks": "2", "bytes": str(row["bytes"]), "median_us": repr(t * 1e6)})
+    assert bench.fit_ring_link(rows, RingChannels(24, 84e9, 400e9, 3.5e-6)) == pytest.approx(300e9, rel=1e-6)
 
 
 def test_ll_rate_from_the_document_and_nccls_protocol_switch() -> None:

@@ -132,7 +132,8 @@ def test_graph_decode_and_p10_within_the_acceptance(frame) -> None:
 
 def test_tp_steps_take_each_rows_model() -> None:
     """A TP CSV's rows are compared on the model their ``model`` column names (run an's
-    Llama-3.1-70B TP2 steps), not on Llama-3.1-8B: its prefills at 126897 and 493845 us (126475 and
+    Llama-3.1-70B TP2 steps), not on Llama-3.1-8B: its prefills at 128003 and 497348 us (126897 and
+    493845 before the ring's all-reduces were simulated channel by channel; 126475 and
     493422 before RMSNorm's weight came from DRAM in a step: its 161 norms +2.62 us each, in the
     grid's first wave only; the frozen table's 123076 and 479466 before prefill lost its O transpose
     and the H200's strided kernels took the H100's absolute rate), measured 139453 and 561700."""
@@ -140,7 +141,7 @@ def test_tp_steps_take_each_rows_model() -> None:
     assert {g.kind for g in groups} == {"TP2 decode (graph)", "TP2 prefill"}
     assert all(g.set.startswith("run an, Llama-3.1-70B (") for g in groups)
     prefill = next(g for g in groups if g.kind == "TP2 prefill")
-    assert [round(e, 3) for e in prefill.errors] == [round(126897.1 / 139453.011 - 1, 3), round(493844.7 / 561700.104 - 1, 3)]
+    assert [round(e, 3) for e in prefill.errors] == [round(128003 / 139453.011 - 1, 3), round(497348 / 561700.104 - 1, 3)]
     decode = next(g for g in groups if g.kind == "TP2 decode (graph)")
     assert len(decode.errors) == 6 and decode.acceptance == "graph decode"
 
@@ -205,9 +206,10 @@ def _run_u(monkeypatch, scale: dict[str, float]):
 
 
 def test_a_group_within_that_leaves_its_tolerance_is_a_regression(monkeypatch) -> None:
-    """Run u's stream all-reduce is within today (9.0% / -17.3%) while its all-to-all graph misses
-    by more (23.9% / -35.5%): the stream all-reduce 1.3x worse (11.6% / -22.5%) is **no**, not a
-    known miss at its CSV's worst group (the record is per group)."""
+    """Run u's stream all-reduce is within today (4.9% / -12.5%; 9.0% / -17.3% before the ring's
+    channels were simulated) while its all-to-all graph misses by more (23.9% / -35.5%): the stream
+    all-reduce 2.2x worse (10.8% / -27.5%) is **no**, not a known miss at its CSV's worst group (the
+    record is per group)."""
     record = fid.read_record(ROOT)
     coll = "collectives: "
     assert fid.record_key("collectives", RUN_U, "2 x H100", f"{coll}all_reduce, stream") not in record
@@ -215,7 +217,7 @@ def test_a_group_within_that_leaves_its_tolerance_is_a_regression(monkeypatch) -
     today = _run_u(monkeypatch, {})
     assert today.loc[f"{coll}all_reduce, stream", "within"] == "yes"
     assert set(today["within"]) == {"yes", "known miss"}
-    worse = _run_u(monkeypatch, {"all_reduce, stream": 1.3})
+    worse = _run_u(monkeypatch, {"all_reduce, stream": 2.2})
     row = worse.loc[f"{coll}all_reduce, stream"]
     assert row["median_abs_error"] > 0.10 and row["median_abs_error"] < worst[0]
     assert abs(row["worst_error"]) < worst[1]
@@ -225,20 +227,21 @@ def test_a_group_within_that_leaves_its_tolerance_is_a_regression(monkeypatch) -
 
 
 def test_a_known_miss_worse_by_more_than_the_margin_is_a_regression(monkeypatch) -> None:
-    """Run u's graph all-gather, a known miss at 7.5% / 32.4% (recorded): 1.1x worse (its worst
-    -35.5%, over 1 point past its record, still inside its CSV's worst group) is **no**; 0.95x
-    (better) stays a known miss; 0.7x comes inside the tolerance: yes."""
+    """Run u's graph all-gather, a known miss at 6.9% / 26.2% (recorded; 7.5% / 32.4% before the
+    ring's channels were simulated): 1.1x worse (its worst -28.7%, over 1 point past its record,
+    still inside its CSV's worst group) is **no**; 0.98x (better) stays a known miss; 0.7x comes
+    inside the tolerance: yes."""
     kind = "collectives: all_gather, graph"
     rec = fid.read_record(ROOT)[fid.record_key("collectives", RUN_U, "2 x H100", kind)]
-    assert rec == (0.075, 0.324)
+    assert rec == (0.069, 0.262)
     verdicts = {}
-    for factor in (1.1, 0.95, 0.7):
+    for factor in (1.1, 0.98, 0.7):
         row = _run_u(monkeypatch, {"all_gather, graph": factor}).loc[kind]
         verdicts[factor] = row["within"]
         if factor == 1.1:
             assert abs(row["worst_error"]) > rec[1] + fid.MISS_MARGIN
-            assert "worse than its known miss was recorded at (7.5% / 32.4%): beyond its bound 10.0% / 33.4%" in row["reason"]
-    assert verdicts == {1.1: "no", 0.95: "known miss", 0.7: "yes"}
+            assert "worse than its known miss was recorded at (6.9% / 26.2%): beyond its bound 10.0% / 27.2%" in row["reason"]
+    assert verdicts == {1.1: "no", 0.98: "known miss", 0.7: "yes"}
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,19 @@ import signal
 
 import pytest
 import simpy
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rdusim.errors import SimulationError
-from rdusim.sim.resources import EPSILON_BYTES, HORIZON_S, BandwidthPool, WeightedPool, delay
+from rdusim.sim.resources import (
+    EPSILON_BYTES,
+    HORIZON_S,
+    BandwidthPool,
+    CappedPool,
+    WeightedPool,
+    delay,
+    max_min_shares,
+)
 
 
 def _times(arrivals):
@@ -183,3 +193,67 @@ def test_a_weighted_residue_lands_and_the_others_keep_their_share():
         env.run(until=2.0)
     assert finished["tiny"] == 1.0
     assert math.isclose(finished["big"], 1.0 + 11e6 / 11e12, rel_tol=1e-12)
+
+
+# --- CappedPool: max-min fair sharing with per-flow caps ---------------------------------------
+
+
+def test_max_min_shares_closed_forms():
+    """Water filling: under the rate every flow gets its cap; past it the capped-low flows keep
+    their caps and the rest split what is left equally; the shares never exceed the rate."""
+
+    assert max_min_shares([10.0, 20.0], 100.0) == [10.0, 20.0]
+    assert max_min_shares([10.0, 50.0, 50.0], 70.0) == [10.0, 30.0, 30.0]
+    assert max_min_shares([40.0, 40.0, 40.0], 60.0) == [20.0, 20.0, 20.0]
+    assert max_min_shares([], 5.0) == []
+
+
+@given(caps=st.lists(st.floats(0.01, 1e3), min_size=1, max_size=30), rate=st.floats(0.01, 1e4))
+def test_max_min_shares_invariants(caps, rate):
+    """Shares are within their caps, never exceed the rate, fill it whenever the caps could, and
+    a flow below another's share is at its own cap (max-min fairness)."""
+
+    shares = max_min_shares(caps, rate)
+    assert all(0 <= s <= c * (1 + 1e-12) for s, c in zip(shares, caps, strict=True))
+    assert sum(shares) <= rate * (1 + 1e-9)
+    assert math.isclose(sum(shares), min(rate, sum(caps)), rel_tol=1e-9)
+    top = max(shares)
+    assert all(math.isclose(s, c, rel_tol=1e-9) or math.isclose(s, top, rel_tol=1e-9)
+               for s, c in zip(shares, caps, strict=True))
+
+
+def test_capped_pool_event_times():
+    """Two flows on a 100 B/s link, caps 30 and 100: both run at their shares (30, 70) until the
+    second lands at 700/70 = 10 s; the first then has 1000 - 300 left at its cap: 10 + 700/30 s."""
+
+    env = simpy.Environment()
+    pool = CappedPool(env, 100.0)
+    ends = {}
+    pool.transfer(1000.0, 30.0).callbacks.append(lambda _e: ends.setdefault("slow", env.now))
+    pool.transfer(700.0, 100.0).callbacks.append(lambda _e: ends.setdefault("fast", env.now))
+    env.run()
+    assert math.isclose(ends["fast"], 10.0, rel_tol=1e-12)
+    assert math.isclose(ends["slow"], 10.0 + 700.0 / 30.0, rel_tol=1e-12)
+
+
+@given(flows=st.lists(st.tuples(st.floats(1.0, 1e6), st.floats(1.0, 1e3), st.floats(0.0, 5.0)),
+                      min_size=1, max_size=12), rate=st.floats(1.0, 1e4))
+def test_capped_pool_conserves_bytes_and_bounds(flows, rate):
+    """Flows of (bytes, cap, arrival): the last lands no sooner than the bytes over the rate after
+    the first arrival, and no flow beats its own cap (its bytes over its cap)."""
+
+    env = simpy.Environment()
+    pool = CappedPool(env, rate)
+    ends = [None] * len(flows)
+
+    def flow(index, nbytes, cap, arrival):
+        yield env.timeout(arrival)
+        yield pool.transfer(nbytes, cap)
+        ends[index] = env.now
+
+    for index, (nbytes, cap, arrival) in enumerate(flows):
+        env.process(flow(index, nbytes, cap, arrival))
+    env.run()
+    first = min(a for _, _, a in flows)
+    assert max(ends) >= first + sum(b for b, _, _ in flows) / rate * (1 - 1e-9)
+    assert all(end >= arrival + nbytes / cap * (1 - 1e-9) for end, (nbytes, cap, arrival) in zip(ends, flows, strict=True))

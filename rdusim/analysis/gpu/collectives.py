@@ -2,10 +2,10 @@
 predicted as that script times it, the bus fit on a run's calibration rows, and the figures
 issue 17 quotes from independent 8 x H100 measurements.
 
-Owns: ``CALLS_PER_ROW``, ``predict_us``, ``fit_bus_bandwidth``, ``fitted_fabric``,
+Owns: ``CALLS_PER_ROW``, ``predict_us``, ``fit_bus_bandwidth``, ``fit_ring_link``, ``fitted_fabric``,
 ``median_worst``, ``compare_collective_rows``, ``issue17_figures``, ``collective_runs``, ``run_label``,
 ``tp_layer``, ``predict_tp_step``, ``compare_tp_steps``. Imports: analysis.gpu.predict,
-hw.collectives, hw.gpu, mapping.gpu, sim.gpu.
+hw.collectives, hw.gpu, mapping.gpu, sim.gpu, sim.ring.
 
 ``benchmarks/gpu/collectives.py`` (and the scripts beside it) compare with these; it keeps its
 own ``PER`` literal because a measurement run imports torch only, never rdusim
@@ -26,6 +26,7 @@ from rdusim.hw import collectives as nccl
 from rdusim.hw.gpu import Gpu
 from rdusim.mapping.gpu import collective
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
+from rdusim.sim.ring import collective_time_s, ring_transfer_s
 
 #: collectives timed back to back per row (stream: that many launches; graph: one graph of that
 #: many), as nccl-tests does: ``PER`` of benchmarks/gpu/collectives.py
@@ -54,7 +55,7 @@ def predict_us(
     )  # looked up now: the experiment
     # scripts (collectives_llfit.py, collectives_channels.py) swap in their variants of NCCL's model
     if queued:
-        return cost.time_s * 1e6, cost
+        return collective_time_s(cost) * 1e6, cost
     kernel = dataclasses.replace(collective(op, op, size, ranks, gpu)[0], collective=cost)
     trace = simulate_gpu(
         [(kernel, 0)] * CALLS_PER_ROW, gpu, mode="eager" if mode == "stream" else "graph"
@@ -82,13 +83,45 @@ def fit_bus_bandwidth(rows: list[dict]) -> float:
     return 2 * (n - 1) / n * (s1 - s0) / (t1 - t0)
 
 
+def fit_ring_link(rows: list[dict], ring: nccl.RingChannels) -> float:
+    """``nvlink.ring.link_bandwidth`` from the calibration rows: the link at which the ring's
+    channels (``rdusim.sim.ring``) take the stream-launched all-reduce's measured time between
+    256 MB and 1 GB (``fit_bus_bandwidth``'s rows and slope, through the channels instead of a
+    closed form). Bisection between 1/10 and 10x the document's link."""
+    big = sorted(
+        (int(r["bytes"]), float(r["median_us"]) * 1e-6, int(r["ranks"]))
+        for r in rows
+        if r["set"] == "calibration" and r["op"] == "all_reduce" and int(r["bytes"]) >= 1 << 28
+    )
+    (s0, t0, n), (s1, t1, _) = big[0], big[-1]
+    primitives = nccl.ring_primitives("all_reduce", n)
+
+    def slope(link: float) -> float:
+        at = dataclasses.replace(ring, link_bytes_per_s=link)
+        return sum(
+            sign * ring_transfer_s(nccl.RingPlan(at, nccl.ring_loop_chunks("all_reduce", size, n, ring.channels), primitives))
+            for sign, size in ((1, s1), (-1, s0))
+        )
+
+    lo, hi = ring.link_bytes_per_s / 10, ring.link_bytes_per_s * 10
+    for _ in range(60):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if slope(mid) > t1 - t0 else (lo, mid)
+    return (lo * hi) ** 0.5
+
+
 def fitted_fabric(gpu: Gpu, rows: list[dict]) -> tuple[nccl.Fabric, bool]:
     """The fabric a measured CSV's rows are compared on: the document's, with ``bus_bandwidth``
-    fitted to the CSV's calibration rows (``fit_bus_bandwidth``) where it has any. Returns
-    (fabric, fitted)."""
+    fitted to the CSV's calibration rows (``fit_bus_bandwidth``) where it has any, and the ring
+    channels' link (``fit_ring_link``) where the document has them. Returns (fabric, fitted)."""
+    fabric = gpu.fabric
     fitted = any(r["set"] == "calibration" for r in rows)
-    bus = fit_bus_bandwidth(rows) if fitted else gpu.fabric.bus_bytes_per_s
-    return dataclasses.replace(gpu.fabric, bus_bytes_per_s=bus), fitted
+    if not fitted:
+        return fabric, False
+    ring = fabric.ring
+    if ring is not None:
+        ring = dataclasses.replace(ring, link_bytes_per_s=fit_ring_link(rows, ring))
+    return dataclasses.replace(fabric, bus_bytes_per_s=fit_bus_bandwidth(rows), ring=ring), True
 
 
 def is_queued(row: dict) -> bool:
@@ -149,11 +182,11 @@ ISSUE17_LARGE = (1 << 27, 1 << 30)
 def issue17_figures(fabric: object, line_rate: float) -> Issue17Figures:
     """The all-reduce floors (4 KB) at 2, 4 and 8 GPUs, and at ``ISSUE17_LARGE`` on 8 GPUs NCCL's
     time against the model it replaced: a ring at the NVLink line rate plus 2 us."""
-    floors = [nccl.collective_cost("all_reduce", 4096, n, fabric).time_s for n in (2, 4, 8)]
+    floors = [collective_time_s(nccl.collective_cost("all_reduce", 4096, n, fabric)) for n in (2, 4, 8)]
     large = tuple(
         (
             size,
-            nccl.collective_cost("all_reduce", size, 8, fabric).time_s,
+            collective_time_s(nccl.collective_cost("all_reduce", size, 8, fabric)),
             2 * 7 / 8 * size / line_rate + 2e-6,
         )
         for size in ISSUE17_LARGE

@@ -172,11 +172,10 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
     "collectives": KnownMiss(
         "the small-size floor moves between leases by up to 20% (stream: the host) and 25-30% "
         "(graph), and within one lease (run an's second sweep: 2-4 us, up to +55%); the Simple "
-        "ramp at 2-400 MB (-9 to -35%) is not modelled (run ad: contended channels; run bb: the same "
-        "cost in every call, growing as sqrt(S) to 4 GiB; run bv: not the link, whose plain copies have no "
-        "slow start; runs cc, cd: NCCL's launch in clusters of 4 keeps its channels in step, so their "
-        "local steps coincide and the link idles until they drift apart, with no law for the drift); "
-        "the all-to-all's Simple p2p channels are not modelled "
+        "protocol's flat part at 4-64 MB is 8-14% short on two GPUs (NCCL's fixed cost there 16-28 us "
+        "against tuning.cc's 12-15; the L2: runs ad, bv), the all-gather's most (its ramp, NCCL's "
+        "channels in step until they drift apart, is simulated since runs cc and cd: the ring's "
+        "channels in the engine); the all-to-all's Simple p2p channels are not modelled "
         f"({_ACCEPTANCE_DOC}; Collectives)",
     ),
     "GEMMs": KnownMiss(
