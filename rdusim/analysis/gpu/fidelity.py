@@ -1234,7 +1234,8 @@ NOT_YET: tuple[str, ...] = (
     "the model comes 59.5% short of them, a host no section of docs/gpu.md covers)",
     "the TP shard (run ab, tp_shard.py), the clock checks (runs ae, ah, clock_check.py), NCCL's channel "
     "and ramp diagnostics (runs ad, bb), plain copies over NVLink (run bv, nvlink_copy.py --check), NCCL's "
-    "ring emulated and its cluster launch (runs cc, cd, ring_emul.py --verdict / --verdict-cd): their "
+    "ring emulated and its cluster launch (runs cc, cd, ring_emul.py --verdict / --verdict-cd), the ring's "
+    "channels frozen at forced channel counts and buffers (run ce, ring_predict.py --compare): their "
     "benchmark scripts",
     "FA3 on the opt-in clock (runs bn, bq replayed: fa3_compare.py --clock), its varlen call (run br: "
     "fa3_compare.py --varlen) and Llama-3.1-8B's prefill step with FA3, back to back (run bs: fa3_e2e.py): "
