@@ -193,6 +193,8 @@ def ring_loop_chunks(op: str, nbytes: float, ranks: int, channels: int,
     chunk`` of the all-reduce's buffer, ``channels x chunk`` of a rank's part (S / n) for
     all-gather and reduce-scatter; a loop's chunk is what is left over the channels (and ranks),
     at most ``chunk``."""
+    if chunk <= 0 or channels < 1:
+        raise ValueError(f"a ring needs a chunk > 0 and a channel, got chunk {chunk}, channels {channels}")
     if op == "all_reduce":
         total, spread = float(nbytes), channels * ranks
     else:

@@ -287,7 +287,11 @@ def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.Capture
     text = (ROOT / "hw_configs/h200.yaml").read_text()
     for old, new, key in (('bus_bandwidth: "344.0 GB/s"', 'bus_bandwidth: "470.8 GB/s"', "nvlink"),
                           ('ll_bandwidth: "141 GB/s"', 'll_bandwidth: "9000 GB/s"', "ll_bandwidth (9000 GB/s) exceeds"),
-                          ("latency_scale: 1.0", "latency_scale: 0.0", "nvlink.latency_scale")):
+                          ("latency_scale: 1.0", "latency_scale: 0.0", "nvlink.latency_scale"),
+                          ("channels: 24", "channels: 0", "nvlink.ring.channels"),
+                          ('link_bandwidth: "369.2 GB/s"', 'link_bandwidth: "500 GB/s"',
+                           "ring.link_bandwidth (500 GB/s) exceeds"),
+                          ('launch_skew: "3.5 us"', 'launch_skew: "-1 us"', "nvlink.ring.launch_skew")):
         assert old in text
         bad = tmp_path / "h200.yaml"
         bad.write_text(text.replace(old, new))
@@ -295,14 +299,16 @@ def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.Capture
         err = capsys.readouterr().err
         assert str(bad) in err and key in err
     # a misspelt key: exit 2 at its own line, with the closest name
-    for old, new, fix in (("latency_scale: 1.0", "latency_scal: 1.0", "latency_scale"),):
+    for old, new, fix in (("latency_scale: 1.0", "latency_scal: 1.0", "latency_scale"),
+                          ('channel_bandwidth: "84.0 GB/s"', 'channel_bandwith: "84.0 GB/s"', "channel_bandwidth")):
         bad = tmp_path / "h200.yaml"
         bad.write_text(text.replace(old, new))
         key = new.split(":")[0]
         line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if t.strip().startswith(key + ":"))
         assert main(["validate", str(bad)]) == 2
         err = capsys.readouterr().err
-        assert f"{bad}:{line}: nvlink.{key}: unknown key '{key}'" in err
+        section = "nvlink.ring" if key.startswith("channel_") else "nvlink"
+        assert f"{bad}:{line}: {section}.{key}: unknown key '{key}'" in err
         assert fix is None or f"did you mean '{fix}'?" in err
     node = (ROOT / "hw_configs/h200-8.yaml").read_text().replace("gpu: h200.yaml", f"gpu: {ROOT}/hw_configs/h200.yaml")
     bad = tmp_path / "node.yaml"
