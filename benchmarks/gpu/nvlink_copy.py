@@ -175,6 +175,27 @@ def main(argv: list[str] | None = None) -> int:
     return _run(rows, args.out, args.stamps)
 
 
+def time_trials(cp, streams: dict, used, launch, per: int, reps: int) -> float:  # pragma: no cover - GPUs
+    """Us a launch: ``launch()`` issues ``per`` launches on each GPU of ``used``; a CUDA event pair
+    around them on each GPU's stream, the slower GPU's time / ``per``, median of ``reps`` trials
+    (this script's and ring_emul.py's timing)."""
+    times = []
+    for _ in range(reps):
+        ev = {}
+        for d in used:
+            with cp.cuda.Device(d):
+                ev[d] = (cp.cuda.Event(), cp.cuda.Event())
+                ev[d][0].record(streams[d])
+        launch()
+        for d in used:
+            with cp.cuda.Device(d):
+                ev[d][1].record(streams[d])
+        for d in used:
+            ev[d][1].synchronize()
+        times.append(max(cp.cuda.get_elapsed_time(*ev[d]) for d in used) * 1e3 / per)
+    return statistics.median(times)
+
+
 class _Copier:  # pragma: no cover - needs two GPUs with peer access
     """Both GPUs' buffers, the kernel on each, a stream each; times one row, reads GPU 0's stamps."""
 
@@ -226,21 +247,8 @@ class _Copier:  # pragma: no cover - needs two GPUs with peer access
         self.launches(mode, c, n16, 2)  # warm-up (and the module's load on each GPU)
         for d in (0, 1):
             self.streams[d].synchronize()
-        times = []
-        for _ in range(r["reps"]):
-            ev = {}
-            for d in used:
-                with cp.cuda.Device(d):
-                    ev[d] = (cp.cuda.Event(), cp.cuda.Event())
-                    ev[d][0].record(self.streams[d])
-            self.launches(mode, c, n16, r["per"])
-            for d in used:
-                with cp.cuda.Device(d):
-                    ev[d][1].record(self.streams[d])
-            for d in used:
-                ev[d][1].synchronize()
-            times.append(max(cp.cuda.get_elapsed_time(*ev[d]) for d in used) * 1e3 / r["per"])
-        return statistics.median(times)
+        return time_trials(cp, self.streams, used, lambda: self.launches(mode, c, n16, r["per"]),
+                           r["per"], r["reps"])
 
     def last_stamps(self, c: int) -> list[list[int]]:
         """GPU 0's stamps of its last launch, ns from its first CTA's start."""

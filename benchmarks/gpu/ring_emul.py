@@ -57,6 +57,7 @@ from collective_ramp_diag import (  # noqa: E402  (beside this file)
     per_calls,
     relative_ramp,
 )
+from nvlink_copy import time_trials  # noqa: E402  (beside this file)
 
 VARIANTS = ("nccl", "norecv", "cl4")
 #: the variants a plain run measures (run cc); ``cl4`` is asked for by name (run cd)
@@ -385,21 +386,7 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
             self.stream[d].synchronize()
         if self.failed():
             return math.nan
-        times = []
-        for _ in range(r["reps"]):
-            ev = {}
-            for d in (0, 1):
-                with cp.cuda.Device(d):
-                    ev[d] = (cp.cuda.Event(), cp.cuda.Event())
-                    ev[d][0].record(self.stream[d])
-            self.launches(r, r["per"])
-            for d in (0, 1):
-                with cp.cuda.Device(d):
-                    ev[d][1].record(self.stream[d])
-            for d in (0, 1):
-                ev[d][1].synchronize()
-            times.append(max(cp.cuda.get_elapsed_time(*ev[d]) for d in (0, 1)) * 1e3 / r["per"])
-        return statistics.median(times)
+        return time_trials(cp, self.stream, (0, 1), lambda: self.launches(r, r["per"]), r["per"], r["reps"])
 
     def last_stamps(self, c: int, n: int) -> list[list[int]]:
         """GPU 0's stamps of its last call, ns from its first slice's end."""
