@@ -70,16 +70,22 @@ def median_worst(errs: list[float]) -> tuple[float, float]:
     return median * 100, worst * 100
 
 
-def fit_bus_bandwidth(rows: list[dict]) -> float:
-    """``nvlink.bus_bandwidth`` from the calibration rows: the slope of the stream-launched
-    all-reduce between 256 MB and 1 GB (ring Simple on two GPUs: each GPU puts 2(n-1)/n S on
-    NVLink, all of it at the bus rate)."""
+def _calibration_ends(rows: list[dict]) -> tuple[tuple[int, float, int], tuple[int, float, int]]:
+    """The smallest and largest calibration all-reduce rows of 256 MB and up: (bytes, seconds,
+    ranks) each, the two ends of the slope both link fits take."""
     big = sorted(
         (int(r["bytes"]), float(r["median_us"]) * 1e-6, int(r["ranks"]))
         for r in rows
         if r["set"] == "calibration" and r["op"] == "all_reduce" and int(r["bytes"]) >= 1 << 28
     )
-    (s0, t0, n), (s1, t1, _) = big[0], big[-1]
+    return big[0], big[-1]
+
+
+def fit_bus_bandwidth(rows: list[dict]) -> float:
+    """``nvlink.bus_bandwidth`` from the calibration rows: the slope of the stream-launched
+    all-reduce between 256 MB and 1 GB (ring Simple on two GPUs: each GPU puts 2(n-1)/n S on
+    NVLink, all of it at the bus rate)."""
+    (s0, t0, n), (s1, t1, _) = _calibration_ends(rows)
     return 2 * (n - 1) / n * (s1 - s0) / (t1 - t0)
 
 
@@ -88,12 +94,7 @@ def fit_ring_link(rows: list[dict], ring: nccl.RingChannels) -> float:
     channels (``rdusim.sim.ring``) take the stream-launched all-reduce's measured time between
     256 MB and 1 GB (``fit_bus_bandwidth``'s rows and slope, through the channels instead of a
     closed form). Bisection between 1/10 and 10x the document's link."""
-    big = sorted(
-        (int(r["bytes"]), float(r["median_us"]) * 1e-6, int(r["ranks"]))
-        for r in rows
-        if r["set"] == "calibration" and r["op"] == "all_reduce" and int(r["bytes"]) >= 1 << 28
-    )
-    (s0, t0, n), (s1, t1, _) = big[0], big[-1]
+    (s0, t0, n), (s1, t1, _) = _calibration_ends(rows)
     primitives = nccl.ring_primitives("all_reduce", n)
 
     def slope(link: float) -> float:
