@@ -23,6 +23,14 @@ barrier, median, divided by ``per``; the same method as collectives.py's graph r
 - ``gap10``, ``gap1000``: a ``torch.cuda._sleep`` of about 10 us or 1 ms before every call in the
   graph; the same graph of sleeps alone is timed too (``sleep_us``, per call) and the analysis
   takes it off.
+- ``eager``: the same buffers, ``per`` calls issued from the host back to back between two CUDA
+  events after a barrier, no graph (for calls long enough that the host stays ahead).
+
+Besides NCCL's collectives, two point-to-point ops on two GPUs (``--ops``, not run by default),
+each moving the all-to-all's part a peer (S / 2) with ``batch_isend_irecv``: ``sendrecv``, each
+rank sends its part to the other and receives the other's (the all-to-all without its self
+copy), and ``send_oneway``, rank 1 sends and rank 0 receives (rank 0's time is the row's: it
+ends when the last chunk is out of its FIFO).
 """
 
 from __future__ import annotations
@@ -40,7 +48,9 @@ from collectives import _collective  # noqa: E402  (beside this file; the standa
 
 MIB = 1 << 20
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
-CASES = ("plain", "rot", "gap10", "gap1000")
+#: point-to-point ops (module docstring): asked for by name, never in the default ``--ops``
+P2P_OPS = ("sendrecv", "send_oneway")
+CASES = ("plain", "rot", "gap10", "gap1000", "eager")
 #: cycles of torch.cuda._sleep for the gap cases (~1.98 GHz boost clock of the H100 SXM: 10 us, 1 ms);
 #: the time a graph of them takes is measured, not assumed
 SLEEP_CYCLES = {"gap10": 20_000, "gap1000": 2_000_000}
@@ -71,7 +81,7 @@ FIELDS = [
 
 def footprint(op: str, size: int, ranks: int) -> int:
     """Bytes of user buffer one call touches (in place all-reduce: S; the others: input + output)."""
-    if op == "all_reduce":
+    if op in ("all_reduce", "sendrecv", "send_oneway"):
         return size
     if op in ("all_gather", "reduce_scatter"):
         return size + size // ranks
@@ -144,11 +154,13 @@ def main(argv: list[str] | None = None) -> int:
         return analyse(args.analyse, args.rate_from)
     args.ops = [o for o in args.ops.split(",") if o]
     args.cases = [c for c in args.cases.split(",") if c]
-    bad = [o for o in args.ops if o not in OPS] + [c for c in args.cases if c not in CASES]
+    bad = [o for o in args.ops if o not in OPS + P2P_OPS] + [c for c in args.cases if c not in CASES]
     if bad:
         ap.error(
-            f"unknown op or case: {', '.join(bad)} (ops: {', '.join(OPS)}; cases: {', '.join(CASES)})"
+            f"unknown op or case: {', '.join(bad)} (ops: {', '.join(OPS + P2P_OPS)}; cases: {', '.join(CASES)})"
         )
+    if args.ranks != 2 and any(o in P2P_OPS for o in args.ops):
+        ap.error(f"{', '.join(P2P_OPS)} run on two GPUs only")
     try:
         args.sizes = [int(v) for v in args.sizes.split(",") if v]
     except ValueError:
@@ -210,9 +222,8 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
             if rank == 0:
                 print(f"sleep {case}: {cycles} cycles = {sleep_us[case]:.2f} us", flush=True)
     for row in plan(args, world):
-        calls = [
-            _collective(row["op"], row["bytes"], world, dev, dist, torch) for _ in range(row["k"])
-        ]
+        make = _p2p if row["op"] in P2P_OPS else _collective
+        calls = [make(row["op"], row["bytes"], world, dev, dist, torch) for _ in range(row["k"])]
         us = _measure(torch, dist, row, calls, flush)
         if writer:
             writer.writerow(
@@ -238,11 +249,35 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
     os._exit(0)  # never destroy_process_group: it hung after captured graphs (collective_micro.py)
 
 
+def _p2p(op, size, world, device, dist, torch):  # pragma: no cover - needs two GPUs
+    """A call of one point-to-point op (module docstring) moving ``size / 2`` bytes a direction."""
+    if world != 2:
+        raise SystemExit(f"{op} runs on two GPUs, not {world}")
+    elems = max(world, size // 2)
+    part = (elems - elems % world) // world
+    send = torch.randn(part, dtype=torch.bfloat16, device=device)
+    recv = torch.empty_like(send)
+    rank = dist.get_rank()
+    if op == "sendrecv":
+        ops = [dist.P2POp(dist.isend, send, 1 - rank), dist.P2POp(dist.irecv, recv, 1 - rank)]
+    elif rank == 1:
+        ops = [dist.P2POp(dist.isend, send, 0)]
+    else:
+        ops = [dist.P2POp(dist.irecv, recv, 1)]
+
+    def call() -> None:
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+
+    return call
+
+
 def _measure(
     torch, dist, row: dict, calls: list, flush
 ) -> float:  # pragma: no cover - needs two GPUs
     """Us per call: ``row["per"]`` calls (buffer sets in turn, a sleep before each in a gap case)
-    captured to one graph, replayed ``row["reps"]`` times after a barrier, median / per."""
+    captured to one graph, replayed ``row["reps"]`` times after a barrier, median / per; the
+    ``eager`` case issues them from the host between the events instead."""
     cycles = SLEEP_CYCLES.get(row["case"], 0)
 
     def batch() -> None:
@@ -257,6 +292,8 @@ def _measure(
         batch()  # warm-up outside capture (NCCL's lazy setup)
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
+    if row["case"] == "eager":
+        return _eager_us(torch, dist, row, batch)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         batch()
@@ -276,6 +313,21 @@ def _measure(
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) * 1e3 / row["per"])
     del graph
+    return statistics.median(times)
+
+
+def _eager_us(torch, dist, row: dict, batch) -> float:  # pragma: no cover - needs two GPUs
+    """Us per call of ``batch`` issued from the host between two events, median of ``reps``."""
+    times = []
+    for _ in range(row["reps"]):
+        dist.barrier()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        batch()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / row["per"])
     return statistics.median(times)
 
 

@@ -28,6 +28,7 @@ def test_bad_flags_exit_2(diag: types.ModuleType) -> None:
         ["--dry-run", "--sizes", "1,x"],
         ["--dry-run", "--sizes", "0"],
         ["--cases", "plain"],
+        ["--dry-run", "--ops", "sendrecv", "--ranks", "4"],
     ):
         with pytest.raises(SystemExit) as err:
             diag.main(argv)
@@ -108,6 +109,19 @@ def _fake_torch(log: list[str]) -> tuple[types.ModuleType, types.ModuleType]:
     dist.all_gather_into_tensor = lambda whole, part: log.append("all_gather")
     dist.reduce_scatter_tensor = lambda part, whole: log.append("reduce_scatter")
     dist.all_to_all_single = lambda recv, send: log.append("all_to_all")
+    dist.get_rank = lambda: 0
+    dist.isend, dist.irecv = "isend", "irecv"
+    dist.P2POp = lambda op, tensor, peer: (op, peer)
+
+    class Work:
+        def wait(self) -> None:
+            pass
+
+    def batch(ops: list) -> list:
+        log.append("p2p " + " ".join(f"{op}:{peer}" for op, peer in ops))
+        return [Work() for _ in ops]
+
+    dist.batch_isend_irecv = batch
     torch.distributed = dist
     return torch, dist
 
@@ -222,3 +236,29 @@ def test_run_ad_figures(diag: types.ModuleType) -> None:
         assert all(abs(rot[s] - plain[s]) < 6.5 for s in (16, 32, 64, 128, 256))
         for gap in ("gap10", "gap1000"):
             assert all(abs(data[("ch24", gap, op)][s] - plain[s]) < 8 for s in plain if s <= 256)
+
+
+def test_p2p_ops_eager_on_a_fake_torch(
+    diag: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sendrecv`` sends to and receives from the other rank; ``send_oneway`` on rank 0 (whose
+    time is the row's) only receives from rank 1; the ``eager`` case times the calls without a
+    graph (no replay)."""
+    log: list[str] = []
+    torch, dist = _fake_torch(log)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+
+    def fake_exit(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(diag.os, "_exit", fake_exit)
+    out = tmp_path / "p.csv"
+    with pytest.raises(SystemExit):
+        diag.main(["--out", str(out), "--ops", "sendrecv,send_oneway", "--cases", "eager",
+                   "--sizes", "64", "--per", "4", "--reps", "3"])
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["op"], r["case"], r["median_us"]) for r in rows] == [
+        ("sendrecv", "eager", "500.0"), ("send_oneway", "eager", "500.0")]
+    assert "replay" not in log
+    assert "p2p isend:1 irecv:1" in log and "p2p irecv:1" in log

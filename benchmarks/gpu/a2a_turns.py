@@ -1,0 +1,202 @@
+"""Run cf: the all-to-all's p2p channels, frozen before a lease of two H200s.
+
+The engine prices NCCL's all-to-all as its wire bytes at the bus rate (H0: ``hw.collectives``,
+p2p Simple), 10-33% short at 2-512 MiB on every committed two-GPU lease (docs/gpu.md, "Run ar").
+Run ar left two facts: a p2p channel moves 20.8 GB/s of a peer's part both ways with no pipeline
+fill (one and two channels a peer: straight lines through the latency), and NCCL's 16 channels a
+peer move 283-309 GB/s where 16 x 20.8 = 333. Candidates, each with what it gives here:
+
+- **HT, turns**: a channel's send and receive take turns on one CTA's loads and stores
+  (``nvlink.ring.channel_bandwidth``, 84 GB/s): a chunk (``NCCL_P2P_NVL_CHUNKSIZE``, 512 KiB) on
+  NVLink at 84 / 2, then one out of the FIFO, local, at 84 / 2, as a ring's calls
+  (``rdusim.sim.ring``: the channels share the link, start ``launch_skew`` apart). Two ways, the
+  channels' sends coincide and the link idles in their local turns; one way, a channel only sends
+  (the peer's channel only copies out), so the link fills.
+- **HS, a shared budget**: send and receive run at once on the CTA's warps and share its 84 GB/s:
+  both ways 84 / 4 a channel, no turns; one way the sender alone, 84 / 2 a channel; the channels at
+  most the link (no contention below it).
+- **HC, halves**: send and receive on half the warps each (v2.19-2.20 ``src/device/sendrecv.h``),
+  each half 84 / 4: one way as slow as both ways. (Run ar's missing fill already speaks against it:
+  a receiving half behind a sending one gives a chunk of fill.)
+- **HU, the link shared unevenly** (run bv: 16 plain CTAs copy 314 GB/s one way, 305 both ways):
+  listed for its signature only (no model).
+
+Rows (``collective_ramp_diag.py``, case ``eager``: calls issued back to back between events; the
+all-to-all also as graph rows, ``plain``): ``sendrecv`` (each rank its part S / 2 to the other,
+the all-to-all without its self copy), ``send_oneway`` (rank 1 to rank 0), ``all_to_all``; NCCL's
+defaults (``def``), one and 32 channels a peer (``p2p2``, ``p2p64``), and NCCL's launch without
+clusters (``cga0``, exploratory: the models have no launch).
+
+    PYTHONPATH=. python benchmarks/gpu/a2a_turns.py --frozen h200x2-20261130cf-predicted.txt
+    PYTHONPATH=. python benchmarks/gpu/a2a_turns.py --compare h200x2-20261130cf-predicted.txt <csv>...
+
+Checks: ``h200x2-20261130cf-a2a-hypotheses.md`` (committed with the frozen table, before the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MIB = 1 << 20
+DOC = "hw_configs/h200.yaml"
+CHUNK = 512 * 1024  # NCCL_P2P_NVL_CHUNKSIZE (src/init.cc; run ar's init log caps larger ones to it)
+P2P_CHANNELS = 32  # p2pnChannels on one NVLink node (NCCL's INIT log, run ar)
+BIG = (64, 128, 256, 512, 768, 1024)
+#: variant -> (ops, sizes in MiB of S, p2p channels: NCCL_MIN/MAX_P2P_NCHANNELS)
+VARIANTS = {
+    "def": (("sendrecv", "send_oneway", "all_to_all"), BIG, P2P_CHANNELS),
+    "p2p2": (("sendrecv", "send_oneway"), (8, 16, 32), 2),
+    "p2p64": (("sendrecv", "send_oneway"), BIG, 64),
+    "cga0": (("sendrecv", "send_oneway", "all_to_all"), BIG, P2P_CHANNELS),
+}
+MODELS = ("HT", "HS", "HC", "H0")
+
+
+def channels_a_peer(part: float, p2p_channels: int, ranks: int = 2) -> int:
+    """NCCL 2.28's channels for one peer's part (src/enqueue.cc at 01e6dd9, scheduleP2pTasksToPlan and
+    addP2pToPlan, as docs/gpu.md "Run ar" reads them): start at the p2p channels a peer halved while
+    that times the ranks exceeds the p2p channels, double while a channel's part exceeds 32 chunks, at
+    most the channels a peer (the p2p channels, 32 at most)."""
+    per_peer = min(p2p_channels, P2P_CHANNELS)
+    start = p2p_channels
+    while start * ranks > p2p_channels and start > 1:
+        start //= 2
+    ch = min(start, per_peer)
+    while part / ch > 32 * CHUNK and ch < per_peer:
+        ch *= 2
+    return ch
+
+
+def predict(op: str, size: int, p2p_channels: int) -> dict[str, float]:
+    """Us a call under each model (module docstring), the document's fabric as committed."""
+    from rdusim.hw import collectives as nccl
+    from rdusim.hw.gpu import load_gpu_node
+    from rdusim.sim.ring import ring_transfer_s
+
+    fabric = load_gpu_node(ROOT / DOC).gpu.fabric
+    ring = fabric.ring
+    latency = nccl.ALL_TO_ALL_LATENCY_US["Simple"] * 1e-6
+    part = size / 2
+    ch = channels_a_peer(part, p2p_channels)
+    chunks, done = [], 0.0
+    while done < part / ch:
+        chunks.append(min(CHUNK, part / ch - done))
+        done += CHUNK
+    lanes = dataclasses.replace(ring, channels=ch)
+    rate = ring.channel_bytes_per_s
+    oneway = op == "send_oneway"
+    calls = ((True, 2),) if oneway else ((True, 2), (False, 2))
+    ht = latency + ring_transfer_s(nccl.RingPlan(lanes, tuple(chunks), calls))
+    if oneway:  # the receiver copies the last chunk out after it lands
+        ht += chunks[-1] * 2 / rate
+    per_channel = rate / (2 if oneway else 4)
+    hs = latency + part / min(ch * per_channel, ring.link_bytes_per_s)
+    if oneway:
+        hs += chunks[-1] * 2 / rate
+    hc = latency + part / min(ch * rate / 4, ring.link_bytes_per_s) + chunks[0] * 4 / rate
+    h0 = latency + part / fabric.bus_bytes_per_s
+    return {"HT": ht * 1e6, "HS": hs * 1e6, "HC": hc * 1e6, "H0": h0 * 1e6}
+
+
+def frozen_rows() -> list[dict]:
+    rows = []
+    for variant, (ops, sizes, p2p) in VARIANTS.items():
+        for op in ops:
+            for mib in sizes:
+                pred = predict(op, mib * MIB, p2p)
+                rows.append({"variant": variant, "op": op, "mib": mib,
+                             "channels": channels_a_peer(mib * MIB / 2, p2p), **pred})
+    return rows
+
+
+def write_frozen(path: Path) -> None:
+    with path.open("w") as fh:
+        fh.write("# run cf, frozen before the lease (a2a_turns.py --frozen; hw_configs/h200.yaml as committed)\n")
+        fh.write("variant,op,mib,channels_a_peer," + ",".join(f"{m}_us" for m in MODELS) + "\n")
+        for r in frozen_rows():
+            fh.write(f"{r['variant']},{r['op']},{r['mib']},{r['channels']},"
+                     + ",".join(f"{r[m]:.1f}" for m in MODELS) + "\n")
+
+
+def read_frozen(path: Path) -> dict[tuple[str, str, int], dict[str, float]]:
+    out = {}
+    with path.open() as fh:
+        lines = [ln for ln in fh if not ln.startswith("#")]
+    for r in csv.DictReader(lines):
+        out[(r["variant"], r["op"], int(r["mib"]))] = {m: float(r[f"{m}_us"]) for m in MODELS}
+    return out
+
+
+def read_measured(paths: list[str]) -> dict[tuple[str, str, str, int], float]:
+    out = {}
+    for p in paths:
+        with open(p, newline="") as fh:
+            for r in csv.DictReader(fh):
+                out[(r["variant"], r["case"], r["op"], int(r["bytes"]) // MIB)] = float(r["median_us"])
+    return out
+
+
+def marginal_rate(pts: dict[int, float], lo: int, hi: int) -> float:
+    """GB/s of the peer's part (S / 2) between ``lo`` and ``hi`` MiB of S."""
+    return (hi - lo) * MIB / 2 / ((pts[hi] - pts[lo]) * 1e-6) / 1e9
+
+
+def compare(frozen_path: Path, paths: list[str]) -> int:
+    frozen = read_frozen(frozen_path)
+    meas = read_measured(paths)
+    print("| variant | case | op | MiB | measured us | " + " | ".join(MODELS) + " |")
+    print("|---|---|---|---:|---:|" + "---:|" * len(MODELS))
+    errs: dict[tuple[str, str, str], list[float]] = {}
+    for (variant, case, op, mib), us in sorted(meas.items()):
+        f = frozen.get((variant, op, mib))
+        if f is None:
+            continue
+        cells = []
+        for m in MODELS:
+            e = f[m] / us - 1
+            errs.setdefault((variant, op, m), []).append(e)
+            cells.append(f"{f[m]:.1f} ({e * 100:+.1f}%)")
+        print(f"| {variant} | {case} | {op} | {mib} | {us:.1f} | " + " | ".join(cells) + " |")
+    print()
+    print("| variant | op | " + " | ".join(f"{m} median / worst" for m in MODELS) + " |")
+    print("|---|---|" + "---|" * len(MODELS))
+    for variant, op in sorted({(v, o) for v, o, _ in errs}):
+        cells = []
+        for m in MODELS:
+            e = errs[(variant, op, m)]
+            worst = max(e, key=abs)
+            cells.append(f"{statistics.median(abs(x) for x in e) * 100:.1f}% / {worst * 100:+.1f}%")
+        print(f"| {variant} | {op} | " + " | ".join(cells) + " |")
+    print()
+    for variant in VARIANTS:
+        for op in ("sendrecv", "send_oneway", "all_to_all"):
+            pts = {mib: us for (v, c, o, mib), us in meas.items() if v == variant and c == "eager" and o == op}
+            if len(pts) >= 2:
+                lo, hi = (256, 1024) if 256 in pts and 1024 in pts else (min(pts), max(pts))
+                print(f"{variant} {op}: marginal {marginal_rate(pts, lo, hi):.1f} GB/s of the part ({lo}-{hi} MiB of S)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--frozen", type=Path, metavar="OUT", help="write the frozen predictions")
+    g.add_argument("--compare", type=Path, metavar="FROZEN", help="the frozen table against CSVs")
+    ap.add_argument("csv", nargs="*")
+    args = ap.parse_args(argv)
+    if args.frozen:
+        write_frozen(args.frozen)
+        return 0
+    if not args.csv:
+        ap.error("--compare needs the run's CSVs")
+    return compare(args.compare, args.csv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
