@@ -29,6 +29,13 @@ clusters (``cga0``, exploratory: the models have no launch).
 
     PYTHONPATH=. python benchmarks/gpu/a2a_turns.py --frozen h200x2-20261130cf-predicted.txt
     PYTHONPATH=. python benchmarks/gpu/a2a_turns.py --compare h200x2-20261130cf-predicted.txt <csv>...
+    PYTHONPATH=. python benchmarks/gpu/a2a_turns.py --after <run cf's csv>...
+
+``--after`` (explained after measurement, not adopted: docs/gpu.md, "Run cf"): turns at the
+rates run cf's one channel gives (one way: the send turn; both ways: 1 / send + 1 / receive),
+on run cf's rows, run ar's 128 KiB chunk (a variant it never saw) and every committed two- and
+four-GPU all-to-all row NCCL runs as p2p Simple (each run's link fitted as ``rdusim fidelity
+--gpu`` fits it).
 
 Checks: ``h200x2-20261130cf-a2a-hypotheses.md`` (committed with the frozen table, before the run).
 """
@@ -43,6 +50,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+GPU_DIR = ROOT / "benchmarks/gpu"
 MIB = 1 << 20
 DOC = "hw_configs/h200.yaml"
 CHUNK = 512 * 1024  # NCCL_P2P_NVL_CHUNKSIZE (src/init.cc; run ar's init log caps larger ones to it)
@@ -147,6 +155,47 @@ def marginal_rate(pts: dict[int, float], lo: int, hi: int) -> float:
     return (hi - lo) * MIB / 2 / ((pts[hi] - pts[lo]) * 1e-6) / 1e9
 
 
+def _errors(frozen, pts: dict[int, float], variant: str, op: str, model: str) -> tuple[float, float]:
+    """Median abs error and worst (signed) of ``model``'s frozen times on ``pts`` (MiB -> us)."""
+    e = [frozen[(variant, op, mib)][model] / us - 1 for mib, us in sorted(pts.items())]
+    return statistics.median(abs(x) for x in e), max(e, key=abs)
+
+
+def checks(frozen, meas) -> list[str]:
+    """The registered checks A-E (h200x2-20261130cf-a2a-hypotheses.md) on the eager rows."""
+
+    def rows(variant: str, op: str, lo: int = 0, hi: int = 1 << 30) -> dict[int, float]:
+        return {m: us for (v, c, o, m), us in meas.items() if (v, c, o) == (variant, "eager", op) and lo <= m <= hi}
+
+    out = ["| check | measured | rule | HT | HS | HC |", "|---|---|---|---|---|---|"]
+    one, both = rows("p2p2", "send_oneway"), rows("p2p2", "sendrecv")
+    ratio = marginal_rate(one, min(one), max(one)) / marginal_rate(both, min(both), max(both))
+    ht_hs = "yes" if ratio >= 1.7 else "no"
+    out.append(f"| A. one channel: one way / both ways | {ratio:.2f} | HT, HS >= 1.7; HC <= 1.2 | {ht_hs} | {ht_hs} "
+               f"| {'yes' if ratio <= 1.2 else 'no'} |")
+    way = rows("def", "send_oneway", 128, 512)
+    rate = marginal_rate(way, 128, 512)
+    out.append(f"| B. 16 channels one way, 128-512 MiB | {rate:.1f} GB/s | HT, HS >= 350; HU 298-330; HC 316-350 "
+               f"| {'yes' if rate >= 350 else 'no'} | {'yes' if rate >= 350 else 'no'} "
+               f"| {'yes' if 316 <= rate <= 350 else 'no'} |")
+    two = rows("def", "sendrecv", 64, 512)
+    cells = []
+    for model in ("HT", "HS", "HC"):
+        median, worst = _errors(frozen, two, "def", "sendrecv", model)
+        cells.append(f"{median * 100:.1f}% / {worst * 100:+.1f}% {'yes' if median <= 0.06 and abs(worst) <= 0.12 else 'no'}")
+    out.append("| C. 16 channels both ways, 64-512 MiB | | median <= 6%, worst <= 12% | " + " | ".join(cells) + " |")
+    a2a = rows("def", "all_to_all", 64, 512)
+    diffs = [a2a[m] / two[m] - 1 for m in sorted(two) if m in a2a]
+    within = sum(abs(d) <= 0.03 for d in diffs)
+    out.append(f"| D. all-to-all over sendrecv, 64-512 MiB | {' '.join(f'{d * 100:+.1f}%' for d in diffs)} "
+               f"| within 3% | {within} of {len(diffs)} | | |")
+    wide = rows("p2p64", "sendrecv")
+    median, worst = _errors(frozen, wide, "p2p64", "sendrecv", "HT")
+    out.append(f"| E. 32 channels a peer both ways, 64 MiB-1 GiB | | HT median <= 6%, worst <= 12% "
+               f"| {median * 100:.1f}% / {worst * 100:+.1f}% {'yes' if median <= 0.06 and abs(worst) <= 0.12 else 'no'} | | |")
+    return out
+
+
 def compare(frozen_path: Path, paths: list[str]) -> int:
     frozen = read_frozen(frozen_path)
     meas = read_measured(paths)
@@ -180,7 +229,97 @@ def compare(frozen_path: Path, paths: list[str]) -> int:
             if len(pts) >= 2:
                 lo, hi = (256, 1024) if 256 in pts and 1024 in pts else (min(pts), max(pts))
                 print(f"{variant} {op}: marginal {marginal_rate(pts, lo, hi):.1f} GB/s of the part ({lo}-{hi} MiB of S)")
+    print()
+    print("\n".join(checks(frozen, meas)))
     return 0
+
+
+def turns_us(size: float, ranks: int, ring, send: float, recv: float, p2p_channels: int = P2P_CHANNELS,
+             chunk: int = CHUNK, oneway: bool = False) -> float:
+    """Turns (HT's structure) with a send and a receive turn at their own rates (bytes/s): us a call,
+    each of the ranks - 1 peers on its channels, all on the GPU's link (``ring``: ``RingChannels``)."""
+    from rdusim.hw import collectives as nccl
+    from rdusim.sim.ring import ring_transfer_s
+
+    part = size / ranks
+    ch = channels_a_peer(part, p2p_channels, ranks)
+    if chunk != CHUNK:  # a channel's part doubles past 32 of these chunks
+        ch = channels_a_peer(part * CHUNK / chunk, p2p_channels, ranks)
+    chunks, done = [], 0.0
+    while done < part / ch:
+        chunks.append(min(chunk, part / ch - done))
+        done += chunk
+    rate = ring.channel_bytes_per_s
+    calls = ((True, rate / send),) if oneway else ((True, rate / send), (False, rate / recv))
+    lanes = dataclasses.replace(ring, channels=ch * (ranks - 1))
+    t = nccl.ALL_TO_ALL_LATENCY_US["Simple"] * 1e-6 + ring_transfer_s(nccl.RingPlan(lanes, tuple(chunks), calls))
+    return (t + (chunks[-1] / recv if oneway else 0.0)) * 1e6
+
+
+def one_channel_rates(meas) -> tuple[float, float]:
+    """(send, receive) bytes/s from run cf's one channel a peer: one way the send turn's rate; both
+    ways 1 / (1 / send + 1 / receive), marginal rates over the sizes measured."""
+    def pts(op: str) -> dict[int, float]:
+        return {m: us for (v, c, o, m), us in meas.items() if (v, c, o) == ("p2p2", "eager", op)}
+    one, both = pts("send_oneway"), pts("sendrecv")
+    send = marginal_rate(one, min(one), max(one)) * 1e9
+    both_rate = marginal_rate(both, min(both), max(both)) * 1e9
+    return send, 1 / (1 / both_rate - 1 / send)
+
+
+def after(paths: list[str]) -> int:
+    from rdusim.analysis.gpu.collectives import (
+        collective_runs,
+        compare_collective_rows,
+        fitted_fabric,
+        run_label,
+    )
+    from rdusim.hw.gpu import load_gpu_node
+
+    meas = read_measured(paths)
+    send, recv = one_channel_rates(meas)
+    doc = load_gpu_node(ROOT / DOC).gpu
+    print(f"one channel (run cf, p2p2): send turn {send / 1e9:.1f} GB/s, receive turn {recv / 1e9:.1f} GB/s")
+    print()
+    print("| rows | turns at these rates: median / worst | H0 (the engine now) |")
+    print("|---|---|---|")
+    for variant, op, p2p in (("def", "sendrecv", 32), ("def", "all_to_all", 32), ("def", "send_oneway", 32),
+                             ("p2p64", "sendrecv", 64), ("p2p64", "send_oneway", 64)):
+        pts = {m: us for (v, c, o, m), us in meas.items() if (v, c, o) == (variant, "eager", op)}
+        e = [turns_us(m * MIB, 2, doc.fabric.ring, send, recv, p2p, oneway=op == "send_oneway") / us - 1
+             for m, us in sorted(pts.items())]
+        h0 = [predict(op, m * MIB, p2p)["H0"] / us - 1 for m, us in sorted(pts.items())]
+        print(f"| run cf {variant} {op} | {_stats(e)} ({' '.join(f'{x * 100:+.0f}' for x in e)}) | {_stats(h0)} |")
+    ar = GPU_DIR / "h200x2-20261128ar-chunk128k.csv"
+    with ar.open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["op"] == "all_to_all"]
+    e = [turns_us(int(r["bytes"]), 2, doc.fabric.ring, send, recv, chunk=128 * 1024) / float(r["median_us"]) - 1
+         for r in rows]
+    print(f"| run ar, 128 KiB chunk (held out) | {_stats(e)} ({' '.join(f'{x * 100:+.0f}' for x in e)}) | |")
+    print()
+    print("| committed run (all-to-all, p2p Simple) | GPUs | launch | rows | turns: median / worst | H0: median / worst |")
+    print("|---|---:|---|---:|---|---|")
+    for path in collective_runs(GPU_DIR):  # the runs `rdusim fidelity --gpu` compares
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        gpu = load_gpu_node(ROOT / ("hw_configs/h200.yaml" if path.name.startswith("h200") else "hw_configs/h100.yaml")).gpu
+        fabric, _ = fitted_fabric(gpu, rows)
+        groups: dict[tuple[int, str], tuple[list[float], list[float]]] = {}
+        for c in compare_collective_rows(rows, gpu, fabric):
+            if c["op"] != "all_to_all" or c["cost"].protocol != "Simple" or c["ranks"] not in (2, 4):
+                continue
+            outside = c["pred"] - c["cost"].time_s * 1e6  # what the engine adds to NCCL's time
+            t = turns_us(int(c["bytes"]), c["ranks"], fabric.ring, send, recv) + outside
+            new, old = groups.setdefault((c["ranks"], c["launch"]), ([], []))
+            new.append(t / float(c["median_us"]) - 1)
+            old.append(c["err"])
+        for (ranks, launch), (new, old) in sorted(groups.items()):
+            print(f"| {run_label(path)} ({path.name}) | {ranks} | {launch} | {len(new)} | {_stats(new)} | {_stats(old)} |")
+    return 0
+
+
+def _stats(errors: list[float]) -> str:
+    return f"{statistics.median(abs(x) for x in errors) * 100:.1f}% / {max(errors, key=abs) * 100:+.1f}%"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,13 +327,16 @@ def main(argv: list[str] | None = None) -> int:
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--frozen", type=Path, metavar="OUT", help="write the frozen predictions")
     g.add_argument("--compare", type=Path, metavar="FROZEN", help="the frozen table against CSVs")
+    g.add_argument("--after", action="store_true", help="turns at run cf's one-channel rates (not adopted)")
     ap.add_argument("csv", nargs="*")
     args = ap.parse_args(argv)
     if args.frozen:
         write_frozen(args.frozen)
         return 0
     if not args.csv:
-        ap.error("--compare needs the run's CSVs")
+        ap.error("--compare and --after need the run's CSVs")
+    if args.after:
+        return after(args.csv)
     return compare(args.compare, args.csv)
 
 

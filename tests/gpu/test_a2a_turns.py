@@ -61,3 +61,27 @@ def test_compare_needs_csvs(turns: types.ModuleType) -> None:
     with pytest.raises(SystemExit) as err:
         turns.main(["--compare", str(GPU / f"{CF}-predicted.txt")])
     assert err.value.code == 2
+
+
+def _cf_csvs() -> list[str]:
+    return [str(GPU / f"{CF}-{v}-eager.csv") for v in ("def", "p2p2", "p2p64", "cga0")] + [str(GPU / f"{CF}-def-plain.csv")]
+
+
+def test_run_cf_checks_as_committed(turns: types.ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run cf's committed comparison is what the script prints from the frozen table and the CSVs;
+    the registered checks: A 1.68 (short of 1.7: no model passes), B 367.5 GB/s one way (HT and HS
+    pass, HU's 298-330 out), C fails for HT, HS and HC, D 3 of 4, E passes for HT."""
+    assert turns.main(["--compare", str(GPU / f"{CF}-predicted.txt"), *_cf_csvs()]) == 0
+    out = capsys.readouterr().out
+    assert out == (GPU / f"{CF}-compare.txt").read_text()
+    assert "| A. one channel: one way / both ways | 1.68 | HT, HS >= 1.7; HC <= 1.2 | no | no | no |" in out
+    assert "| B. 16 channels one way, 128-512 MiB | 367.5 GB/s |" in out and "| yes | yes | no |" in out
+    assert "8.2% / +15.7% no | 15.8% / -25.3% no | 8.2% / -9.0% no |" in out
+    assert "| within 3% | 3 of 4 |" in out and "| 5.6% / -6.8% yes |" in out
+
+
+def test_one_channel_rates_from_run_cf(turns: types.ModuleType) -> None:
+    """One channel a peer: the send turn 35.7 GB/s (one way), the receive 52.2 (both ways 21.2)."""
+    send, recv = turns.one_channel_rates(turns.read_measured(_cf_csvs()))
+    assert send / 1e9 == pytest.approx(35.7, abs=0.05) and recv / 1e9 == pytest.approx(52.2, abs=0.05)
+    assert 1 / (1 / send + 1 / recv) / 1e9 == pytest.approx(21.2, abs=0.05)
