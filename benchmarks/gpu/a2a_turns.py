@@ -66,7 +66,7 @@ VARIANTS = {
 MODELS = ("HT", "HS", "HC", "H0")
 
 
-def channels_a_peer(part: float, p2p_channels: int, ranks: int = 2) -> int:
+def channels_a_peer(part: float, p2p_channels: int, ranks: int = 2, chunk: int = CHUNK) -> int:
     """NCCL 2.28's channels for one peer's part (src/enqueue.cc at 01e6dd9, scheduleP2pTasksToPlan and
     addP2pToPlan, as docs/gpu.md "Run ar" reads them): start at the p2p channels a peer halved while
     that times the ranks exceeds the p2p channels, double while a channel's part exceeds 32 chunks, at
@@ -76,7 +76,7 @@ def channels_a_peer(part: float, p2p_channels: int, ranks: int = 2) -> int:
     while start * ranks > p2p_channels and start > 1:
         start //= 2
     ch = min(start, per_peer)
-    while part / ch > 32 * CHUNK and ch < per_peer:
+    while part / ch > 32 * chunk and ch < per_peer:
         ch *= 2
     return ch
 
@@ -242,9 +242,7 @@ def turns_us(size: float, ranks: int, ring, send: float, recv: float, p2p_channe
     from rdusim.sim.ring import ring_transfer_s
 
     part = size / ranks
-    ch = channels_a_peer(part, p2p_channels, ranks)
-    if chunk != CHUNK:  # a channel's part doubles past 32 of these chunks
-        ch = channels_a_peer(part * CHUNK / chunk, p2p_channels, ranks)
+    ch = channels_a_peer(part, p2p_channels, ranks, chunk)
     chunks, done = [], 0.0
     while done < part / ch:
         chunks.append(min(chunk, part / ch - done))
