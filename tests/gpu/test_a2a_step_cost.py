@@ -56,3 +56,14 @@ def test_fit_recovers_the_turns(cg: types.ModuleType, tmp_path: Path) -> None:
     assert "| G2 | d128 | sendrecv | 0.0% / " in "\n".join(out)
     assert out[-1].endswith("1.50 us: yes")
     assert any(line.startswith("| G2 | d128 | sendrecv |") and "| yes |" in line for line in out)
+
+
+def test_run_cg_as_committed(cg: types.ModuleType) -> None:
+    """Run cg's committed comparison is what the script prints from its CSVs: the send turn's fixed
+    cost (1.81 us a chunk) and G2 failing at NCCL's own chunk (512 KiB: 6.4% / +13.3%)."""
+    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
+    csvs = [str(gpu / f"h200x2-20261130cg-{v}.csv") for v in ("c512", "c256", "c128", "d128", "d256", "d512")]
+    out = cg.compare(csvs)
+    assert "\n".join(out) + "\n" == (gpu / "h200x2-20261130cg-compare.txt").read_text()
+    assert out[0].startswith("HTc (this run's one channel, 2-8 MiB at 128 / 256 / 512 KiB): send 41.9 GB/s + 1.81 us")
+    assert "| G2 | d512 | sendrecv | 6.4% / +13.3% | 4.1% / +8.9% | no |" in out
