@@ -122,12 +122,9 @@ def predict_us(op: str, size: int, chunk: int, t: Turns, p2p_channels: int = tur
     ring = load_gpu_node(ROOT / turns.DOC).gpu.fabric.ring
     part = size / 2
     ch = turns.channels_a_peer(part, p2p_channels, 2, chunk)
-    chunks, done = [], 0.0
-    while done < part / ch:
-        chunks.append(min(chunk, part / ch - done))
-        done += chunk
+    chunks = turns.channel_chunks(part, ch, chunk)
     latency = nccl.ALL_TO_ALL_LATENCY_US["Simple"] * 1e-6
-    return (latency + transfer_s(ring, ch, tuple(chunks), t, op == "send_oneway")) * 1e6
+    return (latency + transfer_s(ring, ch, chunks, t, op == "send_oneway")) * 1e6
 
 
 def compare(paths: list[str]) -> list[str]:

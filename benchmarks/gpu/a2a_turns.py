@@ -81,6 +81,17 @@ def channels_a_peer(part: float, p2p_channels: int, ranks: int = 2, chunk: int =
     return ch
 
 
+def channel_chunks(part: float, channels: int, chunk: int = CHUNK) -> tuple[float, ...]:
+    """A channel's chunks of a peer's ``part`` split over ``channels`` (sendrecv.h's loop: whole
+    chunks, the last one what is left)."""
+    share = part / channels
+    out, done = [], 0.0
+    while done < share:
+        out.append(min(chunk, share - done))
+        done += chunk
+    return tuple(out)
+
+
 def predict(op: str, size: int, p2p_channels: int) -> dict[str, float]:
     """Us a call under each model (module docstring), the document's fabric as committed."""
     from rdusim.hw import collectives as nccl
@@ -92,15 +103,12 @@ def predict(op: str, size: int, p2p_channels: int) -> dict[str, float]:
     latency = nccl.ALL_TO_ALL_LATENCY_US["Simple"] * 1e-6
     part = size / 2
     ch = channels_a_peer(part, p2p_channels)
-    chunks, done = [], 0.0
-    while done < part / ch:
-        chunks.append(min(CHUNK, part / ch - done))
-        done += CHUNK
+    chunks = channel_chunks(part, ch)
     lanes = dataclasses.replace(ring, channels=ch)
     rate = ring.channel_bytes_per_s
     oneway = op == "send_oneway"
     calls = ((True, 2),) if oneway else ((True, 2), (False, 2))
-    ht = latency + ring_transfer_s(nccl.RingPlan(lanes, tuple(chunks), calls))
+    ht = latency + ring_transfer_s(nccl.RingPlan(lanes, chunks, calls))
     if oneway:  # the receiver copies the last chunk out after it lands
         ht += chunks[-1] * 2 / rate
     per_channel = rate / (2 if oneway else 4)
@@ -243,14 +251,11 @@ def turns_us(size: float, ranks: int, ring, send: float, recv: float, p2p_channe
 
     part = size / ranks
     ch = channels_a_peer(part, p2p_channels, ranks, chunk)
-    chunks, done = [], 0.0
-    while done < part / ch:
-        chunks.append(min(chunk, part / ch - done))
-        done += chunk
+    chunks = channel_chunks(part, ch, chunk)
     rate = ring.channel_bytes_per_s
     calls = ((True, rate / send),) if oneway else ((True, rate / send), (False, rate / recv))
     lanes = dataclasses.replace(ring, channels=ch * (ranks - 1))
-    t = nccl.ALL_TO_ALL_LATENCY_US["Simple"] * 1e-6 + ring_transfer_s(nccl.RingPlan(lanes, tuple(chunks), calls))
+    t = nccl.ALL_TO_ALL_LATENCY_US["Simple"] * 1e-6 + ring_transfer_s(nccl.RingPlan(lanes, chunks, calls))
     return (t + (chunks[-1] / recv if oneway else 0.0)) * 1e6
 
 
