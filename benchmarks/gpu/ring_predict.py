@@ -54,8 +54,7 @@ def predict(variant: str, op: str, size: int) -> tuple[float, float]:
     ring = dataclasses.replace(fabric.ring, channels=channels)
     cost = nccl.collective_cost(op, size, 2, dataclasses.replace(fabric, ring=ring))
     if cost.ring is not None:
-        chunks = nccl.ring_loop_chunks(op, size, 2, channels, buffsize // 2)
-        cost = dataclasses.replace(cost, ring=dataclasses.replace(cost.ring, chunks=chunks))
+        cost = dataclasses.replace(cost, ring=nccl.ring_plan(op, size, 2, ring, buffsize // 2))
     out = []
     for c in (cost, dataclasses.replace(cost, ring=None)):
         kernel = dataclasses.replace(collective(op, op, size, 2, gpu)[0], collective=c)

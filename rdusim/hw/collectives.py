@@ -1,7 +1,7 @@
 """Collectives as NCCL runs them inside one NVLink/NVSwitch node, and the algorithm NCCL picks.
 
 Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``candidates``, ``wire_bytes``,
-``memory_ops_per_wire_byte``, ``p2p_ll_limit`` and NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
+``memory_ops_per_wire_byte``, ``ring_plan``, ``p2p_ll_limit`` and NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
 a collective kernel the ``time_s`` computed here.
 
 The facts follow NCCL's own cost model, ``src/graph/tuning.cc`` of NVIDIA/nccl (v2.19-2.20,
@@ -227,6 +227,13 @@ class RingPlan:
     primitives: tuple[tuple[bool, int], ...]
 
 
+def ring_plan(op: str, nbytes: float, ranks: int, ring: RingChannels,
+              chunk: int = RING_CHUNK_BYTES) -> RingPlan:
+    """The plan of a ring Simple ``op`` of ``nbytes`` on ``ranks`` GPUs over ``ring``'s channels:
+    its loops' chunks (``ring_loop_chunks``) and its primitive calls (``ring_primitives``)."""
+    return RingPlan(ring, ring_loop_chunks(op, nbytes, ranks, ring.channels, chunk), ring_primitives(op, ranks))
+
+
 @dataclass(frozen=True)
 class Fabric:
     """The GPUs' NVLink fabric as NCCL sees it.
@@ -385,7 +392,5 @@ def collective_cost(op: str, nbytes: float, ranks: int, fabric: Fabric) -> Colle
             best = cost
     assert best is not None
     if fabric.ring is not None and best.algorithm == "ring" and best.protocol == "Simple":
-        chunks = ring_loop_chunks(op, nbytes, ranks, fabric.ring.channels)
-        plan = RingPlan(fabric.ring, chunks, ring_primitives(op, ranks))
-        best = replace(best, ring=plan)
+        best = replace(best, ring=ring_plan(op, nbytes, ranks, fabric.ring))
     return best

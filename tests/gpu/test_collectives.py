@@ -21,12 +21,10 @@ from rdusim.hw.collectives import (
     OPS,
     Fabric,
     RingChannels,
-    RingPlan,
     candidates,
     collective_cost,
     memory_ops_per_wire_byte,
-    ring_loop_chunks,
-    ring_primitives,
+    ring_plan,
 )
 from rdusim.hw.gpu import load_gpu_node
 from rdusim.mapping.gpu import all_reduce, collective
@@ -389,8 +387,7 @@ def test_forced_ring_on_eight_h100s_against_the_public_bus_bandwidth(ranks: int)
 
     def busbw(n: int, size: float) -> float:
         (ring,) = [c for c in candidates("all_reduce", size, n, fabric) if (c.algorithm, c.protocol) == ("ring", "Simple")]
-        plan = RingPlan(fabric.ring, ring_loop_chunks("all_reduce", size, n, fabric.ring.channels),
-                        ring_primitives("all_reduce", n))
+        plan = ring_plan("all_reduce", size, n, fabric.ring)
         return size / collective_time_s(replace(ring, ring=plan)) * 2 * (n - 1) / n
 
     for size in (2 * 2**30, 4 * 2**30):

@@ -13,19 +13,13 @@ from hypothesis import strategies as st
 from rdusim.hw.collectives import (
     Fabric,
     RingChannels,
-    RingPlan,
     collective_cost,
     memory_ops_per_wire_byte,
-    ring_loop_chunks,
-    ring_primitives,
+    ring_plan,
 )
 from rdusim.sim.ring import collective_time_s, ring_transfer_s
 
 MIB = 1 << 20
-
-
-def _plan(op: str, nbytes: float, ranks: int, ring: RingChannels) -> RingPlan:
-    return RingPlan(ring, ring_loop_chunks(op, nbytes, ranks, ring.channels), ring_primitives(op, ranks))
 
 
 def test_one_channel_runs_every_call_at_its_rate():
@@ -33,7 +27,7 @@ def test_one_channel_runs_every_call_at_its_rate():
     stores a byte, one after another: a 2-GPU all-reduce of 8 MiB is two loops of 2 MiB chunks,
     each 2 + 4 + 2 operations a byte."""
     ring = RingChannels(1, 84e9, 400e9, 0.0)
-    plan = _plan("all_reduce", 8 * MIB, 2, ring)
+    plan = ring_plan("all_reduce", 8 * MIB, 2, ring)
     assert plan.chunks == (2 * MIB, 2 * MIB)
     assert math.isclose(ring_transfer_s(plan), 2 * 2 * MIB * 8 / 84e9, rel_tol=1e-12)
 
@@ -43,7 +37,7 @@ def test_channels_in_step_for_good_idle_the_link_in_their_local_step():
     NVLink calls (24 x 2 MiB over 369.2 GB/s each), then all take the local call at once at
     84 GB/s / 2 while the link idles."""
     ring = RingChannels(24, 84e9, 369.2e9, 0.0)
-    plan = _plan("all_reduce", 1024 * MIB, 2, ring)
+    plan = ring_plan("all_reduce", 1024 * MIB, 2, ring)
     loop = 2 * 24 / 369.2e9 + 2 / 84e9
     want = sum(chunk * loop for chunk in plan.chunks)
     assert math.isclose(ring_transfer_s(plan), want, rel_tol=1e-9)
@@ -57,7 +51,7 @@ def test_a_skew_lets_the_channels_drift_apart_and_fill_the_link():
     skewed = RingChannels(24, 84e9, 369.2e9, 3.5e-6)
 
     def excess(ring: RingChannels, mib: int) -> float:
-        return ring_transfer_s(_plan("all_reduce", mib * MIB, 2, ring)) / (mib * MIB / 369.2e9) - 1
+        return ring_transfer_s(ring_plan("all_reduce", mib * MIB, 2, ring)) / (mib * MIB / 369.2e9) - 1
 
     assert excess(skewed, 1024) < excess(stepped, 1024)
     assert excess(skewed, 1024) < excess(skewed, 256) < excess(skewed, 16)
@@ -73,7 +67,7 @@ def test_no_ring_beats_its_link_or_its_channels(op, ranks, mib, channels, skew_u
     loads and stores at its rate); and none is slower than the channels in step for good plus
     the skew."""
     ring = RingChannels(channels, 84e9, link, skew_us * 1e-6)
-    plan = _plan(op, mib * MIB, ranks, ring)
+    plan = ring_plan(op, mib * MIB, ranks, ring)
     t = ring_transfer_s(plan)
     link_bytes = sum(chunk * sum(on for on, _ in plan.primitives) for chunk in plan.chunks) * channels
     own = sum(chunk * sum(ops for _, ops in plan.primitives) for chunk in plan.chunks) / 84e9
@@ -93,7 +87,7 @@ def test_plan_bytes_and_operations():
     for op, factor in (("all_reduce", lambda n: 2 * (n - 1) / n), ("all_gather", lambda n: (n - 1) / n),
                        ("reduce_scatter", lambda n: (n - 1) / n)):
         for ranks in (2, 4, 8):
-            plan = _plan(op, 256 * MIB, ranks, ring)
+            plan = ring_plan(op, 256 * MIB, ranks, ring)
             on_link = sum(on for on, _ in plan.primitives)
             assert math.isclose(sum(plan.chunks) * 24 * on_link, 256 * MIB * factor(ranks), rel_tol=1e-9)
             assert sum(ops for _, ops in plan.primitives) / on_link == memory_ops_per_wire_byte(op, ranks)

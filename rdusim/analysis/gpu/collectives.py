@@ -96,13 +96,11 @@ def fit_ring_link(rows: list[dict], ring: nccl.RingChannels) -> float:
     closed form). Geometric bisection between 1/10 and 10x the document's link, to a part in 10^9
     (a hundredth of a byte a second at these rates; about 33 halvings)."""
     (s0, t0, n), (s1, t1, _) = _calibration_ends(rows)
-    primitives = nccl.ring_primitives("all_reduce", n)
 
     def slope(link: float) -> float:
         at = dataclasses.replace(ring, link_bytes_per_s=link)
         return sum(
-            sign * ring_transfer_s(nccl.RingPlan(at, nccl.ring_loop_chunks("all_reduce", size, n, ring.channels), primitives))
-            for sign, size in ((1, s1), (-1, s0))
+            sign * ring_transfer_s(nccl.ring_plan("all_reduce", size, n, at)) for sign, size in ((1, s1), (-1, s0))
         )
 
     lo, hi = ring.link_bytes_per_s / 10, ring.link_bytes_per_s * 10
