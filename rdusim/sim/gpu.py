@@ -37,7 +37,12 @@ first K block issued while the tile before it computed; its other loads wait for
 output store, so a round trip and its first block's loads are exposed (``_prefetched_bundle``).
 
 Identical CTAs placed at the same instant on equally occupied SMs move as one bundle (same
-finish time under processor sharing), so a wave costs a few events, not one per CTA.
+finish time under processor sharing), so a wave costs a few events, not one per CTA. A kernel's
+grid starts on an idle GPU (the one before it has ended) and nothing else runs beside it, so its
+time depends on the kernel, the GPU and the launch mode alone: a pass simulates each distinct
+kernel's grid once, in an environment of its own from time zero (``_grid_s``), and every kernel
+equal to it (the same kernel in each layer) takes that time again. ``Trace.event_count`` counts
+the pass's events and each grid's once.
 """
 
 from __future__ import annotations
@@ -88,11 +93,12 @@ def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: st
     depth = gpu.queue_depth if mode == "eager" else None
     issued = simpy.Store(env, capacity=depth) if depth else simpy.Store(env)
     records: list[KernelRecord] = []
+    grids: dict[GpuKernel, tuple[float, int]] = {}  # kernel -> (its grid's time, that simulation's events)
     env.process(_host(env, kernels, gpu, mode, issued, state))
-    done = env.process(_device(env, kernels, gpu, mode, state, issued, records, clock))
+    done = env.process(_device(env, kernels, gpu, mode, state, issued, records, clock, grids))
     env.run(until=done)
     return Trace(kernels=tuple(records), layers_simulated=len({layer for _, layer in kernels}),
-                 event_count=next(env._eid))
+                 event_count=next(env._eid) + sum(events for _, events in grids.values()))
 
 
 def elapsed_s(trace: Trace) -> float:
@@ -124,7 +130,7 @@ def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu:
 
 def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
             state: _Gpu, issued: simpy.Store, records: list[KernelRecord],
-            clock: SmClock | None = None) -> Generator:
+            clock: SmClock | None, grids: dict[GpuKernel, tuple[float, int]]) -> Generator:
     gap = {"graph": gpu.launch_s("graph"), "stream": gpu.launch_s("stream"),
            "eager": gpu.launch_s("eager_gap")}[mode]
     free_since = env.now
@@ -148,7 +154,9 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         if kernel.math == "nvlink":  # an NCCL collective: NCCL's latency + its transfer (sim.ring)
             yield delay(env, collective_time_s(kernel.collective))
         else:
-            yield from _run_grid(env, kernel, state)
+            if kernel not in grids:
+                grids[kernel] = _grid_s(kernel, gpu, mode)
+            yield delay(env, grids[kernel][0])
         if clock is not None:  # the same work at the controller's clock
             full = env.now - began
             at_clock = clock.run_kernel(full, kernel.math, kernel.flops, kernel.bytes, kernel.keys)
@@ -160,6 +168,15 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
             launch_sync_s=overhead, stage_busy_s={}, stage_pcus={}, pool_busy_s={},
             pool_bytes={("nvlink" if kernel.math == "nvlink" else HBM): kernel.bytes, "flops": kernel.flops},
         ))
+
+
+def _grid_s(kernel: GpuKernel, gpu: Gpu, mode: str) -> tuple[float, int]:
+    """Seconds ``kernel``'s grid takes on an idle ``gpu`` launched in ``mode`` (from its first CTA's
+    placement to its last CTA's end), simulated alone from time zero, and that simulation's events."""
+    env = simpy.Environment()
+    grid = env.process(_run_grid(env, kernel, _Gpu(env, gpu, mode)))
+    env.run(until=grid)
+    return env.now, next(env._eid)
 
 
 def _run_grid(env: simpy.Environment, kernel: GpuKernel, state: _Gpu) -> Generator:

@@ -521,3 +521,24 @@ def test_queued_kernel_excess_is_the_queued_time_less_events_less_the_graph_shar
     assert got["eager_gap"] == pytest.approx(0.5e-6 + 0.7e-6) and got["runs"]["a"][1] == 2
     with pytest.raises(ValueError, match="sk_site"):
         eager_gap({"a": rows}, [], 0.5e-6)
+
+
+def test_a_kernels_grid_is_simulated_once_a_pass_and_does_not_depend_on_what_ran_before() -> None:
+    """A kernel's grid starts on an idle GPU, so its time is the kernel's alone: in a pass, every
+    repeat of a kernel takes the first's grid time exactly, whatever kernel ran before it, and the
+    pass's events are the host's and device's plus each distinct grid's once (``sim.gpu._grid_s``)."""
+    from rdusim.sim.gpu import _grid_s
+
+    g = gpu()
+    big = gemm("g", 4096, 4096, 4096, g)[0]
+    small = streaming("s", 3e6, g)
+    grid, events = _grid_s(big, g, "graph")
+    alone = simulate_gpu([(big, 0)], g, mode="graph")
+    record = alone.kernels[0]
+    assert record.end_s - record.start_s - record.launch_sync_s == pytest.approx(grid, rel=1e-12)
+    mixed = simulate_gpu([(big, 0), (small, 0), (big, 1), (small, 1), (big, 2)], g, mode="graph")
+    spans = [r.end_s - r.start_s - r.launch_sync_s for r in mixed.kernels if r.kernel == "g"]
+    assert len(spans) == 3 and max(spans) - min(spans) <= 1e-12 * grid
+    repeated = simulate_gpu([(big, 0)] * 50, g, mode="graph")
+    assert alone.event_count > events > 50  # a real grid (its waves' bundles), counted in the pass
+    assert repeated.event_count < alone.event_count + 50 * 10 < 50 * events  # the grid's events once, not 50 times
