@@ -48,6 +48,7 @@ the pass's events and each grid's once.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 
 import simpy
 
@@ -59,15 +60,20 @@ from rdusim.sim.resources import WeightedPool, delay
 from rdusim.sim.ring import collective_time_s
 from rdusim.sim.trace import KernelRecord, Trace
 
+#: the math classes of tensor-core kernels: the SM's tensor rate applies and they pay a pipeline cost
+TENSOR_MATH = ("gemm", "attention", "mla", "fa3")
+
 
 class _Gpu:
+    """The GPU's SMs and memory while one kernel's grid runs on them (``_grid_s``)."""
+
     def __init__(self, env: simpy.Environment, gpu: Gpu, mode: str = "graph") -> None:
         self.hbm = WeightedPool(env, gpu.hbm_bytes_per_s)
         l2 = gpu.l2_bytes_per_s
         self.l2 = WeightedPool(env, l2) if l2 else None
         self.used = [0] * gpu.sms
         self.latency_s = gpu.hbm_latency_s
-        self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in ("gemm", "attention", "mla", "fa3")}
+        self.sm_flops = {m: gpu.math_flops_per_s(m) / gpu.sms for m in TENSOR_MATH}
         self.fa3_pipe_busy = gpu.fa3_pipe_busy
         self.sm_tensor_peak = gpu.tensor_peak_flops_per_s() / gpu.sms
         sfu, smem = gpu.sfu_per_s, gpu.shared_bytes_per_s
@@ -78,7 +84,13 @@ class _Gpu:
         self.strided_derate = gpu.strided_stream_derate
         self.gemm_step_s = gpu.launch_s("gemm_step")
         self.attention_overlap = gpu.attention_overlap
-        self.unfinished = 0  # kernels issued by the host and not yet finished on the GPU
+
+
+@dataclass
+class _Backlog:
+    """What the host sees of the GPU: kernels it issued that have not finished yet."""
+
+    unfinished: int = 0
 
 
 def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: str = "graph",
@@ -89,13 +101,13 @@ def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: st
     if mode not in ("graph", "eager", "stream"):
         raise ValueError(f"launch mode must be graph, eager or stream, got {mode!r}")
     env = simpy.Environment()
-    state = _Gpu(env, gpu, mode)
+    backlog = _Backlog()
     depth = gpu.queue_depth if mode == "eager" else None
     issued = simpy.Store(env, capacity=depth) if depth else simpy.Store(env)
     records: list[KernelRecord] = []
     grids: dict[GpuKernel, tuple[float, int]] = {}  # kernel -> (its grid's time, that simulation's events)
-    env.process(_host(env, kernels, gpu, mode, issued, state))
-    done = env.process(_device(env, kernels, gpu, mode, state, issued, records, clock, grids))
+    env.process(_host(env, kernels, gpu, mode, issued, backlog))
+    done = env.process(_device(env, kernels, gpu, mode, backlog, issued, records, clock, grids))
     env.run(until=done)
     return Trace(kernels=tuple(records), layers_simulated=len({layer for _, layer in kernels}),
                  event_count=next(env._eid) + sum(events for _, events in grids.values()))
@@ -107,7 +119,7 @@ def elapsed_s(trace: Trace) -> float:
 
 
 def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
-          issued: simpy.Store, state: _Gpu) -> Generator:
+          issued: simpy.Store, backlog: _Backlog) -> Generator:
     """Eager: the host dispatches op by op, each op of a kernel's ``host_ops`` at its kind's host
     cost (where the GPU document gives every one: ``Gpu.prices_host_ops``), which depends on whether the GPU keeps up (at most the last kernel issued still runs:
     the microbenchmark's "idle" case) or has a backlog (behind the host); a kernel whose host cost
@@ -121,15 +133,15 @@ def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu:
             priced = bool(kernel.host_ops) and gpu.prices_host_ops(kernel.host_ops)
             if priced:
                 for op in kernel.host_ops:
-                    yield delay(env, gpu.host_op_s(op, gpu_idle=state.unfinished <= 1))
+                    yield delay(env, gpu.host_op_s(op, gpu_idle=backlog.unfinished <= 1))
             else:
                 yield delay(env, kernel.launches * gpu.launch_s("eager"))
-        state.unfinished += 1
+        backlog.unfinished += 1
         yield issued.put(index)
 
 
 def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
-            state: _Gpu, issued: simpy.Store, records: list[KernelRecord],
+            backlog: _Backlog, issued: simpy.Store, records: list[KernelRecord],
             clock: SmClock | None, grids: dict[GpuKernel, tuple[float, int]]) -> Generator:
     gap = {"graph": gpu.launch_s("graph"), "stream": gpu.launch_s("stream"),
            "eager": gpu.launch_s("eager_gap")}[mode]
@@ -142,7 +154,7 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         overhead = (gpu.launch_s("graph") if queued else gap) * kernel.launches
         if mode == "eager" and kernel.math == "nvlink":  # NCCL's latency, timed stream-launched
             overhead = 0.0
-        overhead += fixed if kernel.fixed or kernel.math in state.sm_flops else 0.0
+        overhead += fixed if kernel.fixed or kernel.math in TENSOR_MATH else 0.0
         if kernel.round_trips and (mode != "stream" or queued):  # stream's launch holds a kernel's own fixed time
             overhead += kernel.launches * gpu.kernel_fixed_s
         if kernel.math == "nvlink" and mode == "graph":  # NCCL's event wait + record nodes around it
@@ -162,7 +174,7 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
             at_clock = clock.run_kernel(full, kernel.math, kernel.flops, kernel.bytes, kernel.keys)
             yield delay(env, max(0.0, at_clock - full))
         free_since = env.now
-        state.unfinished -= 1
+        backlog.unfinished -= 1
         records.append(KernelRecord(
             kernel=kernel.name, layer_type=kernel.math, layer=layer, start_s=start, end_s=env.now,
             launch_sync_s=overhead, stage_busy_s={}, stage_pcus={}, pool_busy_s={},
