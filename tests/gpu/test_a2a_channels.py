@@ -1,0 +1,49 @@
+"""benchmarks/gpu/a2a_channels.py (run ch): the line a channel count's rows fit, the channels a file
+names, and what bad input gets."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from .scripts import bench_script
+
+MIB = 1 << 20
+
+
+def _write(path: Path, rows: list[tuple[str, int, float]]) -> Path:
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["variant", "case", "op", "bytes", "ranks", "median_us"])
+        out.writerows(("p2p", "eager", op, size, 2, t) for op, size, t in rows)
+    return path
+
+
+def test_lines_recover_the_intercept_and_rate_and_the_checks_read_them(tmp_path: Path) -> None:
+    """Rows on exact lines t = a + (S / 2) / r give back a and r (a channel's rate is r over the
+    channels a peer, half the p2p channels in the file's name); check A compares 2 channels' rate a
+    channel with 1's."""
+    chans = bench_script("a2a_channels")
+
+    def t(size: int, a: float, r: float) -> float:
+        return a + size / 2 / (r * 1e9) * 1e6
+    one = [(op, s * MIB, t(s * MIB, a, r)) for op, a, r in (("sendrecv", 16.0, 21.0), ("send_oneway", 12.0, 35.0))
+           for s in (4, 8, 16, 32)]
+    two = [(op, s * MIB, t(s * MIB, a, r)) for op, a, r in (("sendrecv", 18.0, 38.0), ("send_oneway", 12.5, 70.0))
+           for s in (8, 16, 32, 64)]
+    files = [_write(tmp_path / "x-p2p2-eager.csv", one), _write(tmp_path / "x-p2p4-eager.csv", two)]
+    assert chans.channels_of(files[1]) == 2
+    a, r = chans.line([(s / 2, us) for op, s, us in one if op == "sendrecv"])
+    assert (a, r) == (pytest.approx(16.0), pytest.approx(21.0))
+    text = chans.report(files)
+    assert "| sendrecv | 2 | 18.0 | 38.0 | 19.00 |" in text
+    assert "worst -9.5% at 2 -> fail" in text  # 19 / 21 - 1
+    assert "D (one way, r a channel by count): 1: 35.0, 2: 35.0" in text
+
+
+def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chans = bench_script("a2a_channels")
+    assert chans.main([str(tmp_path / "none-p2p2-eager.csv")]) == 2
+    assert "no such file" in capsys.readouterr().err
