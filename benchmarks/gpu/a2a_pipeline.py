@@ -1,0 +1,272 @@
+"""The all-to-all's p2p channels as NCCL 2.28's device code runs them: a pipeline per channel.
+
+Explained after measurement (runs ar, cf, cg, ch): a candidate for ``rdusim.hw.collectives``'s p2p
+Simple all-to-all, evaluated here before it is built into the engine. NCCL 2.28's
+``src/device/sendrecv.h`` (RunWorkBatch<ncclFuncSendRecv>) gives a channel that sends to one peer
+and receives from one 10 warps for the send and 9 for the receive, running at once; the send loop
+puts one chunk (``NCCL_P2P_NVL_CHUNKSIZE``, 512 KiB) after another into the receiver's FIFO of
+``NCCL_STEPS`` (8) slots, each chunk then posted (a fence and a flag: a fixed cost a chunk), and the
+receive loop copies each posted chunk out and frees its slot. So each channel is two SimPy processes:
+
+    sender:   for each chunk: wait for a free slot; the chunk on NVLink at most ``send`` (the link
+              shared max-min by every sending channel of the GPU); then ``step`` (post)
+    receiver: for each chunk: wait until it is posted; copy it out at ``recv`` (local); free its slot
+
+started ``launch_skew`` apart across the channels (``h200.yaml``'s ring), every peer's channels at
+once (NCCL's channels a peer by its rule, ``a2a_turns.channels_a_peer``). A call is NCCL's p2p
+latency (``ALL_TO_ALL_LATENCY_US``) plus the last receiver's end.
+
+Calibration (``fit``): ``send``, ``step`` and ``recv`` by linear least squares on run cg's one-channel
+rows both ways (``sendrecv``, graph, 2-8 MiB of S at 128, 256 and 512 KiB chunks: 9 rows). With one
+channel and a receiver that keeps up, t - latency = n (chunk / send + step) + last chunk / recv, n
+chunks: linear in (1 / send, step, 1 / recv). Everything else is predicted.
+
+    PYTHONPATH=. python benchmarks/gpu/a2a_pipeline.py                  # every committed row
+    PYTHONPATH=. python benchmarks/gpu/a2a_pipeline.py --frozen <txt>   # run ci's rows, frozen
+    PYTHONPATH=. python benchmarks/gpu/a2a_pipeline.py --frozen <txt> --compare <run ci csv>...
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import statistics
+import sys
+from pathlib import Path
+
+import a2a_turns as turns
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU_DIR = ROOT / "benchmarks/gpu"
+MIB = 1 << 20
+KIB = 1 << 10
+FIFO = 8  # NCCL_STEPS: a p2p connection's FIFO slots (src/include/device.h)
+CG = {"c128": 128 * KIB, "c256": 256 * KIB, "c512": 512 * KIB}
+CG_PRED = {"d128": 128 * KIB, "d256": 256 * KIB, "d512": 512 * KIB}
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    """A channel's send and receive (bytes/s) and the fixed cost of posting a chunk (s)."""
+
+    send: float
+    recv: float
+    step: float
+
+
+def transfer_s(link: float, skew: float, channels: int, chunks: tuple[float, ...], p: Pipeline) -> float:
+    """Seconds from the first channel's start to the last receiver's end (module docstring)."""
+    import simpy
+
+    from rdusim.sim.resources import CappedPool, delay
+
+    env = simpy.Environment()
+    pool = CappedPool(env, link)
+
+    def sender(start: float, slots: simpy.Container, posted: simpy.Store):
+        if start:
+            yield delay(env, start)
+        for chunk in chunks:
+            yield slots.get(1)
+            yield pool.transfer(chunk, p.send)
+            yield delay(env, p.step)
+            yield posted.put(chunk)
+
+    def receiver(slots: simpy.Container, posted: simpy.Store):
+        for _ in chunks:
+            chunk = yield posted.get()
+            yield delay(env, chunk / p.recv)
+            yield slots.put(1)
+
+    for c in range(channels):
+        slots = simpy.Container(env, capacity=FIFO, init=FIFO)
+        posted = simpy.Store(env)
+        env.process(sender(skew * c / (channels - 1) if channels > 1 else 0.0, slots, posted))
+        env.process(receiver(slots, posted))
+    env.run()
+    return env.now
+
+
+def call_us(size: float, ranks: int, ring, p: Pipeline, p2p_channels: int = turns.P2P_CHANNELS,
+            chunk: int = turns.CHUNK) -> float:
+    """Us of an all-to-all (or ``sendrecv``, both ways) of ``size`` on ``ranks`` GPUs: NCCL's p2p
+    latency plus every peer's channels' pipelines on the GPU's link."""
+    from rdusim.hw import collectives as nccl
+
+    part = size / ranks
+    ch = turns.channels_a_peer(part, p2p_channels, ranks, chunk)
+    chunks = turns.channel_chunks(part, ch, chunk)
+    t = transfer_s(ring.link_bytes_per_s, ring.launch_skew_s, ch * (ranks - 1), chunks, p)
+    return (nccl.ALL_TO_ALL_LATENCY_US["Simple"] * 1e-6 + t) * 1e6
+
+
+def fit(cg_paths: list[Path]) -> Pipeline:
+    """``send``, ``step`` and ``recv`` from run cg's one-channel ``sendrecv`` graph rows (module docstring)."""
+    from rdusim.hw import collectives as nccl
+
+    meas = turns.read_measured([str(p) for p in cg_paths])
+    lat = nccl.ALL_TO_ALL_LATENCY_US["Simple"]
+    a, b = [], []
+    for (variant, case, op, mib), us in meas.items():
+        if variant in CG and case == "plain" and op == "sendrecv":
+            chunks = turns.channel_chunks(mib * MIB / 2, 1, CG[variant])
+            a.append([sum(chunks) * 1e-6, len(chunks), chunks[-1] * 1e-6])  # x: (us/MB, us, us/MB)
+            b.append(us - lat)
+    x, *_ = np.linalg.lstsq(np.array(a), np.array(b), rcond=None)
+    return Pipeline(send=1e12 / x[0], recv=1e12 / x[2], step=x[1] * 1e-6)
+
+
+def _fabric_ring():
+    from rdusim.hw.gpu import load_gpu_node
+
+    return load_gpu_node(ROOT / turns.DOC).gpu.fabric.ring
+
+
+def report() -> list[str]:
+    from rdusim.analysis.gpu.collectives import (
+        collective_runs,
+        compare_collective_rows,
+        fitted_fabric,
+        run_label,
+    )
+    from rdusim.hw.gpu import load_gpu_node
+
+    cg = sorted(GPU_DIR.glob("h200x2-20261130cg-[cd]*.csv"))
+    p = fit(cg)
+    ring = _fabric_ring()
+    out = [f"fitted (run cg, one channel both ways, 9 graph rows): send {p.send / 1e9:.1f} GB/s, receive "
+           f"{p.recv / 1e9:.1f} GB/s, {p.step * 1e6:.2f} us a chunk posted; receiver keeps up: "
+           f"{512 * KIB / p.recv <= 512 * KIB / p.send + p.step}", ""]
+    out += ["| rows | pipeline: median / worst (errors by size, %) | H0 |", "|---|---|---|"]
+    meas = turns.read_measured([str(x) for x in cg])
+    for variant, chunk in {**CG, **CG_PRED}.items():
+        for op in ("sendrecv", "all_to_all"):
+            pts = {m: us for (v, c, o, m), us in meas.items() if (v, c, o) == (variant, "plain", op)}
+            if not pts:
+                continue
+            p2p = 2 if variant in CG else turns.P2P_CHANNELS
+            e = [call_us(m * MIB, 2, ring, p, p2p, chunk) / us - 1 for m, us in sorted(pts.items())]
+            h0 = [turns.predict(op, m * MIB, p2p)["H0"] / us - 1 for m, us in sorted(pts.items())]
+            out.append(f"| run cg {variant} {op} ({'calibration' if variant in CG else 'prediction'}) | "
+                       f"{turns._stats(e)} ({' '.join(f'{x * 100:+.0f}' for x in e)}) | {turns._stats(h0)} |")
+    for path in sorted(GPU_DIR.glob("h200x2-20261130ch-p2p*-eager.csv")) + [
+            GPU_DIR / "h200x2-20261130cf-def-eager.csv", GPU_DIR / "h200x2-20261130cf-p2p64-eager.csv",
+            GPU_DIR / "h200x2-20261130cf-def-plain.csv"]:
+        p2p = int(path.name.split("-p2p")[1].split("-")[0]) if "-p2p" in path.name else turns.P2P_CHANNELS
+        with path.open(newline="") as fh:
+            rows = [r for r in csv.DictReader(fh) if r["op"] in ("sendrecv", "all_to_all")]
+        for op in ("sendrecv", "all_to_all"):
+            pts = sorted((int(r["bytes"]), float(r["median_us"])) for r in rows if r["op"] == op)
+            if not pts:
+                continue
+            e = [call_us(s, 2, ring, p, p2p) / us - 1 for s, us in pts]
+            h0 = [turns.predict(op, s, p2p)["H0"] / us - 1 for s, us in pts]
+            out.append(f"| {path.name} {op} | {turns._stats(e)} ({' '.join(f'{x * 100:+.0f}' for x in e)}) | "
+                       f"{turns._stats(h0)} |")
+    ar = GPU_DIR / "h200x2-20261128ar-chunk128k.csv"
+    with ar.open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["op"] == "all_to_all"]
+    e = [call_us(int(r["bytes"]), 2, ring, p, chunk=128 * KIB) / float(r["median_us"]) - 1 for r in rows]
+    out.append(f"| run ar, 128 KiB chunk | {turns._stats(e)} ({' '.join(f'{x * 100:+.0f}' for x in e)}) | |")
+    out += ["", "| committed run (all-to-all, p2p Simple) | GPUs | launch | rows | pipeline: median / worst | "
+            "H0: median / worst | pipeline errors by size (%) |", "|---|---:|---|---:|---|---|---|"]
+    for path in collective_runs(GPU_DIR):
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        gpu = load_gpu_node(ROOT / ("hw_configs/h200.yaml" if path.name.startswith("h200")
+                                    else "hw_configs/h100.yaml")).gpu
+        fabric, _ = fitted_fabric(gpu, rows)
+        groups: dict[tuple[int, str], tuple[list[float], list[float]]] = {}
+        for c in compare_collective_rows(rows, gpu, fabric):
+            if c["op"] != "all_to_all" or c["cost"].protocol != "Simple" or c["ranks"] not in (2, 4):
+                continue
+            outside = c["pred"] - c["cost"].time_s * 1e6
+            t = call_us(int(c["bytes"]), c["ranks"], fabric.ring, p) + outside
+            new, old = groups.setdefault((c["ranks"], c["launch"]), ([], []))
+            new.append(t / float(c["median_us"]) - 1)
+            old.append(c["err"])
+        for (ranks, launch), (new, old) in sorted(groups.items()):
+            out.append(f"| {run_label(path)} ({path.name}) | {ranks} | {launch} | {len(new)} | {turns._stats(new)} | "
+                       f"{turns._stats(old)} | {' '.join(f'{x * 100:+.0f}' for x in new)} |")
+    return out
+
+
+#: run ci (frozen before its lease): variant -> (ops, sizes in MiB of S never measured there, p2p channels)
+RUN_CI = {
+    "def": (("all_to_all", "sendrecv"), (3, 6, 12, 24, 48, 96, 192, 384), turns.P2P_CHANNELS),
+    "p2p8": (("sendrecv",), (24, 48, 96), 8),
+    "p2p16": (("sendrecv",), (48, 96, 192), 16),
+}
+
+
+def write_frozen(path: Path) -> None:
+    """Run ci's rows under the pipeline (fitted on run cg) and H0 (the engine now), graph rows."""
+    p = fit(sorted(GPU_DIR.glob("h200x2-20261130cg-c*.csv")))
+    ring = _fabric_ring()
+    with path.open("w") as fh:
+        fh.write(f"# run ci, frozen before the lease (a2a_pipeline.py --frozen; hw_configs/h200.yaml as committed; "
+                 f"pipeline fitted on run cg's one channel: send {p.send / 1e9:.2f} GB/s, receive "
+                 f"{p.recv / 1e9:.2f} GB/s, {p.step * 1e6:.3f} us a chunk)\n")
+        fh.write("variant,op,mib,channels_a_peer,pipeline_us,H0_us\n")
+        for variant, (ops, sizes, p2p) in RUN_CI.items():
+            for op in ops:
+                for mib in sizes:
+                    ch = turns.channels_a_peer(mib * MIB / 2, p2p)
+                    fh.write(f"{variant},{op},{mib},{ch},{call_us(mib * MIB, 2, ring, p, p2p):.1f},"
+                             f"{turns.predict(op, mib * MIB, p2p)['H0']:.1f}\n")
+
+
+def compare_ci(frozen: Path, paths: list[Path]) -> list[str]:
+    """Run ci's graph rows against its frozen table, and checks R1 and R2 (its hypotheses file)."""
+    lines = [ln for ln in frozen.read_text().splitlines() if not ln.startswith("#")]
+    table = {(r["variant"], r["op"], int(r["mib"])): r for r in csv.DictReader(lines)}
+    meas = turns.read_measured([str(x) for x in paths])
+    out = ["| variant | op | MiB | channels a peer | measured us | pipeline | H0 |", "|---|---|---:|---:|---:|---:|---:|"]
+    err: dict[str, tuple[list[float], list[float]]] = {}
+    for (variant, case, op, mib), us in sorted(meas.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][3])):
+        row = table.get((variant, op, mib))
+        if row is None or case != "plain":
+            continue
+        pipe, h0 = float(row["pipeline_us"]) / us - 1, float(row["H0_us"]) / us - 1
+        group = "R1" if variant in ("p2p8", "p2p16") else "R2"
+        err.setdefault(group, ([], []))[0].append(pipe)
+        err[group][1].append(h0)
+        out.append(f"| {variant} | {op} | {mib} | {row['channels_a_peer']} | {us:.1f} | {row['pipeline_us']} "
+                   f"({pipe * 100:+.1f}%) | {row['H0_us']} ({h0 * 100:+.1f}%) |")
+    out.append("")
+    if "R1" in err:
+        e = err["R1"][0]
+        med, worst = statistics.median(abs(x) for x in e), max(abs(x) for x in e)
+        out.append(f"R1 (4 and 8 channels a peer: median <= 10%, worst <= 25%): {med * 100:.1f}% / {worst * 100:.1f}% -> "
+                   f"{'pass' if med <= 0.10 and worst <= 0.25 else 'fail'}")
+    if "R2" in err:
+        (e, h) = err["R2"]
+        mp, wp = statistics.median(abs(x) for x in e), max(abs(x) for x in e)
+        mh, wh = statistics.median(abs(x) for x in h), max(abs(x) for x in h)
+        out.append(f"R2 (NCCL's defaults: pipeline {mp * 100:.1f}% / {wp * 100:.1f}% against H0 {mh * 100:.1f}% / "
+                   f"{wh * 100:.1f}%, each no larger) -> {'pass' if mp <= mh and wp <= wh else 'fail'}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frozen", type=Path, help="write run ci's frozen rows here")
+    ap.add_argument("--compare", nargs="+", type=Path, metavar="CSV", help="run ci's CSVs against --frozen's table")
+    args = ap.parse_args(argv)
+    if args.compare:
+        if not args.frozen:
+            ap.error("--compare needs --frozen (the table frozen before the run)")
+        print("\n".join(compare_ci(args.frozen, args.compare)))
+        return 0
+    if args.frozen:
+        write_frozen(args.frozen)
+        return 0
+    print("\n".join(report()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
