@@ -22,6 +22,7 @@ channel and a receiver that keeps up, t - latency = n (chunk / send + step) + la
 chunks: linear in (1 / send, step, 1 / recv). Everything else is predicted.
 
     PYTHONPATH=. python benchmarks/gpu/a2a_pipeline.py                  # every committed row
+    PYTHONPATH=. python benchmarks/gpu/a2a_pipeline.py --fit            # the documents' nvlink.p2p
     PYTHONPATH=. python benchmarks/gpu/a2a_pipeline.py --frozen <txt>   # run ci's rows, frozen
     PYTHONPATH=. python benchmarks/gpu/a2a_pipeline.py --frozen <txt> --compare <run ci csv>...
 """
@@ -29,13 +30,16 @@ chunks: linear in (1 / send, step, 1 / recv). Everything else is predicted.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import statistics
 import sys
 from pathlib import Path
 
 import a2a_turns as turns
 import numpy as np
+
+from rdusim.hw import collectives as nccl
+from rdusim.hw.collectives import P2pChannels, P2pPlan, RingChannels
+from rdusim.sim.p2p import p2p_transfer_s
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_DIR = ROOT / "benchmarks/gpu"
@@ -46,65 +50,25 @@ CG = {"c128": 128 * KIB, "c256": 256 * KIB, "c512": 512 * KIB}
 CG_PRED = {"d128": 128 * KIB, "d256": 256 * KIB, "d512": 512 * KIB}
 
 
-@dataclasses.dataclass(frozen=True)
-class Pipeline:
-    """A channel's send and receive (bytes/s) and the fixed cost of posting a chunk (s)."""
-
-    send: float
-    recv: float
-    step: float
+def transfer_s(link: float, skew: float, channels: int, chunks: tuple[float, ...], p: P2pChannels) -> float:
+    """Seconds from the first channel's start to the last receiver's end: the engine's
+    ``rdusim.sim.p2p.p2p_transfer_s`` on a plan of ``channels`` channels of ``chunks`` on ``link``."""
+    return p2p_transfer_s(P2pPlan(p, RingChannels(channels, 1.0, link, skew), channels, tuple(chunks)))
 
 
-def transfer_s(link: float, skew: float, channels: int, chunks: tuple[float, ...], p: Pipeline) -> float:
-    """Seconds from the first channel's start to the last receiver's end (module docstring)."""
-    import simpy
-
-    from rdusim.sim.resources import CappedPool, delay
-
-    env = simpy.Environment()
-    pool = CappedPool(env, link)
-
-    def sender(start: float, slots: simpy.Container, posted: simpy.Store):
-        if start:
-            yield delay(env, start)
-        for chunk in chunks:
-            yield slots.get(1)
-            yield pool.transfer(chunk, p.send)
-            yield delay(env, p.step)
-            yield posted.put(chunk)
-
-    def receiver(slots: simpy.Container, posted: simpy.Store):
-        for _ in chunks:
-            chunk = yield posted.get()
-            yield delay(env, chunk / p.recv)
-            yield slots.put(1)
-
-    for c in range(channels):
-        slots = simpy.Container(env, capacity=FIFO, init=FIFO)
-        posted = simpy.Store(env)
-        env.process(sender(skew * c / (channels - 1) if channels > 1 else 0.0, slots, posted))
-        env.process(receiver(slots, posted))
-    env.run()
-    return env.now
-
-
-def call_us(size: float, ranks: int, ring, p: Pipeline, p2p_channels: int = turns.P2P_CHANNELS,
+def call_us(size: float, ranks: int, ring: RingChannels, p: P2pChannels, p2p_channels: int = turns.P2P_CHANNELS,
             chunk: int = turns.CHUNK) -> float:
     """Us of an all-to-all (or ``sendrecv``, both ways) of ``size`` on ``ranks`` GPUs: NCCL's p2p
     latency plus every peer's channels' pipelines on the GPU's link."""
-    from rdusim.hw import collectives as nccl
-
     part = size / ranks
-    ch = turns.channels_a_peer(part, p2p_channels, ranks, chunk)
-    chunks = turns.channel_chunks(part, ch, chunk)
+    ch = nccl.p2p_channels_a_peer(part, ranks, p2p_channels, chunk)
+    chunks = nccl.channel_chunks(part, ch, chunk)
     t = transfer_s(ring.link_bytes_per_s, ring.launch_skew_s, ch * (ranks - 1), chunks, p)
     return (nccl.ALL_TO_ALL_LATENCY_US["Simple"] * 1e-6 + t) * 1e6
 
 
-def fit(cg_paths: list[Path]) -> Pipeline:
+def fit(cg_paths: list[Path]) -> P2pChannels:
     """``send``, ``step`` and ``recv`` from run cg's one-channel ``sendrecv`` graph rows (module docstring)."""
-    from rdusim.hw import collectives as nccl
-
     meas = turns.read_measured([str(p) for p in cg_paths])
     lat = nccl.ALL_TO_ALL_LATENCY_US["Simple"]
     a, b = [], []
@@ -114,7 +78,7 @@ def fit(cg_paths: list[Path]) -> Pipeline:
             a.append([sum(chunks) * 1e-6, len(chunks), chunks[-1] * 1e-6])  # x: (us/MB, us, us/MB)
             b.append(us - lat)
     x, *_ = np.linalg.lstsq(np.array(a), np.array(b), rcond=None)
-    return Pipeline(send=1e12 / x[0], recv=1e12 / x[2], step=x[1] * 1e-6)
+    return P2pChannels(1e12 / x[0], 1e12 / x[2], x[1] * 1e-6)
 
 
 def _fabric_ring():
@@ -131,13 +95,14 @@ def report() -> list[str]:
         run_label,
     )
     from rdusim.hw.gpu import load_gpu_node
+    from rdusim.sim.ring import collective_time_s
 
     cg = sorted(GPU_DIR.glob("h200x2-20261130cg-[cd]*.csv"))
     p = fit(cg)
     ring = _fabric_ring()
-    out = [f"fitted (run cg, one channel both ways, 9 graph rows): send {p.send / 1e9:.1f} GB/s, receive "
-           f"{p.recv / 1e9:.1f} GB/s, {p.step * 1e6:.2f} us a chunk posted; receiver keeps up: "
-           f"{512 * KIB / p.recv <= 512 * KIB / p.send + p.step}", ""]
+    out = [f"fitted (run cg, one channel both ways, 9 graph rows): send {p.send_bytes_per_s / 1e9:.1f} GB/s, receive "
+           f"{p.receive_bytes_per_s / 1e9:.1f} GB/s, {p.step_s * 1e6:.2f} us a chunk posted; receiver keeps up: "
+           f"{512 * KIB / p.receive_bytes_per_s <= 512 * KIB / p.send_bytes_per_s + p.step_s}", ""]
     out += ["| rows | pipeline: median / worst (errors by size, %) | H0 |", "|---|---|---|"]
     meas = turns.read_measured([str(x) for x in cg])
     for variant, chunk in {**CG, **CG_PRED}.items():
@@ -181,11 +146,11 @@ def report() -> list[str]:
         for c in compare_collective_rows(rows, gpu, fabric):
             if c["op"] != "all_to_all" or c["cost"].protocol != "Simple" or c["ranks"] not in (2, 4):
                 continue
-            outside = c["pred"] - c["cost"].time_s * 1e6
+            outside = c["pred"] - collective_time_s(c["cost"]) * 1e6  # what the engine adds to NCCL's time
             t = call_us(int(c["bytes"]), c["ranks"], fabric.ring, p) + outside
             new, old = groups.setdefault((c["ranks"], c["launch"]), ([], []))
             new.append(t / float(c["median_us"]) - 1)
-            old.append(c["err"])
+            old.append((outside + c["cost"].time_s * 1e6) / float(c["median_us"]) - 1)  # H0: the wire bytes at the bus
         for (ranks, launch), (new, old) in sorted(groups.items()):
             out.append(f"| {run_label(path)} ({path.name}) | {ranks} | {launch} | {len(new)} | {turns._stats(new)} | "
                        f"{turns._stats(old)} | {' '.join(f'{x * 100:+.0f}' for x in new)} |")
@@ -206,8 +171,8 @@ def write_frozen(path: Path) -> None:
     ring = _fabric_ring()
     with path.open("w") as fh:
         fh.write(f"# run ci, frozen before the lease (a2a_pipeline.py --frozen; hw_configs/h200.yaml as committed; "
-                 f"pipeline fitted on run cg's one channel: send {p.send / 1e9:.2f} GB/s, receive "
-                 f"{p.recv / 1e9:.2f} GB/s, {p.step * 1e6:.3f} us a chunk)\n")
+                 f"pipeline fitted on run cg's one channel: send {p.send_bytes_per_s / 1e9:.2f} GB/s, receive "
+                 f"{p.receive_bytes_per_s / 1e9:.2f} GB/s, {p.step_s * 1e6:.3f} us a chunk)\n")
         fh.write("variant,op,mib,channels_a_peer,pipeline_us,H0_us\n")
         for variant, (ops, sizes, p2p) in RUN_CI.items():
             for op in ops:
@@ -253,9 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fit", action="store_true", help="print the GPU document's nvlink.p2p, fitted on run cg")
     ap.add_argument("--frozen", type=Path, help="write run ci's frozen rows here")
     ap.add_argument("--compare", nargs="+", type=Path, metavar="CSV", help="run ci's CSVs against --frozen's table")
     args = ap.parse_args(argv)
+    if args.fit:
+        p = fit(sorted(GPU_DIR.glob("h200x2-20261130cg-c*.csv")))
+        print(f'p2p:\n  send_bandwidth: "{p.send_bytes_per_s / 1e9:.2f} GB/s"\n'
+              f'  receive_bandwidth: "{p.receive_bytes_per_s / 1e9:.1f} GB/s"\n  step: "{p.step_s * 1e6:.3f} us"')
+        return 0
     if args.compare:
         if not args.frozen:
             ap.error("--compare needs --frozen (the table frozen before the run)")

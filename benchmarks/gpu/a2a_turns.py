@@ -35,7 +35,10 @@ clusters (``cga0``, exploratory: the models have no launch).
 rates run cf's one channel gives (one way: the send turn; both ways: 1 / send + 1 / receive),
 on run cf's rows, run ar's 128 KiB chunk (a variant it never saw) and every committed two- and
 four-GPU all-to-all row NCCL runs as p2p Simple (each run's link fitted as ``rdusim fidelity
---gpu`` fits it).
+--gpu`` fits it). A committed row's launch and host are what the engine adds to its own collective
+time; on stream rows, where the host's floor is not additive, that depends on the engine's
+all-to-all, which is the p2p pipeline since runs ch and ci: run today, those rows differ from the
+committed ``h200x2-20261130cf-after.txt`` (written before; turns' medians 2.1-10.2% against 2.4-10.2%).
 
 Checks: ``h200x2-20261130cf-a2a-hypotheses.md`` (committed with the frozen table, before the run).
 """
@@ -67,29 +70,17 @@ MODELS = ("HT", "HS", "HC", "H0")
 
 
 def channels_a_peer(part: float, p2p_channels: int, ranks: int = 2, chunk: int = CHUNK) -> int:
-    """NCCL 2.28's channels for one peer's part (src/enqueue.cc at 01e6dd9, scheduleP2pTasksToPlan and
-    addP2pToPlan, as docs/gpu.md "Run ar" reads them): start at the p2p channels a peer halved while
-    that times the ranks exceeds the p2p channels, double while a channel's part exceeds 32 chunks, at
-    most the channels a peer (the p2p channels, 32 at most)."""
-    per_peer = min(p2p_channels, P2P_CHANNELS)
-    start = p2p_channels
-    while start * ranks > p2p_channels and start > 1:
-        start //= 2
-    ch = min(start, per_peer)
-    while part / ch > 32 * chunk and ch < per_peer:
-        ch *= 2
-    return ch
+    """NCCL 2.28's channels for one peer's part: ``rdusim.hw.collectives.p2p_channels_a_peer``."""
+    from rdusim.hw.collectives import p2p_channels_a_peer
+
+    return p2p_channels_a_peer(part, ranks, p2p_channels, chunk)
 
 
 def channel_chunks(part: float, channels: int, chunk: int = CHUNK) -> tuple[float, ...]:
-    """A channel's chunks of a peer's ``part`` split over ``channels`` (sendrecv.h's loop: whole
-    chunks, the last one what is left)."""
-    share = part / channels
-    out, done = [], 0.0
-    while done < share:
-        out.append(min(chunk, share - done))
-        done += chunk
-    return tuple(out)
+    """A channel's chunks of a peer's ``part``: ``rdusim.hw.collectives.channel_chunks``."""
+    from rdusim.hw.collectives import channel_chunks as chunks
+
+    return chunks(part, channels, chunk)
 
 
 def predict(op: str, size: int, p2p_channels: int) -> dict[str, float]:
@@ -278,13 +269,14 @@ def after(paths: list[str]) -> int:
         run_label,
     )
     from rdusim.hw.gpu import load_gpu_node
+    from rdusim.sim.ring import collective_time_s
 
     meas = read_measured(paths)
     send, recv = one_channel_rates(meas)
     doc = load_gpu_node(ROOT / DOC).gpu
     print(f"one channel (run cf, p2p2): send turn {send / 1e9:.1f} GB/s, receive turn {recv / 1e9:.1f} GB/s")
     print()
-    print("| rows | turns at these rates: median / worst | H0 (the engine now) |")
+    print("| rows | turns at these rates: median / worst | H0 (the bus rate, the engine before runs ch and ci) |")
     print("|---|---|---|")
     for variant, op, p2p in (("def", "sendrecv", 32), ("def", "all_to_all", 32), ("def", "send_oneway", 32),
                              ("p2p64", "sendrecv", 64), ("p2p64", "send_oneway", 64)):
@@ -311,11 +303,11 @@ def after(paths: list[str]) -> int:
         for c in compare_collective_rows(rows, gpu, fabric):
             if c["op"] != "all_to_all" or c["cost"].protocol != "Simple" or c["ranks"] not in (2, 4):
                 continue
-            outside = c["pred"] - c["cost"].time_s * 1e6  # what the engine adds to NCCL's time
+            outside = c["pred"] - collective_time_s(c["cost"]) * 1e6  # what the engine adds to NCCL's time
             t = turns_us(int(c["bytes"]), c["ranks"], fabric.ring, send, recv) + outside
             new, old = groups.setdefault((c["ranks"], c["launch"]), ([], []))
             new.append(t / float(c["median_us"]) - 1)
-            old.append(c["err"])
+            old.append((outside + c["cost"].time_s * 1e6) / float(c["median_us"]) - 1)  # H0: the wire bytes at the bus
         for (ranks, launch), (new, old) in sorted(groups.items()):
             print(f"| {run_label(path)} ({path.name}) | {ranks} | {launch} | {len(new)} | {_stats(new)} | {_stats(old)} |")
     return 0

@@ -503,6 +503,17 @@ class GpuRingSpec(Spec):
         alias="launch_skew", description="from the first channel's start to the last's")
 
 
+class GpuP2pSpec(Spec):
+    """What one p2p channel that both sends and receives does, for an all-to-all simulated channel by
+    channel (``rdusim.sim.p2p``; docs/gpu.md, "Runs ch and ci")."""
+
+    send_bytes_per_s: PositiveBytesPerS = Field(
+        alias="send_bandwidth", description="its send loop's rate onto the peer's FIFO over NVLink (to calibrate)")
+    receive_bytes_per_s: PositiveBytesPerS = Field(
+        alias="receive_bandwidth", description="its receive loop's rate out of its own FIFO (to calibrate)")
+    step_s: NonNegativeSeconds = Field(alias="step", description="a chunk's post after its bytes, fixed (to calibrate)")
+
+
 class GpuLinkSpec(Spec):
     """A GPU's NVLinks: the line rate, and what NCCL's collectives get of it
     (``rdusim.hw.collectives``; the two "to calibrate" quantities of docs/gpu.md)."""
@@ -517,6 +528,15 @@ class GpuLinkSpec(Spec):
                     "llMaxBws; none: v2.19-2.20's 87.7 GB/s cap and its shares of the bus)")
     ring: GpuRingSpec | None = Field(
         default=None, description="a ring Simple collective channel by channel (none: its wire bytes at the bus rate)")
+    p2p: GpuP2pSpec | None = Field(
+        default=None, description="an all-to-all's p2p Simple channels one by one, on ring's link (none: its wire "
+                                  "bytes at the bus rate)")
+
+    @model_validator(mode="after")
+    def _p2p_needs_the_rings_link(self) -> GpuLinkSpec:
+        if self.p2p is not None and self.ring is None:
+            raise ValueError("p2p needs ring (its link_bandwidth and launch_skew are the p2p channels' too)")
+        return self
 
     @model_validator(mode="after")
     def _bus_within_line_rate(self) -> GpuLinkSpec:

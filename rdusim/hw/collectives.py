@@ -1,7 +1,8 @@
 """Collectives as NCCL runs them inside one NVLink/NVSwitch node, and the algorithm NCCL picks.
 
 Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``candidates``, ``wire_bytes``,
-``memory_ops_per_wire_byte``, ``ring_plan``, ``p2p_ll_limit`` and NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
+``memory_ops_per_wire_byte``, ``ring_plan``, ``p2p_plan``, ``p2p_channels_a_peer``, ``p2p_ll_limit``
+and NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
 a collective kernel the ``time_s`` computed here.
 
 The facts follow NCCL's own cost model, ``src/graph/tuning.cc`` of NVIDIA/nccl (v2.19-2.20,
@@ -92,12 +93,21 @@ local calls coincide and the link idles until they drift apart, which the shared
 makes them do (a channel a little ahead gets more of the link while the others are local): the
 mid-size Simple ramp (docs/gpu.md, "Runs cc and cd" and "A ring's channels in the engine").
 
+**An all-to-all's p2p Simple transfer, channel by channel** (where the GPU document gives
+``nvlink.p2p``; ``rdusim.sim.p2p`` simulates it): each peer's part S / n goes on its channels
+(``p2p_channels_a_peer``: NCCL's rule, 16 a peer on two GPUs up to 512 MiB, 8 on four, 4 on eight),
+each channel's share in chunks of ``P2P_CHUNK_BYTES`` (``channel_chunks``), every peer at once. A
+channel both sends and receives, at once on separate warps (NCCL 2.28 ``src/device/sendrecv.h``): its
+send loop puts a chunk into the receiver's FIFO of ``P2P_FIFO_STEPS`` slots over NVLink (``nvlink.p2p
+.send_bandwidth``, the GPU's channels sharing the ring's link) and posts it (``step``); its receive
+loop copies a posted chunk out (``receive_bandwidth``) and frees the slot. The three constants are
+fitted on one channel a peer (run cg); 1-8 channels a peer are predicted within 2-9% (runs ch, ci),
+NCCL's 16 on two GPUs 10-24% short at 12-512 MiB (a known miss: docs/gpu.md, "Runs ch and ci").
+
 Not modelled: NCCL lowering its channel count for small messages (the count is known exactly,
 ``benchmarks/gpu/collectives_channels.py``; charging it did not improve the predictions:
 docs/gpu.md, "Collectives"), a cluster size other than NCCL's default (``NCCL_CGA_CLUSTER_SIZE``:
-plain CTAs share the link unevenly, run cd) and the all-to-all's p2p channels a peer (16 on two GPUs up to
-512 MiB, then 32: run ar measured 16 moving 0.82-0.90 of the bus and 32 unshared all of it, contention
-with no cited form, and no pipeline fill), both in docs/gpu.md "The Simple ramp"; CollNet, PCIe
+plain CTAs share the link unevenly, run cd; docs/gpu.md "The Simple ramp"); CollNet, PCIe
 topologies (no shipped document describes a PCIe node), multi-node.
 """
 
@@ -155,6 +165,41 @@ def p2p_ll_limit() -> int:
     commit 01e6dd915fdd2627a7205f5aa1c7f14d46990226, addP2pToPlan: ``thresholdLL =
     nChannelsMax*ncclParamP2pLLThreshold()``, nChannelsMax = p2pnChannelsPerPeer): 512 KB."""
     return P2P_CHANNELS * P2P_LL_THRESHOLD
+
+
+#: a p2p channel's chunk on NVLink: NCCL_P2P_NVL_CHUNKSIZE's default (src/init.cc; NCCL's INIT log on
+#: two H200s: "P2P Chunksize set to 524288", benchmarks/gpu/h200x2-20261128ar-*; larger values are capped)
+P2P_CHUNK_BYTES = 512 * 1024
+#: NCCL_STEPS: the slots of a p2p connection's FIFO, one chunk each (src/include/device.h)
+P2P_FIFO_STEPS = 8
+
+
+def p2p_channels_a_peer(part: float, ranks: int, p2p_channels: int = P2P_CHANNELS,
+                        chunk: int = P2P_CHUNK_BYTES) -> int:
+    """The channels NCCL 2.28 gives one peer's ``part`` (src/enqueue.cc, scheduleP2pTasksToPlan and
+    addP2pToPlan, the same in every stored 2.2x version): ``nChannelsMin`` is the p2p channels a peer
+    (``p2pnChannelsPerPeer``: the p2p channels, its INIT log) halved while it times the ranks exceeds
+    the p2p channels; a part starts on min(nChannelsMin, ceil(part / (chunk / 8))) channels and
+    doubles them while a channel's part exceeds 32 chunks, up to the channels a peer."""
+    per_peer = p2p_channels
+    start = per_peer
+    while start * ranks > p2p_channels and start > 1:
+        start //= 2
+    ch = max(1, min(start, math.ceil(part / (chunk / 8))))
+    while max(chunk / 8, part / ch) > 32 * chunk and ch <= per_peer // 2:
+        ch *= 2
+    return ch
+
+
+def channel_chunks(part: float, channels: int, chunk: int = P2P_CHUNK_BYTES) -> tuple[float, ...]:
+    """One channel's chunks of a peer's ``part`` over ``channels`` (sendrecv.h's loop: whole chunks, the
+    last what is left)."""
+    share = part / channels
+    out, done = [], 0.0
+    while done < share:
+        out.append(min(float(chunk), share - done))
+        done += chunk
+    return tuple(out)
 
 
 #: a ring channel's chunk: NCCL_BUFFSIZE 4 MiB (src/include/comm.h DEFAULT_BUFFSIZE) / NCCL_STEPS 8
@@ -235,6 +280,37 @@ def ring_plan(op: str, nbytes: float, ranks: int, ring: RingChannels,
 
 
 @dataclass(frozen=True)
+class P2pChannels:
+    """A GPU document's ``nvlink.p2p``: what one p2p channel that both sends and receives does (NCCL
+    2.28 ``src/device/sendrecv.h``: 10 warps send and 9 receive, at once; module docstring)."""
+
+    send_bytes_per_s: float      # its send loop's rate, a chunk onto the peer's FIFO over NVLink
+    receive_bytes_per_s: float   # its receive loop's rate, a chunk copied out of its own FIFO
+    step_s: float                # a chunk's post after its bytes (fence and flag), fixed
+
+
+@dataclass(frozen=True)
+class P2pPlan:
+    """What an all-to-all's p2p Simple channels do (module docstring): ``channels`` of them on the GPU
+    (every peer's), each sending and receiving ``chunks``, their sends on ``ring``'s link, started
+    across ``ring``'s launch skew."""
+
+    p2p: P2pChannels
+    ring: RingChannels
+    channels: int
+    chunks: tuple[float, ...]
+
+
+def p2p_plan(nbytes: float, ranks: int, p2p: P2pChannels, ring: RingChannels,
+             chunk: int = P2P_CHUNK_BYTES) -> P2pPlan:
+    """The plan of an all-to-all of ``nbytes`` (its whole send buffer) on ``ranks`` GPUs: a peer's
+    part S / ranks on its channels (``p2p_channels_a_peer``), every peer at once."""
+    part = nbytes / ranks
+    ch = p2p_channels_a_peer(part, ranks, chunk=chunk)
+    return P2pPlan(p2p, ring, ch * (ranks - 1), channel_chunks(part, ch, chunk))
+
+
+@dataclass(frozen=True)
 class Fabric:
     """The GPUs' NVLink fabric as NCCL sees it.
 
@@ -248,6 +324,7 @@ class Fabric:
     nvls: bool = False
     ll_bytes_per_s: float | None = None  # the LL protocol's rate (the document's ``nvlink.ll_bandwidth``)
     ring: RingChannels | None = None     # a ring Simple collective channel by channel (``nvlink.ring``)
+    p2p: P2pChannels | None = None       # an all-to-all's p2p Simple channels (``nvlink.p2p``; needs ``ring``)
 
 
 @dataclass(frozen=True)
@@ -263,11 +340,12 @@ class CollectiveCost:
     wire_bytes: float        # bytes each GPU puts on NVLink
     bus_bytes_per_s: float   # the rate those bytes move at (protocol and algorithm shares applied)
     ring: RingPlan | None = None   # a ring Simple collective's channels, where the fabric has ``ring``
+    p2p: P2pPlan | None = None     # an all-to-all's p2p Simple channels, where the fabric has ``p2p``
 
     @property
     def time_s(self) -> float:
         """NCCL's tuner's time (its choice among algorithms and protocols); a collective with a
-        ``ring`` plan takes what ``rdusim.sim.ring`` simulates instead."""
+        ``ring`` or ``p2p`` plan takes what ``rdusim.sim`` simulates instead."""
         return self.latency_s + self.wire_bytes / self.bus_bytes_per_s
 
     @property
@@ -385,7 +463,8 @@ def candidates(op: str, nbytes: float, ranks: int, fabric: Fabric) -> list[Colle
 
 def collective_cost(op: str, nbytes: float, ranks: int, fabric: Fabric) -> CollectiveCost:
     """The (algorithm, protocol) NCCL's tuner picks: the least predicted time, first of equals;
-    a ring Simple one carries its channels' plan where the fabric has ``ring``."""
+    a ring Simple one carries its channels' plan where the fabric has ``ring``, a p2p Simple one
+    (the all-to-all) its channels' plan where the fabric has ``p2p`` (and ``ring``: the link)."""
     best = None
     for cost in candidates(op, nbytes, ranks, fabric):
         if best is None or cost.time_s < best.time_s:
@@ -393,4 +472,6 @@ def collective_cost(op: str, nbytes: float, ranks: int, fabric: Fabric) -> Colle
     assert best is not None
     if fabric.ring is not None and best.algorithm == "ring" and best.protocol == "Simple":
         best = replace(best, ring=ring_plan(op, nbytes, ranks, fabric.ring))
+    if fabric.p2p is not None and fabric.ring is not None and best.algorithm == "p2p" and best.protocol == "Simple":
+        best = replace(best, p2p=p2p_plan(nbytes, ranks, fabric.p2p, fabric.ring))
     return best

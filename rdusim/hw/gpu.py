@@ -17,7 +17,7 @@ from pathlib import Path
 from rdusim.config.loader import check_kind, load_any, load_spec, read_document
 from rdusim.config.schema import COLLECTIVE_HOST_OPS, GpuSpec
 from rdusim.errors import ConfigError
-from rdusim.hw.collectives import Fabric, RingChannels
+from rdusim.hw.collectives import Fabric, P2pChannels, RingChannels
 
 
 @dataclass(frozen=True)
@@ -206,11 +206,14 @@ class Gpu:
         """The NVLink fabric NCCL's collectives run on (``rdusim.hw.collectives``)."""
         link = self.spec.nvlink
         ll = None if link.ll_bytes_per_s is None else float(link.ll_bytes_per_s)
-        ring = None
+        ring = p2p = None
         if link.ring is not None:
             ring = RingChannels(link.ring.channels, float(link.ring.channel_bytes_per_s),
                                 float(link.ring.link_bytes_per_s), float(link.ring.launch_skew_s))
-        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll, ring)
+        if link.p2p is not None:
+            p2p = P2pChannels(float(link.p2p.send_bytes_per_s), float(link.p2p.receive_bytes_per_s),
+                              float(link.p2p.step_s))
+        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll, ring, p2p)
 
 
 @dataclass(frozen=True)

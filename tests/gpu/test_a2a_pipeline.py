@@ -23,10 +23,10 @@ def test_one_channel_is_its_sends_then_the_last_copy(pipe: types.ModuleType) -> 
     """One channel, a receiver faster than the sender: n chunks of (chunk / send + step), then the
     last chunk's copy out; a slower receiver sets the pace instead, after the first chunk lands."""
     c = 512 * KIB
-    fast = pipe.Pipeline(send=20e9, recv=100e9, step=1.5e-6)
+    fast = pipe.P2pChannels(20e9, 100e9, 1.5e-6)
     t = pipe.transfer_s(1e12, 0.0, 1, (c,) * 4, fast)
     assert t == pytest.approx(4 * (c / 20e9 + 1.5e-6) + c / 100e9, rel=1e-12)
-    slow = pipe.Pipeline(send=100e9, recv=10e9, step=0.0)
+    slow = pipe.P2pChannels(100e9, 10e9, 0.0)
     assert pipe.transfer_s(1e12, 0.0, 1, (c,) * 4, slow) == pytest.approx(c / 100e9 + 4 * c / 10e9, rel=1e-12)
 
 
@@ -34,10 +34,10 @@ def test_channels_share_the_link_and_a_slow_receiver_sets_the_pace(pipe: types.M
     """Two channels on a link of one channel's send rate take twice as long to send; a receiver
     slower than its sender paces the channel from the first chunk's landing on."""
     c = 512 * KIB
-    p = pipe.Pipeline(send=20e9, recv=1e15, step=0.0)
+    p = pipe.P2pChannels(20e9, 1e15, 0.0)
     assert pipe.transfer_s(20e9, 0.0, 1, (c,) * 4, p) == pytest.approx(4 * c / 20e9 + c / 1e15, rel=1e-9)
     assert pipe.transfer_s(20e9, 0.0, 2, (c,) * 4, p) == pytest.approx(8 * c / 20e9 + c / 1e15, rel=1e-9)
-    lagging = pipe.Pipeline(send=1e15, recv=1e9, step=0.0)
+    lagging = pipe.P2pChannels(1e15, 1e9, 0.0)
     assert pipe.transfer_s(1e18, 0.0, 1, (c,) * 16, lagging) == pytest.approx(c / 1e15 + 16 * c / 1e9, rel=1e-12)
 
 
@@ -45,7 +45,7 @@ def test_the_fit_reproduces_run_ci_frozen_table(pipe: types.ModuleType, tmp_path
     """Run cg's one-channel rows fit send 22.98 GB/s, receive 150.1 GB/s and 1.54 us a chunk; the
     table written now is the one committed before run ci, byte for byte."""
     p = pipe.fit(sorted(GPU.glob("h200x2-20261130cg-c*.csv")))
-    assert (p.send / 1e9, p.recv / 1e9, p.step * 1e6) == (
+    assert (p.send_bytes_per_s / 1e9, p.receive_bytes_per_s / 1e9, p.step_s * 1e6) == (
         pytest.approx(22.98, abs=0.005), pytest.approx(150.12, abs=0.005), pytest.approx(1.539, abs=0.0005))
     out = tmp_path / "ci.txt"
     pipe.write_frozen(out)

@@ -828,3 +828,56 @@ def test_run_ay_against_its_frozen_tables(
     frozen = bench.read_frozen(table)
     b1 = frozen["tp4_decode_b1_l16384_graph", 4][0]
     assert b1 == (4832.5 if against == "frozen" else 4141.1)
+
+
+def test_p2p_channels_a_peer_follow_nccls_rule() -> None:
+    """NCCL 2.28 (addP2pToPlan): 32 p2p channels give a peer 32 / 2, 8 and 4 channels on 2, 4 and 8
+    GPUs, fewer for a part under that many eighth-chunks (64 KiB), twice as many once a channel's
+    part passes 32 chunks (16 MiB), up to the channels a peer (the p2p channels)."""
+    from rdusim.hw.collectives import channel_chunks, p2p_channels_a_peer
+
+    mib = 1 << 20
+    assert [p2p_channels_a_peer(part * mib, 2) for part in (1, 0.75, 256, 384)] == [16, 12, 16, 32]
+    assert [p2p_channels_a_peer(64 * mib, ranks) for ranks in (4, 8)] == [8, 4]
+    assert p2p_channels_a_peer(32 * mib, 2, p2p_channels=2) == 2 and p2p_channels_a_peer(16 * mib, 2, 2) == 1
+    assert channel_chunks(1.25 * mib, 1) == (512 * 1024, 512 * 1024, 256 * 1024)
+
+
+def test_all_to_all_simple_runs_as_the_p2p_pipeline() -> None:
+    """A p2p Simple all-to-all on a fabric with ``p2p`` is NCCL's latency plus its channels'
+    pipelines (rdusim.sim.p2p): below the link, one chunk a channel takes the last channel's start
+    (the launch skew), the chunk at the send rate, its post and its copy out; a fabric without
+    ``p2p`` keeps the wire bytes at the bus rate."""
+    fabric = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.fabric
+    p2p, ring = fabric.p2p, fabric.ring
+    assert p2p is not None and ring is not None and 16 * p2p.send_bytes_per_s <= ring.link_bytes_per_s
+    size = 8 << 20  # two GPUs: a peer's part 4 MiB over 16 channels, 256 KiB each
+    cost = collective_cost("all_to_all", size, 2, fabric)
+    assert (cost.protocol, cost.p2p.channels, cost.p2p.chunks) == ("Simple", 16, (256 * 1024,))
+    c = 256 * 1024
+    expected = ring.launch_skew_s + c / p2p.send_bytes_per_s + p2p.step_s + c / p2p.receive_bytes_per_s
+    assert collective_time_s(cost) == pytest.approx(cost.latency_s + expected, rel=1e-12)
+    bare = collective_cost("all_to_all", size, 2, replace(fabric, p2p=None))
+    assert bare.p2p is None and collective_time_s(bare) == bare.time_s
+    assert collective_cost("all_to_all", 64 << 10, 2, fabric).p2p is None  # LL: not the pipeline
+
+
+def test_p2p_is_the_fit_and_needs_the_rings_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """h200.yaml's and h100.yaml's ``nvlink.p2p`` are what `a2a_pipeline.py --fit` prints (run cg's
+    one channel); a ``p2p`` without ``ring`` (whose link and launch skew it uses) exits 2, located."""
+    printed = {}
+    assert bench_script("a2a_pipeline").main(["--fit"]) == 0
+    for line in capsys.readouterr().out.splitlines()[1:]:
+        key, value = line.strip().split(": ")
+        printed[key] = value
+    for doc in ("h200.yaml", "h100.yaml"):
+        text = yaml.safe_load((ROOT / "hw_configs" / doc).read_text())
+        assert {k: f'"{v}"' for k, v in text["nvlink"]["p2p"].items()} == printed
+    text = (ROOT / "hw_configs/h200.yaml").read_text()
+    start = text.index("  ring:\n")
+    end = text.index("  # An all-to-all's p2p Simple channels")
+    bad = tmp_path / "h200.yaml"
+    bad.write_text(text[:start] + text[end:])
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "p2p needs ring" in err

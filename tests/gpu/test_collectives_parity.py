@@ -28,10 +28,11 @@ def test_parity_figure_of_the_committed_runs(tmp_path: Path) -> None:
     assert by_run["run t"] == {"calibration", "explained"}  # the run the model was built on
     assert by_run["run u"] == {"frozen", "explained"}  # its LL and all-to-all rows moved after it
     # run v: frozen at 4949ab7; its LL rows unchanged since (the ring LL latency fit of P12 was
-    # reverted), its ring Simple rows moved when the ring's channels were simulated (explained)
+    # reverted), its ring Simple rows moved when the ring's channels were simulated and its
+    # all-to-all's p2p Simple rows when the p2p channels were (runs ch, ci): explained
     assert by_run["run v"] == {"frozen", "explained"}
     moved = [p for p in pts if p["run"] == "run v" and p["status"] == "explained"]
-    assert moved and all(p["algorithm"] == "ring/Simple" for p in moved)
+    assert moved and {p["algorithm"] for p in moved} == {"ring/Simple", "p2p/Simple"}
     # run w: its calibration rows (set column) and every predicted file are read
     assert by_run["run w"] == {"calibration", "frozen", "explained"}
     frozen_w = [p for p in pts if p["run"] == "run w" and p["status"] == "frozen"]

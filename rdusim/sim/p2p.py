@@ -1,0 +1,66 @@
+"""An NCCL all-to-all's p2p Simple transfer, channel by channel: a pipeline a channel.
+
+Owns: ``p2p_transfer_s``. Imports: resources, hw.collectives.
+
+NCCL runs an all-to-all as grouped sends and receives to every peer at once, each peer's part on
+its channels (``rdusim.hw.collectives.P2pPlan``). A channel that sends to one peer and receives
+from one runs its send and its receive at once on separate warps (NCCL 2.28
+``src/device/sendrecv.h``), so each channel is two SimPy processes joined by the receiver's FIFO of
+``P2P_FIFO_STEPS`` chunks:
+
+- the sender, for each chunk: waits for a free slot, puts the chunk on NVLink (a flow on the GPU's
+  link, ``CappedPool``: max-min fair among every sending channel, each at most ``send``), then
+  posts it (``step``, fixed: the fence and flag after its bytes);
+- the receiver, for each chunk: waits until it is posted, copies it out at ``receive`` (local) and
+  frees its slot.
+
+Channels start ``launch_skew`` apart across the launch, as the ring's. The transfer ends when the
+last receiver does. A channel's work depends only on the plan (the engine runs one kernel at a
+time), so a transfer is simulated once in its own environment and remembered. The 16 channels a
+peer NCCL gives two GPUs take 10-24% longer than this at 12-512 MiB (runs ch and ci: 1-8 channels are
+within 2-9%): a known miss, docs/gpu.md ("Runs ch and ci").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from functools import lru_cache
+
+import simpy
+
+from rdusim.hw.collectives import P2P_FIFO_STEPS, P2pPlan
+from rdusim.sim.resources import CappedPool, delay
+
+
+@lru_cache(maxsize=4096)
+def p2p_transfer_s(plan: P2pPlan) -> float:
+    """Seconds from the first channel's start to the last receiver's end (module docstring)."""
+    env = simpy.Environment()
+    link = CappedPool(env, plan.ring.link_bytes_per_s)
+    count, skew = plan.channels, plan.ring.launch_skew_s
+    for channel in range(count):
+        slots = simpy.Container(env, capacity=P2P_FIFO_STEPS, init=P2P_FIFO_STEPS)
+        posted: simpy.Store = simpy.Store(env)
+        start = skew * channel / (count - 1) if count > 1 else 0.0
+        env.process(_sender(env, link, plan, start, slots, posted))
+        env.process(_receiver(env, plan, slots, posted))
+    env.run()
+    return env.now
+
+
+def _sender(env: simpy.Environment, link: CappedPool, plan: P2pPlan, start: float, slots: simpy.Container,
+            posted: simpy.Store) -> Generator:
+    if start:
+        yield delay(env, start)
+    for chunk in plan.chunks:
+        yield slots.get(1)
+        yield link.transfer(chunk, plan.p2p.send_bytes_per_s)
+        yield delay(env, plan.p2p.step_s)
+        yield posted.put(chunk)
+
+
+def _receiver(env: simpy.Environment, plan: P2pPlan, slots: simpy.Container, posted: simpy.Store) -> Generator:
+    for _ in plan.chunks:
+        chunk = yield posted.get()
+        yield delay(env, chunk / plan.p2p.receive_bytes_per_s)
+        yield slots.put(1)
