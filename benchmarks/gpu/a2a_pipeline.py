@@ -88,14 +88,7 @@ def _fabric_ring():
 
 
 def report() -> list[str]:
-    from rdusim.analysis.gpu.collectives import (
-        collective_runs,
-        compare_collective_rows,
-        fitted_fabric,
-        run_label,
-    )
-    from rdusim.hw.gpu import load_gpu_node
-    from rdusim.sim.ring import collective_time_s
+    from rdusim.analysis.gpu.collectives import run_label
 
     cg = sorted(GPU_DIR.glob("h200x2-20261130cg-[cd]*.csv"))
     p = fit(cg)
@@ -136,24 +129,9 @@ def report() -> list[str]:
     out.append(f"| run ar, 128 KiB chunk | {turns._stats(e)} ({' '.join(f'{x * 100:+.0f}' for x in e)}) | |")
     out += ["", "| committed run (all-to-all, p2p Simple) | GPUs | launch | rows | pipeline: median / worst | "
             "H0: median / worst | pipeline errors by size (%) |", "|---|---:|---|---:|---|---|---|"]
-    for path in collective_runs(GPU_DIR):
-        with path.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        gpu = load_gpu_node(ROOT / ("hw_configs/h200.yaml" if path.name.startswith("h200")
-                                    else "hw_configs/h100.yaml")).gpu
-        fabric, _ = fitted_fabric(gpu, rows)
-        groups: dict[tuple[int, str], tuple[list[float], list[float]]] = {}
-        for c in compare_collective_rows(rows, gpu, fabric):
-            if c["op"] != "all_to_all" or c["cost"].protocol != "Simple" or c["ranks"] not in (2, 4):
-                continue
-            outside = c["pred"] - collective_time_s(c["cost"]) * 1e6  # what the engine adds to NCCL's time
-            t = call_us(int(c["bytes"]), c["ranks"], fabric.ring, p) + outside
-            new, old = groups.setdefault((c["ranks"], c["launch"]), ([], []))
-            new.append(t / float(c["median_us"]) - 1)
-            old.append((outside + c["cost"].time_s * 1e6) / float(c["median_us"]) - 1)  # H0: the wire bytes at the bus
-        for (ranks, launch), (new, old) in sorted(groups.items()):
-            out.append(f"| {run_label(path)} ({path.name}) | {ranks} | {launch} | {len(new)} | {turns._stats(new)} | "
-                       f"{turns._stats(old)} | {' '.join(f'{x * 100:+.0f}' for x in new)} |")
+    for path, ranks, launch, new, old in turns.committed_groups(lambda size, ranks, ring: call_us(size, ranks, ring, p)):
+        out.append(f"| {run_label(path)} ({path.name}) | {ranks} | {launch} | {len(new)} | {turns._stats(new)} | "
+                   f"{turns._stats(old)} | {' '.join(f'{x * 100:+.0f}' for x in new)} |")
     return out
 
 

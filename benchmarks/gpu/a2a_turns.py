@@ -261,15 +261,43 @@ def one_channel_rates(meas) -> tuple[float, float]:
     return send, 1 / (1 / both_rate - 1 / send)
 
 
-def after(paths: list[str]) -> int:
+def committed_groups(model_us):
+    """Every committed two- and four-GPU all-to-all group NCCL runs as p2p Simple, in the runs ``rdusim
+    fidelity --gpu`` compares (each run's link fitted as there): (CSV, ranks, launch, the errors of
+    ``model_us(size, ranks, ring)`` plus what the engine adds to its own collective time, H0's errors:
+    the wire bytes at the bus rate plus the same)."""
     from rdusim.analysis.gpu.collectives import (
         collective_runs,
         compare_collective_rows,
         fitted_fabric,
-        run_label,
     )
     from rdusim.hw.gpu import load_gpu_node
     from rdusim.sim.ring import collective_time_s
+
+    out = []
+    for path in collective_runs(GPU_DIR):
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        gpu = load_gpu_node(ROOT / ("hw_configs/h200.yaml" if path.name.startswith("h200") else "hw_configs/h100.yaml")).gpu
+        fabric, _ = fitted_fabric(gpu, rows)
+        groups: dict[tuple[int, str], tuple[list[float], list[float]]] = {}
+        for c in compare_collective_rows(rows, gpu, fabric):
+            if c["op"] != "all_to_all" or c["cost"].protocol != "Simple" or c["ranks"] not in (2, 4):
+                continue
+            outside = c["pred"] - collective_time_s(c["cost"]) * 1e6  # what the engine adds to NCCL's time
+            t = model_us(int(c["bytes"]), c["ranks"], fabric.ring) + outside
+            new, old = groups.setdefault((c["ranks"], c["launch"]), ([], []))
+            new.append(t / float(c["median_us"]) - 1)
+            old.append((outside + c["cost"].time_s * 1e6) / float(c["median_us"]) - 1)
+        out += [(path, ranks, launch, new, old) for (ranks, launch), (new, old) in sorted(groups.items())]
+    return out
+
+
+def after(paths: list[str]) -> int:
+    from rdusim.analysis.gpu.collectives import (
+        run_label,
+    )
+    from rdusim.hw.gpu import load_gpu_node
 
     meas = read_measured(paths)
     send, recv = one_channel_rates(meas)
@@ -294,22 +322,9 @@ def after(paths: list[str]) -> int:
     print()
     print("| committed run (all-to-all, p2p Simple) | GPUs | launch | rows | turns: median / worst | H0: median / worst |")
     print("|---|---:|---|---:|---|---|")
-    for path in collective_runs(GPU_DIR):  # the runs `rdusim fidelity --gpu` compares
-        with path.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        gpu = load_gpu_node(ROOT / ("hw_configs/h200.yaml" if path.name.startswith("h200") else "hw_configs/h100.yaml")).gpu
-        fabric, _ = fitted_fabric(gpu, rows)
-        groups: dict[tuple[int, str], tuple[list[float], list[float]]] = {}
-        for c in compare_collective_rows(rows, gpu, fabric):
-            if c["op"] != "all_to_all" or c["cost"].protocol != "Simple" or c["ranks"] not in (2, 4):
-                continue
-            outside = c["pred"] - collective_time_s(c["cost"]) * 1e6  # what the engine adds to NCCL's time
-            t = turns_us(int(c["bytes"]), c["ranks"], fabric.ring, send, recv) + outside
-            new, old = groups.setdefault((c["ranks"], c["launch"]), ([], []))
-            new.append(t / float(c["median_us"]) - 1)
-            old.append((outside + c["cost"].time_s * 1e6) / float(c["median_us"]) - 1)  # H0: the wire bytes at the bus
-        for (ranks, launch), (new, old) in sorted(groups.items()):
-            print(f"| {run_label(path)} ({path.name}) | {ranks} | {launch} | {len(new)} | {_stats(new)} | {_stats(old)} |")
+    for path, ranks, launch, new, old in committed_groups(
+            lambda size, ranks, ring: turns_us(size, ranks, ring, send, recv)):
+        print(f"| {run_label(path)} ({path.name}) | {ranks} | {launch} | {len(new)} | {_stats(new)} | {_stats(old)} |")
     return 0
 
 
