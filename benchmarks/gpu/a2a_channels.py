@@ -6,12 +6,14 @@ t = a + (S / 2) / r to each op's rows at each count (least squares in S), and pr
 row's residual and the checks registered before the run (``h200x2-20261130ch-a2a-hypotheses.md``).
 
     PYTHONPATH=. python benchmarks/gpu/a2a_channels.py benchmarks/gpu/h200x2-20261130ch-p2p*-eager.csv
+    PYTHONPATH=. python benchmarks/gpu/a2a_channels.py --percall benchmarks/gpu/h200x2-20261130cj-p2p*.csv.gz
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import re
 import sys
 from pathlib import Path
@@ -21,10 +23,10 @@ OPS = ("sendrecv", "send_oneway")
 
 
 def channels_of(path: Path) -> int:
-    """Channels a peer of a run ch file: its p2p channels (``p2p<N>``) over the two ranks."""
-    match = re.search(r"-p2p(\d+)-", path.name)
+    """Channels a peer of a run ch or cj file: its p2p channels (``p2p<N>``) over the two ranks."""
+    match = re.search(r"-p2p(\d+)[-.]", path.name)
     if not match:
-        raise SystemExit(f"{path}: not a run ch file (no -p2p<N>- in its name)")
+        raise SystemExit(f"{path}: not a run ch or cj file (no -p2p<N>- or -p2p<N>. in its name)")
     return int(match.group(1)) // 2
 
 
@@ -82,15 +84,65 @@ def report(paths: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def percall(paths: list[Path]) -> str:
+    """Run cj (``a2a_run_cj.sh``): every all-to-all call timed alone (``collective_percall.py``) at 1, 4
+    and 16 p2p channels a peer, the same chunks a channel; per count and size the median, the robust
+    spread (IQR / 1.349) and the median's excess over the engine's pipeline (``rdusim.sim.p2p``: the
+    GPU document's ``nvlink.p2p`` and link, NCCL's latency), and check S registered before the run
+    (``h200x2-20261130cj-a2a-hypotheses.md``)."""
+    import statistics
+
+    from rdusim.hw.collectives import (
+        ALL_TO_ALL_LATENCY_US,
+        P2pPlan,
+        channel_chunks,
+        p2p_channels_a_peer,
+    )
+    from rdusim.hw.gpu import load_gpu_node
+    from rdusim.sim.p2p import p2p_transfer_s
+
+    fabric = load_gpu_node(Path(__file__).resolve().parents[2] / "hw_configs/h200.yaml").gpu.fabric
+    calls: dict[tuple[int, int], list[float]] = {}
+    for path in paths:
+        ch = channels_of(path)
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", newline="") as fh:
+            for row in csv.DictReader(fh):
+                if row["op"] == "all_to_all":
+                    calls.setdefault((ch, int(row["bytes"])), []).append(float(row["us"]))
+    lines = ["| channels a peer | MiB | calls | median us | spread us | pipeline us | excess us |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    by_ch: dict[int, list[tuple[float, float]]] = {}
+    for (ch, size), us in sorted(calls.items()):
+        q = statistics.quantiles(us, n=4)
+        spread = (q[2] - q[0]) / 1.349
+        part = size / 2
+        assert p2p_channels_a_peer(part, 2, 2 * ch) == ch
+        plan = P2pPlan(fabric.p2p, fabric.ring, ch, channel_chunks(part, ch))
+        model = ALL_TO_ALL_LATENCY_US["Simple"] + p2p_transfer_s(plan) * 1e6
+        med = statistics.median(us)
+        by_ch.setdefault(ch, []).append((spread, med - model))
+        lines.append(f"| {ch} | {size // MIB} | {len(us)} | {med:.1f} | {spread:.2f} | {model:.1f} | {med - model:+.1f} |")
+    if {1, 4, 16} <= by_ch.keys():
+        sp = {ch: statistics.median(s for s, _ in v) for ch, v in by_ch.items()}
+        ex = {ch: statistics.median(e for _, e in v) for ch, v in by_ch.items()}
+        ok = sp[16] >= 2 * sp[1] and sp[1] <= sp[4] <= sp[16] and ex[16] >= 15 and ex[1] <= 5
+        lines += ["", f"S (a call exposes its slowest channel: spread at 16 >= 2 x at 1, at 4 between; excess at 16 "
+                      f">= 15 us, at 1 <= 5 us): spread {sp[1]:.2f} / {sp[4]:.2f} / {sp[16]:.2f} us, excess "
+                      f"{ex[1]:+.1f} / {ex[4]:+.1f} / {ex[16]:+.1f} us at 1 / 4 / 16 -> {'pass' if ok else 'fail'}"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("csv", nargs="+", type=Path, help="run ch's -p2p<N>-eager.csv files")
+    ap.add_argument("csv", nargs="+", type=Path, help="run ch's -p2p<N>-eager.csv files (run cj's with --percall)")
+    ap.add_argument("--percall", action="store_true", help="run cj's calls timed one by one (collective_percall.py)")
     args = ap.parse_args(argv)
     missing = [p for p in args.csv if not p.is_file()]
     if missing:
         print(f"a2a_channels.py: no such file: {', '.join(map(str, missing))}", file=sys.stderr)
         return 2
-    print(report(args.csv))
+    print(percall(args.csv) if args.percall else report(args.csv))
     return 0
 
 

@@ -47,3 +47,26 @@ def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     chans = bench_script("a2a_channels")
     assert chans.main([str(tmp_path / "none-p2p2-eager.csv")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_percall_reads_each_call_and_checks_the_slowest_channel(tmp_path: Path) -> None:
+    """Run cj's calls (collective_percall.py rows, gzipped): per channel count and size the median,
+    the spread (IQR / 1.349) and the excess over the engine's pipeline; check S from the medians."""
+    import gzip
+
+    chans = bench_script("a2a_channels")
+    files = []
+    for p2p, ch, sizes, jitter, excess in ((2, 1, (8, 16), 0.5, 2.0), (8, 4, (32, 64), 2.0, 10.0),
+                                           (32, 16, (128, 256), 4.0, 30.0)):
+        path = tmp_path / f"x-p2p{p2p}.csv.gz"
+        with gzip.open(path, "wt", newline="") as fh:
+            out = csv.writer(fh)
+            out.writerow(["variant", "op", "bytes", "ranks", "rank", "call", "us", "gap_us"])
+            for mib in sizes:
+                base = 100.0 * mib / ch
+                for i in range(40):
+                    out.writerow((f"p2p{p2p}", "all_to_all", mib * MIB, 2, 0, i, base + jitter * (i % 5), 1.0))
+        files.append(path)
+    text = chans.percall(files)
+    assert "| 16 | 128 | 40 |" in text and "| 1 | 8 | 40 |" in text
+    assert "S (a call exposes its slowest channel" in text
