@@ -178,7 +178,8 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "channels in the engine); the all-to-all's p2p channels are simulated since runs ch and ci "
         "(a pipeline a channel, sending and receiving at once: 1-8 channels a peer within 2-9%), but "
         "NCCL's 16 channels a peer on two GPUs run 10-24% slower than 16 such channels at 12-512 MB "
-        "(8 a peer on four: 10-25%), with no documented mechanism, and the smallest Simple sizes "
+        "(8 a peer on four: 10-25%), every call alike (run cj: a rate, not a random slowest channel), "
+        "with no documented mechanism, and the smallest Simple sizes "
         "(2-4 MB) come out up to 32% over on run an's leases, whose floors ran 2-4 us under the "
         f"others' ({_ACCEPTANCE_DOC}; Collectives, Runs ch and ci)",
     ),
