@@ -109,7 +109,7 @@ def transfer_s(ring, channels: int, chunks: tuple[float, ...], t: Turns, oneway:
                 yield delay(env, t.c_recv + chunk / t.recv)
 
     for c in range(channels):
-        env.process(channel(ring.launch_skew_s * c / (channels - 1) if channels > 1 else 0.0))
+        env.process(channel(ring.start_s(c, channels)))
     env.run()
     return env.now + ((t.c_recv + chunks[-1] / t.recv) if oneway else 0.0)
 

@@ -261,6 +261,11 @@ class RingChannels:
     link_bytes_per_s: float      # the NVLink the channels' sends share, per direction
     launch_skew_s: float
 
+    def start_s(self, channel: int, count: int) -> float:
+        """When channel ``channel`` of ``count`` launched together starts: evenly across the launch
+        skew, the first at 0 and the last at ``launch_skew_s`` (the ring's and the p2p channels')."""
+        return self.launch_skew_s * channel / (count - 1) if count > 1 else 0.0
+
 
 @dataclass(frozen=True)
 class RingPlan:

@@ -37,12 +37,11 @@ def p2p_transfer_s(plan: P2pPlan) -> float:
     """Seconds from the first channel's start to the last receiver's end (module docstring)."""
     env = simpy.Environment()
     link = CappedPool(env, plan.ring.link_bytes_per_s)
-    count, skew = plan.channels, plan.ring.launch_skew_s
+    count = plan.channels
     for channel in range(count):
         slots = simpy.Container(env, capacity=P2P_FIFO_STEPS, init=P2P_FIFO_STEPS)
         posted: simpy.Store = simpy.Store(env)
-        start = skew * channel / (count - 1) if count > 1 else 0.0
-        env.process(_sender(env, link, plan, start, slots, posted))
+        env.process(_sender(env, link, plan, plan.ring.start_s(channel, count), slots, posted))
         env.process(_receiver(env, plan, slots, posted))
     env.run()
     return env.now

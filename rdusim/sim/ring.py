@@ -52,8 +52,7 @@ def ring_transfer_s(plan: RingPlan) -> float:
     link = CappedPool(env, ring.link_bytes_per_s)
     count = ring.channels
     for channel in range(count):
-        start = ring.launch_skew_s * channel / (count - 1) if count > 1 else 0.0
-        env.process(_channel(env, link, plan, ring.channel_bytes_per_s, start))
+        env.process(_channel(env, link, plan, ring.channel_bytes_per_s, ring.start_s(channel, count)))
     env.run()
     return env.now
 
