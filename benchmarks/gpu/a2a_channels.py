@@ -1,4 +1,5 @@
-"""Run ch: the all-to-all's p2p channels by their count, a line per count and the registered checks.
+"""Runs ch and ck: the all-to-all's p2p channels by their count (and NCCL's launch), a line each and the
+registered checks.
 
 Reads run ch's CSVs (``a2a_run_ch.sh``: ``collective_ramp_diag.py`` eager rows of ``sendrecv``, both
 ways, and ``send_oneway``, one way, at 1-32 p2p channels a peer, four sizes each), fits
@@ -7,6 +8,13 @@ row's residual and the checks registered before the run (``h200x2-20261130ch-a2a
 
     PYTHONPATH=. python benchmarks/gpu/a2a_channels.py benchmarks/gpu/h200x2-20261130ch-p2p*-eager.csv
     PYTHONPATH=. python benchmarks/gpu/a2a_channels.py --percall benchmarks/gpu/h200x2-20261130cj-p2p*.csv.gz
+    PYTHONPATH=. python benchmarks/gpu/a2a_channels.py --variants benchmarks/gpu/h200x2-20261130ck-*-eager.csv
+
+``--variants`` (run ck, ``a2a_run_ck.sh``): the same rows under each CTA cluster size of NCCL's launch and
+with P2P read, files ``<run>-<variant>-p2p<N>-eager.csv``; each line fitted to the three largest of its four
+sizes (the longest calls: run ch's 16 a peer had its smallest disturbed, 313 us against run cf's 150), the
+four-size fit beside it, and the checks registered before the run
+(``h200x2-20261130ck-a2a-hypotheses.md``).
 """
 
 from __future__ import annotations
@@ -50,6 +58,73 @@ def read(paths: list[Path]) -> dict[tuple[str, int], list[tuple[float, float]]]:
                 if row["op"] in OPS:
                     out.setdefault((row["op"], ch), []).append((int(row["bytes"]) / 2, float(row["median_us"])))
     return out
+
+
+def variant_of(path: Path) -> str:
+    """The variant of a run ck file: what sits between the run's prefix and ``-p2p<N>``."""
+    match = re.search(r"-20\d{6}[a-z]+-(.+)-p2p\d+-", path.name)
+    if not match:
+        raise SystemExit(f"{path}: not a run ck file (<run>-<variant>-p2p<N>-eager.csv)")
+    return match.group(1)
+
+
+def variants(paths: list[Path]) -> str:
+    """Run ck: each variant's line per op and channels a peer, and the registered checks."""
+    data: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
+    for path in paths:
+        ch, var = channels_of(path), variant_of(path)
+        with path.open(newline="") as fh:
+            for row in csv.DictReader(fh):
+                if row["op"] in OPS:
+                    data.setdefault((var, row["op"], ch), []).append((int(row["bytes"]) / 2, float(row["median_us"])))
+    fits = {key: line(sorted(pts)[-3:]) for key, pts in data.items() if len(pts) >= 2}
+    lines = ["| variant | op | channels a peer | a (us) | r (GB/s) | r a channel | r, four sizes | residuals (us, by size) |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for (var, op, ch), (a, r) in sorted(fits.items()):
+        pts = sorted(data[(var, op, ch)])
+        res = " ".join(f"{t - (a + x / r * 1e-3):+.1f}" for x, t in pts)
+        lines.append(f"| {var} | {op} | {ch} | {a:.1f} | {r:.1f} | {r / ch:.2f} | {line(pts)[1]:.1f} | {res} |")
+
+    def rate(var: str, ch: int, op: str = "sendrecv") -> float | None:
+        fit = fits.get((var, op, ch))
+        return fit[1] if fit else None
+
+    lines.append("")
+    checks = []
+    r16, r8 = {v: rate(v, 16) for v in CK_CGA}, {v: rate(v, 8) for v in CK_CGA}
+    if all(r16.values()) and all(r8.values()):
+        base16, base8 = r16["cga4"], r8["cga4"]
+        far16 = max(("cga0", "cga1", "cga2", "cga8"), key=lambda v: abs(r16[v] / base16 - 1))
+        move16 = r16[far16] / base16 - 1
+        move8 = max(abs(r8[v] / base8 - 1) for v in ("cga0", "cga8"))
+        best = max(r16.values())
+        checks += [
+            f"G1 (HG: a cluster size moves 16 a peer's rate >= 5% from clusters of 4's {base16:.1f}): largest move "
+            f"{move16:+.1%} ({far16}) -> {'pass' if abs(move16) >= 0.05 else 'fail'}",
+            f"G2 (control: 8 a peer under clusters of 0 and 8 within 3% of 4's {base8:.1f}): largest move {move8:.1%} -> "
+            f"{'pass' if move8 <= 0.03 else 'fail'}",
+            f"G3 (HG, strong: some cluster size gives 16 a peer >= {CK_R16_FULL:.0f} GB/s, 16 x run ch's one channel "
+            f"within 3%): best {best:.1f} -> {'pass' if best >= CK_R16_FULL else 'fail'}",
+        ]
+        rd = rate("def", 16)
+        if rd:
+            checks.append(f"N (NCCL's default is clusters of 4: 16 a peer within 2%): def {rd:.1f} against cga4 {base16:.1f} "
+                          f"({rd / base16 - 1:+.1%}) -> {'pass' if abs(rd / base16 - 1) <= 0.02 else 'fail'}")
+    rr16, rr8, rw8 = rate("read", 16), rate("read", 8), rate("cga4", 8)
+    if rr16 and rr8 and rw8:
+        checks += [
+            f"R1 (HR: read, 16 a peer's channel >= 0.97 x 8 a peer's): {rr16 / 16:.2f} against {rr8 / 8:.2f} "
+            f"({rr16 / 2 / rr8 - 1:+.1%}) -> {'pass' if rr16 / 16 >= 0.97 * rr8 / 8 else 'fail'}",
+            f"R2 (read at 8 a peer within 5% of write's {rw8:.1f}): {rr8:.1f} ({rr8 / rw8 - 1:+.1%}) -> "
+            f"{'pass' if abs(rr8 / rw8 - 1) <= 0.05 else 'fail'}",
+        ]
+    return "\n".join(lines + checks)
+
+
+#: run ck's cluster-size variants (``NCCL_CGA_CLUSTER_SIZE``; sm90's default is 4)
+CK_CGA = ("cga0", "cga1", "cga2", "cga4", "cga8")
+#: 16 channels at run ch's one-channel rate both ways (21.09 GB/s), less 3%
+CK_R16_FULL = 0.97 * 16 * 21.09
 
 
 def report(paths: list[Path]) -> str:
@@ -137,12 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv", nargs="+", type=Path, help="run ch's -p2p<N>-eager.csv files (run cj's with --percall)")
     ap.add_argument("--percall", action="store_true", help="run cj's calls timed one by one (collective_percall.py)")
+    ap.add_argument("--variants", action="store_true", help="run ck's files, by NCCL launch variant")
     args = ap.parse_args(argv)
     missing = [p for p in args.csv if not p.is_file()]
     if missing:
         print(f"a2a_channels.py: no such file: {', '.join(map(str, missing))}", file=sys.stderr)
         return 2
-    print(percall(args.csv) if args.percall else report(args.csv))
+    print(percall(args.csv) if args.percall else variants(args.csv) if args.variants else report(args.csv))
     return 0
 
 

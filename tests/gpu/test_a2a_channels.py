@@ -69,3 +69,36 @@ def test_percall_reads_each_call_and_checks_the_slowest_channel(tmp_path: Path) 
     text = chans.percall(files)
     assert "| 16 | 128 | 40 |" in text and "| 1 | 8 | 40 |" in text
     assert "S (a call exposes its slowest channel" in text
+
+
+def test_variants_fit_the_three_largest_sizes_and_read_the_registered_checks(tmp_path: Path) -> None:
+    """Run ck: a line per variant, op and count on its three largest sizes (a disturbed smallest row
+    moves nothing), and checks G1-G3, N, R1, R2 read from the both-ways rates."""
+    chans = bench_script("a2a_channels")
+
+    def rows(r8: float, r16: float) -> dict[int, list[tuple[str, int, float]]]:
+        out: dict[int, list[tuple[str, int, float]]] = {}
+        for p2p, ch, r in ((16, 8, r8), (32, 16, r16)):
+            sizes = [s * ch * 2 for s in (2, 4, 8, 16)]   # MiB of S: 2-16 MiB a channel
+            out[p2p] = [(op, s * MIB, 20.0 + s * MIB / 2 / (rate * 1e9) * 1e6)
+                        for op, rate in (("sendrecv", r), ("send_oneway", 1.7 * r)) for s in sizes]
+        return out
+    rates = {"def": (168.0, 318.0), "cga0": (167.0, 280.0), "cga1": (168.0, 300.0), "cga2": (168.0, 310.0),
+             "cga4": (168.0, 316.0), "cga8": (166.0, 340.0), "read": (160.0, 300.0)}
+    files = []
+    for var, (r8, r16) in rates.items():
+        for p2p, rs in rows(r8, r16).items():
+            if p2p == 32 and var == "cga4":   # a disturbed smallest call: not in the fit
+                rs = [(op, s, us + (200.0 if s == 64 * MIB else 0.0)) for op, s, us in rs]
+            files.append(_write(tmp_path / f"h200x2-20261130ck-{var}-p2p{p2p}-eager.csv", rs))
+    assert chans.variant_of(files[0]) == "def"
+    text = chans.variants(files)
+    assert "| cga4 | sendrecv | 16 | 20.0 | 316.0 | 19.75 |" in text
+    assert "largest move -11.4% (cga0) -> pass" in text   # 280 / 316 - 1
+    assert "G2 (control: 8 a peer under clusters of 0 and 8 within 3% of 4's 168.0): largest move 1.2% -> pass" in text
+    assert "best 340.0 -> pass" in text                  # cga8 over 0.97 x 16 x 21.09
+    assert "def 318.0 against cga4 316.0 (+0.6%) -> pass" in text
+    assert "R1 (HR: read, 16 a peer's channel >= 0.97 x 8 a peer's): 18.75 against 20.00 (-6.2%) -> fail" in text
+    assert "R2 (read at 8 a peer within 5% of write's 168.0): 160.0 (-4.8%) -> pass" in text
+    with pytest.raises(SystemExit, match="not a run ck file"):
+        chans.variant_of(tmp_path / "x-p2p16-eager.csv")
