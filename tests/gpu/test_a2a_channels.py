@@ -102,3 +102,15 @@ def test_variants_fit_the_three_largest_sizes_and_read_the_registered_checks(tmp
     assert "R2 (read at 8 a peer within 5% of write's 168.0): 160.0 (-4.8%) -> pass" in text
     with pytest.raises(SystemExit, match="not a run ck file"):
         chans.variant_of(tmp_path / "x-p2p16-eager.csv")
+
+
+def test_run_cks_committed_analysis_is_what_its_csvs_give() -> None:
+    """The committed run ck analysis (docs/gpu.md's table and verdicts) is what ``--variants`` prints
+    from the committed CSVs now."""
+    chans = bench_script("a2a_channels")
+    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
+    files = sorted(gpu.glob("h200x2-20261130ck-*-eager.csv"))
+    assert len(files) == 15
+    committed = (gpu / "h200x2-20261130ck-analysis.txt").read_text()
+    assert chans.variants(files) + "\n" == committed
+    assert "largest move -2.4% (cga2) -> fail" in committed

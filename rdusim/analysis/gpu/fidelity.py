@@ -179,6 +179,8 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "(a pipeline a channel, sending and receiving at once: 1-8 channels a peer within 2-9%), but "
         "NCCL's 16 channels a peer on two GPUs run 10-24% slower than 16 such channels at 12-512 MB "
         "(8 a peer on four: 10-25%), every call alike (run cj: a rate, not a random slowest channel), "
+        "under every CTA cluster size and with P2P read alike (run ck: not where the channels run, not the "
+        "stores to the peer), "
         "with no documented mechanism, and the smallest Simple sizes "
         "(2-4 MB) come out up to 32% over on run an's leases, whose floors ran 2-4 us under the "
         f"others' ({_ACCEPTANCE_DOC}; Collectives, Runs ch and ci)",
