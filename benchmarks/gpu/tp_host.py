@@ -39,8 +39,10 @@ from pathlib import Path
 #: the call sites of one layer (``collectives._tp_step``), then the step's head
 SITES = ("rms_norm1", "qkv", "rope_q", "rope_k", "index_copy", "sdpa", "o_proj", "all_reduce1", "add1",
          "rms_norm2", "gate_up", "silu_mul_down", "all_reduce2", "add2")
-FIELDS = ["variant", "ranks", "layers", "seq_len", "trial", "gpu_us", "host_us", *SITES, "embedding", "head"]
+FIELDS = ["variant", "ranks", "layers", "seq_len", "trial", "gpu_us", "host_us", *SITES, "embedding", "head",
+          "slowest_layer"]
 LENGTHS = (1024, 2048, 4096)
+SM_HZ = 1.98e9  # the H200's SM clock (h200-20261130cl-env.txt: clocks.max.sm), for --ahead's sleep
 REPS = 10
 
 
@@ -59,7 +61,7 @@ def step_fn(model, length, world, device, dist, torch, *, F, BF16, rope_tables, 
     clock = time.perf_counter_ns
 
     def step() -> dict[str, int]:
-        spent = dict.fromkeys((*SITES, "embedding", "head"), 0)
+        spent = dict.fromkeys((*SITES, "embedding", "head", "slowest_layer"), 0)
         t0 = clock()
         x = F.embedding(tokens, model.embed)
         t1 = clock()
@@ -101,6 +103,7 @@ def step_fn(model, length, world, device, dist, torch, *, F, BF16, rope_tables, 
             for site, a, b in zip(SITES, (t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13),
                                   (t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14), strict=True):
                 spent[site] += b - a
+            spent["slowest_layer"] = max(spent["slowest_layer"], t14 - t0)
         t0 = clock()
         h = F.rms_norm(x[:, -1:], (s.hidden,), model.norm, 1e-5)
         part = F.linear(h, model.lm_head).contiguous().view(-1)
@@ -112,9 +115,11 @@ def step_fn(model, length, world, device, dist, torch, *, F, BF16, rope_tables, 
     return step
 
 
-def timed_trials(torch, dist, step, reps: int, cuda: bool) -> list[tuple[float, float, dict[str, int]]]:
+def timed_trials(torch, dist, step, reps: int, cuda: bool, ahead_ms: float = 0.0) -> list[tuple[float, float, dict[str, int]]]:
     """``collectives._timed``'s trials, each (GPU us, host us, sites' ns): a barrier (with a
-    process group), a synchronize, events around one step; three warm-up steps first."""
+    process group), a synchronize, events around one step; three warm-up steps first. With
+    ``ahead_ms`` a GPU sleep that long (at 1.98 GHz) before the start event: the host calls the
+    whole step with the GPU behind it (run cm)."""
     for _ in range(3):
         step()
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -126,6 +131,8 @@ def timed_trials(torch, dist, step, reps: int, cuda: bool) -> list[tuple[float, 
         sync()
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if ahead_ms:
+                torch.cuda._sleep(int(ahead_ms * 1e-3 * SM_HZ))
             start.record()
         h0 = time.perf_counter_ns()
         spent = step()
@@ -189,10 +196,12 @@ def run(args: argparse.Namespace) -> int:  # pragma: no cover - needs GPUs (or -
         out.writeheader()
     with torch.no_grad():
         for length in lengths:
-            for variant in ("single",) if args.single else ("tp", "noar"):
+            for kind in ("single",) if args.single else ("tp", "noar"):
+                variant = f"{kind}-ahead" if args.ahead_ms else kind
                 step = step_fn(model, length, world, device, dist, torch, F=torch.nn.functional, BF16=BF16,
-                               rope_tables=rope_tables, sdpa=sdpa, all_reduce=variant == "tp")
-                for trial, (gpu, host, spent) in enumerate(timed_trials(torch, dist, step, args.reps, cuda)):
+                               rope_tables=rope_tables, sdpa=sdpa, all_reduce=kind == "tp")
+                for trial, (gpu, host, spent) in enumerate(timed_trials(torch, dist, step, args.reps, cuda,
+                                                                        args.ahead_ms)):
                     if out:
                         out.writerow({"variant": variant, "ranks": world, "layers": shape.layers, "seq_len": length,
                                       "trial": trial, "gpu_us": round(gpu, 1), "host_us": round(host, 1),
@@ -217,7 +226,9 @@ def read(paths: list[Path]) -> dict[tuple[str, int, int], list[dict]]:
         with path.open(newline="") as fh:
             for row in csv.DictReader(fh):
                 key = (row["variant"], int(row["ranks"]), int(row["seq_len"]))
-                out.setdefault(key, []).append({k: float(row[k]) for k in FIELDS[4:]} | {"layers": int(row["layers"])})
+                # run cl's files have no slowest_layer (added for run cm): 0
+                out.setdefault(key, []).append({k: float(row.get(k) or 0) for k in FIELDS[4:]}
+                                               | {"layers": int(row["layers"])})
     return out
 
 
@@ -225,13 +236,13 @@ def analyse(paths: list[Path]) -> list[str]:
     """Each variant's medians a layer: GPU, host, and every site's host time."""
     data = read(paths)
     lines = ["| variant | GPUs | tokens | trials | GPU ms | host ms | GPU us a layer | host us a layer | "
-             + " | ".join(SITES) + " |", "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(SITES)]
+             + " | ".join(SITES) + " | slowest layer |", "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(SITES) + 1)]
     for (variant, ranks, length), trials in sorted(data.items(), key=lambda kv: (kv[0][2], kv[0][0])):
         n = trials[0]["layers"]
         med = {k: statistics.median(t[k] for t in trials) for k in FIELDS[4:]}
         lines.append(f"| {variant} | {ranks} | {length} | {len(trials)} | {med['gpu_us'] / 1e3:.2f} | "
                      f"{med['host_us'] / 1e3:.2f} | {med['gpu_us'] / n:.0f} | {med['host_us'] / n:.0f} | "
-                     + " | ".join(f"{med[s] / n:.1f}" for s in SITES) + " |")
+                     + " | ".join(f"{med[s] / n:.1f}" for s in SITES) + f" | {med['slowest_layer'] / 1e3:.0f} |")
     return lines
 
 
@@ -270,6 +281,34 @@ def verdict(paths: list[Path], length: int = 1024) -> list[str]:
     ]
 
 
+def verdict_cm(paths: list[Path], length: int = 1024) -> list[str]:
+    """The checks registered before run cm (``h200x2-20261130cm-host-state-hypotheses.md``) on the
+    ``length``-token rows: each process kind's host a layer with the GPU waiting on the host over the
+    same calls with the GPU behind (``--ahead-ms``)."""
+    data = read(paths)
+
+    def med(variant: str, ranks: int, key: str) -> float:
+        trials = data[(variant, ranks, length)]
+        return statistics.median(t[key] for t in trials) / trials[0]["layers"]
+
+    idle_ratio = MODEL_LAYER_US[1] / MODEL_LAYER_US[0]
+    tp = med("tp", 2, "host_us") / med("tp-ahead", 2, "host_us")
+    s8 = med("single", 8, "host_us") / med("single-ahead", 8, "host_us")
+    paced = med("single", 8, "gpu_us") / med("single", 8, "host_us")
+    valid = max(med(v, r, "slowest_layer") / (med(v, r, "host_us") * 1e3)
+                for v, r in (("tp-ahead", 2), ("noar-ahead", 2), ("single-ahead", 8), ("single-ahead", 2))
+                if (v, r, length) in data)
+    return [
+        f"V (the host stays ahead: no layer of an --ahead step over 3x its median layer): worst {valid:.2f} -> "
+        f"{'pass' if valid <= 3 else 'fail'}",
+        f"H (the TP8 shard alone is host-paced: GPU within 10% of host): {paced:.2f} -> "
+        f"{'pass' if abs(paced - 1) <= 0.10 else 'fail'}",
+        f"S (TP2: host a layer, GPU waiting over GPU behind, >= 1.3): {tp:.2f} -> {'pass' if tp >= 1.3 else 'fail'}",
+        f"D (the TP8 shard alone: the same ratio within 0.10 of the document's idle over behind, {idle_ratio:.2f}): "
+        f"{s8:.2f} -> {'pass' if abs(s8 - idle_ratio) <= 0.10 else 'fail'}",
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="CSV to write (rank 0)")
@@ -278,20 +317,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="prompt lengths, comma-separated")
     ap.add_argument("--reps", type=int, default=REPS)
     ap.add_argument("--tiny", action="store_true", help="a two-layer model on the CPU (gloo): a smoke test")
+    ap.add_argument("--ahead-ms", type=float, default=0.0,
+                    help="a GPU sleep this long before each step: the host calls it with the GPU behind (run cm)")
     ap.add_argument("--analyse", nargs="+", type=Path, metavar="CSV", help="the tables of these CSVs (CPU)")
     ap.add_argument("--verdict", action="store_true", help="with --analyse: run cl's registered checks")
+    ap.add_argument("--verdict-cm", action="store_true", help="with --analyse: run cm's registered checks")
     args = ap.parse_args(argv)
     if args.analyse:
         missing = [p for p in args.analyse if not p.is_file()]
         if missing:
             print(f"tp_host.py: no such file: {', '.join(map(str, missing))}", file=sys.stderr)
             return 2
-        print("\n".join(analyse(args.analyse) + ([""] + verdict(args.analyse) if args.verdict else [])))
+        print("\n".join(analyse(args.analyse) + ([""] + verdict(args.analyse) if args.verdict else [])
+                         + ([""] + verdict_cm(args.analyse) if args.verdict_cm else [])))
         return 0
     if not args.out:
         ap.error("--out is required (or --analyse)")
-    if args.world < 1 or args.reps < 1:
-        ap.error("--world and --reps must be positive")
+    if args.world < 1 or args.reps < 1 or args.ahead_ms < 0:
+        ap.error("--world and --reps must be positive, --ahead-ms not negative")
     return run(args)
 
 
