@@ -115,17 +115,20 @@ def step_fn(model, length, world, device, dist, torch, *, F, BF16, rope_tables, 
     return step
 
 
-def timed_trials(torch, dist, step, reps: int, cuda: bool, ahead_ms: float = 0.0) -> list[tuple[float, float, dict[str, int]]]:
-    """``collectives._timed``'s trials, each (GPU us, host us, sites' ns): a barrier (with a
-    process group), a synchronize, events around one step; three warm-up steps first. With
+def timed_trials(torch, dist, step, reps: int, cuda: bool, ahead_ms: float = 0.0,
+                 alternate: bool = False) -> list[tuple[float, float, float, dict[str, int]]]:
+    """``collectives._timed``'s trials, each (its sleep in ms, GPU us, host us, sites' ns): a barrier
+    (with a process group), a synchronize, events around one step; three warm-up steps first. With
     ``ahead_ms`` a GPU sleep that long (at 1.98 GHz) before the start event: the host calls the
-    whole step with the GPU behind it (run cm)."""
+    whole step with the GPU behind it (run cm); with ``alternate`` too, the trials alternate between
+    no sleep and that sleep, ``reps`` of each (run cn: the host's drift lands on both alike)."""
     for _ in range(3):
         step()
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     sync()
     out = []
-    for _ in range(reps):
+    sleeps = [0.0, ahead_ms] * reps if alternate else [ahead_ms] * reps
+    for ahead_ms in sleeps:  # noqa: PLR1704 (each trial's own sleep)
         if dist is not None:
             dist.barrier()
         sync()
@@ -141,7 +144,7 @@ def timed_trials(torch, dist, step, reps: int, cuda: bool, ahead_ms: float = 0.0
             end.record()
         sync()
         gpu = start.elapsed_time(end) * 1e3 if cuda else (h1 - h0) / 1e3
-        out.append((gpu, (h1 - h0) / 1e3, spent))
+        out.append((ahead_ms, gpu, (h1 - h0) / 1e3, spent))
     return out
 
 
@@ -197,18 +200,18 @@ def run(args: argparse.Namespace) -> int:  # pragma: no cover - needs GPUs (or -
     with torch.no_grad():
         for length in lengths:
             for kind in ("single",) if args.single else ("tp", "noar"):
-                variant = f"{kind}-ahead" if args.ahead_ms else kind
                 step = step_fn(model, length, world, device, dist, torch, F=torch.nn.functional, BF16=BF16,
                                rope_tables=rope_tables, sdpa=sdpa, all_reduce=kind == "tp")
-                for trial, (gpu, host, spent) in enumerate(timed_trials(torch, dist, step, args.reps, cuda,
-                                                                        args.ahead_ms)):
+                trials = timed_trials(torch, dist, step, args.reps, cuda, args.ahead_ms, args.alternate)
+                for trial, (ahead, gpu, host, spent) in enumerate(trials):
+                    variant = f"{kind}-ahead" if ahead else kind
                     if out:
                         out.writerow({"variant": variant, "ranks": world, "layers": shape.layers, "seq_len": length,
                                       "trial": trial, "gpu_us": round(gpu, 1), "host_us": round(host, 1),
                                       **{k: round(v / 1e3, 1) for k, v in spent.items()}})
                         fh.flush()
                 if rank == 0:
-                    print(f"{variant:6s} L{length:6d} done", flush=True)
+                    print(f"{kind:6s} L{length:6d} done", flush=True)
                 if cuda:
                     torch.cuda.empty_cache()
     if fh:
@@ -236,13 +239,13 @@ def analyse(paths: list[Path]) -> list[str]:
     """Each variant's medians a layer: GPU, host, and every site's host time."""
     data = read(paths)
     lines = ["| variant | GPUs | tokens | trials | GPU ms | host ms | GPU us a layer | host us a layer | "
-             + " | ".join(SITES) + " | slowest layer |", "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(SITES) + 1)]
+             + " | ".join(SITES) + " | slowest layer us |", "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(SITES) + 1)]
     for (variant, ranks, length), trials in sorted(data.items(), key=lambda kv: (kv[0][2], kv[0][0])):
         n = trials[0]["layers"]
         med = {k: statistics.median(t[k] for t in trials) for k in FIELDS[4:]}
         lines.append(f"| {variant} | {ranks} | {length} | {len(trials)} | {med['gpu_us'] / 1e3:.2f} | "
                      f"{med['host_us'] / 1e3:.2f} | {med['gpu_us'] / n:.0f} | {med['host_us'] / n:.0f} | "
-                     + " | ".join(f"{med[s] / n:.1f}" for s in SITES) + f" | {med['slowest_layer'] / 1e3:.0f} |")
+                     + " | ".join(f"{med[s] / n:.1f}" for s in SITES) + f" | {med['slowest_layer']:.0f} |")
     return lines
 
 
@@ -295,7 +298,8 @@ def verdict_cm(paths: list[Path], length: int = 1024) -> list[str]:
     tp = med("tp", 2, "host_us") / med("tp-ahead", 2, "host_us")
     s8 = med("single", 8, "host_us") / med("single-ahead", 8, "host_us")
     paced = med("single", 8, "gpu_us") / med("single", 8, "host_us")
-    valid = max(med(v, r, "slowest_layer") / (med(v, r, "host_us") * 1e3)
+    # a step's slowest layer (us, not a sum over the layers) over its median layer
+    valid = max(statistics.median(t["slowest_layer"] for t in data[(v, r, length)]) / med(v, r, "host_us")
                 for v, r in (("tp-ahead", 2), ("noar-ahead", 2), ("single-ahead", 8), ("single-ahead", 2))
                 if (v, r, length) in data)
     return [
@@ -319,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="a two-layer model on the CPU (gloo): a smoke test")
     ap.add_argument("--ahead-ms", type=float, default=0.0,
                     help="a GPU sleep this long before each step: the host calls it with the GPU behind (run cm)")
+    ap.add_argument("--alternate", action="store_true",
+                    help="with --ahead-ms: trials alternate between no sleep and the sleep (run cn)")
     ap.add_argument("--analyse", nargs="+", type=Path, metavar="CSV", help="the tables of these CSVs (CPU)")
     ap.add_argument("--verdict", action="store_true", help="with --analyse: run cl's registered checks")
     ap.add_argument("--verdict-cm", action="store_true", help="with --analyse: run cm's registered checks")
@@ -335,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--out is required (or --analyse)")
     if args.world < 1 or args.reps < 1 or args.ahead_ms < 0:
         ap.error("--world and --reps must be positive, --ahead-ms not negative")
+    if args.alternate and not args.ahead_ms:
+        ap.error("--alternate needs --ahead-ms")
     return run(args)
 
 
