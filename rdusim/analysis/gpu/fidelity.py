@@ -231,7 +231,9 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
     ),
     "TP prefill": KnownMiss(
         "Llama-3.1-8B's 1K prefill is host-bound (the H200 host bimodal between sweeps), and so is Llama-3.1-70B's "
-        "at TP4 (run an: 1.17 ms a layer, the same lease's 8B 1K pace, where the model's GPU takes 0.98); the 8B's 4K "
+        "at TP4 (run an: 1.17 ms a layer, the same lease's 8B 1K pace, where the model's GPU takes 0.98): the lent "
+        "VMs' host at half speed, not a state of the GPU (runs cl-cn: with the states alternating a call costs the "
+        "same; on run cn's host the 8B TP2 1K took 20.2 ms, its GPU 19.1 against the model's 19.0); the 8B's 4K "
         "and 16K at TP2 (runs ac, an) and the 70B's 1K and 4K at TP2 (run an) come out 6-12% under, and run az's "
         "(frozen, prompts never measured) 8B 2K at TP4 is host-bound and its 70B at TP2 11-12% under: the power-limited SM "
         "clock of a long step (with the opt-in clock model -2.5% to +1.8% before the strided rate and no O transpose, "
@@ -240,7 +242,8 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "model at full clock, the rest is each all-reduce as long as run an's sweep at its size (the Simple ramp, "
         "17-22% over the model) plus rank 0 waiting for the slower GPU, and 1.7-2.1 us between kernels; its strided "
         "kernels' H100 rate and the O transpose FA2 does not launch are in the model since) "
-        f"({_ACCEPTANCE_DOC}; The clock model; Run an; Run au; Run ax; The strided path's absolute rate)",
+        f"({_ACCEPTANCE_DOC}; The clock model; Run an; Run au; Run ax; The strided path's absolute rate; "
+        "Runs cl, cm and cn)",
     ),
     "P10 held-out eager decode": KnownMiss(
         "h100.yaml's pooled P12 host, not P10's own; batch 256 comes out 17% "
