@@ -44,3 +44,19 @@ def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     th = bench_script("tp_host")
     assert th.main(["--analyse", str(tmp_path / "none.csv")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("run", "flag", "verdict"), [
+    ("cl", "verdict", "G (the GPUs set the pace: tp's GPU time a layer >= 1.3 x its host's): 1114 against 1112 us (1.00) -> fail"),
+    ("cm", "verdict_cm", "S (TP2: host a layer, GPU waiting over GPU behind, >= 1.3): 1.35 -> pass"),
+    ("cn", "verdict_cm", "S (TP2: host a layer, GPU waiting over GPU behind, >= 1.3): 1.00 -> fail"),
+])
+def test_runs_cl_cm_cns_committed_analyses_are_what_their_csvs_give(run: str, flag: str, verdict: str) -> None:
+    """docs/gpu.md's table of runs cl-cn is read from these files: the committed analysis is what
+    ``--analyse`` (and the run's registered checks) print from the committed CSVs now."""
+    th = bench_script("tp_host")
+    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
+    files = sorted(gpu.glob(f"h200x2-20261130{run}-*.csv"))
+    checks = th.verdict(files) if flag == "verdict" else th.verdict_cm(files)
+    assert "\n".join([*th.analyse(files), "", *checks]) + "\n" == (gpu / f"h200x2-20261130{run}-analysis.txt").read_text()
+    assert verdict in checks
