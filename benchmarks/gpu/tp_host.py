@@ -1,4 +1,4 @@
-"""Where an eager TP prefill step's host time goes, call by call (run cl).
+"""Where an eager TP prefill step's host time goes, call by call (runs cl, cm and cn).
 
 ``collectives.py``'s eager TP prefill of 1K-2K tokens runs host-paced at 1.16-1.25 ms a layer on
 two and four H200s (Llama-3.1-8B TP2 / TP4, Llama-3.1-70B TP4: runs ac, an, az), about twice what
@@ -13,7 +13,12 @@ call site, in three variants:
 
 Each trial is ``collectives._timed``'s: a barrier (``tp`` / ``noar``), a synchronize, CUDA events
 around one step; besides the GPU time it records the host's time from the step's first call to its
-last (``host_us``) and, per call site, the host time summed over the layers. One CSV row a trial.
+last (``host_us``), per call site the host time summed over the layers, and its slowest layer. One
+CSV row a trial. ``--ahead-ms`` puts a GPU sleep that long before each step's start event, so every call
+of the step is made with the GPU behind (variants ``<kind>-ahead``, run cm); with ``--alternate`` the
+trials alternate between no sleep and the sleep, so the host's drift lands on both states alike (run cn).
+What the three runs found: docs/gpu.md, "Runs cl, cm and cn" (the 1K step's pace is the lent host's speed
+on the day, not the GPU's state).
 
 Measure (two H200s)::
 
@@ -21,9 +26,10 @@ Measure (two H200s)::
     python benchmarks/gpu/tp_host.py --single --world 2 --out cl-single.csv
 
 ``--analyse CSV...`` (CPU) prints each variant's median GPU and host time a layer and its sites'
-host times a layer; ``--verdict`` adds the checks registered before the run
-(``h200x2-20261130cl-tp-host-hypotheses.md``). ``--tiny`` runs a two-layer model on the CPU (gloo)
-to smoke-test the script.
+host times a layer; ``--verdict`` adds the checks registered before run cl
+(``h200x2-20261130cl-tp-host-hypotheses.md``), ``--verdict-cm`` those of runs cm and cn (``-cm-``,
+``-cn-host-state-hypotheses.md``). ``--tiny`` runs a two-layer model on the CPU (gloo) to smoke-test
+the script.
 """
 
 from __future__ import annotations
