@@ -134,14 +134,14 @@ def timed_trials(torch, dist, step, reps: int, cuda: bool, ahead_ms: float = 0.0
     sync()
     out = []
     sleeps = [0.0, ahead_ms] * reps if alternate else [ahead_ms] * reps
-    for ahead_ms in sleeps:  # noqa: PLR1704 (each trial's own sleep)
+    for sleep_ms in sleeps:
         if dist is not None:
             dist.barrier()
         sync()
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            if ahead_ms:
-                torch.cuda._sleep(int(ahead_ms * 1e-3 * SM_HZ))
+            if sleep_ms:
+                torch.cuda._sleep(int(sleep_ms * 1e-3 * SM_HZ))
             start.record()
         h0 = time.perf_counter_ns()
         spent = step()
@@ -150,7 +150,7 @@ def timed_trials(torch, dist, step, reps: int, cuda: bool, ahead_ms: float = 0.0
             end.record()
         sync()
         gpu = start.elapsed_time(end) * 1e3 if cuda else (h1 - h0) / 1e3
-        out.append((ahead_ms, gpu, (h1 - h0) / 1e3, spent))
+        out.append((sleep_ms, gpu, (h1 - h0) / 1e3, spent))
     return out
 
 
@@ -255,6 +255,12 @@ def analyse(paths: list[Path]) -> list[str]:
     return lines
 
 
+def a_layer(data: dict[tuple[str, int, int], list[dict]], variant: str, ranks: int, length: int, key: str) -> float:
+    """The median over a row's trials of ``key`` (a sum over the layers), a layer."""
+    trials = data[(variant, ranks, length)]
+    return statistics.median(t[key] for t in trials) / trials[0]["layers"]
+
+
 #: the GPU document's host costs of one layer's call sites (h200.yaml ``launch.eager_ops`` with the GPU
 #: behind, ``eager_ops_idle`` idle, ``collective_host`` for the all-reduces; ``rdusim.mapping.gpu.host_ops``):
 #: 549.4 us behind, 646.8 us idle (registered before run cl)
@@ -269,8 +275,7 @@ def verdict(paths: list[Path], length: int = 1024) -> list[str]:
     data = read(paths)
 
     def med(variant: str, key: str) -> float:
-        trials = next(v for (var, _, n), v in data.items() if var == variant and n == length)
-        return statistics.median(t[key] for t in trials) / trials[0]["layers"]
+        return a_layer(data, variant, 2, length, key)
 
     tp_gpu, tp_host, noar, single = med("tp", "gpu_us"), med("tp", "host_us"), med("noar", "host_us"), \
         med("single", "host_us")
@@ -297,8 +302,7 @@ def verdict_cm(paths: list[Path], length: int = 1024) -> list[str]:
     data = read(paths)
 
     def med(variant: str, ranks: int, key: str) -> float:
-        trials = data[(variant, ranks, length)]
-        return statistics.median(t[key] for t in trials) / trials[0]["layers"]
+        return a_layer(data, variant, ranks, length, key)
 
     idle_ratio = MODEL_LAYER_US[1] / MODEL_LAYER_US[0]
     tp = med("tp", 2, "host_us") / med("tp-ahead", 2, "host_us")
