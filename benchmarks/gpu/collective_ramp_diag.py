@@ -26,6 +26,12 @@ barrier, median, divided by ``per``; the same method as collectives.py's graph r
 - ``eager``: the same buffers, ``per`` calls issued from the host back to back between two CUDA
   events after a barrier, no graph (for calls long enough that the host stays ahead).
 
+Besides NCCL's collectives as collectives.py calls them (out of place), ``all_gather_inplace``
+(not run by default): the all-gather with its input the rank's own part of the output
+(``all_gather_into_tensor(whole, whole.narrow(0, rank x part, part))``), which NCCL runs in place:
+its ring's first call sends the part (``directSend``) where out of place it copies it to the output
+as it sends (``directCopySend``; NVIDIA/nccl ``src/device/all_gather.h`` runRing).
+
 Besides NCCL's collectives, two point-to-point ops on two GPUs (``--ops``, not run by default),
 each moving the all-to-all's part a peer (S / 2) with ``batch_isend_irecv``: ``sendrecv``, each
 rank sends its part to the other and receives the other's (the all-to-all without its self
@@ -50,6 +56,8 @@ MIB = 1 << 20
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 #: point-to-point ops (module docstring): asked for by name, never in the default ``--ops``
 P2P_OPS = ("sendrecv", "send_oneway")
+#: the all-gather run in place (module docstring): asked for by name, never in the default ``--ops``
+INPLACE_OPS = ("all_gather_inplace",)
 CASES = ("plain", "rot", "gap10", "gap1000", "eager")
 #: cycles of torch.cuda._sleep for the gap cases (~1.98 GHz boost clock of the H100 SXM: 10 us, 1 ms);
 #: the time a graph of them takes is measured, not assumed
@@ -85,6 +93,8 @@ def footprint(op: str, size: int, ranks: int) -> int:
         return size
     if op in ("all_gather", "reduce_scatter"):
         return size + size // ranks
+    if op in INPLACE_OPS:
+        return size
     return 2 * size
 
 
@@ -154,10 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         return analyse(args.analyse, args.rate_from)
     args.ops = [o for o in args.ops.split(",") if o]
     args.cases = [c for c in args.cases.split(",") if c]
-    bad = [o for o in args.ops if o not in OPS + P2P_OPS] + [c for c in args.cases if c not in CASES]
+    known = OPS + P2P_OPS + INPLACE_OPS
+    bad = [o for o in args.ops if o not in known] + [c for c in args.cases if c not in CASES]
     if bad:
         ap.error(
-            f"unknown op or case: {', '.join(bad)} (ops: {', '.join(OPS + P2P_OPS)}; cases: {', '.join(CASES)})"
+            f"unknown op or case: {', '.join(bad)} (ops: {', '.join(known)}; cases: {', '.join(CASES)})"
         )
     if args.ranks != 2 and any(o in P2P_OPS for o in args.ops):
         ap.error(f"{', '.join(P2P_OPS)} run on two GPUs only")
@@ -176,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         for row in plan(args, args.ranks):
             print(
-                f"{row['variant']:8s} {row['case']:8s} {row['op']:15s} {row['bytes'] // MIB:6d} MiB "
+                f"{row['variant']:8s} {row['case']:8s} {row['op']:18s} {row['bytes'] // MIB:6d} MiB "
                 f"per {row['per']:3d} reps {row['reps']:3d} k {row['k']}"
             )
         return 0
@@ -222,7 +233,7 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
             if rank == 0:
                 print(f"sleep {case}: {cycles} cycles = {sleep_us[case]:.2f} us", flush=True)
     for row in plan(args, world):
-        make = _p2p if row["op"] in P2P_OPS else _collective
+        make = _p2p if row["op"] in P2P_OPS else _inplace if row["op"] in INPLACE_OPS else _collective
         calls = [make(row["op"], row["bytes"], world, dev, dist, torch) for _ in range(row["k"])]
         us = _measure(torch, dist, row, calls, flush)
         if writer:
@@ -236,7 +247,7 @@ def _run(args: argparse.Namespace) -> int:  # pragma: no cover - needs two GPUs
             )
             fh.flush()
             print(
-                f"{row['variant']:8s} {row['case']:8s} {row['op']:15s} {row['bytes'] // MIB:6d} MiB "
+                f"{row['variant']:8s} {row['case']:8s} {row['op']:18s} {row['bytes'] // MIB:6d} MiB "
                 f"{us:10.1f} us (per {row['per']}, k {row['k']})",
                 flush=True,
             )
@@ -270,6 +281,16 @@ def _p2p(op, size, world, device, dist, torch):  # pragma: no cover - needs two 
             work.wait()
 
     return call
+
+
+def _inplace(op, size, world, device, dist, torch):  # pragma: no cover - needs two GPUs
+    """A call of the all-gather in place (module docstring): ``size`` bytes of output, the input
+    the rank's own part of it, as collectives.py sizes its all-gather."""
+    elems = max(world, size // 2)
+    elems -= elems % world
+    whole = torch.randn(elems, dtype=torch.bfloat16, device=device)
+    part = whole.narrow(0, dist.get_rank() * (elems // world), elems // world)
+    return lambda: dist.all_gather_into_tensor(whole, part)
 
 
 def _measure(

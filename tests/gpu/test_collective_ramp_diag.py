@@ -72,6 +72,11 @@ def _fake_torch(log: list[str]) -> tuple[types.ModuleType, types.ModuleType]:
             log.append("flush")
             return self
 
+        def narrow(self, dim: int, start: int, length: int) -> Tensor:
+            view = Tensor(length)
+            view.base, view.start = self, start
+            return view
+
     class Event:
         def __init__(self, enable_timing: bool) -> None:
             assert enable_timing
@@ -106,7 +111,9 @@ def _fake_torch(log: list[str]) -> tuple[types.ModuleType, types.ModuleType]:
     dist.get_world_size = lambda: 2
     dist.barrier = lambda: None
     dist.all_reduce = lambda buf: log.append("all_reduce")
-    dist.all_gather_into_tensor = lambda whole, part: log.append("all_gather")
+    dist.all_gather_into_tensor = lambda whole, part: log.append(
+        f"all_gather in place at {part.start} of {whole.n}" if getattr(part, "base", None) is whole
+        else "all_gather")
     dist.reduce_scatter_tensor = lambda part, whole: log.append("reduce_scatter")
     dist.all_to_all_single = lambda recv, send: log.append("all_to_all")
     dist.get_rank = lambda: 0
@@ -262,3 +269,30 @@ def test_p2p_ops_eager_on_a_fake_torch(
         ("sendrecv", "eager", "500.0"), ("send_oneway", "eager", "500.0")]
     assert "replay" not in log
     assert "p2p isend:1 irecv:1" in log and "p2p irecv:1" in log
+
+
+def test_all_gather_inplace_on_a_fake_torch(
+    diag: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``all_gather_inplace`` gathers into the output with the rank's own part of it as the input
+    (NCCL's in-place all-gather); it is never in the default ops, and its footprint is the output."""
+    log: list[str] = []
+    torch, dist = _fake_torch(log)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+    monkeypatch.setattr(dist, "get_rank", lambda: 1)
+
+    def fake_exit(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(diag.os, "_exit", fake_exit)
+    out = tmp_path / "ip.csv"
+    with pytest.raises(SystemExit):
+        diag.main(["--out", str(out), "--ops", "all_gather_inplace,all_gather", "--sizes", "4",
+                   "--per", "2", "--reps", "3"])
+    rows = list(csv.DictReader(out.open()))
+    assert [r["op"] for r in rows] == ["all_gather_inplace", "all_gather"]
+    elems = 4 * MIB // 2  # bf16 elements of a 4 MiB output
+    assert f"all_gather in place at {elems // 2} of {elems}" in log and "all_gather" in log
+    assert "all_gather_inplace" not in diag.OPS
+    assert diag.footprint("all_gather_inplace", 4 * MIB, 2) == 4 * MIB

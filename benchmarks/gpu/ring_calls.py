@@ -1,0 +1,238 @@
+"""Run co: what a ring channel's primitive calls cost, one by one (frozen before the run).
+
+The engine prices a ring channel's call by its loads plus stores a byte at one rate
+(``rdusim.hw.collectives.ring_primitives``, ``nvlink.ring.channel_bandwidth``). On one channel
+(run ad, two H100s, ``h100x2-20261128ad-ch1.csv``) that count gives NCCL's all-reduce within
+0.3% from 16 MiB but its all-gather 10% short at every size: the all-gather's loop (``copySend``,
+``recv``) costs more than its five operations a byte. Run co measures on two H200s the calls
+that tell where:
+
+- ``all_gather_inplace`` (``collective_ramp_diag.py``): NCCL's in-place all-gather sends where
+  the out-of-place one copies as it sends (``directSend`` against ``directCopySend``), its loop
+  ``send`` + ``recv``, the all-reduce's own calls;
+- ``reduce_scatter``: ``send`` + ``recvReduceCopy`` (two loads, one store), the same five
+  operations as the all-gather's loop with the loads and stores the other way round.
+
+Hypotheses (each fitted on run ad's one-channel rows, nothing from run co; ``u`` the time of one
+operation at ``channel_bandwidth``):
+
+- ``count``: the engine now, every load and store ``u``.
+- ``copy``: ``copySend`` costs ``c`` where the count has 3 (c fitted), every other call as counted.
+- ``store``: a load costs ``l`` and a store ``s`` with ``l + s = 2`` (the all-reduce, exact on the
+  count), fitted on the all-gather: every call priced by its loads and stores.
+
+    PYTHONPATH=. python benchmarks/gpu/ring_calls.py --frozen h200x2-20261130co-predicted.txt
+    PYTHONPATH=. python benchmarks/gpu/ring_calls.py --compare h200x2-20261130co-predicted.txt <csv>...
+
+Variants (``ring_run_co.sh``; the CSV's ``variant`` column): ``def`` (NCCL's defaults, 24 ring
+channels), ``ch8`` and ``ch1`` (the channels forced to 8 and 1), ``def2`` (the defaults again). Checks:
+``h200x2-20261130co-calls-hypotheses.md`` (committed before the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MIB = 1 << 20
+DOC = "hw_configs/h200.yaml"
+RUN_AD_CH1 = ROOT / "benchmarks/gpu/h100x2-20261128ad-ch1.csv"
+FIT_FROM = 16  # MiB: run ad's one-channel rows the slopes are fitted on (the fixed cost aside)
+CALLS = 20  # a graph of calls, as collectives.py's CALLS_PER_ROW
+OPS = ("all_reduce", "all_gather", "all_gather_inplace", "reduce_scatter")
+#: variant -> (ring channels, sizes in MiB)
+VARIANTS = {
+    "ch1": (1, (4, 16, 64)),
+    "ch8": (8, (4, 16, 64, 256)),
+    "def": (24, (2, 4, 8, 16, 32, 64, 128, 256, 1024)),
+    "def2": (24, (2, 4, 8, 16, 32, 64, 128, 256, 1024)),  # the defaults again, after the forced channels
+}
+HYPOTHESES = ("count", "copy", "store")
+
+
+def slope(rows: list[tuple[int, float]]) -> float:
+    """Least-squares us per MiB of (MiB, us) rows."""
+    xs, ys = [x for x, _ in rows], [y for _, y in rows]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    return sum((x - mx) * (y - my) for x, y in rows) / sum((x - mx) ** 2 for x in xs)
+
+
+def run_ad_ratio() -> float:
+    """The all-gather's time a byte of output over the all-reduce's a byte of buffer, one channel (run ad)."""
+    rows: dict[str, list[tuple[int, float]]] = {"all_reduce": [], "all_gather": []}
+    with open(RUN_AD_CH1, newline="") as fh:
+        for r in csv.DictReader(fh):
+            mib = int(r["bytes"]) // MIB
+            if r["case"] == "plain" and r["op"] in rows and mib >= FIT_FROM:
+                rows[r["op"]].append((mib, float(r["median_us"])))
+    return slope(rows["all_gather"]) / slope(rows["all_reduce"])
+
+
+def primitives(hypothesis: str, op: str, ratio: float) -> tuple[tuple[bool, float], ...]:
+    """A two-GPU ring loop's calls as (on NVLink, cost in operations) under ``hypothesis``.
+
+    On two GPUs the all-reduce's loop (send, recvReduceCopySend, recv) is 8 operations over 2 wire
+    chunks, the all-gather's (copySend, recv) one wire chunk: its time a byte of output over the
+    all-reduce's a byte of buffer is ``ops / 2 / 4``, so run ad's ``ratio`` gives the all-gather's
+    loop ``8 x ratio`` operations."""
+    ag_loop = 8 * ratio
+    if hypothesis == "count":
+        costs = {"send": 2, "recv": 2, "copySend": 3, "recvReduceCopy": 3, "recvReduceCopySend": 4}
+    elif hypothesis == "copy":
+        costs = {"send": 2, "recv": 2, "copySend": ag_loop - 2, "recvReduceCopy": 3, "recvReduceCopySend": 4}
+    elif hypothesis == "store":
+        store = ag_loop - 4  # copySend + recv = 2 loads + 3 stores = 2 (l + s) + s, with l + s = 2
+        load = 2 - store
+        costs = {"send": load + store, "recv": load + store, "copySend": load + 2 * store,
+                 "recvReduceCopy": 2 * load + store, "recvReduceCopySend": 2 * load + 2 * store}
+    else:
+        raise ValueError(f"no hypothesis {hypothesis!r}")
+    calls = {
+        "all_reduce": (("send", True), ("recvReduceCopySend", True), ("recv", False)),
+        "all_gather": (("copySend", True), ("recv", False)),
+        "all_gather_inplace": (("send", True), ("recv", False)),
+        "reduce_scatter": (("send", True), ("recvReduceCopy", False)),
+    }[op]
+    return tuple((on_link, costs[name]) for name, on_link in calls)
+
+
+def predict(hypothesis: str, op: str, mib: int, channels: int, ratio: float) -> float:
+    """Us a call of one graph row on two GPUs, the document's fabric at ``channels`` ring channels."""
+    from rdusim.hw import collectives as nccl
+    from rdusim.hw.gpu import load_gpu_node
+    from rdusim.mapping.gpu import collective
+    from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+    base = "all_gather" if op == "all_gather_inplace" else op
+    size = mib * MIB
+    gpu = load_gpu_node(ROOT / DOC).gpu
+    ring = dataclasses.replace(gpu.fabric.ring, channels=channels)
+    cost = nccl.collective_cost(base, size, 2, dataclasses.replace(gpu.fabric, ring=ring))
+    if cost.ring is not None:
+        plan = nccl.ring_plan(base, size, 2, ring)
+        cost = dataclasses.replace(cost, ring=dataclasses.replace(plan, primitives=primitives(hypothesis, op, ratio)))
+    kernel = dataclasses.replace(collective(base, base, size, 2, gpu)[0], collective=cost)
+    return elapsed_s(simulate_gpu([(kernel, 0)] * CALLS, gpu, mode="graph")) / CALLS * 1e6
+
+
+def frozen_table() -> list[str]:
+    ratio = run_ad_ratio()
+    lines = [
+        f"# Run co, frozen before the run: NCCL's graph rows on two H200s, {DOC} as committed; run ad's",
+        f"# one-channel all-gather / all-reduce time a byte: {ratio:.4f} (the count's 0.625).",
+        "| variant | op | MiB | " + " | ".join(f"{h} (us)" for h in HYPOTHESES) + " |",
+        "|---|---|---:|" + "---:|" * len(HYPOTHESES),
+    ]
+    for variant, (channels, sizes) in VARIANTS.items():
+        for op in OPS:
+            for mib in sizes:
+                cells = " | ".join(f"{predict(h, op, mib, channels, ratio):.1f}" for h in HYPOTHESES)
+                lines.append(f"| {variant} | {op} | {mib} | {cells} |")
+    return lines
+
+
+def read_frozen(path: str) -> dict[tuple[str, str, int], dict[str, float]]:
+    out = {}
+    with open(path) as fh:
+        for line in fh:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 3 + len(HYPOTHESES) and cells[2].isdigit():
+                out[cells[0], cells[1], int(cells[2])] = dict(zip(HYPOTHESES, map(float, cells[3:]), strict=True))
+    return out
+
+
+def read_measured(paths: list[str]) -> dict[tuple[str, str, int], float]:
+    out = {}
+    for path in paths:
+        with open(path, newline="") as fh:
+            for r in csv.DictReader(fh):
+                if r["case"] == "plain":
+                    out[r["variant"], r["op"], int(r["bytes"]) // MIB] = float(r["median_us"])
+    return out
+
+
+def _errors(frozen, measured, keys, hypothesis: str) -> list[float]:
+    return [frozen[k][hypothesis] / measured[k] - 1 for k in keys]
+
+
+def _med_worst(errs: list[float]) -> str:
+    return f"{100 * statistics.median(abs(e) for e in errs):.1f}% / {100 * max(errs, key=abs):+.1f}%"
+
+
+def compare(frozen_path: str, csv_paths: list[str]) -> list[str]:
+    frozen, measured = read_frozen(frozen_path), read_measured(csv_paths)
+    lines = ["| variant | op | rows | " + " | ".join(f"{h}: median / worst" for h in HYPOTHESES) + " |",
+             "|---|---|---:|" + "---|" * len(HYPOTHESES)]
+    for variant in VARIANTS:
+        for op in OPS:
+            keys = sorted(k for k in frozen if k[:2] == (variant, op) and k in measured)
+            if keys:
+                cells = " | ".join(_med_worst(_errors(frozen, measured, keys, h)) for h in HYPOTHESES)
+                lines.append(f"| {variant} | {op} | {len(keys)} | {cells} |")
+    lines += ["", "Checks (h200x2-20261130co-calls-hypotheses.md):"]
+    lines += checks(frozen, measured)
+    lines += ["", "Rows (us): measured, then each hypothesis (error)"]
+    for k in sorted(measured):
+        if k in frozen:
+            cells = ", ".join(f"{h} {frozen[k][h]:.1f} ({100 * (frozen[k][h] / measured[k] - 1):+.1f}%)"
+                              for h in HYPOTHESES)
+            lines.append(f"- {k[0]} {k[1]} {k[2]} MiB: {measured[k]:.1f}; {cells}")
+    return lines
+
+
+def _within(frozen, measured, variant: str, op: str, hypothesis: str, bound: float) -> tuple[bool, str]:
+    keys = sorted(k for k in frozen if k[:2] == (variant, op) and k in measured and k[2] >= FIT_FROM)
+    if not keys:
+        return False, "not measured"
+    errs = _errors(frozen, measured, keys, hypothesis)
+    return all(abs(e) <= bound for e in errs), ", ".join(f"{k[2]}: {100 * e:+.1f}%" for k, e in zip(keys, errs, strict=True))
+
+
+def checks(frozen, measured) -> list[str]:
+    out = []
+    for name, variant, op, hypothesis, bound in (
+        ("C1 one channel, all-gather: run ad's excess on the H200 (copy = store there)", "ch1", "all_gather", "copy", 0.03),
+        ("C2 one channel, in-place all-gather: send + recv as counted", "ch1", "all_gather_inplace", "count", 0.03),
+        ("C3a one channel, reduce-scatter: as counted (count, copy)", "ch1", "reduce_scatter", "count", 0.03),
+        ("C3b one channel, reduce-scatter: loads cheaper than stores (store)", "ch1", "reduce_scatter", "store", 0.03),
+    ):
+        ok, detail = _within(frozen, measured, variant, op, hypothesis, bound)
+        out.append(f"- {name}: {'yes' if ok else 'no'} (16 MiB up: {detail}; bound {100 * bound:.0f}%)")
+    keys_ip = sorted(k for k in frozen if k[:2] == ("def", "all_gather_inplace") and k in measured and 4 <= k[2] <= 64)
+    keys_op = sorted(k for k in frozen if k[:2] == ("def", "all_gather") and k in measured and 4 <= k[2] <= 64)
+    if keys_ip and keys_op:
+        med_ip = statistics.median(abs(e) for e in _errors(frozen, measured, keys_ip, "count"))
+        med_op = statistics.median(abs(e) for e in _errors(frozen, measured, keys_op, "count"))
+        ok = med_ip <= 0.10 and med_op >= 0.15
+        out.append(f"- C4 24 channels, 4-64 MiB: the all-gather's mid-size excess is its copy (in place "
+                   f"<= 10%, out of place >= 15%, as counted): {'yes' if ok else 'no'} (in place "
+                   f"{100 * med_ip:.1f}%, out of place {100 * med_op:.1f}%)")
+    else:
+        out.append("- C4: not measured")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frozen", metavar="OUT", help="write the frozen table")
+    ap.add_argument("--compare", nargs="+", metavar=("FROZEN", "CSV"), help="the frozen table, then the CSVs")
+    args = ap.parse_args(argv)
+    if args.frozen:
+        Path(args.frozen).write_text("\n".join(frozen_table()) + "\n")
+        return 0
+    if args.compare:
+        if len(args.compare) < 2:
+            ap.error("--compare takes the frozen table and at least one CSV")
+        print("\n".join(compare(args.compare[0], args.compare[1:])))
+        return 0
+    ap.error("--frozen OUT or --compare FROZEN CSV...")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
