@@ -175,7 +175,8 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "protocol's flat part at 4-64 MB is 8-14% short on two GPUs (NCCL's fixed cost there 16-28 us "
         "against tuning.cc's 12-15; the L2: runs ad, bv), the all-gather's most (its ramp, NCCL's "
         "channels in step until they drift apart, is simulated since runs cc and cd: the ring's "
-        "channels in the engine); the all-to-all's p2p channels are simulated since runs ch and ci "
+        "channels in the engine; not its copy: run co's in-place all-gather is as short, 2-7 us over "
+        "the reduce-scatter at 4-8 MB); the all-to-all's p2p channels are simulated since runs ch and ci "
         "(a pipeline a channel, sending and receiving at once: 1-8 channels a peer within 2-9%), but "
         "NCCL's 16 channels a peer on two GPUs run 10-24% slower than 16 such channels at 12-512 MB "
         "(8 a peer on four: 10-25%), every call alike (run cj: a rate, not a random slowest channel), "
@@ -183,7 +184,7 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "stores to the peer), "
         "with no documented mechanism, and the smallest Simple sizes "
         "(2-4 MB) come out up to 32% over on run an's leases, whose floors ran 2-4 us under the "
-        f"others' ({_ACCEPTANCE_DOC}; Collectives, Runs ch and ci)",
+        f"others' ({_ACCEPTANCE_DOC}; Collectives, Run co, Runs ch and ci)",
     ),
     "GEMMs": KnownMiss(
         "DeepSeek-V3 kv_a 2048 x 576 x 7168: cuBLAS's own kernel is slow (no documented mechanism); on "
