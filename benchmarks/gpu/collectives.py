@@ -207,12 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         if not all(w.isdigit() and int(w) > 0 for w in args.prefill.split(",")):
             ap.error(f"--prefill: {args.prefill!r} is not comma-separated positive prompt lengths (e.g. 1024,4096)")
         args.prefill = [int(w) for w in args.prefill.split(",")]
-    if args.model and args.compare:
-        return compare(args.model, args.compare, args.against)
-    if args.model and (args.sizes or args.frozen):
-        return frozen_table(args.model, args, ranks)
     if args.model:
-        return model_table(args.model)
+        return _model_paths(args, ranks)
     if args.dry_run:
         for n in ranks:
             rows = planned_rows(args, n)
@@ -223,6 +219,22 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out:
         ap.error("--out is required (or --dry-run)")
     return _run(args)
+
+
+def _model_paths(args: argparse.Namespace, ranks: list[int]) -> int:
+    """``--model`` with ``--compare``, ``--sizes`` / ``--frozen`` or alone; a document, CSV or frozen
+    table that is missing or does not parse exits 2 with its message, not a traceback."""
+    from rdusim.errors import ConfigError  # the model's paths need rdusim; a measurement does not
+
+    try:
+        if args.compare:
+            return compare(args.model, args.compare, args.against)
+        if args.sizes or args.frozen:
+            return frozen_table(args.model, args, ranks)
+        return model_table(args.model)
+    except (ConfigError, FileNotFoundError, IsADirectoryError, PermissionError) as error:
+        print(f"collectives.py: {error}", file=sys.stderr)
+        return 2
 
 
 #: the choices of the comma-separated flags

@@ -423,6 +423,24 @@ def test_committed_comparison_is_what_the_model_gives_now(capsys: pytest.Capture
     assert out == (ROOT / "benchmarks/gpu/h100x2-20261125t-collectives-compare-p2p.txt").read_text()
 
 
+def test_model_paths_exit_2_on_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`collectives.py --model` with a document or CSV that is not there, or a document that does not
+    parse: exit 2 and the message (which file, what is wrong), not a traceback."""
+    bench = _collectives_bench()
+    doc, run_t = str(ROOT / "hw_configs/h100.yaml"), str(ROOT / "benchmarks/gpu/h100x2-20261125t-collectives.csv")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: gpu_node\nname: [\n")
+    for argv, named in (
+        (["--model", doc, "--compare", str(tmp_path / "nope.csv")], "nope.csv"),
+        (["--model", str(tmp_path / "nope.yaml"), "--compare", run_t], "nope.yaml"),
+        (["--model", str(tmp_path / "nope.yaml")], "nope.yaml"),
+        (["--model", str(bad), "--sizes", "1024"], "bad.yaml"),
+    ):
+        assert bench.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("collectives.py: ") and named in err and "Traceback" not in err
+
+
 def test_launch_constants_are_the_microbenchmarks_medians() -> None:
     """collective_micro.py --constants: collective_host from the -m1/-m2 micro CSVs' host_busy rows,
     graph_event_pair over those and -m2-micro-nomix.csv, as h100.yaml gives them; h200.yaml's from
