@@ -73,7 +73,7 @@ def ar_bytes(tp_model: str, length: int) -> int:
 def predict() -> dict[str, dict[str, float]]:
     """{row: {class: us, 'kernels': us, 'gaps': us, 'step': us, 'ar_call': us, 'ar_nccl': us,
     'slew:<class>': us, 'slew:step': us, 'slew:clock': fraction}} of every row."""
-    from rdusim.analysis.gpu.collectives import predict_tp_step, tp_layer
+    from rdusim.analysis.gpu.collectives import TP_HEAD, predict_tp_step, tp_layer
     from rdusim.analysis.gpu.predict import simulate_gpu_step
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
@@ -93,7 +93,7 @@ def predict() -> dict[str, dict[str, float]]:
         cls["ar_call"] = cls["all_reduce"] / (2 * spec.layers)
         cls["ar_nccl"] = collective_cost("all_reduce", ar_bytes(tp_model, length), TP, gpu.fabric).time_s * 1e6
         clock = SlewSmClock(gpu.spec.clock)  # the row as timed: 3 + 20 steps back to back from an idle GPU
-        seq = [simulate_gpu_step(spec, gpu, layer=tp_layer(), head=["embedding", "lm_head"], phase="prefill",
+        seq = [simulate_gpu_step(spec, gpu, layer=tp_layer(), head=list(TP_HEAD), phase="prefill",
                                  batch=1, seq_len=length, mode="eager", tp=TP, clock=clock) for _ in range(23)]
         timed = sorted(seq[3:], key=lambda s: s.seconds)
         mid = timed[len(timed) // 2]

@@ -789,7 +789,7 @@ class GpuNodeSpec(Spec):
 LaunchMode = Literal["graph", "eager", "stream"]
 GPU_LIBRARY_KERNELS = (
     "embedding", "rms_norm", "qkv_gemm", "qk_norm", "rope", "kv_append", "attention", "o_gemm",
-    "residual_add", "gate_up_gemm", "silu_mul", "down_gemm", "all_reduce", "lm_head",
+    "residual_add", "gate_up_gemm", "silu_mul", "down_gemm", "all_reduce", "lm_head", "logits_gather",
 )
 
 

@@ -923,6 +923,16 @@ def _lm_head(c: _Ctx) -> list[GpuKernel]:  # logits of the last position of each
               for k in gemm("lm_head", c.s.batch, c.s.vocab // c.s.tp, c.s.hidden, c.gpu))]
 
 
+def _logits_gather(c: _Ctx) -> list[GpuKernel]:
+    """The logits of a vocabulary-split LM head gathered on every GPU of the group: an NCCL
+    all-gather of ``batch x vocab`` bf16 logits (each GPU's ``vocab / tp`` of them), as
+    ``benchmarks/gpu/collectives.py``'s TP step runs it (``all_gather_into_tensor`` after the LM
+    head, the harness every TP row was measured with) and as vLLM's logits processor gathers a
+    tensor-parallel LM head's output (``vllm/model_executor/layers/logits_processor.py``
+    ``_gather_logits``: an all-gather, or a gather to one rank). None on one GPU."""
+    return collective("logits_gather", "all_gather", c.s.batch * c.s.vocab * BF16, c.s.tp, c.gpu)
+
+
 def _rope_rt(c: _Ctx) -> tuple[int, ...]:
     """The rotary embedding's launches, q's then k's: the negation of a strided half, the cat, the two
     products on strided views, the contiguous sum; each strided one's chain by its elements."""
@@ -982,6 +992,7 @@ _BUILDERS = {
     "down_gemm": lambda c: gemm("down_gemm", c.rows, c.s.hidden, c.s.ffn // c.s.tp, c.gpu),
     "all_reduce": lambda c: all_reduce("all_reduce", c.rows * c.s.hidden * BF16, c.s.tp, c.gpu),
     "lm_head": _lm_head,
+    "logits_gather": _logits_gather,
 }
 
 

@@ -899,3 +899,31 @@ def test_p2p_is_the_fit_and_needs_the_rings_link(tmp_path: Path, capsys: pytest.
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "p2p needs ring" in err
+
+
+def test_a_tp_step_gathers_its_logits() -> None:
+    """A TP step's head ends with the vocabulary-split LM head's logits all-gathered
+    (``logits_gather``, as collectives.py's TP step and vLLM's logits processor do): one NCCL
+    all-gather of batch x vocab bf16 logits among the group, the collective of that size; none on
+    one GPU. collectives.py's TP steps and compare-hw's TP rows carry it."""
+    from rdusim.analysis.gpu.collectives import TP_HEAD, predict_tp_step
+    from rdusim.analysis.gpu.predict import load_gpu_mapping, simulate_gpu_mapping
+    from rdusim.config.loader import load_spec, model_path
+    from rdusim.config.schema import ModelSpec
+    from rdusim.hw.collectives import collective_cost
+    from rdusim.mapping.gpu import LayerShape, layer_kernels
+
+    gpu = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu
+    shape = LayerShape(batch=32, tokens=1, kv_len=1024, hidden=4096, q_heads=32, kv_heads=8, head_dim=128,
+                       ffn=14336, vocab=128256, tp=2)
+    [gather] = layer_kernels(["logits_gather"], shape, gpu, phase="decode")
+    assert gather.collective == collective_cost("all_gather", 32 * 128256 * 2, 2, gpu.fabric)
+    assert gather.host_ops == ("all_gather",)
+    assert layer_kernels(["logits_gather"], replace(shape, tp=1), gpu, phase="decode") == []
+    assert TP_HEAD[-1] == "logits_gather"
+    model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
+    step = predict_tp_step(model, gpu, phase="decode", batch=32, length=1024, mode="graph", tp=2)
+    assert step.kernels["logits_gather"] >= collective_time_s(gather.collective)
+    spec, model70, node = load_gpu_mapping(str(ROOT / "mappings/llama-3.1-70b/decode-h200x8.yaml"))
+    assert spec.head[-1] == "logits_gather"
+    assert "logits_gather" in simulate_gpu_mapping(spec, model70, node, batch=8).step.kernels

@@ -223,11 +223,16 @@ def collective_runs(directory: Path) -> list[Path]:
 def tp_layer() -> list[str]:
     """A tensor-parallel Llama layer as ``collectives.py`` runs it: ``MEASURED_LAYER`` with an
     all-reduce after the attention output and after the FFN down projection (the LM head split by
-    vocabulary, its logits gather not modelled)."""
+    vocabulary, its logits gathered after it: ``TP_HEAD``)."""
     layer = list(MEASURED_LAYER)
     layer.insert(layer.index("o_gemm") + 1, "all_reduce")
     layer.insert(layer.index("down_gemm") + 1, "all_reduce")
     return layer
+
+
+#: the model head of ``collectives.py``'s TP step: the embedding, the vocabulary-split LM head and
+#: the all-gather of its logits (``rdusim.mapping.gpu``'s ``logits_gather``)
+TP_HEAD = ("embedding", "lm_head", "logits_gather")
 
 
 def predict_tp_step(
@@ -239,7 +244,7 @@ def predict_tp_step(
         model,
         gpu,
         layer=tp_layer(),
-        head=["embedding", "lm_head"],
+        head=list(TP_HEAD),
         phase=phase,
         batch=batch,
         seq_len=length,

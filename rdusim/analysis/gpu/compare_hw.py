@@ -115,14 +115,15 @@ def _gpu_row(spec: MappingSpec, model: ModelSpec, hw: str, seq_len: int, policy:
         tp *= 2
     if tp > node.gpus:
         return _empty(node.name, policy, f"weights do not fit {node.gpus} x {node.gpu.name}", hardware=node.name)
-    layer = decoder_layer(model)
-    if tp > 1:
+    layer, head = decoder_layer(model), ["embedding", "lm_head"]
+    if tp > 1:  # the all-reduces of a TP layer, and the vocabulary-split LM head's logits gathered
         layer.insert(layer.index("o_gemm") + 1, "all_reduce")
         layer.insert(layer.index("down_gemm") + 1, "all_reduce")
+        head.append("logits_gather")
     gspec = GpuMappingSpec(kind="gpu_mapping", name=f"{model.name}-decode", model=model.name, hardware=hw,
                            phase="decode", launch="graph", tp=tp,
                            workload=WorkloadSpec(seq_len=seq_len, batch=1), kv_policy=policy,
-                           layer=layer, head=["embedding", "lm_head"])
+                           layer=layer, head=head)
     probe = simulate_gpu_mapping(gspec, model, node, batch=1)
     largest = min(probe.max_batch, MAX_GPU_BATCH)
     use = batch or largest
