@@ -220,7 +220,7 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
     ),
     "graph decode": KnownMiss(
         "Llama-3.1-8B TP4 decode at batch 2-24 (run ba, frozen after RMSNorm's weight from DRAM, points never "
-        "measured: 5.7% / -6.8%) takes 5-7% longer than the model, as run ay's b2-16 did: PyTorch's "
+        "measured: 5.7% / -6.8%; 5.3% / -6.4% since the TP step gathers its logits) takes 5-7% longer than the model, as run ay's b2-16 did: PyTorch's "
         "non-vectorised elementwise kernels with a full 4-element chain run 0.3-0.56 us longer in a step than "
         "timed alone (320 a step), and the all-reduces on four GPUs about 380 us a step more than modelled "
         "(run aw's shard and run ay; no mechanism for either yet: runs bc-bi rule out the kernels' code, address translations, the SM clock, the operands' layout and the output's lines; their input written just before by the step's QKV GEMM reproduces most of it, run bh); at TP2 and for the 70B the same points are "
