@@ -236,15 +236,18 @@ TP_HEAD = ("embedding", "lm_head", "logits_gather")
 
 
 def predict_tp_step(
-    model: ModelSpec, gpu: Gpu, *, phase: str, batch: int, length: int, mode: str, tp: int
+    model: ModelSpec, gpu: Gpu, *, phase: str, batch: int, length: int, mode: str, tp: int,
+    head: tuple[str, ...] = TP_HEAD,
 ):
     """One TP step of ``collectives.py`` (decode at KV ``length``, or a prefill of ``length``
-    tokens) on one GPU of ``tp``, on the document as it is (no bus fit): a ``GpuStep``."""
+    tokens) on one GPU of ``tp``, on the document as it is (no bus fit): a ``GpuStep``. ``head``:
+    the model head's kernels (``TP_HEAD``; a frozen table gives the step without the logits'
+    gather beside it)."""
     return simulate_gpu_step(
         model,
         gpu,
         layer=tp_layer(),
-        head=list(TP_HEAD),
+        head=list(head),
         phase=phase,
         batch=batch,
         seq_len=length,
