@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--e2e", default="decode,prefill", help="comma-separated TP step phases: decode, prefill")
     ap.add_argument("--without-gather", action="store_true", help="diagnostic: time each TP step again "
                     "right after it without the all-gather of its logits after the LM head (rows *_nogather: "
-                    "the gather's cost in the step is the difference; logits_gather.py)")
+                    "the gather's cost in the step is the difference; logits_gather.py; rdusim.analysis.gpu.collectives "
+                    "NO_GATHER_SUFFIX)")
     ap.add_argument("--ranks", help="with --dry-run, or --model and --sizes/--frozen: comma-separated world "
                     "sizes (2 by default) to plan or predict the rows at (a run gets its own from torchrun)")
     ap.add_argument("--frozen", action="store_true", help="with --model: the frozen predictions of the full "
@@ -510,7 +511,7 @@ def compare(path: str, csv_path: str, against: str | None = None) -> int:
     if frozen:
         predicted = {r["name"]: _frozen_row(frozen, r["name"], _tp(r["name"]), against)[0] for r in steps}
     else:
-        predicted = {name: us for name, us, *_ in _e2e_rows(node, [r["name"] for r in steps])}
+        predicted = {name: us for name, us, _ in _e2e_rows(node, [r["name"] for r in steps])}
     for tp, tp_model in _step_tables([r["name"] for r in steps]) or [(2, "llama-3.1-8b")]:
         print()
         print(f"| TP{tp} row ({_title(tp_model)}) | measured (us) | predicted (us) | error |")
@@ -536,20 +537,18 @@ def _step_tables(names) -> list[tuple[int, str]]:
 def _e2e_predictions(node, names: list[str] | None = None) -> None:
     """The TP step rows ``names`` (the TP2 rows of the full plan when None), one table per degree."""
     rows = _e2e_rows(node, names)
-    for tp, tp_model in _step_tables([row[0] for row in rows]):
-        print(f"| TP{tp} row ({_title(tp_model)}) | predicted step (us) | of which all-reduce (us) | "
-              "of which logits gather (us) | without the gather (us) |")
-        print("|---|---:|---:|---:|---:|")
-        for name, step_us, ar_us, gather_us, bare_us in rows:
+    for tp, tp_model in _step_tables([name for name, _, _ in rows]):
+        print(f"| TP{tp} row ({_title(tp_model)}) | predicted step (us) | of which all-reduce (us) |")
+        print("|---|---:|---:|")
+        for name, step_us, ar_us in rows:
             if _tp(name) == tp and _tp_model(name) == tp_model:
-                print(f"| {name} | {step_us:.1f} | {ar_us:.1f} | {gather_us:.1f} | {bare_us:.1f} |")
+                print(f"| {name} | {step_us:.1f} | {ar_us:.1f} |")
 
 
-def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, float, float, float]]:
+def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, float]]:
     """The TP step rows ``names`` (the TP2 rows of the full plan when None) as rdusim predicts
-    them (``rdusim.analysis.gpu.collectives.predict_tp_step``): (name, the step, its all-reduces,
-    its logits' all-gather, the step without that gather), us."""
-    from rdusim.analysis.gpu.collectives import TP_HEAD, predict_tp_step
+    them (``rdusim.analysis.gpu.collectives.predict_tp_step``)."""
+    from rdusim.analysis.gpu.collectives import predict_tp_step
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
 
@@ -567,11 +566,9 @@ def _e2e_rows(node, names: list[str] | None = None) -> list[tuple[str, float, fl
         tp_model = _tp_model(row["name"])
         if tp_model not in models:
             models[tp_model] = load_spec(model_path(tp_model), ModelSpec)
-        point = {"phase": phase, "batch": row["batch"], "length": seq, "mode": row["mode"], "tp": _tp(row["name"])}
-        step = predict_tp_step(models[tp_model], node.gpu, **point)
-        bare = predict_tp_step(models[tp_model], node.gpu, **point, head=tuple(k for k in TP_HEAD if k != "logits_gather"))
-        out.append((row["name"], step.seconds * 1e6, step.kernels.get("all_reduce", 0.0) * 1e6,
-                    step.kernels.get("logits_gather", 0.0) * 1e6, bare.seconds * 1e6))
+        step = predict_tp_step(models[tp_model], node.gpu, phase=phase, batch=row["batch"], length=seq, mode=row["mode"],
+                               tp=_tp(row["name"]))
+        out.append((row["name"], step.seconds * 1e6, step.kernels.get("all_reduce", 0.0) * 1e6))
     return out
 
 

@@ -233,6 +233,9 @@ def tp_layer() -> list[str]:
 #: the model head of ``collectives.py``'s TP step: the embedding, the vocabulary-split LM head and
 #: the all-gather of its logits (``rdusim.mapping.gpu``'s ``logits_gather``)
 TP_HEAD = ("embedding", "lm_head", "logits_gather")
+#: a TP step row timed without its logits' all-gather (``collectives.py --without-gather``, run cp)
+#: ends its name with this; it is predicted with the head less ``logits_gather``
+NO_GATHER_SUFFIX = "_nogather"
 
 
 def predict_tp_step(
@@ -259,8 +262,10 @@ def predict_tp_step(
 def compare_tp_steps(rows: list[dict], gpu: Gpu, model: ModelSpec) -> list[dict]:
     """A ``collectives.py`` CSV's TP step rows (``e2e_decode_tp<n>``, ``e2e_prefill_tp<n>``; the
     degree is the row's ``ranks``) against ``predict_tp_step``: the row with ``phase``, ``pred``
-    (seconds) and ``err``."""
+    (seconds) and ``err``. A row timed without its logits' gather (``NO_GATHER_SUFFIX``) is
+    predicted without it."""
     out = []
+    bare = tuple(k for k in TP_HEAD if k != "logits_gather")
     for r in rows:
         if not r["kind"].startswith(("e2e_decode_tp", "e2e_prefill_tp")):
             continue
@@ -274,6 +279,7 @@ def compare_tp_steps(rows: list[dict], gpu: Gpu, model: ModelSpec) -> list[dict]
             length=length,
             mode=r["mode"],
             tp=int(r["ranks"]),
+            head=bare if r["name"].endswith(NO_GATHER_SUFFIX) else TP_HEAD,
         )
         t = float(r["median_us"]) * 1e-6
         out.append({**r, "phase": phase, "pred": step.seconds, "err": (step.seconds - t) / t})

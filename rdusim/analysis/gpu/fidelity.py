@@ -1144,6 +1144,9 @@ SOURCES: tuple[Source, ...] = (
     _tp_steps("h200x4-20261128ba-tp4-70b.csv"),
     _tp_steps("h200x4-20261128ba-tp2.csv"),
     _tp_steps("h200x4-20261128ba-tp2-70b.csv"),
+    # run cp (frozen after the TP step's logits gather): 8B TP2 decode at batch 128-1024, each step also
+    # timed without its gather (rows *_nogather, predicted without it)
+    _tp_steps("h200x2-20261130cp-tp2.csv"),
 )
 
 #: the sets ``--all`` adds after ``SOURCES``, in its order: those the default leaves out to stay near
