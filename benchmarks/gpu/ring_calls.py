@@ -217,11 +217,131 @@ def checks(frozen, measured) -> list[str]:
     return out
 
 
+#: run co's one-channel rows: the loops' costs the per-call prices are fitted on
+RUN_CO_CH1 = ROOT / "benchmarks/gpu/h200x2-20261130co-ch1.csv"
+
+
+def one_channel_loops(path: Path = RUN_CO_CH1) -> dict[str, float]:
+    """Operations a loop of each op on one ring channel of two GPUs: its time a byte (the slope over
+    the file's sizes) against the all-reduce's, whose loop is 8 (module docstring: 4 a wire byte, 2
+    wire chunks a loop; the all-gather and reduce-scatter loops one wire chunk of S / 2)."""
+    rows: dict[str, list[tuple[int, float]]] = {}
+    with open(path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["case"] == "plain":
+                rows.setdefault(r["op"], []).append((int(r["bytes"]) // MIB, float(r["median_us"])))
+    per_op = slope(rows.pop("all_reduce")) / 8  # a byte of S: the all-reduce's loop over its 8 operations
+    # a byte of S is half a wire byte of the all-gather's and reduce-scatter's loops: the same unit
+    return {"all_reduce": 8.0, **{op: slope(pts) / per_op for op, pts in rows.items()}}
+
+
+def fit_prices(loops: dict[str, float]) -> tuple[float, float, float]:
+    """Per-call prices from the one-channel loops (explained after run co, not adopted: docs/gpu.md,
+    "Run co"): a call that loads and stores each byte once costs ``pair`` operations (the in-place
+    all-gather's send and recv), a further store ``store`` (the copy of copySend), a further load
+    ``load`` (recvReduceCopy's second source). The all-reduce's loop, 3 pair + store + load, is left
+    to check them."""
+    pair = loops["all_gather_inplace"] / 2
+    return pair, loops["all_gather"] - 2 * pair, loops["reduce_scatter"] - 2 * pair
+
+
+def priced_primitives(prices: tuple[float, float, float]):
+    """``ring_primitives`` with each call at its per-call price (``fit_prices``), any ring size."""
+    pair, store, load = prices
+
+    def cost(loads: int, stores: int) -> float:
+        return pair + store * (stores - 1) + load * (loads - 1)
+
+    def primitives(op: str, ranks: int) -> tuple[tuple[bool, float], ...]:
+        n = ranks
+        if n < 2:
+            raise ValueError(f"a ring needs at least 2 GPUs, got {ranks}")
+        if op == "all_reduce":  # send, recvReduceSend, recvReduceCopySend, recvCopySend, recv
+            return ((True, cost(1, 1)),) + ((True, cost(2, 1)),) * (n - 2) + ((True, cost(2, 2)),) \
+                + ((True, cost(1, 2)),) * (n - 2) + ((False, cost(1, 1)),)
+        if op == "all_gather":  # copySend, recvCopySend, recv
+            return ((True, cost(1, 2)),) * (n - 1) + ((False, cost(1, 1)),)
+        if op == "reduce_scatter":  # send, recvReduceSend, recvReduceCopy
+            return ((True, cost(1, 1)),) + ((True, cost(2, 1)),) * (n - 2) + ((False, cost(2, 1)),)
+        raise ValueError(f"no ring for {op!r}")
+
+    return primitives
+
+
+def prices_report() -> list[str]:
+    loops = one_channel_loops()
+    pair, store, load = fit_prices(loops)
+    h100_ag = 8 * run_ad_ratio()
+    return [
+        "One ring channel, two H200s (run co, h200x2-20261130co-ch1.csv): operations a loop, the all-reduce's 8",
+        *(f"- {op}: {v:.3f}" for op, v in loops.items()),
+        f"Per-call prices: a load and a store {pair:.3f}, a further store {store:.3f}, a further load {load:.3f}",
+        f"Check, the all-reduce's loop (3 x pair + store + load): {3 * pair + store + load:.3f} against 8",
+        f"Check, run ad's one-channel all-gather on two H100s: {h100_ag:.3f} against {2 * pair + store:.3f} "
+        f"({100 * ((2 * pair + store) / h100_ag - 1):+.1f}%)",
+    ]
+
+
+def evaluate() -> list[str]:
+    """``rdusim fidelity --gpu`` with the engine's count and with the per-call prices (the engine's
+    ``ring_primitives`` replaced for the run): each gated collectives group's median, and the totals."""
+    import contextlib
+    import io
+    import tempfile
+
+    from rdusim.cli import main as rdusim
+    from rdusim.hw import collectives as nccl
+
+    count = nccl.ring_primitives
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, prims in (("count", count), ("prices", priced_primitives(fit_prices(one_channel_loops())))):
+            nccl.ring_primitives = prims
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):  # the table: only its CSV is read
+                    rdusim(["fidelity", "--gpu", "-q", "--root", str(ROOT), "--out", f"{tmp}/{name}.csv"])
+            finally:
+                nccl.ring_primitives = count
+            with open(f"{tmp}/{name}.csv", newline="") as fh:
+                out[name] = list(csv.DictReader(fh))
+    return _evaluation(out["count"], out["prices"])
+
+
+def _evaluation(count: list[dict], prices: list[dict]) -> list[str]:
+    def groups(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
+        return {(r["set"], r["gpu"], r["kind"]): r for r in rows
+                if r["role"] == "prediction" and r["kind"].startswith("collectives")}
+
+    a, b = groups(count), groups(prices)
+    lines = ["| op, launch | GPUs | groups | median of the groups' medians: count -> prices | within: count -> prices |",
+             "|---|---|---:|---|---|"]
+    by: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
+    for key, row in a.items():
+        by.setdefault((row["kind"].split(": ", 1)[1], row["gpu"]), []).append((row, b[key]))
+    for (kind, gpu), pairs in sorted(by.items()):
+        med = [statistics.median(float(p[i]["median_abs_error"]) for p in pairs) for i in (0, 1)]
+        within = [sum(p[i]["within"] == "yes" for p in pairs) for i in (0, 1)]
+        lines.append(f"| {kind} | {gpu} | {len(pairs)} | {100 * med[0]:.1f}% -> {100 * med[1]:.1f}% | "
+                     f"{within[0]} -> {within[1]} |")
+    verdicts = {v: [sum(r["within"] == v for r in g.values()) for g in (a, b)] for v in ("yes", "known miss", "no")}
+    lines.append("")
+    lines.append("Gated collectives groups, count -> prices: " + ", ".join(
+        f"{v} {n[0]} -> {n[1]}" for v, n in verdicts.items()))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frozen", metavar="OUT", help="write the frozen table")
     ap.add_argument("--compare", nargs="+", metavar=("FROZEN", "CSV"), help="the frozen table, then the CSVs")
+    ap.add_argument("--prices", action="store_true", help="the per-call prices fitted on run co's one-channel "
+                    "rows and their checks (explained after the run)")
+    ap.add_argument("--evaluate", action="store_true", help="rdusim fidelity --gpu's collectives groups with the "
+                    "count and with the per-call prices (two runs of the table, about two minutes)")
     args = ap.parse_args(argv)
+    if args.prices or args.evaluate:
+        print("\n".join(prices_report() if args.prices else evaluate()))
+        return 0
     if args.frozen:
         Path(args.frozen).write_text("\n".join(frozen_table()) + "\n")
         return 0

@@ -52,3 +52,37 @@ def test_run_co_as_committed() -> None:
     frozen = calls.read_frozen(str(GPU / f"{CO}-predicted.txt"))
     assert len(frozen) == len(calls.OPS) * sum(len(sizes) for _, sizes in calls.VARIANTS.values())
     assert frozen["ch1", "all_gather", 64] == {"count": 2010.5, "copy": 2225.9, "store": 2225.9}
+
+
+def test_per_call_prices_from_run_co() -> None:
+    """Run co's one-channel loops give the per-call prices (a load and a store 2.108, a further store
+    1.280, a further load 0.395) that put the all-reduce's loop, never fitted on, at 8.000 of its 8;
+    the committed report is what ring_calls.py --prices prints. Priced per call, a ring's calls keep
+    the all-reduce's loop and give each other loop its measured cost."""
+    calls = bench_script("ring_calls")
+    loops = calls.one_channel_loops()
+    pair, store, load = calls.fit_prices(loops)
+    assert (round(pair, 3), round(store, 3), round(load, 3)) == (2.108, 1.280, 0.395)
+    assert 3 * pair + store + load == pytest.approx(8.0, abs=0.002)
+    assert "\n".join(calls.prices_report()) + "\n" == (GPU / f"{CO}-prices.txt").read_text()
+    prims = calls.priced_primitives((pair, store, load))
+    assert sum(c for _, c in prims("all_gather", 2)) == pytest.approx(loops["all_gather"])
+    assert sum(c for _, c in prims("reduce_scatter", 2)) == pytest.approx(loops["reduce_scatter"])
+    from rdusim.hw.collectives import ring_primitives
+
+    for op in ("all_reduce", "all_gather", "reduce_scatter"):  # the count's calls, each at its price
+        assert [on for on, _ in prims(op, 4)] == [on for on, _ in ring_primitives(op, 4)]
+
+
+def test_the_evaluation_counts_groups_by_op_and_verdict() -> None:
+    """--evaluate's table reads two fidelity CSVs: each gated collectives group's median by op and
+    launch, and the verdicts counted."""
+    calls = bench_script("ring_calls")
+
+    def row(kind: str, med: float, within: str) -> dict:
+        return {"set": "run x", "gpu": "2 x H200", "kind": f"collectives: {kind}", "role": "prediction",
+                "median_abs_error": str(med), "within": within}
+
+    lines = calls._evaluation([row("all_gather, graph", 0.12, "known miss")], [row("all_gather, graph", 0.09, "yes")])
+    assert "| all_gather, graph | 2 x H200 | 1 | 12.0% -> 9.0% | 0 -> 1 |" in lines
+    assert lines[-1] == "Gated collectives groups, count -> prices: yes 0 -> 1, known miss 1 -> 0, no 0 -> 0"
