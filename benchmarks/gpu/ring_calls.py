@@ -330,15 +330,60 @@ def _evaluation(count: list[dict], prices: list[dict]) -> list[str]:
     return lines
 
 
+#: the channels' document rate a channel's operations are counted in (hw_configs/h200.yaml nvlink.ring)
+CHANNEL_OPS_PER_S = 84.0e9
+#: wire bytes a byte of S, two GPUs: the all-reduce's S, the others' S / 2
+WIRE_SHARE = {"all_reduce": 1.0, "all_gather": 0.5, "all_gather_inplace": 0.5, "reduce_scatter": 0.5}
+
+
+def channel_costs(paths: list[str], from_mib: int = 16) -> dict[tuple[str, int], float]:
+    """{(op, ring channels): a channel's operations a wire byte} of collective_ramp_diag.py graph rows
+    (run cq: the channels forced, ``NCCL_MIN/MAX_NCHANNELS`` in the row's ``env``; 24 where unset,
+    NCCL's default on two H200s): the slope over the sizes from ``from_mib`` MiB (the fixed cost
+    aside) times the channels, in operations at ``CHANNEL_OPS_PER_S``."""
+    rows: dict[tuple[str, int], list[tuple[int, float]]] = {}
+    for path in paths:
+        with open(path, newline="") as fh:
+            for r in csv.DictReader(fh):
+                mib = int(r["bytes"]) // MIB
+                if r["case"] != "plain" or mib < from_mib:
+                    continue
+                env = dict(kv.split("=", 1) for kv in r["env"].split() if "=" in kv)
+                channels = int(env.get("NCCL_MAX_NCHANNELS", 24))
+                rows.setdefault((r["op"], channels), []).append((mib, float(r["median_us"])))
+    out = {}
+    for (op, channels), pts in sorted(rows.items()):
+        if len({m for m, _ in pts}) >= 2:
+            us_per_wire_mib = slope(pts) / WIRE_SHARE[op]
+            out[op, channels] = us_per_wire_mib * 1e-6 / MIB * CHANNEL_OPS_PER_S * channels
+    return out
+
+
+def channels_report(paths: list[str]) -> list[str]:
+    costs = channel_costs(paths)
+    counts = sorted({c for _, c in costs})
+    ops = [op for op in WIRE_SHARE if any(k[0] == op for k in costs)]
+    lines = ["A channel's operations a wire byte (slope from 16 MiB x channels, at 84 GB/s a channel), by ring channels",
+             "| op | " + " | ".join(str(c) for c in counts) + " |", "|---|" + "---:|" * len(counts)]
+    for op in ops:
+        lines.append(f"| {op} | " + " | ".join(f"{costs[op, c]:.2f}" if (op, c) in costs else "-" for c in counts) + " |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frozen", metavar="OUT", help="write the frozen table")
     ap.add_argument("--compare", nargs="+", metavar=("FROZEN", "CSV"), help="the frozen table, then the CSVs")
     ap.add_argument("--prices", action="store_true", help="the per-call prices fitted on run co's one-channel "
                     "rows and their checks (explained after the run)")
+    ap.add_argument("--channels", nargs="+", metavar="CSV", help="run cq: a channel's operations a wire byte "
+                    "by op and ring channel count")
     ap.add_argument("--evaluate", action="store_true", help="rdusim fidelity --gpu's collectives groups with the "
                     "count and with the per-call prices (two runs of the table, about two minutes)")
     args = ap.parse_args(argv)
+    if args.channels:
+        print("\n".join(channels_report(args.channels)))
+        return 0
     if args.prices or args.evaluate:
         print("\n".join(prices_report() if args.prices else evaluate()))
         return 0

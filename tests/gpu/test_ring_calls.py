@@ -3,6 +3,7 @@ rows, and run co's committed comparison with its registered checks."""
 
 from __future__ import annotations
 
+import csv
 import re
 
 import pytest
@@ -86,3 +87,22 @@ def test_the_evaluation_counts_groups_by_op_and_verdict() -> None:
     lines = calls._evaluation([row("all_gather, graph", 0.12, "known miss")], [row("all_gather, graph", 0.09, "yes")])
     assert "| all_gather, graph | 2 x H200 | 1 | 12.0% -> 9.0% | 0 -> 1 |" in lines
     assert lines[-1] == "Gated collectives groups, count -> prices: yes 0 -> 1, known miss 1 -> 0, no 0 -> 0"
+
+
+def test_channel_costs_read_the_forced_channels_from_the_env_column(tmp_path) -> None:
+    """--channels: a channel's operations a wire byte is the slope from 16 MiB over the op's wire share
+    times the channels (NCCL_MAX_NCHANNELS in the row's env, 24 where unset), at 84 GB/s a channel."""
+    calls = bench_script("ring_calls")
+    path = tmp_path / "c.csv"
+    per_op_us = 1e6 * (1 << 20) / 84.0e9  # one operation on a MiB at 84 GB/s
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["case", "op", "bytes", "median_us", "env"])
+        for mib in (16, 64, 256):  # the all-reduce at 4 operations, the reduce-scatter at 5, one channel and two
+            out.writerow(["plain", "all_reduce", mib << 20, 10 + mib * 4 * per_op_us, "NCCL_MAX_NCHANNELS=1"])
+            out.writerow(["plain", "reduce_scatter", mib << 20, 10 + mib * 0.5 * 5 * per_op_us / 2,
+                          "NCCL_MAX_NCHANNELS=2 NCCL_MIN_NCHANNELS=2"])
+            out.writerow(["plain", "all_reduce", 4 << 20, 99.0, ""])  # under 16 MiB: not read
+    costs = calls.channel_costs([str(path)])
+    assert costs == pytest.approx({("all_reduce", 1): 4.0, ("reduce_scatter", 2): 5.0})
+    assert calls.channels_report([str(path)])[1] == "| op | 1 | 2 |"
