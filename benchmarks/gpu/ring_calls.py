@@ -332,6 +332,8 @@ def _evaluation(count: list[dict], prices: list[dict]) -> list[str]:
 
 #: the channels' document rate a channel's operations are counted in (hw_configs/h200.yaml nvlink.ring)
 CHANNEL_OPS_PER_S = 84.0e9
+#: the count's loads and stores a wire byte on two GPUs (``ring_primitives``)
+COUNT_OPS = {"all_reduce": 4, "all_gather": 5, "all_gather_inplace": 4, "reduce_scatter": 5}
 #: wire bytes a byte of S, two GPUs: the all-reduce's S, the others' S / 2
 WIRE_SHARE = {"all_reduce": 1.0, "all_gather": 0.5, "all_gather_inplace": 0.5, "reduce_scatter": 0.5}
 
@@ -367,6 +369,12 @@ def channels_report(paths: list[str]) -> list[str]:
              "| op | " + " | ".join(str(c) for c in counts) + " |", "|---|" + "---:|" * len(counts)]
     for op in ops:
         lines.append(f"| {op} | " + " | ".join(f"{costs[op, c]:.2f}" if (op, c) in costs else "-" for c in counts) + " |")
+    lines += ["", "The GPU's loads and stores a second, GB/s (the count's operations a wire byte x the wire rate: "
+              "channels x 84 GB/s over the cost above)", lines[1], lines[2]]
+    for op in ops:
+        lines.append(f"| {op} | " + " | ".join(
+            f"{COUNT_OPS[op] * c * CHANNEL_OPS_PER_S / 1e9 / costs[op, c]:.0f}" if (op, c) in costs else "-"
+            for c in counts) + " |")
     return lines
 
 
