@@ -32,7 +32,7 @@ Besides NCCL's collectives as collectives.py calls them (out of place), ``all_ga
 its ring's first call sends the part (``directSend``) where out of place it copies it to the output
 as it sends (``directCopySend``; NVIDIA/nccl ``src/device/all_gather.h`` runRing).
 
-Besides NCCL's collectives, two point-to-point ops on two GPUs (``--ops``, not run by default),
+And two point-to-point ops on two GPUs (``--ops``, not run by default),
 each moving the all-to-all's part a peer (S / 2) with ``batch_isend_irecv``: ``sendrecv``, each
 rank sends its part to the other and receives the other's (the all-to-all without its self
 copy), and ``send_oneway``, rank 1 sends and rank 0 receives (rank 0's time is the row's: it

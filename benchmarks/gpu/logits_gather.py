@@ -37,14 +37,13 @@ def row_name(batch: int, kv: int) -> str:
 
 def frozen_table() -> list[str]:
     """The model's step, its gather's kernel and the step without the gather (us), every point."""
-    from rdusim.analysis.gpu.collectives import TP_HEAD, predict_tp_step
+    from rdusim.analysis.gpu.collectives import TP_HEAD_WITHOUT_GATHER, predict_tp_step
     from rdusim.config.loader import load_spec, model_path
     from rdusim.config.schema import ModelSpec
     from rdusim.hw.gpu import load_gpu_node
 
     gpu = load_gpu_node(ROOT / DOC).gpu
     model = load_spec(model_path("llama-3.1-8b"), ModelSpec)
-    bare_head = tuple(k for k in TP_HEAD if k != "logits_gather")
     lines = [
         f"# Run cp, frozen before the run: Llama-3.1-8B TP2 decode steps (CUDA graph) on two H200s, {DOC} as",
         "# committed (nothing refitted); `difference` the step less the step without logits_gather.",
@@ -54,7 +53,7 @@ def frozen_table() -> list[str]:
     for batch, kv in POINTS:
         point = {"phase": "decode", "batch": batch, "length": kv, "mode": "graph", "tp": 2}
         step = predict_tp_step(model, gpu, **point)
-        bare = predict_tp_step(model, gpu, **point, head=bare_head)
+        bare = predict_tp_step(model, gpu, **point, head=TP_HEAD_WITHOUT_GATHER)
         lines.append(f"| {row_name(batch, kv)} | {step.seconds * 1e6:.1f} | {bare.seconds * 1e6:.1f} | "
                      f"{(step.seconds - bare.seconds) * 1e6:.1f} | {step.kernels['logits_gather'] * 1e6:.1f} |")
     return lines

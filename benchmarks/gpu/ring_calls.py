@@ -27,6 +27,17 @@ operation at ``channel_bandwidth``):
 Variants (``ring_run_co.sh``; the CSV's ``variant`` column): ``def`` (NCCL's defaults, 24 ring
 channels), ``ch8`` and ``ch1`` (the channels forced to 8 and 1), ``def2`` (the defaults again). Checks:
 ``h200x2-20261130co-calls-hypotheses.md`` (committed before the run).
+
+After the run (docs/gpu.md, "Run co"): ``--prices`` fits per-call prices on run co's one-channel
+loops (a load and a store, a further store, a further load) and checks them on the all-reduce's loop
+and run ad's H100 all-gather; ``--evaluate`` runs ``rdusim fidelity --gpu`` with the engine's count
+and with those prices (not adopted: the reduce-scatter's groups regress); ``--channels`` reads run
+cq's rows (``ring_run_cq.sh``: the channels forced to 1-16, and 24) as a channel's operations a wire
+byte by op and channel count, and the GPU's loads and stores a second.
+
+    PYTHONPATH=. python benchmarks/gpu/ring_calls.py --prices
+    PYTHONPATH=. python benchmarks/gpu/ring_calls.py --evaluate
+    PYTHONPATH=. python benchmarks/gpu/ring_calls.py --channels benchmarks/gpu/h200x2-20261130cq-*.csv
 """
 
 from __future__ import annotations
@@ -37,6 +48,9 @@ import dataclasses
 import statistics
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ring_predict import frozen_arguments, frozen_or_compare, read_measured  # noqa: E402  (beside this file)
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -143,16 +157,6 @@ def read_frozen(path: str) -> dict[tuple[str, str, int], dict[str, float]]:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if len(cells) == 3 + len(HYPOTHESES) and cells[2].isdigit():
                 out[cells[0], cells[1], int(cells[2])] = dict(zip(HYPOTHESES, map(float, cells[3:]), strict=True))
-    return out
-
-
-def read_measured(paths: list[str]) -> dict[tuple[str, str, int], float]:
-    out = {}
-    for path in paths:
-        with open(path, newline="") as fh:
-            for r in csv.DictReader(fh):
-                if r["case"] == "plain":
-                    out[r["variant"], r["op"], int(r["bytes"]) // MIB] = float(r["median_us"])
     return out
 
 
@@ -380,8 +384,7 @@ def channels_report(paths: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--frozen", metavar="OUT", help="write the frozen table")
-    ap.add_argument("--compare", nargs="+", metavar=("FROZEN", "CSV"), help="the frozen table, then the CSVs")
+    frozen_arguments(ap)
     ap.add_argument("--prices", action="store_true", help="the per-call prices fitted on run co's one-channel "
                     "rows and their checks (explained after the run)")
     ap.add_argument("--channels", nargs="+", metavar="CSV", help="run cq: a channel's operations a wire byte "
@@ -395,16 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.prices or args.evaluate:
         print("\n".join(prices_report() if args.prices else evaluate()))
         return 0
-    if args.frozen:
-        Path(args.frozen).write_text("\n".join(frozen_table()) + "\n")
-        return 0
-    if args.compare:
-        if len(args.compare) < 2:
-            ap.error("--compare takes the frozen table and at least one CSV")
-        print("\n".join(compare(args.compare[0], args.compare[1:])))
-        return 0
-    ap.error("--frozen OUT or --compare FROZEN CSV...")
-    return 2
+    return frozen_or_compare(ap, args, frozen_table, compare)
 
 
 if __name__ == "__main__":

@@ -149,21 +149,31 @@ def compare(frozen_path: str, csv_paths: list[str]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def frozen_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--frozen OUT`` and ``--compare FROZEN CSV...``: a registered run's two steps (this script's,
+    ring_calls.py's)."""
     ap.add_argument("--frozen", metavar="OUT", help="write the frozen table")
     ap.add_argument("--compare", nargs="+", metavar=("FROZEN", "CSV"), help="the frozen table, then the CSVs")
-    args = ap.parse_args(argv)
+
+
+def frozen_or_compare(ap: argparse.ArgumentParser, args: argparse.Namespace, table, against) -> int:
+    """``--frozen``: write ``table()``'s lines; ``--compare``: print ``against(frozen, csvs)``'s."""
     if args.frozen:
-        Path(args.frozen).write_text("\n".join(frozen_table()) + "\n")
+        Path(args.frozen).write_text("\n".join(table()) + "\n")
         return 0
     if args.compare:
         if len(args.compare) < 2:
             ap.error("--compare takes the frozen table and at least one CSV")
-        print("\n".join(compare(args.compare[0], args.compare[1:])))
+        print("\n".join(against(args.compare[0], args.compare[1:])))
         return 0
     ap.error("--frozen OUT or --compare FROZEN CSV...")
     return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    frozen_arguments(ap)
+    return frozen_or_compare(ap, ap.parse_args(argv), frozen_table, compare)
 
 
 if __name__ == "__main__":

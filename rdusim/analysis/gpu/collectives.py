@@ -233,8 +233,10 @@ def tp_layer() -> list[str]:
 #: the model head of ``collectives.py``'s TP step: the embedding, the vocabulary-split LM head and
 #: the all-gather of its logits (``rdusim.mapping.gpu``'s ``logits_gather``)
 TP_HEAD = ("embedding", "lm_head", "logits_gather")
+#: the same head without the gather: a step timed without it (run cp)
+TP_HEAD_WITHOUT_GATHER = tuple(k for k in TP_HEAD if k != "logits_gather")
 #: a TP step row timed without its logits' all-gather (``collectives.py --without-gather``, run cp)
-#: ends its name with this; it is predicted with the head less ``logits_gather``
+#: ends its name with this; it is predicted with ``TP_HEAD_WITHOUT_GATHER``
 NO_GATHER_SUFFIX = "_nogather"
 
 
@@ -244,8 +246,8 @@ def predict_tp_step(
 ):
     """One TP step of ``collectives.py`` (decode at KV ``length``, or a prefill of ``length``
     tokens) on one GPU of ``tp``, on the document as it is (no bus fit): a ``GpuStep``. ``head``:
-    the model head's kernels (``TP_HEAD``; a frozen table gives the step without the logits'
-    gather beside it)."""
+    the model head's kernels (``TP_HEAD``, or ``TP_HEAD_WITHOUT_GATHER`` for a step timed without
+    its logits' gather)."""
     return simulate_gpu_step(
         model,
         gpu,
@@ -265,7 +267,6 @@ def compare_tp_steps(rows: list[dict], gpu: Gpu, model: ModelSpec) -> list[dict]
     (seconds) and ``err``. A row timed without its logits' gather (``NO_GATHER_SUFFIX``) is
     predicted without it."""
     out = []
-    bare = tuple(k for k in TP_HEAD if k != "logits_gather")
     for r in rows:
         if not r["kind"].startswith(("e2e_decode_tp", "e2e_prefill_tp")):
             continue
@@ -279,7 +280,7 @@ def compare_tp_steps(rows: list[dict], gpu: Gpu, model: ModelSpec) -> list[dict]
             length=length,
             mode=r["mode"],
             tp=int(r["ranks"]),
-            head=bare if r["name"].endswith(NO_GATHER_SUFFIX) else TP_HEAD,
+            head=TP_HEAD_WITHOUT_GATHER if r["name"].endswith(NO_GATHER_SUFFIX) else TP_HEAD,
         )
         t = float(r["median_us"]) * 1e-6
         out.append({**r, "phase": phase, "pred": step.seconds, "err": (step.seconds - t) / t})
