@@ -382,6 +382,52 @@ def channels_report(paths: list[str]) -> list[str]:
     return lines
 
 
+#: loads a wire byte of each op's loop on two GPUs (``ring_primitives``: the reduce-scatter's
+#: recvReduceCopy reads its input and the FIFO)
+COUNT_LOADS = {"all_reduce": 2, "all_gather": 2, "all_gather_inplace": 2, "reduce_scatter": 3}
+#: run cq's channel counts the queueing form is fitted on; 24 (NCCL's default, the link in play) is
+#: left to check it
+QUEUE_FIT_CHANNELS = (1, 2, 4, 8, 12, 16)
+
+
+def queue_cost(costs: dict[tuple[str, int], float], params: tuple[float, float, float], op: str,
+               channels: int) -> float:
+    """A channel's operations a wire byte under the queueing form (analysis, not built): its
+    one-channel cost plus, for each load a wire byte, ``load x (1 / (1 - U^k) - 1)``, U the GPU's
+    loads and stores a second over ``peak`` (the channels' own rate, so solved as a fixed point)."""
+    load, peak, k = params
+    base = cost = costs[op, 1]
+    for _ in range(200):
+        u = min(channels * CHANNEL_OPS_PER_S / 1e9 / cost * COUNT_OPS[op] / peak, 0.999)
+        cost = 0.5 * cost + 0.5 * (base + COUNT_LOADS[op] * load * (1 / (1 - u**k) - 1))
+    return cost
+
+
+def queue_report(paths: list[str]) -> list[str]:
+    """The queueing form fitted (least squares) on run cq's costs at 1-16 channels, every op, and its
+    24-channel costs as a check (docs/gpu.md, "Run co": run cq)."""
+    from scipy.optimize import least_squares
+
+    costs = channel_costs(paths)
+
+    def residuals(params) -> list[float]:
+        return [queue_cost(costs, tuple(params), op, c) / costs[op, c] - 1
+                for op in COUNT_OPS for c in QUEUE_FIT_CHANNELS]
+
+    fit = least_squares(residuals, [0.5, 1600.0, 2.0], bounds=([0.0, 500.0, 0.5], [10.0, 5000.0, 8.0]))
+    params = tuple(float(x) for x in fit.x)
+    counts = sorted({c for _, c in costs})
+    lines = [f"Queueing form fitted on {', '.join(map(str, QUEUE_FIT_CHANNELS))} channels: a load "
+             f"{params[0]:.3f} operations at an idle GPU, loads and stores at most {params[1]:.0f} GB/s, "
+             f"exponent {params[2]:.2f}; worst fitted row {100 * max(abs(r) for r in fit.fun):.1f}%",
+             "| op | " + " | ".join(str(c) for c in counts) + " |", "|---|" + "---:|" * len(counts)]
+    for op in COUNT_OPS:
+        lines.append(f"| {op} | " + " | ".join(
+            f"{costs[op, c]:.2f} / {queue_cost(costs, params, op, c):.2f}" for c in counts) + " |")
+    lines.append("(measured / the form; 24 channels not fitted)")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     frozen_arguments(ap)
@@ -389,11 +435,13 @@ def main(argv: list[str] | None = None) -> int:
                     "rows and their checks (explained after the run)")
     ap.add_argument("--channels", nargs="+", metavar="CSV", help="run cq: a channel's operations a wire byte "
                     "by op and ring channel count")
+    ap.add_argument("--queue", nargs="+", metavar="CSV", help="run cq: the queueing form of a channel's cost "
+                    "(loads dearer as the GPU's loads and stores approach a peak) fitted at 1-16 channels")
     ap.add_argument("--evaluate", action="store_true", help="rdusim fidelity --gpu's collectives groups with the "
                     "count and with the per-call prices (two runs of the table, about two minutes)")
     args = ap.parse_args(argv)
-    if args.channels:
-        print("\n".join(channels_report(args.channels)))
+    if args.channels or args.queue:
+        print("\n".join(channels_report(args.channels) if args.channels else queue_report(args.queue)))
         return 0
     if args.prices or args.evaluate:
         print("\n".join(prices_report() if args.prices else evaluate()))
