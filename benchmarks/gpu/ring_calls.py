@@ -76,19 +76,52 @@ def slope(rows: list[tuple[int, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in rows) / sum((x - mx) ** 2 for x in xs)
 
 
+def plain_rows(paths, key=lambda r: r["op"], from_mib: int = 0) -> dict:
+    """{key(row): [(MiB, us), ...]} of collective_ramp_diag.py CSVs' plain rows from ``from_mib`` MiB."""
+    rows: dict = {}
+    for path in [paths] if isinstance(paths, (str, Path)) else paths:
+        with open(path, newline="") as fh:
+            for r in csv.DictReader(fh):
+                mib = int(r["bytes"]) // MIB
+                if r["case"] == "plain" and mib >= from_mib:
+                    rows.setdefault(key(r), []).append((mib, float(r["median_us"])))
+    return rows
+
+
 def run_ad_ratio() -> float:
     """The all-gather's time a byte of output over the all-reduce's a byte of buffer, one channel (run ad)."""
-    rows: dict[str, list[tuple[int, float]]] = {"all_reduce": [], "all_gather": []}
-    with open(RUN_AD_CH1, newline="") as fh:
-        for r in csv.DictReader(fh):
-            mib = int(r["bytes"]) // MIB
-            if r["case"] == "plain" and r["op"] in rows and mib >= FIT_FROM:
-                rows[r["op"]].append((mib, float(r["median_us"])))
+    rows = plain_rows(RUN_AD_CH1, from_mib=FIT_FROM)
     return slope(rows["all_gather"]) / slope(rows["all_reduce"])
 
 
-def primitives(hypothesis: str, op: str, ratio: float) -> tuple[tuple[bool, float], ...]:
-    """A two-GPU ring loop's calls as (on NVLink, cost in operations) under ``hypothesis``.
+def ring_calls(op: str, ranks: int) -> tuple[tuple[bool, int, int], ...]:
+    """A ring loop's primitive calls as (on NVLink, loads a byte, stores a byte), ``ring_primitives``'
+    order, with the in-place all-gather (its first call a send, not a copySend)."""
+    n = ranks
+    if n < 2:
+        raise ValueError(f"a ring needs at least 2 GPUs, got {ranks}")
+    if op == "all_reduce":  # send, recvReduceSend, recvReduceCopySend, recvCopySend, recv
+        return ((True, 1, 1),) + ((True, 2, 1),) * (n - 2) + ((True, 2, 2),) + ((True, 1, 2),) * (n - 2) \
+            + ((False, 1, 1),)
+    if op in ("all_gather", "all_gather_inplace"):  # copySend (send in place), recvCopySend, recv
+        first = (True, 1, 1) if op == "all_gather_inplace" else (True, 1, 2)
+        return (first,) + ((True, 1, 2),) * (n - 2) + ((False, 1, 1),)
+    if op == "reduce_scatter":  # send, recvReduceSend, recvReduceCopy
+        return ((True, 1, 1),) + ((True, 2, 1),) * (n - 2) + ((False, 2, 1),)
+    raise ValueError(f"no ring for {op!r}")
+
+
+def priced(cost):
+    """``ring_primitives`` with each call at ``cost(loads, stores)`` operations a byte, any ring size."""
+
+    def primitives(op: str, ranks: int) -> tuple[tuple[bool, float], ...]:
+        return tuple((on_link, cost(loads, stores)) for on_link, loads, stores in ring_calls(op, ranks))
+
+    return primitives
+
+
+def hypothesis_cost(hypothesis: str, ratio: float):
+    """A call's operations a byte, ``cost(loads, stores)``, under ``hypothesis`` (two GPUs).
 
     On two GPUs the all-reduce's loop (send, recvReduceCopySend, recv) is 8 operations over 2 wire
     chunks, the all-gather's (copySend, recv) one wire chunk: its time a byte of output over the
@@ -96,23 +129,18 @@ def primitives(hypothesis: str, op: str, ratio: float) -> tuple[tuple[bool, floa
     loop ``8 x ratio`` operations."""
     ag_loop = 8 * ratio
     if hypothesis == "count":
-        costs = {"send": 2, "recv": 2, "copySend": 3, "recvReduceCopy": 3, "recvReduceCopySend": 4}
-    elif hypothesis == "copy":
-        costs = {"send": 2, "recv": 2, "copySend": ag_loop - 2, "recvReduceCopy": 3, "recvReduceCopySend": 4}
-    elif hypothesis == "store":
+        return lambda loads, stores: loads + stores
+    if hypothesis == "copy":  # copySend (one load, two stores) the all-gather's loop less recv's 2
+        return lambda loads, stores: ag_loop - 2 if (loads, stores) == (1, 2) else loads + stores
+    if hypothesis == "store":
         store = ag_loop - 4  # copySend + recv = 2 loads + 3 stores = 2 (l + s) + s, with l + s = 2
-        load = 2 - store
-        costs = {"send": load + store, "recv": load + store, "copySend": load + 2 * store,
-                 "recvReduceCopy": 2 * load + store, "recvReduceCopySend": 2 * load + 2 * store}
-    else:
-        raise ValueError(f"no hypothesis {hypothesis!r}")
-    calls = {
-        "all_reduce": (("send", True), ("recvReduceCopySend", True), ("recv", False)),
-        "all_gather": (("copySend", True), ("recv", False)),
-        "all_gather_inplace": (("send", True), ("recv", False)),
-        "reduce_scatter": (("send", True), ("recvReduceCopy", False)),
-    }[op]
-    return tuple((on_link, costs[name]) for name, on_link in calls)
+        return lambda loads, stores: (2 - store) * loads + store * stores
+    raise ValueError(f"no hypothesis {hypothesis!r}")
+
+
+def primitives(hypothesis: str, op: str, ratio: float) -> tuple[tuple[bool, float], ...]:
+    """A two-GPU ring loop's calls as (on NVLink, cost in operations) under ``hypothesis``."""
+    return priced(hypothesis_cost(hypothesis, ratio))(op, 2)
 
 
 def predict(hypothesis: str, op: str, mib: int, channels: int, ratio: float) -> float:
@@ -229,11 +257,7 @@ def one_channel_loops(path: Path = RUN_CO_CH1) -> dict[str, float]:
     """Operations a loop of each op on one ring channel of two GPUs: its time a byte (the slope over
     the file's sizes) against the all-reduce's, whose loop is 8 (module docstring: 4 a wire byte, 2
     wire chunks a loop; the all-gather and reduce-scatter loops one wire chunk of S / 2)."""
-    rows: dict[str, list[tuple[int, float]]] = {}
-    with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r["case"] == "plain":
-                rows.setdefault(r["op"], []).append((int(r["bytes"]) // MIB, float(r["median_us"])))
+    rows = plain_rows(path)
     per_op = slope(rows.pop("all_reduce")) / 8  # a byte of S: the all-reduce's loop over its 8 operations
     # a byte of S is half a wire byte of the all-gather's and reduce-scatter's loops: the same unit
     return {"all_reduce": 8.0, **{op: slope(pts) / per_op for op, pts in rows.items()}}
@@ -252,24 +276,7 @@ def fit_prices(loops: dict[str, float]) -> tuple[float, float, float]:
 def priced_primitives(prices: tuple[float, float, float]):
     """``ring_primitives`` with each call at its per-call price (``fit_prices``), any ring size."""
     pair, store, load = prices
-
-    def cost(loads: int, stores: int) -> float:
-        return pair + store * (stores - 1) + load * (loads - 1)
-
-    def primitives(op: str, ranks: int) -> tuple[tuple[bool, float], ...]:
-        n = ranks
-        if n < 2:
-            raise ValueError(f"a ring needs at least 2 GPUs, got {ranks}")
-        if op == "all_reduce":  # send, recvReduceSend, recvReduceCopySend, recvCopySend, recv
-            return ((True, cost(1, 1)),) + ((True, cost(2, 1)),) * (n - 2) + ((True, cost(2, 2)),) \
-                + ((True, cost(1, 2)),) * (n - 2) + ((False, cost(1, 1)),)
-        if op == "all_gather":  # copySend, recvCopySend, recv
-            return ((True, cost(1, 2)),) * (n - 1) + ((False, cost(1, 1)),)
-        if op == "reduce_scatter":  # send, recvReduceSend, recvReduceCopy
-            return ((True, cost(1, 1)),) + ((True, cost(2, 1)),) * (n - 2) + ((False, cost(2, 1)),)
-        raise ValueError(f"no ring for {op!r}")
-
-    return primitives
+    return priced(lambda loads, stores: pair + store * (stores - 1) + load * (loads - 1))
 
 
 def prices_report() -> list[str]:
@@ -347,16 +354,11 @@ def channel_costs(paths: list[str], from_mib: int = 16) -> dict[tuple[str, int],
     (run cq: the channels forced, ``NCCL_MIN/MAX_NCHANNELS`` in the row's ``env``; 24 where unset,
     NCCL's default on two H200s): the slope over the sizes from ``from_mib`` MiB (the fixed cost
     aside) times the channels, in operations at ``CHANNEL_OPS_PER_S``."""
-    rows: dict[tuple[str, int], list[tuple[int, float]]] = {}
-    for path in paths:
-        with open(path, newline="") as fh:
-            for r in csv.DictReader(fh):
-                mib = int(r["bytes"]) // MIB
-                if r["case"] != "plain" or mib < from_mib:
-                    continue
-                env = dict(kv.split("=", 1) for kv in r["env"].split() if "=" in kv)
-                channels = int(env.get("NCCL_MAX_NCHANNELS", 24))
-                rows.setdefault((r["op"], channels), []).append((mib, float(r["median_us"])))
+    def op_channels(r: dict) -> tuple[str, int]:
+        env = dict(kv.split("=", 1) for kv in r["env"].split() if "=" in kv)
+        return r["op"], int(env.get("NCCL_MAX_NCHANNELS", 24))
+
+    rows = plain_rows(paths, op_channels, from_mib)
     out = {}
     for (op, channels), pts in sorted(rows.items()):
         if len({m for m, _ in pts}) >= 2:

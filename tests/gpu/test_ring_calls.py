@@ -73,6 +73,8 @@ def test_per_call_prices_from_run_co() -> None:
 
     for op in ("all_reduce", "all_gather", "reduce_scatter"):  # the count's calls, each at its price
         assert [on for on, _ in prims(op, 4)] == [on for on, _ in ring_primitives(op, 4)]
+        for n in range(2, 9):  # priced by loads plus stores, the calls are the engine's count
+            assert calls.priced(lambda loads, stores: loads + stores)(op, n) == ring_primitives(op, n)
 
 
 def test_the_evaluation_counts_groups_by_op_and_verdict() -> None:
