@@ -318,13 +318,15 @@ def evaluate() -> list[str]:
     return _evaluation(out["count"], out["prices"])
 
 
-def _evaluation(count: list[dict], prices: list[dict]) -> list[str]:
+def _evaluation(count: list[dict], prices: list[dict], names: tuple[str, str] = ("count", "prices")) -> list[str]:
+    """The gated collectives groups of two ``rdusim fidelity --gpu`` tables, ``names`` their columns."""
     def groups(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
         return {(r["set"], r["gpu"], r["kind"]): r for r in rows
                 if r["role"] == "prediction" and r["kind"].startswith("collectives")}
 
     a, b = groups(count), groups(prices)
-    lines = ["| op, launch | GPUs | groups | median of the groups' medians: count -> prices | within: count -> prices |",
+    pair = " -> ".join(names)
+    lines = [f"| op, launch | GPUs | groups | median of the groups' medians: {pair} | within: {pair} |",
              "|---|---|---:|---|---|"]
     by: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
     for key, row in a.items():
@@ -336,7 +338,7 @@ def _evaluation(count: list[dict], prices: list[dict]) -> list[str]:
                      f"{within[0]} -> {within[1]} |")
     verdicts = {v: [sum(r["within"] == v for r in g.values()) for g in (a, b)] for v in ("yes", "known miss", "no")}
     lines.append("")
-    lines.append("Gated collectives groups, count -> prices: " + ", ".join(
+    lines.append(f"Gated collectives groups, {pair}: " + ", ".join(
         f"{v} {n[0]} -> {n[1]}" for v, n in verdicts.items()))
     return lines
 
@@ -405,18 +407,29 @@ def queue_cost(costs: dict[tuple[str, int], float], params: tuple[float, float, 
     return cost
 
 
-def queue_report(paths: list[str]) -> list[str]:
-    """The queueing form fitted (least squares) on run cq's costs at 1-16 channels, every op, and its
-    24-channel costs as a check (docs/gpu.md, "Run co": run cq)."""
+def _queue_fit(costs: dict[tuple[str, int], float]):
+    """Least squares of the queueing form on ``costs`` at ``QUEUE_FIT_CHANNELS``, every op."""
     from scipy.optimize import least_squares
-
-    costs = channel_costs(paths)
 
     def residuals(params) -> list[float]:
         return [queue_cost(costs, tuple(params), op, c) / costs[op, c] - 1
                 for op in COUNT_OPS for c in QUEUE_FIT_CHANNELS]
 
-    fit = least_squares(residuals, [0.5, 1600.0, 2.0], bounds=([0.0, 500.0, 0.5], [10.0, 5000.0, 8.0]))
+    return least_squares(residuals, [0.5, 1600.0, 2.0], bounds=([0.0, 500.0, 0.5], [10.0, 5000.0, 8.0]))
+
+
+def fit_queue(paths: list[str]) -> tuple[float, float, float]:
+    """The queueing form fitted on run cq's ``paths``: (a load's operations at an idle GPU, the peak
+    loads and stores in bytes a second, the exponent)."""
+    a, peak, k = (float(x) for x in _queue_fit(channel_costs(paths)).x)
+    return a, peak * 1e9, k
+
+
+def queue_report(paths: list[str]) -> list[str]:
+    """The queueing form fitted (least squares) on run cq's costs at 1-16 channels, every op, and its
+    24-channel costs as a check (docs/gpu.md, "Run co": run cq)."""
+    costs = channel_costs(paths)
+    fit = _queue_fit(costs)
     params = tuple(float(x) for x in fit.x)
     counts = sorted({c for _, c in costs})
     lines = [f"Queueing form fitted on {', '.join(map(str, QUEUE_FIT_CHANNELS))} channels: a load "
