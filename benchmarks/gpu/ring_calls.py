@@ -273,10 +273,15 @@ def fit_prices(loops: dict[str, float]) -> tuple[float, float, float]:
     return pair, loops["all_gather"] - 2 * pair, loops["reduce_scatter"] - 2 * pair
 
 
+def price_cost(prices: tuple[float, float, float]):
+    """A call's operations a byte, ``cost(loads, stores)``, at the per-call prices (``fit_prices``)."""
+    pair, store, load = prices
+    return lambda loads, stores: pair + store * (stores - 1) + load * (loads - 1)
+
+
 def priced_primitives(prices: tuple[float, float, float]):
     """``ring_primitives`` with each call at its per-call price (``fit_prices``), any ring size."""
-    pair, store, load = prices
-    return priced(lambda loads, stores: pair + store * (stores - 1) + load * (loads - 1))
+    return priced(price_cost(prices))
 
 
 def prices_report() -> list[str]:

@@ -33,7 +33,6 @@ import csv
 import dataclasses
 import functools
 import io
-import itertools
 import sys
 import tempfile
 from collections.abc import Callable, Generator, Iterator
@@ -52,14 +51,16 @@ from ring_calls import (  # noqa: E402  (beside this file)
     channel_costs,
     fit_prices,
     fit_queue,
+    hypothesis_cost,
     one_channel_loops,
     plain_rows,
+    price_cost,
     ring_calls,
 )
 
 from rdusim.hw import collectives as nccl
 from rdusim.sim import ring as engine
-from rdusim.sim.resources import EPSILON_BYTES, _Replanned, delay, max_min_shares
+from rdusim.sim.resources import CappedPool, delay, max_min_shares
 
 #: the document's link and launch skew (hw_configs/h200.yaml nvlink.ring)
 LINK, SKEW = 369.2e9, 3.5e-6
@@ -70,69 +71,38 @@ Form = tuple[float, float, float]  # (a: operations a load at an idle GPU, peak 
 NO_FORM: Form = (0.0, 1.0e12, 1.0)  # no contention: the engine's channels
 
 
-class ContendedChannels(_Replanned):
-    """A ring's channels' calls, each a flow of its chunk: a call on NVLink shares the link (max-min
-    fair, as ``CappedPool``), a local one does not; every call runs at most at ``rate`` over its
-    operations a byte plus ``loads x a (1 / (1 - U^k) - 1)``, U the calls' loads and stores a second
-    together over ``peak``, solved as a fixed point at every arrival and landing (bisection on U:
-    the calls' rates fall as U rises)."""
+class ContendedChannels(CappedPool):
+    """A ring's channels' calls, each a flow of its chunk (``CappedPool``'s flows, re-divided at every
+    arrival and landing): a call on NVLink shares the link (max-min fair), a local one does not; every
+    call runs at most at ``rate`` over its operations a byte plus ``loads x a (1 / (1 - U^k) - 1)``, U
+    the calls' loads and stores a second together over ``peak``, a fixed point (bisection on U: the
+    calls' rates fall as U rises)."""
 
     def __init__(self, env: simpy.Environment, link: float, rate: float, form: Form) -> None:
-        self.env, self.link, self.rate, self.form = env, link, rate, form
-        self._flows: dict[int, list] = {}  # id -> [bytes left, ops, loads, on link, done event, rate]
-        self._ids = itertools.count()
-        self._updated = env.now
-        self._generation = 0
+        super().__init__(env, link)
+        self.channel_rate, self.form = rate, form
 
-    def transfer(self, nbytes: float, ops: float, loads: int, on_link: bool) -> simpy.Event:
-        done = self.env.event()
-        if nbytes <= EPSILON_BYTES:
-            done.succeed()
-            return done
-        self._advance()
-        self._flows[next(self._ids)] = [float(nbytes), ops, loads, on_link, done, 0.0]
-        self._reschedule()
-        return done
+    def call(self, nbytes: float, ops: float, loads: int, on_link: bool) -> simpy.Event:
+        """A call of ``nbytes`` at ``ops`` operations and ``loads`` loads a byte."""
+        return self.transfer(nbytes, self.channel_rate / ops, (ops, loads, on_link))
 
-    def _advance(self) -> None:
-        elapsed = self.env.now - self._updated
-        if elapsed > 0:
-            for flow in self._flows.values():
-                flow[0] -= flow[5] * elapsed
-        self._updated = self.env.now
-
-    def rates(self, flows: list[list]) -> list[float]:
-        """The calls' rates (bytes a second) at the fixed point of U."""
+    def _shares(self, flows: list[list]) -> list[float]:
+        calls = [f[4] for f in flows]  # (ops, loads, on link)
         a, peak, k = self.form
+        on_link = [i for i, (_, _, link) in enumerate(calls) if link]
 
         def at(u: float) -> tuple[list[float], float]:
             extra = a * (1 / (1 - u**k) - 1) if u > 0 else 0.0
-            caps = [self.rate / (f[1] + f[2] * extra) for f in flows]
-            on_link = [i for i, f in enumerate(flows) if f[3]]
-            rates = list(caps)
-            for i, share in zip(on_link, max_min_shares([caps[i] for i in on_link], self.link), strict=True):
+            rates = [self.channel_rate / (ops + loads * extra) for ops, loads, _ in calls]
+            for i, share in zip(on_link, max_min_shares([rates[i] for i in on_link], self.rate), strict=True):
                 rates[i] = share
-            return rates, sum(r * f[1] for r, f in zip(rates, flows, strict=True)) / peak
+            return rates, sum(r * ops for r, (ops, _, _) in zip(rates, calls, strict=True)) / peak
 
         lo, hi = 0.0, 1.0
         for _ in range(40):
             mid = 0.5 * (lo + hi)
             lo, hi = (mid, hi) if at(mid)[1] > mid else (lo, mid)
         return at(lo)[0]
-
-    def _reschedule(self) -> None:
-        self._generation += 1
-        flows, now = self._flows, self.env.now
-        while flows:
-            for flow, rate in zip(flows.values(), self.rates(list(flows.values())), strict=True):
-                flow[5] = rate
-            wait = min(f[0] / f[5] for f in flows.values())
-            if now + wait > now and min(f[0] for f in flows.values()) > EPSILON_BYTES:
-                break
-            for key in [k for k, f in flows.items() if f[0] <= EPSILON_BYTES or not now + f[0] / f[5] > now]:
-                flows.pop(key)[4].succeed()
-        if flows:
-            self._arm_after(wait)
 
 
 Calls = tuple[tuple[bool, float, int], ...]  # a loop's calls: (on NVLink, operations a byte, loads a byte)
@@ -148,7 +118,7 @@ def transfer_s(ring: nccl.RingChannels, chunks: tuple[float, ...], calls: Calls,
             yield delay(env, start)
         for chunk in chunks:
             for on_link, ops, loads in calls:
-                yield pool.transfer(chunk, ops, loads, on_link)
+                yield pool.call(chunk, ops, loads, on_link)
 
     for c in range(ring.channels):
         env.process(channel(ring.start_s(c, ring.channels)))
@@ -187,7 +157,7 @@ def engine_times(op: str, channels: int, sizes: tuple[int, ...]) -> dict[int, fl
     """{MiB: microseconds} of the engine's ring transfer (the count, the document's link and skew, no
     form; two GPUs), the in-place all-gather's loop from ``ring_calls``."""
     ring = nccl.RingChannels(channels, CHANNEL_OPS_PER_S, LINK, SKEW)
-    calls = loop_calls(op, 2, _count)
+    calls = loop_calls(op, 2, hypothesis_cost("count", 0.0))
     chunks_op = "all_gather" if op == "all_gather_inplace" else op
     return {m: 1e6 * transfer_s(ring, nccl.ring_loop_chunks(chunks_op, m * MIB, 2, channels), calls, NO_FORM)
             for m in sizes}
@@ -225,21 +195,12 @@ def shape_report(paths: list[str]) -> list[str]:
     return lines
 
 
-def _price(prices: tuple[float, float, float]) -> Callable[[int, int], float]:
-    pair, store, load = prices
-    return lambda loads, stores: pair + store * (stores - 1) + load * (loads - 1)
-
-
-def _count(loads: int, stores: int) -> float:
-    return float(loads + stores)
-
-
 def joint_report(paths: list[str]) -> list[str]:
     """The queueing form fitted with the engine's link around it, calls at run co's prices."""
     from scipy.optimize import least_squares
 
     costs = channel_costs(paths)
-    price = _price(fit_prices(one_channel_loops()))
+    price = price_cost(fit_prices(one_channel_loops()))
 
     def residuals(p) -> list[float]:
         form = (p[0], p[1] * 1e9, p[2])

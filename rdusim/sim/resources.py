@@ -334,13 +334,14 @@ class CappedPool(_Replanned):
         if rate <= 0:
             raise ValueError(f"rate must be > 0, got {rate}")
         self.env, self.rate = env, rate
-        self._flows: dict[int, list] = {}  # id -> [bytes left, cap, done event, share]
+        self._flows: dict[int, list] = {}  # id -> [bytes left, cap, done event, share, tag]
         self._ids = itertools.count()
         self._updated = env.now
         self._generation = 0
 
-    def transfer(self, nbytes: float, cap: float) -> simpy.Event:
-        """An event that fires once ``nbytes`` have crossed at no more than ``cap`` bytes/s."""
+    def transfer(self, nbytes: float, cap: float, tag: object = None) -> simpy.Event:
+        """An event that fires once ``nbytes`` have crossed at no more than ``cap`` bytes/s
+        (``tag``: what a subclass's ``_shares`` reads of the flow; unused here)."""
         if cap <= 0:
             raise ValueError(f"cap must be > 0, got {cap}")
         done = self.env.event()
@@ -348,9 +349,13 @@ class CappedPool(_Replanned):
             done.succeed()
             return done
         self._advance()
-        self._flows[next(self._ids)] = [float(nbytes), float(cap), done, 0.0]
+        self._flows[next(self._ids)] = [float(nbytes), float(cap), done, 0.0, tag]
         self._reschedule()
         return done
+
+    def _shares(self, flows: list[list]) -> list[float]:
+        """Each flow's rate now (bytes/s), in arrival order: max-min fair under ``rate``."""
+        return max_min_shares([f[1] for f in flows], self.rate)
 
     def _advance(self) -> None:
         elapsed = self.env.now - self._updated
@@ -364,8 +369,7 @@ class CappedPool(_Replanned):
         flows = self._flows
         now = self.env.now
         while flows:
-            shares = max_min_shares([f[1] for f in flows.values()], self.rate)
-            for flow, share in zip(flows.values(), shares, strict=True):
+            for flow, share in zip(flows.values(), self._shares(list(flows.values())), strict=True):
                 flow[3] = share
             wait = min(f[0] / f[3] for f in flows.values())
             if now + wait > now and min(f[0] for f in flows.values()) > EPSILON_BYTES:

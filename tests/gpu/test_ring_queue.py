@@ -26,7 +26,7 @@ def test_one_local_call_runs_at_the_fixed_point(form) -> None:
     rate, ops, loads, nbytes = 84e9, 3.0, 2, 8 * MIB
     env = simpy.Environment()
     pool = queue.ContendedChannels(env, 1e13, rate, form)
-    done = pool.transfer(nbytes, ops, loads, on_link=False)
+    done = pool.call(nbytes, ops, loads, on_link=False)
     env.run(done)
     r = nbytes / env.now
     u = r * ops / peak
@@ -64,7 +64,7 @@ def test_one_channel_costs_its_priced_loop() -> None:
     prices over the loop's wire calls (the link far from full)."""
     queue = bench_script("ring_queue")
     calls = bench_script("ring_calls")
-    price = queue._price(calls.fit_prices(calls.one_channel_loops()))
+    price = calls.price_cost(calls.fit_prices(calls.one_channel_loops()))
     for op in queue.OPS:
         loop = queue.loop_calls(op, 2, price)
         closed = sum(ops for _, ops, _ in loop) / sum(on for on, _, _ in loop)
