@@ -323,13 +323,13 @@ def evaluate() -> list[str]:
     return _evaluation(out["count"], out["prices"])
 
 
-def _evaluation(count: list[dict], prices: list[dict], names: tuple[str, str] = ("count", "prices")) -> list[str]:
+def _evaluation(before: list[dict], after: list[dict], names: tuple[str, str] = ("count", "prices")) -> list[str]:
     """The gated collectives groups of two ``rdusim fidelity --gpu`` tables, ``names`` their columns."""
     def groups(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
         return {(r["set"], r["gpu"], r["kind"]): r for r in rows
                 if r["role"] == "prediction" and r["kind"].startswith("collectives")}
 
-    a, b = groups(count), groups(prices)
+    a, b = groups(before), groups(after)
     pair = " -> ".join(names)
     lines = [f"| op, launch | GPUs | groups | median of the groups' medians: {pair} | within: {pair} |",
              "|---|---|---:|---|---|"]
