@@ -20,7 +20,8 @@ engine"):
   form in it (the link still fitted to each run's calibration rows), and with the form and no link
   (about three minutes).
 
-    PYTHONPATH=. python benchmarks/gpu/ring_queue.py --shape benchmarks/gpu/h200x2-20261130cq-*.csv
+    PYTHONPATH=. python benchmarks/gpu/ring_queue.py --shape benchmarks/gpu/h200x2-20261130cq-*.csv \
+        --plot docs/img/gpu-ring-bends.png
     PYTHONPATH=. python benchmarks/gpu/ring_queue.py --joint benchmarks/gpu/h200x2-20261130cq-*.csv
     PYTHONPATH=. python benchmarks/gpu/ring_queue.py --evaluate benchmarks/gpu/h200x2-20261130cq-*.csv
 """
@@ -259,6 +260,47 @@ def form_in_engine(form: Form, link: bool = True) -> Iterator[None]:
         engine.ring_transfer_s, collectives.fit_ring_link = saved
 
 
+def shape_plot(paths: list[str], out: Path) -> list[str]:
+    """``--shape``'s rows as a figure, an op a panel: each forced channel count's time off its line,
+    measured (solid) and the engine's (dashed). Returns the panels' titles."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    rows = shape_rows(paths)
+    counts = sorted({c for c, *_ in rows if c >= 8})
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharex=True, sharey=True)
+    for ax, op in zip(axes.flat, OPS, strict=True):
+        for channels, row_op, off, sim in rows:
+            if row_op != op or channels not in counts:
+                continue
+            colour = f"C{counts.index(channels)}"
+            ax.plot(list(off), list(off.values()), "-o", color=colour, ms=4)
+            ax.plot(list(sim), list(sim.values()), "--", color=colour)
+        ax.axhline(0, color="0.6", lw=0.8)
+        ax.set_xscale("log", base=2)
+        sizes = sorted({m for _, _, off, _ in rows for m in off})
+        ax.set_xticks(sizes, [str(m) for m in sizes])
+        ax.set_title(op.replace("_", " "))
+        ax.grid(alpha=0.3)
+    for ax in axes[1]:
+        ax.set_xlabel("size (MiB)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("us off the line from 64 MiB to the largest size")
+    handles = [Line2D([], [], color=f"C{i}", label=f"{c} channels") for i, c in enumerate(counts)]
+    handles += [Line2D([], [], color="k", marker="o", ms=4, label="measured (run cq)"),
+                Line2D([], [], color="k", ls="--", label="the engine (its link, in step until they drift)")]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8)
+    fig.suptitle("NCCL ring channels on two H200s: time against size off a line, by forced channel count")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.96))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return [ax.get_title() for ax in axes.flat]
+
+
 def _fidelity_rows(patch: contextlib.AbstractContextManager) -> list[dict]:
     from rdusim.cli import main as rdusim
 
@@ -287,7 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--joint", action="store_true", help="the form fitted with the engine's link around it")
     group.add_argument("--evaluate", action="store_true", help="rdusim fidelity --gpu with the form in the engine")
     ap.add_argument("csv", nargs="+", help="run cq's CSVs (benchmarks/gpu/h200x2-20261130cq-*.csv)")
+    ap.add_argument("--plot", type=Path, metavar="PNG", help="with --shape: also draw it here")
     args = ap.parse_args(argv)
+    if args.plot is not None and not args.shape:
+        ap.error("--plot goes with --shape")
+    if args.plot is not None:
+        shape_plot(args.csv, args.plot)
     report = shape_report if args.shape else joint_report if args.joint else evaluate
     print("\n".join(report(args.csv)))
     return 0

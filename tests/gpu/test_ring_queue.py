@@ -71,7 +71,7 @@ def test_one_channel_costs_its_priced_loop() -> None:
         assert queue.steady_cost(op, 1, price, (0.0, 1e12, 1.0)) == pytest.approx(closed, rel=1e-9)
 
 
-def test_run_cq_shape_as_committed() -> None:
+def test_run_cq_shape_as_committed(tmp_path) -> None:
     """--shape: to eight channels every op's time is within 15 us of the line through 64 MiB and its
     largest size, and the engine's a line; from twelve 256 MiB runs 10-51 us above it, and the engine
     bends there too (its channels' sends in step fill the link), except the out-of-place all-gather
@@ -88,3 +88,5 @@ def test_run_cq_shape_as_committed() -> None:
             assert 10 <= off[256] <= 51
             if op != "all_gather":
                 assert engine[256] >= 4
+    titles = queue.shape_plot(CQ, tmp_path / "bends.png")  # --plot: an op a panel
+    assert titles == [op.replace("_", " ") for op in queue.OPS] and (tmp_path / "bends.png").stat().st_size > 0
