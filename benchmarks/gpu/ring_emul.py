@@ -60,6 +60,9 @@ from collective_ramp_diag import (  # noqa: E402  (beside this file)
 from nvlink_copy import time_trials  # noqa: E402  (beside this file)
 
 VARIANTS = ("nccl", "norecv", "cl4")
+#: the ops the kernel runs (its ``op`` argument) and the slices a loop of each (2 a primitive call)
+OP_CODES = {"all_reduce": 0, "reduce_scatter": 1, "all_gather": 2}
+SLICES_A_LOOP = {"all_reduce": 6, "reduce_scatter": 4, "all_gather": 4}
 #: the variants a plain run measures (run cc); ``cl4`` is asked for by name (run cd)
 DEFAULT_VARIANTS = ("nccl", "norecv")
 CHANNELS = (4, 8, 12, 16, 24, 32)
@@ -70,7 +73,7 @@ STEP_BYTES = 512 * 1024  # NCCL_BUFFSIZE 4 MiB / NCCL_STEPS
 CHUNK_BYTES = 4 * STEP_BYTES  # ALLREDUCE_CHUNKSTEPS 4: 2 MiB (calcCollChunking leaves the ring's)
 MAX_STAMPS = 512  # a channel's stamps kept (slices: 6 a loop; 1 GiB at 24 channels is 11 loops)
 #: rows whose stamps are kept (variant, channels, MiB)
-STAMP_ROWS = {(v, c, s) for v in VARIANTS for c in (8, 24) for s in (64, 256, 1024)}
+STAMP_ROWS = {(v, c, s) for v in VARIANTS for c in (8, 16, 24) for s in (64, 256, 1024)}
 #: the cluster attribute of each variant's kernel
 CLUSTER = {"nccl": "", "norecv": "", "cl4": "__cluster_dims__(4, 1, 1)"}
 #: a guess of one channel's rate (GB/s of S) that caps the calls of a trial (per_calls)
@@ -122,16 +125,20 @@ __device__ __forceinline__ void reduce_copy(const float4* a, const float4* b, fl
   }
 }
 
-// One channel (CTA) of a two-rank ring all-reduce, NCCL's Simple protocol.
+// One channel (CTA) of a two-rank ring collective, NCCL's Simple protocol: op 0 the all-reduce
+// (send, recvReduceCopySend, recv), op 1 the reduce-scatter (send, recvReduceCopy), op 2 the
+// all-gather out of place (copySend, recv): src/device/all_reduce.h, reduce_scatter.h, all_gather.h
+// runRing on two ranks. n16 is S (the all-reduce's buffer, the reduce-scatter's input, the
+// all-gather's output); a rank's part is S / 2.
 // fifo_*: [channels][NSTEPS * step16] float4; tail_*, head_*: [channels * 16] u64 (a 128-byte line
 // a channel); steps: this GPU's [channels * 2] (send step, recv step), kept from call to call.
 extern "C" __global__ void __launch_bounds__(512) CLUSTER_ATTR
 ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* fifo_mine,
                float4* fifo_peer, u64* tail_mine, u64* tail_peer, u64* head_mine, u64* head_peer,
                u64* steps, long long n16, long long chunk16, long long step16, int rank,
-               int norecv, u64* stamps, int max_stamps, int* err, u64* where) {
+               int norecv, u64* stamps, int max_stamps, int* err, u64* where, int op) {
   __shared__ int ok;
-  const int c = blockIdx.x, nch = gridDim.x, nranks = 2;
+  const int c = blockIdx.x, nch = gridDim.x, nranks = 2, peer = (rank + 1) % nranks;
   const bool lead = threadIdx.x == 0;
   u64 send_step = steps[2 * c], recv_step = steps[2 * c + 1];
   float4* const fm = fifo_mine + (long long)c * NSTEPS * step16;
@@ -150,15 +157,19 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
     where[c] = ((u64)cluster << 32) | sm;
   }
   __syncthreads();
-  const long long loop = (long long)nch * nranks * chunk16;
-  for (long long grid = 0; grid < n16; grid += loop) {
-    long long real = (n16 - grid + (long long)nch * nranks - 1) / ((long long)nch * nranks);
+  const int nprim = op == 0 ? 3 : 2;
+  const long long part = op == 0 ? n16 : n16 / nranks;  // what the loops cover
+  const long long spread = op == 0 ? (long long)nch * nranks : nch;
+  const long long loop = spread * chunk16;
+  for (long long grid = 0; grid < part; grid += loop) {
+    long long real = (part - grid + spread - 1) / spread;
     if (real > chunk16) real = chunk16;
-    const long long base = grid + (long long)c * nranks * real;
-    for (int prim = 0; prim < 3; ++prim) {  // send, recvReduceCopySend, recv
-      const int chunk = prim == 1 ? rank : (rank + 1) % nranks;
-      const long long off = base + chunk * real;
-      long long nelem = n16 - off;
+    const long long base = grid + (long long)c * (op == 0 ? nranks : 1) * real;
+    for (int prim = 0; prim < nprim; ++prim) {
+      // the all-reduce's chunk of the buffer; the others' offset within a rank's part
+      const long long off = op == 0 ? base + (prim == 1 ? rank : peer) * real : base;
+      const long long end = op == 0 ? n16 : part;
+      long long nelem = end - off;
       if (nelem > real) nelem = real;
       if (nelem < 0) nelem = 0;
       long long slice = (nelem + 1) / 2;  // SlicePerChunk 2, at least a 32nd of a full slice
@@ -166,7 +177,7 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
       long long done = 0;
       for (int s = 0; s < 2; ++s) {  // every slice steps the flags, empty or not (genericOp)
         const long long sz = done >= nelem ? 0 : (slice < nelem - done ? slice : nelem - done);
-        const bool sends = prim < 2, recvs = prim > 0;
+        const bool sends = prim < nprim - 1, recvs = prim > 0;
         if (lead) {
           bool good = true;
           if (sends) good = wait_ge(my_head, send_step + 2 > NSTEPS ? send_step + 2 - NSTEPS : 0, err);
@@ -177,9 +188,18 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
         if (!ok) return;
         const long long slot_s = (long long)(send_step % NSTEPS) * step16;
         const long long slot_r = (long long)(recv_step % NSTEPS) * step16;
-        if (prim == 0) reduce_copy(in + off + done, 0, fp + slot_s, 0, sz);
-        else if (prim == 1) reduce_copy(fm + slot_r, in + off + done, out + off + done, fp + slot_s, sz);
-        else if (!norecv) reduce_copy(fm + slot_r, 0, out + off + done, 0, sz);
+        const long long at = off + done;
+        if (op == 0) {
+          if (prim == 0) reduce_copy(in + at, 0, fp + slot_s, 0, sz);
+          else if (prim == 1) reduce_copy(fm + slot_r, in + at, out + at, fp + slot_s, sz);
+          else if (!norecv) reduce_copy(fm + slot_r, 0, out + at, 0, sz);
+        } else if (op == 1) {  // send the peer's part of my input; reduce mine with what came, to out
+          if (prim == 0) reduce_copy(in + peer * part + at, 0, fp + slot_s, 0, sz);
+          else if (!norecv) reduce_copy(fm + slot_r, in + rank * part + at, out + at, 0, sz);
+        } else {  // copy my input to my part of out as it goes to the peer; the peer's part from the FIFO
+          if (prim == 0) reduce_copy(in + at, 0, out + rank * part + at, fp + slot_s, sz);
+          else if (!norecv) reduce_copy(fm + slot_r, 0, out + peer * part + at, 0, sz);
+        }
         __syncthreads();
         if (lead) {
           if (sends) { __threadfence_system(); store_flag(peer_tail, send_step + 2); }
@@ -204,34 +224,61 @@ def variant_name(variant: str, channels: int) -> str:
     return f"{variant}-ch{channels}"
 
 
-def plan(variants, channels, sizes, per: int, reps: int) -> list[dict]:
+def plan(variants, channels, sizes, per: int, reps: int, ops=("all_reduce",)) -> list[dict]:
     rows = []
-    for v in variants:
-        for c in channels:
-            for mib in sizes:
-                n = per_calls(mib * MIB, per, CHANNEL_GBPS * c)
-                rows.append(
-                    {
-                        "variant": variant_name(v, c),
-                        "case": "plain",
-                        "op": "all_reduce",
-                        "bytes": mib * MIB,
-                        "ranks": 2,
-                        "per": n,
-                        "reps": reps if n >= 4 else max(3, reps // 2),
-                        "k": 1,
-                        "channels": c,
-                        "norecv": v == "norecv",
-                        "kind": v,
-                    }
-                )
+    for op, v, c, mib in ((op, v, c, mib) for op in ops for v in variants for c in channels for mib in sizes):
+        # a call's wire bytes: the all-reduce's S, the others' S / 2 (the same channel rate)
+        n = per_calls(mib * MIB // (1 if op == "all_reduce" else 2), per, CHANNEL_GBPS * c)
+        rows.append(
+            {
+                "variant": variant_name(v, c),
+                "case": "plain",
+                "op": op,
+                "bytes": mib * MIB,
+                "ranks": 2,
+                "per": n,
+                "reps": reps if n >= 4 else max(3, reps // 2),
+                "k": 1,
+                "channels": c,
+                "norecv": v == "norecv",
+                "kind": v,
+            }
+        )
     return rows
 
 
-def slices_per_call(size: int, channels: int) -> int:
-    """Slices a channel runs in one call: 3 primitive calls of 2 slices a loop."""
+def slices_per_call(size: int, channels: int, op: str = "all_reduce") -> int:
+    """Slices a channel runs in one call: ``SLICES_A_LOOP`` a loop (2 a primitive call); a loop is
+    channels x 2 chunks of the all-reduce's S, channels x 1 chunk of the others' part (S / 2)."""
     loop = channels * 2 * CHUNK_BYTES
-    return 6 * max(1, math.ceil(size / loop))
+    return SLICES_A_LOOP[op] * max(1, math.ceil(size / loop))
+
+
+def stamp_variant(kind: str, op: str) -> str:
+    """The stamps file's ``variant``: the kind for the all-reduce (runs cc, cd), ``<kind>-<op>`` else."""
+    return kind if op == "all_reduce" else f"{kind}-{op}"
+
+
+def _planned(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[dict]:
+    """The rows a measuring run's arguments ask for (``ap.error`` on a bad one)."""
+    variants = [v for v in args.variants.split(",") if v]
+    if not variants or any(v not in VARIANTS for v in variants):
+        ap.error(f"--variants: comma-separated, each one of {', '.join(VARIANTS)}")
+    ops = [o for o in args.ops.split(",") if o]
+    if not ops or any(o not in OP_CODES for o in ops):
+        ap.error(f"--ops: comma-separated, each one of {', '.join(OP_CODES)}")
+    try:
+        channels = [int(v) for v in args.channels.split(",") if v]
+        sizes = [int(v) for v in args.sizes.split(",") if v]
+    except ValueError:
+        ap.error("--channels and --sizes take comma-separated whole numbers")
+    if not channels or not sizes or min(channels + sizes + [args.per, args.reps]) <= 0:
+        ap.error("--channels, --sizes, --per and --reps must be positive")
+    if max(channels) > 64:
+        ap.error("--channels: at most 64")
+    if "cl4" in variants and any(c % 4 for c in channels):
+        ap.error("--channels: cl4 launches clusters of 4 CTAs; every count must be a multiple of 4")
+    return plan(variants, channels, sizes, args.per, args.reps, ops)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="CSV to write")
     ap.add_argument("--stamps", help="CSV(.gz) of the kept rows' per-slice stamps (GPU 0)")
     ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
+    ap.add_argument("--ops", default="all_reduce", help=f"comma-separated, of {', '.join(OP_CODES)} (run cr)")
     ap.add_argument("--channels", default=",".join(map(str, CHANNELS)))
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="MiB, comma-separated")
     ap.add_argument("--per", type=int, default=20)
@@ -273,24 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.analyse:
         print("\n".join(analyse(args.analyse, args.stamps_in)))
         return 0
-    variants = [v for v in args.variants.split(",") if v]
-    if not variants or any(v not in VARIANTS for v in variants):
-        ap.error(f"--variants: comma-separated, each one of {', '.join(VARIANTS)}")
-    try:
-        channels = [int(v) for v in args.channels.split(",") if v]
-        sizes = [int(v) for v in args.sizes.split(",") if v]
-    except ValueError:
-        ap.error("--channels and --sizes take comma-separated whole numbers")
-    if not channels or not sizes or min(channels + sizes + [args.per, args.reps]) <= 0:
-        ap.error("--channels, --sizes, --per and --reps must be positive")
-    if max(channels) > 64:
-        ap.error("--channels: at most 64")
-    if "cl4" in variants and any(c % 4 for c in channels):
-        ap.error("--channels: cl4 launches clusters of 4 CTAs; every count must be a multiple of 4")
-    rows = plan(variants, channels, sizes, args.per, args.reps)
+    rows = _planned(ap, args)
     if args.dry_run:
         for r in rows:
-            print(f"{r['variant']:12s} {r['bytes'] // MIB:5d} MiB per {r['per']:3d} reps {r['reps']}")
+            print(f"{r['op']:15s} {r['variant']:12s} {r['bytes'] // MIB:5d} MiB per {r['per']:3d} reps {r['reps']}")
         return 0
     if not args.out:
         ap.error("--out is required (or --dry-run / --analyse)")
@@ -370,6 +404,7 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
                             np.int32(MAX_STAMPS),
                             self.err[d],
                             self.where[d],
+                            np.int32(OP_CODES[r["op"]]),
                         ),
                         stream=self.stream[d],
                     )
@@ -416,7 +451,7 @@ def _run(rows: list[dict], out: str, stamps_out: str | None) -> int:  # pragma: 
         for r in rows:
             us = ring.time_row(r)
             if ring.failed():
-                print(f"{r['variant']} {r['bytes'] // MIB} MiB: a flag wait timed out; stopping", flush=True)
+                print(f"{r['op']} {r['variant']} {r['bytes'] // MIB} MiB: a flag wait timed out; stopping", flush=True)
                 rc = 1
                 break
             c, mib = r["channels"], r["bytes"] // MIB
@@ -426,14 +461,16 @@ def _run(rows: list[dict], out: str, stamps_out: str | None) -> int:  # pragma: 
             )
             fh.flush()
             print(
-                f"{r['variant']:12s} {mib:5d} MiB {us:10.1f} us {r['bytes'] / us / 1e3:7.1f} GB/s of S (per {r['per']})",
+                f"{r['op']:15s} {r['variant']:12s} {mib:5d} MiB {us:10.1f} us {r['bytes'] / us / 1e3:7.1f} GB/s of S "
+                f"(per {r['per']})",
                 flush=True,
             )
             if sfh and (r["kind"], c, mib) in STAMP_ROWS:
-                n = slices_per_call(r["bytes"], c)
+                n = slices_per_call(r["bytes"], c, r["op"])
                 where = ring.placement(c)
+                label = stamp_variant(r["kind"], r["op"])
                 for ch, st in enumerate(ring.last_stamps(c, n)):
-                    swriter.writerows([r["kind"], c, mib, ch, s, t, *where[ch]] for s, t in enumerate(st))
+                    swriter.writerows([label, c, mib, ch, s, t, *where[ch]] for s, t in enumerate(st))
     if sfh:
         sfh.close()
     return rc
@@ -470,25 +507,33 @@ def load_placement(path: str) -> dict[tuple[str, int, int], list[tuple[int, int]
     return {k: [v[c] for c in sorted(v)] for k, v in out.items()}
 
 
-def phase_spread(stamps: list[list[int]]) -> list[float]:
+def loop_slices(variant: str) -> int:
+    """Slices a loop of a stamps file's ``variant`` (``stamp_variant``): the all-reduce's 6, else its op's."""
+    op = next((o for o in OP_CODES if variant.endswith(f"-{o}")), "all_reduce")
+    return SLICES_A_LOOP[op]
+
+
+def phase_spread(stamps: list[list[int]], per_loop: int = 6) -> list[float]:
     """Per loop, the spread (max - min, us) of the channels' ends of that loop's last slice."""
-    loops = min(len(st) for st in stamps) // 6
+    loops = min(len(st) for st in stamps) // per_loop
+    last = per_loop - 1
     return [
-        (max(st[6 * k + 5] for st in stamps) - min(st[6 * k + 5] for st in stamps)) / 1e3
+        (max(st[per_loop * k + last] for st in stamps) - min(st[per_loop * k + last] for st in stamps)) / 1e3
         for k in range(loops)
     ]
 
 
-def all_local_share(stamps: list[list[int]]) -> float:
-    """Share of the call's time in which every channel is in its local step (slices 5, 6 of a loop).
+def all_local_share(stamps: list[list[int]], per_loop: int = 6) -> float:
+    """Share of the call's time in which every channel is in its local step (a loop's last two slices).
 
-    A channel is in its local step from the end of its loop's fourth slice (the second of
-    ``recvReduceCopySend``) to the end of its sixth (``recv``'s second); the call spans the
-    earliest to the latest stamp.
+    A channel is in its local step from the end of its loop's third slice from last (the all-reduce's
+    fourth, the second of ``recvReduceCopySend``; the others' second, their send's) to the end of
+    its last (the last call's second slice); the call spans the earliest to the latest stamp.
     """
     spans = []
     for st in stamps:
-        spans.append([(st[6 * k + 3], st[6 * k + 5]) for k in range(len(st) // 6)])
+        spans.append([(st[per_loop * k + per_loop - 3], st[per_loop * k + per_loop - 1])
+                      for k in range(len(st) // per_loop)])
     start = min(st[0] for st in stamps)
     end = max(st[-1] for st in stamps)
     events = []
@@ -513,7 +558,7 @@ def analyse(paths: list[str], stamps_path: str | None = None) -> list[str]:
         "|---|---:|---:|---:|---:|---|",
     ]
     for (variant, case, op), pts in sorted(data.items()):
-        if op != "all_reduce" or case != "plain":
+        if op not in OP_CODES or case != "plain":
             continue
         per_mib, _ = fit_per_mib(pts, RATE_FROM)
         gbps = MIB / per_mib / 1e3
@@ -524,17 +569,19 @@ def analyse(paths: list[str], stamps_path: str | None = None) -> list[str]:
         exc = " / ".join(
             f"{pts[s] - per_mib * s - icept:+.0f}" if s in pts else "-" for s in (256, 1024)
         )
+        label = variant if op == "all_reduce" else f"{variant} ({op})"
         out.append(
-            f"| {variant} | {gbps:.1f} | {a_channel} | {relative_ramp(pts, per_mib, 16, 256):+.3f} | "
+            f"| {label} | {gbps:.1f} | {a_channel} | {relative_ramp(pts, per_mib, 16, 256):+.3f} | "
             f"{relative_ramp(pts, per_mib, *RAMP_WINDOW):+.3f} | {exc} |"
         )
     if stamps_path:
         out += ["", "| variant | channels | MiB | call us (GPU 0) | spread of the loops' ends (us) | all channels in the local step at once |", "|---|---:|---:|---:|---|---:|"]
         for (v, c, mib), st in sorted(load_stamps(stamps_path).items()):
-            spread = phase_spread(st)
+            spread = phase_spread(st, loop_slices(v))
             shown = ", ".join(f"{s:.0f}" for s in spread[:12])
             out.append(
-                f"| {v} | {c} | {mib} | {max(s[-1] for s in st) / 1e3:.0f} | {shown} | {all_local_share(st):.3f} |"
+                f"| {v} | {c} | {mib} | {max(s[-1] for s in st) / 1e3:.0f} | {shown} | "
+                f"{all_local_share(st, loop_slices(v)):.3f} |"
             )
     return out
 

@@ -228,3 +228,43 @@ def test_run_ce_frozen_table_reads_back() -> None:
     assert len(frozen) == len(predict.SIZES) * sum(len(ops) for ops, _, _ in predict.VARIANTS.values())
     assert frozen["def", "all_reduce", 1024] == (3212.6, 3138.0)
     assert frozen["ch12", "all_reduce", 1024][0] > frozen["def", "all_reduce", 1024][0]
+
+
+def test_plan_runs_each_op_at_its_wire_bytes(ring: types.ModuleType) -> None:
+    """--ops (run cr): a row an op; the reduce-scatter's and all-gather's calls move S / 2 on the wire,
+    so a trial holds as many calls as the all-reduce's of half the size."""
+    rows = ring.plan(("cl4",), (4,), (2048,), 20, 5, ("all_reduce", "reduce_scatter", "all_gather"))
+    assert [r["op"] for r in rows] == ["all_reduce", "reduce_scatter", "all_gather"]
+    half = ring.plan(("cl4",), (4,), (1024,), 20, 5)[0]
+    assert rows[1]["per"] == rows[2]["per"] == half["per"] and rows[0]["per"] <= half["per"]
+    assert set(ring.OP_CODES) == set(ring.SLICES_A_LOOP) and ring.OP_CODES["all_reduce"] == 0
+    with pytest.raises(SystemExit) as err:
+        ring.main(["--dry-run", "--ops", "all_to_all"])
+    assert err.value.code == 2
+
+
+def test_slices_and_stamp_labels_by_op(ring: types.ModuleType) -> None:
+    """A reduce-scatter's or all-gather's loop is channels x one 2 MiB chunk of a rank's part (S / 2):
+    as many loops as the all-reduce's of S, four slices each; their stamps are labelled by op, the
+    all-reduce's by the kind alone (runs cc and cd)."""
+    assert ring.slices_per_call(1024 * MIB, 24, "reduce_scatter") == 4 * 11
+    assert ring.slices_per_call(2 * MIB, 24, "all_gather") == 4
+    assert ring.stamp_variant("cl4", "all_reduce") == "cl4"
+    assert ring.stamp_variant("cl4", "reduce_scatter") == "cl4-reduce_scatter"
+    assert [ring.loop_slices(v) for v in ("cl4", "nccl", "cl4-reduce_scatter", "cl4-all_gather")] == [6, 6, 4, 4]
+
+
+def test_two_call_loops_share_their_local_step(ring: types.ModuleType) -> None:
+    """Four slices a loop: the local step is the last two (from the send's second slice's end)."""
+    def stamps(offset: int) -> list[int]:
+        out, t = [], offset
+        for _ in range(3):
+            for s in range(4):
+                t += 10 if s < 2 else 20
+                out.append(t)
+        return out
+
+    st = [stamps(0), stamps(0)]
+    assert ring.phase_spread(st, 4) == [0.0, 0.0, 0.0]
+    # a loop is 60 ns, 40 of it local; the call runs from the first stamp (10) to the last (180)
+    assert ring.all_local_share(st, 4) == pytest.approx(120 / 170)

@@ -1,0 +1,64 @@
+"""benchmarks/gpu/ring_bends.py (run cr): the bends and the registered verdicts on synthetic files."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+from pathlib import Path
+
+from .scripts import bench_script
+
+MIB = 1 << 20
+SIZES = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def _rows(path: Path, variant: str, bend: dict[str, float]) -> None:
+    """Each op a line (10 us + 2 us a MiB) with ``bend[op]`` us added at 256 MiB."""
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["variant", "case", "op", "bytes", "median_us", "sleep_us"])
+        w.writeheader()
+        for op, extra in bend.items():
+            for mib in SIZES:
+                w.writerow({"variant": variant, "case": "plain", "op": op, "bytes": mib * MIB,
+                            "median_us": 10 + 2 * mib + (extra if mib == 256 else 0), "sleep_us": 0})
+
+
+def _stamps(path: Path, local_ns: dict[str, int]) -> None:
+    """Two channels in step at 24 and 16 channels, 256 MiB: the longer an op's local slices, the
+    larger its all-local share."""
+    with gzip.open(path, "wt", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["variant", "channels", "mib", "channel", "slice", "t_ns", "sm", "cluster"])
+        for op, local in local_ns.items():
+            label, per_loop = ("cl4", 6) if op == "all_reduce" else (f"cl4-{op}", 4)
+            for channels in (24, 16):
+                for ch in range(2):
+                    t = 0
+                    for s in range(3 * per_loop):
+                        t += local if s % per_loop >= per_loop - 2 else 10
+                        w.writerow([label, channels, 256, ch, s, t, 0, 0])
+
+
+def test_verdicts_on_synthetic_files(tmp_path: Path) -> None:
+    bends = bench_script("ring_bends")
+    nccl = {"all_reduce": 38.0, "reduce_scatter": 50.0, "all_gather": 26.0}
+    _rows(tmp_path / "def.csv", "def", nccl)
+    _rows(tmp_path / "ch16.csv", "ch16", {"all_reduce": 22.0, "reduce_scatter": 51.0, "all_gather": 10.0})
+    emul = tmp_path / "emul.csv"
+    with open(emul, "w") as out:  # the emulation: the reduce-scatter deepest, all within 40% at 24
+        _rows(tmp_path / "e24.csv", "cl4-ch24", {"all_reduce": 30.0, "reduce_scatter": 60.0, "all_gather": 20.0})
+        _rows(tmp_path / "e16.csv", "cl4-ch16", {"all_reduce": 20.0, "reduce_scatter": 40.0, "all_gather": 5.0})
+        lines = (tmp_path / "e24.csv").read_text().splitlines() + (tmp_path / "e16.csv").read_text().splitlines()[1:]
+        out.write("\n".join(lines) + "\n")
+    _stamps(tmp_path / "st.csv.gz", {"all_reduce": 20, "reduce_scatter": 40, "all_gather": 15})
+    got = bends.verdict(str(emul), str(tmp_path / "def.csv"), str(tmp_path / "ch16.csv"), str(tmp_path / "st.csv.gz"))
+    rs24 = next(x for x in got if x.startswith("| reduce_scatter | 24 |"))
+    assert rs24.startswith("| reduce_scatter | 24 | +50 | +60 |")
+    assert got[-3:] == ["R, run cq's bends hold on this lease: pass", "E, NCCL's protocol alone bends as NCCL does: pass",
+                        "S, a deeper bend is a longer time in step (deepest emulated: reduce_scatter): pass"]
+    # the all-gather's emulated bend 8 us under 40% of NCCL's: E fails; S still reads the stamps
+    _rows(tmp_path / "e24.csv", "cl4-ch24", {"all_reduce": 30.0, "reduce_scatter": 60.0, "all_gather": 2.0})
+    emul.write_text("\n".join((tmp_path / "e24.csv").read_text().splitlines()
+                              + (tmp_path / "e16.csv").read_text().splitlines()[1:]) + "\n")
+    got = bends.verdict(str(emul), str(tmp_path / "def.csv"), str(tmp_path / "ch16.csv"), str(tmp_path / "st.csv.gz"))
+    assert got[-2] == "E, NCCL's protocol alone bends as NCCL does: fail"
