@@ -9,6 +9,10 @@ prints the bends, the emulation's all-local shares (every channel in its local s
 the registered verdicts (``h200x2-20261130cr-bends-hypotheses.md``):
 
     PYTHONPATH=. python benchmarks/gpu/ring_bends.py --verdict <emul.csv> <def.csv> <ch16.csv> <stamps.csv.gz>
+
+After the run, explained after measurement: ``--analyse <emul.csv> <def.csv> <stamps.csv.gz>`` sets the
+emulation's channels beside the engine's (``engine_stamps``: the engine's channels stamped as the
+emulation stamps its slices) and the three ops' times at 24 channels.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collective_ramp_diag import load  # noqa: E402  (beside this file)
-from ring_emul import all_local_share, load_stamps, loop_slices, stamp_variant  # noqa: E402
-from ring_queue import engine_times, off_line  # noqa: E402
+from ring_calls import CHANNEL_OPS_PER_S, MIB, hypothesis_cost, ring_calls  # noqa: E402
+from ring_emul import all_local_share, load_stamps, loop_slices, phase_spread, stamp_variant  # noqa: E402
+from ring_queue import LINK, NO_FORM, SKEW, ContendedChannels, engine_times, loop_calls, off_line  # noqa: E402
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather")
 CHANNELS = (24, 16)
@@ -56,6 +61,44 @@ def shares(stamps_csv: str) -> dict[tuple[str, int, int], float]:
     return out
 
 
+def engine_stamps(op: str, channels: int, mib: int) -> list[list[float]]:
+    """The engine's channels as the emulation's stamps: per channel two stamps a primitive call (its
+    midpoint and its end, ns from the start), the engine's channels as ``rdusim.sim.ring`` runs them
+    (the count, the document's link and launch skew: ``ring_queue.transfer_s`` with no form)."""
+    import simpy
+
+    from rdusim.hw import collectives as nccl
+    from rdusim.sim.resources import delay
+
+    ring = nccl.RingChannels(channels, CHANNEL_OPS_PER_S, LINK, SKEW)
+    calls = loop_calls(op, 2, hypothesis_cost("count", 0.0))
+    chunks = nccl.ring_loop_chunks(op, mib * MIB, 2, channels)
+    env = simpy.Environment()
+    pool = ContendedChannels(env, ring.link_bytes_per_s, ring.channel_bytes_per_s, NO_FORM)
+    stamps: list[list[float]] = [[] for _ in range(channels)]
+
+    def channel(c: int):
+        start = ring.start_s(c, channels)
+        if start:
+            yield delay(env, start)
+        for chunk in chunks:
+            for on_link, ops, loads in calls:
+                began = env.now
+                yield pool.call(chunk, ops, loads, on_link)
+                stamps[c] += [1e9 * (began + env.now) / 2, 1e9 * env.now]
+
+    for c in range(channels):
+        env.process(channel(c))
+    env.run()
+    return stamps
+
+
+def engine_shares(ops=OPS, channels=CHANNELS, mib: int = AT) -> dict[tuple[str, int], float]:
+    """{(op, channels): the engine's all-local share at ``mib``} (``engine_stamps``)."""
+    return {(op, c): all_local_share(engine_stamps(op, c, mib), 2 * len(ring_calls(op, 2)))
+            for op in ops for c in channels}
+
+
 def verdict(emul_csv: str, def_csv: str, ch16_csv: str, stamps_csv: str) -> list[str]:
     b = bends(emul_csv, {24: def_csv, 16: ch16_csv})
     sh = shares(stamps_csv)
@@ -81,11 +124,42 @@ def verdict(emul_csv: str, def_csv: str, ch16_csv: str, stamps_csv: str) -> list
     ]
 
 
+def analyse(emul_csv: str, def_csv: str, stamps_csv: str) -> list[str]:
+    """After the run (explained after measurement): the emulation's channels against the engine's, by
+    op, channels and size (the all-local share, the spread of the loops' ends at 1 GiB), and the 24
+    channels' times, NCCL / emulated / the engine's ring transfer (NCCL's latency and the launch not
+    in it)."""
+    emul_stamps = load_stamps(stamps_csv)
+    emul_shares = shares(stamps_csv)
+    lines = ["All channels in their local step at once, share of the call: emulated / the engine",
+             "| op | channels | 64 MiB | 256 MiB | 1024 MiB | spread of the loops' ends at 1 GiB (us): emulated; the engine |",
+             "|---|---:|---:|---:|---:|---|"]
+    for op in OPS:
+        per_loop = 2 * len(ring_calls(op, 2))
+        for c in CHANNELS:
+            cells = [f"{emul_shares[op, c, m]:.3f} / {all_local_share(engine_stamps(op, c, m), per_loop):.3f}"
+                     for m in (64, 256, 1024)]
+            spread = [phase_spread(emul_stamps[stamp_variant("cl4", op), c, 1024], per_loop),
+                      phase_spread(engine_stamps(op, c, 1024), per_loop)]
+            lines.append(f"| {op} | {c} | " + " | ".join(cells) + " | "
+                         + "; ".join(", ".join(f"{x:.0f}" for x in sp) for sp in spread) + " |")
+    nccl, emul = load([def_csv]), load([emul_csv])
+    lines += ["", "24 channels, us: NCCL / emulated / the engine's ring transfer (no latency, no launch)"]
+    for op in OPS:
+        pts, em = nccl["def", "plain", op], emul["cl4-ch24", "plain", op]
+        eng = engine_times(op, 24, tuple(sorted(pts)))
+        lines.append(f"- {op}: " + ", ".join(f"{m} MiB {pts[m]:.0f} / {em[m]:.0f} / {eng[m]:.0f}" for m in sorted(pts)))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--verdict", nargs=4, required=True, metavar=("EMUL", "DEF", "CH16", "STAMPS"))
+    group = ap.add_mutually_exclusive_group(required=True)
+    group.add_argument("--verdict", nargs=4, metavar=("EMUL", "DEF", "CH16", "STAMPS"))
+    group.add_argument("--analyse", nargs=3, metavar=("EMUL", "DEF", "STAMPS"),
+                       help="after the run: the emulation's channels against the engine's")
     args = ap.parse_args(argv)
-    print("\n".join(verdict(*args.verdict)))
+    print("\n".join(verdict(*args.verdict) if args.verdict else analyse(*args.analyse)))
     return 0
 
 

@@ -62,3 +62,21 @@ def test_verdicts_on_synthetic_files(tmp_path: Path) -> None:
                               + (tmp_path / "e16.csv").read_text().splitlines()[1:]) + "\n")
     got = bends.verdict(str(emul), str(tmp_path / "def.csv"), str(tmp_path / "ch16.csv"), str(tmp_path / "st.csv.gz"))
     assert got[-2] == "E, NCCL's protocol alone bends as NCCL does: fail"
+
+
+def test_run_cr_as_committed() -> None:
+    """Run cr's verdict and analysis are what ring_bends.py prints from its files: NCCL's 24-channel
+    bends hold run cq's (R), the emulation's all-gather bends half as deep as NCCL's (E fails), the
+    reduce-scatter's bend is the deepest and its channels the longest in step (S); and the engine's
+    channels are in step as long as the emulation's at 24 channels and 256 MiB (within 0.02)."""
+    bends = bench_script("ring_bends")
+    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
+    p = str(gpu / "h200x2-20261130cr")
+    got = bends.verdict(f"{p}-emul.csv", f"{p}-def.csv", f"{p}-ch16.csv", f"{p}-emul-stamps.csv.gz")
+    assert "\n".join(got) + "\n" == (gpu / "h200x2-20261130cr-verdict.txt").read_text()
+    assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "fail", "pass"]
+    got = bends.analyse(f"{p}-emul.csv", f"{p}-def.csv", f"{p}-emul-stamps.csv.gz")
+    assert "\n".join(got) + "\n" == (gpu / "h200x2-20261130cr-analysis.txt").read_text()
+    emul = bends.shares(f"{p}-emul-stamps.csv.gz")
+    engine = bends.engine_shares(channels=(24,))
+    assert all(abs(emul[op, 24, 256] - engine[op, 24]) <= 0.02 for op in bends.OPS)
