@@ -12,7 +12,8 @@ the registered verdicts (``h200x2-20261130cr-bends-hypotheses.md``):
 
 After the run, explained after measurement: ``--analyse <emul.csv> <def.csv> <stamps.csv.gz>`` sets the
 emulation's channels beside the engine's (``engine_stamps``: the engine's channels stamped as the
-emulation stamps its slices) and the three ops' times at 24 channels.
+emulation stamps its slices) and the three ops' times at 24 channels; ``--rates <collectives.py CSVs>``
+each op's wire rate from 256 MB up and the count's loads and stores a second it takes.
 """
 
 from __future__ import annotations
@@ -152,14 +153,54 @@ def analyse(emul_csv: str, def_csv: str, stamps_csv: str) -> list[str]:
     return lines
 
 
+#: wire bytes a byte of S and the count's loads and stores a wire byte, two GPUs (``ring_primitives``)
+WIRE = {"all_reduce": (1.0, 4), "reduce_scatter": (0.5, 5), "all_gather": (0.5, 5)}
+LARGE = 256 << 20  # bytes: the rows a large-size rate is read from (the calibration's window)
+
+
+def large_rates(path: str) -> dict[str, tuple[float, float]]:
+    """{op: (wire GB/s, the count's loads and stores GB/s)} of a ``collectives.py`` CSV's two-GPU graph
+    rows from 256 MB to its largest: the slope between the two ends."""
+    import csv
+
+    pts: dict[str, dict[int, float]] = {}
+    with open(path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r.get("mode") == "graph" and r.get("op") in WIRE and int(r.get("ranks") or 2) == 2:
+                pts.setdefault(r["op"], {})[int(r["bytes"])] = float(r["median_us"])
+    out = {}
+    for op, by in pts.items():
+        big = sorted(b for b in by if b >= LARGE)
+        if len(big) >= 2:
+            share, ops = WIRE[op]
+            wire = (big[-1] - big[0]) * share / ((by[big[-1]] - by[big[0]]) * 1e-6) / 1e9
+            out[op] = (wire, wire * ops)
+    return out
+
+
+def rates_report(paths: list[str]) -> list[str]:
+    lines = ["Two GPUs, graph rows from 256 MB up: wire GB/s (the count's loads and stores GB/s)",
+             "| sweep | " + " | ".join(OPS) + " |", "|---|" + "---:|" * len(OPS)]
+    for path in paths:
+        got = large_rates(path)
+        lines.append(f"| {Path(path).name} | " + " | ".join(
+            f"{got[op][0]:.0f} ({got[op][1]:.0f})" if op in got else "-" for op in OPS) + " |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = ap.add_mutually_exclusive_group(required=True)
     group.add_argument("--verdict", nargs=4, metavar=("EMUL", "DEF", "CH16", "STAMPS"))
     group.add_argument("--analyse", nargs=3, metavar=("EMUL", "DEF", "STAMPS"),
                        help="after the run: the emulation's channels against the engine's")
+    group.add_argument("--rates", nargs="+", metavar="CSV",
+                       help="collectives.py sweeps: each op's large-size wire rate and loads and stores")
     args = ap.parse_args(argv)
-    print("\n".join(verdict(*args.verdict) if args.verdict else analyse(*args.analyse)))
+    if args.rates:
+        print("\n".join(rates_report(args.rates)))
+    else:
+        print("\n".join(verdict(*args.verdict) if args.verdict else analyse(*args.analyse)))
     return 0
 
 

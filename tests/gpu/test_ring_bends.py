@@ -80,3 +80,28 @@ def test_run_cr_as_committed() -> None:
     emul = bends.shares(f"{p}-emul-stamps.csv.gz")
     engine = bends.engine_shares(channels=(24,))
     assert all(abs(emul[op, 24, 256] - engine[op, 24]) <= 0.02 for op in bends.OPS)
+
+
+def test_large_rates_read_two_gpu_graph_rows(tmp_path: Path) -> None:
+    """--rates: the slope from 256 MB to the largest two-GPU graph row, in wire bytes (the all-reduce's
+    S, the others' S / 2) and in the count's loads and stores (4 and 5 a wire byte); the committed
+    table is what it prints for the seven two-GPU sweeps."""
+    bends = bench_script("ring_bends")
+    path = tmp_path / "c.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["op", "mode", "ranks", "bytes", "median_us"])
+        for b, us in ((256 << 20, 1000.0), (1 << 30, 3000.0)):
+            w.writerow(["all_reduce", "graph", 2, b, us])
+            w.writerow(["reduce_scatter", "graph", 2, b, us / 2])
+            w.writerow(["all_reduce", "stream", 2, b, 1.0])  # not graph: not read
+            w.writerow(["all_gather", "graph", 4, b, 1.0])  # four GPUs: not read
+    got = bends.large_rates(str(path))
+    wire = (768 << 20) / 2000e-6 / 1e9
+    assert got == {"all_reduce": (wire, 4 * wire), "reduce_scatter": (wire, 5 * wire)}
+    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
+    committed = (gpu / "h200x2-20261130cr-rates.txt").read_text()
+    names = [line.split(" | ")[0].removeprefix("| ") for line in committed.splitlines()[3:]]
+    assert "\n".join(bends.rates_report([str(gpu / n) for n in names])) + "\n" == committed
+    for op in bends.OPS:  # every sweep, every op: 1.3-1.45 TB/s of the count's loads and stores
+        assert all(1300 <= bends.large_rates(str(gpu / n))[op][1] <= 1450 for n in names)
