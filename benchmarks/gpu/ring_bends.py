@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collective_ramp_diag import load  # noqa: E402  (beside this file)
 from ring_calls import CHANNEL_OPS_PER_S, MIB, hypothesis_cost, ring_calls  # noqa: E402
 from ring_emul import all_local_share, load_stamps, loop_slices, phase_spread, stamp_variant  # noqa: E402
-from ring_queue import LINK, NO_FORM, SKEW, ContendedChannels, engine_times, loop_calls, off_line  # noqa: E402
+from ring_queue import LINK, NO_FORM, SKEW, engine_times, loop_calls, off_line, transfer_s  # noqa: E402
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather")
 CHANNELS = (24, 16)
@@ -66,32 +66,13 @@ def engine_stamps(op: str, channels: int, mib: int) -> list[list[float]]:
     """The engine's channels as the emulation's stamps: per channel two stamps a primitive call (its
     midpoint and its end, ns from the start), the engine's channels as ``rdusim.sim.ring`` runs them
     (the count, the document's link and launch skew: ``ring_queue.transfer_s`` with no form)."""
-    import simpy
-
     from rdusim.hw import collectives as nccl
-    from rdusim.sim.resources import delay
 
     ring = nccl.RingChannels(channels, CHANNEL_OPS_PER_S, LINK, SKEW)
-    calls = loop_calls(op, 2, hypothesis_cost("count", 0.0))
-    chunks = nccl.ring_loop_chunks(op, mib * MIB, 2, channels)
-    env = simpy.Environment()
-    pool = ContendedChannels(env, ring.link_bytes_per_s, ring.channel_bytes_per_s, NO_FORM)
-    stamps: list[list[float]] = [[] for _ in range(channels)]
-
-    def channel(c: int):
-        start = ring.start_s(c, channels)
-        if start:
-            yield delay(env, start)
-        for chunk in chunks:
-            for on_link, ops, loads in calls:
-                began = env.now
-                yield pool.call(chunk, ops, loads, on_link)
-                stamps[c] += [1e9 * (began + env.now) / 2, 1e9 * env.now]
-
-    for c in range(channels):
-        env.process(channel(c))
-    env.run()
-    return stamps
+    seen: list[list[tuple[float, float]]] = [[] for _ in range(channels)]
+    transfer_s(ring, nccl.ring_loop_chunks(op, mib * MIB, 2, channels),
+               loop_calls(op, 2, hypothesis_cost("count", 0.0)), NO_FORM, seen)
+    return [[t for began, end in calls for t in (1e9 * (began + end) / 2, 1e9 * end)] for calls in seen]
 
 
 def engine_shares(ops=OPS, channels=CHANNELS, mib: int = AT) -> dict[tuple[str, int], float]:

@@ -109,20 +109,26 @@ class ContendedChannels(CappedPool):
 Calls = tuple[tuple[bool, float, int], ...]  # a loop's calls: (on NVLink, operations a byte, loads a byte)
 
 
-def transfer_s(ring: nccl.RingChannels, chunks: tuple[float, ...], calls: Calls, form: Form) -> float:
-    """``rdusim.sim.ring.ring_transfer_s`` with the channels' calls in a ``ContendedChannels``."""
+def transfer_s(ring: nccl.RingChannels, chunks: tuple[float, ...], calls: Calls, form: Form,
+               calls_seen: list[list[tuple[float, float]]] | None = None) -> float:
+    """``rdusim.sim.ring.ring_transfer_s`` with the channels' calls in a ``ContendedChannels``;
+    ``calls_seen`` (a list a channel), when given, gets each call's (start, end) in seconds."""
     env = simpy.Environment()
     pool = ContendedChannels(env, ring.link_bytes_per_s, ring.channel_bytes_per_s, form)
 
-    def channel(start: float) -> Generator:
+    def channel(c: int) -> Generator:
+        start = ring.start_s(c, ring.channels)
         if start:
             yield delay(env, start)
         for chunk in chunks:
             for on_link, ops, loads in calls:
+                began = env.now
                 yield pool.call(chunk, ops, loads, on_link)
+                if calls_seen is not None:
+                    calls_seen[c].append((began, env.now))
 
     for c in range(ring.channels):
-        env.process(channel(ring.start_s(c, ring.channels)))
+        env.process(channel(c))
     env.run()
     return env.now
 
