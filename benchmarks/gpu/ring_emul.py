@@ -22,10 +22,15 @@ flag store. Variants:
   launch on sm90 (``src/enqueue.cc`` ncclLaunchKernel at 01e6dd9: the cluster dimension
   ``cgaClusterSize``, 4 by default, ``src/init.cc`` parseCommConfig; run cd).
 
+``--ops`` (run cr) adds the two-rank reduce-scatter (``send``, ``recvReduceCopy``) and all-gather out
+of place (``copySend``, ``recv``): ``reduce_scatter.h``, ``all_gather.h`` runRing, a loop channels x
+one chunk of a rank's part (S / 2), two primitive calls of two slices; their stamps are labelled
+``<variant>-<op>``.
+
 Each row: ``per`` calls back to back on each GPU (one launch each, interleaved), a CUDA event pair
 around them on each GPU, the slower GPU's time / ``per``, median of ``reps`` trials. The CSV has
 ``collective_ramp_diag.py``'s columns (variant ``<variant>-ch<C>``, case ``plain``, op
-``all_reduce``). Every channel stamps the global timer after each slice; ``--stamps`` keeps GPU 0's
+``all_reduce`` or the op ``--ops`` names). Every channel stamps the global timer after each slice; ``--stamps`` keeps GPU 0's
 stamps of the last call of chosen rows, and ``--analyse`` (CPU) prints the ramp by variant and
 channels and, from the stamps, how far the channels drift apart and how often all of them are in
 their local step at once.
