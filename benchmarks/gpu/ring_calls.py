@@ -50,7 +50,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ring_predict import frozen_arguments, frozen_or_compare, read_measured  # noqa: E402  (beside this file)
+from ring_predict import frozen_arguments, frozen_or_compare, frozen_rows, read_measured  # noqa: E402  (beside this file)
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -179,13 +179,8 @@ def frozen_table() -> list[str]:
 
 
 def read_frozen(path: str) -> dict[tuple[str, str, int], dict[str, float]]:
-    out = {}
-    with open(path) as fh:
-        for line in fh:
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) == 3 + len(HYPOTHESES) and cells[2].isdigit():
-                out[cells[0], cells[1], int(cells[2])] = dict(zip(HYPOTHESES, map(float, cells[3:]), strict=True))
-    return out
+    return {key: dict(zip(HYPOTHESES, values, strict=True))
+            for key, values in frozen_rows(path, len(HYPOTHESES)).items()}
 
 
 def _errors(frozen, measured, keys, hypothesis: str) -> list[float]:

@@ -77,14 +77,20 @@ def frozen_table() -> list[str]:
     return lines
 
 
-def read_frozen(path: str) -> dict[tuple[str, str, int], tuple[float, float]]:
+def frozen_rows(path: str, values: int) -> dict[tuple[str, str, int], list[float]]:
+    """A frozen table's rows, ``| variant | op | MiB | value ... |`` with ``values`` values: {(variant,
+    op, MiB): the values} (the header and rule lines skipped)."""
     out = {}
     with open(path) as fh:
         for line in fh:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) == 5 and cells[2].isdigit():
-                out[cells[0], cells[1], int(cells[2])] = (float(cells[3]), float(cells[4]))
+            if len(cells) == 3 + values and cells[2].isdigit():
+                out[cells[0], cells[1], int(cells[2])] = [float(c) for c in cells[3:]]
     return out
+
+
+def read_frozen(path: str) -> dict[tuple[str, str, int], tuple[float, float]]:
+    return {key: (now, before) for key, (now, before) in frozen_rows(path, 2).items()}
 
 
 def read_measured(paths: list[str]) -> dict[tuple[str, str, int], float]:

@@ -133,19 +133,26 @@ def _fake_torch(log: list[str]) -> tuple[types.ModuleType, types.ModuleType]:
     return torch, dist
 
 
-def test_device_path_on_a_fake_torch(
-    diag: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    log: list[str] = []
+def _install_fake_torch(diag: types.ModuleType, monkeypatch: pytest.MonkeyPatch, log: list[str]) -> types.ModuleType:
+    """``_fake_torch`` in place of torch for the test, and the script's ``os._exit`` a SystemExit;
+    returns the fake torch.distributed."""
     torch, dist = _fake_torch(log)
     monkeypatch.setitem(sys.modules, "torch", torch)
     monkeypatch.setitem(sys.modules, "torch.distributed", dist)
-    monkeypatch.setenv("NCCL_MIN_NCHANNELS", "1")
 
     def fake_exit(code: int) -> None:
         raise SystemExit(code)
 
     monkeypatch.setattr(diag.os, "_exit", fake_exit)
+    return dist
+
+
+def test_device_path_on_a_fake_torch(
+    diag: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log: list[str] = []
+    _install_fake_torch(diag, monkeypatch, log)
+    monkeypatch.setenv("NCCL_MIN_NCHANNELS", "1")
     out = tmp_path / "d.csv"
     with pytest.raises(SystemExit):
         diag.main(
@@ -252,14 +259,7 @@ def test_p2p_ops_eager_on_a_fake_torch(
     time is the row's) only receives from rank 1; the ``eager`` case times the calls without a
     graph (no replay)."""
     log: list[str] = []
-    torch, dist = _fake_torch(log)
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
-
-    def fake_exit(code: int) -> None:
-        raise SystemExit(code)
-
-    monkeypatch.setattr(diag.os, "_exit", fake_exit)
+    _install_fake_torch(diag, monkeypatch, log)
     out = tmp_path / "p.csv"
     with pytest.raises(SystemExit):
         diag.main(["--out", str(out), "--ops", "sendrecv,send_oneway", "--cases", "eager",
@@ -277,15 +277,8 @@ def test_all_gather_inplace_on_a_fake_torch(
     """``all_gather_inplace`` gathers into the output with the rank's own part of it as the input
     (NCCL's in-place all-gather); it is never in the default ops, and its footprint is the output."""
     log: list[str] = []
-    torch, dist = _fake_torch(log)
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+    dist = _install_fake_torch(diag, monkeypatch, log)
     monkeypatch.setattr(dist, "get_rank", lambda: 1)
-
-    def fake_exit(code: int) -> None:
-        raise SystemExit(code)
-
-    monkeypatch.setattr(diag.os, "_exit", fake_exit)
     out = tmp_path / "ip.csv"
     with pytest.raises(SystemExit):
         diag.main(["--out", str(out), "--ops", "all_gather_inplace,all_gather", "--sizes", "4",
