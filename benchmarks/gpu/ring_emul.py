@@ -76,9 +76,9 @@ THREADS = 512  # NCCL_SIMPLE_MAX_NTHREADS (src/include/device.h)
 STEPS = 8  # NCCL_STEPS
 STEP_BYTES = 512 * 1024  # NCCL_BUFFSIZE 4 MiB / NCCL_STEPS
 CHUNK_BYTES = 4 * STEP_BYTES  # ALLREDUCE_CHUNKSTEPS 4: 2 MiB (calcCollChunking leaves the ring's)
-MAX_STAMPS = 512  # a channel's stamps kept (slices: 6 a loop; 1 GiB at 24 channels is 11 loops)
+MAX_STAMPS = 512  # a channel's stamps kept (slices: 6 a loop; 1 GiB at 24 channels is 11 loops, 4 GiB at 16 is 64)
 #: rows whose stamps are kept (variant, channels, MiB)
-STAMP_ROWS = {(v, c, s) for v in VARIANTS for c in (8, 16, 24) for s in (64, 256, 1024)}
+STAMP_ROWS = {(v, c, s) for v in VARIANTS for c in (8, 16, 24) for s in (64, 256, 1024, 4096)}  # 4096: run cs
 #: the cluster attribute of each variant's kernel
 CLUSTER = {"nccl": "", "norecv": "", "cl4": "__cluster_dims__(4, 1, 1)"}
 #: a guess of one channel's rate (GB/s of S) that caps the calls of a trial (per_calls)
