@@ -141,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(512) CLUSTER_ATTR
 ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* fifo_mine,
                float4* fifo_peer, u64* tail_mine, u64* tail_peer, u64* head_mine, u64* head_peer,
                u64* steps, long long n16, long long chunk16, long long step16, int rank,
-               int norecv, u64* stamps, int max_stamps, int* err, u64* where, int op) {
+               int norecv, u64* stamps, int max_stamps, int* err, u64* where, int op, u64* extra) {
   __shared__ int ok;
   const int c = blockIdx.x, nch = gridDim.x, nranks = 2, peer = (rank + 1) % nranks;
   const bool lead = threadIdx.x == 0;
@@ -183,11 +183,14 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
       for (int s = 0; s < 2; ++s) {  // every slice steps the flags, empty or not (genericOp)
         const long long sz = done >= nelem ? 0 : (slice < nelem - done ? slice : nelem - done);
         const bool sends = prim < nprim - 1, recvs = prim > 0;
+        u64 t_start = 0, t_waited = 0;
         if (lead) {
+          t_start = now();
           bool good = true;
           if (sends) good = wait_ge(my_head, send_step + 2 > NSTEPS ? send_step + 2 - NSTEPS : 0, err);
           if (good && recvs) good = wait_ge(my_tail, recv_step + 2, err);
           if (!good) ok = 0;
+          t_waited = now();
         }
         __syncthreads();
         if (!ok) return;
@@ -207,9 +210,18 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
         }
         __syncthreads();
         if (lead) {
+          const u64 t_copied = now();
           if (sends) { __threadfence_system(); store_flag(peer_tail, send_step + 2); }
           if (recvs) store_flag(peer_head, recv_step + 2);
-          if (nst < max_stamps) stamps[(long long)c * max_stamps + nst] = now();
+          const u64 t_end = now();
+          if (nst < max_stamps) {
+            const long long i = (long long)c * max_stamps + nst;
+            stamps[i] = t_end;
+            // run ct: the slice's flag wait, its post (fence and flag stores) and its bytes
+            extra[3 * i] = t_waited - t_start;
+            extra[3 * i + 1] = t_end - t_copied;
+            extra[3 * i + 2] = (u64)sz * 16;
+          }
         }
         ++nst;
         if (sends) send_step += 2;
@@ -222,7 +234,8 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
 }
 """
 
-STAMP_FIELDS = ["variant", "channels", "mib", "channel", "slice", "t_ns", "sm", "cluster"]
+#: run ct added the last three (a slice's flag wait and post, ns, and its bytes); older files lack them
+STAMP_FIELDS = ["variant", "channels", "mib", "channel", "slice", "t_ns", "sm", "cluster", "wait_ns", "post_ns", "bytes"]
 
 
 def variant_name(variant: str, channels: int) -> str:
@@ -296,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="MiB, comma-separated")
     ap.add_argument("--per", type=int, default=20)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--stamp-all", action="store_true", help="keep the stamps of every row (run ct), not STAMP_ROWS'")
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument(
         "--analyse",
@@ -333,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.out:
         ap.error("--out is required (or --dry-run / --analyse)")
-    return _run(rows, args.out, args.stamps)
+    return _run(rows, args.out, args.stamps, args.stamp_all)
 
 
 class _Ring:  # pragma: no cover - needs two GPUs with peer access
@@ -347,7 +361,7 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
         assert rt.deviceCanAccessPeer(0, 1) and rt.deviceCanAccessPeer(1, 0), "no peer access"
         self.step16 = STEP_BYTES // 16
         self.buf, self.fifo, self.tail, self.head, self.steps = {}, {}, {}, {}, {}
-        self.kern, self.stream, self.stamps, self.err, self.where = {}, {}, {}, {}, {}
+        self.kern, self.stream, self.stamps, self.err, self.where, self.extra = {}, {}, {}, {}, {}, {}
         for d in (0, 1):
             with cp.cuda.Device(d):
                 rt.deviceEnablePeerAccess(1 - d)
@@ -360,6 +374,7 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
                 self.head[d] = cp.zeros(max_channels * 16, dtype=cp.uint64)
                 self.steps[d] = cp.zeros(max_channels * 2, dtype=cp.uint64)
                 self.stamps[d] = cp.zeros(max_channels * MAX_STAMPS, dtype=cp.uint64)
+                self.extra[d] = cp.zeros(max_channels * MAX_STAMPS * 3, dtype=cp.uint64)
                 self.err[d] = cp.zeros(1, dtype=cp.int32)
                 self.where[d] = cp.zeros(max_channels, dtype=cp.uint64)
                 src = KERNEL.replace("WAIT_NS", f"{WAIT_NS}ull")
@@ -410,6 +425,7 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
                             self.err[d],
                             self.where[d],
                             np.int32(OP_CODES[r["op"]]),
+                            self.extra[d],
                         ),
                         stream=self.stream[d],
                     )
@@ -435,6 +451,13 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
         st = st.reshape(c, MAX_STAMPS)[:, : min(n, MAX_STAMPS)]
         return (st - st.min()).tolist()
 
+    def last_extra(self, c: int, n: int) -> list[list[tuple[int, int, int]]]:
+        """GPU 0's last call, per channel and slice: (flag wait ns, post ns, bytes) (run ct)."""
+        with self.cp.cuda.Device(0):
+            ex = self.cp.asnumpy(self.extra[0][: c * MAX_STAMPS * 3]).astype("int64")
+        ex = ex.reshape(c, MAX_STAMPS, 3)[:, : min(n, MAX_STAMPS)]
+        return [[tuple(int(v) for v in x) for x in ch] for ch in ex]
+
     def placement(self, c: int) -> list[tuple[int, int]]:
         """GPU 0's channels' (SM, cluster) in its last call."""
         with self.cp.cuda.Device(0):
@@ -442,7 +465,7 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
         return [(int(v) & 0xFFFFFFFF, int(v) >> 32) for v in w]
 
 
-def _run(rows: list[dict], out: str, stamps_out: str | None) -> int:  # pragma: no cover - two GPUs
+def _run(rows: list[dict], out: str, stamps_out: str | None, stamp_all: bool = False) -> int:  # pragma: no cover
     ring = _Ring(max(r["bytes"] for r in rows), max(r["channels"] for r in rows))
     sfh = None
     if stamps_out:
@@ -470,12 +493,12 @@ def _run(rows: list[dict], out: str, stamps_out: str | None) -> int:  # pragma: 
                 f"(per {r['per']})",
                 flush=True,
             )
-            if sfh and (r["kind"], c, mib) in STAMP_ROWS:
+            if sfh and (stamp_all or (r["kind"], c, mib) in STAMP_ROWS):
                 n = slices_per_call(r["bytes"], c, r["op"])
                 where = ring.placement(c)
                 label = stamp_variant(r["kind"], r["op"])
-                for ch, st in enumerate(ring.last_stamps(c, n)):
-                    swriter.writerows([label, c, mib, ch, s, t, *where[ch]] for s, t in enumerate(st))
+                for ch, (st, ex) in enumerate(zip(ring.last_stamps(c, n), ring.last_extra(c, n), strict=True)):
+                    swriter.writerows([label, c, mib, ch, s, t, *where[ch], *x] for s, (t, x) in enumerate(zip(st, ex, strict=True)))
     if sfh:
         sfh.close()
     return rc

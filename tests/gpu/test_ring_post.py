@@ -1,0 +1,45 @@
+"""benchmarks/gpu/ring_post.py (run ct): a slice's post by its bytes, and the registered checks on synthetic stamps."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+from pathlib import Path
+
+from .scripts import bench_script
+
+
+def _stamps(path: Path, post_us) -> None:
+    """The all-reduce's stamps at 4 and 24 channels: one loop (6 slices: 4 that send, then the local
+    call's 2) at each slice size, each slice's post ``post_us(channels, bytes)`` (the local one 0.1 us)."""
+    emul = bench_script("ring_emul")
+    with gzip.open(path, "wt", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(emul.STAMP_FIELDS)
+        for channels, sizes in ((4, (64 << 10, 256 << 10, 1 << 20)), (24, (10 << 10, 20 << 10, 256 << 10, 1 << 20))):
+            for mib, nbytes in enumerate(sizes):
+                for s in range(6):
+                    post = post_us(channels, nbytes) if s < 4 else 0.1
+                    w.writerow(["cl4", channels, mib, 0, s, 1000 * s, 0, 0, 50, round(1000 * post), nbytes])
+            w.writerow(["cl4", channels, 99, 0, 0, 0, 0, 0, 0, 5000, 0])  # an empty slice: left out
+
+
+def test_verdicts_on_synthetic_stamps(tmp_path: Path) -> None:
+    post = bench_script("ring_post")
+    _stamps(tmp_path / "flat.csv.gz", lambda c, b: 1.5)
+    got = post.verdict(str(tmp_path / "flat.csv.gz"))
+    assert "| >= 1024 KiB | 1.50 / 0.10 | 1.50 / 0.10 |" in got
+    assert got[-3:] == [
+        "K, a post costs the same at every slice (24 channels: large within 25% of small): pass",
+        "G, a post grows with the slice (24 channels: large >= 1.5x small): fail",
+        "P, p2p's post (4 channels, the median over the bins within 25% of 1.539 us): pass"]
+    # a drain: 0.5 us plus a microsecond a 512 KiB
+    _stamps(tmp_path / "grows.csv.gz", lambda c, b: 0.5 + b / (512 << 10))
+    got = post.verdict(str(tmp_path / "grows.csv.gz"))
+    assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["fail", "pass", "fail"]  # 4 channels: 1.0 us
+    assert "24 channels, small slices (< 32 KiB) / large (>= 512 KiB): 0.53 / 2.50 us" in got[-5]
+
+
+def test_bins() -> None:
+    post = bench_script("ring_post")
+    assert [post.bin_of(b) for b in (1, 16 << 10, 100 << 10, 5 << 20)] == [0, 16 << 10, 64 << 10, 1 << 20]
