@@ -5,13 +5,15 @@
 # its defaults (all-reduce, all-gather, reduce-scatter), the all-reduce at 12, 16 and 32 forced ring
 # channels and with a 1 MiB and a 16 MiB NCCL_BUFFSIZE.
 # Usage on the device, from the repo root: OUT=<dir> bash benchmarks/gpu/ring_emul_run_ce.sh
+# (RUN=cu DAY=20261130: the same rows for run cu, ring_post_run_cu.sh)
+RUN=${RUN:-ce}; DAY=${DAY:-20261129}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$GPU" in *H200*) P=h200x2-20261129ce ;; *) P=h100x2-20261129ce ;; esac
+case "$GPU" in *H200*) P=h200x2-$DAY$RUN ;; *) P=h100x2-$DAY$RUN ;; esac
 W=/tmp/w; mkdir -p $W; G=benchmarks/gpu; T0=$(date +%s)
 log() { echo "[$(( $(date +%s) - T0 ))s $(date -u +%H:%M:%S)] $*" | tee -a $W/$P-main.log; }
 pack() { tar czf $OUT/results.tgz -C $W . ; }
-log "run ce: $(hostname) $GPU"
+log "run $RUN: $(hostname) $GPU"
 { date -u; nvidia-smi topo -m; nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,memory.total --format=csv
   python -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version(), torch.cuda.device_count())"
   nproc; env | grep -E "^(NCCL|NVSHMEM|TORCH|CUDA)" | sort

@@ -11,6 +11,17 @@ emulated (``ring_emul.py``, clusters of four, its stamps' ``wait_ns``, ``post_ns
 at 4 and 24 channels, slices of 10 KiB to 1 MiB.
 
     PYTHONPATH=. python benchmarks/gpu/ring_post.py --verdict <stamps.csv.gz>
+
+Run cu (a frozen check before adoption): the post in the engine (``nvlink.ring.post``, p2p's 1.539
+us, on each slice that sends, as run ct measured), the channel's rate re-derived so one channel keeps
+run ad's 21.0 GB/s of wire (``one_channel_rate``), the link re-calibrated on run aa's rows as the
+document's was (``candidate_doc``). ``--frozen OUT`` writes what it and the engine now give for run
+ce's variants (``ring_predict.py``'s: NCCL's defaults, 12, 16 and 32 channels, a 1 MiB and a 16 MiB
+``NCCL_BUFFSIZE``) before the run; ``--compare FROZEN CSV...`` the registered checks
+(``h200x2-20261130cu-post-hypotheses.md``).
+
+    PYTHONPATH=. python benchmarks/gpu/ring_post.py --frozen h200x2-20261130cu-predicted.txt
+    PYTHONPATH=. python benchmarks/gpu/ring_post.py --compare h200x2-20261130cu-predicted.txt <csv>...
 """
 
 from __future__ import annotations
@@ -19,7 +30,11 @@ import argparse
 import csv
 import gzip
 import statistics
+import sys
 from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: slice sizes (bytes) the posts are binned by: each bin from its edge to the next
 BINS = (0, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20)
@@ -97,10 +112,128 @@ def verdict(path: str) -> list[str]:
         f"{name}: {'pass' if ok else 'fail'}" for name, ok in checks.items()]
 
 
+#: one ring channel's all-reduce on two GPUs, GB/s of wire (run ad on two H100s, run ar on two H200s; the
+#: documents' ``channel_bandwidth`` comment), and the calibration rows of h200.yaml's link (run aa)
+ONE_CHANNEL_WIRE = 21.0e9
+CALIBRATION = "benchmarks/gpu/h200x2-20261128aa-sweep.csv"
+MIB = 1 << 20
+
+
+def one_channel_rate(post_s: float) -> float:
+    """``channel_bandwidth`` with a post on each sending slice: one channel's all-reduce loop on two GPUs
+    is 8 operations over 2 wire chunks of 2 MiB and 4 posts (``send``'s and ``recvReduceCopySend``'s two
+    slices each), at ``ONE_CHANNEL_WIRE``."""
+    from rdusim.hw.collectives import RING_CHUNK_BYTES, RING_SLICES
+
+    posts_a_wire_byte = 2 * RING_SLICES * post_s / (2 * RING_CHUNK_BYTES)
+    return 4 / (1 / ONE_CHANNEL_WIRE - posts_a_wire_byte)
+
+
+def candidate_text(post_s: float = P2P_STEP_US * 1e-6) -> str:
+    """h200.yaml with the post (``nvlink.ring.post``), the channel's rate re-derived and the link
+    re-calibrated on ``CALIBRATION`` (``collectives.fit_ring_link``, as the document's was)."""
+    import dataclasses
+    import re
+
+    from ring_calls import ROOT
+
+    from rdusim.analysis.gpu.collectives import fit_ring_link
+    from rdusim.analysis.gpu.measured import read_csv
+    from rdusim.hw.gpu import load_gpu_node
+
+    text = (ROOT / "hw_configs/h200.yaml").read_text()
+    ring = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.fabric.ring
+    rate = one_channel_rate(post_s)
+    ring = dataclasses.replace(ring, channel_bytes_per_s=rate, post_s=post_s)
+    link = fit_ring_link(read_csv(ROOT / CALIBRATION), ring)
+    text, n1 = re.subn(r'channel_bandwidth: "[0-9.]+ GB/s"', f'channel_bandwidth: "{rate / 1e9:.2f} GB/s"', text)
+    text, n2 = re.subn(r'link_bandwidth: "[0-9.]+ GB/s"', f'link_bandwidth: "{link / 1e9:.1f} GB/s"', text)
+    text, n3 = re.subn(r'(\n    launch_skew: "[0-9.]+ us"\n)', f'\\1    post: "{post_s * 1e6:.3f} us"\n', text)
+    assert (n1, n2, n3) == (1, 1, 1), "h200.yaml's ring section moved"
+    return text
+
+
+def frozen_table() -> list[str]:
+    import tempfile
+
+    from ring_predict import SIZES as P_SIZES
+    from ring_predict import VARIANTS
+
+    with tempfile.TemporaryDirectory() as tmp:
+        doc = Path(tmp) / "h200-post.yaml"
+        text = candidate_text()
+        doc.write_text(text)
+        ring = [line.strip() for line in text.splitlines() if line.strip().startswith(
+            ("channel_bandwidth:", "link_bandwidth:", "post:"))]
+        lines = ["# Run cu, frozen before the run: NCCL's graph rows on two H200s; `post` the engine with a post on",
+                 f"# each sending slice ({', '.join(ring)}), `now` hw_configs/h200.yaml as committed.",
+                 "| variant | op | MiB | post (us) | now (us) |", "|---|---|---:|---:|---:|"]
+        from ring_predict import predict
+
+        for variant, (ops, _, _) in VARIANTS.items():
+            for op in ops:
+                for mib in P_SIZES:
+                    lines.append(f"| {variant} | {op} | {mib} | {predict(variant, op, mib * MIB, doc)[0]:.1f} | "
+                                 f"{predict(variant, op, mib * MIB)[0]:.1f} |")
+    return lines
+
+
+#: the registered checks (rows from CHECK_FROM MiB): the defaults' medians no worse than the engine now's
+#: and the all-reduce's at most MAX_AR; the buffer ratios within BUFFER_POINTS at >= BUFFER_PASS of 6
+CHECK_FROM, MAX_AR, BUFFER_PASS, CHANNELS_MEDIAN = 8, 0.05, 5, 0.06
+
+
+def compare(frozen_path: str, csv_paths: list[str]) -> list[str]:
+    from ring_predict import BUFFER_POINTS, BUFFER_SIZES, frozen_rows, read_measured
+
+    frozen, measured = frozen_rows(frozen_path, 2), read_measured(csv_paths)
+
+    def stats(variant: str, op: str, i: int) -> tuple[float, float, int]:
+        keys = [k for k in sorted(frozen) if k[:2] == (variant, op) and k[2] >= CHECK_FROM and k in measured]
+        errs = [frozen[k][i] / measured[k] - 1 for k in keys]
+        return statistics.median(abs(e) for e in errs), max(errs, key=abs), len(keys)
+
+    lines = ["| variant | op | rows | post: median / worst | now: median / worst |", "|---|---|---:|---|---|"]
+    med = {}
+    for variant, op in [("def", o) for o in ("all_reduce", "reduce_scatter", "all_gather")] + [
+            (v, "all_reduce") for v in ("ch12", "ch16", "ch32", "buf1m", "buf16m")]:
+        (pm, pw, n), (nm, nw, _) = stats(variant, op, 0), stats(variant, op, 1)
+        med[variant, op] = (pm, nm)
+        lines.append(f"| {variant} | {op} | {n} | {100 * pm:.1f}% / {100 * pw:+.1f}% | {100 * nm:.1f}% / {100 * nw:+.1f}% |")
+    lines += ["", "| buffer | MiB | measured / default | post / default | now / default |", "|---|---:|---:|---:|---:|"]
+    close = 0
+    for variant in ("buf1m", "buf16m"):
+        for mib in BUFFER_SIZES:
+            mine, base = (variant, "all_reduce", mib), ("def", "all_reduce", mib)
+            m = measured[mine] / measured[base]
+            p, n = (frozen[mine][i] / frozen[base][i] for i in (0, 1))
+            close += abs(p - m) <= BUFFER_POINTS
+            lines.append(f"| {variant} | {mib} | {m:.3f} | {p:.3f} | {n:.3f} |")
+    q1 = all(med["def", op][0] <= med["def", op][1] for op in ("all_reduce", "reduce_scatter", "all_gather")) \
+        and med["def", "all_reduce"][0] <= MAX_AR
+    q3 = all(med[v, "all_reduce"][0] <= CHANNELS_MEDIAN for v in ("ch12", "ch16", "ch32"))
+    return lines + ["",
+                    f"Q1, NCCL's defaults no worse than now, the all-reduce within {100 * MAX_AR:.0f}%: "
+                    f"{'pass' if q1 else 'fail'}",
+                    f"Q2, the buffer ratios within {100 * BUFFER_POINTS:.0f} points at {BUFFER_PASS} of 6 or more "
+                    f"({close}): {'pass' if close >= BUFFER_PASS else 'fail'}",
+                    f"Q3, 12, 16 and 32 channels within {100 * CHANNELS_MEDIAN:.0f}% (median): {'pass' if q3 else 'fail'}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--verdict", metavar="STAMPS", required=True, help="run ct's stamps (ring_emul.py --stamps)")
-    print("\n".join(verdict(ap.parse_args(argv).verdict)))
+    ap.add_argument("--verdict", metavar="STAMPS", help="run ct's stamps (ring_emul.py --stamps)")
+    ap.add_argument("--frozen", metavar="OUT", help="run cu: write the frozen table")
+    ap.add_argument("--compare", nargs="+", metavar=("FROZEN", "CSV"), help="run cu: the frozen table, then the CSVs")
+    args = ap.parse_args(argv)
+    if args.verdict:
+        print("\n".join(verdict(args.verdict)))
+    elif args.frozen:
+        Path(args.frozen).write_text("\n".join(frozen_table()) + "\n")
+    elif args.compare and len(args.compare) >= 2:
+        print("\n".join(compare(args.compare[0], args.compare[1:])))
+    else:
+        ap.error("--verdict STAMPS, --frozen OUT or --compare FROZEN CSV...")
     return 0
 
 

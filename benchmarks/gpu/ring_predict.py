@@ -41,15 +41,15 @@ DOC = "hw_configs/h200.yaml"
 CALLS = 20  # a graph of calls, as collectives.py's CALLS_PER_ROW
 
 
-def predict(variant: str, op: str, size: int) -> tuple[float, float]:
-    """(the channels' model, the model before it): us a call of one graph row, the document's fabric."""
+def predict(variant: str, op: str, size: int, doc: Path = ROOT / DOC) -> tuple[float, float]:
+    """(the channels' model, the model before it): us a call of one graph row, ``doc``'s fabric."""
     from rdusim.hw import collectives as nccl
     from rdusim.hw.gpu import load_gpu_node
     from rdusim.mapping.gpu import collective
     from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
     _, channels, buffsize = VARIANTS[variant]
-    gpu = load_gpu_node(ROOT / DOC).gpu
+    gpu = load_gpu_node(doc).gpu
     fabric = gpu.fabric
     ring = dataclasses.replace(fabric.ring, channels=channels)
     cost = nccl.collective_cost(op, size, 2, dataclasses.replace(fabric, ring=ring))

@@ -501,6 +501,9 @@ class GpuRingSpec(Spec):
         alias="link_bandwidth", description="the NVLink the channels' sends share, per direction (to calibrate)")
     launch_skew_s: NonNegativeSeconds = Field(
         alias="launch_skew", description="from the first channel's start to the last's")
+    post_s: NonNegativeSeconds = Field(
+        default=0.0, alias="post",
+        description="a slice's post after its bytes on NVLink (system fence, flag store); 0: none")
 
 
 class GpuP2pSpec(Spec):

@@ -92,6 +92,10 @@ launch. NCCL launches them in clusters of 4 on sm90 (``src/enqueue.cc`` ncclLaun
 local calls coincide and the link idles until they drift apart, which the shared link itself
 makes them do (a channel a little ahead gets more of the link while the others are local): the
 mid-size Simple ramp (docs/gpu.md, "Runs cc and cd" and "A ring's channels in the engine").
+Each call runs ``RING_SLICES`` slices, and a slice that puts bytes on NVLink ends with its post
+(``nvlink.ring.post``: a system fence and a flag store to the peer, ``prims_simple.h`` genericOp),
+during which its channel moves nothing; the local call's slices post a flag store only, 0.03 us,
+left out (run ct: docs/gpu.md, "Runs cs and ct").
 
 **An all-to-all's p2p Simple transfer, channel by channel** (where the GPU document gives
 ``nvlink.p2p``; ``rdusim.sim.p2p`` simulates it): each peer's part S / n goes on its channels
@@ -202,6 +206,9 @@ def channel_chunks(part: float, channels: int, chunk: int = P2P_CHUNK_BYTES) -> 
     return tuple(out)
 
 
+#: a ring primitive call's slices: SlicePerChunk, ALLREDUCE_CHUNKSTEPS / ALLREDUCE_SLICESTEPS = 4 / 2 (the
+#: all-gather's and reduce-scatter's alike; src/include/collectives.h); each ends with a post
+RING_SLICES = 2
 #: a ring channel's chunk: NCCL_BUFFSIZE 4 MiB (src/include/comm.h DEFAULT_BUFFSIZE) / NCCL_STEPS 8
 #: x CHUNKSTEPS 4 (src/include/collectives.h ALLREDUCE_, ALLGATHER_, REDUCESCATTER_CHUNKSTEPS);
 #: calcCollChunking never shrinks it for the ring (docs/gpu.md, "The Simple ramp")
@@ -260,6 +267,7 @@ class RingChannels:
     channel_bytes_per_s: float   # one channel's loads plus stores per second
     link_bytes_per_s: float      # the NVLink the channels' sends share, per direction
     launch_skew_s: float
+    post_s: float = 0.0          # a sending slice's post after its bytes (system fence, flag store)
 
     def start_s(self, channel: int, count: int) -> float:
         """When channel ``channel`` of ``count`` launched together starts: evenly across the launch

@@ -8,9 +8,11 @@ Simple collective then takes what its channels do (``RingPlan``). Each channel i
 ``launch_skew``), then for each loop's chunk runs the loop's primitive calls in order. A call
 that puts its chunk on NVLink is a flow on the link (``CappedPool``: max-min fair, each flow at
 most the channel's rate over the call's loads and stores a byte); the last call of a loop is
-local, the channel's rate over its operations, no link. The transfer ends when the last channel
-does. Nothing here decides how the channels line up: with the link full, channels that started
-together take their local calls together and the link idles meanwhile; a channel a little
+local, the channel's rate over its operations, no link. With a post (``RingChannels.post_s``) a call
+on NVLink is its ``RING_SLICES`` slices, each a flow then the post, the channel idle. The transfer
+ends when the last channel does. Nothing here decides how the channels line up: with the link
+full, channels that started together take their local calls together and the link idles
+meanwhile; a channel a little
 ahead takes more of the link while others are local and draws further ahead, so the channels
 drift apart and the link fills. What that costs by size (the mid-size Simple ramp) comes out of
 the simulation (docs/gpu.md, "A ring's channels in the engine").
@@ -27,7 +29,7 @@ from functools import lru_cache
 
 import simpy
 
-from rdusim.hw.collectives import CollectiveCost, RingPlan
+from rdusim.hw.collectives import RING_SLICES, CollectiveCost, RingPlan
 from rdusim.sim.p2p import p2p_transfer_s
 from rdusim.sim.resources import CappedPool, delay
 
@@ -59,11 +61,16 @@ def ring_transfer_s(plan: RingPlan) -> float:
 
 def _channel(env: simpy.Environment, link: CappedPool, plan: RingPlan, rate: float,
              start: float) -> Generator:
+    post = plan.ring.post_s
+    slices = RING_SLICES if post else 1  # without a post a call's slices are one flow
     if start:
         yield delay(env, start)
     for chunk in plan.chunks:
         for on_link, ops in plan.primitives:
             if on_link:
-                yield link.transfer(chunk, rate / ops)
+                for _ in range(slices):
+                    yield link.transfer(chunk / slices, rate / ops)
+                    if post:
+                        yield delay(env, post)
             else:
                 yield delay(env, chunk * ops / rate)

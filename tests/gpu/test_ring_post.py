@@ -43,3 +43,17 @@ def test_verdicts_on_synthetic_stamps(tmp_path: Path) -> None:
 def test_bins() -> None:
     post = bench_script("ring_post")
     assert [post.bin_of(b) for b in (1, 16 << 10, 100 << 10, 5 << 20)] == [0, 16 << 10, 64 << 10, 1 << 20]
+
+
+def test_candidate_document_and_run_ce_post_hoc() -> None:
+    """Run cu's candidate: the post, the channel's rate that keeps one channel's 21.0 GB/s (84 with no
+    post), the link re-fitted; and its frozen table against run ce's lease (seen before run cu was
+    registered: the buffer check 3 of 6 there, as the engine now)."""
+    post = bench_script("ring_post")
+    assert post.one_channel_rate(0.0) == 84e9
+    assert round(post.one_channel_rate(1.539e-6) / 1e9, 2) == 86.67
+    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
+    got = post.compare(str(gpu / "h200x2-20261130cu-predicted.txt"),
+                       [str(gpu / f"h200x2-20261129ce-{v}.csv") for v in ("def", "ch12", "ch16", "ch32", "buf1m", "buf16m")])
+    assert "| def | all_reduce | 13 | 1.5% / -7.0% | 1.8% / -8.7% |" in got
+    assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "fail", "pass"]

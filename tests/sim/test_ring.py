@@ -107,3 +107,17 @@ def test_only_a_ring_simple_cost_is_simulated():
     plain = collective_cost("all_reduce", 256 * MIB, 2, Fabric(344e9, 1.0, False, 141e9))
     assert plain.ring is None and collective_time_s(plain) == plain.time_s
     assert (plain.algorithm, plain.protocol, plain.time_s) == (big.algorithm, big.protocol, big.time_s)
+
+
+def test_a_post_ends_each_slice_that_sends():
+    """With a post (run ct: a system fence and a flag store), a call on NVLink is its two slices, each
+    followed by the post while the channel moves nothing; the local call posts nothing: one channel's
+    8 MiB all-reduce on two GPUs is two loops of 8 operations a byte of a 2 MiB chunk and 4 posts."""
+    post = 1.5e-6
+    ring = RingChannels(1, 84e9, 400e9, 0.0, post)
+    plan = ring_plan("all_reduce", 8 * MIB, 2, ring)
+    assert math.isclose(ring_transfer_s(plan), 2 * (2 * MIB * 8 / 84e9 + 4 * post), rel_tol=1e-12)
+    # no post: the call is one flow, as before the post existed (the same transfer, event for event)
+    bare = RingChannels(24, 84e9, 369.2e9, 3.5e-6)
+    assert ring_transfer_s(ring_plan("reduce_scatter", 64 * MIB, 2, bare)) == ring_transfer_s(
+        ring_plan("reduce_scatter", 64 * MIB, 2, RingChannels(24, 84e9, 369.2e9, 3.5e-6, 0.0)))
