@@ -57,3 +57,23 @@ def test_candidate_document_and_run_ce_post_hoc() -> None:
                        [str(gpu / f"h200x2-20261129ce-{v}.csv") for v in ("def", "ch12", "ch16", "ch32", "buf1m", "buf16m")])
     assert "| def | all_reduce | 13 | 1.5% / -7.0% | 1.8% / -8.7% |" in got
     assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "fail", "pass"]
+
+
+def test_run_cu_as_committed() -> None:
+    """Run cu's checks are what ring_post.py prints from its files: on a new lease the candidate (a post on
+    each sending slice) beats the engine now at NCCL's defaults and 12-16 channels (Q1, Q3), and gets 4
+    of the 6 buffer ratios within 3 points where 5 were registered (Q2 fails: not adopted)."""
+    post = bench_script("ring_post")
+    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
+    got = post.compare(str(gpu / "h200x2-20261130cu-predicted.txt"),
+                       [str(gpu / f"h200x2-20261130cu-{v}.csv") for v in ("def", "ch12", "ch16", "ch32", "buf1m", "buf16m")])
+    assert "\n".join(got) + "\n" == (gpu / "h200x2-20261130cu-compare.txt").read_text()
+    assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "fail", "pass"]
+
+
+def test_run_ct_as_committed() -> None:
+    post = bench_script("ring_post")
+    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
+    got = post.verdict(str(gpu / "h200x2-20261130ct-emul-stamps.csv.gz"))
+    assert "\n".join(got) + "\n" == (gpu / "h200x2-20261130ct-verdict.txt").read_text()
+    assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "fail", "pass"]
