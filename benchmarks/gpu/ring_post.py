@@ -22,16 +22,21 @@ ce's variants (``ring_predict.py``'s: NCCL's defaults, 12, 16 and 32 channels, a
 
     PYTHONPATH=. python benchmarks/gpu/ring_post.py --frozen h200x2-20261130cu-predicted.txt
     PYTHONPATH=. python benchmarks/gpu/ring_post.py --compare h200x2-20261130cu-predicted.txt <csv>...
+
+``--evaluate``: ``rdusim fidelity --gpu``'s groups with the post in the engine (``post_in_engine``), beside
+the engine now (``h200x2-20261130cu-evaluation.txt``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import gzip
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -220,20 +225,74 @@ def compare(frozen_path: str, csv_paths: list[str]) -> list[str]:
                     f"Q3, 12, 16 and 32 channels within {100 * CHANNELS_MEDIAN:.0f}% (median): {'pass' if q3 else 'fail'}"]
 
 
+@contextlib.contextmanager
+def post_in_engine(post_s: float = P2P_STEP_US * 1e-6) -> Iterator[None]:
+    """The engine's ring transfers with a post on each sending slice and the channel's rate that keeps
+    one channel's 21.0 GB/s (``one_channel_rate``), whatever the document says (both GPUs' documents
+    derive their rate from the same figure); each run's link is re-fitted through them as before."""
+    import dataclasses
+    import functools
+
+    from rdusim.analysis.gpu import collectives
+    from rdusim.sim import ring as engine
+
+    saved = engine.ring_transfer_s, collectives.ring_transfer_s
+    rate = one_channel_rate(post_s)
+
+    @functools.lru_cache(maxsize=4096)
+    def transfer(plan):
+        ring = dataclasses.replace(plan.ring, channel_bytes_per_s=rate, post_s=post_s)
+        return saved[0](dataclasses.replace(plan, ring=ring))
+
+    engine.ring_transfer_s = collectives.ring_transfer_s = transfer
+    try:
+        yield
+    finally:
+        engine.ring_transfer_s, collectives.ring_transfer_s = saved
+
+
+def evaluate() -> list[str]:
+    """``rdusim fidelity --gpu`` with the engine as it is and with the post (``post_in_engine``): the
+    gated collectives groups, every group whose verdict moved, and the other groups a collective is in."""
+    from ring_calls import _evaluation
+    from ring_queue import _fidelity_rows
+
+    now = _fidelity_rows(contextlib.nullcontext())
+    post = _fidelity_rows(post_in_engine())
+    lines = [f"rdusim fidelity --gpu with a post of {P2P_STEP_US} us on each sending slice (channel "
+             f"{one_channel_rate(P2P_STEP_US * 1e-6) / 1e9:.2f} GB/s): the engine now -> with the post", "",
+             *_evaluation(now, post, ("now", "post")), "", "Groups whose verdict or (outside the collectives) "
+             "median moved: median / worst, now -> post",
+             "| set | GPUs | kind | now | post | verdict |", "|---|---|---|---|---|---|"]
+    key = lambda r: (r["set"], r["gpu"], r["kind"], r["role"])  # noqa: E731
+    before = {key(r): r for r in now}
+    for r in post:
+        o = before[key(r)]
+        if o["within"] != r["within"] or (not r["kind"].startswith("collectives")
+                                          and o["median_abs_error"] != r["median_abs_error"]):
+            cells = [f"{100 * float(x['median_abs_error']):.1f}% / {100 * float(x['worst_error']):+.1f}%" for x in (o, r)]
+            lines.append(f"| {r['set']} | {r['gpu']} | {r['kind']} | {cells[0]} | {cells[1]} | "
+                         f"{o['within']} -> {r['within']} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verdict", metavar="STAMPS", help="run ct's stamps (ring_emul.py --stamps)")
     ap.add_argument("--frozen", metavar="OUT", help="run cu: write the frozen table")
     ap.add_argument("--compare", nargs="+", metavar=("FROZEN", "CSV"), help="run cu: the frozen table, then the CSVs")
+    ap.add_argument("--evaluate", action="store_true", help="rdusim fidelity --gpu with the post (about 2 minutes)")
     args = ap.parse_args(argv)
-    if args.verdict:
+    if args.evaluate:
+        print("\n".join(evaluate()))
+    elif args.verdict:
         print("\n".join(verdict(args.verdict)))
     elif args.frozen:
         Path(args.frozen).write_text("\n".join(frozen_table()) + "\n")
     elif args.compare and len(args.compare) >= 2:
         print("\n".join(compare(args.compare[0], args.compare[1:])))
     else:
-        ap.error("--verdict STAMPS, --frozen OUT or --compare FROZEN CSV...")
+        ap.error("--verdict STAMPS, --frozen OUT, --compare FROZEN CSV... or --evaluate")
     return 0
 
 
