@@ -3,10 +3,10 @@
 Each slice of NCCL's Simple protocol ends with a post: a system fence and a flag store to the peer
 (``prims_simple.h`` genericOp; ``ring_emul.py``'s kernel). The engine's ring channels
 (``rdusim.sim.ring``) have no such cost; its p2p channels do (``nvlink.p2p.step``, 1.539 us a
-chunk, fitted on run cg's one channel a peer). Put into the ring at that constant (analysis after
-run cs, ``ring_step.py``), a post takes the committed sweeps' collectives groups from 96 to 107
-within, but turns the smallest Simple sizes (2-8 MiB, slices of 10-85 KiB) from 8-17% short to 4-17%
-over: as if a post cost less on a small slice. Run ct stamps the post in NCCL's protocol as
+chunk, fitted on run cg's one channel a peer). Put into the ring at that constant after every slice
+(a prototype after run cs, not kept), a post takes the committed sweeps' collectives groups from 96
+to 107 within, but turns the smallest Simple sizes (2-8 MiB, slices of 10-85 KiB) from 8-17% short
+to 4-17% over: as if a post cost less on a small slice. Run ct stamps the post in NCCL's protocol as
 emulated (``ring_emul.py``, clusters of four, its stamps' ``wait_ns``, ``post_ns`` and ``bytes``),
 at 4 and 24 channels, slices of 10 KiB to 1 MiB.
 
@@ -15,7 +15,7 @@ at 4 and 24 channels, slices of 10 KiB to 1 MiB.
 Run cu (a frozen check before adoption): the post in the engine (``nvlink.ring.post``, p2p's 1.539
 us, on each slice that sends, as run ct measured), the channel's rate re-derived so one channel keeps
 run ad's 21.0 GB/s of wire (``one_channel_rate``), the link re-calibrated on run aa's rows as the
-document's was (``candidate_doc``). ``--frozen OUT`` writes what it and the engine now give for run
+document's was (``candidate_text``). ``--frozen OUT`` writes what it and the engine now give for run
 ce's variants (``ring_predict.py``'s: NCCL's defaults, 12, 16 and 32 channels, a 1 MiB and a 16 MiB
 ``NCCL_BUFFSIZE``) before the run; ``--compare FROZEN CSV...`` the registered checks
 (``h200x2-20261130cu-post-hypotheses.md``).

@@ -12,9 +12,8 @@ local, the channel's rate over its operations, no link. With a post (``RingChann
 on NVLink is its ``RING_SLICES`` slices, each a flow then the post, the channel idle. The transfer
 ends when the last channel does. Nothing here decides how the channels line up: with the link
 full, channels that started together take their local calls together and the link idles
-meanwhile; a channel a little
-ahead takes more of the link while others are local and draws further ahead, so the channels
-drift apart and the link fills. What that costs by size (the mid-size Simple ramp) comes out of
+meanwhile; a channel a little ahead takes more of the link while others are local and draws
+further ahead, so the channels drift apart and the link fills. What that costs by size (the mid-size Simple ramp) comes out of
 the simulation (docs/gpu.md, "A ring's channels in the engine").
 
 The channels' work depends only on the plan and the fabric's ``ring``, not on anything around
