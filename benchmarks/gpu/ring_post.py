@@ -23,6 +23,10 @@ ce's variants (``ring_predict.py``'s: NCCL's defaults, 12, 16 and 32 channels, a
     PYTHONPATH=. python benchmarks/gpu/ring_post.py --frozen h200x2-20261130cu-predicted.txt
     PYTHONPATH=. python benchmarks/gpu/ring_post.py --compare h200x2-20261130cu-predicted.txt <csv>...
 
+Run cv (``--run cv``): the same, the post growing with the channels as run ct measured it (``ct_post_form``:
+the line through its 4- and 24-channel medians), with checks that leave the channels' drift out
+(``compare_cv``; ``h200x2-20261130cv-post-hypotheses.md``).
+
 ``--evaluate``: ``rdusim fidelity --gpu``'s groups with the post in the engine (``post_in_engine``), beside
 the engine now (``h200x2-20261130cu-evaluation.txt``).
 """
@@ -134,7 +138,25 @@ def one_channel_rate(post_s: float) -> float:
     return 4 / (1 / ONE_CHANNEL_WIRE - posts_a_wire_byte)
 
 
-def candidate_text(post_s: float = P2P_STEP_US * 1e-6) -> str:
+def ct_post_form(path: str = "benchmarks/gpu/h200x2-20261130ct-emul-stamps.csv.gz") -> tuple[float, float]:
+    """Run cv's post from run ct's stamps: (the post with one channel, what each further channel adds),
+    seconds, the line through the median post of every sending slice at 4 and at 24 channels."""
+    from ring_calls import ROOT
+
+    posts = load_posts(str(ROOT / path))
+    at = {c: statistics.median(us for (_, ch, sends, _), v in posts.items() if ch == c and sends for us in v)
+          for c in (4, 24)}
+    per = (at[24] - at[4]) / 20
+    return (at[4] - 3 * per) * 1e-6, per * 1e-6
+
+
+#: the candidates (post with one channel, each further channel's, seconds): run cu's p2p constant, run cv's
+#: run ct line
+def candidates() -> dict[str, tuple[float, float]]:
+    return {"cu": (P2P_STEP_US * 1e-6, 0.0), "cv": ct_post_form()}
+
+
+def candidate_text(post_s: float = P2P_STEP_US * 1e-6, per_channel_s: float = 0.0) -> str:
     """h200.yaml with the post (``nvlink.ring.post``), the channel's rate re-derived and the link
     re-calibrated on ``CALIBRATION`` (``collectives.fit_ring_link``, as the document's was)."""
     import dataclasses
@@ -149,16 +171,18 @@ def candidate_text(post_s: float = P2P_STEP_US * 1e-6) -> str:
     text = (ROOT / "hw_configs/h200.yaml").read_text()
     ring = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.fabric.ring
     rate = one_channel_rate(post_s)
-    ring = dataclasses.replace(ring, channel_bytes_per_s=rate, post_s=post_s)
+    ring = dataclasses.replace(ring, channel_bytes_per_s=rate, post_s=post_s, post_per_channel_s=per_channel_s)
     link = fit_ring_link(read_csv(ROOT / CALIBRATION), ring)
     text, n1 = re.subn(r'channel_bandwidth: "[0-9.]+ GB/s"', f'channel_bandwidth: "{rate / 1e9:.2f} GB/s"', text)
     text, n2 = re.subn(r'link_bandwidth: "[0-9.]+ GB/s"', f'link_bandwidth: "{link / 1e9:.1f} GB/s"', text)
-    text, n3 = re.subn(r'(\n    launch_skew: "[0-9.]+ us"\n)', f'\\1    post: "{post_s * 1e6:.3f} us"\n', text)
+    post = f'    post: "{post_s * 1e6:.3f} us"\n' + (
+        f'    post_per_channel: "{per_channel_s * 1e6:.4f} us"\n' if per_channel_s else "")
+    text, n3 = re.subn(r'(\n    launch_skew: "[0-9.]+ us"\n)', f'\\1{post}', text)
     assert (n1, n2, n3) == (1, 1, 1), "h200.yaml's ring section moved"
     return text
 
 
-def frozen_table() -> list[str]:
+def frozen_table(run: str = "cu") -> list[str]:
     import tempfile
 
     from ring_predict import SIZES as P_SIZES
@@ -166,11 +190,11 @@ def frozen_table() -> list[str]:
 
     with tempfile.TemporaryDirectory() as tmp:
         doc = Path(tmp) / "h200-post.yaml"
-        text = candidate_text()
+        text = candidate_text(*candidates()[run])
         doc.write_text(text)
         ring = [line.strip() for line in text.splitlines() if line.strip().startswith(
-            ("channel_bandwidth:", "link_bandwidth:", "post:"))]
-        lines = ["# Run cu, frozen before the run: NCCL's graph rows on two H200s; `post` the engine with a post on",
+            ("channel_bandwidth:", "link_bandwidth:", "post:", "post_per_channel:"))]
+        lines = [f"# Run {run}, frozen before the run: NCCL's graph rows on two H200s; `post` the engine with a post on",
                  f"# each sending slice ({', '.join(ring)}), `now` hw_configs/h200.yaml as committed.",
                  "| variant | op | MiB | post (us) | now (us) |", "|---|---|---:|---:|---:|"]
         from ring_predict import predict
@@ -226,7 +250,7 @@ def compare(frozen_path: str, csv_paths: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def post_in_engine(post_s: float = P2P_STEP_US * 1e-6) -> Iterator[None]:
+def post_in_engine(post_s: float = P2P_STEP_US * 1e-6, per_channel_s: float = 0.0) -> Iterator[None]:
     """The engine's ring transfers with a post on each sending slice and the channel's rate that keeps
     one channel's 21.0 GB/s (``one_channel_rate``), whatever the document says (both GPUs' documents
     derive their rate from the same figure); each run's link is re-fitted through them as before."""
@@ -241,7 +265,7 @@ def post_in_engine(post_s: float = P2P_STEP_US * 1e-6) -> Iterator[None]:
 
     @functools.lru_cache(maxsize=4096)
     def transfer(plan):
-        ring = dataclasses.replace(plan.ring, channel_bytes_per_s=rate, post_s=post_s)
+        ring = dataclasses.replace(plan.ring, channel_bytes_per_s=rate, post_s=post_s, post_per_channel_s=per_channel_s)
         return saved[0](dataclasses.replace(plan, ring=ring))
 
     engine.ring_transfer_s = collectives.ring_transfer_s = transfer
@@ -251,16 +275,18 @@ def post_in_engine(post_s: float = P2P_STEP_US * 1e-6) -> Iterator[None]:
         engine.ring_transfer_s, collectives.ring_transfer_s = saved
 
 
-def evaluate() -> list[str]:
+def evaluate(run: str = "cu") -> list[str]:
     """``rdusim fidelity --gpu`` with the engine as it is and with the post (``post_in_engine``): the
     gated collectives groups, every group whose verdict moved, and the other groups a collective is in."""
     from ring_calls import _evaluation
     from ring_queue import _fidelity_rows
 
     now = _fidelity_rows(contextlib.nullcontext())
-    post = _fidelity_rows(post_in_engine())
-    lines = [f"rdusim fidelity --gpu with a post of {P2P_STEP_US} us on each sending slice (channel "
-             f"{one_channel_rate(P2P_STEP_US * 1e-6) / 1e9:.2f} GB/s): the engine now -> with the post", "",
+    post_s, per_channel_s = candidates()[run]
+    post = _fidelity_rows(post_in_engine(post_s, per_channel_s))
+    lines = [f"rdusim fidelity --gpu with a post of {1e6 * post_s:.3f} us + {1e6 * per_channel_s:.4f} us a further "
+             f"channel on each sending slice (channel {one_channel_rate(post_s) / 1e9:.2f} GB/s): the engine now "
+             "-> with the post", "",
              *_evaluation(now, post, ("now", "post")), "", "Groups whose verdict or (outside the collectives) "
              "median moved: median / worst, now -> post",
              "| set | GPUs | kind | now | post | verdict |", "|---|---|---|---|---|---|"]
@@ -276,21 +302,53 @@ def evaluate() -> list[str]:
     return lines
 
 
+#: run cv's checks: the channel counts its form is tested at, and the buffer sizes where the chunk, not the
+#: channels' drift, sets the 1 MiB buffer's time (at most one default loop, 96 MiB)
+CV_CHANNELS, CV_BUFFER_SIZES = ("ch12", "ch16", "ch32"), (32, 64, 96)
+
+
+def compare_cv(frozen_path: str, csv_paths: list[str]) -> list[str]:
+    """Run cv's registered checks (``h200x2-20261130cv-post-hypotheses.md``), after run cu's table."""
+    from ring_predict import BUFFER_POINTS, frozen_rows, read_measured
+
+    lines = compare(frozen_path, csv_paths)[:-3]
+    frozen, measured = frozen_rows(frozen_path, 2), read_measured(csv_paths)
+
+    def median(variant: str, op: str, i: int) -> float:
+        keys = [k for k in frozen if k[:2] == (variant, op) and k[2] >= CHECK_FROM and k in measured]
+        return statistics.median(abs(frozen[k][i] / measured[k] - 1) for k in keys)
+
+    v1 = all(median("def", op, 0) <= median("def", op, 1) for op in ("all_reduce", "reduce_scatter", "all_gather")) \
+        and median("def", "all_reduce", 0) <= MAX_AR
+    v2 = all(median(v, "all_reduce", 0) <= min(median(v, "all_reduce", 1), CHANNELS_MEDIAN) for v in CV_CHANNELS)
+    apart = []
+    for mib in CV_BUFFER_SIZES:
+        mine, base = ("buf1m", "all_reduce", mib), ("def", "all_reduce", mib)
+        apart.append(frozen[mine][0] / frozen[base][0] - measured[mine] / measured[base])
+    v3 = all(abs(x) <= BUFFER_POINTS for x in apart)
+    return lines + [
+        f"V1, NCCL's defaults no worse than now, the all-reduce within {100 * MAX_AR:.0f}%: {'pass' if v1 else 'fail'}",
+        f"V2, 12, 16 and 32 channels no worse than now and within {100 * CHANNELS_MEDIAN:.0f}%: {'pass' if v2 else 'fail'}",
+        f"V3, the 1 MiB buffer over the default at {', '.join(map(str, CV_BUFFER_SIZES))} MiB within "
+        f"{100 * BUFFER_POINTS:.0f} points ({', '.join(f'{100 * x:+.1f}' for x in apart)}): {'pass' if v3 else 'fail'}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verdict", metavar="STAMPS", help="run ct's stamps (ring_emul.py --stamps)")
-    ap.add_argument("--frozen", metavar="OUT", help="run cu: write the frozen table")
-    ap.add_argument("--compare", nargs="+", metavar=("FROZEN", "CSV"), help="run cu: the frozen table, then the CSVs")
+    ap.add_argument("--run", choices=("cu", "cv"), default="cu", help="which frozen check: its candidate and checks")
+    ap.add_argument("--frozen", metavar="OUT", help="write the run's frozen table")
+    ap.add_argument("--compare", nargs="+", metavar=("FROZEN", "CSV"), help="the frozen table, then the CSVs")
     ap.add_argument("--evaluate", action="store_true", help="rdusim fidelity --gpu with the post (about 2 minutes)")
     args = ap.parse_args(argv)
     if args.evaluate:
-        print("\n".join(evaluate()))
+        print("\n".join(evaluate(args.run)))
     elif args.verdict:
         print("\n".join(verdict(args.verdict)))
     elif args.frozen:
-        Path(args.frozen).write_text("\n".join(frozen_table()) + "\n")
+        Path(args.frozen).write_text("\n".join(frozen_table(args.run)) + "\n")
     elif args.compare and len(args.compare) >= 2:
-        print("\n".join(compare(args.compare[0], args.compare[1:])))
+        print("\n".join((compare if args.run == "cu" else compare_cv)(args.compare[0], args.compare[1:])))
     else:
         ap.error("--verdict STAMPS, --frozen OUT, --compare FROZEN CSV... or --evaluate")
     return 0

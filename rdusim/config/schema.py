@@ -503,7 +503,9 @@ class GpuRingSpec(Spec):
         alias="launch_skew", description="from the first channel's start to the last's")
     post_s: NonNegativeSeconds = Field(
         default=0.0, alias="post",
-        description="a slice's post after its bytes on NVLink (system fence, flag store); 0: none")
+        description="a slice's post after its bytes on NVLink (system fence, flag store), one channel; 0: none")
+    post_per_channel_s: NonNegativeSeconds = Field(
+        default=0.0, alias="post_per_channel", description="what each further channel adds to a post")
 
 
 class GpuP2pSpec(Spec):

@@ -210,7 +210,7 @@ class Gpu:
         if link.ring is not None:
             ring = RingChannels(link.ring.channels, float(link.ring.channel_bytes_per_s),
                                 float(link.ring.link_bytes_per_s), float(link.ring.launch_skew_s),
-                                float(link.ring.post_s))
+                                float(link.ring.post_s), float(link.ring.post_per_channel_s))
         if link.p2p is not None:
             p2p = P2pChannels(float(link.p2p.send_bytes_per_s), float(link.p2p.receive_bytes_per_s),
                               float(link.p2p.step_s))

@@ -8,7 +8,7 @@ Simple collective then takes what its channels do (``RingPlan``). Each channel i
 ``launch_skew``), then for each loop's chunk runs the loop's primitive calls in order. A call
 that puts its chunk on NVLink is a flow on the link (``CappedPool``: max-min fair, each flow at
 most the channel's rate over the call's loads and stores a byte); the last call of a loop is
-local, the channel's rate over its operations, no link. With a post (``RingChannels.post_s``) a call
+local, the channel's rate over its operations, no link. With a post (``RingChannels.post_at``) a call
 on NVLink is its ``RING_SLICES`` slices, each a flow then the post, the channel idle. The transfer
 ends when the last channel does. Nothing here decides how the channels line up: with the link
 full, channels that started together take their local calls together and the link idles
@@ -60,7 +60,7 @@ def ring_transfer_s(plan: RingPlan) -> float:
 
 def _channel(env: simpy.Environment, link: CappedPool, plan: RingPlan, rate: float,
              start: float) -> Generator:
-    post = plan.ring.post_s
+    post = plan.ring.post_at(plan.ring.channels)
     slices = RING_SLICES if post else 1  # without a post a call's slices are one flow
     if start:
         yield delay(env, start)

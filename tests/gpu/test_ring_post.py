@@ -77,3 +77,29 @@ def test_run_ct_as_committed() -> None:
     got = post.verdict(str(gpu / "h200x2-20261130ct-emul-stamps.csv.gz"))
     assert "\n".join(got) + "\n" == (gpu / "h200x2-20261130ct-verdict.txt").read_text()
     assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "fail", "pass"]
+
+
+def test_run_cv_candidate_from_run_ct() -> None:
+    """Run cv's post: the line through run ct's median sending-slice post at 4 (1.280 us) and 24 channels
+    (2.336 us); the channel's rate re-derived with the one-channel post; the candidate document carries both
+    keys; the engine's post at a channel count is that line (RingChannels.post_at)."""
+    from rdusim.hw.collectives import RingChannels
+
+    post = bench_script("ring_post")
+    one, per = post.ct_post_form()
+    assert round(one * 1e6, 4) == 1.1216 and round(per * 1e6, 4) == 0.0528
+    ring = RingChannels(24, 85.93e9, 360.5e9, 3.5e-6, one, per)
+    assert round(ring.post_at(4) * 1e6, 3) == 1.280 and round(ring.post_at(24) * 1e6, 3) == 2.336
+    text = post.candidate_text(one, per)
+    assert 'post: "1.122 us"' in text and 'post_per_channel: "0.0528 us"' in text
+    assert 'channel_bandwidth: "85.93 GB/s"' in text
+
+
+def test_run_cv_checks_post_hoc() -> None:
+    """Run cv's checks on run cu's lease (seen before run cv was registered): V1-V3 pass there."""
+    post = bench_script("ring_post")
+    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
+    got = post.compare_cv(str(gpu / "h200x2-20261130cv-predicted.txt"),
+                          [str(gpu / f"h200x2-20261130cu-{v}.csv") for v in ("def", "ch12", "ch16", "ch32", "buf1m", "buf16m")])
+    assert got[-1] == "V3, the 1 MiB buffer over the default at 32, 64, 96 MiB within 3 points (+1.2, +2.0, -0.7): pass"
+    assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "pass", "pass"]
