@@ -95,8 +95,10 @@ mid-size Simple ramp (docs/gpu.md, "Runs cc and cd" and "A ring's channels in th
 Each call runs ``RING_SLICES`` slices, and a slice that puts bytes on NVLink ends with its post
 (``nvlink.ring.post``: a system fence and a flag store to the peer, ``prims_simple.h`` genericOp),
 during which its channel moves nothing; the local call's slices post a flag store only, 0.03 us,
-left out (run ct). The shipped documents leave it at 0: at p2p's constant it failed its frozen
-check's buffer test (run cu; docs/gpu.md, "Runs cs, ct and cu").
+left out (run ct). A post grows with the channels posting (``nvlink.ring.post_per_channel``;
+``RingChannels.post_at``). The shipped documents leave both at 0: frozen on two GPUs the post takes
+every group closer, but it over-charges rings of four ranks (runs cu and cv; docs/gpu.md, "Runs cs,
+ct, cu and cv").
 
 **An all-to-all's p2p Simple transfer, channel by channel** (where the GPU document gives
 ``nvlink.p2p``; ``rdusim.sim.p2p`` simulates it): each peer's part S / n goes on its channels

@@ -181,8 +181,8 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "to 4, ring_queue.py; nor the time its channels stay in step: at 24 channels the engine's "
         "are in step as long as NCCL's protocol emulated, run cr, where NCCL's reduce-scatter runs "
         "9% faster a byte than both from 512 MB; what it lacks is each sending slice's post, a fence "
-        "and a flag store, run ct: put in at p2p's 1.539 us it takes NCCL's defaults on a new lease closer, "
-        "run cu, but short of its registered buffer check, so not adopted); the all-to-all's p2p channels "
+        "and a flag store, run ct: growing with the channels posting it takes every frozen two-GPU group "
+        "closer, runs cu and cv, but over-charges rings of four ranks, so not adopted); the all-to-all's p2p channels "
         "are simulated since runs ch and ci "
         "(a pipeline a channel, sending and receiving at once: 1-8 channels a peer within 2-9%), but "
         "NCCL's 16 channels a peer on two GPUs run 10-24% slower than 16 such channels at 12-512 MB "
@@ -191,7 +191,7 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "stores to the peer), "
         "with no documented mechanism, and the smallest Simple sizes "
         "(2-4 MB) come out up to 32% over on run an's leases, whose floors ran 2-4 us under the "
-        f"others' ({_ACCEPTANCE_DOC}; Collectives, Run co, Runs cs, ct and cu, Runs ch and ci)",
+        f"others' ({_ACCEPTANCE_DOC}; Collectives, Run co, Runs cs, ct, cu and cv, Runs ch and ci)",
     ),
     "GEMMs": KnownMiss(
         "DeepSeek-V3 kv_a 2048 x 576 x 7168: cuBLAS's own kernel is slow (no documented mechanism); on "
