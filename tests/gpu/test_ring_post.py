@@ -8,6 +8,17 @@ from pathlib import Path
 
 from .scripts import bench_script
 
+GPU = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
+
+
+def _checked(run: str, lease: str) -> list[str]:
+    """``ring_post.py``'s checks of run ``run``'s frozen table (cu: ``compare``, cv: ``compare_cv``)
+    against the six CSVs of run ce's rows measured on lease ``lease`` (20261129ce, 20261130cu, ...)."""
+    post = bench_script("ring_post")
+    check = post.compare if run == "cu" else post.compare_cv
+    return check(str(GPU / f"h200x2-20261130{run}-predicted.txt"),
+                 [str(GPU / f"h200x2-{lease}-{v}.csv") for v in ("def", "ch12", "ch16", "ch32", "buf1m", "buf16m")])
+
 
 def _stamps(path: Path, post_us) -> None:
     """The all-reduce's stamps at 4 and 24 channels: one loop (6 slices: 4 that send, then the local
@@ -52,9 +63,7 @@ def test_candidate_document_and_run_ce_post_hoc() -> None:
     post = bench_script("ring_post")
     assert post.one_channel_rate(0.0) == 84e9
     assert round(post.one_channel_rate(1.539e-6) / 1e9, 2) == 86.67
-    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
-    got = post.compare(str(gpu / "h200x2-20261130cu-predicted.txt"),
-                       [str(gpu / f"h200x2-20261129ce-{v}.csv") for v in ("def", "ch12", "ch16", "ch32", "buf1m", "buf16m")])
+    got = _checked("cu", "20261129ce")
     assert "| def | all_reduce | 13 | 1.5% / -7.0% | 1.8% / -8.7% |" in got
     assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "fail", "pass"]
 
@@ -63,19 +72,15 @@ def test_run_cu_as_committed() -> None:
     """Run cu's checks are what ring_post.py prints from its files: on a new lease the candidate (a post on
     each sending slice) beats the engine now at NCCL's defaults and 12-16 channels (Q1, Q3), and gets 4
     of the 6 buffer ratios within 3 points where 5 were registered (Q2 fails: not adopted)."""
-    post = bench_script("ring_post")
-    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
-    got = post.compare(str(gpu / "h200x2-20261130cu-predicted.txt"),
-                       [str(gpu / f"h200x2-20261130cu-{v}.csv") for v in ("def", "ch12", "ch16", "ch32", "buf1m", "buf16m")])
-    assert "\n".join(got) + "\n" == (gpu / "h200x2-20261130cu-compare.txt").read_text()
+    got = _checked("cu", "20261130cu")
+    assert "\n".join(got) + "\n" == (GPU / "h200x2-20261130cu-compare.txt").read_text()
     assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "fail", "pass"]
 
 
 def test_run_ct_as_committed() -> None:
     post = bench_script("ring_post")
-    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
-    got = post.verdict(str(gpu / "h200x2-20261130ct-emul-stamps.csv.gz"))
-    assert "\n".join(got) + "\n" == (gpu / "h200x2-20261130ct-verdict.txt").read_text()
+    got = post.verdict(str(GPU / "h200x2-20261130ct-emul-stamps.csv.gz"))
+    assert "\n".join(got) + "\n" == (GPU / "h200x2-20261130ct-verdict.txt").read_text()
     assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "fail", "pass"]
 
 
@@ -97,10 +102,7 @@ def test_run_cv_candidate_from_run_ct() -> None:
 
 def test_run_cv_checks_post_hoc() -> None:
     """Run cv's checks on run cu's lease (seen before run cv was registered): V1-V3 pass there."""
-    post = bench_script("ring_post")
-    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
-    got = post.compare_cv(str(gpu / "h200x2-20261130cv-predicted.txt"),
-                          [str(gpu / f"h200x2-20261130cu-{v}.csv") for v in ("def", "ch12", "ch16", "ch32", "buf1m", "buf16m")])
+    got = _checked("cv", "20261130cu")
     assert got[-1] == "V3, the 1 MiB buffer over the default at 32, 64, 96 MiB within 3 points (+1.2, +2.0, -0.7): pass"
     assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "pass", "pass"]
 
@@ -108,9 +110,6 @@ def test_run_cv_checks_post_hoc() -> None:
 def test_run_cv_as_committed() -> None:
     """Run cv's checks are what ring_post.py prints from its files: on a fresh lease the post that grows with
     the channels passes V1-V3 (not adopted: the four-GPU sweeps regress, as registered)."""
-    post = bench_script("ring_post")
-    gpu = Path(__file__).resolve().parents[2] / "benchmarks/gpu"
-    got = post.compare_cv(str(gpu / "h200x2-20261130cv-predicted.txt"),
-                          [str(gpu / f"h200x2-20261130cv-{v}.csv") for v in ("def", "ch12", "ch16", "ch32", "buf1m", "buf16m")])
-    assert "\n".join(got) + "\n" == (gpu / "h200x2-20261130cv-compare.txt").read_text()
+    got = _checked("cv", "20261130cv")
+    assert "\n".join(got) + "\n" == (GPU / "h200x2-20261130cv-compare.txt").read_text()
     assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "pass", "pass"]
