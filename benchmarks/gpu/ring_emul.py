@@ -31,7 +31,9 @@ Each row: ``per`` calls back to back on each GPU (one launch each, interleaved),
 around them on each GPU, the slower GPU's time / ``per``, median of ``reps`` trials. The CSV has
 ``collective_ramp_diag.py``'s columns (variant ``<variant>-ch<C>``, case ``plain``, op
 ``all_reduce`` or the op ``--ops`` names). Every channel stamps the global timer after each slice; ``--stamps`` keeps GPU 0's
-stamps of the last call of chosen rows, and ``--analyse`` (CPU) prints the ramp by variant and
+stamps of the last call of chosen rows (``--stamp-all``: every row's; since run ct each slice's stamp
+also has its flag wait, its post, the fence and flag stores, in ns, and its bytes), and ``--analyse``
+(CPU) prints the ramp by variant and
 channels and, from the stamps, how far the channels drift apart and how often all of them are in
 their local step at once.
 
