@@ -24,28 +24,19 @@ limit would not:
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from itertools import pairwise
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collective_ramp_diag import load  # noqa: E402  (beside this file)
-from ring_calls import (  # noqa: E402
-    CHANNEL_OPS_PER_S,
-    MIB,
-    fit_prices,
-    hypothesis_cost,
-    one_channel_loops,
-    price_cost,
-)
-from ring_queue import LINK, NO_FORM, SKEW, loop_calls, transfer_s  # noqa: E402
+from ring_bends import WIRE  # noqa: E402
+from ring_calls import MIB  # noqa: E402
+from ring_queue import LINK, SKEW, engine_times  # noqa: E402
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather")
 CHANNELS = (24, 16)
 SIZES = (256, 512, 1024, 2048, 3072, 4096)  # MiB
-#: wire bytes a byte of S and the count's loads and stores a wire byte, two GPUs (``ring_primitives``)
-WIRE = {"all_reduce": (1.0, 4), "reduce_scatter": (0.5, 5), "all_gather": (0.5, 5)}
 #: the rates the checks read (MiB to MiB): the committed sizes' last step and the new sizes' last
 BEFORE, AFTER = (512, 1024), (2048, 4096)
 #: the registered thresholds
@@ -64,19 +55,6 @@ def steps(pts: dict[int, float], op: str) -> list[tuple[int, int, float]]:
     return [(lo, hi, rate(pts, op, lo, hi)) for lo, hi in pairwise(sizes)]
 
 
-@functools.cache
-def engine_times(op: str, channels: int, pricing: str) -> dict[int, float]:
-    """{MiB: us} of the engine's ring transfer at ``SIZES`` (two GPUs, the document's link and launch
-    skew), each call at its count (``pricing`` "count") or at run co's per-call prices ("prices")."""
-    from rdusim.hw import collectives as nccl
-
-    cost = hypothesis_cost("count", 0.0) if pricing == "count" else price_cost(fit_prices(one_channel_loops()))
-    ring = nccl.RingChannels(channels, CHANNEL_OPS_PER_S, LINK, SKEW)
-    calls = loop_calls(op, 2, cost)
-    return {m: 1e6 * transfer_s(ring, nccl.ring_loop_chunks(op, m * MIB, 2, channels), calls, NO_FORM)
-            for m in SIZES}
-
-
 def _row(label: str, pts: dict[int, float], op: str) -> str:
     return f"| {label} | " + " | ".join(f"{r:.1f}" for _, _, r in steps(pts, op)) + " |"
 
@@ -93,7 +71,7 @@ def frozen_table() -> list[str]:
         lines += [f"{channels} channels:", "", *_header("op, calls at")]
         for op in OPS:
             for pricing in ("count", "prices"):
-                lines.append(_row(f"{op}, {pricing}", engine_times(op, channels, pricing), op))
+                lines.append(_row(f"{op}, {pricing}", engine_times(op, channels, SIZES, pricing), op))
         lines.append("")
     lines += [f"Checks read NCCL's rate from {AFTER[0]} to {AFTER[1]} MiB (and from {BEFORE[0]} to {BEFORE[1]}): "
               f"L >= {LINK_FILLED:.0f} GB/s for every op; F, P, E within {100 * SAME:.0f}%"]
@@ -118,8 +96,8 @@ def verdict(def_csv: str, ch16_csv: str, emul_csv: str) -> list[str]:
         lines += [f"{channels} channels:", "", *_header("op, source")]
         for op in OPS:
             lines += [_row(f"{op}, NCCL", nccl[channels][op], op), _row(f"{op}, emulated", emul[channels][op], op),
-                      _row(f"{op}, engine (count)", engine_times(op, channels, "count"), op),
-                      _row(f"{op}, engine (prices)", engine_times(op, channels, "prices"), op)]
+                      _row(f"{op}, engine (count)", engine_times(op, channels, SIZES, "count"), op),
+                      _row(f"{op}, engine (prices)", engine_times(op, channels, SIZES, "prices"), op)]
         lines.append("")
     at = {op: rate(nccl[24][op], op, *AFTER) for op in OPS}
     before = {op: rate(nccl[24][op], op, *BEFORE) for op in OPS}
@@ -130,9 +108,9 @@ def verdict(def_csv: str, ch16_csv: str, emul_csv: str) -> list[str]:
         "L, the channels fill the link once apart": all(at[op] >= LINK_FILLED for op in OPS),
         "F, a fixed rate past 1 GiB": all(_near(at[op], before[op]) for op in OPS),
         "P, the engine with run co's per-call prices": all(
-            _near(at[op], rate(engine_times(op, 24, "prices"), op, *AFTER)) for op in OPS),
+            _near(at[op], rate(engine_times(op, 24, SIZES, "prices"), op, *AFTER)) for op in OPS),
         "C, the engine as it is (the count)": all(
-            _near(at[op], rate(engine_times(op, 24, "count"), op, *AFTER)) for op in OPS),
+            _near(at[op], rate(engine_times(op, 24, SIZES, "count"), op, *AFTER)) for op in OPS),
         "E, the protocol alone as NCCL": all(_near(rate(emul[24][op], op, *AFTER), at[op]) for op in OPS),
     }
     return lines + [f"{name}: {'pass' if ok else 'fail'}" for name, ok in checks.items()]

@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ring_calls import MIB  # noqa: E402  (beside this file)
 
 #: slice sizes (bytes) the posts are binned by: each bin from its edge to the next
 BINS = (0, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20)
@@ -125,7 +126,6 @@ def verdict(path: str) -> list[str]:
 #: documents' ``channel_bandwidth`` comment), and the calibration rows of h200.yaml's link (run aa)
 ONE_CHANNEL_WIRE = 21.0e9
 CALIBRATION = "benchmarks/gpu/h200x2-20261128aa-sweep.csv"
-MIB = 1 << 20
 
 
 def one_channel_rate(post_s: float) -> float:
@@ -212,7 +212,13 @@ def frozen_table(run: str = "cu") -> list[str]:
 CHECK_FROM, MAX_AR, BUFFER_PASS, CHANNELS_MEDIAN = 8, 0.05, 5, 0.06
 
 
-def compare(frozen_path: str, csv_paths: list[str]) -> list[str]:
+DEFAULT_OPS = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+def _tables(frozen_path: str, csv_paths: list[str]) -> tuple[list[str], dict, dict, int]:
+    """The rows' errors and the buffer ratios of a frozen table (``post`` and ``now`` columns) against
+    the CSVs: (the two tables' lines, {(variant, op): (post's median, now's median)}, {(variant, op, MiB):
+    measured us}, the buffer ratios within ``BUFFER_POINTS``)."""
     from ring_predict import BUFFER_POINTS, BUFFER_SIZES, frozen_rows, read_measured
 
     frozen, measured = frozen_rows(frozen_path, 2), read_measured(csv_paths)
@@ -224,7 +230,7 @@ def compare(frozen_path: str, csv_paths: list[str]) -> list[str]:
 
     lines = ["| variant | op | rows | post: median / worst | now: median / worst |", "|---|---|---:|---|---|"]
     med = {}
-    for variant, op in [("def", o) for o in ("all_reduce", "reduce_scatter", "all_gather")] + [
+    for variant, op in [("def", o) for o in DEFAULT_OPS] + [
             (v, "all_reduce") for v in ("ch12", "ch16", "ch32", "buf1m", "buf16m")]:
         (pm, pw, n), (nm, nw, _) = stats(variant, op, 0), stats(variant, op, 1)
         med[variant, op] = (pm, nm)
@@ -238,12 +244,23 @@ def compare(frozen_path: str, csv_paths: list[str]) -> list[str]:
             p, n = (frozen[mine][i] / frozen[base][i] for i in (0, 1))
             close += abs(p - m) <= BUFFER_POINTS
             lines.append(f"| {variant} | {mib} | {m:.3f} | {p:.3f} | {n:.3f} |")
-    q1 = all(med["def", op][0] <= med["def", op][1] for op in ("all_reduce", "reduce_scatter", "all_gather")) \
-        and med["def", "all_reduce"][0] <= MAX_AR
+    return lines, med, {"frozen": frozen, "measured": measured}, close
+
+
+def _defaults_no_worse(med: dict) -> bool:
+    """Q1 and V1: NCCL's defaults no worse with the post for every op, its all-reduce within ``MAX_AR``."""
+    return all(med["def", op][0] <= med["def", op][1] for op in DEFAULT_OPS) and med["def", "all_reduce"][0] <= MAX_AR
+
+
+def compare(frozen_path: str, csv_paths: list[str]) -> list[str]:
+    """Run cu's registered checks (``h200x2-20261130cu-post-hypotheses.md``) after the two tables."""
+    from ring_predict import BUFFER_POINTS
+
+    lines, med, _, close = _tables(frozen_path, csv_paths)
     q3 = all(med[v, "all_reduce"][0] <= CHANNELS_MEDIAN for v in ("ch12", "ch16", "ch32"))
     return lines + ["",
                     f"Q1, NCCL's defaults no worse than now, the all-reduce within {100 * MAX_AR:.0f}%: "
-                    f"{'pass' if q1 else 'fail'}",
+                    f"{'pass' if _defaults_no_worse(med) else 'fail'}",
                     f"Q2, the buffer ratios within {100 * BUFFER_POINTS:.0f} points at {BUFFER_PASS} of 6 or more "
                     f"({close}): {'pass' if close >= BUFFER_PASS else 'fail'}",
                     f"Q3, 12, 16 and 32 channels within {100 * CHANNELS_MEDIAN:.0f}% (median): {'pass' if q3 else 'fail'}"]
@@ -308,26 +325,21 @@ CV_CHANNELS, CV_BUFFER_SIZES = ("ch12", "ch16", "ch32"), (32, 64, 96)
 
 
 def compare_cv(frozen_path: str, csv_paths: list[str]) -> list[str]:
-    """Run cv's registered checks (``h200x2-20261130cv-post-hypotheses.md``), after run cu's table."""
-    from ring_predict import BUFFER_POINTS, frozen_rows, read_measured
+    """Run cv's registered checks (``h200x2-20261130cv-post-hypotheses.md``) after the two tables."""
+    from ring_predict import BUFFER_POINTS
 
-    lines = compare(frozen_path, csv_paths)[:-3]
-    frozen, measured = frozen_rows(frozen_path, 2), read_measured(csv_paths)
-
-    def median(variant: str, op: str, i: int) -> float:
-        keys = [k for k in frozen if k[:2] == (variant, op) and k[2] >= CHECK_FROM and k in measured]
-        return statistics.median(abs(frozen[k][i] / measured[k] - 1) for k in keys)
-
-    v1 = all(median("def", op, 0) <= median("def", op, 1) for op in ("all_reduce", "reduce_scatter", "all_gather")) \
-        and median("def", "all_reduce", 0) <= MAX_AR
-    v2 = all(median(v, "all_reduce", 0) <= min(median(v, "all_reduce", 1), CHANNELS_MEDIAN) for v in CV_CHANNELS)
+    lines, med, rows, _ = _tables(frozen_path, csv_paths)
+    frozen, measured = rows["frozen"], rows["measured"]
+    v2 = all(med[v, "all_reduce"][0] <= min(med[v, "all_reduce"][1], CHANNELS_MEDIAN) for v in CV_CHANNELS)
     apart = []
     for mib in CV_BUFFER_SIZES:
         mine, base = ("buf1m", "all_reduce", mib), ("def", "all_reduce", mib)
         apart.append(frozen[mine][0] / frozen[base][0] - measured[mine] / measured[base])
     v3 = all(abs(x) <= BUFFER_POINTS for x in apart)
     return lines + [
-        f"V1, NCCL's defaults no worse than now, the all-reduce within {100 * MAX_AR:.0f}%: {'pass' if v1 else 'fail'}",
+        "",
+        f"V1, NCCL's defaults no worse than now, the all-reduce within {100 * MAX_AR:.0f}%: "
+        f"{'pass' if _defaults_no_worse(med) else 'fail'}",
         f"V2, 12, 16 and 32 channels no worse than now and within {100 * CHANNELS_MEDIAN:.0f}%: {'pass' if v2 else 'fail'}",
         f"V3, the 1 MiB buffer over the default at {', '.join(map(str, CV_BUFFER_SIZES))} MiB within "
         f"{100 * BUFFER_POINTS:.0f} points ({', '.join(f'{100 * x:+.1f}' for x in apart)}): {'pass' if v3 else 'fail'}"]

@@ -160,11 +160,13 @@ def off_line(times: dict[int, float]) -> dict[int, float]:
 
 
 @functools.cache
-def engine_times(op: str, channels: int, sizes: tuple[int, ...]) -> dict[int, float]:
-    """{MiB: microseconds} of the engine's ring transfer (the count, the document's link and skew, no
-    form; two GPUs), the in-place all-gather's loop from ``ring_calls``."""
+def engine_times(op: str, channels: int, sizes: tuple[int, ...], pricing: str = "count") -> dict[int, float]:
+    """{MiB: microseconds} of the engine's ring transfer (the document's link and skew, no form; two
+    GPUs), each call at its count (``pricing`` "count", the engine) or at run co's per-call prices
+    ("prices", ``ring_calls.fit_prices``), the in-place all-gather's loop from ``ring_calls``."""
     ring = nccl.RingChannels(channels, CHANNEL_OPS_PER_S, LINK, SKEW)
-    calls = loop_calls(op, 2, hypothesis_cost("count", 0.0))
+    cost = hypothesis_cost("count", 0.0) if pricing == "count" else price_cost(fit_prices(one_channel_loops()))
+    calls = loop_calls(op, 2, cost)
     chunks_op = "all_gather" if op == "all_gather_inplace" else op
     return {m: 1e6 * transfer_s(ring, nccl.ring_loop_chunks(chunks_op, m * MIB, 2, channels), calls, NO_FORM)
             for m in sizes}

@@ -49,7 +49,8 @@ def test_marginal_rates_recover_the_rates() -> None:
 def test_verdicts_on_synthetic_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     large = bench_script("ring_large")
     engine = {"count": _flat(350, 260, 285), "prices": _flat(350, 280, 280)}
-    monkeypatch.setattr(large, "engine_times", lambda op, channels, pricing: _times(engine[pricing][op], large.WIRE[op][0]))
+    monkeypatch.setattr(large, "engine_times",
+                        lambda op, channels, sizes, pricing: _times(engine[pricing][op], large.WIRE[op][0]))
     # NCCL flat past 512 MiB at the prices' engine; the emulation 10% slower on the reduce-scatter
     _csv(tmp_path / "def.csv", "def", _flat(350, 282, 281))
     _csv(tmp_path / "ch16.csv", "ch16", _flat(300, 230, 220))
