@@ -519,6 +519,16 @@ class GpuP2pSpec(Spec):
     step_s: NonNegativeSeconds = Field(alias="step", description="a chunk's post after its bytes, fixed (to calibrate)")
 
 
+class GpuCustomArSpec(Spec):
+    """What vLLM's custom all-reduce is made of on this GPU (``rdusim.hw.custom_all_reduce``; docs/gpu.md,
+    "vLLM's custom all-reduce"): two latencies, each measured by its own microbenchmark."""
+
+    remote_load_s: Seconds = Field(
+        alias="remote_load", description="a load's round trip to a peer's memory over NVLink (a pointer chase)")
+    flag_s: Seconds = Field(
+        alias="flag", description="a flag store's way to a peer over NVLink (half a ping-pong round)")
+
+
 class GpuLinkSpec(Spec):
     """A GPU's NVLinks: the line rate, and what NCCL's collectives get of it
     (``rdusim.hw.collectives``; the two "to calibrate" quantities of docs/gpu.md)."""
@@ -536,11 +546,16 @@ class GpuLinkSpec(Spec):
     p2p: GpuP2pSpec | None = Field(
         default=None, description="an all-to-all's p2p Simple channels one by one, on ring's link (none: its wire "
                                   "bytes at the bus rate)")
+    custom_all_reduce: GpuCustomArSpec | None = Field(
+        default=None, description="vLLM's custom all-reduce, block by block on ring's link (none: a mapping's "
+                                  "all_reduce: custom is refused)")
 
     @model_validator(mode="after")
     def _p2p_needs_the_rings_link(self) -> GpuLinkSpec:
         if self.p2p is not None and self.ring is None:
             raise ValueError("p2p needs ring (its link_bandwidth and launch_skew are the p2p channels' too)")
+        if self.custom_all_reduce is not None and self.ring is None:
+            raise ValueError("custom_all_reduce needs ring (its link_bandwidth is the link the reads come in on)")
         return self
 
     @model_validator(mode="after")
@@ -818,6 +833,10 @@ class GpuMappingSpec(Spec):
         default="fa2", description="the attention's library: FlashAttention-2 (fa2: what PyTorch's SDPA runs, the "
         "measured harness's) or FlashAttention-3 (fa3: Hopper, what vLLM runs there; prefill, and a GQA model's "
         "decode; a GPU document with efficiency.fa3_pipe_loss)")
+    all_reduce_kernel: Literal["nccl", "custom"] = Field(
+        default="nccl", description="the tensor-parallel all-reduce's library: NCCL (nccl: the measured harness's, "
+        "torch.distributed) or vLLM's custom all-reduce (custom: its one- or two-stage kernel where vLLM runs it, "
+        "on 2/4/6/8 GPUs under 8 MiB, NCCL otherwise; a GPU document with nvlink.custom_all_reduce)")
     workload: WorkloadSpec
     kv_policy: KvPolicySpec = KvPolicySpec()
     layer: list[str] = Field(default_factory=list, description="GQA models: library kernels of one decoder "

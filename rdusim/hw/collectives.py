@@ -1,8 +1,8 @@
 """Collectives as NCCL runs them inside one NVLink/NVSwitch node, and the algorithm NCCL picks.
 
-Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``candidates``, ``wire_bytes``,
+Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``custom_ar_cost``, ``candidates``, ``wire_bytes``,
 ``memory_ops_per_wire_byte``, ``ring_plan``, ``p2p_plan``, ``p2p_channels_a_peer``, ``p2p_ll_limit``
-and NCCL's tuning tables. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.gpu`` charges
+and NCCL's tuning tables. Imports: hw.custom_all_reduce. Never simulates: ``rdusim.sim.gpu`` charges
 a collective kernel the ``time_s`` computed here.
 
 The facts follow NCCL's own cost model, ``src/graph/tuning.cc`` of NVIDIA/nccl (v2.19-2.20,
@@ -111,6 +111,11 @@ loop copies a posted chunk out (``receive_bandwidth``) and frees the slot. The t
 fitted on one channel a peer (run cg); 1-8 channels a peer are predicted within 2-9% (runs ch, ci),
 NCCL's 16 on two GPUs 10-24% short at 12-512 MiB (a known miss: docs/gpu.md, "Runs ch and ci").
 
+**vLLM's custom all-reduce** (``custom_ar_cost``; a GPU mapping's ``all_reduce: custom``, where the
+document gives ``nvlink.custom_all_reduce``): the kernel vLLM runs instead of NCCL for an all-reduce
+under 8 MiB, its plan from ``rdusim.hw.custom_all_reduce``, simulated block by block by
+``rdusim.sim.custom_ar`` (docs/gpu.md, "vLLM's custom all-reduce").
+
 Not modelled: NCCL lowering its channel count for small messages (the count is known exactly,
 ``benchmarks/gpu/collectives_channels.py``; charging it did not improve the predictions:
 docs/gpu.md, "Collectives"), a cluster size other than NCCL's default (``NCCL_CGA_CLUSTER_SIZE``:
@@ -122,6 +127,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+
+from rdusim.hw.custom_all_reduce import (
+    VLLM_BLOCK_LIMIT,
+    VLLM_MAX_BYTES,
+    CustomArLink,
+    CustomArPlan,
+    custom_ar_applies,
+    custom_ar_plan,
+    custom_ar_wire_bytes,
+)
 
 US = 1e-6
 GB = 1e9
@@ -347,6 +362,7 @@ class Fabric:
     ll_bytes_per_s: float | None = None  # the LL protocol's rate (the document's ``nvlink.ll_bandwidth``)
     ring: RingChannels | None = None     # a ring Simple collective channel by channel (``nvlink.ring``)
     p2p: P2pChannels | None = None       # an all-to-all's p2p Simple channels (``nvlink.p2p``; needs ``ring``)
+    custom: CustomArLink | None = None   # vLLM's custom all-reduce (``nvlink.custom_all_reduce``)
 
 
 @dataclass(frozen=True)
@@ -363,6 +379,7 @@ class CollectiveCost:
     bus_bytes_per_s: float   # the rate those bytes move at (protocol and algorithm shares applied)
     ring: RingPlan | None = None   # a ring Simple collective's channels, where the fabric has ``ring``
     p2p: P2pPlan | None = None     # an all-to-all's p2p Simple channels, where the fabric has ``p2p``
+    custom: CustomArPlan | None = None  # vLLM's custom all-reduce in place of NCCL (``custom_ar_cost``)
 
     @property
     def time_s(self) -> float:
@@ -497,3 +514,18 @@ def collective_cost(op: str, nbytes: float, ranks: int, fabric: Fabric) -> Colle
     if fabric.p2p is not None and fabric.ring is not None and best.algorithm == "p2p" and best.protocol == "Simple":
         best = replace(best, p2p=p2p_plan(nbytes, ranks, fabric.p2p, fabric.ring))
     return best
+
+
+def custom_ar_cost(nbytes: float, ranks: int, fabric: Fabric, max_bytes: int = VLLM_MAX_BYTES,
+                   stages: int | None = None, block_limit: int = VLLM_BLOCK_LIMIT) -> CollectiveCost | None:
+    """vLLM's custom all-reduce of ``nbytes`` on ``ranks`` GPUs (``rdusim.hw.custom_all_reduce``), or
+    None where vLLM would not run it (``custom_ar_applies``: the group, 16-byte packs, under
+    ``max_bytes``) or the fabric does not describe it (no ``nvlink.custom_all_reduce``). Its latency is
+    the kernel's own fixed time; ``rdusim.sim.custom_ar`` simulates the rest from ``custom``.
+    ``stages`` and ``block_limit`` force another kernel than vLLM's choice (run cw's sweep)."""
+    if fabric.custom is None or not custom_ar_applies(nbytes, ranks, max_bytes):
+        return None
+    plan = custom_ar_plan(nbytes, ranks, fabric.custom, stages, block_limit)
+    wire = custom_ar_wire_bytes(nbytes, ranks, plan.stages)
+    return CollectiveCost("all_reduce", nbytes, ranks, "custom", f"{plan.stages}-stage", fabric.custom.kernel_s,
+                          wire, fabric.custom.link_bytes_per_s, custom=plan)

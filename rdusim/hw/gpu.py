@@ -18,14 +18,18 @@ from rdusim.config.loader import check_kind, load_any, load_spec, read_document
 from rdusim.config.schema import COLLECTIVE_HOST_OPS, GpuSpec
 from rdusim.errors import ConfigError
 from rdusim.hw.collectives import Fabric, P2pChannels, RingChannels
+from rdusim.hw.custom_all_reduce import CustomArLink
 
 
 @dataclass(frozen=True)
 class Gpu:
-    """One GPU; ``nvls`` when it sits in a node whose NVSwitch reduces (the node document's)."""
+    """One GPU; ``nvls`` when it sits in a node whose NVSwitch reduces (the node document's);
+    ``all_reduce`` the library a mapping runs its all-reduces with (``nccl``, or ``custom``: vLLM's
+    kernel where vLLM would run it, ``rdusim.hw.custom_all_reduce``)."""
 
     spec: GpuSpec
     nvls: bool = False
+    all_reduce: str = "nccl"
 
     @property
     def name(self) -> str:
@@ -202,8 +206,14 @@ class Gpu:
         return self.spec.launch.queue_depth
 
     @property
+    def has_custom_all_reduce(self) -> bool:
+        """Whether the document describes vLLM's custom all-reduce (``nvlink.custom_all_reduce``)."""
+        return self.spec.nvlink.custom_all_reduce is not None
+
+    @property
     def fabric(self) -> Fabric:
-        """The NVLink fabric NCCL's collectives run on (``rdusim.hw.collectives``)."""
+        """The NVLink fabric NCCL's collectives run on (``rdusim.hw.collectives``), with vLLM's custom
+        all-reduce where ``all_reduce`` is ``custom`` and the document describes it."""
         link = self.spec.nvlink
         ll = None if link.ll_bytes_per_s is None else float(link.ll_bytes_per_s)
         ring = p2p = None
@@ -214,7 +224,11 @@ class Gpu:
         if link.p2p is not None:
             p2p = P2pChannels(float(link.p2p.send_bytes_per_s), float(link.p2p.receive_bytes_per_s),
                               float(link.p2p.step_s))
-        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll, ring, p2p)
+        custom = None
+        if self.all_reduce == "custom" and link.custom_all_reduce is not None and ring is not None:  # (schema: ring)
+            custom = CustomArLink(float(link.custom_all_reduce.remote_load_s), float(link.custom_all_reduce.flag_s),
+                                  ring.link_bytes_per_s, self.kernel_fixed_s)
+        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll, ring, p2p, custom)
 
 
 @dataclass(frozen=True)

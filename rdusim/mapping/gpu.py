@@ -42,7 +42,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from rdusim.hw.collectives import CollectiveCost, collective_cost
+from rdusim.hw.collectives import CollectiveCost, collective_cost, custom_ar_cost
 from rdusim.hw.gpu import Gpu
 from rdusim.summation import add_in_order
 
@@ -822,10 +822,15 @@ def collective(name: str, op: str, nbytes: float, group: int, gpu: Gpu) -> list[
     """An NCCL collective (``rdusim.hw.collectives``: the algorithm and protocol NCCL's tuner
     picks) of ``nbytes`` among ``group`` GPUs: one kernel on the NVLink whose bytes are what
     this GPU sends and whose time the engine takes from ``cost``; in eager mode the host issues
-    it as one torch.distributed call (``host_ops``: the collective's own host cost). None on one GPU."""
+    it as one torch.distributed call (``host_ops``: the collective's own host cost). None on one GPU.
+    An all-reduce on a GPU whose fabric carries vLLM's custom all-reduce (``Gpu.all_reduce``) runs as
+    that kernel where vLLM would run it (``custom_ar_cost``), NCCL's otherwise; its eager host cost is
+    taken as the torch.distributed call's [A]."""
     if group <= 1:
         return []
-    cost = collective_cost(op, nbytes, group, gpu.fabric)
+    fabric = gpu.fabric
+    cost = (custom_ar_cost(nbytes, group, fabric) if op == "all_reduce" else None) or \
+        collective_cost(op, nbytes, group, fabric)
     return [GpuKernel(name, (CtaGroup(1, cost.wire_bytes),), 1, math="nvlink", collective=cost, host_ops=(op,))]
 
 

@@ -157,7 +157,8 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
         overhead += fixed if kernel.fixed or kernel.math in TENSOR_MATH else 0.0
         if kernel.round_trips and (mode != "stream" or queued):  # stream's launch holds a kernel's own fixed time
             overhead += kernel.launches * gpu.kernel_fixed_s
-        if kernel.math == "nvlink" and mode == "graph":  # NCCL's event wait + record nodes around it
+        if kernel.math == "nvlink" and mode == "graph" and kernel.collective.custom is None:
+            # NCCL's event wait + record nodes around it (vLLM's own kernel has none)
             overhead += gpu.launch_s("graph_event_pair")
         yield delay(env, overhead)
         if clock is not None:

@@ -1,6 +1,6 @@
 """An NCCL ring collective's Simple transfer, channel by channel.
 
-Owns: ``ring_transfer_s``, ``collective_time_s``. Imports: resources, p2p, hw.collectives.
+Owns: ``ring_transfer_s``, ``collective_time_s``. Imports: resources, p2p, custom_ar, hw.collectives.
 
 NCCL's tuner (``rdusim.hw.collectives``) picks a collective's algorithm and protocol; a ring
 Simple collective then takes what its channels do (``RingPlan``). Each channel is a SimPy process
@@ -29,6 +29,7 @@ from functools import lru_cache
 import simpy
 
 from rdusim.hw.collectives import RING_SLICES, CollectiveCost, RingPlan
+from rdusim.sim.custom_ar import custom_ar_transfer_s
 from rdusim.sim.p2p import p2p_transfer_s
 from rdusim.sim.resources import CappedPool, delay
 
@@ -37,7 +38,10 @@ def collective_time_s(cost: CollectiveCost) -> float:
     """What a collective takes: NCCL's latency plus its transfer, a ring Simple one's simulated
     channel by channel (``ring_transfer_s``) where it carries a plan (its fabric has a ``ring``), an
     all-to-all's p2p Simple one's the same way (``rdusim.sim.p2p``, its fabric has ``p2p``), else the
-    wire bytes at the protocol's rate (``CollectiveCost.time_s``)."""
+    wire bytes at the protocol's rate (``CollectiveCost.time_s``); vLLM's custom all-reduce its
+    kernel's fixed time plus its blocks simulated (``rdusim.sim.custom_ar``)."""
+    if cost.custom is not None:
+        return cost.latency_s + custom_ar_transfer_s(cost.custom)
     if cost.ring is not None:
         return cost.latency_s + ring_transfer_s(cost.ring)
     if cost.p2p is not None:

@@ -527,6 +527,7 @@ def _simulate_gpu_mapping(spec: GpuMappingSpec, model: ModelSpec, node: GpuNode,
     batch = batch or spec.workload.batch
     policy = policy or spec.kv_policy
     mode = mode or spec.launch
+    node = replace(node, gpu=replace(node.gpu, all_reduce=spec.all_reduce_kernel))
     if spec.tp > node.gpus or node.gpus % spec.tp:
         raise ConfigError(f"{spec.name}: tp={spec.tp} must divide the node's {node.gpus} GPU(s)")
     if model.attention.kind == "mla":
@@ -681,6 +682,11 @@ def load_gpu_mapping(path: str | Path, hw: str | Path | None = None,
                           f"{model.name} splits attention by heads (tp)")
     _check_clock(spec, model, node, where("clock"), hw)
     _check_attention_kernel(spec, mla, node, where("attention_kernel"), hw)
+    if spec.all_reduce_kernel == "custom" and not node.gpu.has_custom_all_reduce:
+        source = "--hw" if hw is not None else f"hardware: {spec.hardware}"
+        raise ConfigError(f"{where('all_reduce_kernel')}: all_reduce_kernel: custom needs vLLM's custom all-reduce "
+                          f"in the GPU document (nvlink.custom_all_reduce; {source}: {node.gpu.name} has none): "
+                          "use all_reduce_kernel: nccl")
     accepted = spec.workload.accepted_tokens_per_step
     if accepted > 1 and (not mla or accepted > 1 + model.mtp_layers or spec.phase != "decode"):
         raise ConfigError(f"{where('workload', 'accepted_tokens_per_step')}: workload.accepted_tokens_per_step: "

@@ -1,0 +1,488 @@
+"""vLLM's custom all-reduce on two GPUs (run cw): its kernel emulated, and the two latencies it is made of.
+
+vLLM's tensor parallelism does not call NCCL for a small all-reduce: on 2, 4, 6 or 8 fully
+NVLink-connected GPUs of one node, a buffer under its ``max_size`` (8 MiB by default) goes to its own
+kernel (vLLM ``csrc/custom_all_reduce.cuh``, ``vllm/distributed/device_communicators/
+custom_all_reduce.py``). This script runs that kernel as vLLM's source writes it, in a CUDA kernel of
+ours (CuPy, NVRTC; the two GPUs in one process with peer access, as vLLM's ranks map each other's
+buffers through CUDA IPC):
+
+- a grid of ``min(36, ceil(S / 16 / 512))`` blocks of 512 threads (``allreduce``: ``block_limit`` 36,
+  ``threads`` 512, 16-byte packs of 8 bf16);
+- ``1stage`` (``cross_device_reduce_1stage``, what vLLM runs on two GPUs at every size): every block
+  meets the same block of every rank (``barrier_at_start``: thread r stores the block's flag into rank
+  r's signal and spins on its own until rank r's arrives), then each thread sums its packs of every
+  rank's buffer (the peers' over NVLink, loads of 16 bytes) in fp32 and stores them, then the blocks
+  meet again (``barrier_at_end``, the final one: volatile stores);
+- ``2stage`` (``cross_device_reduce_2stage``, what vLLM runs on 4-8 GPUs above 512 / 256 KiB): the
+  rank's part S / n summed from every rank into its own temporary buffer, a barrier with release /
+  acquire (the part visible to the peers), then every rank's part read into the result; no end
+  barrier. Measured here on two GPUs, where vLLM itself does not run it, for its mechanism.
+
+Two probes measure what the kernel is made of, each its own microbenchmark, never fitted to a row:
+
+- ``chase``: one thread follows a random cycle of 16-byte-aligned slots 256 bytes apart in the
+  peer's memory (``peer``) or its own (``local``), ``CHASE_STEPS`` dependent loads of 4 bytes
+  (``ld.global.cg``), in buffers of several sizes: a load's round trip;
+- ``pingpong``: one thread on each GPU, a flag stored into the other's memory and the answer awaited
+  (volatile, as vLLM's barrier), ``PING_ROUNDS`` rounds: half a round is a flag's way to the peer.
+
+And ``empty``: the ``1stage`` kernel with nothing to sum (its two barriers and the kernel alone).
+
+Each timed row: ``per`` calls back to back on each GPU (one launch each, interleaved), a CUDA event
+pair around them on each GPU, the slower GPU's time / ``per``, median of ``reps`` trials
+(``nvlink_copy.time_trials``); then GPU 0's result is checked against the sum computed apart
+(``ok``). A flag wait that passes ``WAIT_NS`` sets an error and the run stops.
+
+Measure (one process, both GPUs; about a minute on two H200s)::
+
+    python benchmarks/gpu/custom_ar.py --out cw-custom-ar.csv
+
+Compare with the model (CPU, rdusim): ``--compare CSV`` prints every row measured against
+``rdusim.hw.collectives.custom_ar_cost`` simulated (``rdusim.sim.custom_ar``) with the probes' two
+latencies from the same CSV, and the registered checks (``h200x2-20261130cw-custom-ar-hypotheses.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from collective_ramp_diag import per_calls  # noqa: E402  (beside this file)
+from nvlink_copy import time_trials  # noqa: E402  (beside this file)
+
+KIB, MIB = 1 << 10, 1 << 20
+THREADS = 512  # vLLM's allreduce(): threads = 512
+BLOCK_LIMIT = 36  # vLLM's allreduce(): block_limit = 36
+PACK = 16  # bytes a thread loads from each rank at once (packed_t: 16 / sizeof(T) elements)
+MAX_BLOCKS = 160  # signal slots a GPU keeps (the block sweep goes to 132, one a streaming multiprocessor)
+SIZES = tuple(1 << p for p in range(10, 27))  # 1 KiB - 64 MiB
+#: the block sweep: (stages, forced block limit, sizes) beside vLLM's own 36
+SWEEP = ((1, (4, 8, 16, 72, 132), (2 * MIB, 16 * MIB, 64 * MIB)), (2, (132,), (16 * MIB, 64 * MIB)))
+#: the probes: chase buffers (bytes) and their dependent loads; ping-pong rounds
+CHASE_BYTES = (1 * MIB, 16 * MIB, 1024 * MIB)
+CHASE_STRIDE = 256
+CHASE_STEPS = 4000
+PING_ROUNDS = 2000
+#: a guess of the kernel's rate (GB/s of S) that caps the calls of a trial (per_calls)
+EST_GBPS = 150.0
+WAIT_NS = 2_000_000_000
+FIELDS = ["kind", "variant", "stages", "limit", "blocks", "bytes", "per", "reps", "median_us", "ok", "gpu"]
+
+KERNEL = r"""
+typedef unsigned int u32;
+typedef unsigned long long u64;
+#define MAXB MAX_BLOCKS_VALUE
+#define WAIT_NS WAIT_NS_VALUE
+
+__device__ __forceinline__ u64 now() { u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+__device__ __forceinline__ void st_volatile(u32* p, u32 v) {
+  asm volatile("st.volatile.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ u32 ld_volatile(const u32* p) {
+  u32 v; asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v;
+}
+__device__ __forceinline__ void st_release(u32* p, u32 v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ u32 ld_acquire(const u32* p) {
+  u32 v; asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v;
+}
+// spin until *p == want (acquire or volatile loads); false, and *err set, after WAIT_NS
+__device__ __forceinline__ bool spin(const u32* p, u32 want, bool acquire, int* err) {
+  const u64 t0 = now();
+  while ((acquire ? ld_acquire(p) : ld_volatile(p)) != want) {
+    if (now() - t0 > WAIT_NS) { atomicExch(err, 1); return false; }
+  }
+  return true;
+}
+
+// a signal (u32): start[MAXB][8], end[MAXB][8], the block's own counter [MAXB]
+// vLLM's barrier_at_start (which 0) and barrier_at_end (which 1; release/acquire unless final)
+__device__ __forceinline__ void barrier(u32* sig0, u32* sig1, int rank, int which, bool release, int* err) {
+  u32* const self = rank == 0 ? sig0 : sig1;
+  const int b = blockIdx.x;
+  if (which == 1) __syncthreads();
+  const u32 flag = self[2 * MAXB * 8 + b] + 1;
+  if (threadIdx.x < 2) {
+    u32* const peer = threadIdx.x == 0 ? sig0 : sig1;
+    u32* const slot = peer + which * MAXB * 8 + b * 8 + rank;
+    const u32* const mine = self + which * MAXB * 8 + b * 8 + threadIdx.x;
+    if (release) st_release(slot, flag); else st_volatile(slot, flag);
+    spin(mine, flag, release, err);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) self[2 * MAXB * 8 + b] = flag;
+}
+
+__device__ __forceinline__ u32 bf16r(float f) {  // round to nearest even, the upper 16 bits
+  const u32 x = __float_as_uint(f); return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+}
+__device__ __forceinline__ u32 add2(u32 a, u32 b) {  // two bf16 added in fp32
+  const float lo = __uint_as_float(a << 16) + __uint_as_float(b << 16);
+  const float hi = __uint_as_float(a & 0xffff0000u) + __uint_as_float(b & 0xffff0000u);
+  return (bf16r(hi) << 16) | bf16r(lo);
+}
+__device__ __forceinline__ uint4 add8(uint4 a, uint4 b) {
+  return make_uint4(add2(a.x, b.x), add2(a.y, b.y), add2(a.z, b.z), add2(a.w, b.w));
+}
+
+// vLLM's cross_device_reduce_1stage / _2stage on two ranks: in0, in1 the ranks' buffers (rank
+// order), result this rank's, tmp0 / tmp1 the ranks' temporary buffers, packs = S / 16
+extern "C" __global__ void __launch_bounds__(512, 1)
+vllm_ar(const uint4* __restrict__ in0, const uint4* __restrict__ in1, uint4* __restrict__ result,
+        u32* sig0, u32* sig1, uint4* tmp0, uint4* tmp1, int rank, long long packs, int stages, int* err) {
+  if (*err) return;
+  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  barrier(sig0, sig1, rank, 0, false, err);
+  if (stages == 1) {
+    for (long long i = tid; i < packs; i += stride) result[i] = add8(in0[i], in1[i]);
+    barrier(sig0, sig1, rank, 1, false, err);
+  } else {
+    const long long part = packs / 2, start = rank * part, end = rank == 1 ? packs : start + part;
+    uint4* const mine = rank == 0 ? tmp0 : tmp1;
+    const uint4* const theirs = rank == 0 ? tmp1 : tmp0;
+    for (long long i = start + tid; i < end; i += stride) mine[i - start] = add8(in0[i], in1[i]);
+    barrier(sig0, sig1, rank, 1, true, err);
+    for (long long i = tid; i < part; i += stride) {
+      result[rank * part + i] = mine[i];
+      result[(1 - rank) * part + i] = theirs[i];
+    }
+  }
+}
+
+// one thread: `steps` dependent loads through the cycle in `next` (u32 indices); ns on out[0]
+extern "C" __global__ void chase(const u32* next, long long steps, u64* out) {
+  u32 i = 0;
+  const u64 t0 = now();
+  for (long long s = 0; s < steps; ++s) {
+    u32 v; asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(next + i) : "memory"); i = v;
+  }
+  out[0] = now() - t0; out[1] = i;
+}
+
+// one thread on each GPU: `rounds` flags there and back (GPU 0 leads); ns on out[0]
+extern "C" __global__ void pingpong(u32* mine, u32* peer, u32 base, int rounds, int lead, u64* out, int* err) {
+  const u64 t0 = now();
+  for (int r = 1; r <= rounds; ++r) {
+    if (lead) { st_volatile(peer, base + r); if (!spin(mine, base + r, false, err)) break; }
+    else { if (!spin(mine, base + r, false, err)) break; st_volatile(peer, base + r); }
+  }
+  out[0] = now() - t0;
+}
+""".replace("MAX_BLOCKS_VALUE", str(MAX_BLOCKS)).replace("WAIT_NS_VALUE", f"{WAIT_NS}ull")
+
+
+def vllm_blocks(size: int, limit: int = BLOCK_LIMIT) -> int:
+    """vLLM's grid: ``min(block_limit, ceil(packs / threads))``, at least one block."""
+    return max(1, min(limit, -(-size // PACK // THREADS)))
+
+
+def plan(per: int, reps: int) -> list[dict]:
+    """The timed rows: vLLM's two kernels at its own grid over ``SIZES``, the block sweep, and the
+    empty kernel at 1 and 36 blocks."""
+    rows = []
+
+    def add(kind: str, stages: int, limit: int, size: int) -> None:
+        n = per_calls(max(size, 1), per, EST_GBPS)
+        variant = f"{stages}stage-b{limit}" if kind == "ar" else f"empty-b{limit}"
+        rows.append({"kind": kind, "variant": variant, "stages": stages, "limit": limit,
+                     "blocks": vllm_blocks(size, limit) if size else limit, "bytes": size, "per": n,
+                     "reps": reps if n >= 4 else max(3, reps // 2)})
+
+    for stages in (1, 2):
+        for size in SIZES:
+            add("ar", stages, BLOCK_LIMIT, size)
+    for stages, limits, sizes in SWEEP:
+        for limit in limits:
+            for size in sizes:
+                add("ar", stages, limit, size)
+    for limit in (1, BLOCK_LIMIT):
+        add("empty", 1, limit, 0)
+    return rows
+
+
+def chase_cycle(size: int, stride: int = CHASE_STRIDE, seed: int = 0):
+    """One random cycle through the buffer's slots (``stride`` bytes apart, in a random order, so every
+    slot is on it): a uint32 array of ``size`` bytes where a slot's first word is the next slot's index."""
+    import numpy as np
+
+    step = stride // 4
+    order = np.random.default_rng(seed).permutation(size // stride).astype(np.uint32) * np.uint32(step)
+    nxt = np.zeros(size // 4, dtype=np.uint32)
+    nxt[order] = np.roll(order, -1)
+    return nxt
+
+
+class _Ar:  # pragma: no cover - needs two GPUs with peer access
+    """Both GPUs' buffers, signals and kernels, a stream each."""
+
+    def __init__(self, biggest: int):
+        import cupy as cp
+
+        self.cp, rt = cp, cp.cuda.runtime
+        assert rt.getDeviceCount() >= 2, "two GPUs needed"
+        assert rt.deviceCanAccessPeer(0, 1) and rt.deviceCanAccessPeer(1, 0), "no peer access"
+        self.inp, self.out, self.tmp, self.sig, self.err, self.stream, self.fn = {}, {}, {}, {}, {}, {}, {}
+        words = biggest // 2  # bf16 elements as uint16
+        for d in (0, 1):
+            with cp.cuda.Device(d):
+                rt.deviceEnablePeerAccess(1 - d)
+                rng = cp.random.default_rng(d)
+                vals = rng.standard_normal(words, dtype=cp.float32)
+                self.inp[d] = (vals.view(cp.uint32) >> 16).astype(cp.uint16)  # bf16 by truncation
+                self.out[d] = cp.zeros(words, dtype=cp.uint16)
+                self.tmp[d] = cp.zeros(words // 2 + 8, dtype=cp.uint16)
+                self.sig[d] = cp.zeros(2 * MAX_BLOCKS * 8 + MAX_BLOCKS, dtype=cp.uint32)
+                self.err[d] = cp.zeros(1, dtype=cp.int32)
+                mod = cp.RawModule(code=KERNEL)
+                self.fn[d] = {name: mod.get_function(name) for name in ("vllm_ar", "chase", "pingpong")}
+                self.stream[d] = cp.cuda.Stream(non_blocking=True)
+        self.gpu = rt.getDeviceProperties(0)["name"].decode()
+        self.ping_base = 0
+
+    def _check_err(self) -> None:
+        for d in (0, 1):
+            with self.cp.cuda.Device(d):
+                if int(self.err[d][0]) != 0:
+                    raise RuntimeError(f"GPU {d}: a flag wait passed {WAIT_NS} ns (a hang): stopping")
+
+    def launches(self, stages: int, blocks: int, packs: int, count: int) -> None:
+        import numpy as np
+
+        for _ in range(count):
+            for d in (0, 1):
+                with self.cp.cuda.Device(d):
+                    self.fn[d]["vllm_ar"](
+                        (blocks,), (THREADS,),
+                        (self.inp[0], self.inp[1], self.out[d], self.sig[0], self.sig[1], self.tmp[0],
+                         self.tmp[1], np.int32(d), np.int64(packs), np.int32(stages), self.err[d]),
+                        stream=self.stream[d])
+
+    def time_row(self, r: dict) -> tuple[float, bool]:
+        cp, packs = self.cp, r["bytes"] // PACK
+        self.launches(r["stages"], r["blocks"], packs, 2)
+        for d in (0, 1):
+            self.stream[d].synchronize()
+        self._check_err()
+        us = time_trials(cp, self.stream, (0, 1), lambda: self.launches(r["stages"], r["blocks"], packs, r["per"]),
+                         r["per"], r["reps"])
+        self._check_err()
+        return us, self.correct(r["bytes"])
+
+    def correct(self, size: int) -> bool:
+        """GPU 0's result against the two inputs summed in fp32 and rounded to bf16 apart."""
+        cp = self.cp
+        if not size:
+            return True
+        n = size // 2
+        with cp.cuda.Device(0):
+            a = (self.inp[0][:n].astype(cp.uint32) << 16).view(cp.float32)
+            b = (cp.array(self.inp[1][:n]).astype(cp.uint32) << 16).view(cp.float32)  # copied to GPU 0
+            got = (self.out[0][:n].astype(cp.uint32) << 16).view(cp.float32)
+            return bool(cp.all(cp.abs(got - (a + b)) <= 1e-2 * cp.abs(a + b) + 1e-6))
+
+    def chase_ns(self, where: str, size: int) -> float:
+        """ns a dependent load, GPU 0's thread through a cycle in GPU 1's memory (peer) or its own."""
+        import numpy as np
+
+        cp, owner = self.cp, 1 if where == "peer" else 0
+        with cp.cuda.Device(owner):
+            nxt = cp.asarray(chase_cycle(size))
+        with cp.cuda.Device(0):
+            out = cp.zeros(2, dtype=cp.uint64)
+            f = self.fn[0]["chase"]
+            f((1,), (1,), (nxt, np.int64(CHASE_STEPS // 4), out))  # warm-up
+            cp.cuda.Device(0).synchronize()
+            times = []
+            for _ in range(5):
+                f((1,), (1,), (nxt, np.int64(CHASE_STEPS), out))
+                cp.cuda.Device(0).synchronize()
+                times.append(int(out[0]) / CHASE_STEPS)
+        del nxt
+        return statistics.median(times)
+
+    def pingpong_ns(self) -> float:
+        """ns one way: half a round of GPU 0's flag to GPU 1 and back, median of 5 runs."""
+        import numpy as np
+
+        cp = self.cp
+        flags, outs = {}, {}
+        for d in (0, 1):
+            with cp.cuda.Device(d):
+                flags[d] = cp.zeros(32, dtype=cp.uint32)
+                outs[d] = cp.zeros(1, dtype=cp.uint64)
+        times = []
+        for _ in range(6):
+            for d in (1, 0):  # the follower first, so it waits
+                with cp.cuda.Device(d):
+                    self.fn[d]["pingpong"](
+                        (1,), (1,), (flags[d], flags[1 - d], np.uint32(self.ping_base), np.int32(PING_ROUNDS),
+                                     np.int32(d == 0), outs[d], self.err[d]), stream=self.stream[d])
+            for d in (0, 1):
+                self.stream[d].synchronize()
+            self._check_err()
+            self.ping_base += PING_ROUNDS
+            times.append(int(outs[0][0]) / PING_ROUNDS / 2)
+        return statistics.median(times[1:])
+
+
+def _run(rows: list[dict], out: str) -> int:  # pragma: no cover - two GPUs
+    ar = _Ar(max(r["bytes"] for r in rows))
+    with open(out, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=FIELDS)
+        writer.writeheader()
+
+        def put(row: dict) -> None:
+            writer.writerow({**row, "gpu": ar.gpu})
+            fh.flush()
+
+        one_way = ar.pingpong_ns()
+        put({"kind": "pingpong", "variant": "flag", "median_us": round(one_way / 1e3, 4), "per": PING_ROUNDS,
+             "reps": 5, "ok": True, "stages": "", "limit": "", "blocks": 1, "bytes": 4})
+        print(f"pingpong one way {one_way:.0f} ns", flush=True)
+        for where in ("peer", "local"):
+            for size in CHASE_BYTES:
+                ns = ar.chase_ns(where, size)
+                put({"kind": "chase", "variant": where, "median_us": round(ns / 1e3, 4), "per": CHASE_STEPS,
+                     "reps": 5, "ok": True, "stages": "", "limit": "", "blocks": 1, "bytes": size})
+                print(f"chase {where:5s} {size // MIB:5d} MiB {ns:7.0f} ns a load", flush=True)
+        for r in rows:
+            us, ok = ar.time_row(r)
+            put({**r, "median_us": round(us, 3), "ok": ok})
+            print(f"{r['variant']:14s} {r['bytes']:>10d} B blocks {r['blocks']:3d} {us:9.2f} us ok={ok} "
+                  f"(per {r['per']})", flush=True)
+    return 0
+
+
+# --- analysis (CPU, rdusim) -----------------------------------------------------------------
+
+#: the probes' rows the model takes (registered before run cw): the peer chase through 16 MiB (the
+#: kernel's inputs sit in their owner's L2, as a TP step's just-written GEMM output does) and the flag
+PROBE_CHASE_BYTES = 16 * MIB
+#: run cw's registered checks (h200x2-20261130cw-custom-ar-hypotheses.md): median / worst abs error
+CHECKS = {
+    "C1": ("vLLM's kernel on two GPUs: 1stage-b36, 1 KiB-4 MiB (under its 8 MiB)", 10.0, 25.0),
+    "C2": ("the block sweep: 1stage at 4-132 blocks, 2-64 MiB", 15.0, 30.0),
+    "C3": ("two stages: 2stage-b36, 1 KiB-4 MiB", 15.0, 30.0),
+    "C4": ("the empty kernel at 1 and 36 blocks", 25.0, 25.0),
+}
+
+
+def load(path: str) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def probes(rows: list[dict]) -> tuple[float, float]:
+    """(remote load round trip, flag one way) in seconds from a CSV's probe rows."""
+    chase = [r for r in rows if r["kind"] == "chase" and r["variant"] == "peer" and int(r["bytes"]) == PROBE_CHASE_BYTES]
+    flag = [r for r in rows if r["kind"] == "pingpong"]
+    if not chase or not flag:
+        raise SystemExit("the CSV has no peer chase through 16 MiB or no ping-pong row")
+    return float(chase[0]["median_us"]) * 1e-6, float(flag[0]["median_us"]) * 1e-6
+
+
+def predicted_us(row: dict, fabric) -> float:
+    """The model's time of one timed row (queued back to back: the kernel's own time, no launch)."""
+    from rdusim.hw.collectives import custom_ar_cost
+    from rdusim.sim.ring import collective_time_s
+
+    size = int(row["bytes"])
+    if row["kind"] == "empty":  # nothing to read: the kernel and its two barriers
+        return (fabric.custom.kernel_s + 2 * fabric.custom.flag_s) * 1e6
+    cost = custom_ar_cost(size, 2, fabric, max_bytes=1 << 62, stages=int(row["stages"]), block_limit=int(row["limit"]))
+    return collective_time_s(cost) * 1e6
+
+
+def check_of(row: dict) -> str | None:
+    """Which registered check a timed row belongs to (``CHECKS``), if any."""
+    size, variant = int(row["bytes"]), row["variant"]
+    if row["kind"] == "empty":
+        return "C4"
+    if variant == "1stage-b36" and size <= 4 * MIB:
+        return "C1"
+    if variant == "2stage-b36" and size <= 4 * MIB:
+        return "C3"
+    if row["stages"] == "1" and size >= 2 * MIB and (variant != "1stage-b36" or size in (2 * MIB, 16 * MIB, 64 * MIB)):
+        return "C2"
+    return None
+
+
+def compare(path: str, hw: str = "hw_configs/h200.yaml") -> list[str]:
+    """Every timed row against the model with the probes' latencies (``probes``), and the checks."""
+    import dataclasses
+
+    from rdusim.hw.custom_all_reduce import CustomArLink
+    from rdusim.hw.gpu import load_gpu_node
+
+    rows = load(path)
+    load_s, flag_s = probes(rows)
+    gpu = load_gpu_node(hw).gpu
+    link = CustomArLink(load_s, flag_s, gpu.fabric.ring.link_bytes_per_s, gpu.kernel_fixed_s)
+    fabric = dataclasses.replace(gpu.fabric, custom=link)
+    lines = [f"# {path}: remote load {load_s * 1e6:.3f} us (peer chase, 16 MiB), flag {flag_s * 1e6:.3f} us "
+             f"(ping-pong, one way); link {link.link_bytes_per_s / 1e9:.1f} GB/s and kernel {link.kernel_s * 1e6:.3f} us "
+             f"from {hw}", "",
+             "| probe | bytes | us |", "|---|---:|---:|"]
+    lines += [f"| {r['kind']} {r['variant']} | {r['bytes']} | {float(r['median_us']):.3f} |"
+              for r in rows if r["kind"] in ("chase", "pingpong")]
+    lines += ["", "| row | bytes | blocks | measured (us) | predicted (us) | error | ok | check |",
+              "|---|---:|---:|---:|---:|---:|---|---|"]
+    errs: dict[str, list[float]] = {k: [] for k in CHECKS}
+    for r in rows:
+        if r["kind"] not in ("ar", "empty"):
+            continue
+        meas, pred = float(r["median_us"]), predicted_us(r, fabric)
+        err = pred / meas - 1
+        check = check_of(r)
+        if check:
+            errs[check].append(err)
+        lines.append(f"| {r['variant']} | {r['bytes']} | {r['blocks']} | {meas:.2f} | {pred:.2f} | {100 * err:+.1f}% | "
+                     f"{r['ok']} | {check or '-'} |")
+    lines += ["", "| check | what | rows | median | worst | registered (median / worst) | passes |",
+              "|---|---|---:|---:|---:|---|---|"]
+    for key, (what, med_max, worst_max) in CHECKS.items():
+        e = errs[key]
+        if not e:
+            lines.append(f"| {key} | {what} | 0 | - | - | {med_max:g}% / {worst_max:g}% | no rows |")
+            continue
+        med = statistics.median(abs(x) for x in e) * 100
+        worst = max(e, key=abs) * 100
+        ok = med <= med_max and abs(worst) <= worst_max
+        lines.append(f"| {key} | {what} | {len(e)} | {med:.1f}% | {worst:+.1f}% | {med_max:g}% / {worst_max:g}% | "
+                     f"{'yes' if ok else 'no'} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="CSV to write (two GPUs)")
+    ap.add_argument("--per", type=int, default=100)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
+    ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model and run cw's checks (CPU)")
+    ap.add_argument("--hw", default="hw_configs/h200.yaml", help="with --compare: the GPU document")
+    args = ap.parse_args(argv)
+    if args.compare:
+        print("\n".join(compare(args.compare, args.hw)))
+        return 0
+    if args.per <= 0 or args.reps <= 0:
+        ap.error("--per and --reps must be positive")
+    rows = plan(args.per, args.reps)
+    if args.dry_run:
+        for r in rows:
+            print(f"{r['variant']:14s} {r['bytes']:>10d} B blocks {r['blocks']:3d} per {r['per']:3d} reps {r['reps']}")
+        return 0
+    if not args.out:
+        ap.error("--out is required (or --dry-run / --compare)")
+    return _run(rows, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""vLLM's custom all-reduce: the kernel vLLM's tensor parallelism runs instead of NCCL for a small
+all-reduce inside one NVLink node, and when it runs it.
+
+Owns: ``CustomArLink``, ``CustomArPlan``, ``custom_ar_applies``, ``custom_ar_stages``,
+``custom_ar_blocks``, ``custom_ar_plan``, ``custom_ar_wire_bytes`` and vLLM's constants. Imports:
+nothing of rdusim. Never simulates: ``rdusim.sim.custom_ar`` runs a plan.
+
+The facts are vLLM's source (``csrc/custom_all_reduce.cuh`` and
+``vllm/distributed/device_communicators/custom_all_reduce.py``; the code here is ours):
+
+- **When.** A tensor-parallel group of 2, 4, 6 or 8 GPUs of one node, fully NVLink-connected (on two
+  GPUs any link), a buffer of a multiple of 16 bytes under ``max_size``: 8 MiB by default
+  (``CustomAllreduce(max_size=8192 * 1024)``). Above it vLLM falls back (torch's symmetric-memory
+  all-reduce where the node has NVLink multicast, else NCCL).
+- **The kernel.** One launch, ``min(36, ceil(S / 16 / 512))`` blocks of 512 threads (``allreduce``:
+  ``block_limit`` 36, ``threads`` 512), each thread working on 16-byte packs.
+- **One stage** (``cross_device_reduce_1stage``; two GPUs at every size, four under 512 KiB, six and
+  eight under 256 KiB): each block meets the same block of every rank (``barrier_at_start``: a flag
+  stored into each peer's signal, its own spun on until every peer's arrives), each thread sums its
+  packs of every rank's buffer (n - 1 of them read from peers over NVLink) and stores the sum, and the
+  blocks meet again (``barrier_at_end``).
+- **Two stages** (``cross_device_reduce_2stage``, above those sizes on 4-8 GPUs): after the first
+  barrier, the rank's part S / n summed from every rank into its own temporary buffer; a barrier
+  (release / acquire); every rank's part read into the result. No barrier at the end.
+
+**The model** (``rdusim.sim.custom_ar``): the kernel's own fixed time (the GPU document's
+``launch.kernel_fixed``), then each block: a barrier is a flag's way to a peer
+(``CustomArLink.flag_s``); a reading phase is the block's passes over its packs, each pass every
+active thread's loads of a pack from each peer, the block's bytes in flight for one round trip of a
+remote load (``remote_load_s``), on the GPU's NVLink that all blocks' reads come in on
+(``link_bytes_per_s``, max-min fair): a pass takes the round trip while the link has room and the
+block's share of the link when it is full. Both latencies are measured, each by its own
+microbenchmark (run cw: a pointer chase through the peer's memory, a flag ping-pong), not fitted
+to the kernel's times. What is left out: the local loads and stores (HBM, in L2 at these sizes), the
+order of the blocks' start, and the two-stage kernel's remainder (``S`` not a multiple of n packs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: vLLM ``allreduce``: threads a block
+VLLM_THREADS = 512
+#: vLLM ``allreduce``: ``block_limit``, the most blocks a launch
+VLLM_BLOCK_LIMIT = 36
+#: vLLM ``packed_t``: bytes a thread loads from each rank at once (16 / sizeof(T) elements)
+VLLM_PACK_BYTES = 16
+#: vLLM ``CustomAllreduce.__init__``: ``max_size=8192 * 1024``, the buffer it takes up to (exclusive)
+VLLM_MAX_BYTES = 8192 * 1024
+#: vLLM ``CustomAllreduce._SUPPORTED_WORLD_SIZES``
+VLLM_RANKS = (2, 4, 6, 8)
+
+
+@dataclass(frozen=True)
+class CustomArLink:
+    """What the kernel's time is made of on a GPU (the document's ``nvlink.custom_all_reduce`` and the
+    values it takes from elsewhere in the document)."""
+
+    remote_load_s: float     # a load's round trip to a peer's memory (run cw's chase)
+    flag_s: float            # a flag store's way to a peer (run cw's ping-pong, half a round)
+    link_bytes_per_s: float  # the NVLink a GPU's reads come in on, per direction (``nvlink.ring.link_bandwidth``)
+    kernel_s: float          # the kernel's own fixed time (``launch.kernel_fixed``)
+
+
+@dataclass(frozen=True)
+class CustomArPlan:
+    """One custom all-reduce (module docstring): ``blocks`` blocks on ``ranks`` GPUs, each reading
+    phase's packs (``phases``) split over the blocks' threads, a barrier before every phase and, with
+    one stage, one at the end."""
+
+    link: CustomArLink
+    ranks: int
+    stages: int
+    blocks: int
+    phases: tuple[int, ...]  # packs of each reading phase (one stage: S / 16; two: a rank's part, twice)
+
+    @property
+    def barriers(self) -> int:
+        """One before each phase, and one at the end of a one-stage kernel (``barrier_at_end``)."""
+        return len(self.phases) + (1 if self.stages == 1 else 0)
+
+    @property
+    def remote_bytes_a_thread(self) -> int:
+        """Bytes a thread reads from peers a pass: a pack from each of the n - 1 other ranks."""
+        return VLLM_PACK_BYTES * (self.ranks - 1)
+
+
+def custom_ar_applies(nbytes: float, ranks: int, max_bytes: int = VLLM_MAX_BYTES) -> bool:
+    """Whether vLLM runs its own kernel for this all-reduce (``should_custom_ar``: a supported group,
+    whole 16-byte packs, under ``max_size``; the group fully NVLink-connected, as a node's is)."""
+    return ranks in VLLM_RANKS and nbytes > 0 and nbytes % VLLM_PACK_BYTES == 0 and nbytes < max_bytes
+
+
+def custom_ar_stages(nbytes: float, ranks: int) -> int:
+    """vLLM's choice (``allreduce``'s REDUCE_CASE, full NVLink): one stage on two GPUs, and on four
+    under 512 KiB, on six or eight under 256 KiB; else two."""
+    if ranks == 2 or (ranks <= 4 and nbytes < 512 * 1024) or (ranks <= 8 and nbytes < 256 * 1024):
+        return 1
+    return 2
+
+
+def custom_ar_blocks(nbytes: float, limit: int = VLLM_BLOCK_LIMIT) -> int:
+    """vLLM's grid: ``min(block_limit, ceil(packs / threads))``, at least one block."""
+    return max(1, min(limit, math.ceil(nbytes / VLLM_PACK_BYTES / VLLM_THREADS)))
+
+
+def custom_ar_plan(nbytes: float, ranks: int, link: CustomArLink, stages: int | None = None,
+                   block_limit: int = VLLM_BLOCK_LIMIT) -> CustomArPlan:
+    """The plan of one custom all-reduce of ``nbytes`` on ``ranks`` GPUs: vLLM's stages and grid
+    (``stages`` and ``block_limit`` force others, as run cw's sweep does). Two stages read a rank's
+    part twice: the slowest rank's (the last, which also takes the remainder) in the first phase."""
+    packs = int(nbytes // VLLM_PACK_BYTES)
+    stages = stages or custom_ar_stages(nbytes, ranks)
+    if stages == 1:
+        phases: tuple[int, ...] = (packs,)
+    else:
+        part = packs // ranks
+        phases = (packs - (ranks - 1) * part, part)
+    return CustomArPlan(link, ranks, stages, custom_ar_blocks(nbytes, block_limit), phases)
+
+
+def custom_ar_wire_bytes(nbytes: float, ranks: int, stages: int) -> float:
+    """Bytes a GPU reads from its peers over NVLink: (n - 1) S with one stage, 2 (n - 1) / n S with two."""
+    return (ranks - 1) * nbytes if stages == 1 else 2 * (ranks - 1) / ranks * nbytes

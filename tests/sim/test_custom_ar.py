@@ -1,0 +1,102 @@
+"""vLLM's custom all-reduce: its rule and grid (rdusim.hw.custom_all_reduce, against vLLM's source),
+its blocks on the link (rdusim.sim.custom_ar) against closed forms and bounds, and the engine's choice
+of it (rdusim.mapping.gpu via Gpu.all_reduce)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rdusim.hw.collectives import Fabric, collective_cost, custom_ar_cost
+from rdusim.hw.custom_all_reduce import (
+    VLLM_MAX_BYTES,
+    CustomArLink,
+    custom_ar_applies,
+    custom_ar_blocks,
+    custom_ar_plan,
+    custom_ar_stages,
+    custom_ar_wire_bytes,
+)
+from rdusim.sim.custom_ar import custom_ar_transfer_s
+from rdusim.sim.ring import collective_time_s
+
+KIB, MIB = 1 << 10, 1 << 20
+LINK = CustomArLink(remote_load_s=1.5e-6, flag_s=0.8e-6, link_bytes_per_s=369.2e9, kernel_s=1.106e-6)
+
+
+@pytest.mark.parametrize(("ranks", "nbytes", "stages"), [
+    (2, 1 * KIB, 1), (2, 7 * MIB, 1), (4, 512 * KIB - 16, 1), (4, 512 * KIB, 2), (6, 256 * KIB - 16, 1),
+    (6, 256 * KIB, 2), (8, 256 * KIB - 16, 1), (8, 4 * MIB, 2),
+])
+def test_vllms_stage_rule(ranks: int, nbytes: int, stages: int) -> None:
+    """allreduce's REDUCE_CASE: one stage on two GPUs; on 4 under 512 KiB, on 6-8 under 256 KiB."""
+    assert custom_ar_stages(nbytes, ranks) == stages
+
+
+def test_vllms_grid_and_when_it_runs() -> None:
+    """min(36, ceil(packs / 512)) blocks; 2/4/6/8 GPUs, whole 16-byte packs, under 8 MiB."""
+    assert [custom_ar_blocks(s) for s in (16, 8 * KIB, 8 * KIB + 16, 288 * KIB, 289 * KIB, 64 * MIB)] == \
+        [1, 1, 2, 36, 36, 36]
+    assert custom_ar_applies(VLLM_MAX_BYTES - 16, 8) and not custom_ar_applies(VLLM_MAX_BYTES, 8)
+    assert not custom_ar_applies(1 * KIB, 3) and not custom_ar_applies(1 * KIB + 8, 2)
+    assert custom_ar_cost(1 * KIB, 2, Fabric(344e9)) is None  # the document does not describe it
+
+
+def test_one_pass_one_block_is_two_barriers_and_a_round_trip() -> None:
+    """8 KiB on two GPUs: one block, each thread one pack from the peer; 8 KiB in flight cross in a
+    round trip (the link could take them in 22 ns): flag + round trip + flag."""
+    plan = custom_ar_plan(8 * KIB, 2, LINK)
+    assert (plan.blocks, plan.phases, plan.barriers) == (1, (512,), 2)
+    assert custom_ar_transfer_s(plan) == pytest.approx(2 * 0.8e-6 + 1.5e-6, rel=1e-12)
+
+
+def test_latency_bound_passes_add_up() -> None:
+    """4 MiB on two GPUs at vLLM's 36 blocks: 262144 packs over 36 x 512 threads is 15 passes (the
+    last partial), each a round trip while 36 x 8 KiB over 1.5 us (197 GB/s) stays under the link."""
+    plan = custom_ar_plan(4 * MIB, 2, LINK)
+    assert math.ceil(262144 / (36 * 512)) == 15
+    assert custom_ar_transfer_s(plan) == pytest.approx(2 * 0.8e-6 + 15 * 1.5e-6, rel=1e-9)
+
+
+def test_link_bound_blocks_share_the_link() -> None:
+    """On a link the blocks' loads in flight overfill (132 blocks, 1 GB/s), every byte crosses at the
+    link's rate: the barriers plus the peer's bytes over the link."""
+    slow = dataclasses.replace(LINK, link_bytes_per_s=1e9)
+    plan = custom_ar_plan(16 * MIB, 2, slow, block_limit=132)
+    assert custom_ar_transfer_s(plan) == pytest.approx(2 * 0.8e-6 + 16 * MIB / 1e9, rel=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ranks=st.sampled_from([2, 4, 6, 8]), packs=st.integers(1, 1 << 19), limit=st.sampled_from([1, 8, 36, 132]),
+       link=st.sampled_from([50e9, 369.2e9, 5e12]))
+def test_no_custom_all_reduce_beats_its_bounds(ranks: int, packs: int, limit: int, link: float) -> None:
+    """Never faster than its first and last barrier plus its peer bytes at the link's rate (a block's
+    barrier between two phases overlaps the others' reads), nor than its barriers plus one round
+    trip a pass of its first block; bytes conserved: the phases read every pack once a stage."""
+    nbytes = 16 * packs
+    at = dataclasses.replace(LINK, link_bytes_per_s=link)
+    plan = custom_ar_plan(nbytes, ranks, at, block_limit=limit)
+    t = custom_ar_transfer_s(plan)
+    barriers = plan.barriers * at.flag_s
+    read = sum(plan.phases) * 16 * (ranks - 1)
+    whole = 16 * (packs - packs % ranks) if plan.stages == 2 else nbytes  # two stages: the remainder aside
+    assert read == pytest.approx(custom_ar_wire_bytes(whole, ranks, plan.stages), abs=16 * ranks * ranks)
+    ends = (2 if plan.stages == 1 else 1) * at.flag_s
+    assert t >= ends + read / link * (1 - 1e-9)
+    passes = sum(math.ceil(p / (plan.blocks * 512)) for p in plan.phases)
+    assert t >= barriers + passes * at.remote_load_s * (1 - 1e-9)
+
+
+def test_the_engine_runs_it_only_where_vllm_would() -> None:
+    """With the link in the fabric an all-reduce under 8 MiB is vLLM's kernel (its time: the kernel's
+    fixed time plus the blocks); 8 MiB and up, and other collectives, are NCCL's."""
+    fabric = Fabric(344e9, custom=LINK)
+    cost = custom_ar_cost(1 * MIB, 8, fabric)
+    assert (cost.algorithm, cost.protocol, cost.custom.stages) == ("custom", "2-stage", 2)
+    assert collective_time_s(cost) == pytest.approx(LINK.kernel_s + custom_ar_transfer_s(cost.custom))
+    assert custom_ar_cost(8 * MIB, 8, fabric) is None
+    assert collective_cost("all_reduce", 1 * MIB, 8, fabric).custom is None  # NCCL's tuner never picks it
