@@ -1,4 +1,4 @@
-"""vLLM's custom all-reduce on two GPUs (run cw): its kernel emulated, and the two latencies it is made of.
+"""vLLM's custom all-reduce on two GPUs (runs cw, cx): its kernel emulated, and what it is made of.
 
 vLLM's tensor parallelism does not call NCCL for a small all-reduce: on 2, 4, 6 or 8 fully
 NVLink-connected GPUs of one node, a buffer under its ``max_size`` (8 MiB by default) goes to its own
@@ -19,41 +19,45 @@ buffers through CUDA IPC):
   acquire (the part visible to the peers), then every rank's part read into the result; no end
   barrier. Measured here on two GPUs, where vLLM itself does not run it, for its mechanism.
 
-Two probes measure what the kernel is made of, each its own microbenchmark, never fitted to a row:
+Two probes, each its own microbenchmark:
 
-- ``chase``: one thread follows a random cycle of 16-byte-aligned slots 256 bytes apart in the
-  peer's memory (``peer``) or its own (``local``), ``CHASE_STEPS`` dependent loads of 4 bytes
-  (``ld.global.cg``), in buffers of several sizes: a load's round trip;
+- ``chase``: one thread follows a random cycle of slots 256 bytes apart in the peer's memory
+  (``peer``) or its own (``local``), ``CHASE_STEPS`` dependent loads of 4 bytes (``ld.global.cg``), in
+  buffers of several sizes: a load's round trip;
 - ``pingpong``: one thread on each GPU, a flag stored into the other's memory and the answer awaited
   (volatile, as vLLM's barrier), ``PING_ROUNDS`` rounds: half a round is a flag's way to the peer.
 
-And ``empty``: the ``1stage`` kernel with nothing to sum (its two barriers and the kernel alone).
+And ``empty``: the ``1stage`` kernel with nothing to sum (the kernel and its two barriers alone).
 
-Each timed row: ``per`` calls back to back on each GPU (one launch each, interleaved), a CUDA event
-pair around them on each GPU, the slower GPU's time / ``per``, median of ``reps`` trials
-(``nvlink_copy.time_trials``); then GPU 0's result is checked against the sum computed apart
-(``ok``). A flag wait that passes ``WAIT_NS`` sets an error and the run stops.
+Each timed row: ``per`` calls back to back on each GPU (one launch each, interleaved), queued behind
+a sleep on each GPU so the host is ahead (``_Ar.time_ahead``; run cw had no sleep, and below about
+16 us a call its rows timed the host's launches), a CUDA event pair around the calls on each GPU,
+the slower GPU's time / ``per``, median of ``reps`` trials; then GPU 0's result is checked against the
+sum computed apart (``ok``). A flag wait that passes ``WAIT_NS`` sets an error and the run stops.
 
-Measure (one process, both GPUs; about a minute on two H200s)::
+Measure (one process, both GPUs; about 20 s on two H200s)::
 
-    python benchmarks/gpu/custom_ar.py --out cw-custom-ar.csv
+    python benchmarks/gpu/custom_ar.py --out cx-custom-ar.csv
 
-Compare with the model (CPU, rdusim): ``--compare CSV`` prints every row measured against
-``rdusim.hw.collectives.custom_ar_cost`` simulated (``rdusim.sim.custom_ar``) with the probes' two
-latencies from the same CSV, and the registered checks (``h200x2-20261130cw-custom-ar-hypotheses.md``).
+Compare with the model (CPU, rdusim): ``--compare CSV`` calibrates the model's pass, reads' link and
+kernel time on three rows (``calibrate``; the flag is the ping-pong's), prints every row against
+``rdusim.hw.collectives.custom_ar_cost`` simulated (``rdusim.sim.custom_ar``) and run cx's registered
+checks (``h200x2-20261130cx-custom-ar-hypotheses.md``). Run cw's table
+(``h200x2-20261130cw-compare.txt``) came from this script at d722dd4, its model then a load's round
+trip from the chase and the ring's link.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collective_ramp_diag import per_calls  # noqa: E402  (beside this file)
-from nvlink_copy import time_trials  # noqa: E402  (beside this file)
 
 KIB, MIB = 1 << 10, 1 << 20
 THREADS = 512  # vLLM's allreduce(): threads = 512
@@ -156,6 +160,12 @@ vllm_ar(const uint4* __restrict__ in0, const uint4* __restrict__ in1, uint4* __r
   }
 }
 
+// one thread spins for `ns` nanoseconds: the GPU busy while the host queues a trial's calls
+extern "C" __global__ void sleep_ns(long long ns) {
+  const u64 t0 = now();
+  while ((long long)(now() - t0) < ns) {}
+}
+
 // one thread: `steps` dependent loads through the cycle in `next` (u32 indices); ns on out[0]
 extern "C" __global__ void chase(const u32* next, long long steps, u64* out) {
   u32 i = 0;
@@ -241,7 +251,7 @@ class _Ar:  # pragma: no cover - needs two GPUs with peer access
                 self.sig[d] = cp.zeros(2 * MAX_BLOCKS * 8 + MAX_BLOCKS, dtype=cp.uint32)
                 self.err[d] = cp.zeros(1, dtype=cp.int32)
                 mod = cp.RawModule(code=KERNEL)
-                self.fn[d] = {name: mod.get_function(name) for name in ("vllm_ar", "chase", "pingpong")}
+                self.fn[d] = {name: mod.get_function(name) for name in ("vllm_ar", "chase", "pingpong", "sleep_ns")}
                 self.stream[d] = cp.cuda.Stream(non_blocking=True)
         self.gpu = rt.getDeviceProperties(0)["name"].decode()
         self.ping_base = 0
@@ -265,15 +275,39 @@ class _Ar:  # pragma: no cover - needs two GPUs with peer access
                         stream=self.stream[d])
 
     def time_row(self, r: dict) -> tuple[float, bool]:
-        cp, packs = self.cp, r["bytes"] // PACK
+        packs = r["bytes"] // PACK
         self.launches(r["stages"], r["blocks"], packs, 2)
         for d in (0, 1):
             self.stream[d].synchronize()
         self._check_err()
-        us = time_trials(cp, self.stream, (0, 1), lambda: self.launches(r["stages"], r["blocks"], packs, r["per"]),
-                         r["per"], r["reps"])
+        us = self.time_ahead(lambda: self.launches(r["stages"], r["blocks"], packs, r["per"]), r["per"], r["reps"])
         self._check_err()
         return us, self.correct(r["bytes"])
+
+    def time_ahead(self, launch, per: int, reps: int) -> float:
+        """Us a call with the host ahead of the GPUs (run cx): each trial first keeps both GPUs busy
+        (``sleep_ns``, 2 ms plus 40 us a call: longer than the host takes to queue the calls), then
+        an event pair on each GPU around the ``per`` calls; the slower GPU's time / ``per``, median
+        of ``reps`` trials. Run cw timed without the sleep: below about 16 us a call the host's
+        launches of the two GPUs' calls set the pace, not the kernel."""
+        import numpy as np
+
+        cp, times = self.cp, []
+        for _ in range(reps):
+            ev = {}
+            for d in (0, 1):
+                with cp.cuda.Device(d):
+                    self.fn[d]["sleep_ns"]((1,), (1,), (np.int64(2_000_000 + 40_000 * per),), stream=self.stream[d])
+                    ev[d] = (cp.cuda.Event(), cp.cuda.Event())
+                    ev[d][0].record(self.stream[d])
+            launch()
+            for d in (0, 1):
+                with cp.cuda.Device(d):
+                    ev[d][1].record(self.stream[d])
+            for d in (0, 1):
+                ev[d][1].synchronize()
+            times.append(max(cp.cuda.get_elapsed_time(*ev[d]) for d in (0, 1)) * 1e3 / per)
+        return statistics.median(times)
 
     def correct(self, size: int) -> bool:
         """GPU 0's result against the two inputs summed in fp32 and rounded to bf16 apart."""
@@ -362,15 +396,17 @@ def _run(rows: list[dict], out: str) -> int:  # pragma: no cover - two GPUs
 
 # --- analysis (CPU, rdusim) -----------------------------------------------------------------
 
-#: the probes' rows the model takes (registered before run cw): the peer chase through 16 MiB (the
-#: kernel's inputs sit in their owner's L2, as a TP step's just-written GEMM output does) and the flag
-PROBE_CHASE_BYTES = 16 * MIB
-#: run cw's registered checks (h200x2-20261130cw-custom-ar-hypotheses.md): median / worst abs error
+#: run cx's calibration rows (registered before it): the empty kernel at vLLM's 36 blocks (the kernel's
+#: fixed time, its two barriers at the ping-pong's flag aside), four blocks through 16 MiB (512 passes of
+#: a block far from filling the link: the pass), 132 blocks through 64 MiB (the reads' link, full)
+CALIBRATION = {("empty-b36", 0), ("1stage-b4", 16 * MIB), ("1stage-b132", 64 * MIB)}
+#: run cx's registered checks (h200x2-20261130cx-custom-ar-hypotheses.md): rows, median / worst abs error
 CHECKS = {
-    "C1": ("vLLM's kernel on two GPUs: 1stage-b36, 1 KiB-4 MiB (under its 8 MiB)", 10.0, 25.0),
-    "C2": ("the block sweep: 1stage at 4-132 blocks, 2-64 MiB", 15.0, 30.0),
+    "C1": ("vLLM's kernel where vLLM runs it on two GPUs: 1stage-b36, 1 KiB-4 MiB", 10.0, 25.0),
+    "C2": ("the block sweep: 1stage at 4-132 blocks, 2-64 MiB, calibration rows aside", 15.0, 30.0),
     "C3": ("two stages: 2stage-b36, 1 KiB-4 MiB", 15.0, 30.0),
-    "C4": ("the empty kernel at 1 and 36 blocks", 25.0, 25.0),
+    "C4": ("the empty kernel at one block", 25.0, 25.0),
+    "C5": ("past vLLM's 8 MiB: 1stage-b36 and 2stage-b36 at 8-64 MiB, 2stage-b132", 15.0, 30.0),
 }
 
 
@@ -379,72 +415,96 @@ def load(path: str) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-def probes(rows: list[dict]) -> tuple[float, float]:
-    """(remote load round trip, flag one way) in seconds from a CSV's probe rows."""
-    chase = [r for r in rows if r["kind"] == "chase" and r["variant"] == "peer" and int(r["bytes"]) == PROBE_CHASE_BYTES]
+def _row(rows: list[dict], variant: str, size: int) -> float:
+    """A timed row's us."""
+    for r in rows:
+        if r["variant"] == variant and int(r["bytes"]) == size:
+            return float(r["median_us"])
+    raise SystemExit(f"the CSV has no {variant} row at {size} bytes")
+
+
+def flag_s(rows: list[dict]) -> float:
+    """The ping-pong's one way, seconds."""
     flag = [r for r in rows if r["kind"] == "pingpong"]
-    if not chase or not flag:
-        raise SystemExit("the CSV has no peer chase through 16 MiB or no ping-pong row")
-    return float(chase[0]["median_us"]) * 1e-6, float(flag[0]["median_us"]) * 1e-6
+    if not flag:
+        raise SystemExit("the CSV has no ping-pong row")
+    return float(flag[0]["median_us"]) * 1e-6
 
 
-def predicted_us(row: dict, fabric) -> float:
+def predicted_us(row: dict, link) -> float:
     """The model's time of one timed row (queued back to back: the kernel's own time, no launch)."""
-    from rdusim.hw.collectives import custom_ar_cost
+    from rdusim.hw.collectives import Fabric, custom_ar_cost
     from rdusim.sim.ring import collective_time_s
 
     size = int(row["bytes"])
     if row["kind"] == "empty":  # nothing to read: the kernel and its two barriers
-        return (fabric.custom.kernel_s + 2 * fabric.custom.flag_s) * 1e6
-    cost = custom_ar_cost(size, 2, fabric, max_bytes=1 << 62, stages=int(row["stages"]), block_limit=int(row["limit"]))
+        return (link.kernel_s + 2 * link.flag_s) * 1e6
+    cost = custom_ar_cost(size, 2, Fabric(1.0, custom=link), max_bytes=1 << 62, stages=int(row["stages"]),
+                          block_limit=int(row["limit"]))
     return collective_time_s(cost) * 1e6
 
 
+def calibrate(rows: list[dict]):
+    """The model's link from a CSV (``CALIBRATION``): the flag from the ping-pong; the kernel's fixed
+    time the empty kernel's less two flags; the pass the four-block 16 MiB row's time beyond the empty
+    kernel's over its 512 passes; the reads' link where the model takes the 132-block 64 MiB row's
+    time (geometric bisection to a part in 10^9)."""
+    from rdusim.hw.custom_all_reduce import CustomArLink
+
+    flag = flag_s(rows)
+    empty = _row(rows, "empty-b36", 0) * 1e-6
+    passes = 16 * MIB // PACK // (4 * THREADS)
+    pass_s = (_row(rows, "1stage-b4", 16 * MIB) * 1e-6 - empty) / passes
+    link = CustomArLink(pass_s, flag, 1e9, empty - 2 * flag)
+    want = _row(rows, "1stage-b132", 64 * MIB)
+    row = {"kind": "ar", "bytes": 64 * MIB, "stages": 1, "limit": 132}
+    lo, hi = 1e10, 1e13
+    while hi > lo * (1 + 1e-9):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if predicted_us(row, dataclasses.replace(link, read_bytes_per_s=mid)) > want else (lo, mid)
+    return dataclasses.replace(link, read_bytes_per_s=(lo * hi) ** 0.5)
+
+
 def check_of(row: dict) -> str | None:
-    """Which registered check a timed row belongs to (``CHECKS``), if any."""
+    """Which registered check a timed row belongs to (``CHECKS``), if any; None for a calibration row."""
     size, variant = int(row["bytes"]), row["variant"]
+    if (variant, size) in CALIBRATION:
+        return None
     if row["kind"] == "empty":
         return "C4"
-    if variant == "1stage-b36" and size <= 4 * MIB:
-        return "C1"
-    if variant == "2stage-b36" and size <= 4 * MIB:
-        return "C3"
-    if row["stages"] == "1" and size >= 2 * MIB and (variant != "1stage-b36" or size in (2 * MIB, 16 * MIB, 64 * MIB)):
+    if variant in ("1stage-b36", "2stage-b36") and size <= 4 * MIB:
+        return "C1" if variant == "1stage-b36" else "C3"
+    if variant in ("1stage-b36", "2stage-b36", "2stage-b132") and size >= 8 * MIB:
+        return "C5" if variant != "1stage-b36" or size not in (16 * MIB, 64 * MIB) else "C2"
+    if row["stages"] == "1" and size >= 2 * MIB:
         return "C2"
     return None
 
 
-def compare(path: str, hw: str = "hw_configs/h200.yaml") -> list[str]:
-    """Every timed row against the model with the probes' latencies (``probes``), and the checks."""
-    import dataclasses
-
-    from rdusim.hw.custom_all_reduce import CustomArLink
-    from rdusim.hw.gpu import load_gpu_node
-
+def compare(path: str) -> list[str]:
+    """Every timed row against the model calibrated on the CSV's own three rows, and the checks."""
     rows = load(path)
-    load_s, flag_s = probes(rows)
-    gpu = load_gpu_node(hw).gpu
-    link = CustomArLink(load_s, flag_s, gpu.fabric.ring.link_bytes_per_s, gpu.kernel_fixed_s)
-    fabric = dataclasses.replace(gpu.fabric, custom=link)
-    lines = [f"# {path}: remote load {load_s * 1e6:.3f} us (peer chase, 16 MiB), flag {flag_s * 1e6:.3f} us "
-             f"(ping-pong, one way); link {link.link_bytes_per_s / 1e9:.1f} GB/s and kernel {link.kernel_s * 1e6:.3f} us "
-             f"from {hw}", "",
+    link = calibrate(rows)
+    lines = [f"# {path}: calibrated on {', '.join(f'{v} {b // MIB} MiB' for v, b in sorted(CALIBRATION))}: pass "
+             f"{link.pass_s * 1e6:.3f} us, reads {link.read_bytes_per_s / 1e9:.1f} GB/s, kernel "
+             f"{link.kernel_s * 1e6:.3f} us; flag {link.flag_s * 1e6:.3f} us (ping-pong, one way)", "",
              "| probe | bytes | us |", "|---|---:|---:|"]
     lines += [f"| {r['kind']} {r['variant']} | {r['bytes']} | {float(r['median_us']):.3f} |"
               for r in rows if r["kind"] in ("chase", "pingpong")]
-    lines += ["", "| row | bytes | blocks | measured (us) | predicted (us) | error | ok | check |",
+    lines += ["", "| row | bytes | blocks | measured (us) | predicted (us) | error | ok | role |",
               "|---|---:|---:|---:|---:|---:|---|---|"]
     errs: dict[str, list[float]] = {k: [] for k in CHECKS}
     for r in rows:
         if r["kind"] not in ("ar", "empty"):
             continue
-        meas, pred = float(r["median_us"]), predicted_us(r, fabric)
+        meas, pred = float(r["median_us"]), predicted_us(r, link)
         err = pred / meas - 1
         check = check_of(r)
         if check:
             errs[check].append(err)
+        role = check or ("calibration" if (r["variant"], int(r["bytes"])) in CALIBRATION else "-")
         lines.append(f"| {r['variant']} | {r['bytes']} | {r['blocks']} | {meas:.2f} | {pred:.2f} | {100 * err:+.1f}% | "
-                     f"{r['ok']} | {check or '-'} |")
+                     f"{r['ok']} | {role} |")
     lines += ["", "| check | what | rows | median | worst | registered (median / worst) | passes |",
               "|---|---|---:|---:|---:|---|---|"]
     for key, (what, med_max, worst_max) in CHECKS.items():
@@ -466,11 +526,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
-    ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model and run cw's checks (CPU)")
-    ap.add_argument("--hw", default="hw_configs/h200.yaml", help="with --compare: the GPU document")
+    ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
+                    "checks (CPU)")
     args = ap.parse_args(argv)
     if args.compare:
-        print("\n".join(compare(args.compare, args.hw)))
+        print("\n".join(compare(args.compare)))
         return 0
     if args.per <= 0 or args.reps <= 0:
         ap.error("--per and --reps must be positive")

@@ -5,7 +5,8 @@
 # two-stage kernels emulated at 1 KiB-64 MiB, the block sweep, the empty kernel; then NCCL's all-reduce at the
 # same sizes on the same lease (collectives.py, graph and queued), for the two side by side.
 # Usage on the device, from the repo root: OUT=<dir> bash benchmarks/gpu/custom_ar_run_cw.sh
-P=h200x2-20261130cw
+# (RUN=cx: the same rows for run cx, custom_ar_run_cx.sh; custom_ar.py queues every trial behind a sleep since)
+P=h200x2-20261130${RUN:-cw}
 source benchmarks/gpu/collectives_steps.sh  # env, $W, $G, step()
 echo "$(date -u +%T) start custom_ar" >> $W/$P-main.log
 CUDA_VISIBLE_DEVICES=0,1 timeout -k 10 240 python $G/custom_ar.py --out $W/$P-custom-ar.csv > $W/$P-custom-ar-run.log 2>&1

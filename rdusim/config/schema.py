@@ -521,12 +521,14 @@ class GpuP2pSpec(Spec):
 
 class GpuCustomArSpec(Spec):
     """What vLLM's custom all-reduce is made of on this GPU (``rdusim.hw.custom_all_reduce``; docs/gpu.md,
-    "vLLM's custom all-reduce"): two latencies, each measured by its own microbenchmark."""
+    "vLLM's custom all-reduce")."""
 
-    remote_load_s: Seconds = Field(
-        alias="remote_load", description="a load's round trip to a peer's memory over NVLink (a pointer chase)")
-    flag_s: Seconds = Field(
-        alias="flag", description="a flag store's way to a peer over NVLink (half a ping-pong round)")
+    pass_s: Seconds = Field(
+        alias="pass", description="a block's pass: each thread's 16-byte loads from its peers (to calibrate)")
+    flag_s: Seconds = Field(alias="flag", description="a flag store's way to a peer over NVLink (half a ping-pong round)")
+    read_bytes_per_s: PositiveBytesPerS = Field(
+        alias="read_bandwidth", description="the NVLink a GPU's reads from its peers come in on (to calibrate)")
+    kernel_s: Seconds = Field(alias="kernel", description="the kernel's own fixed time, its barriers aside (to calibrate)")
 
 
 class GpuLinkSpec(Spec):
@@ -547,15 +549,13 @@ class GpuLinkSpec(Spec):
         default=None, description="an all-to-all's p2p Simple channels one by one, on ring's link (none: its wire "
                                   "bytes at the bus rate)")
     custom_all_reduce: GpuCustomArSpec | None = Field(
-        default=None, description="vLLM's custom all-reduce, block by block on ring's link (none: a mapping's "
-                                  "all_reduce: custom is refused)")
+        default=None, description="vLLM's custom all-reduce, block by block (none: a mapping's "
+                                  "all_reduce_kernel: custom is refused)")
 
     @model_validator(mode="after")
     def _p2p_needs_the_rings_link(self) -> GpuLinkSpec:
         if self.p2p is not None and self.ring is None:
             raise ValueError("p2p needs ring (its link_bandwidth and launch_skew are the p2p channels' too)")
-        if self.custom_all_reduce is not None and self.ring is None:
-            raise ValueError("custom_all_reduce needs ring (its link_bandwidth is the link the reads come in on)")
         return self
 
     @model_validator(mode="after")

@@ -528,4 +528,4 @@ def custom_ar_cost(nbytes: float, ranks: int, fabric: Fabric, max_bytes: int = V
     plan = custom_ar_plan(nbytes, ranks, fabric.custom, stages, block_limit)
     wire = custom_ar_wire_bytes(nbytes, ranks, plan.stages)
     return CollectiveCost("all_reduce", nbytes, ranks, "custom", f"{plan.stages}-stage", fabric.custom.kernel_s,
-                          wire, fabric.custom.link_bytes_per_s, custom=plan)
+                          wire, fabric.custom.read_bytes_per_s, custom=plan)

@@ -23,16 +23,21 @@ The facts are vLLM's source (``csrc/custom_all_reduce.cuh`` and
   barrier, the rank's part S / n summed from every rank into its own temporary buffer; a barrier
   (release / acquire); every rank's part read into the result. No barrier at the end.
 
-**The model** (``rdusim.sim.custom_ar``): the kernel's own fixed time (the GPU document's
-``launch.kernel_fixed``), then each block: a barrier is a flag's way to a peer
-(``CustomArLink.flag_s``); a reading phase is the block's passes over its packs, each pass every
-active thread's loads of a pack from each peer, the block's bytes in flight for one round trip of a
-remote load (``remote_load_s``), on the GPU's NVLink that all blocks' reads come in on
-(``link_bytes_per_s``, max-min fair): a pass takes the round trip while the link has room and the
-block's share of the link when it is full. Both latencies are measured, each by its own
-microbenchmark (run cw: a pointer chase through the peer's memory, a flag ping-pong), not fitted
-to the kernel's times. What is left out: the local loads and stores (HBM, in L2 at these sizes), the
-order of the blocks' start, and the two-stage kernel's remainder (``S`` not a multiple of n packs).
+**The model** (``rdusim.sim.custom_ar``): the kernel's own fixed time (``CustomArLink.kernel_s``),
+then each block: a barrier is a flag's way to a peer (``flag_s``: every rank's same block stores and
+spins at once); a reading phase is the block's passes over its packs, each pass every active
+thread's loads of a pack from each peer (all in flight at once), the block's bytes in flight for one
+pass (``pass_s``), on the NVLink that all blocks' reads come in on (``read_bytes_per_s``, max-min
+fair): a pass takes ``pass_s`` while the link has room and the block's share of the link when it is
+full. Run cw measured the flag (a ping-pong: 0.69 us one way) and showed that a pass is not a bare
+load's round trip (a pointer chase through the peer's memory: 0.80 us; a pass of 4-16 blocks:
+0.98-1.0 us) and that reads do not come in at the ring's write rate; run cx calibrates the pass, the
+reads' link and the kernel's fixed time on three rows and predicts the rest (docs/gpu.md, "vLLM's
+custom all-reduce"). What is left out: the local loads and stores (HBM, in L2 at these sizes), the
+queueing of passes as the link nears full (run cw: 36 blocks pass in 1.07 us at 94% of the reads'
+rate), the order of the blocks' start, and the two-stage kernel's remainder (``S`` not a multiple of
+n packs). On more than two GPUs a pass is taken to cost the same with a load from every peer in
+flight [A].
 """
 
 from __future__ import annotations
@@ -54,13 +59,12 @@ VLLM_RANKS = (2, 4, 6, 8)
 
 @dataclass(frozen=True)
 class CustomArLink:
-    """What the kernel's time is made of on a GPU (the document's ``nvlink.custom_all_reduce`` and the
-    values it takes from elsewhere in the document)."""
+    """What the kernel's time is made of on a GPU (the document's ``nvlink.custom_all_reduce``)."""
 
-    remote_load_s: float     # a load's round trip to a peer's memory (run cw's chase)
-    flag_s: float            # a flag store's way to a peer (run cw's ping-pong, half a round)
-    link_bytes_per_s: float  # the NVLink a GPU's reads come in on, per direction (``nvlink.ring.link_bandwidth``)
-    kernel_s: float          # the kernel's own fixed time (``launch.kernel_fixed``)
+    pass_s: float            # a block's pass: each thread's 16-byte loads from its peers, round trip (calibrated)
+    flag_s: float            # a flag store's way to a peer (a ping-pong, half a round; measured)
+    read_bytes_per_s: float  # the NVLink a GPU's reads from its peers come in on (calibrated)
+    kernel_s: float          # the kernel's own fixed time, its barriers aside (calibrated)
 
 
 @dataclass(frozen=True)

@@ -225,9 +225,9 @@ class Gpu:
             p2p = P2pChannels(float(link.p2p.send_bytes_per_s), float(link.p2p.receive_bytes_per_s),
                               float(link.p2p.step_s))
         custom = None
-        if self.all_reduce == "custom" and link.custom_all_reduce is not None and ring is not None:  # (schema: ring)
-            custom = CustomArLink(float(link.custom_all_reduce.remote_load_s), float(link.custom_all_reduce.flag_s),
-                                  ring.link_bytes_per_s, self.kernel_fixed_s)
+        car = link.custom_all_reduce
+        if self.all_reduce == "custom" and car is not None:
+            custom = CustomArLink(float(car.pass_s), float(car.flag_s), float(car.read_bytes_per_s), float(car.kernel_s))
         return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll, ring, p2p, custom)
 
 

@@ -7,8 +7,8 @@ A plan (``rdusim.hw.custom_all_reduce.CustomArPlan``) is one kernel of ``blocks`
 (``flag_s``; every rank's same block stores and spins at once, so one way); a reading phase is the
 block's passes over its packs (pack ``j x threads + t + m x blocks x threads`` is thread ``t``'s in
 pass ``m``), each pass a flow on the GPU's NVLink (``CappedPool``, max-min fair among the blocks) of
-the active threads' bytes from the peers, at most those bytes over one remote load's round trip
-(``remote_load_s``: what a block keeps in flight). The transfer ends when the last block does; the
+the active threads' bytes from the peers, at most those bytes over one pass (``pass_s``: what a
+block keeps in flight and for how long). The transfer ends when the last block does; the
 kernel's own fixed time is the cost's latency (``rdusim.hw.collectives.custom_ar_cost``).
 
 A block's work depends only on the plan, so a transfer is simulated once in its own environment and
@@ -30,7 +30,7 @@ from rdusim.sim.resources import CappedPool, delay
 def custom_ar_transfer_s(plan: CustomArPlan) -> float:
     """Seconds from the blocks' start to the last block's end (module docstring)."""
     env = simpy.Environment()
-    link = CappedPool(env, plan.link.link_bytes_per_s)
+    link = CappedPool(env, plan.link.read_bytes_per_s)
     for block in range(plan.blocks):
         env.process(_block(env, link, plan, block))
     env.run()
@@ -46,7 +46,7 @@ def _block(env: simpy.Environment, link: CappedPool, plan: CustomArPlan, block: 
         while first < packs:
             active = min(VLLM_THREADS, packs - first)
             nbytes = active * a_thread
-            yield link.transfer(nbytes, nbytes / plan.link.remote_load_s)
+            yield link.transfer(nbytes, nbytes / plan.link.pass_s)
             first += stride
     if plan.barriers > len(plan.phases):
         yield delay(env, plan.link.flag_s)  # one stage's barrier at the end

@@ -193,7 +193,7 @@ def _with_custom_all_reduce(tmp_path: Path) -> Path:
     anchor = '  ll_bandwidth: "141 GB/s"\n'
     assert anchor in gpu
     (tmp_path / "h200.yaml").write_text(gpu.replace(anchor, anchor + '  custom_all_reduce:\n'
-                                                    '    remote_load: "1.5 us"\n    flag: "0.8 us"\n'))
+                                                    '    pass: "1.0 us"\n    flag: "0.7 us"\n    read_bandwidth: "320 GB/s"\n    kernel: "2 us"\n'))
     node = tmp_path / "h200-8.yaml"
     node.write_text((ROOT / "hw_configs/h200-8.yaml").read_text())
     return node

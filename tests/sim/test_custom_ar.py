@@ -25,7 +25,7 @@ from rdusim.sim.custom_ar import custom_ar_transfer_s
 from rdusim.sim.ring import collective_time_s
 
 KIB, MIB = 1 << 10, 1 << 20
-LINK = CustomArLink(remote_load_s=1.5e-6, flag_s=0.8e-6, link_bytes_per_s=369.2e9, kernel_s=1.106e-6)
+LINK = CustomArLink(pass_s=1.5e-6, flag_s=0.8e-6, read_bytes_per_s=369.2e9, kernel_s=1.106e-6)
 
 
 @pytest.mark.parametrize(("ranks", "nbytes", "stages"), [
@@ -46,9 +46,9 @@ def test_vllms_grid_and_when_it_runs() -> None:
     assert custom_ar_cost(1 * KIB, 2, Fabric(344e9)) is None  # the document does not describe it
 
 
-def test_one_pass_one_block_is_two_barriers_and_a_round_trip() -> None:
+def test_one_pass_one_block_is_two_barriers_and_a_pass() -> None:
     """8 KiB on two GPUs: one block, each thread one pack from the peer; 8 KiB in flight cross in a
-    round trip (the link could take them in 22 ns): flag + round trip + flag."""
+    pass (the link could take them in 22 ns): flag + pass + flag."""
     plan = custom_ar_plan(8 * KIB, 2, LINK)
     assert (plan.blocks, plan.phases, plan.barriers) == (1, (512,), 2)
     assert custom_ar_transfer_s(plan) == pytest.approx(2 * 0.8e-6 + 1.5e-6, rel=1e-12)
@@ -56,7 +56,7 @@ def test_one_pass_one_block_is_two_barriers_and_a_round_trip() -> None:
 
 def test_latency_bound_passes_add_up() -> None:
     """4 MiB on two GPUs at vLLM's 36 blocks: 262144 packs over 36 x 512 threads is 15 passes (the
-    last partial), each a round trip while 36 x 8 KiB over 1.5 us (197 GB/s) stays under the link."""
+    last partial), each a pass while 36 x 8 KiB over 1.5 us (197 GB/s) stays under the link."""
     plan = custom_ar_plan(4 * MIB, 2, LINK)
     assert math.ceil(262144 / (36 * 512)) == 15
     assert custom_ar_transfer_s(plan) == pytest.approx(2 * 0.8e-6 + 15 * 1.5e-6, rel=1e-9)
@@ -65,7 +65,7 @@ def test_latency_bound_passes_add_up() -> None:
 def test_link_bound_blocks_share_the_link() -> None:
     """On a link the blocks' loads in flight overfill (132 blocks, 1 GB/s), every byte crosses at the
     link's rate: the barriers plus the peer's bytes over the link."""
-    slow = dataclasses.replace(LINK, link_bytes_per_s=1e9)
+    slow = dataclasses.replace(LINK, read_bytes_per_s=1e9)
     plan = custom_ar_plan(16 * MIB, 2, slow, block_limit=132)
     assert custom_ar_transfer_s(plan) == pytest.approx(2 * 0.8e-6 + 16 * MIB / 1e9, rel=1e-6)
 
@@ -75,10 +75,10 @@ def test_link_bound_blocks_share_the_link() -> None:
        link=st.sampled_from([50e9, 369.2e9, 5e12]))
 def test_no_custom_all_reduce_beats_its_bounds(ranks: int, packs: int, limit: int, link: float) -> None:
     """Never faster than its first and last barrier plus its peer bytes at the link's rate (a block's
-    barrier between two phases overlaps the others' reads), nor than its barriers plus one round
-    trip a pass of its first block; bytes conserved: the phases read every pack once a stage."""
+    barrier between two phases overlaps the others' reads), nor than its barriers plus a pass each of
+    its first block's; bytes conserved: the phases read every pack once a stage."""
     nbytes = 16 * packs
-    at = dataclasses.replace(LINK, link_bytes_per_s=link)
+    at = dataclasses.replace(LINK, read_bytes_per_s=link)
     plan = custom_ar_plan(nbytes, ranks, at, block_limit=limit)
     t = custom_ar_transfer_s(plan)
     barriers = plan.barriers * at.flag_s
@@ -88,7 +88,7 @@ def test_no_custom_all_reduce_beats_its_bounds(ranks: int, packs: int, limit: in
     ends = (2 if plan.stages == 1 else 1) * at.flag_s
     assert t >= ends + read / link * (1 - 1e-9)
     passes = sum(math.ceil(p / (plan.blocks * 512)) for p in plan.phases)
-    assert t >= barriers + passes * at.remote_load_s * (1 - 1e-9)
+    assert t >= barriers + passes * at.pass_s * (1 - 1e-9)
 
 
 def test_the_engine_runs_it_only_where_vllm_would() -> None:

@@ -1,0 +1,68 @@
+"""benchmarks/gpu/custom_ar.py (runs cw, cx): CLI validation, vLLM's grid in the plan, the chase's
+cycle, and the calibration closing on rows the model itself wrote (it recovers its constants; every
+registered check then reads 0%)."""
+
+from __future__ import annotations
+
+import csv
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rdusim.hw.custom_all_reduce import CustomArLink
+
+from .scripts import bench_script
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def car() -> types.ModuleType:
+    return bench_script("custom_ar")
+
+
+def test_bad_flags_exit_2(car: types.ModuleType) -> None:
+    for argv in (["--per", "0", "--dry-run"], ["--reps", "-1", "--dry-run"], []):
+        with pytest.raises(SystemExit) as exc:
+            car.main(argv)
+        assert exc.value.code == 2
+
+
+def test_the_plan_keeps_vllms_grid(car: types.ModuleType) -> None:
+    rows = car.plan(100, 7)
+    vllm = {r["bytes"]: r["blocks"] for r in rows if r["variant"] == "1stage-b36"}
+    assert (vllm[1024], vllm[16384], vllm[262144], vllm[524288], vllm[64 * MIB]) == (1, 2, 32, 36, 36)
+    assert {(r["variant"], r["bytes"]) for r in rows} >= {(v, b) for v, b in car.CALIBRATION}
+    assert all(r["per"] <= 100 and r["per"] * 40_000 < 10_000_000 for r in rows)  # the sleep outlasts the queueing
+
+
+def test_the_chase_is_one_cycle_through_every_slot(car: types.ModuleType) -> None:
+    nxt = car.chase_cycle(64 * 256)
+    step, seen, i = 256 // 4, set(), 0
+    for _ in range(64):
+        assert i % step == 0 and i not in seen
+        seen.add(i)
+        i = int(nxt[i])
+    assert i == 0 and len(seen) == 64 and np.count_nonzero(nxt) == 63
+
+
+def test_calibration_recovers_the_models_own_constants(car: types.ModuleType, tmp_path: Path) -> None:
+    link = CustomArLink(pass_s=1.02e-6, flag_s=0.69e-6, read_bytes_per_s=318e9, kernel_s=2.3e-6)
+    path = tmp_path / "cx.csv"
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=car.FIELDS)
+        writer.writeheader()
+        writer.writerow({"kind": "pingpong", "variant": "flag", "stages": "", "limit": "", "blocks": 1, "bytes": 4,
+                         "per": 1, "reps": 1, "median_us": 0.69, "ok": True, "gpu": "x"})
+        for r in car.plan(100, 7):
+            writer.writerow({**r, "median_us": car.predicted_us({**r, "stages": str(r["stages"])}, link), "ok": True,
+                             "gpu": "x"})
+    got = car.calibrate(car.load(str(path)))
+    assert got.pass_s == pytest.approx(link.pass_s, rel=1e-6)
+    assert got.read_bytes_per_s == pytest.approx(link.read_bytes_per_s, rel=1e-6)
+    assert got.kernel_s == pytest.approx(link.kernel_s, rel=1e-6)
+    table = car.compare(str(path))
+    checks = [line for line in table if line.startswith("| C")]
+    assert len(checks) == len(car.CHECKS) and all("| 0.0% |" in line and line.endswith("| yes |") for line in checks)
