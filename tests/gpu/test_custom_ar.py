@@ -16,6 +16,7 @@ from rdusim.hw.custom_all_reduce import CustomArLink
 from .scripts import bench_script
 
 MIB = 1 << 20
+GPU = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu"
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +67,21 @@ def test_calibration_recovers_the_models_own_constants(car: types.ModuleType, tm
     table = car.compare(str(path))
     checks = [line for line in table if line.startswith("| C")]
     assert len(checks) == len(car.CHECKS) and all("| 0.0% |" in line and line.endswith("| yes |") for line in checks)
+
+
+def test_run_cx_reproduces_and_the_documents_carry_its_constants(car: types.ModuleType,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run cx's committed comparison is what the script prints now, and h200.yaml's (and h100.yaml's,
+    carried) nvlink.custom_all_reduce is run cx's calibration, rounded as registered."""
+    from rdusim.hw.gpu import load_gpu_node
+
+    monkeypatch.chdir(GPU.parents[1])  # the table names the CSV as the repository's path
+    cx = GPU / "h200x2-20261130cx-custom-ar.csv"
+    assert "\n".join(car.compare(str(cx.relative_to(GPU.parents[1])))) + "\n" == \
+        (GPU / "h200x2-20261130cx-compare.txt").read_text()
+    got = car.calibrate(car.load(str(cx)))
+    for doc in ("h200", "h100"):
+        spec = load_gpu_node(GPU.parents[1] / f"hw_configs/{doc}.yaml").gpu.spec.nvlink.custom_all_reduce
+        assert (round(spec.flag_s * 1e8), round(spec.kernel_s * 1e8), round(spec.pass_s * 1e8)) == \
+            (round(got.flag_s * 1e8), round(got.kernel_s * 1e8), round(got.pass_s * 1e8))
+        assert spec.read_bytes_per_s == pytest.approx(round(got.read_bytes_per_s / 1e8) * 1e8)
