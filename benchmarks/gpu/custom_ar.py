@@ -39,6 +39,9 @@ Measure (one process, both GPUs; about 20 s on two H200s)::
 
     python benchmarks/gpu/custom_ar.py --out cx-custom-ar.csv
 
+Run cy (``--run cy``, ``custom_ar_run_cy.sh``): the two-stage kernel's release barrier, frozen
+(``--frozen``, ``--compare-cy CSV``): run cx's constants and a fence measured apart (run ct).
+
 Compare with the model (CPU, rdusim): ``--compare CSV`` calibrates the model's pass, reads' link and
 kernel time on three rows (``calibrate``; the flag is the ping-pong's), prints every row against
 ``rdusim.hw.collectives.custom_ar_cost`` simulated (``rdusim.sim.custom_ar``) and run cx's registered
@@ -67,6 +70,12 @@ MAX_BLOCKS = 160  # signal slots a GPU keeps (the block sweep goes to 132, one a
 SIZES = tuple(1 << p for p in range(10, 27))  # 1 KiB - 64 MiB
 #: the block sweep: (stages, forced block limit, sizes) beside vLLM's own 36
 SWEEP = ((1, (4, 8, 16, 72, 132), (2 * MIB, 16 * MIB, 64 * MIB)), (2, (132,), (16 * MIB, 64 * MIB)))
+#: run cy (h200x2-20261130cy-custom-ar-hypotheses.md): the two-stage kernel with nothing to sum at these
+#: blocks (its release barrier's fence by the blocks fencing), and both kernels at these forced block
+#: counts through these sizes (each a grid of the limit: at least limit x 8 KiB), none measured before
+CY_EMPTY_BLOCKS = (1, 2, 4, 8, 16, 24, 36, 64)
+CY_LIMITS = (2, 6, 12, 24, 48)
+CY_SIZES = (384 * KIB, 1536 * KIB, 6 * MIB)
 #: the probes: chase buffers (bytes) and their dependent loads; ping-pong rounds
 CHASE_BYTES = (1 * MIB, 16 * MIB, 1024 * MIB)
 CHASE_STRIDE = 256
@@ -193,28 +202,28 @@ def vllm_blocks(size: int, limit: int = BLOCK_LIMIT) -> int:
     return max(1, min(limit, -(-size // PACK // THREADS)))
 
 
-def plan(per: int, reps: int) -> list[dict]:
-    """The timed rows: vLLM's two kernels at its own grid over ``SIZES``, the block sweep, and the
-    empty kernel at 1 and 36 blocks."""
-    rows = []
+def _row_plan(kind: str, stages: int, limit: int, size: int, per: int, reps: int) -> dict:
+    """One timed row: its variant, vLLM's grid at the block limit, and the calls a trial (``per_calls``)."""
+    n = per_calls(max(size, 1), per, EST_GBPS)
+    variant = f"{stages}stage-b{limit}" if kind == "ar" else f"empty{'2' if stages == 2 else ''}-b{limit}"
+    return {"kind": kind, "variant": variant, "stages": stages, "limit": limit,
+            "blocks": vllm_blocks(size, limit) if size else limit, "bytes": size, "per": n,
+            "reps": reps if n >= 4 else max(3, reps // 2)}
 
-    def add(kind: str, stages: int, limit: int, size: int) -> None:
-        n = per_calls(max(size, 1), per, EST_GBPS)
-        variant = f"{stages}stage-b{limit}" if kind == "ar" else f"empty-b{limit}"
-        rows.append({"kind": kind, "variant": variant, "stages": stages, "limit": limit,
-                     "blocks": vllm_blocks(size, limit) if size else limit, "bytes": size, "per": n,
-                     "reps": reps if n >= 4 else max(3, reps // 2)})
 
-    for stages in (1, 2):
-        for size in SIZES:
-            add("ar", stages, BLOCK_LIMIT, size)
-    for stages, limits, sizes in SWEEP:
-        for limit in limits:
-            for size in sizes:
-                add("ar", stages, limit, size)
-    for limit in (1, BLOCK_LIMIT):
-        add("empty", 1, limit, 0)
-    return rows
+def plan(per: int, reps: int, run: str = "cx") -> list[dict]:
+    """The timed rows (kind, stages, block limit, bytes). Runs cw and cx: vLLM's two kernels at its own
+    grid over ``SIZES``, the block sweep, and the empty kernel at 1 and 36 blocks. Run cy: the two-stage
+    kernel with nothing to sum at ``CY_EMPTY_BLOCKS`` blocks, and both kernels at ``CY_LIMITS`` blocks
+    through ``CY_SIZES``."""
+    if run == "cy":
+        keys = [("empty", 2, limit, 0) for limit in CY_EMPTY_BLOCKS]
+        keys += [("ar", stages, limit, size) for stages in (2, 1) for limit in CY_LIMITS for size in CY_SIZES]
+    else:
+        keys = [("ar", stages, BLOCK_LIMIT, size) for stages in (1, 2) for size in SIZES]
+        keys += [("ar", stages, limit, size) for stages, limits, sizes in SWEEP for limit in limits for size in sizes]
+        keys += [("empty", 1, limit, 0) for limit in (1, BLOCK_LIMIT)]
+    return [_row_plan(*key, per, reps) for key in keys]
 
 
 def chase_cycle(size: int, stride: int = CHASE_STRIDE, seed: int = 0):
@@ -437,8 +446,9 @@ def predicted_us(row: dict, link) -> float:
     from rdusim.sim.ring import collective_time_s
 
     size = int(row["bytes"])
-    if row["kind"] == "empty":  # nothing to read: the kernel and its two barriers
-        return (link.kernel_s + 2 * link.flag_s) * 1e6
+    if row["kind"] == "empty":  # nothing to read: the kernel and its two barriers (two stages: its middle one's fence)
+        fence = link.fence_at(int(row["blocks"])) if str(row["stages"]) == "2" else 0.0
+        return (link.kernel_s + 2 * link.flag_s + fence) * 1e6
     cost = custom_ar_cost(size, 2, Fabric(1.0, custom=link), max_bytes=1 << 62, stages=int(row["stages"]),
                           block_limit=int(row["limit"]))
     return collective_time_s(cost) * 1e6
@@ -520,21 +530,96 @@ def compare(path: str) -> list[str]:
     return lines
 
 
+#: run cy's registered checks (h200x2-20261130cy-custom-ar-hypotheses.md): rows, median / worst abs error
+CY_CHECKS = {
+    "F1": ("the two-stage kernel with nothing to sum at 1-64 blocks: its release barrier's fence", 10.0, 20.0),
+    "F2": ("two stages at 2-48 forced blocks, 384 KiB-6 MiB", 10.0, 20.0),
+    "F3": ("one stage at the same blocks and sizes (the calibrated model where run cx never ran it)", 10.0, 20.0),
+}
+
+
+def cy_link(hw: str = "hw_configs/h200.yaml"):
+    """Run cy's frozen model: the GPU document's ``nvlink.custom_all_reduce`` (run cx's constants) with
+    the candidate fence, run ct's line (``ring_post.ct_post_form``: a system fence and flag store after
+    a slice, 1.122 us with one channel fencing plus 0.0528 us for each further one)."""
+    from ring_post import ct_post_form
+
+    from rdusim.hw.custom_all_reduce import CustomArLink
+    from rdusim.hw.gpu import load_gpu_node
+
+    car = load_gpu_node(hw).gpu.spec.nvlink.custom_all_reduce
+    fence, per_block = ct_post_form()
+    return CustomArLink(float(car.pass_s), float(car.flag_s), float(car.read_bytes_per_s), float(car.kernel_s),
+                        fence, per_block)
+
+
+def cy_check_of(row: dict) -> str:
+    return "F1" if row["kind"] == "empty" else ("F2" if str(row["stages"]) == "2" else "F3")
+
+
+def frozen_cy() -> list[str]:
+    """Run cy's rows as the frozen model predicts them (``cy_link``), before the run."""
+    link = cy_link()
+    lines = [f"# run cy frozen predictions (committed before the run): h200.yaml's custom_all_reduce (pass "
+             f"{link.pass_s * 1e6:.2f} us, reads {link.read_bytes_per_s / 1e9:.1f} GB/s, kernel {link.kernel_s * 1e6:.2f} "
+             f"us, flag {link.flag_s * 1e6:.2f} us) and the release barrier's fence {link.fence_s * 1e6:.3f} us + "
+             f"{link.fence_per_block_s * 1e6:.4f} us a further block (run ct)", "",
+             "| row | bytes | blocks | predicted (us) | check |", "|---|---:|---:|---:|---|"]
+    for r in plan(100, 7, "cy"):
+        lines.append(f"| {r['variant']} | {r['bytes']} | {r['blocks']} | {predicted_us(r, link):.2f} | {cy_check_of(r)} |")
+    return lines
+
+
+def compare_cy(path: str) -> list[str]:
+    """Run cy's measured rows against its frozen model (``cy_link``) and the checks ``CY_CHECKS``; the
+    same rows without the fence beside them."""
+    link = cy_link()
+    bare = dataclasses.replace(link, fence_s=0.0, fence_per_block_s=0.0)
+    rows = [r for r in load(path) if r["kind"] in ("ar", "empty")]
+    lines = [f"# {path} against run cy's frozen model (h200.yaml's custom_all_reduce, the fence "
+             f"{link.fence_s * 1e6:.3f} us + {link.fence_per_block_s * 1e6:.4f} us a further block)", "",
+             "| row | bytes | blocks | measured (us) | frozen (us) | error | without the fence | ok | check |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    errs: dict[str, list[float]] = {k: [] for k in CY_CHECKS}
+    for r in rows:
+        meas, pred, without = float(r["median_us"]), predicted_us(r, link), predicted_us(r, bare)
+        check = cy_check_of(r)
+        errs[check].append(pred / meas - 1)
+        lines.append(f"| {r['variant']} | {r['bytes']} | {r['blocks']} | {meas:.2f} | {pred:.2f} | "
+                     f"{100 * (pred / meas - 1):+.1f}% | {100 * (without / meas - 1):+.1f}% | {r['ok']} | {check} |")
+    lines += ["", "| check | what | rows | median | worst | registered (median / worst) | passes |",
+              "|---|---|---:|---:|---:|---|---|"]
+    for key, (what, med_max, worst_max) in CY_CHECKS.items():
+        e = errs[key]
+        med, worst = statistics.median(abs(x) for x in e) * 100, max(e, key=abs) * 100
+        ok = med <= med_max and abs(worst) <= worst_max
+        lines.append(f"| {key} | {what} | {len(e)} | {med:.1f}% | {worst:+.1f}% | {med_max:g}% / {worst_max:g}% | "
+                     f"{'yes' if ok else 'no'} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="CSV to write (two GPUs)")
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
+    ap.add_argument("--run", choices=("cx", "cy"), default="cx", help="the rows to time: runs cw and cx's, or run cy's")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
+    ap.add_argument("--frozen", action="store_true", help="run cy's rows as its frozen model predicts them (CPU)")
+    ap.add_argument("--compare-cy", metavar="CSV", help="run cy's CSV against its frozen model and checks (CPU)")
     args = ap.parse_args(argv)
-    if args.compare:
-        print("\n".join(compare(args.compare)))
+    for wanted, report in ((args.compare, compare), (args.compare_cy, compare_cy)):
+        if wanted:
+            print("\n".join(report(wanted)))
+            return 0
+    if args.frozen:
+        print("\n".join(frozen_cy()))
         return 0
     if args.per <= 0 or args.reps <= 0:
         ap.error("--per and --reps must be positive")
-    rows = plan(args.per, args.reps)
+    rows = plan(args.per, args.reps, args.run)
     if args.dry_run:
         for r in rows:
             print(f"{r['variant']:14s} {r['bytes']:>10d} B blocks {r['blocks']:3d} per {r['per']:3d} reps {r['reps']}")

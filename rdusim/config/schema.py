@@ -529,6 +529,11 @@ class GpuCustomArSpec(Spec):
     read_bytes_per_s: PositiveBytesPerS = Field(
         alias="read_bandwidth", description="the NVLink a GPU's reads from its peers come in on (to calibrate)")
     kernel_s: Seconds = Field(alias="kernel", description="the kernel's own fixed time, its barriers aside (to calibrate)")
+    fence_s: NonNegativeSeconds = Field(
+        default=0.0, alias="fence", description="a release barrier's system fence, one block fencing (the two-stage "
+        "kernel's middle barrier); 0: none")
+    fence_per_block_s: NonNegativeSeconds = Field(
+        default=0.0, alias="fence_per_block", description="what each further block fencing at once adds to it")
 
 
 class GpuLinkSpec(Spec):

@@ -65,6 +65,13 @@ class CustomArLink:
     flag_s: float            # a flag store's way to a peer (a ping-pong, half a round; measured)
     read_bytes_per_s: float  # the NVLink a GPU's reads from its peers come in on (calibrated)
     kernel_s: float          # the kernel's own fixed time, its barriers aside (calibrated)
+    fence_s: float = 0.0     # a release barrier's system fence, one block fencing (two stages' middle barrier)
+    fence_per_block_s: float = 0.0  # what each further block fencing at once adds to it
+
+    def fence_at(self, blocks: int) -> float:
+        """The release barrier's fence with ``blocks`` blocks fencing at once: ``fence_s`` plus
+        ``fence_per_block_s`` for each block beyond the first."""
+        return self.fence_s + self.fence_per_block_s * (blocks - 1)
 
 
 @dataclass(frozen=True)

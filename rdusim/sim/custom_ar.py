@@ -40,8 +40,9 @@ def custom_ar_transfer_s(plan: CustomArPlan) -> float:
 def _block(env: simpy.Environment, link: CappedPool, plan: CustomArPlan, block: int) -> Generator:
     a_thread = plan.remote_bytes_a_thread
     stride = plan.blocks * VLLM_THREADS
-    for packs in plan.phases:
-        yield delay(env, plan.link.flag_s)  # the barrier before the phase
+    for phase, packs in enumerate(plan.phases):
+        # the barrier before the phase; the two stages' middle one is release / acquire: a fence first
+        yield delay(env, plan.link.flag_s + (plan.link.fence_at(plan.blocks) if phase else 0.0))
         first = block * VLLM_THREADS
         while first < packs:
             active = min(VLLM_THREADS, packs - first)

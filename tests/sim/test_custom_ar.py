@@ -100,3 +100,17 @@ def test_the_engine_runs_it_only_where_vllm_would() -> None:
     assert collective_time_s(cost) == pytest.approx(LINK.kernel_s + custom_ar_transfer_s(cost.custom))
     assert custom_ar_cost(8 * MIB, 8, fabric) is None
     assert collective_cost("all_reduce", 1 * MIB, 8, fabric).custom is None  # NCCL's tuner never picks it
+
+
+def test_two_stages_fence_their_middle_barrier() -> None:
+    """1 MiB on eight GPUs at 36 blocks, two stages of one pass each (its part, 8192 packs, under 36 x 512
+    threads; on a link the 16 busy blocks' 7 x 8 KiB each cannot fill): flag, a pass, the middle barrier
+    (the fence of 36 blocks fencing at once, then a flag), a pass; no end barrier. Without a fence the
+    middle barrier is the flag alone."""
+    fenced = dataclasses.replace(LINK, fence_s=1.1e-6, fence_per_block_s=0.05e-6, read_bytes_per_s=5e12)
+    plan = custom_ar_plan(1 * MIB, 8, fenced)
+    assert (plan.stages, plan.blocks, plan.phases, plan.barriers) == (2, 36, (8192, 8192), 2)
+    want = 0.8e-6 + 1.5e-6 + (1.1e-6 + 35 * 0.05e-6) + 0.8e-6 + 1.5e-6
+    assert custom_ar_transfer_s(plan) == pytest.approx(want, rel=1e-9)
+    bare = dataclasses.replace(fenced, fence_s=0.0, fence_per_block_s=0.0)
+    assert custom_ar_transfer_s(custom_ar_plan(1 * MIB, 8, bare)) == pytest.approx(want - 2.85e-6, rel=1e-9)
