@@ -85,3 +85,19 @@ def test_run_cx_reproduces_and_the_documents_carry_its_constants(car: types.Modu
         assert (round(spec.flag_s * 1e8), round(spec.kernel_s * 1e8), round(spec.pass_s * 1e8)) == \
             (round(got.flag_s * 1e8), round(got.kernel_s * 1e8), round(got.pass_s * 1e8))
         assert spec.read_bytes_per_s == pytest.approx(round(got.read_bytes_per_s / 1e8) * 1e8)
+
+
+def test_run_cy_reproduces_and_its_fence_is_not_in_the_documents(car: types.ModuleType,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run cy's frozen table and comparison are what the script prints now; F1 failed as registered, so
+    no document carries a fence (the two-stage kernel's middle barrier is a flag's way in the engine)."""
+    from rdusim.hw.gpu import load_gpu_node
+
+    monkeypatch.chdir(GPU.parents[1])
+    assert "\n".join(car.frozen_cy()) + "\n" == (GPU / "h200x2-20261130cy-predicted.txt").read_text()
+    table = car.compare_cy("benchmarks/gpu/h200x2-20261130cy-custom-ar.csv")
+    assert "\n".join(table) + "\n" == (GPU / "h200x2-20261130cy-compare.txt").read_text()
+    assert [line.split("|")[-2].strip() for line in table if line.startswith("| F")] == ["no", "yes", "yes"]
+    for doc in ("h200", "h100"):
+        spec = load_gpu_node(GPU.parents[1] / f"hw_configs/{doc}.yaml").gpu.spec.nvlink.custom_all_reduce
+        assert spec.fence_s == spec.fence_per_block_s == 0.0
