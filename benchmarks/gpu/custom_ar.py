@@ -441,17 +441,10 @@ def flag_s(rows: list[dict]) -> float:
 
 
 def predicted_us(row: dict, link) -> float:
-    """The model's time of one timed row (queued back to back: the kernel's own time, no launch)."""
-    from rdusim.hw.collectives import Fabric, custom_ar_cost
-    from rdusim.sim.ring import collective_time_s
+    """The model's time of one timed row (``rdusim.analysis.gpu.collectives.custom_ar_row_us``)."""
+    from rdusim.analysis.gpu.collectives import custom_ar_row_us
 
-    size = int(row["bytes"])
-    if row["kind"] == "empty":  # nothing to read: the kernel and its two barriers (two stages: its middle one's fence)
-        fence = link.fence_at(int(row["blocks"])) if str(row["stages"]) == "2" else 0.0
-        return (link.kernel_s + 2 * link.flag_s + fence) * 1e6
-    cost = custom_ar_cost(size, 2, Fabric(1.0, custom=link), max_bytes=1 << 62, stages=int(row["stages"]),
-                          block_limit=int(row["limit"]))
-    return collective_time_s(cost) * 1e6
+    return custom_ar_row_us(row, link)
 
 
 def calibrate(rows: list[dict]):
@@ -527,6 +520,51 @@ def compare(path: str) -> list[str]:
         ok = med <= med_max and abs(worst) <= worst_max
         lines.append(f"| {key} | {what} | {len(e)} | {med:.1f}% | {worst:+.1f}% | {med_max:g}% / {worst_max:g}% | "
                      f"{'yes' if ok else 'no'} |")
+    return lines
+
+
+def plot(cx_csv: str, nccl_csv: str, out: str, hw: str = "hw_configs/h200.yaml") -> list[str]:
+    """docs/img/gpu-custom-ar.png: run cx's one- and two-stage kernels at vLLM's grid measured against
+    the GPU document's model (``nvlink.custom_all_reduce``), and NCCL's graph all-reduce measured on the
+    same lease against the model's NCCL (``collectives.predict_us``). Returns the table it plots."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rdusim.analysis.gpu.collectives import predict_us
+    from rdusim.hw.gpu import Gpu, load_gpu_node
+
+    spec = load_gpu_node(hw).gpu.spec
+    link = Gpu(spec, all_reduce="custom").fabric.custom
+    rows = load(cx_csv)
+    nccl = {int(r["bytes"]): float(r["median_us"]) for r in load(nccl_csv) if r["mode"] == "graph"}
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    lines = ["| bytes | 1 stage measured / model | 2 stages measured / model | NCCL graph measured / model |",
+             "|---:|---|---|---|"]
+    series = {}
+    for variant, colour, name in (("1stage-b36", "C0", "vLLM one stage"), ("2stage-b36", "C1", "vLLM two stages")):
+        pts = sorted((int(r["bytes"]), float(r["median_us"]), predicted_us(r, link)) for r in rows
+                     if r["variant"] == variant)
+        series[variant] = {b: (m, p) for b, m, p in pts}
+        ax.plot([b for b, _, _ in pts], [m for _, m, _ in pts], "o", color=colour, label=f"{name}, measured")
+        ax.plot([b for b, _, _ in pts], [p for _, _, p in pts], "-", color=colour, label=f"{name}, model")
+    sizes = sorted(nccl)
+    model = [predict_us(Gpu(spec), "all_reduce", b, 2, "graph")[0] for b in sizes]
+    ax.plot(sizes, [nccl[b] for b in sizes], "s", color="C2", label="NCCL graph, measured")
+    ax.plot(sizes, model, "--", color="C2", label="NCCL graph, model")
+    ax.axvline(8 << 20, color="grey", lw=0.8, ls=":")
+    ax.text(8 << 20, 0.03, " vLLM's max_size, 8 MiB", color="grey", fontsize=8, transform=ax.get_xaxis_transform())
+    ax.set(xscale="log", yscale="log", xlabel="all-reduce size (bytes)", ylabel="us a call (queued / graph)",
+           title="vLLM's custom all-reduce vs NCCL on two H200s (run cx)")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_xlim(600, 1.6e8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    for b, ncc in zip(sizes, model, strict=True):
+        one, two = series["1stage-b36"].get(b), series["2stage-b36"].get(b)
+        cells = [f"{m:.1f} / {p:.1f}" if (m, p) else "-" for m, p in (one or (0, 0), two or (0, 0))]
+        lines.append(f"| {b} | {cells[0]} | {cells[1]} | {nccl[b]:.1f} / {ncc:.1f} |")
     return lines
 
 
@@ -608,12 +646,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
     ap.add_argument("--frozen", action="store_true", help="run cy's rows as its frozen model predicts them (CPU)")
+    ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
+                    help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
     ap.add_argument("--compare-cy", metavar="CSV", help="run cy's CSV against its frozen model and checks (CPU)")
     args = ap.parse_args(argv)
     for wanted, report in ((args.compare, compare), (args.compare_cy, compare_cy)):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
+    if args.plot:
+        print("\n".join(plot(*args.plot)))
+        return 0
     if args.frozen:
         print("\n".join(frozen_cy()))
         return 0

@@ -187,13 +187,12 @@ def test_a_node_too_small_is_a_row_with_the_numbers(tmp_path: Path) -> None:
     assert row["batch"] == "0" and "102.5 GB on each GPU" in row["note"] and "of 80 GB" in row["note"]
 
 
-def _with_custom_all_reduce(tmp_path: Path) -> Path:
-    """An 8 x H200 node whose GPU document describes vLLM's custom all-reduce (round values)."""
-    gpu = (ROOT / "hw_configs/h200.yaml").read_text()
-    anchor = '  ll_bandwidth: "141 GB/s"\n'
-    assert anchor in gpu
-    (tmp_path / "h200.yaml").write_text(gpu.replace(anchor, anchor + '  custom_all_reduce:\n'
-                                                    '    pass: "1.0 us"\n    flag: "0.7 us"\n    read_bandwidth: "320 GB/s"\n    kernel: "2 us"\n'))
+def _without_custom_all_reduce(tmp_path: Path) -> Path:
+    """An 8 x H200 node whose GPU document lacks vLLM's custom all-reduce (h200.yaml less its section)."""
+    lines = (ROOT / "hw_configs/h200.yaml").read_text().splitlines(keepends=True)
+    start = next(i for i, t in enumerate(lines) if t.startswith("  custom_all_reduce:"))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("    "))
+    (tmp_path / "h200.yaml").write_text("".join(lines[:start] + lines[end:]))
     node = tmp_path / "h200-8.yaml"
     node.write_text((ROOT / "hw_configs/h200-8.yaml").read_text())
     return node
@@ -203,8 +202,9 @@ def test_custom_all_reduce_needs_the_document_and_is_located(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     """all_reduce_kernel: custom on a document without nvlink.custom_all_reduce: exit 2 at the key; a
     misspelt value: exit 2 naming the choices."""
+    node = _without_custom_all_reduce(tmp_path)
     bad = tmp_path / "m.yaml"
-    text = LLAMA70[1].read_text().replace("../../", f"{ROOT}/")
+    text = LLAMA70[1].read_text().replace("../../", f"{ROOT}/").replace(f"{ROOT}/hw_configs/h200-8.yaml", str(node))
     bad.write_text(text.replace("tp: 8\n", "tp: 8\nall_reduce_kernel: custom\n"))
     line = bad.read_text().splitlines().index("all_reduce_kernel: custom") + 1
     assert main(["simulate", str(bad)]) == 2
@@ -215,12 +215,11 @@ def test_custom_all_reduce_needs_the_document_and_is_located(tmp_path: Path,
     assert "'nccl'" in capsys.readouterr().err
 
 
-def test_custom_all_reduce_replaces_nccls_under_8_mib(tmp_path: Path) -> None:
+def test_custom_all_reduce_replaces_nccls_under_8_mib() -> None:
     """Llama-3.1-70B TP8 decode at batch 32 (512 KiB all-reduces): with all_reduce_kernel: custom each
     is vLLM's two-stage kernel, no NCCL event nodes in the graph; at batch 1024 (16 MiB) NCCL's
     again; the rest of the step is the same."""
-    node = _with_custom_all_reduce(tmp_path)
-    spec, model, gpus = load_gpu_mapping(LLAMA70[1], hw=node)
+    spec, model, gpus = load_gpu_mapping(LLAMA70[1])
     custom = spec.model_copy(update={"all_reduce_kernel": "custom"})
     for batch, vllms in ((32, True), (1024, False)):
         nccl = simulate_gpu_mapping(spec, model, gpus, seq_len=1024, batch=batch, check_fit=False)

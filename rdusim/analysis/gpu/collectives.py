@@ -4,8 +4,9 @@ issue 17 quotes from independent 8 x H100 measurements.
 
 Owns: ``CALLS_PER_ROW``, ``predict_us``, ``fit_bus_bandwidth``, ``fit_ring_link``, ``fitted_fabric``,
 ``median_worst``, ``compare_collective_rows``, ``issue17_figures``, ``collective_runs``, ``run_label``,
-``tp_layer``, ``predict_tp_step``, ``compare_tp_steps``. Imports: analysis.gpu.predict,
-hw.collectives, hw.gpu, mapping.gpu, sim.gpu, sim.ring.
+``tp_layer``, ``predict_tp_step``, ``compare_tp_steps``, ``CUSTOM_AR_CALIBRATION``, ``custom_ar_row_us``,
+``compare_custom_ar_rows``. Imports: analysis.gpu.predict, hw.collectives, hw.custom_all_reduce, hw.gpu,
+mapping.gpu, sim.gpu, sim.ring.
 
 ``benchmarks/gpu/collectives.py`` (and the scripts beside it) compare with these; it keeps its
 own ``PER`` literal because a measurement run imports torch only, never rdusim
@@ -23,6 +24,7 @@ from rdusim.analysis.gpu.measured import error_stats
 from rdusim.analysis.gpu.predict import MEASURED_LAYER, simulate_gpu_step
 from rdusim.config.schema import ModelSpec
 from rdusim.hw import collectives as nccl
+from rdusim.hw.custom_all_reduce import CustomArLink
 from rdusim.hw.gpu import Gpu
 from rdusim.mapping.gpu import collective
 from rdusim.sim.gpu import elapsed_s, simulate_gpu
@@ -61,6 +63,41 @@ def predict_us(
         [(kernel, 0)] * CALLS_PER_ROW, gpu, mode="eager" if mode == "stream" else "graph"
     )
     return elapsed_s(trace) / CALLS_PER_ROW * 1e6, cost
+
+
+#: run cx's calibration rows of vLLM's custom all-reduce (``benchmarks/gpu/custom_ar.py``'s ``CALIBRATION``,
+#: which keeps its own copy: a measurement run never imports rdusim; tests check the two agree): the
+#: empty kernel at 36 blocks, 4 blocks through 16 MiB, 132 through 64 MiB (variant, bytes)
+CUSTOM_AR_CALIBRATION = frozenset({("empty-b36", 0), ("1stage-b4", 16 << 20), ("1stage-b132", 64 << 20)})
+
+
+def custom_ar_row_us(row: dict, link: CustomArLink) -> float:
+    """One row of ``benchmarks/gpu/custom_ar.py`` (calls queued back to back: the kernel's own time, no
+    launch) as the model has it: an all-reduce row at its forced stages and block limit through
+    ``rdusim.sim.custom_ar``; an empty kernel (nothing to sum) its fixed time and two barriers (two
+    stages: its middle one's fence)."""
+    if row["kind"] == "empty":
+        fence = link.fence_at(int(row["blocks"])) if str(row["stages"]) == "2" else 0.0
+        return (link.kernel_s + 2 * link.flag_s + fence) * 1e6
+    cost = nccl.custom_ar_cost(int(row["bytes"]), 2, nccl.Fabric(1.0, custom=link), max_bytes=1 << 62,
+                               stages=int(row["stages"]), block_limit=int(row["limit"]))
+    return collective_time_s(cost) * 1e6
+
+
+def compare_custom_ar_rows(rows: list[dict], link: CustomArLink) -> list[dict]:
+    """The timed rows of a ``custom_ar.py`` CSV against the model: each with its kind (one stage, two
+    stages, the kernel alone), ``set`` (calibration where ``CUSTOM_AR_CALIBRATION`` names it) and
+    ``err`` (predicted / measured - 1)."""
+    out = []
+    for r in rows:
+        if r["kind"] not in ("ar", "empty"):
+            continue
+        kind = "the kernel alone" if r["kind"] == "empty" else ("one stage" if str(r["stages"]) == "1" else "two stages")
+        calibration = (r["variant"], int(r["bytes"])) in CUSTOM_AR_CALIBRATION
+        out.append({"variant": r["variant"], "bytes": int(r["bytes"]), "kind": kind,
+                    "set": "calibration" if calibration else "prediction",
+                    "err": custom_ar_row_us(r, link) / float(r["median_us"]) - 1})
+    return out
 
 
 def median_worst(errs: list[float]) -> tuple[float, float]:

@@ -55,6 +55,7 @@ import pandas as pd
 
 from rdusim.analysis.gpu.collectives import (
     compare_collective_rows,
+    compare_custom_ar_rows,
     compare_tp_steps,
     fitted_fabric,
     issue17_figures,
@@ -191,7 +192,12 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "stores to the peer), "
         "with no documented mechanism, and the smallest Simple sizes "
         "(2-4 MB) come out up to 32% over on run an's leases, whose floors ran 2-4 us under the "
-        f"others' ({_ACCEPTANCE_DOC}; Collectives, Run co, Runs cs, ct, cu and cv, Runs ch and ci)",
+        "others'; vLLM's custom all-reduce (runs cx and cy): its two-stage kernel's middle barrier is a "
+        "release store whose system fence the model does not charge (about 1.4 us with nothing stored, "
+        "at 1-64 blocks alike, and more with the stores it waits for: run ct's line frozen as that fence "
+        "failed run cy's check), and the kernel alone takes 0.4 us less at one block than at vLLM's 36 "
+        f"({_ACCEPTANCE_DOC}; Collectives, Run co, Runs cs, ct, cu and cv, Runs ch and ci, vLLM's custom "
+        "all-reduce)",
     ),
     "GEMMs": KnownMiss(
         "DeepSeek-V3 kv_a 2048 x 576 x 7168: cuBLAS's own kernel is slow (no documented mechanism); on "
@@ -989,6 +995,8 @@ COLLECTIVE_CSVS: tuple[str, ...] = (
     "h200x2-20261128an-x2-sweep.csv",
     "h200x2-20261128an-x2-sweep2.csv",
     "h200x2-20261128z-v-sizes.csv",
+    "h200x2-20261130cw-nccl.csv",
+    "h200x2-20261130cx-nccl.csv",
     "h200x4-20261128an-sweep.csv",
     "h200x4-20261128an-sweep2.csv",
     "h200x4-20261128an-x2-sweep.csv",
@@ -1028,6 +1036,22 @@ def _collective_groups(root: Path, path: Path) -> list[Group]:
             lambda k: "collectives",
         )
     return out
+
+
+def _custom_ar(csv_name: str, label: str) -> Source:
+    """A ``custom_ar.py`` run (vLLM's custom all-reduce emulated on two GPUs) on its GPU document's
+    ``nvlink.custom_all_reduce`` as it is: one group per kind (one stage, two stages, the kernel alone)
+    and role (run cx's three calibration rows apart), held to the collectives' tolerance."""
+
+    def groups(root: Path) -> list[Group]:
+        rows = read_csv(root / GPU_DIR / csv_name)
+        spec, gpu = _gpu(root, rows, "gpu")
+        link = Gpu(spec, all_reduce="custom").fabric.custom
+        return _split(label, csv_name, f"2 x {gpu}", compare_custom_ar_rows(rows, link),
+                      lambda c: f"collectives: vLLM's custom all-reduce, {c['kind']}", lambda c: c["set"],
+                      lambda k: "collectives")
+
+    return Source("collectives", groups, (csv_name,))
 
 
 def _tp_steps(csv_name: str) -> Source:
@@ -1125,6 +1149,10 @@ SOURCES: tuple[Source, ...] = (
     _small("h100-20261125l-small.csv", "run l"),
     _small("h200-20261125m-small.csv", "run m", fitted=False),
     collectives_source(),
+    # runs cx and cy: vLLM's custom all-reduce emulated on two H200s (cx calibrated h200.yaml's constants on
+    # three of its rows; cy, frozen, at block counts and sizes never measured)
+    _custom_ar("h200x2-20261130cx-custom-ar.csv", "run cx, vLLM's custom all-reduce"),
+    _custom_ar("h200x2-20261130cy-custom-ar.csv", "run cy, vLLM's custom all-reduce"),
     # run ac: FlashAttention forced in the harness (before it, SDPA's default backend may run cuDNN's
     # attention, a kernel the model does not price: docs/gpu.md, runs ab and ac)
     _tp_steps("h200x2-20261128ac-tp2.csv"),
