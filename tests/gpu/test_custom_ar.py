@@ -101,3 +101,10 @@ def test_run_cy_reproduces_and_its_fence_is_not_in_the_documents(car: types.Modu
     for doc in ("h200", "h100"):
         spec = load_gpu_node(GPU.parents[1] / f"hw_configs/{doc}.yaml").gpu.spec.nvlink.custom_all_reduce
         assert spec.fence_s == spec.fence_per_block_s == 0.0
+
+
+def test_the_script_and_the_table_calibrate_on_the_same_rows(car: types.ModuleType) -> None:
+    """custom_ar.py keeps its own copy of the calibration rows (a measurement run never imports rdusim)."""
+    from rdusim.analysis.gpu.collectives import CUSTOM_AR_CALIBRATION
+
+    assert frozenset(car.CALIBRATION) == CUSTOM_AR_CALIBRATION
