@@ -1,4 +1,4 @@
-"""vLLM's custom all-reduce on two GPUs (runs cw, cx): its kernel emulated, and what it is made of.
+"""vLLM's custom all-reduce on two GPUs (runs cw, cx and cy): its kernel emulated, and what it is made of.
 
 vLLM's tensor parallelism does not call NCCL for a small all-reduce: on 2, 4, 6 or 8 fully
 NVLink-connected GPUs of one node, a buffer under its ``max_size`` (8 MiB by default) goes to its own
@@ -47,7 +47,8 @@ kernel time on three rows (``calibrate``; the flag is the ping-pong's), prints e
 ``rdusim.hw.collectives.custom_ar_cost`` simulated (``rdusim.sim.custom_ar``) and run cx's registered
 checks (``h200x2-20261130cx-custom-ar-hypotheses.md``). Run cw's table
 (``h200x2-20261130cw-compare.txt``) came from this script at d722dd4, its model then a load's round
-trip from the chase and the ring's link.
+trip from the chase and the ring's link. ``--plot CX_CSV NCCL_CSV PNG`` draws docs/img/gpu-custom-ar.png
+(run cx's kernels and NCCL's all-reduce on its lease against the GPU document's model).
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ loop copies a posted chunk out (``receive_bandwidth``) and frees the slot. The t
 fitted on one channel a peer (run cg); 1-8 channels a peer are predicted within 2-9% (runs ch, ci),
 NCCL's 16 on two GPUs 10-24% short at 12-512 MiB (a known miss: docs/gpu.md, "Runs ch and ci").
 
-**vLLM's custom all-reduce** (``custom_ar_cost``; a GPU mapping's ``all_reduce: custom``, where the
+**vLLM's custom all-reduce** (``custom_ar_cost``; a GPU mapping's ``all_reduce_kernel: custom``, where the
 document gives ``nvlink.custom_all_reduce``): the kernel vLLM runs instead of NCCL for an all-reduce
 under 8 MiB, its plan from ``rdusim.hw.custom_all_reduce``, simulated block by block by
 ``rdusim.sim.custom_ar`` (docs/gpu.md, "vLLM's custom all-reduce").

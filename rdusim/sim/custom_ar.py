@@ -8,7 +8,8 @@ A plan (``rdusim.hw.custom_all_reduce.CustomArPlan``) is one kernel of ``blocks`
 block's passes over its packs (pack ``j x threads + t + m x blocks x threads`` is thread ``t``'s in
 pass ``m``), each pass a flow on the GPU's NVLink (``CappedPool``, max-min fair among the blocks) of
 the active threads' bytes from the peers, at most those bytes over one pass (``pass_s``: what a
-block keeps in flight and for how long). The transfer ends when the last block does; the
+block keeps in flight and for how long). The two-stage kernel's middle barrier also waits for its
+release fence (``CustomArLink.fence_at``: 0 in the shipped documents). The transfer ends when the last block does; the
 kernel's own fixed time is the cost's latency (``rdusim.hw.collectives.custom_ar_cost``).
 
 A block's work depends only on the plan, so a transfer is simulated once in its own environment and

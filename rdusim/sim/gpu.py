@@ -21,7 +21,9 @@ picks (``rdusim.hw.collectives``) plus its transfer: a ring Simple one's channel
 (``rdusim.sim.ring``: they share the link, their local steps idle it while they run in step),
 any other the GPU's wire bytes at the protocol's bus rate; its bytes are recorded as NVLink
 bytes, not HBM. Captured in a graph it also pays ``launch.graph_event_pair``
-(the event wait and record nodes NCCL adds to a captured launch); eager, the host pays its
+(the event wait and record nodes NCCL adds to a captured launch; vLLM's custom all-reduce, where a
+mapping asks for it, is its own kernel, simulated block by block by ``rdusim.sim.custom_ar``, and
+adds none); eager, the host pays its
 torch.distributed call (``launch.collective_host``), so back-to-back calls run at the slower of
 host and device.
 
