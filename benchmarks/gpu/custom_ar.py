@@ -485,6 +485,23 @@ def check_of(row: dict) -> str | None:
     return None
 
 
+def check_lines(checks: dict[str, tuple[str, float, float]], errs: dict[str, list[float]]) -> list[str]:
+    """The registered checks' table: each check's rows, median abs and worst error against its bounds."""
+    lines = ["", "| check | what | rows | median | worst | registered (median / worst) | passes |",
+             "|---|---|---:|---:|---:|---|---|"]
+    for key, (what, med_max, worst_max) in checks.items():
+        e = errs[key]
+        if not e:
+            lines.append(f"| {key} | {what} | 0 | - | - | {med_max:g}% / {worst_max:g}% | no rows |")
+            continue
+        med = statistics.median(abs(x) for x in e) * 100
+        worst = max(e, key=abs) * 100
+        ok = med <= med_max and abs(worst) <= worst_max
+        lines.append(f"| {key} | {what} | {len(e)} | {med:.1f}% | {worst:+.1f}% | {med_max:g}% / {worst_max:g}% | "
+                     f"{'yes' if ok else 'no'} |")
+    return lines
+
+
 def compare(path: str) -> list[str]:
     """Every timed row against the model calibrated on the CSV's own three rows, and the checks."""
     rows = load(path)
@@ -509,19 +526,7 @@ def compare(path: str) -> list[str]:
         role = check or ("calibration" if (r["variant"], int(r["bytes"])) in CALIBRATION else "-")
         lines.append(f"| {r['variant']} | {r['bytes']} | {r['blocks']} | {meas:.2f} | {pred:.2f} | {100 * err:+.1f}% | "
                      f"{r['ok']} | {role} |")
-    lines += ["", "| check | what | rows | median | worst | registered (median / worst) | passes |",
-              "|---|---|---:|---:|---:|---|---|"]
-    for key, (what, med_max, worst_max) in CHECKS.items():
-        e = errs[key]
-        if not e:
-            lines.append(f"| {key} | {what} | 0 | - | - | {med_max:g}% / {worst_max:g}% | no rows |")
-            continue
-        med = statistics.median(abs(x) for x in e) * 100
-        worst = max(e, key=abs) * 100
-        ok = med <= med_max and abs(worst) <= worst_max
-        lines.append(f"| {key} | {what} | {len(e)} | {med:.1f}% | {worst:+.1f}% | {med_max:g}% / {worst_max:g}% | "
-                     f"{'yes' if ok else 'no'} |")
-    return lines
+    return lines + check_lines(CHECKS, errs)
 
 
 def plot(cx_csv: str, nccl_csv: str, out: str, hw: str = "hw_configs/h200.yaml") -> list[str]:
@@ -626,15 +631,7 @@ def compare_cy(path: str) -> list[str]:
         errs[check].append(pred / meas - 1)
         lines.append(f"| {r['variant']} | {r['bytes']} | {r['blocks']} | {meas:.2f} | {pred:.2f} | "
                      f"{100 * (pred / meas - 1):+.1f}% | {100 * (without / meas - 1):+.1f}% | {r['ok']} | {check} |")
-    lines += ["", "| check | what | rows | median | worst | registered (median / worst) | passes |",
-              "|---|---|---:|---:|---:|---|---|"]
-    for key, (what, med_max, worst_max) in CY_CHECKS.items():
-        e = errs[key]
-        med, worst = statistics.median(abs(x) for x in e) * 100, max(e, key=abs) * 100
-        ok = med <= med_max and abs(worst) <= worst_max
-        lines.append(f"| {key} | {what} | {len(e)} | {med:.1f}% | {worst:+.1f}% | {med_max:g}% / {worst_max:g}% | "
-                     f"{'yes' if ok else 'no'} |")
-    return lines
+    return lines + check_lines(CY_CHECKS, errs)
 
 
 def main(argv: list[str] | None = None) -> int:
