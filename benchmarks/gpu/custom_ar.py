@@ -40,7 +40,9 @@ Measure (one process, both GPUs; about 20 s on two H200s)::
     python benchmarks/gpu/custom_ar.py --out cx-custom-ar.csv
 
 Run cy (``--run cy``, ``custom_ar_run_cy.sh``): the two-stage kernel's release barrier, frozen
-(``--frozen``, ``--compare-cy CSV``): run cx's constants and a fence measured apart (run ct).
+(``--frozen cy``, ``--compare-cy CSV``): run cx's constants and a fence measured apart (run ct). Run cz
+(``--run cz``, ``custom_ar_run_cz.sh``, four GPUs: ``vllm_ar_n``, vLLM's kernels on n ranks): the two-GPU
+constants frozen where a pass has three peers' loads (``--frozen cz``, ``--compare-cz CSV``).
 
 Compare with the model (CPU, rdusim): ``--compare CSV`` calibrates the model's pass, reads' link and
 kernel time on three rows (``calibrate``; the flag is the ping-pong's), prints every row against
@@ -77,6 +79,12 @@ SWEEP = ((1, (4, 8, 16, 72, 132), (2 * MIB, 16 * MIB, 64 * MIB)), (2, (132,), (1
 CY_EMPTY_BLOCKS = (1, 2, 4, 8, 16, 24, 36, 64)
 CY_LIMITS = (2, 6, 12, 24, 48)
 CY_SIZES = (384 * KIB, 1536 * KIB, 6 * MIB)
+#: run cz (h200x4-20261130cz-custom-ar-hypotheses.md): vLLM's kernels on four GPUs, where a pass has three
+#: peers' loads in flight; two stages at these sizes (vLLM's from 512 KiB on four GPUs, two below it), one
+#: stage at these forced block counts through 16 MiB
+CZ_RANKS = 4
+CZ_TWO_STAGE = (16 * KIB, 128 * KIB, 512 * KIB, 1 * MIB, 2 * MIB, 4 * MIB)
+CZ_LIMITS = (4, 16, 132)
 #: the probes: chase buffers (bytes) and their dependent loads; ping-pong rounds
 CHASE_BYTES = (1 * MIB, 16 * MIB, 1024 * MIB)
 CHASE_STRIDE = 256
@@ -85,7 +93,7 @@ PING_ROUNDS = 2000
 #: a guess of the kernel's rate (GB/s of S) that caps the calls of a trial (per_calls)
 EST_GBPS = 150.0
 WAIT_NS = 2_000_000_000
-FIELDS = ["kind", "variant", "stages", "limit", "blocks", "bytes", "per", "reps", "median_us", "ok", "gpu"]
+FIELDS = ["kind", "variant", "stages", "limit", "blocks", "bytes", "per", "reps", "median_us", "ok", "gpu", "ranks"]
 
 KERNEL = r"""
 typedef unsigned int u32;
@@ -170,6 +178,65 @@ vllm_ar(const uint4* __restrict__ in0, const uint4* __restrict__ in1, uint4* __r
   }
 }
 
+// run cz: vLLM's kernels on n ranks (n <= 8): ins, sigs, tmps hold the ranks' device pointers (rank order)
+__device__ __forceinline__ void barrier_n(const u64* sigs, int n, int rank, int which, bool release, int* err) {
+  u32* const self = (u32*)sigs[rank];
+  const int b = blockIdx.x;
+  if (which == 1) __syncthreads();
+  const u32 flag = self[2 * MAXB * 8 + b] + 1;
+  if (threadIdx.x < n) {
+    u32* const slot = (u32*)sigs[threadIdx.x] + which * MAXB * 8 + b * 8 + rank;
+    const u32* const mine = self + which * MAXB * 8 + b * 8 + threadIdx.x;
+    if (release) st_release(slot, flag); else st_volatile(slot, flag);
+    spin(mine, flag, release, err);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) self[2 * MAXB * 8 + b] = flag;
+}
+__device__ __forceinline__ void acc8(float* a, uint4 v, bool first) {
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float lo = __uint_as_float(w[j] << 16), hi = __uint_as_float(w[j] & 0xffff0000u);
+    a[2 * j] = first ? lo : a[2 * j] + lo;
+    a[2 * j + 1] = first ? hi : a[2 * j + 1] + hi;
+  }
+}
+// the n ranks' packs i summed in fp32 from rank `first` on (vLLM's packed_reduce), every load issued first
+__device__ __forceinline__ uint4 sum_n(const u64* ins, int n, int first, long long i) {
+  uint4 v[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) if (k < n) v[k] = ((const uint4*)ins[(first + k) % n])[i];
+  float a[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) if (k < n) acc8(a, v[k], k == 0);
+  return make_uint4((bf16r(a[1]) << 16) | bf16r(a[0]), (bf16r(a[3]) << 16) | bf16r(a[2]),
+                    (bf16r(a[5]) << 16) | bf16r(a[4]), (bf16r(a[7]) << 16) | bf16r(a[6]));
+}
+extern "C" __global__ void __launch_bounds__(512, 1)
+vllm_ar_n(const u64* ins, const u64* sigs, const u64* tmps, uint4* __restrict__ result, int n, int rank,
+          long long packs, int stages, int* err) {
+  if (*err) return;
+  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  barrier_n(sigs, n, rank, 0, false, err);
+  if (stages == 1) {
+    for (long long i = tid; i < packs; i += stride) result[i] = sum_n(ins, n, 0, i);
+    barrier_n(sigs, n, rank, 1, false, err);
+  } else {
+    const long long part = packs / n, start = rank * part, end = rank == n - 1 ? packs : start + part;
+    uint4* const mine = (uint4*)tmps[rank];
+    for (long long i = start + tid; i < end; i += stride) mine[i - start] = sum_n(ins, n, rank, i);
+    barrier_n(sigs, n, rank, 1, true, err);
+    for (long long i = tid; i < part; i += stride) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        if (k < n) { const int r = (rank + k) % n; result[r * part + i] = ((const uint4*)tmps[r])[i]; }
+      }
+    }
+  }
+}
+
 // one thread spins for `ns` nanoseconds: the GPU busy while the host queues a trial's calls
 extern "C" __global__ void sleep_ns(long long ns) {
   const u64 t0 = now();
@@ -203,20 +270,28 @@ def vllm_blocks(size: int, limit: int = BLOCK_LIMIT) -> int:
     return max(1, min(limit, -(-size // PACK // THREADS)))
 
 
-def _row_plan(kind: str, stages: int, limit: int, size: int, per: int, reps: int) -> dict:
+def _row_plan(kind: str, stages: int, limit: int, size: int, per: int, reps: int, ranks: int = 2) -> dict:
     """One timed row: its variant, vLLM's grid at the block limit, and the calls a trial (``per_calls``)."""
     n = per_calls(max(size, 1), per, EST_GBPS)
     variant = f"{stages}stage-b{limit}" if kind == "ar" else f"empty{'2' if stages == 2 else ''}-b{limit}"
     return {"kind": kind, "variant": variant, "stages": stages, "limit": limit,
             "blocks": vllm_blocks(size, limit) if size else limit, "bytes": size, "per": n,
-            "reps": reps if n >= 4 else max(3, reps // 2)}
+            "reps": reps if n >= 4 else max(3, reps // 2), "ranks": ranks}
 
 
 def plan(per: int, reps: int, run: str = "cx") -> list[dict]:
     """The timed rows (kind, stages, block limit, bytes). Runs cw and cx: vLLM's two kernels at its own
     grid over ``SIZES``, the block sweep, and the empty kernel at 1 and 36 blocks. Run cy: the two-stage
     kernel with nothing to sum at ``CY_EMPTY_BLOCKS`` blocks, and both kernels at ``CY_LIMITS`` blocks
-    through ``CY_SIZES``."""
+    through ``CY_SIZES``. Run cz, on ``CZ_RANKS`` GPUs: one stage at 36 blocks from 1 KiB to 16 MiB (vLLM
+    runs it under 512 KiB there), two stages at ``CZ_TWO_STAGE`` (vLLM's from 512 KiB), one stage at
+    ``CZ_LIMITS`` blocks through 16 MiB, and the kernel alone with one and two stages."""
+    if run == "cz":
+        keys = [("ar", 1, BLOCK_LIMIT, size) for size in SIZES if size <= 16 * MIB]
+        keys += [("ar", 2, BLOCK_LIMIT, size) for size in CZ_TWO_STAGE]
+        keys += [("ar", 1, limit, 16 * MIB) for limit in CZ_LIMITS]
+        keys += [("empty", stages, BLOCK_LIMIT, 0) for stages in (1, 2)]
+        return [_row_plan(*key, per, reps, CZ_RANKS) for key in keys]
     if run == "cy":
         keys = [("empty", 2, limit, 0) for limit in CY_EMPTY_BLOCKS]
         keys += [("ar", stages, limit, size) for stages in (2, 1) for limit in CY_LIMITS for size in CY_SIZES]
@@ -239,20 +314,24 @@ def chase_cycle(size: int, stride: int = CHASE_STRIDE, seed: int = 0):
     return nxt
 
 
-class _Ar:  # pragma: no cover - needs two GPUs with peer access
-    """Both GPUs' buffers, signals and kernels, a stream each."""
+class _Ar:  # pragma: no cover - needs GPUs with peer access
+    """Every GPU's buffers, signals and kernels, a stream each (two GPUs: runs cw-cy; ``gpus`` of them: run cz)."""
 
-    def __init__(self, biggest: int):
+    def __init__(self, biggest: int, gpus: int = 2):
         import cupy as cp
+        import numpy as np
 
-        self.cp, rt = cp, cp.cuda.runtime
-        assert rt.getDeviceCount() >= 2, "two GPUs needed"
-        assert rt.deviceCanAccessPeer(0, 1) and rt.deviceCanAccessPeer(1, 0), "no peer access"
+        self.cp, rt, self.n = cp, cp.cuda.runtime, gpus
+        devs = range(gpus)
+        assert rt.getDeviceCount() >= gpus, f"{gpus} GPUs needed"
+        assert all(rt.deviceCanAccessPeer(a, b) for a in devs for b in devs if a != b), "no peer access"
         self.inp, self.out, self.tmp, self.sig, self.err, self.stream, self.fn = {}, {}, {}, {}, {}, {}, {}
         words = biggest // 2  # bf16 elements as uint16
-        for d in (0, 1):
+        for d in devs:
             with cp.cuda.Device(d):
-                rt.deviceEnablePeerAccess(1 - d)
+                for peer in devs:
+                    if peer != d:
+                        rt.deviceEnablePeerAccess(peer)
                 rng = cp.random.default_rng(d)
                 vals = rng.standard_normal(words, dtype=cp.float32)
                 self.inp[d] = (vals.view(cp.uint32) >> 16).astype(cp.uint16)  # bf16 by truncation
@@ -261,13 +340,19 @@ class _Ar:  # pragma: no cover - needs two GPUs with peer access
                 self.sig[d] = cp.zeros(2 * MAX_BLOCKS * 8 + MAX_BLOCKS, dtype=cp.uint32)
                 self.err[d] = cp.zeros(1, dtype=cp.int32)
                 mod = cp.RawModule(code=KERNEL)
-                self.fn[d] = {name: mod.get_function(name) for name in ("vllm_ar", "chase", "pingpong", "sleep_ns")}
+                self.fn[d] = {name: mod.get_function(name)
+                              for name in ("vllm_ar", "vllm_ar_n", "chase", "pingpong", "sleep_ns")}
                 self.stream[d] = cp.cuda.Stream(non_blocking=True)
+        self.ptrs = {}  # run cz: each GPU's copy of the ranks' pointers (inputs, signals, temporaries)
+        for d in devs:
+            with cp.cuda.Device(d):
+                self.ptrs[d] = tuple(cp.asarray(np.array([a[r].data.ptr for r in devs], dtype=np.uint64))
+                                     for a in (self.inp, self.sig, self.tmp))
         self.gpu = rt.getDeviceProperties(0)["name"].decode()
         self.ping_base = 0
 
     def _check_err(self) -> None:
-        for d in (0, 1):
+        for d in range(self.n):
             with self.cp.cuda.Device(d):
                 if int(self.err[d][0]) != 0:
                     raise RuntimeError(f"GPU {d}: a flag wait passed {WAIT_NS} ns (a hang): stopping")
@@ -276,18 +361,21 @@ class _Ar:  # pragma: no cover - needs two GPUs with peer access
         import numpy as np
 
         for _ in range(count):
-            for d in (0, 1):
+            for d in range(self.n):
                 with self.cp.cuda.Device(d):
-                    self.fn[d]["vllm_ar"](
-                        (blocks,), (THREADS,),
-                        (self.inp[0], self.inp[1], self.out[d], self.sig[0], self.sig[1], self.tmp[0],
-                         self.tmp[1], np.int32(d), np.int64(packs), np.int32(stages), self.err[d]),
-                        stream=self.stream[d])
+                    if self.n == 2:  # runs cw-cy's two-rank kernel, as it ran
+                        args = (self.inp[0], self.inp[1], self.out[d], self.sig[0], self.sig[1], self.tmp[0],
+                                self.tmp[1], np.int32(d), np.int64(packs), np.int32(stages), self.err[d])
+                        self.fn[d]["vllm_ar"]((blocks,), (THREADS,), args, stream=self.stream[d])
+                    else:
+                        args = (*self.ptrs[d], self.out[d], np.int32(self.n), np.int32(d), np.int64(packs),
+                                np.int32(stages), self.err[d])
+                        self.fn[d]["vllm_ar_n"]((blocks,), (THREADS,), args, stream=self.stream[d])
 
     def time_row(self, r: dict) -> tuple[float, bool]:
         packs = r["bytes"] // PACK
         self.launches(r["stages"], r["blocks"], packs, 2)
-        for d in (0, 1):
+        for d in range(self.n):
             self.stream[d].synchronize()
         self._check_err()
         us = self.time_ahead(lambda: self.launches(r["stages"], r["blocks"], packs, r["per"]), r["per"], r["reps"])
@@ -295,41 +383,41 @@ class _Ar:  # pragma: no cover - needs two GPUs with peer access
         return us, self.correct(r["bytes"])
 
     def time_ahead(self, launch, per: int, reps: int) -> float:
-        """Us a call with the host ahead of the GPUs (run cx): each trial first keeps both GPUs busy
-        (``sleep_ns``, 2 ms plus 40 us a call: longer than the host takes to queue the calls), then
-        an event pair on each GPU around the ``per`` calls; the slower GPU's time / ``per``, median
+        """Us a call with the host ahead of the GPUs (run cx): each trial first keeps every GPU busy
+        (``sleep_ns``, 2 ms plus 40 us a call a GPU: longer than the host takes to queue the calls), then
+        an event pair on each GPU around the ``per`` calls; the slowest GPU's time / ``per``, median
         of ``reps`` trials. Run cw timed without the sleep: below about 16 us a call the host's
         launches of the two GPUs' calls set the pace, not the kernel."""
         import numpy as np
 
-        cp, times = self.cp, []
+        cp, times, devs = self.cp, [], range(self.n)
         for _ in range(reps):
             ev = {}
-            for d in (0, 1):
+            for d in devs:
                 with cp.cuda.Device(d):
-                    self.fn[d]["sleep_ns"]((1,), (1,), (np.int64(2_000_000 + 40_000 * per),), stream=self.stream[d])
+                    self.fn[d]["sleep_ns"]((1,), (1,), (np.int64(2_000_000 + 20_000 * self.n * per),),
+                                           stream=self.stream[d])
                     ev[d] = (cp.cuda.Event(), cp.cuda.Event())
                     ev[d][0].record(self.stream[d])
             launch()
-            for d in (0, 1):
+            for d in devs:
                 with cp.cuda.Device(d):
                     ev[d][1].record(self.stream[d])
-            for d in (0, 1):
+            for d in devs:
                 ev[d][1].synchronize()
-            times.append(max(cp.cuda.get_elapsed_time(*ev[d]) for d in (0, 1)) * 1e3 / per)
+            times.append(max(cp.cuda.get_elapsed_time(*ev[d]) for d in devs) * 1e3 / per)
         return statistics.median(times)
 
     def correct(self, size: int) -> bool:
-        """GPU 0's result against the two inputs summed in fp32 and rounded to bf16 apart."""
+        """GPU 0's result against every rank's input summed in fp32 and rounded to bf16 apart."""
         cp = self.cp
         if not size:
             return True
         n = size // 2
         with cp.cuda.Device(0):
-            a = (self.inp[0][:n].astype(cp.uint32) << 16).view(cp.float32)
-            b = (cp.array(self.inp[1][:n]).astype(cp.uint32) << 16).view(cp.float32)  # copied to GPU 0
+            want = sum((cp.array(self.inp[r][:n]).astype(cp.uint32) << 16).view(cp.float32) for r in range(self.n))
             got = (self.out[0][:n].astype(cp.uint32) << 16).view(cp.float32)
-            return bool(cp.all(cp.abs(got - (a + b)) <= 1e-2 * cp.abs(a + b) + 1e-6))
+            return bool(cp.all(cp.abs(got - want) <= 1e-2 * cp.abs(want) + 1e-6))
 
     def chase_ns(self, where: str, size: int) -> float:
         """ns a dependent load, GPU 0's thread through a cycle in GPU 1's memory (peer) or its own."""
@@ -376,8 +464,8 @@ class _Ar:  # pragma: no cover - needs two GPUs with peer access
         return statistics.median(times[1:])
 
 
-def _run(rows: list[dict], out: str) -> int:  # pragma: no cover - two GPUs
-    ar = _Ar(max(r["bytes"] for r in rows))
+def _run(rows: list[dict], out: str) -> int:  # pragma: no cover - GPUs
+    ar = _Ar(max(r["bytes"] for r in rows), rows[0]["ranks"])
     with open(out, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         writer.writeheader()
@@ -601,54 +689,114 @@ def cy_check_of(row: dict) -> str:
     return "F1" if row["kind"] == "empty" else ("F2" if str(row["stages"]) == "2" else "F3")
 
 
+def _frozen_table(run: str, link, title: str, check_of) -> list[str]:
+    """A run's rows as its frozen model (``link``) predicts them, before the run."""
+    lines = [title, "", "| row | bytes | blocks | predicted (us) | check |", "|---|---:|---:|---:|---|"]
+    for r in plan(100, 7, run):
+        lines.append(f"| {r['variant']} | {r['bytes']} | {r['blocks']} | {predicted_us(r, link):.2f} | "
+                     f"{check_of(r) or '-'} |")
+    return lines
+
+
+def _frozen_compare(path: str, link, title: str, checks: dict, check_of, bare=None) -> list[str]:
+    """A run's measured rows against its frozen model (``link``) and its checks; with ``bare``, each row
+    also against that model."""
+    rows = [r for r in load(path) if r["kind"] in ("ar", "empty")]
+    extra = ("", "") if bare is None else (" without the fence |", "---:|")
+    lines = [title, "", f"| row | bytes | blocks | measured (us) | frozen (us) | error |{extra[0]} ok | check |",
+             f"|---|---:|---:|---:|---:|---:|{extra[1]}---|---|"]
+    errs: dict[str, list[float]] = {k: [] for k in checks}
+    for r in rows:
+        meas, pred = float(r["median_us"]), predicted_us(r, link)
+        check = check_of(r)
+        if check:
+            errs[check].append(pred / meas - 1)
+        without = "" if bare is None else f" {100 * (predicted_us(r, bare) / meas - 1):+.1f}% |"
+        lines.append(f"| {r['variant']} | {r['bytes']} | {r['blocks']} | {meas:.2f} | {pred:.2f} | "
+                     f"{100 * (pred / meas - 1):+.1f}% |{without} {r['ok']} | {check or '-'} |")
+    return lines + check_lines(checks, errs)
+
+
 def frozen_cy() -> list[str]:
     """Run cy's rows as the frozen model predicts them (``cy_link``), before the run."""
     link = cy_link()
-    lines = [f"# run cy frozen predictions (committed before the run): h200.yaml's custom_all_reduce (pass "
-             f"{link.pass_s * 1e6:.2f} us, reads {link.read_bytes_per_s / 1e9:.1f} GB/s, kernel {link.kernel_s * 1e6:.2f} "
-             f"us, flag {link.flag_s * 1e6:.2f} us) and the release barrier's fence {link.fence_s * 1e6:.3f} us + "
-             f"{link.fence_per_block_s * 1e6:.4f} us a further block (run ct)", "",
-             "| row | bytes | blocks | predicted (us) | check |", "|---|---:|---:|---:|---|"]
-    for r in plan(100, 7, "cy"):
-        lines.append(f"| {r['variant']} | {r['bytes']} | {r['blocks']} | {predicted_us(r, link):.2f} | {cy_check_of(r)} |")
-    return lines
+    return _frozen_table("cy", link, f"# run cy frozen predictions (committed before the run): h200.yaml's "
+                         f"custom_all_reduce (pass {link.pass_s * 1e6:.2f} us, reads {link.read_bytes_per_s / 1e9:.1f} "
+                         f"GB/s, kernel {link.kernel_s * 1e6:.2f} us, flag {link.flag_s * 1e6:.2f} us) and the release "
+                         f"barrier's fence {link.fence_s * 1e6:.3f} us + {link.fence_per_block_s * 1e6:.4f} us a further "
+                         "block (run ct)", cy_check_of)
 
 
 def compare_cy(path: str) -> list[str]:
     """Run cy's measured rows against its frozen model (``cy_link``) and the checks ``CY_CHECKS``; the
     same rows without the fence beside them."""
     link = cy_link()
-    bare = dataclasses.replace(link, fence_s=0.0, fence_per_block_s=0.0)
-    rows = [r for r in load(path) if r["kind"] in ("ar", "empty")]
-    lines = [f"# {path} against run cy's frozen model (h200.yaml's custom_all_reduce, the fence "
-             f"{link.fence_s * 1e6:.3f} us + {link.fence_per_block_s * 1e6:.4f} us a further block)", "",
-             "| row | bytes | blocks | measured (us) | frozen (us) | error | without the fence | ok | check |",
-             "|---|---:|---:|---:|---:|---:|---:|---|---|"]
-    errs: dict[str, list[float]] = {k: [] for k in CY_CHECKS}
-    for r in rows:
-        meas, pred, without = float(r["median_us"]), predicted_us(r, link), predicted_us(r, bare)
-        check = cy_check_of(r)
-        errs[check].append(pred / meas - 1)
-        lines.append(f"| {r['variant']} | {r['bytes']} | {r['blocks']} | {meas:.2f} | {pred:.2f} | "
-                     f"{100 * (pred / meas - 1):+.1f}% | {100 * (without / meas - 1):+.1f}% | {r['ok']} | {check} |")
-    return lines + check_lines(CY_CHECKS, errs)
+    return _frozen_compare(path, link, f"# {path} against run cy's frozen model (h200.yaml's custom_all_reduce, the "
+                           f"fence {link.fence_s * 1e6:.3f} us + {link.fence_per_block_s * 1e6:.4f} us a further block)",
+                           CY_CHECKS, cy_check_of, dataclasses.replace(link, fence_s=0.0, fence_per_block_s=0.0))
+
+
+#: run cz's registered checks (h200x4-20261130cz-custom-ar-hypotheses.md): rows, median / worst abs error
+CZ_CHECKS = {
+    "D1": ("vLLM's kernel where vLLM runs it on four GPUs, one stage: 36 blocks, 1 KiB-256 KiB", 10.0, 25.0),
+    "D2": ("vLLM's two-stage kernel where vLLM runs it on four GPUs: 512 KiB-4 MiB (its fence uncharged)", 20.0, 30.0),
+    "D3": ("a pass with three peers' loads: one stage at 4, 16 and 36 blocks, 1-16 MiB", 10.0, 20.0),
+    "D4": ("the reads' link from three peers: one stage at 132 blocks through 16 MiB", 15.0, 15.0),
+    "D5": ("the one-stage kernel alone, barriers with three peers", 15.0, 15.0),
+}
+
+
+def cz_check_of(row: dict) -> str | None:
+    size, stages, limit = int(row["bytes"]), str(row["stages"]), int(row["limit"])
+    if row["kind"] == "empty":
+        return "D5" if stages == "1" else None
+    if stages == "2":
+        return "D2" if size >= 512 * KIB else None
+    if limit == 132:
+        return "D4"
+    if limit != BLOCK_LIMIT or size >= MIB:
+        return "D3"
+    return "D1" if size <= 256 * KIB else None
+
+
+def cz_link(hw: str = "hw_configs/h200.yaml"):
+    """Run cz's frozen model: the GPU document's ``nvlink.custom_all_reduce`` as committed (run cx's two-GPU
+    constants, no fence)."""
+    from rdusim.hw.gpu import Gpu, load_gpu_node
+
+    return Gpu(load_gpu_node(hw).gpu.spec, all_reduce="custom").fabric.custom
+
+
+def frozen_cz() -> list[str]:
+    link = cz_link()
+    return _frozen_table("cz", link, f"# run cz frozen predictions (committed before the run), four GPUs: h200.yaml's "
+                         f"custom_all_reduce as committed (pass {link.pass_s * 1e6:.2f} us, reads "
+                         f"{link.read_bytes_per_s / 1e9:.1f} GB/s, kernel {link.kernel_s * 1e6:.2f} us, flag "
+                         f"{link.flag_s * 1e6:.2f} us; no fence)", cz_check_of)
+
+
+def compare_cz(path: str) -> list[str]:
+    return _frozen_compare(path, cz_link(), f"# {path} against run cz's frozen model (h200.yaml's custom_all_reduce)",
+                           CZ_CHECKS, cz_check_of)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="CSV to write (two GPUs)")
+    ap.add_argument("--out", help="CSV to write (two GPUs; run cz four)")
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
-    ap.add_argument("--run", choices=("cx", "cy"), default="cx", help="the rows to time: runs cw and cx's, or run cy's")
+    ap.add_argument("--run", choices=("cx", "cy", "cz"), default="cx",
+                    help="the rows to time: runs cw and cx's, run cy's, or run cz's (four GPUs)")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
-    ap.add_argument("--frozen", action="store_true", help="run cy's rows as its frozen model predicts them (CPU)")
+    ap.add_argument("--frozen", choices=("cy", "cz"), help="a run's rows as its frozen model predicts them (CPU)")
     ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
                     help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
     ap.add_argument("--compare-cy", metavar="CSV", help="run cy's CSV against its frozen model and checks (CPU)")
+    ap.add_argument("--compare-cz", metavar="CSV", help="run cz's CSV against its frozen model and checks (CPU)")
     args = ap.parse_args(argv)
-    for wanted, report in ((args.compare, compare), (args.compare_cy, compare_cy)):
+    for wanted, report in ((args.compare, compare), (args.compare_cy, compare_cy), (args.compare_cz, compare_cz)):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
@@ -656,7 +804,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(plot(*args.plot)))
         return 0
     if args.frozen:
-        print("\n".join(frozen_cy()))
+        print("\n".join(frozen_cy() if args.frozen == "cy" else frozen_cz()))
         return 0
     if args.per <= 0 or args.reps <= 0:
         ap.error("--per and --reps must be positive")

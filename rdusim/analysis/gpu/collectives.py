@@ -73,14 +73,15 @@ CUSTOM_AR_CALIBRATION = frozenset({("empty-b36", 0), ("1stage-b4", 16 << 20), ("
 
 def custom_ar_row_us(row: dict, link: CustomArLink) -> float:
     """One row of ``benchmarks/gpu/custom_ar.py`` (calls queued back to back: the kernel's own time, no
-    launch) as the model has it: an all-reduce row at its forced stages and block limit through
+    launch) as the model has it: an all-reduce row on its ranks (two where the CSV has no ``ranks``, runs
+    cw-cy) at its forced stages and block limit through
     ``rdusim.sim.custom_ar``; an empty kernel (nothing to sum) its fixed time and two barriers (two
     stages: its middle one's fence)."""
     if row["kind"] == "empty":
         fence = link.fence_at(int(row["blocks"])) if str(row["stages"]) == "2" else 0.0
         return (link.kernel_s + 2 * link.flag_s + fence) * 1e6
-    cost = nccl.custom_ar_cost(int(row["bytes"]), 2, nccl.Fabric(1.0, custom=link), max_bytes=1 << 62,
-                               stages=int(row["stages"]), block_limit=int(row["limit"]))
+    cost = nccl.custom_ar_cost(int(row["bytes"]), int(row.get("ranks") or 2), nccl.Fabric(1.0, custom=link),
+                               max_bytes=1 << 62, stages=int(row["stages"]), block_limit=int(row["limit"]))
     return collective_time_s(cost) * 1e6
 
 
