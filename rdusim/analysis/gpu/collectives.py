@@ -85,18 +85,20 @@ def custom_ar_row_us(row: dict, link: CustomArLink) -> float:
     return collective_time_s(cost) * 1e6
 
 
-def compare_custom_ar_rows(rows: list[dict], link: CustomArLink) -> list[dict]:
+def compare_custom_ar_rows(rows: list[dict], link: CustomArLink,
+                           calibration: frozenset[tuple[str, int]] = frozenset()) -> list[dict]:
     """The timed rows of a ``custom_ar.py`` CSV against the model: each with its kind (one stage, two
-    stages, the kernel alone), ``set`` (calibration where ``CUSTOM_AR_CALIBRATION`` names it) and
-    ``err`` (predicted / measured - 1)."""
+    stages, the kernel alone), ``set`` (calibration where ``calibration`` names it: run cx's
+    ``CUSTOM_AR_CALIBRATION`` for run cx's CSV, none for a run nothing was fitted to) and ``err``
+    (predicted / measured - 1)."""
     out = []
     for r in rows:
         if r["kind"] not in ("ar", "empty"):
             continue
         kind = "the kernel alone" if r["kind"] == "empty" else ("one stage" if str(r["stages"]) == "1" else "two stages")
-        calibration = (r["variant"], int(r["bytes"])) in CUSTOM_AR_CALIBRATION
+        fitted = (r["variant"], int(r["bytes"])) in calibration
         out.append({"variant": r["variant"], "bytes": int(r["bytes"]), "kind": kind,
-                    "set": "calibration" if calibration else "prediction",
+                    "set": "calibration" if fitted else "prediction",
                     "err": custom_ar_row_us(r, link) / float(r["median_us"]) - 1})
     return out
 

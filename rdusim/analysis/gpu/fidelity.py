@@ -54,6 +54,7 @@ from pathlib import Path
 import pandas as pd
 
 from rdusim.analysis.gpu.collectives import (
+    CUSTOM_AR_CALIBRATION,
     compare_collective_rows,
     compare_custom_ar_rows,
     compare_tp_steps,
@@ -195,7 +196,10 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "others'; vLLM's custom all-reduce (runs cx and cy): its two-stage kernel's middle barrier is a "
         "release store whose system fence the model does not charge (about 1.4 us with nothing stored, "
         "at 1-64 blocks alike, and more with the stores it waits for: run ct's line frozen as that fence "
-        "failed run cy's check), and the kernel alone takes 0.4 us less at one block than at vLLM's 36 "
+        "failed run cy's check), and the kernel alone takes 0.4 us less at one block than at vLLM's 36; "
+        "on four GPUs (run cz) a block's pass with three peers' loads in flight takes 1.39 us where the "
+        "two-GPU constants give one peer's 1.00, and reads from three peers come in at 294 GB/s, not 327: "
+        "the model takes both to be the same whatever the peers [A], which run cz refutes "
         f"({_ACCEPTANCE_DOC}; Collectives, Run co, Runs cs, ct, cu and cv, Runs ch and ci, vLLM's custom "
         "all-reduce)",
     ),
@@ -1000,6 +1004,7 @@ COLLECTIVE_CSVS: tuple[str, ...] = (
     "h200x4-20261128an-sweep.csv",
     "h200x4-20261128an-sweep2.csv",
     "h200x4-20261128an-x2-sweep.csv",
+    "h200x4-20261130cz-nccl.csv",
 )
 
 
@@ -1038,16 +1043,18 @@ def _collective_groups(root: Path, path: Path) -> list[Group]:
     return out
 
 
-def _custom_ar(csv_name: str, label: str) -> Source:
-    """A ``custom_ar.py`` run (vLLM's custom all-reduce emulated on two GPUs) on its GPU document's
-    ``nvlink.custom_all_reduce`` as it is: one group per kind (one stage, two stages, the kernel alone)
-    and role (run cx's three calibration rows apart), held to the collectives' tolerance."""
+def _custom_ar(csv_name: str, label: str, calibration: frozenset[tuple[str, int]] = frozenset()) -> Source:
+    """A ``custom_ar.py`` run (vLLM's custom all-reduce emulated on two or four GPUs) on its GPU
+    document's ``nvlink.custom_all_reduce`` as it is: one group per kind (one stage, two stages, the
+    kernel alone) and role (``calibration``: the rows the document was fitted on, run cx's three),
+    held to the collectives' tolerance."""
 
     def groups(root: Path) -> list[Group]:
         rows = read_csv(root / GPU_DIR / csv_name)
         spec, gpu = _gpu(root, rows, "gpu")
         link = Gpu(spec, all_reduce="custom").fabric.custom
-        return _split(label, csv_name, f"2 x {gpu}", compare_custom_ar_rows(rows, link),
+        ranks = max(int(r.get("ranks") or 2) for r in rows)  # runs cw-cy wrote no ranks: two GPUs
+        return _split(label, csv_name, f"{ranks} x {gpu}", compare_custom_ar_rows(rows, link, calibration),
                       lambda c: f"collectives: vLLM's custom all-reduce, {c['kind']}", lambda c: c["set"],
                       lambda k: "collectives")
 
@@ -1151,8 +1158,10 @@ SOURCES: tuple[Source, ...] = (
     collectives_source(),
     # runs cx and cy: vLLM's custom all-reduce emulated on two H200s (cx calibrated h200.yaml's constants on
     # three of its rows; cy, frozen, at block counts and sizes never measured)
-    _custom_ar("h200x2-20261130cx-custom-ar.csv", "run cx, vLLM's custom all-reduce"),
+    _custom_ar("h200x2-20261130cx-custom-ar.csv", "run cx, vLLM's custom all-reduce", CUSTOM_AR_CALIBRATION),
     _custom_ar("h200x2-20261130cy-custom-ar.csv", "run cy, vLLM's custom all-reduce"),
+    # run cz (frozen): the same on four H200s, h200.yaml's two-GPU constants carried
+    _custom_ar("h200x4-20261130cz-custom-ar.csv", "run cz, vLLM's custom all-reduce"),
     # run ac: FlashAttention forced in the harness (before it, SDPA's default backend may run cuDNN's
     # attention, a kernel the model does not price: docs/gpu.md, runs ab and ac)
     _tp_steps("h200x2-20261128ac-tp2.csv"),
