@@ -41,8 +41,10 @@ Measure (one process, both GPUs; about 20 s on two H200s)::
 
 Run cy (``--run cy``, ``custom_ar_run_cy.sh``): the two-stage kernel's release barrier, frozen
 (``--frozen cy``, ``--compare-cy CSV``): run cx's constants and a fence measured apart (run ct). Run cz
-(``--run cz``, ``custom_ar_run_cz.sh``, four GPUs: ``vllm_ar_n``, vLLM's kernels on n ranks): the two-GPU
-constants frozen where a pass has three peers' loads (``--frozen cz``, ``--compare-cz CSV``).
+(``--run cz``, ``custom_ar_run_cz.sh``, four GPUs): the two-GPU constants frozen where a pass has three
+peers' loads (``--frozen cz``, ``--compare-cz CSV``). The kernel is ``vllm_ar_n``, vLLM's kernels on n
+ranks; runs cw-cy ran a two-rank form of it (``vllm_ar``, this file at 95691ac) that did the same loads,
+sums, stores and barriers at n = 2.
 
 Compare with the model (CPU, rdusim): ``--compare CSV`` calibrates the model's pass, reads' link and
 kernel time on three rows (``calibrate``; the flag is the ping-pong's), prints every row against
@@ -123,62 +125,13 @@ __device__ __forceinline__ bool spin(const u32* p, u32 want, bool acquire, int* 
   return true;
 }
 
-// a signal (u32): start[MAXB][8], end[MAXB][8], the block's own counter [MAXB]
-// vLLM's barrier_at_start (which 0) and barrier_at_end (which 1; release/acquire unless final)
-__device__ __forceinline__ void barrier(u32* sig0, u32* sig1, int rank, int which, bool release, int* err) {
-  u32* const self = rank == 0 ? sig0 : sig1;
-  const int b = blockIdx.x;
-  if (which == 1) __syncthreads();
-  const u32 flag = self[2 * MAXB * 8 + b] + 1;
-  if (threadIdx.x < 2) {
-    u32* const peer = threadIdx.x == 0 ? sig0 : sig1;
-    u32* const slot = peer + which * MAXB * 8 + b * 8 + rank;
-    const u32* const mine = self + which * MAXB * 8 + b * 8 + threadIdx.x;
-    if (release) st_release(slot, flag); else st_volatile(slot, flag);
-    spin(mine, flag, release, err);
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) self[2 * MAXB * 8 + b] = flag;
-}
-
 __device__ __forceinline__ u32 bf16r(float f) {  // round to nearest even, the upper 16 bits
   const u32 x = __float_as_uint(f); return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
 }
-__device__ __forceinline__ u32 add2(u32 a, u32 b) {  // two bf16 added in fp32
-  const float lo = __uint_as_float(a << 16) + __uint_as_float(b << 16);
-  const float hi = __uint_as_float(a & 0xffff0000u) + __uint_as_float(b & 0xffff0000u);
-  return (bf16r(hi) << 16) | bf16r(lo);
-}
-__device__ __forceinline__ uint4 add8(uint4 a, uint4 b) {
-  return make_uint4(add2(a.x, b.x), add2(a.y, b.y), add2(a.z, b.z), add2(a.w, b.w));
-}
 
-// vLLM's cross_device_reduce_1stage / _2stage on two ranks: in0, in1 the ranks' buffers (rank
-// order), result this rank's, tmp0 / tmp1 the ranks' temporary buffers, packs = S / 16
-extern "C" __global__ void __launch_bounds__(512, 1)
-vllm_ar(const uint4* __restrict__ in0, const uint4* __restrict__ in1, uint4* __restrict__ result,
-        u32* sig0, u32* sig1, uint4* tmp0, uint4* tmp1, int rank, long long packs, int stages, int* err) {
-  if (*err) return;
-  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  barrier(sig0, sig1, rank, 0, false, err);
-  if (stages == 1) {
-    for (long long i = tid; i < packs; i += stride) result[i] = add8(in0[i], in1[i]);
-    barrier(sig0, sig1, rank, 1, false, err);
-  } else {
-    const long long part = packs / 2, start = rank * part, end = rank == 1 ? packs : start + part;
-    uint4* const mine = rank == 0 ? tmp0 : tmp1;
-    const uint4* const theirs = rank == 0 ? tmp1 : tmp0;
-    for (long long i = start + tid; i < end; i += stride) mine[i - start] = add8(in0[i], in1[i]);
-    barrier(sig0, sig1, rank, 1, true, err);
-    for (long long i = tid; i < part; i += stride) {
-      result[rank * part + i] = mine[i];
-      result[(1 - rank) * part + i] = theirs[i];
-    }
-  }
-}
-
-// run cz: vLLM's kernels on n ranks (n <= 8): ins, sigs, tmps hold the ranks' device pointers (rank order)
+// vLLM's kernels on n ranks (n <= 8): ins, sigs, tmps hold the ranks' device pointers (rank order).
+// A signal (u32): start[MAXB][8], end[MAXB][8], the block's own counter [MAXB]. vLLM's barrier_at_start
+// (which 0) and barrier_at_end (which 1; release / acquire unless final)
 __device__ __forceinline__ void barrier_n(const u64* sigs, int n, int rank, int which, bool release, int* err) {
   u32* const self = (u32*)sigs[rank];
   const int b = blockIdx.x;
@@ -341,9 +294,9 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
                 self.err[d] = cp.zeros(1, dtype=cp.int32)
                 mod = cp.RawModule(code=KERNEL)
                 self.fn[d] = {name: mod.get_function(name)
-                              for name in ("vllm_ar", "vllm_ar_n", "chase", "pingpong", "sleep_ns")}
+                              for name in ("vllm_ar_n", "chase", "pingpong", "sleep_ns")}
                 self.stream[d] = cp.cuda.Stream(non_blocking=True)
-        self.ptrs = {}  # run cz: each GPU's copy of the ranks' pointers (inputs, signals, temporaries)
+        self.ptrs = {}  # each GPU's copy of the ranks' pointers (inputs, signals, temporaries)
         for d in devs:
             with cp.cuda.Device(d):
                 self.ptrs[d] = tuple(cp.asarray(np.array([a[r].data.ptr for r in devs], dtype=np.uint64))
@@ -363,14 +316,9 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
         for _ in range(count):
             for d in range(self.n):
                 with self.cp.cuda.Device(d):
-                    if self.n == 2:  # runs cw-cy's two-rank kernel, as it ran
-                        args = (self.inp[0], self.inp[1], self.out[d], self.sig[0], self.sig[1], self.tmp[0],
-                                self.tmp[1], np.int32(d), np.int64(packs), np.int32(stages), self.err[d])
-                        self.fn[d]["vllm_ar"]((blocks,), (THREADS,), args, stream=self.stream[d])
-                    else:
-                        args = (*self.ptrs[d], self.out[d], np.int32(self.n), np.int32(d), np.int64(packs),
-                                np.int32(stages), self.err[d])
-                        self.fn[d]["vllm_ar_n"]((blocks,), (THREADS,), args, stream=self.stream[d])
+                    args = (*self.ptrs[d], self.out[d], np.int32(self.n), np.int32(d), np.int64(packs),
+                            np.int32(stages), self.err[d])
+                    self.fn[d]["vllm_ar_n"]((blocks,), (THREADS,), args, stream=self.stream[d])
 
     def time_row(self, r: dict) -> tuple[float, bool]:
         packs = r["bytes"] // PACK

@@ -50,5 +50,5 @@ def _block(env: simpy.Environment, link: CappedPool, plan: CustomArPlan, block: 
             nbytes = active * a_thread
             yield link.transfer(nbytes, nbytes / plan.link.pass_s)
             first += stride
-    if plan.barriers > len(plan.phases):
-        yield delay(env, plan.link.flag_s)  # one stage's barrier at the end
+    if plan.stages == 1:
+        yield delay(env, plan.link.flag_s)  # one stage's barrier at the end (barrier_at_end)

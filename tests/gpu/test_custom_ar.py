@@ -122,3 +122,19 @@ def test_run_cz_reproduces_and_its_pass_with_three_peers(car: types.ModuleType, 
     passes = 16 * MIB // car.PACK // (4 * car.THREADS)
     one = (car._row(rows, "1stage-b4", 16 * MIB) - car._row(rows, "empty-b36", 0)) / passes
     assert one == pytest.approx(1.39, abs=0.01)
+
+
+def test_the_script_keeps_vllms_constants_as_rdusim_does(car: types.ModuleType) -> None:
+    """custom_ar.py keeps its own copy of vLLM's threads, block limit, pack and grid (a measurement run
+    never imports rdusim): the same as rdusim.hw.custom_all_reduce's."""
+    from rdusim.hw.custom_all_reduce import (
+        VLLM_BLOCK_LIMIT,
+        VLLM_PACK_BYTES,
+        VLLM_THREADS,
+        custom_ar_blocks,
+    )
+
+    assert (car.THREADS, car.BLOCK_LIMIT, car.PACK) == (VLLM_THREADS, VLLM_BLOCK_LIMIT, VLLM_PACK_BYTES)
+    for size in (16, 8 << 10, (8 << 10) + 16, 288 << 10, 289 << 10, *car.SIZES, *car.CY_SIZES):
+        for limit in (1, 4, 36, 132):
+            assert car.vllm_blocks(size, limit) == custom_ar_blocks(size, limit)
