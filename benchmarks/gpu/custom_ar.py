@@ -87,6 +87,13 @@ CY_SIZES = (384 * KIB, 1536 * KIB, 6 * MIB)
 CZ_RANKS = 4
 CZ_TWO_STAGE = (16 * KIB, 128 * KIB, 512 * KIB, 1 * MIB, 2 * MIB, 4 * MIB)
 CZ_LIMITS = (4, 16, 132)
+#: run da (h200x2-20261130da-custom-ar-hypotheses.md): ``pass_probe`` on both GPUs at once, each thread's pass
+#: its own pack and k from the peer, k at 512 threads and 4 blocks; the threads and the blocks at k = 1 and 3;
+#: each at two passes a block, the pass the slope between them
+DA_LOADS = (0, 1, 2, 3, 4, 5, 7)
+DA_THREADS = (64, 128, 256)
+DA_BLOCKS = (1, 8)
+DA_PASSES = (16, 256)
 #: the probes: chase buffers (bytes) and their dependent loads; ping-pong rounds
 CHASE_BYTES = (1 * MIB, 16 * MIB, 1024 * MIB)
 CHASE_STRIDE = 256
@@ -95,7 +102,8 @@ PING_ROUNDS = 2000
 #: a guess of the kernel's rate (GB/s of S) that caps the calls of a trial (per_calls)
 EST_GBPS = 150.0
 WAIT_NS = 2_000_000_000
-FIELDS = ["kind", "variant", "stages", "limit", "blocks", "bytes", "per", "reps", "median_us", "ok", "gpu", "ranks"]
+FIELDS = ["kind", "variant", "stages", "limit", "blocks", "bytes", "per", "reps", "median_us", "ok", "gpu", "ranks",
+          "threads", "loads"]
 
 KERNEL = r"""
 typedef unsigned int u32;
@@ -190,6 +198,15 @@ vllm_ar_n(const u64* ins, const u64* sigs, const u64* tmps, uint4* __restrict__ 
   }
 }
 
+// run da: vLLM's one-stage loop with no barriers, n - 1 loads of a pass from the tables' peer slices
+// (ins[0] the GPU's own input): what a block's pass costs by the bytes it keeps in flight
+extern "C" __global__ void __launch_bounds__(512, 1)
+pass_probe(const u64* ins, uint4* __restrict__ result, int n, long long packs) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < packs; i += stride)
+    result[i] = sum_n(ins, n, 0, i);
+}
+
 // one thread spins for `ns` nanoseconds: the GPU busy while the host queues a trial's calls
 extern "C" __global__ void sleep_ns(long long ns) {
   const u64 t0 = now();
@@ -232,6 +249,23 @@ def _row_plan(kind: str, stages: int, limit: int, size: int, per: int, reps: int
             "reps": reps if n >= 4 else max(3, reps // 2), "ranks": ranks}
 
 
+def _pass_row(loads: int, threads: int, blocks: int, passes: int, per: int, reps: int) -> dict:
+    """One timed row of run da: ``pass_probe`` with ``loads`` peer loads a thread, ``passes`` a block."""
+    size = passes * blocks * threads * PACK
+    n = per_calls(size, per, EST_GBPS)
+    return {"kind": "pass", "variant": f"pass-k{loads}-t{threads}-b{blocks}", "stages": "", "limit": blocks,
+            "blocks": blocks, "bytes": size, "per": n, "reps": reps if n >= 4 else max(3, reps // 2), "ranks": 2,
+            "threads": threads, "loads": loads}
+
+
+def da_configs() -> list[tuple[int, int, int]]:
+    """Run da's (loads, threads, blocks): the loads at 512 threads and 4 blocks, then the threads and the
+    blocks at one and three loads."""
+    cfgs = [(k, THREADS, 4) for k in DA_LOADS]
+    cfgs += [(k, t, 4) for k in (1, 3) for t in DA_THREADS]
+    return cfgs + [(k, THREADS, b) for k in (1, 3) for b in DA_BLOCKS]
+
+
 def plan(per: int, reps: int, run: str = "cx") -> list[dict]:
     """The timed rows (kind, stages, block limit, bytes). Runs cw and cx: vLLM's two kernels at its own
     grid over ``SIZES``, the block sweep, and the empty kernel at 1 and 36 blocks. Run cy: the two-stage
@@ -239,6 +273,8 @@ def plan(per: int, reps: int, run: str = "cx") -> list[dict]:
     through ``CY_SIZES``. Run cz, on ``CZ_RANKS`` GPUs: one stage at 36 blocks from 1 KiB to 16 MiB (vLLM
     runs it under 512 KiB there), two stages at ``CZ_TWO_STAGE`` (vLLM's from 512 KiB), one stage at
     ``CZ_LIMITS`` blocks through 16 MiB, and the kernel alone with one and two stages."""
+    if run == "da":
+        return [_pass_row(*cfg, passes, per, reps) for cfg in da_configs() for passes in DA_PASSES]
     if run == "cz":
         keys = [("ar", 1, BLOCK_LIMIT, size) for size in SIZES if size <= 16 * MIB]
         keys += [("ar", 2, BLOCK_LIMIT, size) for size in CZ_TWO_STAGE]
@@ -294,7 +330,7 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
                 self.err[d] = cp.zeros(1, dtype=cp.int32)
                 mod = cp.RawModule(code=KERNEL)
                 self.fn[d] = {name: mod.get_function(name)
-                              for name in ("vllm_ar_n", "chase", "pingpong", "sleep_ns")}
+                              for name in ("vllm_ar_n", "pass_probe", "chase", "pingpong", "sleep_ns")}
                 self.stream[d] = cp.cuda.Stream(non_blocking=True)
         self.ptrs = {}  # each GPU's copy of the ranks' pointers (inputs, signals, temporaries)
         for d in devs:
@@ -320,7 +356,51 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
                             np.int32(stages), self.err[d])
                     self.fn[d]["vllm_ar_n"]((blocks,), (THREADS,), args, stream=self.stream[d])
 
+    def pass_tables(self, loads: int, size: int) -> dict:
+        """Run da: each GPU's table for ``pass_probe``: its own input, then ``loads`` slices of ``size``
+        bytes of the other GPU's input, one after the other (two GPUs)."""
+        import numpy as np
+
+        tables = {}
+        for d in range(self.n):
+            with self.cp.cuda.Device(d):
+                peer = self.inp[1 - d].data.ptr
+                ptrs = [self.inp[d].data.ptr] + [peer + j * size for j in range(loads)]
+                tables[d] = self.cp.asarray(np.array(ptrs, dtype=np.uint64))
+        return tables
+
+    def time_pass(self, r: dict) -> tuple[float, bool]:
+        """Run da's row: ``pass_probe`` on both GPUs at once, each reading the other's slices."""
+        import numpy as np
+
+        tables, packs = self.pass_tables(r["loads"], r["bytes"]), r["bytes"] // PACK
+
+        def launch(count: int) -> None:
+            for _ in range(count):
+                for d in range(self.n):
+                    with self.cp.cuda.Device(d):
+                        self.fn[d]["pass_probe"]((r["blocks"],), (r["threads"],),
+                                                 (tables[d], self.out[d], np.int32(r["loads"] + 1), np.int64(packs)),
+                                                 stream=self.stream[d])
+
+        launch(2)
+        for d in range(self.n):
+            self.stream[d].synchronize()
+        us = self.time_ahead(lambda: launch(r["per"]), r["per"], r["reps"])
+        return us, self.correct_pass(r["loads"], r["bytes"])
+
+    def correct_pass(self, loads: int, size: int) -> bool:
+        """GPU 0's result against its own input and the peer's ``loads`` slices summed in fp32 apart."""
+        cp, n = self.cp, size // 2
+        with cp.cuda.Device(0):
+            parts = [self.inp[0][:n]] + [cp.array(self.inp[1][j * n:(j + 1) * n]) for j in range(loads)]
+            want = sum((p.astype(cp.uint32) << 16).view(cp.float32) for p in parts)
+            got = (self.out[0][:n].astype(cp.uint32) << 16).view(cp.float32)
+            return bool(cp.all(cp.abs(got - want) <= 1e-2 * cp.abs(want) + 1e-6))
+
     def time_row(self, r: dict) -> tuple[float, bool]:
+        if r["kind"] == "pass":
+            return self.time_pass(r)
         packs = r["bytes"] // PACK
         self.launches(r["stages"], r["blocks"], packs, 2)
         for d in range(self.n):
@@ -413,7 +493,7 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
 
 
 def _run(rows: list[dict], out: str) -> int:  # pragma: no cover - GPUs
-    ar = _Ar(max(r["bytes"] for r in rows), rows[0]["ranks"])
+    ar = _Ar(max(r["bytes"] * max(1, r.get("loads", 1)) for r in rows), rows[0]["ranks"])
     with open(out, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         writer.writeheader()
@@ -728,23 +808,120 @@ def compare_cz(path: str) -> list[str]:
                            CZ_CHECKS, cz_check_of)
 
 
+#: run da's registered checks (h200x2-20261130da-custom-ar-hypotheses.md): a pass's time by the slope of two
+#: rows, against the frozen form (``da_pass_us``); median / worst abs error
+DA_CHECKS = {
+    "E1": ("a pass with k = 1-5 and 7 loads from the peer: 512 threads, 4 blocks", 10.0, 20.0),
+    "E2": ("a pass at 64-256 threads a block, k = 1 and 3: 4 blocks", 10.0, 20.0),
+    "E3": ("a pass at 1 and 8 blocks, k = 1 and 3: 512 threads", 10.0, 20.0),
+}
+#: run cx's CSV: the frozen block read rate of run da comes from its calibrated pass and its chase
+CX_CSV = "benchmarks/gpu/h200x2-20261130cx-custom-ar.csv"
+
+
+def chase_us(rows: list[dict], where: str = "peer", size: int = 16 * MIB) -> float:
+    """A chase's round trip (us) in a CSV."""
+    for r in rows:
+        if r["kind"] == "chase" and r["variant"] == where and int(r["bytes"]) == size:
+            return float(r["median_us"])
+    raise SystemExit(f"the CSV has no {where} chase row at {size} bytes")
+
+
+def da_block_rate(cx_csv: str = CX_CSV) -> float:
+    """Run da's frozen rate (bytes/s) a block's peer loads go out at: run cx's pass (calibrated: 4 blocks
+    through 16 MiB) less its chase's round trip is 512 threads' 16 bytes (8 KiB) at that rate."""
+    rows = load(cx_csv)
+    return THREADS * PACK / (calibrate(rows).pass_s - chase_us(rows) * 1e-6)
+
+
+def da_pass_us(loads: int, threads: int, round_trip_us: float, rate: float) -> float:
+    """Run da's frozen form: a block's pass is a peer load's round trip plus its bytes in flight (each
+    thread's ``loads`` packs of 16 bytes) at the block's rate."""
+    return round_trip_us + loads * threads * PACK / rate * 1e6
+
+
+def da_check_of(loads: int, threads: int, blocks: int) -> str | None:
+    if loads == 0:
+        return None
+    if threads != THREADS:
+        return "E2"
+    return "E3" if blocks != 4 else "E1"
+
+
+def da_passes(rows: list[dict]) -> list[dict]:
+    """Each run da configuration's pass (us): the slope of its two rows (``DA_PASSES``)."""
+    lo, hi = DA_PASSES
+    by = {(r["variant"], int(r["bytes"])): r for r in rows if r["kind"] == "pass"}
+    out = []
+    for k, t, b in da_configs():
+        variant = f"pass-k{k}-t{t}-b{b}"
+        rs = [by.get((variant, p * b * t * PACK)) for p in (lo, hi)]
+        if None in rs:
+            continue
+        times = [float(r["median_us"]) for r in rs]
+        out.append({"loads": k, "threads": t, "blocks": b, "lo_us": times[0], "hi_us": times[1],
+                    "pass_us": (times[1] - times[0]) / (hi - lo), "ok": all(r["ok"] == "True" for r in rs)})
+    return out
+
+
+def frozen_da() -> list[str]:
+    rate = da_block_rate()
+    rt = chase_us(load(CX_CSV))
+    lines = [f"# run da frozen predictions (committed before the run): a pass = a peer load's round trip (the lease's "
+             f"own chase, 16 MiB; run cx's {rt:.3f} us shown) + loads x threads x 16 B at {rate / 1e9:.2f} GB/s a "
+             "block (run cx's calibrated pass less its chase over 8 KiB); today's model: 1.00 us whatever the bytes",
+             "", "| loads | threads | blocks | bytes a pass | frozen pass (us) | today's model (us) | check |",
+             "|---:|---:|---:|---:|---:|---:|---|"]
+    for k, t, b in da_configs():
+        frozen, today = (f"{da_pass_us(k, t, rt, rate):.3f}", "1.000") if k else ("-", "-")
+        lines.append(f"| {k} | {t} | {b} | {k * t * PACK} | {frozen} | {today} | {da_check_of(k, t, b) or '-'} |")
+    return lines
+
+
+def compare_da(path: str) -> list[str]:
+    """Run da's passes against the frozen form (the lease's chase, run cx's block rate) and today's model."""
+    rows = load(path)
+    rate, rt = da_block_rate(), chase_us(rows)
+    lines = [f"# {path}: a pass from the slope of {DA_PASSES[0]} and {DA_PASSES[1]} passes a block; frozen: the lease's "
+             f"chase {rt:.3f} us + bytes at {rate / 1e9:.2f} GB/s a block; today's model: 1.00 us", "",
+             "| probe | bytes | us |", "|---|---:|---:|"]
+    lines += [f"| {r['kind']} {r['variant']} | {r['bytes']} | {float(r['median_us']):.3f} |"
+              for r in rows if r["kind"] in ("chase", "pingpong")]
+    lines += ["", "| loads | threads | blocks | bytes a pass | 16 passes (us) | 256 passes (us) | pass (us) | frozen (us) | "
+              "error | today's 1.00 | ok | check |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    errs: dict[str, list[float]] = {k: [] for k in DA_CHECKS}
+    for p in da_passes(rows):
+        k, t, b = p["loads"], p["threads"], p["blocks"]
+        pred = da_pass_us(k, t, rt, rate)
+        check = da_check_of(k, t, b)
+        if check:
+            errs[check].append(pred / p["pass_us"] - 1)
+        cells = (f"{pred:.3f}", f"{100 * (pred / p['pass_us'] - 1):+.1f}%",
+                 f"{100 * (1.0 / p['pass_us'] - 1):+.1f}%") if k else ("-", "-", "-")
+        lines.append(f"| {k} | {t} | {b} | {k * t * PACK} | {p['lo_us']:.2f} | {p['hi_us']:.2f} | {p['pass_us']:.3f} | "
+                     f"{' | '.join(cells)} | {p['ok']} | {check or '-'} |")
+    return lines + check_lines(DA_CHECKS, errs)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="CSV to write (two GPUs; run cz four)")
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
-    ap.add_argument("--run", choices=("cx", "cy", "cz"), default="cx",
-                    help="the rows to time: runs cw and cx's, run cy's, or run cz's (four GPUs)")
+    ap.add_argument("--run", choices=("cx", "cy", "cz", "da"), default="cx",
+                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs) or run da's passes")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
-    ap.add_argument("--frozen", choices=("cy", "cz"), help="a run's rows as its frozen model predicts them (CPU)")
+    ap.add_argument("--frozen", choices=("cy", "cz", "da"), help="a run's rows as its frozen model predicts them (CPU)")
     ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
                     help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
     ap.add_argument("--compare-cy", metavar="CSV", help="run cy's CSV against its frozen model and checks (CPU)")
     ap.add_argument("--compare-cz", metavar="CSV", help="run cz's CSV against its frozen model and checks (CPU)")
+    ap.add_argument("--compare-da", metavar="CSV", help="run da's passes against its frozen form and checks (CPU)")
     args = ap.parse_args(argv)
-    for wanted, report in ((args.compare, compare), (args.compare_cy, compare_cy), (args.compare_cz, compare_cz)):
+    for wanted, report in ((args.compare, compare), (args.compare_cy, compare_cy), (args.compare_cz, compare_cz),
+                           (args.compare_da, compare_da)):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
@@ -752,7 +929,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(plot(*args.plot)))
         return 0
     if args.frozen:
-        print("\n".join(frozen_cy() if args.frozen == "cy" else frozen_cz()))
+        print("\n".join({"cy": frozen_cy, "cz": frozen_cz, "da": frozen_da}[args.frozen]()))
         return 0
     if args.per <= 0 or args.reps <= 0:
         ap.error("--per and --reps must be positive")
