@@ -62,7 +62,12 @@ import csv
 import dataclasses
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rdusim.hw.custom_all_reduce import CustomArLink
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collective_ramp_diag import per_calls  # noqa: E402  (beside this file)
@@ -94,6 +99,11 @@ DA_LOADS = (0, 1, 2, 3, 4, 5, 7)
 DA_THREADS = (64, 128, 256)
 DA_BLOCKS = (1, 8)
 DA_PASSES = (16, 256)
+#: run db (h200x2-20261130db-custom-ar-hypotheses.md): ``pass_probe`` at (loads, threads, blocks) run da never
+#: ran: loads at 512 threads and 2-10 blocks, partial passes (192 and 384 threads), vLLM's 36 blocks; run da's
+#: k = 1 at 4 blocks again, beside them
+DB_CONFIGS = ((1, 512, 4), (6, 512, 4), (2, 512, 2), (4, 512, 2), (2, 512, 10), (4, 512, 10), (2, 192, 4),
+              (5, 192, 4), (2, 384, 4), (5, 384, 4), (1, 512, 36), (3, 512, 36), (7, 512, 36))
 #: the probes: chase buffers (bytes) and their dependent loads; ping-pong rounds
 CHASE_BYTES = (1 * MIB, 16 * MIB, 1024 * MIB)
 CHASE_STRIDE = 256
@@ -273,8 +283,9 @@ def plan(per: int, reps: int, run: str = "cx") -> list[dict]:
     through ``CY_SIZES``. Run cz, on ``CZ_RANKS`` GPUs: one stage at 36 blocks from 1 KiB to 16 MiB (vLLM
     runs it under 512 KiB there), two stages at ``CZ_TWO_STAGE`` (vLLM's from 512 KiB), one stage at
     ``CZ_LIMITS`` blocks through 16 MiB, and the kernel alone with one and two stages."""
-    if run == "da":
-        return [_pass_row(*cfg, passes, per, reps) for cfg in da_configs() for passes in DA_PASSES]
+    if run in ("da", "db"):
+        cfgs = da_configs() if run == "da" else DB_CONFIGS
+        return [_pass_row(*cfg, passes, per, reps) for cfg in cfgs for passes in DA_PASSES]
     if run == "cz":
         keys = [("ar", 1, BLOCK_LIMIT, size) for size in SIZES if size <= 16 * MIB]
         keys += [("ar", 2, BLOCK_LIMIT, size) for size in CZ_TWO_STAGE]
@@ -808,14 +819,7 @@ def compare_cz(path: str) -> list[str]:
                            CZ_CHECKS, cz_check_of)
 
 
-#: run da's registered checks (h200x2-20261130da-custom-ar-hypotheses.md): a pass's time by the slope of two
-#: rows, against the frozen form (``da_pass_us``); median / worst abs error
-DA_CHECKS = {
-    "E1": ("a pass with k = 1-5 and 7 loads from the peer: 512 threads, 4 blocks", 10.0, 20.0),
-    "E2": ("a pass at 64-256 threads a block, k = 1 and 3: 4 blocks", 10.0, 20.0),
-    "E3": ("a pass at 1 and 8 blocks, k = 1 and 3: 512 threads", 10.0, 20.0),
-}
-#: run cx's CSV: the frozen block read rate of run da comes from its calibrated pass and its chase
+#: run cx's CSV: runs da's and db's frozen forms take their constants from its calibration and its chase
 CX_CSV = "benchmarks/gpu/h200x2-20261130cx-custom-ar.csv"
 
 
@@ -840,6 +844,29 @@ def da_pass_us(loads: int, threads: int, round_trip_us: float, rate: float) -> f
     return round_trip_us + loads * threads * PACK / rate * 1e6
 
 
+def db_pass_us(loads: int, threads: int, blocks: int, round_trip_us: float, cx: CustomArLink) -> float:
+    """Run db's frozen form: a block's pass is a peer load's round trip plus run cx's pass less its chase
+    (``cx.pass_s`` here) for each load a thread has in flight, whatever the threads; the blocks' passes
+    share the reads' link (``cx.read_bytes_per_s``), so a pass is at least the blocks' bytes at its rate."""
+    alone = round_trip_us + loads * cx.pass_s * 1e6
+    return max(alone, blocks * loads * threads * PACK / cx.read_bytes_per_s * 1e6)
+
+
+@dataclasses.dataclass(frozen=True)
+class PassRun:
+    """A run of ``pass_probe`` (runs da and db): its (loads, threads, blocks), its registered checks (rows,
+    median / worst abs error), which check a configuration belongs to, and its frozen form's pass (us) from
+    a configuration and the lease's chase."""
+
+    name: str
+    configs: tuple[tuple[int, int, int], ...]
+    checks: dict[str, tuple[str, float, float]]
+    check_of: Callable[[int, int, int], str | None]
+    form: Callable[[int, int, int, float], float]
+    form_text: str  # the frozen form, in words, after "a pass = the lease's chase"
+    frozen_text: str  # the same in the frozen table's title, with where its constants come from
+
+
 def da_check_of(loads: int, threads: int, blocks: int) -> str | None:
     if loads == 0:
         return None
@@ -848,12 +875,52 @@ def da_check_of(loads: int, threads: int, blocks: int) -> str | None:
     return "E3" if blocks != 4 else "E1"
 
 
-def da_passes(rows: list[dict]) -> list[dict]:
-    """Each run da configuration's pass (us): the slope of its two rows (``DA_PASSES``)."""
+def db_check_of(loads: int, threads: int, blocks: int) -> str | None:
+    if threads != THREADS:
+        return "G2"
+    if blocks == BLOCK_LIMIT:
+        return "G3"
+    return None if (loads, blocks) == (1, 4) else "G1"
+
+
+def da_run() -> PassRun:
+    """Run da (h200x2-20261130da-custom-ar-hypotheses.md): H, a pass's bytes in flight at a block's rate."""
+    rate = da_block_rate()
+    return PassRun("da", tuple(da_configs()), {
+        "E1": ("a pass with k = 1-5 and 7 loads from the peer: 512 threads, 4 blocks", 10.0, 20.0),
+        "E2": ("a pass at 64-256 threads a block, k = 1 and 3: 4 blocks", 10.0, 20.0),
+        "E3": ("a pass at 1 and 8 blocks, k = 1 and 3: 512 threads", 10.0, 20.0),
+    }, da_check_of, lambda k, t, b, rt: da_pass_us(k, t, rt, rate),
+        f"+ bytes at {rate / 1e9:.2f} GB/s a block", f"+ loads x threads x 16 B at {rate / 1e9:.2f} GB/s a block "
+        "(run cx's calibrated pass less its chase over 8 KiB)")
+
+
+def cx_pass_link(cx_csv: str = CX_CSV) -> CustomArLink:
+    """Run cx's calibrated link with its pass less its chase: what run db freezes a load at."""
+    rows = load(cx_csv)
+    link = calibrate(rows)
+    return dataclasses.replace(link, pass_s=link.pass_s - chase_us(rows) * 1e-6)
+
+
+def db_run() -> PassRun:
+    """Run db (h200x2-20261130db-custom-ar-hypotheses.md): a pass's loads a thread, whatever the threads."""
+    cx = cx_pass_link()
+    return PassRun("db", DB_CONFIGS, {
+        "G1": ("a pass with 2, 4 and 6 loads from the peer at 512 threads: 2, 4 and 10 blocks", 10.0, 20.0),
+        "G2": ("a partial pass: 192 and 384 threads, k = 2 and 5 (not in the adoption rule)", 15.0, 30.0),
+        "G3": ("36 blocks (vLLM's) at k = 1, 3 and 7: the reads' link full from k = 3", 10.0, 20.0),
+    }, db_check_of, lambda k, t, b, rt: db_pass_us(k, t, b, rt, cx),
+        f"+ {cx.pass_s * 1e6:.3f} us a load a thread, at least the blocks' bytes at {cx.read_bytes_per_s / 1e9:.1f} GB/s",
+        f"+ {cx.pass_s * 1e6:.3f} us for each load a thread has in flight, whatever the threads (run cx's calibrated "
+        f"pass less its chase), at least the blocks' bytes at {cx.read_bytes_per_s / 1e9:.1f} GB/s (run cx's reads' link)")
+
+
+def pass_slopes(rows: list[dict], configs) -> list[dict]:
+    """Each configuration's pass (us): the slope of its two rows (``DA_PASSES``)."""
     lo, hi = DA_PASSES
     by = {(r["variant"], int(r["bytes"])): r for r in rows if r["kind"] == "pass"}
     out = []
-    for k, t, b in da_configs():
+    for k, t, b in configs:
         variant = f"pass-k{k}-t{t}-b{b}"
         rs = [by.get((variant, p * b * t * PACK)) for p in (lo, hi)]
         if None in rs:
@@ -864,43 +931,44 @@ def da_passes(rows: list[dict]) -> list[dict]:
     return out
 
 
-def frozen_da() -> list[str]:
-    rate = da_block_rate()
+def frozen_passes(run: PassRun) -> list[str]:
+    """A ``pass_probe`` run's passes as its frozen form predicts them, before the run (run cx's chase shown
+    for the lease's)."""
     rt = chase_us(load(CX_CSV))
-    lines = [f"# run da frozen predictions (committed before the run): a pass = a peer load's round trip (the lease's "
-             f"own chase, 16 MiB; run cx's {rt:.3f} us shown) + loads x threads x 16 B at {rate / 1e9:.2f} GB/s a "
-             "block (run cx's calibrated pass less its chase over 8 KiB); today's model: 1.00 us whatever the bytes",
+    lines = [f"# run {run.name} frozen predictions (committed before the run): a pass = a peer load's round trip (the "
+             f"lease's own chase, 16 MiB; run cx's {rt:.3f} us shown) {run.frozen_text}; today's model: 1.00 us "
+             "whatever the bytes",
              "", "| loads | threads | blocks | bytes a pass | frozen pass (us) | today's model (us) | check |",
              "|---:|---:|---:|---:|---:|---:|---|"]
-    for k, t, b in da_configs():
-        frozen, today = (f"{da_pass_us(k, t, rt, rate):.3f}", "1.000") if k else ("-", "-")
-        lines.append(f"| {k} | {t} | {b} | {k * t * PACK} | {frozen} | {today} | {da_check_of(k, t, b) or '-'} |")
+    for k, t, b in run.configs:
+        frozen, today = (f"{run.form(k, t, b, rt):.3f}", "1.000") if k else ("-", "-")
+        lines.append(f"| {k} | {t} | {b} | {k * t * PACK} | {frozen} | {today} | {run.check_of(k, t, b) or '-'} |")
     return lines
 
 
-def compare_da(path: str) -> list[str]:
-    """Run da's passes against the frozen form (the lease's chase, run cx's block rate) and today's model."""
+def compare_passes(run: PassRun, path: str) -> list[str]:
+    """A ``pass_probe`` run's passes against its frozen form (the lease's chase) and today's model."""
     rows = load(path)
-    rate, rt = da_block_rate(), chase_us(rows)
+    rt = chase_us(rows)
     lines = [f"# {path}: a pass from the slope of {DA_PASSES[0]} and {DA_PASSES[1]} passes a block; frozen: the lease's "
-             f"chase {rt:.3f} us + bytes at {rate / 1e9:.2f} GB/s a block; today's model: 1.00 us", "",
+             f"chase {rt:.3f} us {run.form_text}; today's model: 1.00 us", "",
              "| probe | bytes | us |", "|---|---:|---:|"]
     lines += [f"| {r['kind']} {r['variant']} | {r['bytes']} | {float(r['median_us']):.3f} |"
               for r in rows if r["kind"] in ("chase", "pingpong")]
     lines += ["", "| loads | threads | blocks | bytes a pass | 16 passes (us) | 256 passes (us) | pass (us) | frozen (us) | "
               "error | today's 1.00 | ok | check |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
-    errs: dict[str, list[float]] = {k: [] for k in DA_CHECKS}
-    for p in da_passes(rows):
+    errs: dict[str, list[float]] = {k: [] for k in run.checks}
+    for p in pass_slopes(rows, run.configs):
         k, t, b = p["loads"], p["threads"], p["blocks"]
-        pred = da_pass_us(k, t, rt, rate)
-        check = da_check_of(k, t, b)
+        pred = run.form(k, t, b, rt)
+        check = run.check_of(k, t, b)
         if check:
             errs[check].append(pred / p["pass_us"] - 1)
         cells = (f"{pred:.3f}", f"{100 * (pred / p['pass_us'] - 1):+.1f}%",
                  f"{100 * (1.0 / p['pass_us'] - 1):+.1f}%") if k else ("-", "-", "-")
         lines.append(f"| {k} | {t} | {b} | {k * t * PACK} | {p['lo_us']:.2f} | {p['hi_us']:.2f} | {p['pass_us']:.3f} | "
                      f"{' | '.join(cells)} | {p['ok']} | {check or '-'} |")
-    return lines + check_lines(DA_CHECKS, errs)
+    return lines + check_lines(run.checks, errs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -909,19 +977,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
-    ap.add_argument("--run", choices=("cx", "cy", "cz", "da"), default="cx",
-                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs) or run da's passes")
+    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db"), default="cx",
+                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs) or runs da's and db's passes")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
-    ap.add_argument("--frozen", choices=("cy", "cz", "da"), help="a run's rows as its frozen model predicts them (CPU)")
+    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db"), help="a run's rows as its frozen model predicts them (CPU)")
     ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
                     help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
     ap.add_argument("--compare-cy", metavar="CSV", help="run cy's CSV against its frozen model and checks (CPU)")
     ap.add_argument("--compare-cz", metavar="CSV", help="run cz's CSV against its frozen model and checks (CPU)")
     ap.add_argument("--compare-da", metavar="CSV", help="run da's passes against its frozen form and checks (CPU)")
+    ap.add_argument("--compare-db", metavar="CSV", help="run db's passes against its frozen form and checks (CPU)")
     args = ap.parse_args(argv)
     for wanted, report in ((args.compare, compare), (args.compare_cy, compare_cy), (args.compare_cz, compare_cz),
-                           (args.compare_da, compare_da)):
+                           (args.compare_da, lambda p: compare_passes(da_run(), p)),
+                           (args.compare_db, lambda p: compare_passes(db_run(), p))):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
@@ -929,7 +999,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(plot(*args.plot)))
         return 0
     if args.frozen:
-        print("\n".join({"cy": frozen_cy, "cz": frozen_cz, "da": frozen_da}[args.frozen]()))
+        print("\n".join({"cy": frozen_cy, "cz": frozen_cz, "da": lambda: frozen_passes(da_run()),
+                          "db": lambda: frozen_passes(db_run())}[args.frozen]()))
         return 0
     if args.per <= 0 or args.reps <= 0:
         ap.error("--per and --reps must be positive")
