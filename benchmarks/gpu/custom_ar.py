@@ -1,4 +1,4 @@
-"""vLLM's custom all-reduce on two GPUs (runs cw, cx and cy): its kernel emulated, and what it is made of.
+"""vLLM's custom all-reduce on two and four GPUs (runs cw to db): its kernel emulated, and what it is made of.
 
 vLLM's tensor parallelism does not call NCCL for a small all-reduce: on 2, 4, 6 or 8 fully
 NVLink-connected GPUs of one node, a buffer under its ``max_size`` (8 MiB by default) goes to its own
@@ -42,9 +42,13 @@ Measure (one process, both GPUs; about 20 s on two H200s)::
 Run cy (``--run cy``, ``custom_ar_run_cy.sh``): the two-stage kernel's release barrier, frozen
 (``--frozen cy``, ``--compare-cy CSV``): run cx's constants and a fence measured apart (run ct). Run cz
 (``--run cz``, ``custom_ar_run_cz.sh``, four GPUs): the two-GPU constants frozen where a pass has three
-peers' loads (``--frozen cz``, ``--compare-cz CSV``). The kernel is ``vllm_ar_n``, vLLM's kernels on n
-ranks; runs cw-cy ran a two-rank form of it (``vllm_ar``, this file at 95691ac) that did the same loads,
-sums, stores and barriers at n = 2.
+peers' loads (``--frozen cz``, ``--compare-cz CSV``; ``--compare-cz-now CSV`` against the model after run
+db). The kernel is ``vllm_ar_n``, vLLM's kernels on n ranks; runs cw-cy ran a two-rank form of it
+(``vllm_ar``, this file at 95691ac) that did the same loads, sums, stores and barriers at n = 2. Runs da
+and db (``--run da`` / ``db``, ``custom_ar_run_da.sh`` / ``_db.sh``; ``--frozen``, ``--compare-da`` /
+``--compare-db``, ``--plot-passes PNG``): ``pass_probe``, vLLM's one-stage loop without barriers, its
+threads each loading their own pack and k of the one peer's, on both GPUs at once; a pass is the slope
+between two pass counts (what a pass costs by the loads a thread keeps in flight).
 
 Compare with the model (CPU, rdusim): ``--compare CSV`` calibrates the model's pass, reads' link and
 kernel time on three rows (``calibrate``; the flag is the ping-pong's), prints every row against
@@ -576,17 +580,20 @@ def predicted_us(row: dict, link) -> float:
 
 
 def calibrate(rows: list[dict]):
-    """The model's link from a CSV (``CALIBRATION``): the flag from the ping-pong; the kernel's fixed
-    time the empty kernel's less two flags; the pass the four-block 16 MiB row's time beyond the empty
-    kernel's over its 512 passes; the reads' link where the model takes the 132-block 64 MiB row's
-    time (geometric bisection to a part in 10^9)."""
+    """The model's link from a CSV (``CALIBRATION``): the flag from the ping-pong, a load's round trip
+    from the chase through the peer's 16 MiB (both measured); the kernel's fixed time the empty kernel's
+    less two flags; the pass the four-block 16 MiB row's time beyond the empty kernel's over its 512
+    passes, a load's round trip and one load a thread (two GPUs: one peer), so its cost a load is the
+    pass less the chase; the reads' link where the model takes the 132-block 64 MiB row's time
+    (geometric bisection to a part in 10^9)."""
     from rdusim.hw.custom_all_reduce import CustomArLink
 
     flag = flag_s(rows)
     empty = _row(rows, "empty-b36", 0) * 1e-6
     passes = 16 * MIB // PACK // (4 * THREADS)
     pass_s = (_row(rows, "1stage-b4", 16 * MIB) * 1e-6 - empty) / passes
-    link = CustomArLink(pass_s, flag, 1e9, empty - 2 * flag)
+    load_s = chase_us(rows) * 1e-6
+    link = CustomArLink(load_s, pass_s - load_s, flag, 1e9, empty - 2 * flag)
     want = _row(rows, "1stage-b132", 64 * MIB)
     row = {"kind": "ar", "bytes": 64 * MIB, "stages": 1, "limit": 132}
     lo, hi = 1e10, 1e13
@@ -634,7 +641,7 @@ def compare(path: str) -> list[str]:
     rows = load(path)
     link = calibrate(rows)
     lines = [f"# {path}: calibrated on {', '.join(f'{v} {b // MIB} MiB' for v, b in sorted(CALIBRATION))}: pass "
-             f"{link.pass_s * 1e6:.3f} us, reads {link.read_bytes_per_s / 1e9:.1f} GB/s, kernel "
+             f"{link.pass_at(1) * 1e6:.3f} us, reads {link.read_bytes_per_s / 1e9:.1f} GB/s, kernel "
              f"{link.kernel_s * 1e6:.3f} us; flag {link.flag_s * 1e6:.3f} us (ping-pong, one way)", "",
              "| probe | bytes | us |", "|---|---:|---:|"]
     lines += [f"| {r['kind']} {r['variant']} | {r['bytes']} | {float(r['median_us']):.3f} |"
@@ -720,8 +727,8 @@ def cy_link(hw: str = "hw_configs/h200.yaml"):
 
     car = load_gpu_node(hw).gpu.spec.nvlink.custom_all_reduce
     fence, per_block = ct_post_form()
-    return CustomArLink(float(car.pass_s), float(car.flag_s), float(car.read_bytes_per_s), float(car.kernel_s),
-                        fence, per_block)
+    return CustomArLink(float(car.load_s), float(car.per_load_s), float(car.flag_s), float(car.read_bytes_per_s),
+                        float(car.kernel_s), fence, per_block)
 
 
 def cy_check_of(row: dict) -> str:
@@ -737,12 +744,12 @@ def _frozen_table(run: str, link, title: str, check_of) -> list[str]:
     return lines
 
 
-def _frozen_compare(path: str, link, title: str, checks: dict, check_of, bare=None) -> list[str]:
-    """A run's measured rows against its frozen model (``link``) and its checks; with ``bare``, each row
-    also against that model."""
+def _frozen_compare(path: str, link, title: str, checks: dict, check_of, bare=None, model: str = "frozen") -> list[str]:
+    """A run's measured rows against its frozen model (``link``; ``model`` names it in the table) and its
+    checks; with ``bare``, each row also against that model."""
     rows = [r for r in load(path) if r["kind"] in ("ar", "empty")]
     extra = ("", "") if bare is None else (" without the fence |", "---:|")
-    lines = [title, "", f"| row | bytes | blocks | measured (us) | frozen (us) | error |{extra[0]} ok | check |",
+    lines = [title, "", f"| row | bytes | blocks | measured (us) | {model} (us) | error |{extra[0]} ok | check |",
              f"|---|---:|---:|---:|---:|---:|{extra[1]}---|---|"]
     errs: dict[str, list[float]] = {k: [] for k in checks}
     for r in rows:
@@ -760,7 +767,7 @@ def frozen_cy() -> list[str]:
     """Run cy's rows as the frozen model predicts them (``cy_link``), before the run."""
     link = cy_link()
     return _frozen_table("cy", link, f"# run cy frozen predictions (committed before the run): h200.yaml's "
-                         f"custom_all_reduce (pass {link.pass_s * 1e6:.2f} us, reads {link.read_bytes_per_s / 1e9:.1f} "
+                         f"custom_all_reduce (pass {link.pass_at(1) * 1e6:.2f} us, reads {link.read_bytes_per_s / 1e9:.1f} "
                          f"GB/s, kernel {link.kernel_s * 1e6:.2f} us, flag {link.flag_s * 1e6:.2f} us) and the release "
                          f"barrier's fence {link.fence_s * 1e6:.3f} us + {link.fence_per_block_s * 1e6:.4f} us a further "
                          "block (run ct)", cy_check_of)
@@ -798,18 +805,25 @@ def cz_check_of(row: dict) -> str | None:
     return "D1" if size <= 256 * KIB else None
 
 
-def cz_link(hw: str = "hw_configs/h200.yaml"):
-    """Run cz's frozen model: the GPU document's ``nvlink.custom_all_reduce`` as committed (run cx's two-GPU
-    constants, no fence)."""
+def document_link(hw: str = "hw_configs/h200.yaml"):
+    """The GPU document's ``nvlink.custom_all_reduce`` as the engine takes it."""
     from rdusim.hw.gpu import Gpu, load_gpu_node
 
     return Gpu(load_gpu_node(hw).gpu.spec, all_reduce="custom").fabric.custom
 
 
+def cz_link(hw: str = "hw_configs/h200.yaml"):
+    """Run cz's frozen model: the GPU document's ``nvlink.custom_all_reduce`` as committed then (run cx's
+    two-GPU constants, no fence), whose pass cost one peer's (1.00 us) whatever the peers: the
+    document's pass with one load a thread, nothing for further loads (runs da and db came after)."""
+    link = document_link(hw)
+    return dataclasses.replace(link, load_s=link.pass_at(1), per_load_s=0.0)
+
+
 def frozen_cz() -> list[str]:
     link = cz_link()
     return _frozen_table("cz", link, f"# run cz frozen predictions (committed before the run), four GPUs: h200.yaml's "
-                         f"custom_all_reduce as committed (pass {link.pass_s * 1e6:.2f} us, reads "
+                         f"custom_all_reduce as committed (pass {link.pass_at(1) * 1e6:.2f} us, reads "
                          f"{link.read_bytes_per_s / 1e9:.1f} GB/s, kernel {link.kernel_s * 1e6:.2f} us, flag "
                          f"{link.flag_s * 1e6:.2f} us; no fence)", cz_check_of)
 
@@ -817,6 +831,16 @@ def frozen_cz() -> list[str]:
 def compare_cz(path: str) -> list[str]:
     return _frozen_compare(path, cz_link(), f"# {path} against run cz's frozen model (h200.yaml's custom_all_reduce)",
                            CZ_CHECKS, cz_check_of)
+
+
+def compare_cz_now(path: str) -> list[str]:
+    """Run cz's rows against the GPU document's model now (a pass's loads from runs da and db): explained
+    after measurement, not predicted (run cz came first), with run cz's checks for comparison."""
+    link = document_link()
+    return _frozen_compare(path, link, f"# {path} against h200.yaml's custom_all_reduce after runs da and db (a pass "
+                           f"{link.load_s * 1e6:.2f} us + {link.per_load_s * 1e6:.2f} us a load a thread: "
+                           f"{link.pass_at(CZ_RANKS - 1) * 1e6:.2f} us on four GPUs): explained after measurement, "
+                           "not frozen", CZ_CHECKS, cz_check_of, model="model now")
 
 
 #: run cx's CSV: runs da's and db's frozen forms take their constants from its calibration and its chase
@@ -835,7 +859,7 @@ def da_block_rate(cx_csv: str = CX_CSV) -> float:
     """Run da's frozen rate (bytes/s) a block's peer loads go out at: run cx's pass (calibrated: 4 blocks
     through 16 MiB) less its chase's round trip is 512 threads' 16 bytes (8 KiB) at that rate."""
     rows = load(cx_csv)
-    return THREADS * PACK / (calibrate(rows).pass_s - chase_us(rows) * 1e-6)
+    return THREADS * PACK / calibrate(rows).per_load_s
 
 
 def da_pass_us(loads: int, threads: int, round_trip_us: float, rate: float) -> float:
@@ -846,9 +870,9 @@ def da_pass_us(loads: int, threads: int, round_trip_us: float, rate: float) -> f
 
 def db_pass_us(loads: int, threads: int, blocks: int, round_trip_us: float, cx: CustomArLink) -> float:
     """Run db's frozen form: a block's pass is a peer load's round trip plus run cx's pass less its chase
-    (``cx.pass_s`` here) for each load a thread has in flight, whatever the threads; the blocks' passes
+    (``cx.per_load_s``) for each load a thread has in flight, whatever the threads; the blocks' passes
     share the reads' link (``cx.read_bytes_per_s``), so a pass is at least the blocks' bytes at its rate."""
-    alone = round_trip_us + loads * cx.pass_s * 1e6
+    alone = round_trip_us + loads * cx.per_load_s * 1e6
     return max(alone, blocks * loads * threads * PACK / cx.read_bytes_per_s * 1e6)
 
 
@@ -895,23 +919,16 @@ def da_run() -> PassRun:
         "(run cx's calibrated pass less its chase over 8 KiB)")
 
 
-def cx_pass_link(cx_csv: str = CX_CSV) -> CustomArLink:
-    """Run cx's calibrated link with its pass less its chase: what run db freezes a load at."""
-    rows = load(cx_csv)
-    link = calibrate(rows)
-    return dataclasses.replace(link, pass_s=link.pass_s - chase_us(rows) * 1e-6)
-
-
 def db_run() -> PassRun:
     """Run db (h200x2-20261130db-custom-ar-hypotheses.md): a pass's loads a thread, whatever the threads."""
-    cx = cx_pass_link()
+    cx = calibrate(load(CX_CSV))
     return PassRun("db", DB_CONFIGS, {
         "G1": ("a pass with 2, 4 and 6 loads from the peer at 512 threads: 2, 4 and 10 blocks", 10.0, 20.0),
         "G2": ("a partial pass: 192 and 384 threads, k = 2 and 5 (not in the adoption rule)", 15.0, 30.0),
         "G3": ("36 blocks (vLLM's) at k = 1, 3 and 7: the reads' link full from k = 3", 10.0, 20.0),
     }, db_check_of, lambda k, t, b, rt: db_pass_us(k, t, b, rt, cx),
-        f"+ {cx.pass_s * 1e6:.3f} us a load a thread, at least the blocks' bytes at {cx.read_bytes_per_s / 1e9:.1f} GB/s",
-        f"+ {cx.pass_s * 1e6:.3f} us for each load a thread has in flight, whatever the threads (run cx's calibrated "
+        f"+ {cx.per_load_s * 1e6:.3f} us a load a thread, at least the blocks' bytes at {cx.read_bytes_per_s / 1e9:.1f} GB/s",
+        f"+ {cx.per_load_s * 1e6:.3f} us for each load a thread has in flight, whatever the threads (run cx's calibrated "
         f"pass less its chase), at least the blocks' bytes at {cx.read_bytes_per_s / 1e9:.1f} GB/s (run cx's reads' link)")
 
 
@@ -971,6 +988,49 @@ def compare_passes(run: PassRun, path: str) -> list[str]:
     return lines + check_lines(run.checks, errs)
 
 
+def plot_passes(out: str) -> list[str]:
+    """docs/img/gpu-custom-ar-passes.png: runs da's and db's passes by the loads a thread keeps in flight
+    (512 threads, and partial passes), run cz's pass with three peers, against h200.yaml's pass now
+    (``load + k per_load``) and the one before run db (one peer's whatever the loads). Returns its table."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    link = document_link()
+    fig, ax = plt.subplots(figsize=(7.0, 4.4))
+    lines = ["| run | loads | threads | blocks | pass (us) | model (us) |", "|---|---:|---:|---:|---:|---:|"]
+    for run, marker in (("da", "o"), ("db", "s")):
+        for p in pass_slopes(load(f"benchmarks/gpu/h200x2-20261130{run}-custom-ar.csv"),
+                             da_configs() if run == "da" else DB_CONFIGS):
+            k, t, b = p["loads"], p["threads"], p["blocks"]
+            if not k or b == BLOCK_LIMIT:  # no peer; vLLM's 36 blocks fill the link from k = 3
+                continue
+            full = t == THREADS
+            ax.plot(k, p["pass_us"], marker, color="C0" if full else "C1", mfc="C0" if full else "none", ms=6)
+            lines.append(f"| {run} | {k} | {t} | {b} | {p['pass_us']:.3f} | {link.pass_at(k) * 1e6:.2f} |")
+    rows = load("benchmarks/gpu/h200x4-20261130cz-custom-ar.csv")
+    cz = (_row(rows, "1stage-b4", 16 * MIB) - _row(rows, "empty-b36", 0)) / (16 * MIB // PACK // (4 * THREADS))
+    ax.plot(3, cz, "*", color="C3", ms=13)
+    lines.append(f"| cz (four GPUs, three peers) | 3 | 512 | 4 | {cz:.3f} | {link.pass_at(3) * 1e6:.2f} |")
+    ks = list(range(0, 8))
+    ax.plot(ks, [link.pass_at(k) * 1e6 for k in ks], "-", color="C2")
+    ax.axhline(link.pass_at(1) * 1e6, color="grey", ls="--", lw=1)
+    ax.plot([], [], "o", color="C0", label="runs da (o) and db (s), 512 threads, 1-10 blocks")
+    ax.plot([], [], "o", color="C1", mfc="none", label="partial passes, 64-384 threads")
+    ax.plot([], [], "*", color="C3", ms=11, label="run cz: four GPUs, a load from each of three peers")
+    ax.plot([], [], "-", color="C2", label=f"model: {link.load_s * 1e6:.2f} + {link.per_load_s * 1e6:.2f} us x loads")
+    ax.plot([], [], "--", color="grey", label="the model before run db: one peer's pass")
+    ax.set(xlabel="16-byte loads a thread keeps in flight from peers (one a peer in vLLM's kernel)",
+           ylabel="a block's pass (us)", title="vLLM's custom all-reduce: a pass by the loads in flight (two H200s)")
+    ax.set_xlim(0, 7.5)
+    ax.set_ylim(0, 2.6)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="CSV to write (two GPUs; run cz four)")
@@ -984,12 +1044,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frozen", choices=("cy", "cz", "da", "db"), help="a run's rows as its frozen model predicts them (CPU)")
     ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
                     help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
+    ap.add_argument("--plot-passes", metavar="PNG", help="runs da's and db's passes by loads a thread against the "
+                    "model, to a figure (CPU)")
     ap.add_argument("--compare-cy", metavar="CSV", help="run cy's CSV against its frozen model and checks (CPU)")
     ap.add_argument("--compare-cz", metavar="CSV", help="run cz's CSV against its frozen model and checks (CPU)")
+    ap.add_argument("--compare-cz-now", metavar="CSV", help="run cz's CSV against the document's model now (runs da "
+                    "and db's pass; explained after measurement) and its checks (CPU)")
     ap.add_argument("--compare-da", metavar="CSV", help="run da's passes against its frozen form and checks (CPU)")
     ap.add_argument("--compare-db", metavar="CSV", help="run db's passes against its frozen form and checks (CPU)")
     args = ap.parse_args(argv)
     for wanted, report in ((args.compare, compare), (args.compare_cy, compare_cy), (args.compare_cz, compare_cz),
+                           (args.compare_cz_now, compare_cz_now),
                            (args.compare_da, lambda p: compare_passes(da_run(), p)),
                            (args.compare_db, lambda p: compare_passes(db_run(), p))):
         if wanted:
@@ -997,6 +1062,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     if args.plot:
         print("\n".join(plot(*args.plot)))
+        return 0
+    if args.plot_passes:
+        print("\n".join(plot_passes(args.plot_passes)))
         return 0
     if args.frozen:
         print("\n".join({"cy": frozen_cy, "cz": frozen_cz, "da": lambda: frozen_passes(da_run()),

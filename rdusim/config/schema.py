@@ -523,8 +523,11 @@ class GpuCustomArSpec(Spec):
     """What vLLM's custom all-reduce is made of on this GPU (``rdusim.hw.custom_all_reduce``; docs/gpu.md,
     "vLLM's custom all-reduce")."""
 
-    pass_s: Seconds = Field(
-        alias="pass", description="a block's pass: each thread's 16-byte loads from its peers (to calibrate)")
+    load_s: Seconds = Field(
+        alias="load", description="a peer load's round trip over NVLink (a pointer chase through a peer's memory)")
+    per_load_s: Seconds = Field(
+        alias="per_load", description="what each 16-byte load a thread keeps in flight adds to a block's pass, one "
+        "load a peer (to calibrate)")
     flag_s: Seconds = Field(alias="flag", description="a flag store's way to a peer over NVLink (half a ping-pong round)")
     read_bytes_per_s: PositiveBytesPerS = Field(
         alias="read_bandwidth", description="the NVLink a GPU's reads from its peers come in on (to calibrate)")

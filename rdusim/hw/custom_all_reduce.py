@@ -27,20 +27,26 @@ The facts are vLLM's source (``csrc/custom_all_reduce.cuh`` and
 then each block: a barrier is a flag's way to a peer (``flag_s``: every rank's same block stores and
 spins at once); a reading phase is the block's passes over its packs, each pass every active
 thread's loads of a pack from each peer (all in flight at once), the block's bytes in flight for one
-pass (``pass_s``), on the NVLink that all blocks' reads come in on (``read_bytes_per_s``, max-min
-fair): a pass takes ``pass_s`` while the link has room and the block's share of the link when it is
-full. Run cw measured the flag (a ping-pong: 0.69 us one way) and showed that a pass is not a bare
-load's round trip (a pointer chase through the peer's memory: 0.80 us; a pass of 4-16 blocks:
-0.98-1.0 us) and that reads do not come in at the ring's write rate; run cx calibrates the pass, the
-reads' link and the kernel's fixed time on three rows and predicts the rest (docs/gpu.md, "vLLM's
-custom all-reduce"). What is left out: the local loads and stores (HBM, in L2 at these sizes), the
-queueing of passes as the link nears full (run cw: 36 blocks pass in 1.07 us at 94% of the reads'
-rate), the order of the blocks' start, and the two-stage kernel's remainder (``S`` not a multiple of
-n packs). On more than two GPUs a pass is taken to cost the same with a load from every peer in
-flight [A]. The two-stage kernel's middle barrier is a release store, a system fence first: the plan
-can charge one (``fence_s`` and ``fence_per_block_s``, 0 by default), but run cy found that fence
-about 1.4 us with nothing stored at every block count, and more with the stores it waits for, which
-a line in the blocks does not have, so the documents charge none (a known miss).
+pass, on the NVLink that all blocks' reads come in on (``read_bytes_per_s``, max-min fair): a pass
+takes ``CustomArLink.pass_at(n - 1)`` while the link has room and the block's share of the link when
+it is full. A pass is a peer load's round trip (``load_s``: a pointer chase through the peer's
+memory) and ``per_load_s`` for each 16-byte load a thread keeps in flight, one a peer, whatever the
+threads active. Run cw measured the flag (a ping-pong: 0.69 us one way) and showed that a pass is
+not a bare load's round trip (the chase: 0.80 us; a pass of 4-16 blocks: 0.98-1.0 us) and that
+reads do not come in at the ring's write rate; run cx calibrates the pass, the reads' link and the
+kernel's fixed time on three rows and predicts the rest; runs da and db (``pass_probe``: vLLM's loop
+with k loads a thread from one peer) found that a pass grows with the loads a thread keeps in
+flight, not with the peers nor with the block's bytes, and froze the form on points never measured
+(docs/gpu.md, "vLLM's custom all-reduce"). What is left out: the local loads and stores (HBM, in L2
+at these sizes), the queueing of passes as the link nears full (run cw: 36 blocks pass in 1.07 us at
+94% of the reads' rate), a partial pass's cheaper loads (run db: with 192 threads a load costs about
+0.1 us, not 0.2), the order of the blocks' start, and the two-stage kernel's remainder (``S`` not a
+multiple of n packs). The reads' link is taken to be one rate whatever the peers the reads come from
+[A] (run cz: 294 GB/s from three peers against 327 from one). The two-stage kernel's middle barrier
+is a release store, a system fence first: the plan can charge one (``fence_s`` and
+``fence_per_block_s``, 0 by default), but run cy found that fence about 1.4 us with nothing stored
+at every block count, and more with the stores it waits for, which a line in the blocks does not
+have, so the documents charge none (a known miss).
 """
 
 from __future__ import annotations
@@ -64,12 +70,18 @@ VLLM_RANKS = (2, 4, 6, 8)
 class CustomArLink:
     """What the kernel's time is made of on a GPU (the document's ``nvlink.custom_all_reduce``)."""
 
-    pass_s: float            # a block's pass: each thread's 16-byte loads from its peers, round trip (calibrated)
+    load_s: float            # a peer load's round trip (a pointer chase through a peer's memory; measured)
+    per_load_s: float        # what each 16-byte load a thread keeps in flight adds to a pass (calibrated)
     flag_s: float            # a flag store's way to a peer (a ping-pong, half a round; measured)
     read_bytes_per_s: float  # the NVLink a GPU's reads from its peers come in on (calibrated)
     kernel_s: float          # the kernel's own fixed time, its barriers aside (calibrated)
     fence_s: float = 0.0     # a release barrier's system fence, one block fencing (two stages' middle barrier)
     fence_per_block_s: float = 0.0  # what each further block fencing at once adds to it
+
+    def pass_at(self, loads: int) -> float:
+        """A block's pass with ``loads`` 16-byte loads a thread in flight (one from each peer), the link
+        aside: ``load_s`` plus ``per_load_s`` for each."""
+        return self.load_s + loads * self.per_load_s
 
     def fence_at(self, blocks: int) -> float:
         """The release barrier's fence with ``blocks`` blocks fencing at once: ``fence_s`` plus
@@ -93,6 +105,11 @@ class CustomArPlan:
     def barriers(self) -> int:
         """One before each phase, and one at the end of a one-stage kernel (``barrier_at_end``)."""
         return len(self.phases) + (1 if self.stages == 1 else 0)
+
+    @property
+    def pass_s(self) -> float:
+        """A block's pass, the link aside: a thread loads a pack from each of the n - 1 other ranks."""
+        return self.link.pass_at(self.ranks - 1)
 
     @property
     def remote_bytes_a_thread(self) -> int:

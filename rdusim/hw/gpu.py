@@ -227,8 +227,9 @@ class Gpu:
         custom = None
         car = link.custom_all_reduce
         if self.all_reduce == "custom" and car is not None:
-            custom = CustomArLink(float(car.pass_s), float(car.flag_s), float(car.read_bytes_per_s), float(car.kernel_s),
-                                  float(car.fence_s), float(car.fence_per_block_s))
+            custom = CustomArLink(float(car.load_s), float(car.per_load_s), float(car.flag_s),
+                                  float(car.read_bytes_per_s), float(car.kernel_s), float(car.fence_s),
+                                  float(car.fence_per_block_s))
         return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll, ring, p2p, custom)
 
 

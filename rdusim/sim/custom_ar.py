@@ -7,10 +7,11 @@ A plan (``rdusim.hw.custom_all_reduce.CustomArPlan``) is one kernel of ``blocks`
 (``flag_s``; every rank's same block stores and spins at once, so one way); a reading phase is the
 block's passes over its packs (pack ``j x threads + t + m x blocks x threads`` is thread ``t``'s in
 pass ``m``), each pass a flow on the GPU's NVLink (``CappedPool``, max-min fair among the blocks) of
-the active threads' bytes from the peers, at most those bytes over one pass (``pass_s``: what a
-block keeps in flight and for how long). The two-stage kernel's middle barrier also waits for its
-release fence (``CustomArLink.fence_at``: 0 in the shipped documents). The transfer ends when the last block does; the
-kernel's own fixed time is the cost's latency (``rdusim.hw.collectives.custom_ar_cost``).
+the active threads' bytes from the peers, at most those bytes over one pass (``CustomArPlan.pass_s``:
+a peer load's round trip and a cost for each load a thread keeps in flight, one a peer). The
+two-stage kernel's middle barrier also waits for its release fence (``CustomArLink.fence_at``: 0 in
+the shipped documents). The transfer ends when the last block does; the kernel's own fixed time is
+the cost's latency (``rdusim.hw.collectives.custom_ar_cost``).
 
 A block's work depends only on the plan, so a transfer is simulated once in its own environment and
 remembered.
@@ -48,7 +49,7 @@ def _block(env: simpy.Environment, link: CappedPool, plan: CustomArPlan, block: 
         while first < packs:
             active = min(VLLM_THREADS, packs - first)
             nbytes = active * a_thread
-            yield link.transfer(nbytes, nbytes / plan.link.pass_s)
+            yield link.transfer(nbytes, nbytes / plan.pass_s)
             first += stride
     if plan.stages == 1:
         yield delay(env, plan.link.flag_s)  # one stage's barrier at the end (barrier_at_end)

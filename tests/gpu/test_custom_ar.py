@@ -1,4 +1,4 @@
-"""benchmarks/gpu/custom_ar.py (runs cw, cx): CLI validation, vLLM's grid in the plan, the chase's
+"""benchmarks/gpu/custom_ar.py (runs cw to db): CLI validation, vLLM's grid in the plan, the chase's
 cycle, and the calibration closing on rows the model itself wrote (it recovers its constants; every
 registered check then reads 0%)."""
 
@@ -50,18 +50,20 @@ def test_the_chase_is_one_cycle_through_every_slot(car: types.ModuleType) -> Non
 
 
 def test_calibration_recovers_the_models_own_constants(car: types.ModuleType, tmp_path: Path) -> None:
-    link = CustomArLink(pass_s=1.02e-6, flag_s=0.69e-6, read_bytes_per_s=318e9, kernel_s=2.3e-6)
+    link = CustomArLink(load_s=0.81e-6, per_load_s=0.21e-6, flag_s=0.69e-6, read_bytes_per_s=318e9, kernel_s=2.3e-6)
     path = tmp_path / "cx.csv"
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=car.FIELDS)
         writer.writeheader()
         writer.writerow({"kind": "pingpong", "variant": "flag", "stages": "", "limit": "", "blocks": 1, "bytes": 4,
                          "per": 1, "reps": 1, "median_us": 0.69, "ok": True, "gpu": "x"})
+        writer.writerow({"kind": "chase", "variant": "peer", "stages": "", "limit": "", "blocks": 1, "bytes": 16 * MIB,
+                         "per": 1, "reps": 1, "median_us": 0.81, "ok": True, "gpu": "x"})
         for r in car.plan(100, 7):
             writer.writerow({**r, "median_us": car.predicted_us({**r, "stages": str(r["stages"])}, link), "ok": True,
                              "gpu": "x"})
     got = car.calibrate(car.load(str(path)))
-    assert got.pass_s == pytest.approx(link.pass_s, rel=1e-6)
+    assert (got.load_s, got.per_load_s) == (pytest.approx(link.load_s, rel=1e-9), pytest.approx(link.per_load_s, rel=1e-6))
     assert got.read_bytes_per_s == pytest.approx(link.read_bytes_per_s, rel=1e-6)
     assert got.kernel_s == pytest.approx(link.kernel_s, rel=1e-6)
     table = car.compare(str(path))
@@ -82,8 +84,8 @@ def test_run_cx_reproduces_and_the_documents_carry_its_constants(car: types.Modu
     got = car.calibrate(car.load(str(cx)))
     for doc in ("h200", "h100"):
         spec = load_gpu_node(GPU.parents[1] / f"hw_configs/{doc}.yaml").gpu.spec.nvlink.custom_all_reduce
-        assert (round(spec.flag_s * 1e8), round(spec.kernel_s * 1e8), round(spec.pass_s * 1e8)) == \
-            (round(got.flag_s * 1e8), round(got.kernel_s * 1e8), round(got.pass_s * 1e8))
+        assert [round(x * 1e8) for x in (spec.flag_s, spec.kernel_s, spec.load_s, spec.per_load_s)] == \
+            [round(x * 1e8) for x in (got.flag_s, got.kernel_s, got.load_s, got.per_load_s)]
         assert spec.read_bytes_per_s == pytest.approx(round(got.read_bytes_per_s / 1e8) * 1e8)
 
 
@@ -138,3 +140,31 @@ def test_the_script_keeps_vllms_constants_as_rdusim_does(car: types.ModuleType) 
     for size in (16, 8 << 10, (8 << 10) + 16, 288 << 10, 289 << 10, *car.SIZES, *car.CY_SIZES):
         for limit in (1, 4, 36, 132):
             assert car.vllm_blocks(size, limit) == custom_ar_blocks(size, limit)
+
+
+@pytest.mark.parametrize(("run", "verdicts"), [("da", ["yes", "no", "yes"]), ("db", ["yes", "yes", "yes"])])
+def test_runs_da_and_db_reproduce(car: types.ModuleType, monkeypatch: pytest.MonkeyPatch, run: str,
+                                  verdicts: list[str]) -> None:
+    """Runs da's and db's frozen tables and comparisons are what the script prints now: run da's form (a
+    block's bytes at a rate) failed E2, run db's (a load a thread whatever the threads) passed G1 and G3,
+    its adoption rule (G2 reported)."""
+    monkeypatch.chdir(GPU.parents[1])
+    pass_run = car.da_run() if run == "da" else car.db_run()
+    assert "\n".join(car.frozen_passes(pass_run)) + "\n" == (GPU / f"h200x2-20261130{run}-predicted.txt").read_text()
+    table = car.compare_passes(pass_run, f"benchmarks/gpu/h200x2-20261130{run}-custom-ar.csv")
+    assert "\n".join(table) + "\n" == (GPU / f"h200x2-20261130{run}-compare.txt").read_text()
+    assert [line.split("|")[-2].strip() for line in table if line.startswith(("| E", "| G"))] == verdicts
+
+
+def test_a_pass_grows_with_a_threads_loads_and_run_cz_is_explained_after(car: types.ModuleType,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run da's passes at 512 threads and 4 blocks rise with the loads a thread keeps in flight (from one
+    peer), about 0.2 us each; its three loads pass in run cz's 1.39 us with three peers. The document's
+    model now (after run db) puts run cz's passes with three peers within D3, the table committed."""
+    monkeypatch.chdir(GPU.parents[1])
+    slopes = car.pass_slopes(car.load("benchmarks/gpu/h200x2-20261130da-custom-ar.csv"), car.da_configs())
+    at512 = {p["loads"]: p["pass_us"] for p in slopes if (p["threads"], p["blocks"]) == (512, 4)}
+    assert [round(at512[k], 2) for k in (1, 2, 3, 4, 5, 7)] == [1.07, 1.23, 1.37, 1.53, 1.73, 2.13]
+    table = car.compare_cz_now("benchmarks/gpu/h200x4-20261130cz-custom-ar.csv")
+    assert "\n".join(table) + "\n" == (GPU / "h200x4-20261130cz-after-db.txt").read_text()
+    assert [line.split("|")[-2].strip() for line in table if line.startswith("| D")] == ["no", "no", "yes", "yes", "yes"]

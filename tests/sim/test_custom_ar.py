@@ -25,7 +25,8 @@ from rdusim.sim.custom_ar import custom_ar_transfer_s
 from rdusim.sim.ring import collective_time_s
 
 KIB, MIB = 1 << 10, 1 << 20
-LINK = CustomArLink(pass_s=1.5e-6, flag_s=0.8e-6, read_bytes_per_s=369.2e9, kernel_s=1.106e-6)
+#: a pass with one load a thread 1.5 us (two GPUs), 0.3 us more for each further peer's
+LINK = CustomArLink(load_s=1.2e-6, per_load_s=0.3e-6, flag_s=0.8e-6, read_bytes_per_s=369.2e9, kernel_s=1.106e-6)
 
 
 @pytest.mark.parametrize(("ranks", "nbytes", "stages"), [
@@ -52,6 +53,16 @@ def test_one_pass_one_block_is_two_barriers_and_a_pass() -> None:
     plan = custom_ar_plan(8 * KIB, 2, LINK)
     assert (plan.blocks, plan.phases, plan.barriers) == (1, (512,), 2)
     assert custom_ar_transfer_s(plan) == pytest.approx(2 * 0.8e-6 + 1.5e-6, rel=1e-12)
+
+
+@pytest.mark.parametrize(("nbytes", "ranks", "pass_s"), [
+    (16, 4, 2.1e-6), (8 * KIB, 4, 2.1e-6), (16, 8, 3.3e-6), (4 * KIB, 6, 2.7e-6), (1 * KIB, 2, 1.5e-6)])
+def test_a_pass_costs_a_load_a_peer_whatever_the_threads(nbytes: int, ranks: int, pass_s: float) -> None:
+    """One block, one pass, one stage: a load's round trip plus 0.3 us for each of the n - 1 loads a
+    thread keeps in flight, whether one thread is active or 512 (runs da and db)."""
+    plan = custom_ar_plan(nbytes, ranks, LINK)
+    assert (plan.blocks, plan.stages, plan.pass_s) == (1, 1, pytest.approx(pass_s, rel=1e-12))
+    assert custom_ar_transfer_s(plan) == pytest.approx(2 * 0.8e-6 + pass_s, rel=1e-12)
 
 
 def test_latency_bound_passes_add_up() -> None:
@@ -88,7 +99,7 @@ def test_no_custom_all_reduce_beats_its_bounds(ranks: int, packs: int, limit: in
     ends = (2 if plan.stages == 1 else 1) * at.flag_s
     assert t >= ends + read / link * (1 - 1e-9)
     passes = sum(math.ceil(p / (plan.blocks * 512)) for p in plan.phases)
-    assert t >= barriers + passes * at.pass_s * (1 - 1e-9)
+    assert t >= barriers + passes * plan.pass_s * (1 - 1e-9)
 
 
 def test_the_engine_runs_it_only_where_vllm_would() -> None:
@@ -104,13 +115,13 @@ def test_the_engine_runs_it_only_where_vllm_would() -> None:
 
 def test_two_stages_fence_their_middle_barrier() -> None:
     """1 MiB on eight GPUs at 36 blocks, two stages of one pass each (its part, 8192 packs, under 36 x 512
-    threads; on a link the 16 busy blocks' 7 x 8 KiB each cannot fill): flag, a pass, the middle barrier
-    (the fence of 36 blocks fencing at once, then a flag), a pass; no end barrier. Without a fence the
-    middle barrier is the flag alone."""
+    threads; on a link the 16 busy blocks' 7 x 8 KiB each cannot fill): flag, a pass (seven loads a
+    thread: 1.2 + 7 x 0.3 us), the middle barrier (the fence of 36 blocks fencing at once, then a flag),
+    a pass; no end barrier. Without a fence the middle barrier is the flag alone."""
     fenced = dataclasses.replace(LINK, fence_s=1.1e-6, fence_per_block_s=0.05e-6, read_bytes_per_s=5e12)
     plan = custom_ar_plan(1 * MIB, 8, fenced)
     assert (plan.stages, plan.blocks, plan.phases, plan.barriers) == (2, 36, (8192, 8192), 2)
-    want = 0.8e-6 + 1.5e-6 + (1.1e-6 + 35 * 0.05e-6) + 0.8e-6 + 1.5e-6
+    want = 0.8e-6 + 3.3e-6 + (1.1e-6 + 35 * 0.05e-6) + 0.8e-6 + 3.3e-6
     assert custom_ar_transfer_s(plan) == pytest.approx(want, rel=1e-9)
     bare = dataclasses.replace(fenced, fence_s=0.0, fence_per_block_s=0.0)
     assert custom_ar_transfer_s(custom_ar_plan(1 * MIB, 8, bare)) == pytest.approx(want - 2.85e-6, rel=1e-9)

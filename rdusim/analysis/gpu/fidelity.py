@@ -197,11 +197,14 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "release store whose system fence the model does not charge (about 1.4 us with nothing stored, "
         "at 1-64 blocks alike, and more with the stores it waits for: run ct's line frozen as that fence "
         "failed run cy's check), and the kernel alone takes 0.4 us less at one block than at vLLM's 36; "
-        "on four GPUs (run cz) a block's pass with three peers' loads in flight takes 1.39 us where the "
-        "two-GPU constants give one peer's 1.00, and reads from three peers come in at 294 GB/s, not 327: "
-        "the model takes both to be the same whatever the peers [A], which run cz refutes "
-        f"({_ACCEPTANCE_DOC}; Collectives, Run co, Runs cs, ct, cu and cv, Runs ch and ci, vLLM's custom "
-        "all-reduce)",
+        "on four GPUs (run cz, frozen when the model took a pass to cost one peer's load whatever the peers; "
+        "runs da and db since: a load's round trip and 0.20 us for each load a thread keeps in flight, one "
+        "a peer, which puts run cz's one-stage rows within, explained after measurement) the two-stage "
+        "kernel has its fence and three peers' barriers (the kernel alone 0.6 us over one peer's), reads "
+        "from three peers come in at 294 GB/s, not 327 (one rate whatever the peers [A]), and a pass slows "
+        "as more blocks issue at once (runs da and db: 0.1-0.2 us at 8-10 blocks over 4, far from the "
+        f"link's rate), which the model leaves out ({_ACCEPTANCE_DOC}; Collectives, Run co, Runs cs, ct, cu "
+        "and cv, Runs ch and ci, vLLM's custom all-reduce)",
     ),
     "GEMMs": KnownMiss(
         "DeepSeek-V3 kv_a 2048 x 576 x 7168: cuBLAS's own kernel is slow (no documented mechanism); on "
@@ -1160,7 +1163,7 @@ SOURCES: tuple[Source, ...] = (
     # three of its rows; cy, frozen, at block counts and sizes never measured)
     _custom_ar("h200x2-20261130cx-custom-ar.csv", "run cx, vLLM's custom all-reduce", CUSTOM_AR_CALIBRATION),
     _custom_ar("h200x2-20261130cy-custom-ar.csv", "run cy, vLLM's custom all-reduce"),
-    # run cz (frozen): the same on four H200s, h200.yaml's two-GPU constants carried
+    # run cz (frozen, then explained after runs da and db's pass): the same on four H200s
     _custom_ar("h200x4-20261130cz-custom-ar.csv", "run cz, vLLM's custom all-reduce"),
     # run ac: FlashAttention forced in the harness (before it, SDPA's default backend may run cuDNN's
     # attention, a kernel the model does not price: docs/gpu.md, runs ab and ac)
@@ -1293,8 +1296,9 @@ NOT_YET: tuple[str, ...] = (
     "the TP shard (run ab, tp_shard.py), the clock checks (runs ae, ah, clock_check.py), NCCL's channel "
     "and ramp diagnostics (runs ad, bb), plain copies over NVLink (run bv, nvlink_copy.py --check), NCCL's "
     "ring emulated and its cluster launch (runs cc, cd, ring_emul.py --verdict / --verdict-cd), the ring's "
-    "channels frozen at forced channel counts and buffers (run ce, ring_predict.py --compare): their "
-    "benchmark scripts",
+    "channels frozen at forced channel counts and buffers (run ce, ring_predict.py --compare), vLLM's "
+    "custom all-reduce loop's passes by the loads a thread keeps in flight (runs da and db, custom_ar.py "
+    "--compare-da / --compare-db): their benchmark scripts",
     "FA3 on the opt-in clock (runs bn, bq replayed: fa3_compare.py --clock), its varlen call (run br: "
     "fa3_compare.py --varlen) and Llama-3.1-8B's prefill step with FA3, back to back (run bs: fa3_e2e.py): "
     "their benchmark scripts",
