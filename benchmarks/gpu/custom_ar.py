@@ -103,6 +103,14 @@ DA_LOADS = (0, 1, 2, 3, 4, 5, 7)
 DA_THREADS = (64, 128, 256)
 DA_BLOCKS = (1, 8)
 DA_PASSES = (16, 256)
+#: run dc (h200x2-20261130dc-custom-ar-hypotheses.md): the two-stage kernel with nothing to sum at these
+#: blocks; two stages at these forced block limits through these sizes, at vLLM's grid through the small
+#: and the wide sizes; none measured before
+DC_EMPTY_BLOCKS = (3, 12, 48)
+DC_LIMITS = (1, 3, 8)
+DC_SIZES = (48 * KIB, 160 * KIB, 640 * KIB)
+DC_VLLM_SIZES = (3 * KIB, 20 * KIB, 100 * KIB)
+DC_WIDE = (768 * KIB, 3 * MIB, 6 * MIB)
 #: run db (h200x2-20261130db-custom-ar-hypotheses.md): ``pass_probe`` at (loads, threads, blocks) run da never
 #: ran: loads at 512 threads and 2-10 blocks, partial passes (192 and 384 threads), vLLM's 36 blocks; run da's
 #: k = 1 at 4 blocks again, beside them
@@ -290,6 +298,11 @@ def plan(per: int, reps: int, run: str = "cx") -> list[dict]:
     if run in ("da", "db"):
         cfgs = da_configs() if run == "da" else DB_CONFIGS
         return [_pass_row(*cfg, passes, per, reps) for cfg in cfgs for passes in DA_PASSES]
+    if run == "dc":
+        keys = [("empty", 2, limit, 0) for limit in DC_EMPTY_BLOCKS]
+        keys += [("ar", 2, limit, size) for limit in DC_LIMITS for size in DC_SIZES]
+        keys += [("ar", 2, BLOCK_LIMIT, size) for size in DC_VLLM_SIZES + DC_WIDE]
+        return [_row_plan(*key, per, reps) for key in keys]
     if run == "cz":
         keys = [("ar", 1, BLOCK_LIMIT, size) for size in SIZES if size <= 16 * MIB]
         keys += [("ar", 2, BLOCK_LIMIT, size) for size in CZ_TWO_STAGE]
@@ -843,6 +856,52 @@ def compare_cz_now(path: str) -> list[str]:
                            "not frozen", CZ_CHECKS, cz_check_of, model="model now")
 
 
+#: run dc's registered checks (h200x2-20261130dc-custom-ar-hypotheses.md): rows, median / worst abs error
+DC_CHECKS = {
+    "H1": ("two stages at 1-8 blocks (48-640 KiB) and at vLLM's grid through 3-100 KiB", 10.0, 20.0),
+    "H2": ("the two-stage kernel with nothing to sum at 3, 12 and 48 blocks: its release barrier", 10.0, 15.0),
+    "H3": ("two stages at vLLM's 36 blocks, 768 KiB-6 MiB (not in the adoption rule)", 15.0, 30.0),
+}
+CY_CSV = "benchmarks/gpu/h200x2-20261130cy-custom-ar.csv"
+
+
+def dc_check_of(row: dict) -> str:
+    if row["kind"] == "empty":
+        return "H2"
+    return "H3" if int(row["limit"]) == BLOCK_LIMIT and int(row["bytes"]) >= min(DC_WIDE) else "H1"
+
+
+def dc_fence_s(hw: str = "hw_configs/h200.yaml") -> float:
+    """Run dc's frozen fence: run cy's two-stage kernel with nothing to sum (1-64 blocks) took the same at
+    every block count; its median less the model's one-stage kernel with nothing to sum (the kernel's
+    fixed time and two flags) is what the release barrier costs over a flag."""
+    link = document_link(hw)
+    empty2 = [float(r["median_us"]) * 1e-6 for r in load(CY_CSV) if r["variant"].startswith("empty2")]
+    return statistics.median(empty2) - (link.kernel_s + 2 * link.flag_s)
+
+
+def dc_link(hw: str = "hw_configs/h200.yaml"):
+    """Run dc's frozen model: the GPU document's ``nvlink.custom_all_reduce`` (after run db) with a flat
+    release fence (``dc_fence_s``), nothing for the blocks fencing at once."""
+    return dataclasses.replace(document_link(hw), fence_s=dc_fence_s(hw), fence_per_block_s=0.0)
+
+
+def frozen_dc() -> list[str]:
+    link = dc_link()
+    return _frozen_table("dc", link, f"# run dc frozen predictions (committed before the run): h200.yaml's "
+                         f"custom_all_reduce (a pass {link.load_s * 1e6:.2f} + {link.per_load_s * 1e6:.2f} us a load, "
+                         f"reads {link.read_bytes_per_s / 1e9:.1f} GB/s, kernel {link.kernel_s * 1e6:.2f} us, flag "
+                         f"{link.flag_s * 1e6:.2f} us) and a flat release fence {link.fence_s * 1e6:.3f} us (run cy's "
+                         "empty two-stage kernel less the model's empty kernel)", dc_check_of)
+
+
+def compare_dc(path: str) -> list[str]:
+    link = dc_link()
+    return _frozen_compare(path, link, f"# {path} against run dc's frozen model (h200.yaml's custom_all_reduce, a "
+                           f"flat fence {link.fence_s * 1e6:.3f} us)", DC_CHECKS, dc_check_of,
+                           dataclasses.replace(link, fence_s=0.0))
+
+
 #: run cx's CSV: runs da's and db's frozen forms take their constants from its calibration and its chase
 CX_CSV = "benchmarks/gpu/h200x2-20261130cx-custom-ar.csv"
 
@@ -1037,11 +1096,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
-    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db"), default="cx",
-                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs) or runs da's and db's passes")
+    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc"), default="cx",
+                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's and db's passes or run dc's")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
-    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db"), help="a run's rows as its frozen model predicts them (CPU)")
+    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc"), help="a run's rows as its frozen model predicts them (CPU)")
     ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
                     help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
     ap.add_argument("--plot-passes", metavar="PNG", help="runs da's and db's passes by loads a thread against the "
@@ -1051,12 +1110,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-cz-now", metavar="CSV", help="run cz's CSV against the document's model now (runs da "
                     "and db's pass; explained after measurement) and its checks (CPU)")
     ap.add_argument("--compare-da", metavar="CSV", help="run da's passes against its frozen form and checks (CPU)")
+    ap.add_argument("--compare-dc", metavar="CSV", help="run dc's CSV against its frozen model and checks (CPU)")
     ap.add_argument("--compare-db", metavar="CSV", help="run db's passes against its frozen form and checks (CPU)")
     args = ap.parse_args(argv)
     for wanted, report in ((args.compare, compare), (args.compare_cy, compare_cy), (args.compare_cz, compare_cz),
                            (args.compare_cz_now, compare_cz_now),
                            (args.compare_da, lambda p: compare_passes(da_run(), p)),
-                           (args.compare_db, lambda p: compare_passes(db_run(), p))):
+                           (args.compare_db, lambda p: compare_passes(db_run(), p)),
+                           (args.compare_dc, compare_dc)):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
@@ -1068,7 +1129,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.frozen:
         print("\n".join({"cy": frozen_cy, "cz": frozen_cz, "da": lambda: frozen_passes(da_run()),
-                          "db": lambda: frozen_passes(db_run())}[args.frozen]()))
+                          "db": lambda: frozen_passes(db_run()), "dc": frozen_dc}[args.frozen]()))
         return 0
     if args.per <= 0 or args.reps <= 0:
         ap.error("--per and --reps must be positive")
