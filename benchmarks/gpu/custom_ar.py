@@ -111,6 +111,11 @@ DC_LIMITS = (1, 3, 8)
 DC_SIZES = (48 * KIB, 160 * KIB, 640 * KIB)
 DC_VLLM_SIZES = (3 * KIB, 20 * KIB, 100 * KIB)
 DC_WIDE = (768 * KIB, 3 * MIB, 6 * MIB)
+#: run dd (h200x2-20261130dd-custom-ar-hypotheses.md): each row with both kernels, vllm_ar_n and vLLM's
+#: compiled form vllm_ar_t; and vLLM's stage 2 alone (gather_t) at these ranks and blocks, two pass counts each
+DD_ONE_STAGE = ((4, 16 * MIB), (BLOCK_LIMIT, 16 * KIB), (BLOCK_LIMIT, 1 * MIB))
+DD_GATHER_RANKS = (2, 4, 8)
+DD_GATHER_BLOCKS = (1, 4)
 #: run db (h200x2-20261130db-custom-ar-hypotheses.md): ``pass_probe`` at (loads, threads, blocks) run da never
 #: ran: loads at 512 threads and 2-10 blocks, partial passes (192 and 384 threads), vLLM's 36 blocks; run da's
 #: k = 1 at 4 blocks again, beside them
@@ -124,8 +129,10 @@ PING_ROUNDS = 2000
 #: a guess of the kernel's rate (GB/s of S) that caps the calls of a trial (per_calls)
 EST_GBPS = 150.0
 WAIT_NS = 2_000_000_000
+#: run dd: the template instances compiled beside the kernels (NVRTC name expressions)
+TEMPLATES = ("vllm_ar_t<2>", "vllm_ar_t<4>", "gather_t<2>", "gather_t<4>", "gather_t<8>")
 FIELDS = ["kind", "variant", "stages", "limit", "blocks", "bytes", "per", "reps", "median_us", "ok", "gpu", "ranks",
-          "threads", "loads"]
+          "threads", "loads", "kernel"]
 
 KERNEL = r"""
 typedef unsigned int u32;
@@ -229,6 +236,71 @@ pass_probe(const u64* ins, uint4* __restrict__ result, int n, long long packs) {
     result[i] = sum_n(ins, n, 0, i);
 }
 
+// run dd: vLLM's kernels as vLLM compiles them, ngpus a template parameter: the ranks' pointers held in
+// registers (rank order rotated to start at the GPU's own), every loop over the ranks unrolled
+// (cross_device_reduce_1stage / _2stage with packed_reduce)
+template <int N>
+__device__ __forceinline__ uint4 sum_t(const uint4* const* ptrs, long long i) {
+  uint4 v[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) v[k] = ptrs[k][i];
+  float a[8];
+#pragma unroll
+  for (int k = 0; k < N; ++k) acc8(a, v[k], k == 0);
+  return make_uint4((bf16r(a[1]) << 16) | bf16r(a[0]), (bf16r(a[3]) << 16) | bf16r(a[2]),
+                    (bf16r(a[5]) << 16) | bf16r(a[4]), (bf16r(a[7]) << 16) | bf16r(a[6]));
+}
+template <int N>
+__global__ void __launch_bounds__(512, 1)
+vllm_ar_t(const u64* ins, const u64* sigs, const u64* tmps, uint4* __restrict__ result, int rank,
+          long long packs, int stages, int* err) {
+  if (*err) return;
+  const uint4* ptrs[N];
+  uint4* tp[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int target = (rank + i) % N;
+    ptrs[i] = (const uint4*)ins[target];
+    tp[i] = (uint4*)tmps[target];
+  }
+  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  barrier_n(sigs, N, rank, 0, false, err);
+  if (stages == 1) {
+    for (long long i = tid; i < packs; i += stride) result[i] = sum_t<N>(ptrs, i);
+    barrier_n(sigs, N, rank, 1, false, err);
+    return;
+  }
+  const long long part = packs / N, start = rank * part, end = rank == N - 1 ? packs : start + part;
+  const long long largest = part + packs % N;
+  for (long long i = start + tid; i < end; i += stride) tp[0][i - start] = sum_t<N>(ptrs, i);
+  barrier_n(sigs, N, rank, 1, true, err);
+  for (long long idx = tid; idx < largest; idx += stride) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int g = (rank + i) % N;
+      if (g == N - 1 || idx < part) result[g * part + idx] = tp[i][idx];
+    }
+  }
+}
+// run dd: vLLM's stage 2 alone (its gather, as vllm_ar_t writes it): N parts from the table (the GPU's own,
+// then slices of the peer's), each thread's pack of every part stored into the result; `largest` the loop's
+// end as vLLM's (here = part)
+template <int N>
+__global__ void __launch_bounds__(512, 1)
+gather_t(const u64* tabs, uint4* __restrict__ result, long long part, long long largest) {
+  uint4* tp[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) tp[i] = (uint4*)tabs[i];
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < largest; idx += stride) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if (i == N - 1 || idx < part) result[i * part + idx] = tp[i][idx];
+    }
+  }
+}
+
 // one thread spins for `ns` nanoseconds: the GPU busy while the host queues a trial's calls
 extern "C" __global__ void sleep_ns(long long ns) {
   const u64 t0 = now();
@@ -298,6 +370,19 @@ def plan(per: int, reps: int, run: str = "cx") -> list[dict]:
     if run in ("da", "db"):
         cfgs = da_configs() if run == "da" else DB_CONFIGS
         return [_pass_row(*cfg, passes, per, reps) for cfg in cfgs for passes in DA_PASSES]
+    if run == "dd":
+        keys = [("ar", 2, limit, size) for limit in DC_LIMITS for size in DC_SIZES]
+        keys += [("ar", 2, BLOCK_LIMIT, size) for size in (3 * KIB, 100 * KIB, 768 * KIB, 6 * MIB)]
+        keys += [("ar", 1, limit, size) for limit, size in DD_ONE_STAGE]
+        keys += [("empty", stages, BLOCK_LIMIT, 0) for stages in (2, 1)]
+        rows = [{**_row_plan(*key, per, reps), "kernel": kernel} for key in keys for kernel in ("n", "t")]
+        for ranks in DD_GATHER_RANKS:
+            for blocks in DD_GATHER_BLOCKS:
+                for passes in DA_PASSES:
+                    row = _pass_row(ranks, THREADS, blocks, passes, per, reps)
+                    rows.append({**row, "kind": "gather", "variant": f"gather-n{ranks}-b{blocks}", "kernel": "t"})
+        return rows + [_pass_row(0, THREADS, blocks, passes, per, reps) for blocks in DD_GATHER_BLOCKS
+                       for passes in DA_PASSES]
     if run == "dc":
         keys = [("empty", 2, limit, 0) for limit in DC_EMPTY_BLOCKS]
         keys += [("ar", 2, limit, size) for limit in DC_LIMITS for size in DC_SIZES]
@@ -356,9 +441,9 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
                 self.tmp[d] = cp.zeros(words // 2 + 8, dtype=cp.uint16)
                 self.sig[d] = cp.zeros(2 * MAX_BLOCKS * 8 + MAX_BLOCKS, dtype=cp.uint32)
                 self.err[d] = cp.zeros(1, dtype=cp.int32)
-                mod = cp.RawModule(code=KERNEL)
+                mod = cp.RawModule(code=KERNEL, name_expressions=TEMPLATES)
                 self.fn[d] = {name: mod.get_function(name)
-                              for name in ("vllm_ar_n", "pass_probe", "chase", "pingpong", "sleep_ns")}
+                              for name in ("vllm_ar_n", "pass_probe", "chase", "pingpong", "sleep_ns", *TEMPLATES)}
                 self.stream[d] = cp.cuda.Stream(non_blocking=True)
         self.ptrs = {}  # each GPU's copy of the ranks' pointers (inputs, signals, temporaries)
         for d in devs:
@@ -374,12 +459,19 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
                 if int(self.err[d][0]) != 0:
                     raise RuntimeError(f"GPU {d}: a flag wait passed {WAIT_NS} ns (a hang): stopping")
 
-    def launches(self, stages: int, blocks: int, packs: int, count: int) -> None:
+    def launches(self, stages: int, blocks: int, packs: int, count: int, kernel: str = "n") -> None:
+        """``count`` calls on every GPU: ``vllm_ar_n`` (kernel "n", the ranks a runtime argument) or
+        ``vllm_ar_t<n>`` (kernel "t", run dd: the ranks a template parameter, as vLLM compiles it)."""
         import numpy as np
 
         for _ in range(count):
             for d in range(self.n):
                 with self.cp.cuda.Device(d):
+                    if kernel == "t":
+                        args = (*self.ptrs[d], self.out[d], np.int32(d), np.int64(packs), np.int32(stages),
+                                self.err[d])
+                        self.fn[d][f"vllm_ar_t<{self.n}>"]((blocks,), (THREADS,), args, stream=self.stream[d])
+                        continue
                     args = (*self.ptrs[d], self.out[d], np.int32(self.n), np.int32(d), np.int64(packs),
                             np.int32(stages), self.err[d])
                     self.fn[d]["vllm_ar_n"]((blocks,), (THREADS,), args, stream=self.stream[d])
@@ -426,15 +518,44 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
             got = (self.out[0][:n].astype(cp.uint32) << 16).view(cp.float32)
             return bool(cp.all(cp.abs(got - want) <= 1e-2 * cp.abs(want) + 1e-6))
 
+    def time_gather(self, r: dict) -> tuple[float, bool]:
+        """Run dd's gather row: ``gather_t<N>`` on both GPUs at once, each its own part and N - 1 slices of
+        the other's input; GPU 0's result checked against those parts."""
+        import numpy as np
+
+        ranks, part = r["loads"], r["bytes"] // PACK
+        tables = self.pass_tables(ranks - 1, r["bytes"])
+
+        def launch(count: int) -> None:
+            for _ in range(count):
+                for d in range(self.n):
+                    with self.cp.cuda.Device(d):
+                        self.fn[d][f"gather_t<{ranks}>"]((r["blocks"],), (r["threads"],),
+                                                        (tables[d], self.out[d], np.int64(part), np.int64(part)),
+                                                        stream=self.stream[d])
+
+        launch(2)
+        for d in range(self.n):
+            self.stream[d].synchronize()
+        us = self.time_ahead(lambda: launch(r["per"]), r["per"], r["reps"])
+        cp, n = self.cp, r["bytes"] // 2
+        with cp.cuda.Device(0):
+            ok = bool(cp.all(self.out[0][:n] == self.inp[0][:n]))
+            ok = ok and bool(cp.all(self.out[0][n:2 * n] == cp.array(self.inp[1][:n])))
+        return us, ok
+
     def time_row(self, r: dict) -> tuple[float, bool]:
         if r["kind"] == "pass":
             return self.time_pass(r)
-        packs = r["bytes"] // PACK
-        self.launches(r["stages"], r["blocks"], packs, 2)
+        if r["kind"] == "gather":
+            return self.time_gather(r)
+        packs, kernel = r["bytes"] // PACK, r.get("kernel") or "n"
+        self.launches(r["stages"], r["blocks"], packs, 2, kernel)
         for d in range(self.n):
             self.stream[d].synchronize()
         self._check_err()
-        us = self.time_ahead(lambda: self.launches(r["stages"], r["blocks"], packs, r["per"]), r["per"], r["reps"])
+        us = self.time_ahead(lambda: self.launches(r["stages"], r["blocks"], packs, r["per"], kernel), r["per"],
+                             r["reps"])
         self._check_err()
         return us, self.correct(r["bytes"])
 
@@ -520,6 +641,21 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
         return statistics.median(times[1:])
 
 
+def dump_ptx(path: str) -> int:  # pragma: no cover - NVRTC
+    """Run dd: the PTX NVRTC makes of ``KERNEL`` and its template instances (for the GPU it runs on), to
+    read the order of each kernel's loads and stores."""
+    from cupy.cuda import compiler
+
+    try:
+        got = compiler.compile_using_nvrtc(KERNEL, name_expressions=TEMPLATES)
+        ptx, names = got if isinstance(got, tuple) else (got, {})
+        text = ptx.decode() if isinstance(ptx, bytes) else str(ptx)
+        Path(path).write_text("".join(f"// {k} -> {v}\n" for k, v in (names or {}).items()) + text)
+    except Exception as exc:  # noqa: BLE001 - the run goes on; the file says why
+        Path(path).write_text(f"// no PTX: {exc!r}\n")
+    return 0
+
+
 def _run(rows: list[dict], out: str) -> int:  # pragma: no cover - GPUs
     ar = _Ar(max(r["bytes"] * max(1, r.get("loads", 1)) for r in rows), rows[0]["ranks"])
     with open(out, "w", newline="") as fh:
@@ -543,7 +679,7 @@ def _run(rows: list[dict], out: str) -> int:  # pragma: no cover - GPUs
         for r in rows:
             us, ok = ar.time_row(r)
             put({**r, "median_us": round(us, 3), "ok": ok})
-            print(f"{r['variant']:14s} {r['bytes']:>10d} B blocks {r['blocks']:3d} {us:9.2f} us ok={ok} "
+            print(f"{r['variant']:14s} {r.get('kernel', ''):1s} {r['bytes']:>10d} B blocks {r['blocks']:3d} {us:9.2f} us ok={ok} "
                   f"(per {r['per']})", flush=True)
     return 0
 
@@ -902,6 +1038,60 @@ def compare_dc(path: str) -> list[str]:
                            dataclasses.replace(link, fence_s=0.0))
 
 
+#: run dd's registered checks (h200x2-20261130dd-custom-ar-hypotheses.md): vLLM's compiled form (vllm_ar_t)
+#: against the emulation the earlier runs timed (vllm_ar_n), row by row; median / worst abs difference
+DD_CHECKS = {
+    "J1": ("one stage (and its kernel alone): vllm_ar_t against vllm_ar_n", 3.0, 8.0),
+    "J2": ("two stages (and its kernel alone): vllm_ar_t against vllm_ar_n", 3.0, 8.0),
+}
+
+
+def compare_dd(path: str) -> list[str]:
+    """Run dd: each row with both kernels (vLLM's compiled form against the emulation) and the model
+    (h200.yaml; with run dc's flat fence beside it); vLLM's stage 2 alone by its ranks against a pass
+    with every load in flight and one with the loads one after another."""
+    rows = load(path)
+    link = document_link()
+    fenced = dataclasses.replace(link, fence_s=dc_fence_s())
+    by = {(r["variant"], int(r["bytes"]), r.get("kernel") or "n"): r for r in rows if r["kind"] in ("ar", "empty")}
+    lines = [f"# {path}: vLLM's compiled form (vllm_ar_t, the ranks a template parameter) against the emulation "
+             f"(vllm_ar_n); the model h200.yaml's, and with run dc's flat fence {fenced.fence_s * 1e6:.3f} us", "",
+             "| probe | bytes | us |", "|---|---:|---:|"]
+    lines += [f"| {r['kind']} {r['variant']} | {r['bytes']} | {float(r['median_us']):.3f} |"
+              for r in rows if r["kind"] in ("chase", "pingpong")]
+    lines += ["", "| row | bytes | blocks | vllm_ar_n (us) | vllm_ar_t (us) | t / n | model (us) | t against it | "
+              "with the fence (us) | t against it | check |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    errs: dict[str, list[float]] = {k: [] for k in DD_CHECKS}
+    for (variant, size, kernel), r in by.items():
+        if kernel != "t" or (variant, size, "n") not in by:
+            continue
+        n_us, t_us = float(by[variant, size, "n"]["median_us"]), float(r["median_us"])
+        check = "J1" if str(r["stages"]) == "1" else "J2"
+        errs[check].append(t_us / n_us - 1)
+        model, with_fence = predicted_us(r, link), predicted_us(r, fenced)
+        lines.append(f"| {variant} | {size} | {r['blocks']} | {n_us:.2f} | {t_us:.2f} | {100 * (t_us / n_us - 1):+.1f}% | "
+                     f"{model:.2f} | {100 * (model / t_us - 1):+.1f}% | {with_fence:.2f} | "
+                     f"{100 * (with_fence / t_us - 1):+.1f}% | {check} |")
+    rt, local = chase_us(rows), {p["blocks"]: p["pass_us"] for p in pass_slopes(rows, [(0, THREADS, b) for b in
+                                                                                        DD_GATHER_BLOCKS])}
+    gathers = pass_slopes([{**r, "kind": "pass", "variant": r["variant"].replace("gather-n", "pass-k").replace(
+        "-b", "-t512-b")} for r in rows if r["kind"] == "gather"], [(n, THREADS, b) for n in DD_GATHER_RANKS
+                                                                    for b in DD_GATHER_BLOCKS])
+    lines += ["", f"vLLM's stage 2 alone (gather_t): a pass from the slope of {DA_PASSES[0]} and {DA_PASSES[1]} passes; "
+              f"all in flight: the lease's chase {rt:.3f} us + {link.per_load_s * 1e6:.2f} us a peer load (run db's "
+              "form); one after another: the lease's local pass (pass_probe, no peer) + a one-load pass for each peer",
+              "", "| ranks | blocks | pass (us) | all in flight (us) | one after another (us) |",
+              "|---:|---:|---:|---:|---:|"]
+    for g in gathers:
+        n, b = g["loads"], g["blocks"]
+        inflight = rt + (n - 1) * link.per_load_s * 1e6
+        serial = local.get(b, float("nan")) + (n - 1) * (rt + link.per_load_s * 1e6)
+        lines.append(f"| {n} | {b} | {g['pass_us']:.3f} | {inflight:.3f} | {serial:.3f} |")
+    lines += ["", "| local pass (pass_probe, no peer) | blocks | us |", "|---|---:|---:|"]
+    lines += [f"| pass-k0-t512 | {b} | {us:.3f} |" for b, us in sorted(local.items())]
+    return lines + check_lines(DD_CHECKS, errs)
+
+
 #: run cx's CSV: runs da's and db's frozen forms take their constants from its calibration and its chase
 CX_CSV = "benchmarks/gpu/h200x2-20261130cx-custom-ar.csv"
 
@@ -1096,8 +1286,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
-    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc"), default="cx",
-                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's and db's passes or run dc's")
+    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc", "dd"), default="cx",
+                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's and db's passes, run dc's or run dd's")
+    ap.add_argument("--ptx", metavar="PATH", help="write NVRTC's PTX of the kernels (GPU host)")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
     ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc"), help="a run's rows as its frozen model predicts them (CPU)")
@@ -1111,16 +1302,20 @@ def main(argv: list[str] | None = None) -> int:
                     "and db's pass; explained after measurement) and its checks (CPU)")
     ap.add_argument("--compare-da", metavar="CSV", help="run da's passes against its frozen form and checks (CPU)")
     ap.add_argument("--compare-dc", metavar="CSV", help="run dc's CSV against its frozen model and checks (CPU)")
+    ap.add_argument("--compare-dd", metavar="CSV", help="run dd's CSV: vLLM's compiled form against the emulation, "
+                    "its checks, and the stage-2 gather (CPU)")
     ap.add_argument("--compare-db", metavar="CSV", help="run db's passes against its frozen form and checks (CPU)")
     args = ap.parse_args(argv)
     for wanted, report in ((args.compare, compare), (args.compare_cy, compare_cy), (args.compare_cz, compare_cz),
                            (args.compare_cz_now, compare_cz_now),
                            (args.compare_da, lambda p: compare_passes(da_run(), p)),
                            (args.compare_db, lambda p: compare_passes(db_run(), p)),
-                           (args.compare_dc, compare_dc)):
+                           (args.compare_dc, compare_dc), (args.compare_dd, compare_dd)):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
+    if args.ptx:
+        return dump_ptx(args.ptx)
     if args.plot:
         print("\n".join(plot(*args.plot)))
         return 0
