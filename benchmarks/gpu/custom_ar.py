@@ -648,9 +648,11 @@ def dump_ptx(path: str) -> int:  # pragma: no cover - NVRTC
 
     try:
         got = compiler.compile_using_nvrtc(KERNEL, name_expressions=TEMPLATES)
-        ptx, names = got if isinstance(got, tuple) else (got, {})
-        text = ptx.decode() if isinstance(ptx, bytes) else str(ptx)
-        Path(path).write_text("".join(f"// {k} -> {v}\n" for k, v in (names or {}).items()) + text)
+        ptx = got[0] if isinstance(got, tuple) else got
+        if isinstance(ptx, bytes) and ptx.startswith(b"\x7fELF"):  # run dd: NVRTC gave a cubin (cuobjdump reads it)
+            Path(path).with_suffix(".cubin").write_bytes(ptx)
+            return 0
+        Path(path).write_text(ptx.decode() if isinstance(ptx, bytes) else str(ptx))
     except Exception as exc:  # noqa: BLE001 - the run goes on; the file says why
         Path(path).write_text(f"// no PTX: {exc!r}\n")
     return 0
