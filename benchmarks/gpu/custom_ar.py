@@ -116,6 +116,15 @@ DC_WIDE = (768 * KIB, 3 * MIB, 6 * MIB)
 DD_ONE_STAGE = ((4, 16 * MIB), (BLOCK_LIMIT, 16 * KIB), (BLOCK_LIMIT, 1 * MIB))
 DD_GATHER_RANKS = (2, 4, 8)
 DD_GATHER_BLOCKS = (1, 4)
+#: run de (h200x2-20261130de-custom-ar-hypotheses.md): vLLM's compiled form throughout: pass_t at these
+#: (loads, threads, blocks); vllm_ar_t<2> with two stages at these limits through these sizes and at vLLM's grid
+#: through the next, with one stage at vLLM's grid through the last; none measured before
+DE_PASS_CONFIGS = ((1, 512, 4), (2, 512, 4), (3, 512, 4), (4, 512, 4), (5, 512, 4), (7, 512, 4), (1, 512, 1),
+                   (3, 512, 1), (3, 512, 10), (7, 512, 2), (3, 192, 4), (7, 192, 4))
+DE_LIMITS = (2, 5, 12)
+DE_SIZES = (96 * KIB, 320 * KIB, 1280 * KIB)
+DE_VLLM_TWO = (40 * KIB, 200 * KIB, 1536 * KIB, 5 * MIB)
+DE_VLLM_ONE = (24 * KIB, 384 * KIB, 3 * MIB)
 #: run db (h200x2-20261130db-custom-ar-hypotheses.md): ``pass_probe`` at (loads, threads, blocks) run da never
 #: ran: loads at 512 threads and 2-10 blocks, partial passes (192 and 384 threads), vLLM's 36 blocks; run da's
 #: k = 1 at 4 blocks again, beside them
@@ -131,6 +140,8 @@ EST_GBPS = 150.0
 WAIT_NS = 2_000_000_000
 #: run dd: the template instances compiled beside the kernels (NVRTC name expressions)
 TEMPLATES = ("vllm_ar_t<2>", "vllm_ar_t<4>", "gather_t<2>", "gather_t<4>", "gather_t<8>")
+#: run de: pass_t instances, a thread's own pack and N - 1 of the peer's (vLLM's compiled form of pass_probe)
+PASS_TEMPLATES = tuple(f"pass_t<{n}>" for n in (2, 3, 4, 5, 6, 8))
 FIELDS = ["kind", "variant", "stages", "limit", "blocks", "bytes", "per", "reps", "median_us", "ok", "gpu", "ranks",
           "threads", "loads", "kernel"]
 
@@ -301,6 +312,19 @@ gather_t(const u64* tabs, uint4* __restrict__ result, long long part, long long 
   }
 }
 
+// run de: pass_probe as vLLM compiles its loop: N packs a thread (its own, then N - 1 of the peer's slices),
+// the pointers in registers, packed_reduce unrolled over N
+template <int N>
+__global__ void __launch_bounds__(512, 1)
+pass_t(const u64* ins, uint4* __restrict__ result, long long packs) {
+  const uint4* ptrs[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) ptrs[i] = (const uint4*)ins[i];
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < packs; i += stride)
+    result[i] = sum_t<N>(ptrs, i);
+}
+
 // one thread spins for `ns` nanoseconds: the GPU busy while the host queues a trial's calls
 extern "C" __global__ void sleep_ns(long long ns) {
   const u64 t0 = now();
@@ -370,6 +394,13 @@ def plan(per: int, reps: int, run: str = "cx") -> list[dict]:
     if run in ("da", "db"):
         cfgs = da_configs() if run == "da" else DB_CONFIGS
         return [_pass_row(*cfg, passes, per, reps) for cfg in cfgs for passes in DA_PASSES]
+    if run == "de":
+        rows = [{**_pass_row(*cfg, passes, per, reps), "kernel": "t"} for cfg in DE_PASS_CONFIGS for passes in DA_PASSES]
+        keys = [("ar", 2, limit, size) for limit in DE_LIMITS for size in DE_SIZES]
+        keys += [("ar", 2, BLOCK_LIMIT, size) for size in DE_VLLM_TWO]
+        keys += [("ar", 1, BLOCK_LIMIT, size) for size in DE_VLLM_ONE]
+        keys += [("empty", stages, BLOCK_LIMIT, 0) for stages in (2, 1)]
+        return rows + [{**_row_plan(*key, per, reps), "kernel": "t"} for key in keys]
     if run == "dd":
         keys = [("ar", 2, limit, size) for limit in DC_LIMITS for size in DC_SIZES]
         keys += [("ar", 2, BLOCK_LIMIT, size) for size in (3 * KIB, 100 * KIB, 768 * KIB, 6 * MIB)]
@@ -441,9 +472,9 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
                 self.tmp[d] = cp.zeros(words // 2 + 8, dtype=cp.uint16)
                 self.sig[d] = cp.zeros(2 * MAX_BLOCKS * 8 + MAX_BLOCKS, dtype=cp.uint32)
                 self.err[d] = cp.zeros(1, dtype=cp.int32)
-                mod = cp.RawModule(code=KERNEL, name_expressions=TEMPLATES)
-                self.fn[d] = {name: mod.get_function(name)
-                              for name in ("vllm_ar_n", "pass_probe", "chase", "pingpong", "sleep_ns", *TEMPLATES)}
+                mod = cp.RawModule(code=KERNEL, name_expressions=TEMPLATES + PASS_TEMPLATES)
+                self.fn[d] = {name: mod.get_function(name) for name in
+                              ("vllm_ar_n", "pass_probe", "chase", "pingpong", "sleep_ns", *TEMPLATES, *PASS_TEMPLATES)}
                 self.stream[d] = cp.cuda.Stream(non_blocking=True)
         self.ptrs = {}  # each GPU's copy of the ranks' pointers (inputs, signals, temporaries)
         for d in devs:
@@ -490,18 +521,22 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
         return tables
 
     def time_pass(self, r: dict) -> tuple[float, bool]:
-        """Run da's row: ``pass_probe`` on both GPUs at once, each reading the other's slices."""
+        """Runs da-de's row: ``pass_probe`` (kernel "n") or ``pass_t<k + 1>`` (kernel "t", run de) on both GPUs
+        at once, each reading the other's slices."""
         import numpy as np
 
         tables, packs = self.pass_tables(r["loads"], r["bytes"]), r["bytes"] // PACK
+        compiled = r.get("kernel") == "t"
 
         def launch(count: int) -> None:
             for _ in range(count):
                 for d in range(self.n):
                     with self.cp.cuda.Device(d):
-                        self.fn[d]["pass_probe"]((r["blocks"],), (r["threads"],),
-                                                 (tables[d], self.out[d], np.int32(r["loads"] + 1), np.int64(packs)),
-                                                 stream=self.stream[d])
+                        fn, args = ((self.fn[d][f"pass_t<{r['loads'] + 1}>"], (tables[d], self.out[d], np.int64(packs)))
+                                    if compiled else (self.fn[d]["pass_probe"], (tables[d], self.out[d],
+                                                                                  np.int32(r["loads"] + 1),
+                                                                                  np.int64(packs))))
+                        fn((r["blocks"],), (r["threads"],), args, stream=self.stream[d])
 
         launch(2)
         for d in range(self.n):
@@ -890,6 +925,8 @@ def _frozen_table(run: str, link, title: str, check_of) -> list[str]:
     """A run's rows as its frozen model (``link``) predicts them, before the run."""
     lines = [title, "", "| row | bytes | blocks | predicted (us) | check |", "|---|---:|---:|---:|---|"]
     for r in plan(100, 7, run):
+        if r["kind"] not in ("ar", "empty"):
+            continue
         lines.append(f"| {r['variant']} | {r['bytes']} | {r['blocks']} | {predicted_us(r, link):.2f} | "
                      f"{check_of(r) or '-'} |")
     return lines
@@ -1094,6 +1131,50 @@ def compare_dd(path: str) -> list[str]:
     return lines + check_lines(DD_CHECKS, errs)
 
 
+#: run de's registered checks of vLLM's kernels (h200x2-20261130de-custom-ar-hypotheses.md): rows, median /
+#: worst abs error against run dc's frozen model (h200.yaml with the flat fence)
+DE_AR_CHECKS = {
+    "K3": ("vLLM's two-stage form (vllm_ar_t<2>) at 2-12 blocks and vLLM's grid, 40 KiB-5 MiB, and alone", 10.0, 20.0),
+    "K4": ("vLLM's one-stage form at vLLM's grid, 24 KiB-3 MiB, and alone (reported)", 10.0, 20.0),
+}
+
+
+def de_check_of(row: dict) -> str:
+    return "K3" if str(row["stages"]) == "2" else "K4"
+
+
+def de_pass_check_of(loads: int, threads: int, blocks: int) -> str:
+    return "K1" if (threads, blocks) == (THREADS, 4) else "K2"
+
+
+def de_run() -> PassRun:
+    """Run de's passes (h200x2-20261130de-custom-ar-hypotheses.md): pass_t, vLLM's compiled loop, against run
+    db's form as adopted (h200.yaml's per_load, the lease's chase, the reads' link)."""
+    cx = calibrate(load(CX_CSV))
+    return PassRun("de", DE_PASS_CONFIGS, {
+        "K1": ("vLLM's compiled loop (pass_t) with k = 1-5 and 7 loads: 512 threads, 4 blocks", 10.0, 20.0),
+        "K2": ("the same at 1, 2 and 10 blocks and with 192 threads (reported)", 15.0, 30.0),
+    }, de_pass_check_of, lambda k, t, b, rt: db_pass_us(k, t, b, rt, cx),
+        f"+ {cx.per_load_s * 1e6:.3f} us a load a thread, at least the blocks' bytes at {cx.read_bytes_per_s / 1e9:.1f} GB/s",
+        f"+ {cx.per_load_s * 1e6:.3f} us for each load a thread has in flight (h200.yaml's per_load since run db), at "
+        f"least the blocks' bytes at {cx.read_bytes_per_s / 1e9:.1f} GB/s; vLLM's compiled loop (pass_t)")
+
+
+def frozen_de() -> list[str]:
+    link = dc_link()
+    return frozen_passes(de_run()) + [""] + _frozen_table(
+        "de", link, f"# run de's kernels (vllm_ar_t<2>), frozen: h200.yaml's custom_all_reduce and run dc's flat fence "
+        f"{link.fence_s * 1e6:.3f} us", de_check_of)
+
+
+def compare_de(path: str) -> list[str]:
+    link = dc_link()
+    return compare_passes(de_run(), path) + [""] + _frozen_compare(
+        path, link, f"# {path}: vLLM's kernels (vllm_ar_t<2>) against run dc's frozen model (h200.yaml's "
+        f"custom_all_reduce, a flat fence {link.fence_s * 1e6:.3f} us)", DE_AR_CHECKS, de_check_of,
+        dataclasses.replace(link, fence_s=0.0))
+
+
 #: run cx's CSV: runs da's and db's frozen forms take their constants from its calibration and its chase
 CX_CSV = "benchmarks/gpu/h200x2-20261130cx-custom-ar.csv"
 
@@ -1288,12 +1369,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
-    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc", "dd"), default="cx",
-                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's and db's passes, run dc's or run dd's")
+    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc", "dd", "de"), default="cx",
+                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's and db's passes, or runs dc's, dd's or de's")
     ap.add_argument("--ptx", metavar="PATH", help="write NVRTC's PTX of the kernels (GPU host)")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
-    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc"), help="a run's rows as its frozen model predicts them (CPU)")
+    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc", "de"), help="a run's rows as its frozen model predicts them (CPU)")
     ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
                     help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
     ap.add_argument("--plot-passes", metavar="PNG", help="runs da's and db's passes by loads a thread against the "
@@ -1304,6 +1385,7 @@ def main(argv: list[str] | None = None) -> int:
                     "and db's pass; explained after measurement) and its checks (CPU)")
     ap.add_argument("--compare-da", metavar="CSV", help="run da's passes against its frozen form and checks (CPU)")
     ap.add_argument("--compare-dc", metavar="CSV", help="run dc's CSV against its frozen model and checks (CPU)")
+    ap.add_argument("--compare-de", metavar="CSV", help="run de's CSV against its frozen models and checks (CPU)")
     ap.add_argument("--compare-dd", metavar="CSV", help="run dd's CSV: vLLM's compiled form against the emulation, "
                     "its checks, and the stage-2 gather (CPU)")
     ap.add_argument("--compare-db", metavar="CSV", help="run db's passes against its frozen form and checks (CPU)")
@@ -1312,7 +1394,8 @@ def main(argv: list[str] | None = None) -> int:
                            (args.compare_cz_now, compare_cz_now),
                            (args.compare_da, lambda p: compare_passes(da_run(), p)),
                            (args.compare_db, lambda p: compare_passes(db_run(), p)),
-                           (args.compare_dc, compare_dc), (args.compare_dd, compare_dd)):
+                           (args.compare_dc, compare_dc), (args.compare_dd, compare_dd),
+                           (args.compare_de, compare_de)):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
@@ -1326,7 +1409,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.frozen:
         print("\n".join({"cy": frozen_cy, "cz": frozen_cz, "da": lambda: frozen_passes(da_run()),
-                          "db": lambda: frozen_passes(db_run()), "dc": frozen_dc}[args.frozen]()))
+                          "db": lambda: frozen_passes(db_run()), "dc": frozen_dc,
+                          "de": frozen_de}[args.frozen]()))
         return 0
     if args.per <= 0 or args.reps <= 0:
         ap.error("--per and --reps must be positive")
