@@ -125,6 +125,9 @@ DE_LIMITS = (2, 5, 12)
 DE_SIZES = (96 * KIB, 320 * KIB, 1280 * KIB)
 DE_VLLM_TWO = (40 * KIB, 200 * KIB, 1536 * KIB, 5 * MIB)
 DE_VLLM_ONE = (24 * KIB, 384 * KIB, 3 * MIB)
+#: run df (h200x2-20261130df-custom-ar-hypotheses.md): pass_t at (loads, threads, blocks) runs da-de never ran
+DF_PASS_CONFIGS = ((2, 512, 3), (3, 512, 3), (5, 512, 3), (6, 512, 3), (2, 512, 6), (3, 512, 6), (5, 512, 6),
+                   (6, 512, 6), (7, 512, 1), (7, 512, 12), (3, 256, 4), (7, 256, 4))
 #: run db (h200x2-20261130db-custom-ar-hypotheses.md): ``pass_probe`` at (loads, threads, blocks) run da never
 #: ran: loads at 512 threads and 2-10 blocks, partial passes (192 and 384 threads), vLLM's 36 blocks; run da's
 #: k = 1 at 4 blocks again, beside them
@@ -394,6 +397,8 @@ def plan(per: int, reps: int, run: str = "cx") -> list[dict]:
     if run in ("da", "db"):
         cfgs = da_configs() if run == "da" else DB_CONFIGS
         return [_pass_row(*cfg, passes, per, reps) for cfg in cfgs for passes in DA_PASSES]
+    if run == "df":
+        return [{**_pass_row(*cfg, passes, per, reps), "kernel": "t"} for cfg in DF_PASS_CONFIGS for passes in DA_PASSES]
     if run == "de":
         rows = [{**_pass_row(*cfg, passes, per, reps), "kernel": "t"} for cfg in DE_PASS_CONFIGS for passes in DA_PASSES]
         keys = [("ar", 2, limit, size) for limit in DE_LIMITS for size in DE_SIZES]
@@ -1003,9 +1008,10 @@ def document_link(hw: str = "hw_configs/h200.yaml"):
 def cz_link(hw: str = "hw_configs/h200.yaml"):
     """Run cz's frozen model: the GPU document's ``nvlink.custom_all_reduce`` as committed then (run cx's
     two-GPU constants, no fence), whose pass cost one peer's (1.00 us) whatever the peers: the
-    document's pass with one load a thread, nothing for further loads (runs da and db came after)."""
+    document's pass with one load a thread, nothing for further loads and no fence (runs da to de came
+    after)."""
     link = document_link(hw)
-    return dataclasses.replace(link, load_s=link.pass_at(1), per_load_s=0.0)
+    return dataclasses.replace(link, load_s=link.pass_at(1), per_load_s=0.0, fence_s=0.0, fence_per_block_s=0.0)
 
 
 def frozen_cz() -> list[str]:
@@ -1022,13 +1028,16 @@ def compare_cz(path: str) -> list[str]:
 
 
 def compare_cz_now(path: str) -> list[str]:
-    """Run cz's rows against the GPU document's model now (a pass's loads from runs da and db): explained
-    after measurement, not predicted (run cz came first), with run cz's checks for comparison."""
+    """Run cz's rows against the GPU document's model now (a pass's loads from runs da and db, the
+    two-stage kernel's fence since run de): explained after measurement, not predicted (run cz came
+    first), with run cz's checks for comparison. Run cz timed ``vllm_ar_n``, which run dd found slower
+    than vLLM's compiled kernel on two GPUs."""
     link = document_link()
-    return _frozen_compare(path, link, f"# {path} against h200.yaml's custom_all_reduce after runs da and db (a pass "
+    return _frozen_compare(path, link, f"# {path} against h200.yaml's custom_all_reduce now (a pass "
                            f"{link.load_s * 1e6:.2f} us + {link.per_load_s * 1e6:.2f} us a load a thread: "
-                           f"{link.pass_at(CZ_RANKS - 1) * 1e6:.2f} us on four GPUs): explained after measurement, "
-                           "not frozen", CZ_CHECKS, cz_check_of, model="model now")
+                           f"{link.pass_at(CZ_RANKS - 1) * 1e6:.2f} us on four GPUs; the release fence "
+                           f"{link.fence_s * 1e6:.2f} us): explained after measurement, not frozen", CZ_CHECKS,
+                           cz_check_of, model="model now")
 
 
 #: run dc's registered checks (h200x2-20261130dc-custom-ar-hypotheses.md): rows, median / worst abs error
@@ -1090,7 +1099,7 @@ def compare_dd(path: str) -> list[str]:
     (h200.yaml; with run dc's flat fence beside it); vLLM's stage 2 alone by its ranks against a pass
     with every load in flight and one with the loads one after another."""
     rows = load(path)
-    link = document_link()
+    link = dataclasses.replace(document_link(), fence_s=0.0, fence_per_block_s=0.0)  # as it was at run dd
     fenced = dataclasses.replace(link, fence_s=dc_fence_s())
     by = {(r["variant"], int(r["bytes"]), r.get("kernel") or "n"): r for r in rows if r["kind"] in ("ar", "empty")}
     lines = [f"# {path}: vLLM's compiled form (vllm_ar_t, the ranks a template parameter) against the emulation "
@@ -1160,6 +1169,42 @@ def de_run() -> PassRun:
         f"least the blocks' bytes at {cx.read_bytes_per_s / 1e9:.1f} GB/s; vLLM's compiled loop (pass_t)")
 
 
+DE_CSV = "benchmarks/gpu/h200x2-20261130de-custom-ar.csv"
+
+
+def de_per_load_us(de_csv: str = DE_CSV) -> float:
+    """Run df's frozen cost of a further load a thread keeps in flight (us): run de's vLLM compiled loop at 512
+    threads and 4 blocks, its pass with seven loads less its pass with one, over six."""
+    at = {p["loads"]: p["pass_us"] for p in pass_slopes(load(de_csv), DE_PASS_CONFIGS)
+          if (p["threads"], p["blocks"]) == (THREADS, 4)}
+    return (at[7] - at[1]) / 6
+
+
+def df_pass_us(loads: int, threads: int, blocks: int, round_trip_us: float, cx: CustomArLink, further_us: float) -> float:
+    """Run df's frozen form: a pass with one load a thread is run cx's (its chase's round trip and what a pass
+    adds to it: ``cx.per_load_s``), each further load ``further_us``; at least the blocks' bytes at the
+    reads' link."""
+    alone = round_trip_us + cx.per_load_s * 1e6 + (loads - 1) * further_us
+    return max(alone, blocks * loads * threads * PACK / cx.read_bytes_per_s * 1e6)
+
+
+def df_run() -> PassRun:
+    """Run df (h200x2-20261130df-custom-ar-hypotheses.md): vLLM's compiled loop, a pass run cx's with one load
+    and run de's further-load cost for each further one."""
+    cx, further = calibrate(load(CX_CSV)), de_per_load_us()
+    return PassRun("df", DF_PASS_CONFIGS, {
+        "L1": ("vLLM's compiled loop with k = 2, 3, 5, 6 loads at 512 threads, 3 and 6 blocks", 10.0, 20.0),
+        "L2": ("seven loads at 1 and 12 blocks, and 256 threads at k = 3 and 7 (reported)", 15.0, 30.0),
+    }, lambda k, t, b: "L1" if t == THREADS and b in (3, 6) else "L2",
+        lambda k, t, b, rt: df_pass_us(k, t, b, rt, cx, further),
+        f"+ {cx.per_load_s * 1e6:.3f} us + {further:.4f} us a further load a thread, at least the blocks' bytes at "
+        f"{cx.read_bytes_per_s / 1e9:.1f} GB/s",
+        f"+ {cx.per_load_s * 1e6:.3f} us (run cx: a pass with one load a thread less its chase) + {further:.4f} us for "
+        f"each further load a thread keeps in flight (run de: vLLM's compiled loop, its pass at seven loads less its "
+        f"pass at one, over six), at least the blocks' bytes at {cx.read_bytes_per_s / 1e9:.1f} GB/s; pass_t",
+        lambda k: cx.pass_at(k) * 1e6, "run db's form as adopted, run cx's chase + 0.20 us a load")
+
+
 def frozen_de() -> list[str]:
     link = dc_link()
     return frozen_passes(de_run()) + [""] + _frozen_table(
@@ -1221,6 +1266,8 @@ class PassRun:
     form: Callable[[int, int, int, float], float]
     form_text: str  # the frozen form, in words, after "a pass = the lease's chase"
     frozen_text: str  # the same in the frozen table's title, with where its constants come from
+    today: Callable[[int], float] | None = None  # the documents' pass (us) by loads when frozen; None: 1.00
+    today_text: str = "1.00 us"  # the same in words
 
 
 def da_check_of(loads: int, threads: int, blocks: int) -> str | None:
@@ -1285,12 +1332,13 @@ def frozen_passes(run: PassRun) -> list[str]:
     for the lease's)."""
     rt = chase_us(load(CX_CSV))
     lines = [f"# run {run.name} frozen predictions (committed before the run): a pass = a peer load's round trip (the "
-             f"lease's own chase, 16 MiB; run cx's {rt:.3f} us shown) {run.frozen_text}; today's model: 1.00 us "
-             "whatever the bytes",
+             f"lease's own chase, 16 MiB; run cx's {rt:.3f} us shown) {run.frozen_text}; today's model: "
+             f"{run.today_text}{'' if run.today else ' whatever the bytes'}",
              "", "| loads | threads | blocks | bytes a pass | frozen pass (us) | today's model (us) | check |",
              "|---:|---:|---:|---:|---:|---:|---|"]
     for k, t, b in run.configs:
-        frozen, today = (f"{run.form(k, t, b, rt):.3f}", "1.000") if k else ("-", "-")
+        today = f"{run.today(k):.3f}" if run.today else "1.000"
+        frozen, today = (f"{run.form(k, t, b, rt):.3f}", today) if k else ("-", "-")
         lines.append(f"| {k} | {t} | {b} | {k * t * PACK} | {frozen} | {today} | {run.check_of(k, t, b) or '-'} |")
     return lines
 
@@ -1300,12 +1348,13 @@ def compare_passes(run: PassRun, path: str) -> list[str]:
     rows = load(path)
     rt = chase_us(rows)
     lines = [f"# {path}: a pass from the slope of {DA_PASSES[0]} and {DA_PASSES[1]} passes a block; frozen: the lease's "
-             f"chase {rt:.3f} us {run.form_text}; today's model: 1.00 us", "",
+             f"chase {rt:.3f} us {run.form_text}; today's model: {run.today_text}", "",
              "| probe | bytes | us |", "|---|---:|---:|"]
     lines += [f"| {r['kind']} {r['variant']} | {r['bytes']} | {float(r['median_us']):.3f} |"
               for r in rows if r["kind"] in ("chase", "pingpong")]
     lines += ["", "| loads | threads | blocks | bytes a pass | 16 passes (us) | 256 passes (us) | pass (us) | frozen (us) | "
-              "error | today's 1.00 | ok | check |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+              f"error | today's {'model' if run.today else '1.00'} | ok | check |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     errs: dict[str, list[float]] = {k: [] for k in run.checks}
     for p in pass_slopes(rows, run.configs):
         k, t, b = p["loads"], p["threads"], p["blocks"]
@@ -1313,8 +1362,9 @@ def compare_passes(run: PassRun, path: str) -> list[str]:
         check = run.check_of(k, t, b)
         if check:
             errs[check].append(pred / p["pass_us"] - 1)
+        today = run.today(k) if run.today else 1.0
         cells = (f"{pred:.3f}", f"{100 * (pred / p['pass_us'] - 1):+.1f}%",
-                 f"{100 * (1.0 / p['pass_us'] - 1):+.1f}%") if k else ("-", "-", "-")
+                 f"{100 * (today / p['pass_us'] - 1):+.1f}%") if k else ("-", "-", "-")
         lines.append(f"| {k} | {t} | {b} | {k * t * PACK} | {p['lo_us']:.2f} | {p['hi_us']:.2f} | {p['pass_us']:.3f} | "
                      f"{' | '.join(cells)} | {p['ok']} | {check or '-'} |")
     return lines + check_lines(run.checks, errs)
@@ -1369,12 +1419,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
-    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc", "dd", "de"), default="cx",
-                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's and db's passes, or runs dc's, dd's or de's")
+    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc", "dd", "de", "df"), default="cx",
+                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's, db's and df's passes, or runs dc's, dd's or de's")
     ap.add_argument("--ptx", metavar="PATH", help="write NVRTC's PTX of the kernels (GPU host)")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
-    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc", "de"), help="a run's rows as its frozen model predicts them (CPU)")
+    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc", "de", "df"), help="a run's rows as its frozen model predicts them (CPU)")
     ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
                     help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
     ap.add_argument("--plot-passes", metavar="PNG", help="runs da's and db's passes by loads a thread against the "
@@ -1385,6 +1435,7 @@ def main(argv: list[str] | None = None) -> int:
                     "and db's pass; explained after measurement) and its checks (CPU)")
     ap.add_argument("--compare-da", metavar="CSV", help="run da's passes against its frozen form and checks (CPU)")
     ap.add_argument("--compare-dc", metavar="CSV", help="run dc's CSV against its frozen model and checks (CPU)")
+    ap.add_argument("--compare-df", metavar="CSV", help="run df's passes against its frozen form and checks (CPU)")
     ap.add_argument("--compare-de", metavar="CSV", help="run de's CSV against its frozen models and checks (CPU)")
     ap.add_argument("--compare-dd", metavar="CSV", help="run dd's CSV: vLLM's compiled form against the emulation, "
                     "its checks, and the stage-2 gather (CPU)")
@@ -1395,7 +1446,7 @@ def main(argv: list[str] | None = None) -> int:
                            (args.compare_da, lambda p: compare_passes(da_run(), p)),
                            (args.compare_db, lambda p: compare_passes(db_run(), p)),
                            (args.compare_dc, compare_dc), (args.compare_dd, compare_dd),
-                           (args.compare_de, compare_de)):
+                           (args.compare_de, compare_de), (args.compare_df, lambda p: compare_passes(df_run(), p))):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
@@ -1410,7 +1461,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.frozen:
         print("\n".join({"cy": frozen_cy, "cz": frozen_cz, "da": lambda: frozen_passes(da_run()),
                           "db": lambda: frozen_passes(db_run()), "dc": frozen_dc,
-                          "de": frozen_de}[args.frozen]()))
+                          "de": frozen_de, "df": lambda: frozen_passes(df_run())}[args.frozen]()))
         return 0
     if args.per <= 0 or args.reps <= 0:
         ap.error("--per and --reps must be positive")

@@ -1,0 +1,11 @@
+#!/bin/bash
+# Run df (issue 17, P12): vLLM's compiled loop (pass_t) at points runs da-de never ran, frozen with a pass run cx's
+# and run de's cost for each further load a thread keeps in flight, on two H200s
+# (h200x2-20261130df-custom-ar-hypotheses.md; h200x2-20261130df-predicted.txt from custom_ar.py --frozen df).
+# Usage on the device, from the repo root: OUT=<dir> bash benchmarks/gpu/custom_ar_run_de.sh
+P=h200x2-20261130df
+source benchmarks/gpu/collectives_steps.sh  # env, $W, $G
+echo "$(date -u +%T) start custom_ar --run df" >> $W/$P-main.log
+CUDA_VISIBLE_DEVICES=0,1 timeout -k 10 300 python $G/custom_ar.py --run df --out $W/$P-custom-ar.csv > $W/$P-custom-ar-run.log 2>&1
+echo "$(date -u +%T) end custom_ar rc=$?" >> $W/$P-main.log
+tar czf $OUT/results.tgz -C $W .
