@@ -144,7 +144,7 @@ WAIT_NS = 2_000_000_000
 #: run dd: the template instances compiled beside the kernels (NVRTC name expressions)
 TEMPLATES = ("vllm_ar_t<2>", "vllm_ar_t<4>", "gather_t<2>", "gather_t<4>", "gather_t<8>")
 #: run de: pass_t instances, a thread's own pack and N - 1 of the peer's (vLLM's compiled form of pass_probe)
-PASS_TEMPLATES = tuple(f"pass_t<{n}>" for n in (2, 3, 4, 5, 6, 8))
+PASS_TEMPLATES = tuple(f"pass_t<{n}>" for n in (2, 3, 4, 5, 6, 7, 8))
 FIELDS = ["kind", "variant", "stages", "limit", "blocks", "bytes", "per", "reps", "median_us", "ok", "gpu", "ranks",
           "threads", "loads", "kernel"]
 
