@@ -48,7 +48,12 @@ db). The kernel is ``vllm_ar_n``, vLLM's kernels on n ranks; runs cw-cy ran a tw
 and db (``--run da`` / ``db``, ``custom_ar_run_da.sh`` / ``_db.sh``; ``--frozen``, ``--compare-da`` /
 ``--compare-db``, ``--plot-passes PNG``): ``pass_probe``, vLLM's one-stage loop without barriers, its
 threads each loading their own pack and k of the one peer's, on both GPUs at once; a pass is the slope
-between two pass counts (what a pass costs by the loads a thread keeps in flight).
+between two pass counts (what a pass costs by the loads a thread keeps in flight). Run dc (``--run dc``,
+``--frozen dc``, ``--compare-dc``): the two-stage kernel's release barrier frozen as a flat fence. Run dd
+(``--run dd``, ``--compare-dd``, ``--ptx``): ``vllm_ar_t<N>``, vLLM's kernels as vLLM compiles them (the
+ranks a template parameter, the pointers in registers), row by row against ``vllm_ar_n``, and its stage
+2 alone (``gather_t``). Runs de and df (``--run de`` / ``df``, ``--frozen``, ``--compare-de`` / ``-df``):
+vLLM's compiled form only, its loop as ``pass_t<N>``.
 
 Compare with the model (CPU, rdusim): ``--compare CSV`` calibrates the model's pass, reads' link and
 kernel time on three rows (``calibrate``; the flag is the ping-pong's), prints every row against
@@ -1371,43 +1376,48 @@ def compare_passes(run: PassRun, path: str) -> list[str]:
 
 
 def plot_passes(out: str) -> list[str]:
-    """docs/img/gpu-custom-ar-passes.png: runs da's and db's passes by the loads a thread keeps in flight
-    (512 threads, and partial passes), run cz's pass with three peers, against h200.yaml's pass now
-    (``load + k per_load``) and the one before run db (one peer's whatever the loads). Returns its table."""
+    """docs/img/gpu-custom-ar-passes.png: a block's pass by the loads a thread keeps in flight, on two H200s:
+    the emulation's loop (runs da and db, ``pass_probe``) and vLLM's compiled loop (runs de and df,
+    ``pass_t``), at 512 threads (filled) and fewer (hollow), run cz's pass with three peers (the emulation on
+    four GPUs), against h200.yaml's pass (``load + k per_load``) and the one before run db (one peer's
+    whatever the loads). Returns its table."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     link = document_link()
-    fig, ax = plt.subplots(figsize=(7.0, 4.4))
-    lines = ["| run | loads | threads | blocks | pass (us) | model (us) |", "|---|---:|---:|---:|---:|---:|"]
-    for run, marker in (("da", "o"), ("db", "s")):
-        for p in pass_slopes(load(f"benchmarks/gpu/h200x2-20261130{run}-custom-ar.csv"),
-                             da_configs() if run == "da" else DB_CONFIGS):
+    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    lines = ["| run | loop | loads | threads | blocks | pass (us) | model (us) |", "|---|---|---:|---:|---:|---:|---:|"]
+    runs = (("da", da_configs(), "o", "C0", "emulation"), ("db", DB_CONFIGS, "s", "C0", "emulation"),
+            ("de", DE_PASS_CONFIGS, "^", "C3", "vLLM's compiled"), ("df", DF_PASS_CONFIGS, "v", "C3", "vLLM's compiled"))
+    for run, configs, marker, colour, loop in runs:
+        for p in pass_slopes(load(f"benchmarks/gpu/h200x2-20261130{run}-custom-ar.csv"), configs):
             k, t, b = p["loads"], p["threads"], p["blocks"]
             if not k or b == BLOCK_LIMIT:  # no peer; vLLM's 36 blocks fill the link from k = 3
                 continue
             full = t == THREADS
-            ax.plot(k, p["pass_us"], marker, color="C0" if full else "C1", mfc="C0" if full else "none", ms=6)
-            lines.append(f"| {run} | {k} | {t} | {b} | {p['pass_us']:.3f} | {link.pass_at(k) * 1e6:.2f} |")
+            ax.plot(k, p["pass_us"], marker, color=colour, mfc=colour if full else "none", ms=6)
+            lines.append(f"| {run} | {loop} | {k} | {t} | {b} | {p['pass_us']:.3f} | {link.pass_at(k) * 1e6:.2f} |")
     rows = load("benchmarks/gpu/h200x4-20261130cz-custom-ar.csv")
     cz = (_row(rows, "1stage-b4", 16 * MIB) - _row(rows, "empty-b36", 0)) / (16 * MIB // PACK // (4 * THREADS))
-    ax.plot(3, cz, "*", color="C3", ms=13)
-    lines.append(f"| cz (four GPUs, three peers) | 3 | 512 | 4 | {cz:.3f} | {link.pass_at(3) * 1e6:.2f} |")
+    ax.plot(3, cz, "*", color="C1", ms=13)
+    lines.append(f"| cz (four GPUs, three peers) | emulation | 3 | 512 | 4 | {cz:.3f} | {link.pass_at(3) * 1e6:.2f} |")
     ks = list(range(0, 8))
     ax.plot(ks, [link.pass_at(k) * 1e6 for k in ks], "-", color="C2")
     ax.axhline(link.pass_at(1) * 1e6, color="grey", ls="--", lw=1)
-    ax.plot([], [], "o", color="C0", label="runs da (o) and db (s), 512 threads, 1-10 blocks")
-    ax.plot([], [], "o", color="C1", mfc="none", label="partial passes, 64-384 threads")
-    ax.plot([], [], "*", color="C3", ms=11, label="run cz: four GPUs, a load from each of three peers")
-    ax.plot([], [], "-", color="C2", label=f"model: {link.load_s * 1e6:.2f} + {link.per_load_s * 1e6:.2f} us x loads")
-    ax.plot([], [], "--", color="grey", label="the model before run db: one peer's pass")
+    ax.plot([], [], "o", color="C0", label="emulation's loop (runs da o, db s), 1-10 blocks")
+    ax.plot([], [], "^", color="C3", label="vLLM's compiled loop (runs de ^, df v), 1-12 blocks")
+    ax.plot([], [], "o", color="grey", mfc="none", label="fewer than 512 threads")
+    ax.plot([], [], "*", color="C1", ms=11, label="run cz: emulation on four GPUs, three peers")
+    ax.plot([], [], "-", color="C2", label=f"h200.yaml: {link.load_s * 1e6:.2f} + {link.per_load_s * 1e6:.2f} us x loads "
+            "(run db)")
+    ax.plot([], [], "--", color="grey", label="before run db: one peer's pass")
     ax.set(xlabel="16-byte loads a thread keeps in flight from peers (one a peer in vLLM's kernel)",
            ylabel="a block's pass (us)", title="vLLM's custom all-reduce: a pass by the loads in flight (two H200s)")
     ax.set_xlim(0, 7.5)
     ax.set_ylim(0, 2.6)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     return lines

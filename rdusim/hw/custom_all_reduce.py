@@ -36,17 +36,20 @@ not a bare load's round trip (the chase: 0.80 us; a pass of 4-16 blocks: 0.98-1.
 reads do not come in at the ring's write rate; run cx calibrates the pass, the reads' link and the
 kernel's fixed time on three rows and predicts the rest; runs da and db (``pass_probe``: vLLM's loop
 with k loads a thread from one peer) found that a pass grows with the loads a thread keeps in
-flight, not with the peers nor with the block's bytes, and froze the form on points never measured
-(docs/gpu.md, "vLLM's custom all-reduce"). What is left out: the local loads and stores (HBM, in L2
+flight, not with the peers nor with the block's bytes, and froze the form on points never measured.
+That probe was an emulation: run dd found vLLM's kernel as vLLM compiles it faster, and runs de and
+df found its loop's pass growing far less with a thread's loads at few blocks and more with all
+blocks' loads in flight, which no frozen form gives yet, so ``per_load`` stays run db's, a known
+miss (docs/gpu.md, "vLLM's custom all-reduce"). What is left out: the local loads and stores (HBM, in L2
 at these sizes), the queueing of passes as the link nears full (run cw: 36 blocks pass in 1.07 us at
 94% of the reads' rate), a partial pass's cheaper loads (run db: with 192 threads a load costs about
 0.1 us, not 0.2), the order of the blocks' start, and the two-stage kernel's remainder (``S`` not a
 multiple of n packs). The reads' link is taken to be one rate whatever the peers the reads come from
 [A] (run cz: 294 GB/s from three peers against 327 from one). The two-stage kernel's middle barrier
-is a release store, a system fence first: the plan can charge one (``fence_s`` and
-``fence_per_block_s``, 0 by default), but run cy found that fence about 1.4 us with nothing stored
-at every block count, and more with the stores it waits for, which a line in the blocks does not
-have, so the documents charge none (a known miss).
+is a release store, a system fence first: the plan charges one (``fence_s`` and
+``fence_per_block_s``, 0 by default). Run cy found that fence the same at every block count, so the
+documents charge a flat one (run dc's form, adopted by run de on vLLM's compiled kernel); the stores
+it waits for, which grow it on long two-stage calls, are left out.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ block's passes over its packs (pack ``j x threads + t + m x blocks x threads`` i
 pass ``m``), each pass a flow on the GPU's NVLink (``CappedPool``, max-min fair among the blocks) of
 the active threads' bytes from the peers, at most those bytes over one pass (``CustomArPlan.pass_s``:
 a peer load's round trip and a cost for each load a thread keeps in flight, one a peer). The
-two-stage kernel's middle barrier also waits for its release fence (``CustomArLink.fence_at``: 0 in
-the shipped documents). The transfer ends when the last block does; the kernel's own fixed time is
+two-stage kernel's middle barrier also waits for its release fence (``CustomArLink.fence_at``: flat in
+the shipped documents, run de). The transfer ends when the last block does; the kernel's own fixed time is
 the cost's latency (``rdusim.hw.collectives.custom_ar_cost``).
 
 A block's work depends only on the plan, so a transfer is simulated once in its own environment and

@@ -89,10 +89,12 @@ def test_run_cx_reproduces_and_the_documents_carry_its_constants(car: types.Modu
         assert spec.read_bytes_per_s == pytest.approx(round(got.read_bytes_per_s / 1e8) * 1e8)
 
 
-def test_run_cy_reproduces_and_its_fence_is_not_in_the_documents(car: types.ModuleType,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run cy's frozen table and comparison are what the script prints now; F1 failed as registered, so
-    no document carries a fence (the two-stage kernel's middle barrier is a flag's way in the engine)."""
+def test_run_cy_reproduces_and_the_documents_carry_run_dcs_flat_fence(car: types.ModuleType,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run cy's frozen table and comparison are what the script prints now; F1 failed as registered (run ct's
+    fence line grows with the blocks, run cy's kernel alone does not). The documents carry run dc's flat
+    fence instead, adopted by run de's K3: run cy's empty two-stage kernel less the model's empty kernel,
+    nothing for further blocks."""
     from rdusim.hw.gpu import load_gpu_node
 
     monkeypatch.chdir(GPU.parents[1])
@@ -102,7 +104,37 @@ def test_run_cy_reproduces_and_its_fence_is_not_in_the_documents(car: types.Modu
     assert [line.split("|")[-2].strip() for line in table if line.startswith("| F")] == ["no", "yes", "yes"]
     for doc in ("h200", "h100"):
         spec = load_gpu_node(GPU.parents[1] / f"hw_configs/{doc}.yaml").gpu.spec.nvlink.custom_all_reduce
-        assert spec.fence_s == spec.fence_per_block_s == 0.0
+        assert (round(spec.fence_s * 1e8), spec.fence_per_block_s) == (round(car.dc_fence_s() * 1e8), 0.0)
+
+
+@pytest.mark.parametrize(("run", "verdicts"), [
+    ("dc", ["no", "yes", "no"]), ("de", ["no", "no", "yes", "yes"]), ("df", ["no", "no"])])
+def test_runs_dc_de_and_df_reproduce(car: types.ModuleType, monkeypatch: pytest.MonkeyPatch, run: str,
+                                     verdicts: list[str]) -> None:
+    """Runs dc's, de's and df's frozen tables and comparisons are what the script prints now, with their
+    registered verdicts: the flat fence holds on its own (H2) and with vLLM's compiled kernel (K3), not on
+    the emulation's two-stage passes (H1); vLLM's compiled loop fails run db's pass (K1) and run df's line
+    (L1)."""
+    monkeypatch.chdir(GPU.parents[1])
+    frozen = {"dc": car.frozen_dc, "de": car.frozen_de, "df": lambda: car.frozen_passes(car.df_run())}[run]()
+    assert "\n".join(frozen) + "\n" == (GPU / f"h200x2-20261130{run}-predicted.txt").read_text()
+    compare = {"dc": car.compare_dc, "de": car.compare_de, "df": lambda p: car.compare_passes(car.df_run(), p)}[run]
+    table = compare(f"benchmarks/gpu/h200x2-20261130{run}-custom-ar.csv")
+    assert "\n".join(table) + "\n" == (GPU / f"h200x2-20261130{run}-compare.txt").read_text()
+    assert [line.split("|")[-2].strip() for line in table if line.startswith(("| H", "| K", "| L"))] == verdicts
+
+
+def test_run_dd_vllms_compiled_kernel_is_faster_than_the_emulation(car: types.ModuleType,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run dd's comparison is what the script prints now; vLLM's compiled form (vllm_ar_t) ran every row
+    faster than the emulation (vllm_ar_n): J1 and J2 fail; its four blocks through 16 MiB ran as run cx's
+    calibration row did (516.4 us)."""
+    monkeypatch.chdir(GPU.parents[1])
+    table = car.compare_dd("benchmarks/gpu/h200x2-20261130dd-custom-ar.csv")
+    assert "\n".join(table) + "\n" == (GPU / "h200x2-20261130dd-compare.txt").read_text()
+    assert [line.split("|")[-2].strip() for line in table if line.startswith("| J")] == ["no", "no"]
+    rows = [line.split("|") for line in table if line.startswith("| 1stage-b4 |")]
+    assert float(rows[0][5]) == pytest.approx(516.4, rel=0.005) and float(rows[0][4]) > 1.09 * float(rows[0][5])
 
 
 def test_the_script_and_the_table_calibrate_on_the_same_rows(car: types.ModuleType) -> None:
@@ -166,5 +198,5 @@ def test_a_pass_grows_with_a_threads_loads_and_run_cz_is_explained_after(car: ty
     at512 = {p["loads"]: p["pass_us"] for p in slopes if (p["threads"], p["blocks"]) == (512, 4)}
     assert [round(at512[k], 2) for k in (1, 2, 3, 4, 5, 7)] == [1.07, 1.23, 1.37, 1.53, 1.73, 2.13]
     table = car.compare_cz_now("benchmarks/gpu/h200x4-20261130cz-custom-ar.csv")
-    assert "\n".join(table) + "\n" == (GPU / "h200x4-20261130cz-after-db.txt").read_text()
+    assert "\n".join(table) + "\n" == (GPU / "h200x4-20261130cz-now.txt").read_text()
     assert [line.split("|")[-2].strip() for line in table if line.startswith("| D")] == ["no", "no", "yes", "yes", "yes"]
