@@ -133,6 +133,9 @@ DE_VLLM_ONE = (24 * KIB, 384 * KIB, 3 * MIB)
 #: run df (h200x2-20261130df-custom-ar-hypotheses.md): pass_t at (loads, threads, blocks) runs da-de never ran
 DF_PASS_CONFIGS = ((2, 512, 3), (3, 512, 3), (5, 512, 3), (6, 512, 3), (2, 512, 6), (3, 512, 6), (5, 512, 6),
                    (6, 512, 6), (7, 512, 1), (7, 512, 12), (3, 256, 4), (7, 256, 4))
+#: run dg (h200x4-20261130dg-custom-ar-hypotheses.md, four GPUs): pass_t at (loads, threads, blocks, spread: the
+#: loads from that many distinct peers, or all from the next GPU)
+DG_PASS_CONFIGS = ((1, 512, 4, False), (3, 512, 4, True), (3, 512, 4, False), (3, 512, 1, True), (3, 512, 10, True))
 #: run db (h200x2-20261130db-custom-ar-hypotheses.md): ``pass_probe`` at (loads, threads, blocks) run da never
 #: ran: loads at 512 threads and 2-10 blocks, partial passes (192 and 384 threads), vLLM's 36 blocks; run da's
 #: k = 1 at 4 blocks again, beside them
@@ -151,7 +154,7 @@ TEMPLATES = ("vllm_ar_t<2>", "vllm_ar_t<4>", "gather_t<2>", "gather_t<4>", "gath
 #: run de: pass_t instances, a thread's own pack and N - 1 of the peer's (vLLM's compiled form of pass_probe)
 PASS_TEMPLATES = tuple(f"pass_t<{n}>" for n in (2, 3, 4, 5, 6, 7, 8))
 FIELDS = ["kind", "variant", "stages", "limit", "blocks", "bytes", "per", "reps", "median_us", "ok", "gpu", "ranks",
-          "threads", "loads", "kernel"]
+          "threads", "loads", "kernel", "spread"]
 
 KERNEL = r"""
 typedef unsigned int u32;
@@ -392,57 +395,90 @@ def da_configs() -> list[tuple[int, int, int]]:
     return cfgs + [(k, THREADS, b) for k in (1, 3) for b in DA_BLOCKS]
 
 
-def plan(per: int, reps: int, run: str = "cx") -> list[dict]:
-    """The timed rows (kind, stages, block limit, bytes). Runs cw and cx: vLLM's two kernels at its own
-    grid over ``SIZES``, the block sweep, and the empty kernel at 1 and 36 blocks. Run cy: the two-stage
-    kernel with nothing to sum at ``CY_EMPTY_BLOCKS`` blocks, and both kernels at ``CY_LIMITS`` blocks
-    through ``CY_SIZES``. Run cz, on ``CZ_RANKS`` GPUs: one stage at 36 blocks from 1 KiB to 16 MiB (vLLM
-    runs it under 512 KiB there), two stages at ``CZ_TWO_STAGE`` (vLLM's from 512 KiB), one stage at
-    ``CZ_LIMITS`` blocks through 16 MiB, and the kernel alone with one and two stages."""
-    if run in ("da", "db"):
-        cfgs = da_configs() if run == "da" else DB_CONFIGS
-        return [_pass_row(*cfg, passes, per, reps) for cfg in cfgs for passes in DA_PASSES]
-    if run == "df":
-        return [{**_pass_row(*cfg, passes, per, reps), "kernel": "t"} for cfg in DF_PASS_CONFIGS for passes in DA_PASSES]
-    if run == "de":
-        rows = [{**_pass_row(*cfg, passes, per, reps), "kernel": "t"} for cfg in DE_PASS_CONFIGS for passes in DA_PASSES]
-        keys = [("ar", 2, limit, size) for limit in DE_LIMITS for size in DE_SIZES]
-        keys += [("ar", 2, BLOCK_LIMIT, size) for size in DE_VLLM_TWO]
-        keys += [("ar", 1, BLOCK_LIMIT, size) for size in DE_VLLM_ONE]
-        keys += [("empty", stages, BLOCK_LIMIT, 0) for stages in (2, 1)]
-        return rows + [{**_row_plan(*key, per, reps), "kernel": "t"} for key in keys]
-    if run == "dd":
-        keys = [("ar", 2, limit, size) for limit in DC_LIMITS for size in DC_SIZES]
-        keys += [("ar", 2, BLOCK_LIMIT, size) for size in (3 * KIB, 100 * KIB, 768 * KIB, 6 * MIB)]
-        keys += [("ar", 1, limit, size) for limit, size in DD_ONE_STAGE]
-        keys += [("empty", stages, BLOCK_LIMIT, 0) for stages in (2, 1)]
-        rows = [{**_row_plan(*key, per, reps), "kernel": kernel} for key in keys for kernel in ("n", "t")]
-        for ranks in DD_GATHER_RANKS:
-            for blocks in DD_GATHER_BLOCKS:
-                for passes in DA_PASSES:
-                    row = _pass_row(ranks, THREADS, blocks, passes, per, reps)
-                    rows.append({**row, "kind": "gather", "variant": f"gather-n{ranks}-b{blocks}", "kernel": "t"})
-        return rows + [_pass_row(0, THREADS, blocks, passes, per, reps) for blocks in DD_GATHER_BLOCKS
-                       for passes in DA_PASSES]
-    if run == "dc":
-        keys = [("empty", 2, limit, 0) for limit in DC_EMPTY_BLOCKS]
-        keys += [("ar", 2, limit, size) for limit in DC_LIMITS for size in DC_SIZES]
-        keys += [("ar", 2, BLOCK_LIMIT, size) for size in DC_VLLM_SIZES + DC_WIDE]
-        return [_row_plan(*key, per, reps) for key in keys]
-    if run == "cz":
-        keys = [("ar", 1, BLOCK_LIMIT, size) for size in SIZES if size <= 16 * MIB]
-        keys += [("ar", 2, BLOCK_LIMIT, size) for size in CZ_TWO_STAGE]
-        keys += [("ar", 1, limit, 16 * MIB) for limit in CZ_LIMITS]
-        keys += [("empty", stages, BLOCK_LIMIT, 0) for stages in (1, 2)]
-        return [_row_plan(*key, per, reps, CZ_RANKS) for key in keys]
-    if run == "cy":
-        keys = [("empty", 2, limit, 0) for limit in CY_EMPTY_BLOCKS]
-        keys += [("ar", stages, limit, size) for stages in (2, 1) for limit in CY_LIMITS for size in CY_SIZES]
-    else:
-        keys = [("ar", stages, BLOCK_LIMIT, size) for stages in (1, 2) for size in SIZES]
-        keys += [("ar", stages, limit, size) for stages, limits, sizes in SWEEP for limit in limits for size in sizes]
-        keys += [("empty", 1, limit, 0) for limit in (1, BLOCK_LIMIT)]
+def _cz_keys() -> list[tuple]:
+    """Runs cz's and dg's rows on four GPUs: one stage at 36 blocks from 1 KiB to 16 MiB (vLLM runs it under
+    512 KiB there), two stages at ``CZ_TWO_STAGE`` (vLLM's from 512 KiB), one stage at ``CZ_LIMITS``
+    blocks through 16 MiB, and the kernel alone with one and two stages."""
+    keys = [("ar", 1, BLOCK_LIMIT, size) for size in SIZES if size <= 16 * MIB]
+    keys += [("ar", 2, BLOCK_LIMIT, size) for size in CZ_TWO_STAGE]
+    keys += [("ar", 1, limit, 16 * MIB) for limit in CZ_LIMITS]
+    return keys + [("empty", stages, BLOCK_LIMIT, 0) for stages in (1, 2)]
+
+
+def _passes(cfgs, per: int, reps: int, kernel: str | None = None) -> list[dict]:
+    """A run's ``pass_probe`` / ``pass_t`` rows: each (loads, threads, blocks) at both pass counts."""
+    extra = {"kernel": kernel} if kernel else {}
+    return [{**_pass_row(*cfg, passes, per, reps), **extra} for cfg in cfgs for passes in DA_PASSES]
+
+
+def _plan_cx(per: int, reps: int) -> list[dict]:
+    keys = [("ar", stages, BLOCK_LIMIT, size) for stages in (1, 2) for size in SIZES]
+    keys += [("ar", stages, limit, size) for stages, limits, sizes in SWEEP for limit in limits for size in sizes]
+    keys += [("empty", 1, limit, 0) for limit in (1, BLOCK_LIMIT)]
     return [_row_plan(*key, per, reps) for key in keys]
+
+
+def _plan_cy(per: int, reps: int) -> list[dict]:
+    keys = [("empty", 2, limit, 0) for limit in CY_EMPTY_BLOCKS]
+    keys += [("ar", stages, limit, size) for stages in (2, 1) for limit in CY_LIMITS for size in CY_SIZES]
+    return [_row_plan(*key, per, reps) for key in keys]
+
+
+def _plan_dc(per: int, reps: int) -> list[dict]:
+    keys = [("empty", 2, limit, 0) for limit in DC_EMPTY_BLOCKS]
+    keys += [("ar", 2, limit, size) for limit in DC_LIMITS for size in DC_SIZES]
+    keys += [("ar", 2, BLOCK_LIMIT, size) for size in DC_VLLM_SIZES + DC_WIDE]
+    return [_row_plan(*key, per, reps) for key in keys]
+
+
+def _plan_dd(per: int, reps: int) -> list[dict]:
+    keys = [("ar", 2, limit, size) for limit in DC_LIMITS for size in DC_SIZES]
+    keys += [("ar", 2, BLOCK_LIMIT, size) for size in (3 * KIB, 100 * KIB, 768 * KIB, 6 * MIB)]
+    keys += [("ar", 1, limit, size) for limit, size in DD_ONE_STAGE]
+    keys += [("empty", stages, BLOCK_LIMIT, 0) for stages in (2, 1)]
+    rows = [{**_row_plan(*key, per, reps), "kernel": kernel} for key in keys for kernel in ("n", "t")]
+    for ranks in DD_GATHER_RANKS:
+        for blocks in DD_GATHER_BLOCKS:
+            for passes in DA_PASSES:
+                row = _pass_row(ranks, THREADS, blocks, passes, per, reps)
+                rows.append({**row, "kind": "gather", "variant": f"gather-n{ranks}-b{blocks}", "kernel": "t"})
+    return rows + _passes([(0, THREADS, blocks) for blocks in DD_GATHER_BLOCKS], per, reps)
+
+
+def _plan_de(per: int, reps: int) -> list[dict]:
+    keys = [("ar", 2, limit, size) for limit in DE_LIMITS for size in DE_SIZES]
+    keys += [("ar", 2, BLOCK_LIMIT, size) for size in DE_VLLM_TWO]
+    keys += [("ar", 1, BLOCK_LIMIT, size) for size in DE_VLLM_ONE]
+    keys += [("empty", stages, BLOCK_LIMIT, 0) for stages in (2, 1)]
+    return _passes(DE_PASS_CONFIGS, per, reps, "t") + [{**_row_plan(*key, per, reps), "kernel": "t"} for key in keys]
+
+
+def _plan_dg(per: int, reps: int) -> list[dict]:
+    rows = [{**_row_plan(*key, per, reps, CZ_RANKS), "kernel": "t"} for key in _cz_keys()]
+    for k, t, b, spread in DG_PASS_CONFIGS:
+        for passes in DA_PASSES:
+            row = {**_pass_row(k, t, b, passes, per, reps), "kernel": "t", "ranks": CZ_RANKS, "spread": spread}
+            rows.append({**row, "variant": row["variant"] + ("-spread" if spread else "")})
+    return rows
+
+
+#: each run's rows (``plan``)
+_PLANS = {
+    "cx": _plan_cx, "cy": _plan_cy, "dc": _plan_dc, "dd": _plan_dd, "de": _plan_de, "dg": _plan_dg,
+    "cz": lambda per, reps: [_row_plan(*key, per, reps, CZ_RANKS) for key in _cz_keys()],
+    "da": lambda per, reps: _passes(da_configs(), per, reps),
+    "db": lambda per, reps: _passes(DB_CONFIGS, per, reps),
+    "df": lambda per, reps: _passes(DF_PASS_CONFIGS, per, reps, "t"),
+}
+
+
+def plan(per: int, reps: int, run: str = "cx") -> list[dict]:
+    """The timed rows (kind, stages, block limit, bytes) of a run (``_PLANS``). Runs cw and cx: vLLM's two
+    kernels at its own grid over ``SIZES``, the block sweep, and the empty kernel at 1 and 36 blocks. Run
+    cy: the two-stage kernel with nothing to sum at ``CY_EMPTY_BLOCKS`` blocks, and both kernels at
+    ``CY_LIMITS`` blocks through ``CY_SIZES``. Runs cz and dg, on ``CZ_RANKS`` GPUs: ``_cz_keys`` (dg with
+    vLLM's compiled kernel, and ``pass_t``). Runs da-df: their hypotheses files."""
+    return _PLANS[run](per, reps)
 
 
 def chase_cycle(size: int, stride: int = CHASE_STRIDE, seed: int = 0):
@@ -517,16 +553,21 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
                             np.int32(stages), self.err[d])
                     self.fn[d]["vllm_ar_n"]((blocks,), (THREADS,), args, stream=self.stream[d])
 
-    def pass_tables(self, loads: int, size: int) -> dict:
-        """Run da: each GPU's table for ``pass_probe``: its own input, then ``loads`` slices of ``size``
-        bytes of the other GPU's input, one after the other (two GPUs)."""
+    def pass_sources(self, d: int, loads: int, spread: bool) -> list[tuple[int, int]]:
+        """The (GPU, slice) a pass's loads read on GPU ``d``: ``loads`` slices of the next GPU's input one
+        after the other, or (``spread``, run dg) the first slice of each of the next ``loads`` GPUs."""
+        return [((d + 1 + j) % self.n, 0) if spread else ((d + 1) % self.n, j) for j in range(loads)]
+
+    def pass_tables(self, loads: int, size: int, spread: bool = False) -> dict:
+        """Runs da-dg: each GPU's table for ``pass_probe`` / ``pass_t``: its own input, then its loads'
+        slices of ``size`` bytes (``pass_sources``)."""
         import numpy as np
 
         tables = {}
         for d in range(self.n):
             with self.cp.cuda.Device(d):
-                peer = self.inp[1 - d].data.ptr
-                ptrs = [self.inp[d].data.ptr] + [peer + j * size for j in range(loads)]
+                ptrs = [self.inp[d].data.ptr] + [self.inp[g].data.ptr + j * size
+                                                 for g, j in self.pass_sources(d, loads, spread)]
                 tables[d] = self.cp.asarray(np.array(ptrs, dtype=np.uint64))
         return tables
 
@@ -535,7 +576,8 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
         at once, each reading the other's slices."""
         import numpy as np
 
-        tables, packs = self.pass_tables(r["loads"], r["bytes"]), r["bytes"] // PACK
+        spread = bool(r.get("spread"))
+        tables, packs = self.pass_tables(r["loads"], r["bytes"], spread), r["bytes"] // PACK
         compiled = r.get("kernel") == "t"
 
         def launch(count: int) -> None:
@@ -552,13 +594,14 @@ class _Ar:  # pragma: no cover - needs GPUs with peer access
         for d in range(self.n):
             self.stream[d].synchronize()
         us = self.time_ahead(lambda: launch(r["per"]), r["per"], r["reps"])
-        return us, self.correct_pass(r["loads"], r["bytes"])
+        return us, self.correct_pass(r["loads"], r["bytes"], spread)
 
-    def correct_pass(self, loads: int, size: int) -> bool:
-        """GPU 0's result against its own input and the peer's ``loads`` slices summed in fp32 apart."""
+    def correct_pass(self, loads: int, size: int, spread: bool = False) -> bool:
+        """GPU 0's result against its own input and its loads' slices summed in fp32 apart."""
         cp, n = self.cp, size // 2
         with cp.cuda.Device(0):
-            parts = [self.inp[0][:n]] + [cp.array(self.inp[1][j * n:(j + 1) * n]) for j in range(loads)]
+            parts = [self.inp[0][:n]] + [cp.array(self.inp[g][j * n:(j + 1) * n])
+                                         for g, j in self.pass_sources(0, loads, spread)]
             want = sum((p.astype(cp.uint32) << 16).view(cp.float32) for p in parts)
             got = (self.out[0][:n].astype(cp.uint32) << 16).view(cp.float32)
             return bool(cp.all(cp.abs(got - want) <= 1e-2 * cp.abs(want) + 1e-6))
@@ -1210,6 +1253,69 @@ def df_run() -> PassRun:
         lambda k: cx.pass_at(k) * 1e6, "run db's form as adopted, run cx's chase + 0.20 us a load")
 
 
+#: run dg's registered checks (h200x4-20261130dg-custom-ar-hypotheses.md): rows, median / worst abs error against
+#: the documents as they stood (h200.yaml: run db's pass, run de's fence)
+DG_CHECKS = {
+    "M1": ("vLLM's compiled one-stage kernel where vLLM runs it on four GPUs: 36 blocks, 1-256 KiB", 10.0, 25.0),
+    "M2": ("vLLM's compiled two-stage kernel where vLLM runs it on four GPUs: 512 KiB-4 MiB", 15.0, 30.0),
+    "M3": ("a pass with three peers' loads: one stage at 4, 16 and 36 blocks, 1-16 MiB", 10.0, 20.0),
+    "M4": ("the reads' link from three peers: one stage at 132 blocks through 16 MiB", 15.0, 15.0),
+    "M5": ("the kernels alone, one and two stages", 15.0, 15.0),
+}
+DG_LINK_TEXT = "h200.yaml as committed before run dg (a pass 0.80 + 0.20 us a load, the fence 1.29 us)"
+
+
+def dg_check_of(row: dict) -> str | None:
+    if row["kind"] == "empty":
+        return "M5"
+    return {"D1": "M1", "D2": "M2", "D3": "M3", "D4": "M4"}.get(cz_check_of(row))
+
+
+def dg_link():
+    """Run dg's frozen model: the GPU document's ``nvlink.custom_all_reduce`` as committed before the run."""
+    return document_link()
+
+
+def dg_passes(rows: list[dict]) -> list[dict]:
+    """Run dg's passes (us): each ``DG_PASS_CONFIGS`` entry's slope of its two rows."""
+    lo, hi = DA_PASSES
+    by = {(r["variant"], int(r["bytes"])): r for r in rows if r["kind"] == "pass"}
+    out = []
+    for k, t, b, spread in DG_PASS_CONFIGS:
+        variant = f"pass-k{k}-t{t}-b{b}" + ("-spread" if spread else "")
+        rs = [by.get((variant, p * b * t * PACK)) for p in (lo, hi)]
+        if None not in rs:
+            out.append({"loads": k, "threads": t, "blocks": b, "spread": spread,
+                        "pass_us": (float(rs[1]["median_us"]) - float(rs[0]["median_us"])) / (hi - lo)})
+    return out
+
+
+def frozen_dg() -> list[str]:
+    link = dg_link()
+    lines = _frozen_table("dg", link, f"# run dg frozen predictions (committed before the run), four GPUs, vLLM's "
+                          f"compiled kernels (vllm_ar_t<4>): {DG_LINK_TEXT}", dg_check_of)
+    lines += ["", "| pass_t: loads | threads | blocks | from | frozen pass (us, run cx's chase; the lease's replaces it) |",
+              "|---:|---:|---:|---|---:|"]
+    rt = chase_us(load(CX_CSV))
+    lines += [f"| {k} | {t} | {b} | {'three peers' if spread else 'one peer'} | "
+              f"{rt + k * link.per_load_s * 1e6:.3f} |" for k, t, b, spread in DG_PASS_CONFIGS]
+    return lines
+
+
+def compare_dg(path: str) -> list[str]:
+    """Run dg's rows against its frozen model (``DG_CHECKS``), and its passes: three loads from three peers
+    against three from one (the lease's chase + h200.yaml's per_load a load beside them)."""
+    rows, link = load(path), dg_link()
+    lines = _frozen_compare(path, link, f"# {path} against run dg's frozen model ({DG_LINK_TEXT})", DG_CHECKS,
+                            dg_check_of)
+    rt = chase_us(rows)
+    lines += ["", f"pass_t on four GPUs (the lease's chase {rt:.3f} us + {link.per_load_s * 1e6:.2f} us a load beside):",
+              "", "| loads | threads | blocks | from | pass (us) | run db's form (us) |", "|---:|---:|---:|---|---:|---:|"]
+    lines += [f"| {p['loads']} | {p['threads']} | {p['blocks']} | {'three peers' if p['spread'] else 'one peer'} | "
+              f"{p['pass_us']:.3f} | {rt + p['loads'] * link.per_load_s * 1e6:.3f} |" for p in dg_passes(rows)]
+    return lines
+
+
 def frozen_de() -> list[str]:
     link = dc_link()
     return frozen_passes(de_run()) + [""] + _frozen_table(
@@ -1429,12 +1535,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
-    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc", "dd", "de", "df"), default="cx",
-                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's, db's and df's passes, or runs dc's, dd's or de's")
+    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc", "dd", "de", "df", "dg"), default="cx",
+                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's, db's and df's passes, runs dc's, dd's or de's, or run dg's (four GPUs)")
     ap.add_argument("--ptx", metavar="PATH", help="write NVRTC's PTX of the kernels (GPU host)")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
-    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc", "de", "df"), help="a run's rows as its frozen model predicts them (CPU)")
+    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc", "de", "df", "dg"), help="a run's rows as its frozen model predicts them (CPU)")
     ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
                     help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
     ap.add_argument("--plot-passes", metavar="PNG", help="runs da's and db's passes by loads a thread against the "
@@ -1445,6 +1551,7 @@ def main(argv: list[str] | None = None) -> int:
                     "and db's pass; explained after measurement) and its checks (CPU)")
     ap.add_argument("--compare-da", metavar="CSV", help="run da's passes against its frozen form and checks (CPU)")
     ap.add_argument("--compare-dc", metavar="CSV", help="run dc's CSV against its frozen model and checks (CPU)")
+    ap.add_argument("--compare-dg", metavar="CSV", help="run dg's CSV against its frozen model and checks (CPU)")
     ap.add_argument("--compare-df", metavar="CSV", help="run df's passes against its frozen form and checks (CPU)")
     ap.add_argument("--compare-de", metavar="CSV", help="run de's CSV against its frozen models and checks (CPU)")
     ap.add_argument("--compare-dd", metavar="CSV", help="run dd's CSV: vLLM's compiled form against the emulation, "
@@ -1456,7 +1563,8 @@ def main(argv: list[str] | None = None) -> int:
                            (args.compare_da, lambda p: compare_passes(da_run(), p)),
                            (args.compare_db, lambda p: compare_passes(db_run(), p)),
                            (args.compare_dc, compare_dc), (args.compare_dd, compare_dd),
-                           (args.compare_de, compare_de), (args.compare_df, lambda p: compare_passes(df_run(), p))):
+                           (args.compare_de, compare_de), (args.compare_df, lambda p: compare_passes(df_run(), p)),
+                           (args.compare_dg, compare_dg)):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
@@ -1471,7 +1579,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.frozen:
         print("\n".join({"cy": frozen_cy, "cz": frozen_cz, "da": lambda: frozen_passes(da_run()),
                           "db": lambda: frozen_passes(db_run()), "dc": frozen_dc,
-                          "de": frozen_de, "df": lambda: frozen_passes(df_run())}[args.frozen]()))
+                          "de": frozen_de, "df": lambda: frozen_passes(df_run()),
+                          "dg": frozen_dg}[args.frozen]()))
         return 0
     if args.per <= 0 or args.reps <= 0:
         ap.error("--per and --reps must be positive")
