@@ -200,3 +200,15 @@ def test_a_pass_grows_with_a_threads_loads_and_run_cz_is_explained_after(car: ty
     table = car.compare_cz_now("benchmarks/gpu/h200x4-20261130cz-custom-ar.csv")
     assert "\n".join(table) + "\n" == (GPU / "h200x4-20261130cz-now.txt").read_text()
     assert [line.split("|")[-2].strip() for line in table if line.startswith("| D")] == ["no", "no", "yes", "yes", "yes"]
+
+
+def test_run_dg_is_frozen_as_h200_yaml_stood(car: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run dg (four GPUs, not run yet) is frozen: its table is what the script prints from its own record
+    of h200.yaml as registered, whatever the document says later; its rows are vLLM's compiled kernel on
+    four ranks, and its spread passes read three distinct peers."""
+    monkeypatch.chdir(GPU.parents[1])
+    assert "\n".join(car.frozen_dg()) + "\n" == (GPU / "h200x4-20261130dg-predicted.txt").read_text()
+    rows = car.plan(100, 7, "dg")
+    assert {r["ranks"] for r in rows} == {4} and {r["kernel"] for r in rows} == {"t"}
+    spread = [r for r in rows if r.get("spread")]
+    assert {r["variant"] for r in spread} == {f"pass-k3-t512-b{b}-spread" for b in (1, 4, 10)}
