@@ -136,6 +136,9 @@ DF_PASS_CONFIGS = ((2, 512, 3), (3, 512, 3), (5, 512, 3), (6, 512, 3), (2, 512, 
 #: run dg (h200x4-20261130dg-custom-ar-hypotheses.md, four GPUs): pass_t at (loads, threads, blocks, spread: the
 #: loads from that many distinct peers, or all from the next GPU)
 DG_PASS_CONFIGS = ((1, 512, 4, False), (3, 512, 4, True), (3, 512, 4, False), (3, 512, 1, True), (3, 512, 10, True))
+#: run dh (h200x2-20261130dh-custom-ar-hypotheses.md, a survey): pass_t over loads x blocks at 512 threads
+DH_LOADS = (1, 2, 3, 5, 7)
+DH_BLOCKS = (1, 2, 4, 8, 16)
 #: run db (h200x2-20261130db-custom-ar-hypotheses.md): ``pass_probe`` at (loads, threads, blocks) run da never
 #: ran: loads at 512 threads and 2-10 blocks, partial passes (192 and 384 threads), vLLM's 36 blocks; run da's
 #: k = 1 at 4 blocks again, beside them
@@ -469,6 +472,7 @@ _PLANS = {
     "da": lambda per, reps: _passes(da_configs(), per, reps),
     "db": lambda per, reps: _passes(DB_CONFIGS, per, reps),
     "df": lambda per, reps: _passes(DF_PASS_CONFIGS, per, reps, "t"),
+    "dh": lambda per, reps: _passes([(k, THREADS, b) for b in DH_BLOCKS for k in DH_LOADS], per, reps, "t"),
 }
 
 
@@ -1321,6 +1325,25 @@ def compare_dg(path: str) -> list[str]:
     return lines
 
 
+def survey_dh(path: str) -> list[str]:
+    """Run dh (a survey, nothing frozen): vLLM's compiled loop's pass (us) by a thread's loads and the
+    blocks, with the blocks' loads in flight together and what the reads' link alone would take."""
+    rows = load(path)
+    link = document_link()
+    got = {(p["loads"], p["blocks"]): p["pass_us"] for p in
+           pass_slopes(rows, [(k, THREADS, b) for b in DH_BLOCKS for k in DH_LOADS])}
+    lines = [f"# {path}: vLLM's compiled loop (pass_t), a pass (us) from the slope of {DA_PASSES[0]} and "
+             f"{DA_PASSES[1]} passes a block, 512 threads; the lease's chase {chase_us(rows):.3f} us; in brackets the "
+             f"blocks' bytes at the reads' link ({link.read_bytes_per_s / 1e9:.1f} GB/s)", "",
+             "| loads \\ blocks | " + " | ".join(str(b) for b in DH_BLOCKS) + " |",
+             "|---:|" + "---:|" * len(DH_BLOCKS)]
+    for k in DH_LOADS:
+        cells = [f"{got[k, b]:.3f} ({b * k * THREADS * PACK / link.read_bytes_per_s * 1e6:.2f})" if (k, b) in got else "-"
+                 for b in DH_BLOCKS]
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def frozen_de() -> list[str]:
     link = dc_link()
     return frozen_passes(de_run()) + [""] + _frozen_table(
@@ -1540,8 +1563,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
-    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc", "dd", "de", "df", "dg"), default="cx",
-                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's, db's and df's passes, runs dc's, dd's or de's, or run dg's (four GPUs)")
+    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc", "dd", "de", "df", "dg", "dh"), default="cx",
+                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's, db's and df's passes, runs dc's, dd's or de's, run dg's (four GPUs) or run dh's survey")
     ap.add_argument("--ptx", metavar="PATH", help="write NVRTC's PTX of the kernels (GPU host)")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
@@ -1556,6 +1579,7 @@ def main(argv: list[str] | None = None) -> int:
                     "and db's pass; explained after measurement) and its checks (CPU)")
     ap.add_argument("--compare-da", metavar="CSV", help="run da's passes against its frozen form and checks (CPU)")
     ap.add_argument("--compare-dc", metavar="CSV", help="run dc's CSV against its frozen model and checks (CPU)")
+    ap.add_argument("--survey-dh", metavar="CSV", help="run dh's passes by loads and blocks (CPU)")
     ap.add_argument("--compare-dg", metavar="CSV", help="run dg's CSV against its frozen model and checks (CPU)")
     ap.add_argument("--compare-df", metavar="CSV", help="run df's passes against its frozen form and checks (CPU)")
     ap.add_argument("--compare-de", metavar="CSV", help="run de's CSV against its frozen models and checks (CPU)")
@@ -1569,7 +1593,7 @@ def main(argv: list[str] | None = None) -> int:
                            (args.compare_db, lambda p: compare_passes(db_run(), p)),
                            (args.compare_dc, compare_dc), (args.compare_dd, compare_dd),
                            (args.compare_de, compare_de), (args.compare_df, lambda p: compare_passes(df_run(), p)),
-                           (args.compare_dg, compare_dg)):
+                           (args.compare_dg, compare_dg), (args.survey_dh, survey_dh)):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
