@@ -212,3 +212,13 @@ def test_run_dg_is_frozen_as_h200_yaml_stood(car: types.ModuleType, monkeypatch:
     assert {r["ranks"] for r in rows} == {4} and {r["kernel"] for r in rows} == {"t"}
     spread = [r for r in rows if r.get("spread")]
     assert {r["variant"] for r in spread} == {f"pass-k3-t512-b{b}-spread" for b in (1, 4, 10)}
+
+
+def test_run_dh_survey_reproduces(car: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run dh's surface is what the script prints now: at one block a pass grows a little with a thread's
+    loads; at sixteen blocks and seven loads it is the reads' link's (2.74 us against its 2.80)."""
+    monkeypatch.chdir(GPU.parents[1])
+    table = car.survey_dh("benchmarks/gpu/h200x2-20261130dh-custom-ar.csv")
+    assert "\n".join(table) + "\n" == (GPU / "h200x2-20261130dh-survey.txt").read_text()
+    seven = [line for line in table if line.startswith("| 7 |")][0].split("|")
+    assert seven[2].strip().startswith("1.25") and seven[6].strip() == "2.739 (2.80)"

@@ -1297,7 +1297,8 @@ NOT_YET: tuple[str, ...] = (
     "ring emulated and its cluster launch (runs cc, cd, ring_emul.py --verdict / --verdict-cd), the ring's "
     "channels frozen at forced channel counts and buffers (run ce, ring_predict.py --compare), vLLM's "
     "custom all-reduce loop's passes by the loads a thread keeps in flight and its kernels as vLLM compiles "
-    "them (runs da-df, custom_ar.py --compare-da / -db / -dc / -dd / -de / -df): their benchmark scripts",
+    "them (runs da-dh, custom_ar.py --compare-da / -db / -dc / -dd / -de / -df, --survey-dh): their benchmark "
+    "scripts",
     "FA3 on the opt-in clock (runs bn, bq replayed: fa3_compare.py --clock), its varlen call (run br: "
     "fa3_compare.py --varlen) and Llama-3.1-8B's prefill step with FA3, back to back (run bs: fa3_e2e.py): "
     "their benchmark scripts",
