@@ -1107,19 +1107,29 @@ def dc_check_of(row: dict) -> str:
     return "H3" if int(row["limit"]) == BLOCK_LIMIT and int(row["bytes"]) >= min(DC_WIDE) else "H1"
 
 
-def dc_fence_s(hw: str = "hw_configs/h200.yaml") -> float:
+def h200_after_db(fence_s: float = 0.0):
+    """h200.yaml's ``nvlink.custom_all_reduce`` as it stood after run db's adoption (48f8c05; run de then
+    added its fence, ``fence_s`` here): the model runs dc, de and dg froze theirs on, kept here so their
+    frozen tables stay what they were whatever the document says later."""
+    from rdusim.hw.custom_all_reduce import CustomArLink
+
+    return CustomArLink(load_s=0.80e-6, per_load_s=0.20e-6, flag_s=0.70e-6, read_bytes_per_s=327.3e9,
+                        kernel_s=3.03e-6, fence_s=fence_s)
+
+
+def dc_fence_s() -> float:
     """Run dc's frozen fence: run cy's two-stage kernel with nothing to sum (1-64 blocks) took the same at
     every block count; its median less the model's one-stage kernel with nothing to sum (the kernel's
     fixed time and two flags) is what the release barrier costs over a flag."""
-    link = document_link(hw)
+    link = h200_after_db()
     empty2 = [float(r["median_us"]) * 1e-6 for r in load(CY_CSV) if r["variant"].startswith("empty2")]
     return statistics.median(empty2) - (link.kernel_s + 2 * link.flag_s)
 
 
-def dc_link(hw: str = "hw_configs/h200.yaml"):
-    """Run dc's frozen model: the GPU document's ``nvlink.custom_all_reduce`` (after run db) with a flat
-    release fence (``dc_fence_s``), nothing for the blocks fencing at once."""
-    return dataclasses.replace(document_link(hw), fence_s=dc_fence_s(hw), fence_per_block_s=0.0)
+def dc_link():
+    """Run dc's frozen model: h200.yaml after run db (``h200_after_db``) with a flat release fence
+    (``dc_fence_s``), nothing for the blocks fencing at once."""
+    return h200_after_db(dc_fence_s())
 
 
 def frozen_dc() -> list[str]:
@@ -1151,7 +1161,7 @@ def compare_dd(path: str) -> list[str]:
     (h200.yaml; with run dc's flat fence beside it); vLLM's stage 2 alone by its ranks against a pass
     with every load in flight and one with the loads one after another."""
     rows = load(path)
-    link = dataclasses.replace(document_link(), fence_s=0.0, fence_per_block_s=0.0)  # as it was at run dd
+    link = h200_after_db()  # as it was at run dd, no fence
     fenced = dataclasses.replace(link, fence_s=dc_fence_s())
     by = {(r["variant"], int(r["bytes"]), r.get("kernel") or "n"): r for r in rows if r["kind"] in ("ar", "empty")}
     lines = [f"# {path}: vLLM's compiled form (vllm_ar_t, the ranks a template parameter) against the emulation "
@@ -1276,13 +1286,9 @@ def dg_check_of(row: dict) -> str | None:
 
 
 def dg_link():
-    """Run dg's frozen model: the GPU document's ``nvlink.custom_all_reduce`` as committed when run dg was
-    registered (h200.yaml at 73bebb4), kept here so the frozen table stays what it was if the document
-    changes before the run."""
-    from rdusim.hw.custom_all_reduce import CustomArLink
-
-    return CustomArLink(load_s=0.80e-6, per_load_s=0.20e-6, flag_s=0.70e-6, read_bytes_per_s=327.3e9,
-                        kernel_s=3.03e-6, fence_s=1.29e-6)
+    """Run dg's frozen model: h200.yaml's ``nvlink.custom_all_reduce`` as committed when run dg was
+    registered (73bebb4): run db's pass and run de's fence, 1.29 us."""
+    return h200_after_db(1.29e-6)
 
 
 def dg_passes(rows: list[dict]) -> list[dict]:
@@ -1329,7 +1335,7 @@ def survey_dh(path: str) -> list[str]:
     """Run dh (a survey, nothing frozen): vLLM's compiled loop's pass (us) by a thread's loads and the
     blocks, with the blocks' loads in flight together and what the reads' link alone would take."""
     rows = load(path)
-    link = document_link()
+    link = h200_after_db()  # the reads' link as it stood at run dh
     got = {(p["loads"], p["blocks"]): p["pass_us"] for p in
            pass_slopes(rows, [(k, THREADS, b) for b in DH_BLOCKS for k in DH_LOADS])}
     lines = [f"# {path}: vLLM's compiled loop (pass_t), a pass (us) from the slope of {DA_PASSES[0]} and "

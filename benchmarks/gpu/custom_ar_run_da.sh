@@ -5,8 +5,5 @@
 # barriers) on both GPUs at once at 0-7 loads from the peer, 64-512 threads and 1-8 blocks, two pass counts each.
 # Usage on the device, from the repo root: OUT=<dir> bash benchmarks/gpu/custom_ar_run_da.sh
 P=h200x2-20261130da
-source benchmarks/gpu/collectives_steps.sh  # env, $W, $G
-echo "$(date -u +%T) start custom_ar --run da" >> $W/$P-main.log
-CUDA_VISIBLE_DEVICES=0,1 timeout -k 10 300 python $G/custom_ar.py --run da --out $W/$P-custom-ar.csv > $W/$P-custom-ar-run.log 2>&1
-echo "$(date -u +%T) end custom_ar rc=$?" >> $W/$P-main.log
-tar czf $OUT/results.tgz -C $W .
+source benchmarks/gpu/collectives_steps.sh  # env, $W, $G, custom_ar_step()
+custom_ar_step da 0,1

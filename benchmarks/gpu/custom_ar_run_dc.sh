@@ -5,8 +5,5 @@
 # at 3, 12 and 48 blocks, and vLLM's two-stage kernel at 1-36 blocks through 3 KiB-6 MiB (never measured).
 # Usage on the device, from the repo root: OUT=<dir> bash benchmarks/gpu/custom_ar_run_dc.sh
 P=h200x2-20261130dc
-source benchmarks/gpu/collectives_steps.sh  # env, $W, $G
-echo "$(date -u +%T) start custom_ar --run dc" >> $W/$P-main.log
-CUDA_VISIBLE_DEVICES=0,1 timeout -k 10 300 python $G/custom_ar.py --run dc --out $W/$P-custom-ar.csv > $W/$P-custom-ar-run.log 2>&1
-echo "$(date -u +%T) end custom_ar rc=$?" >> $W/$P-main.log
-tar czf $OUT/results.tgz -C $W .
+source benchmarks/gpu/collectives_steps.sh  # env, $W, $G, custom_ar_step()
+custom_ar_step dc 0,1

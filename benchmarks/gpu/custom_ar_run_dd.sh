@@ -5,9 +5,6 @@
 # kernels is kept beside the results.
 # Usage on the device, from the repo root: OUT=<dir> bash benchmarks/gpu/custom_ar_run_dd.sh
 P=h200x2-20261130dd
-source benchmarks/gpu/collectives_steps.sh  # env, $W, $G
-echo "$(date -u +%T) start custom_ar --run dd" >> $W/$P-main.log
+source benchmarks/gpu/collectives_steps.sh  # env, $W, $G, custom_ar_step()
 CUDA_VISIBLE_DEVICES=0 timeout -k 10 120 python $G/custom_ar.py --ptx $W/$P-kernels.ptx >> $W/$P-main.log 2>&1
-CUDA_VISIBLE_DEVICES=0,1 timeout -k 10 300 python $G/custom_ar.py --run dd --out $W/$P-custom-ar.csv > $W/$P-custom-ar-run.log 2>&1
-echo "$(date -u +%T) end custom_ar rc=$?" >> $W/$P-main.log
-tar czf $OUT/results.tgz -C $W .
+custom_ar_step dd 0,1
