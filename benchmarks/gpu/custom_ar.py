@@ -1008,12 +1008,17 @@ def _frozen_compare(path: str, link, title: str, checks: dict, check_of, bare=No
     return lines + check_lines(checks, errs)
 
 
+def _link_words(link) -> str:
+    """A frozen table's title words for a link's reads, kernel and flag."""
+    return (f"reads {link.read_bytes_per_s / 1e9:.1f} GB/s, kernel {link.kernel_s * 1e6:.2f} us, flag "
+            f"{link.flag_s * 1e6:.2f} us")
+
+
 def frozen_cy() -> list[str]:
     """Run cy's rows as the frozen model predicts them (``cy_link``), before the run."""
     link = cy_link()
     return _frozen_table("cy", link, f"# run cy frozen predictions (committed before the run): h200.yaml's "
-                         f"custom_all_reduce (pass {link.pass_at(1) * 1e6:.2f} us, reads {link.read_bytes_per_s / 1e9:.1f} "
-                         f"GB/s, kernel {link.kernel_s * 1e6:.2f} us, flag {link.flag_s * 1e6:.2f} us) and the release "
+                         f"custom_all_reduce (pass {link.pass_at(1) * 1e6:.2f} us, {_link_words(link)}) and the release "
                          f"barrier's fence {link.fence_s * 1e6:.3f} us + {link.fence_per_block_s * 1e6:.4f} us a further "
                          "block (run ct)", cy_check_of)
 
@@ -1069,9 +1074,8 @@ def cz_link(hw: str = "hw_configs/h200.yaml"):
 def frozen_cz() -> list[str]:
     link = cz_link()
     return _frozen_table("cz", link, f"# run cz frozen predictions (committed before the run), four GPUs: h200.yaml's "
-                         f"custom_all_reduce as committed (pass {link.pass_at(1) * 1e6:.2f} us, reads "
-                         f"{link.read_bytes_per_s / 1e9:.1f} GB/s, kernel {link.kernel_s * 1e6:.2f} us, flag "
-                         f"{link.flag_s * 1e6:.2f} us; no fence)", cz_check_of)
+                         f"custom_all_reduce as committed (pass {link.pass_at(1) * 1e6:.2f} us, {_link_words(link)}; "
+                         "no fence)", cz_check_of)
 
 
 def compare_cz(path: str) -> list[str]:
@@ -1136,8 +1140,7 @@ def frozen_dc() -> list[str]:
     link = dc_link()
     return _frozen_table("dc", link, f"# run dc frozen predictions (committed before the run): h200.yaml's "
                          f"custom_all_reduce (a pass {link.load_s * 1e6:.2f} + {link.per_load_s * 1e6:.2f} us a load, "
-                         f"reads {link.read_bytes_per_s / 1e9:.1f} GB/s, kernel {link.kernel_s * 1e6:.2f} us, flag "
-                         f"{link.flag_s * 1e6:.2f} us) and a flat release fence {link.fence_s * 1e6:.3f} us (run cy's "
+                         f"{_link_words(link)}) and a flat release fence {link.fence_s * 1e6:.3f} us (run cy's "
                          "empty two-stage kernel less the model's empty kernel)", dc_check_of)
 
 
