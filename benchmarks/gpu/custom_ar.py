@@ -139,6 +139,14 @@ DG_PASS_CONFIGS = ((1, 512, 4, False), (3, 512, 4, True), (3, 512, 4, False), (3
 #: run dh (h200x2-20261130dh-custom-ar-hypotheses.md, a survey): pass_t over loads x blocks at 512 threads
 DH_LOADS = (1, 2, 3, 5, 7)
 DH_BLOCKS = (1, 2, 4, 8, 16)
+#: run di (h200x2-20261130di-custom-ar-hypotheses.md): pass_t at (loads, threads, blocks) runs da-dh never ran: 512
+#: threads at these blocks and loads (run df's seven loads at 12 blocks aside), and 384 threads at 8 and 16 blocks
+DI_BLOCKS = (5, 7, 12, 20, 28, 36)
+DI_LOADS = (1, 2, 3, 4, 6, 7)
+DI_PASS_CONFIGS = tuple((k, THREADS, b) for b in DI_BLOCKS for k in DI_LOADS if (k, b) != (7, 12)) + tuple(
+    (k, 384, b) for b in (8, 16) for k in (3, 6))
+#: the runs whose lone-block passes at 512 threads calibrate run di's line (vLLM's compiled loop)
+DI_LINE_RUNS = ("de", "df", "dh")
 #: run db (h200x2-20261130db-custom-ar-hypotheses.md): ``pass_probe`` at (loads, threads, blocks) run da never
 #: ran: loads at 512 threads and 2-10 blocks, partial passes (192 and 384 threads), vLLM's 36 blocks; run da's
 #: k = 1 at 4 blocks again, beside them
@@ -473,6 +481,7 @@ _PLANS = {
     "db": lambda per, reps: _passes(DB_CONFIGS, per, reps),
     "df": lambda per, reps: _passes(DF_PASS_CONFIGS, per, reps, "t"),
     "dh": lambda per, reps: _passes([(k, THREADS, b) for b in DH_BLOCKS for k in DH_LOADS], per, reps, "t"),
+    "di": lambda per, reps: _passes(DI_PASS_CONFIGS, per, reps, "t"),
 }
 
 
@@ -1270,6 +1279,125 @@ def df_run() -> PassRun:
         lambda k: cx.pass_at(k) * 1e6, "run db's form as adopted, run cx's chase + 0.20 us a load")
 
 
+def compiled_passes(runs=DI_LINE_RUNS) -> list[dict]:
+    """Every ``pass_t`` pass (vLLM's compiled loop) the runs timed, each with its run."""
+    out = []
+    for run in runs:
+        rows = [r for r in load(f"benchmarks/gpu/h200x2-20261130{run}-custom-ar.csv") if r["kind"] == "pass"]
+        configs = sorted({tuple(int(x) for x in r["variant"].removeprefix("pass-k").replace("-t", " ").replace(
+            "-b", " ").split()) for r in rows})
+        out += [{**p, "run": run} for p in pass_slopes(rows, configs)]
+    return out
+
+
+def di_line() -> tuple[float, float]:
+    """Run di's calibration (us): the least-squares line of a lone block's pass (512 threads) by the loads a thread
+    keeps in flight, over every such pass of vLLM's compiled loop in runs de, df and dh: (at no load, a load)."""
+    lone = [p for p in compiled_passes() if (p["threads"], p["blocks"]) == (THREADS, 1)]
+    ks = [p["loads"] for p in lone]
+    slope, intercept = statistics.linear_regression(ks, [p["pass_us"] for p in lone])
+    return intercept, slope
+
+
+def di_link_us(loads: int, threads: int) -> float:
+    """A block's bytes of one pass at the reads' link alone (us), as h200.yaml had it when run di was frozen."""
+    return loads * threads * PACK / h200_after_db().read_bytes_per_s * 1e6
+
+
+def di_max_pass_us(loads: int, threads: int, blocks: int, line: tuple[float, float]) -> float:
+    """Run di's form A, the engine's structure: a block's pass is the line's (whatever the threads active), at least
+    the blocks' bytes at the reads' link (max-min fair)."""
+    return max(line[0] + loads * line[1], blocks * di_link_us(loads, threads))
+
+
+def di_mva_pass_us(loads: int, threads: int, blocks: int, line: tuple[float, float]) -> float:
+    """Run di's form B, the blocks as a closed queueing network: each block alternates a fixed part (the line's
+    pass less its own bytes at the link) and its bytes on the reads' link, which serves the blocks there in turn;
+    the blocks drift apart, so a pass is the cycle time by mean value analysis (Reiser and Lavenberg, J. ACM
+    27(2), 1980; exact for a processor-sharing link and a delay of any distribution, BCMP 1975)."""
+    d = di_link_us(loads, threads)
+    think = line[0] + loads * line[1] - d
+    queue, cycle = 0.0, think + d
+    for n in range(1, blocks + 1):
+        at_link = d * (1 + queue)
+        cycle = think + at_link
+        queue = n * at_link / cycle
+    return cycle
+
+
+#: run di's registered checks (h200x2-20261130di-custom-ar-hypotheses.md): rows, median / worst abs error
+DI_CHECKS = {
+    "N1": ("form A at 512 threads, 5-36 blocks, k = 1-4, 6, 7", 5.0, 25.0),
+    "N2": ("form B at 512 threads, 5-36 blocks, k = 1-4, 6, 7", 5.0, 15.0),
+    "N3": ("form A at 384 threads, 8 and 16 blocks, k = 3, 6 (reported)", 10.0, 25.0),
+    "N4": ("form B at 384 threads, 8 and 16 blocks, k = 3, 6 (reported)", 10.0, 25.0),
+}
+
+
+def di_today_us(loads: int, threads: int, blocks: int) -> float:
+    """The documents' pass when run di was frozen: run db's form, at least the blocks' bytes at the link."""
+    return max(h200_after_db().pass_at(loads) * 1e6, blocks * di_link_us(loads, threads))
+
+
+def di_forms_text() -> list[str]:
+    line = di_line()
+    rate = h200_after_db().read_bytes_per_s / 1e9
+    return [f"form A (the engine's structure): a lone block's pass {line[0]:.4f} us + {line[1]:.4f} us a load a thread "
+            f"(runs de, df, dh: vLLM's compiled loop, one block, 512 threads; whatever the threads), at least the "
+            f"blocks' bytes at the reads' link ({rate:.1f} GB/s)",
+            f"form B (a closed network): each block a fixed part (that line less its own bytes at the link) and its "
+            f"bytes on the reads' link ({rate:.1f} GB/s) shared by the blocks; a pass the cycle by mean value analysis",
+            "today's documents: run db's form (0.80 + 0.20 us a load), at least the blocks' bytes at the link"]
+
+
+def frozen_di() -> list[str]:
+    """Run di's frozen predictions (committed before the run): its calibration, both forms in sample on runs de,
+    df and dh (not the check), and every configuration under each form."""
+    line = di_line()
+    out = ["# run di frozen predictions (committed before the run); nothing is fitted on run di", ""]
+    out += [f"- {t}" for t in di_forms_text()]
+    out += ["", "Calibration, the lone-block line (vLLM's compiled loop, 512 threads, one block):", "",
+            "| run | loads | pass (us) | line (us) |", "|---|---:|---:|---:|"]
+    out += [f"| {p['run']} | {p['loads']} | {p['pass_us']:.3f} | {line[0] + p['loads'] * line[1]:.3f} |"
+            for p in compiled_passes() if (p["threads"], p["blocks"]) == (THREADS, 1)]
+    out += ["", "In sample (not the check): every other pass of runs de, df and dh under each form:", "",
+            "| form | passes | median abs error | worst |", "|---|---:|---:|---:|"]
+    multi = [p for p in compiled_passes() if p["blocks"] > 1 or p["threads"] != THREADS]
+    for name, form in (("A", lambda k, t, b: di_max_pass_us(k, t, b, line)),
+                       ("B", lambda k, t, b: di_mva_pass_us(k, t, b, line)), ("today's documents", di_today_us)):
+        errs = [form(p["loads"], p["threads"], p["blocks"]) / p["pass_us"] - 1 for p in multi]
+        out.append(f"| {name} | {len(errs)} | {100 * statistics.median(abs(e) for e in errs):.1f}% | "
+                   f"{100 * max(errs, key=abs):+.1f}% |")
+    out += ["", "| loads | threads | blocks | bytes in flight | form A (us) | form B (us) | today's (us) | checks |",
+            "|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for k, t, b in DI_PASS_CONFIGS:
+        checks = "N1, N2" if t == THREADS else "N3, N4"
+        out.append(f"| {k} | {t} | {b} | {k * t * b * PACK} | {di_max_pass_us(k, t, b, line):.3f} | "
+                   f"{di_mva_pass_us(k, t, b, line):.3f} | {di_today_us(k, t, b):.3f} | {checks} |")
+    return out
+
+
+def compare_di(path: str) -> list[str]:
+    """Run di's passes against its two frozen forms, today's documents and its registered checks."""
+    line, rows = di_line(), load(path)
+    out = [f"# {path}: vLLM's compiled loop (pass_t), a pass from the slope of {DA_PASSES[0]} and {DA_PASSES[1]} "
+           f"passes a block; the lease's chase {chase_us(rows):.3f} us (not used)", ""]
+    out += [f"- {t}" for t in di_forms_text()]
+    out += ["", "| loads | threads | blocks | bytes in flight | pass (us) | form A | error | form B | error | today's | "
+            "ok |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    errs: dict[str, list[float]] = {key: [] for key in DI_CHECKS}
+    for p in pass_slopes(rows, DI_PASS_CONFIGS):
+        k, t, b, got = p["loads"], p["threads"], p["blocks"], p["pass_us"]
+        a, mva = di_max_pass_us(k, t, b, line), di_mva_pass_us(k, t, b, line)
+        full = t == THREADS
+        errs["N1" if full else "N3"].append(a / got - 1)
+        errs["N2" if full else "N4"].append(mva / got - 1)
+        out.append(f"| {k} | {t} | {b} | {k * t * b * PACK} | {got:.3f} | {a:.3f} | {100 * (a / got - 1):+.1f}% | "
+                   f"{mva:.3f} | {100 * (mva / got - 1):+.1f}% | {100 * (di_today_us(k, t, b) / got - 1):+.1f}% | "
+                   f"{p['ok']} |")
+    return out + check_lines(DI_CHECKS, errs)
+
+
 #: run dg's registered checks (h200x4-20261130dg-custom-ar-hypotheses.md): rows, median / worst abs error against
 #: the documents as they stood (h200.yaml: run db's pass, run de's fence)
 DG_CHECKS = {
@@ -1572,12 +1700,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per", type=int, default=100)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--dry-run", action="store_true", help="print the timed rows")
-    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc", "dd", "de", "df", "dg", "dh"), default="cx",
-                    help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's, db's and df's passes, runs dc's, dd's or de's, run dg's (four GPUs) or run dh's survey")
+    ap.add_argument("--run", choices=("cx", "cy", "cz", "da", "db", "dc", "dd", "de", "df", "dg", "dh", "di"),
+                    default="cx", help="the rows to time: runs cw and cx's, run cy's, run cz's (four GPUs), runs da's, "
+                    "db's, df's and di's passes, runs dc's, dd's or de's, run dg's (four GPUs) or run dh's survey")
     ap.add_argument("--ptx", metavar="PATH", help="write NVRTC's PTX of the kernels (GPU host)")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
-    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc", "de", "df", "dg"), help="a run's rows as its frozen model predicts them (CPU)")
+    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc", "de", "df", "dg", "di"), help="a run's rows as its frozen model predicts them (CPU)")
     ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
                     help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
     ap.add_argument("--plot-passes", metavar="PNG", help="runs da's and db's passes by loads a thread against the "
@@ -1591,6 +1720,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--survey-dh", metavar="CSV", help="run dh's passes by loads and blocks (CPU)")
     ap.add_argument("--compare-dg", metavar="CSV", help="run dg's CSV against its frozen model and checks (CPU)")
     ap.add_argument("--compare-df", metavar="CSV", help="run df's passes against its frozen form and checks (CPU)")
+    ap.add_argument("--compare-di", metavar="CSV", help="run di's passes against its two frozen forms and checks (CPU)")
     ap.add_argument("--compare-de", metavar="CSV", help="run de's CSV against its frozen models and checks (CPU)")
     ap.add_argument("--compare-dd", metavar="CSV", help="run dd's CSV: vLLM's compiled form against the emulation, "
                     "its checks, and the stage-2 gather (CPU)")
@@ -1602,7 +1732,7 @@ def main(argv: list[str] | None = None) -> int:
                            (args.compare_db, lambda p: compare_passes(db_run(), p)),
                            (args.compare_dc, compare_dc), (args.compare_dd, compare_dd),
                            (args.compare_de, compare_de), (args.compare_df, lambda p: compare_passes(df_run(), p)),
-                           (args.compare_dg, compare_dg), (args.survey_dh, survey_dh)):
+                           (args.compare_dg, compare_dg), (args.survey_dh, survey_dh), (args.compare_di, compare_di)):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
@@ -1618,7 +1748,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join({"cy": frozen_cy, "cz": frozen_cz, "da": lambda: frozen_passes(da_run()),
                           "db": lambda: frozen_passes(db_run()), "dc": frozen_dc,
                           "de": frozen_de, "df": lambda: frozen_passes(df_run()),
-                          "dg": frozen_dg}[args.frozen]()))
+                          "dg": frozen_dg, "di": frozen_di}[args.frozen]()))
         return 0
     if args.per <= 0 or args.reps <= 0:
         ap.error("--per and --reps must be positive")

@@ -222,3 +222,23 @@ def test_run_dh_survey_reproduces(car: types.ModuleType, monkeypatch: pytest.Mon
     assert "\n".join(table) + "\n" == (GPU / "h200x2-20261130dh-survey.txt").read_text()
     seven = [line for line in table if line.startswith("| 7 |")][0].split("|")
     assert seven[2].strip().startswith("1.25") and seven[6].strip() == "2.739 (2.80)"
+
+
+def test_run_di_is_frozen_on_the_lone_block_line(car: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run di (not run yet) is frozen: its table is what the script prints; its line is the lone-block passes'
+    least squares (runs de, df, dh); form B is the closed network, at one block the line itself, never under
+    form A nor over it by more than the blocks' queueing allows, and the link's once the blocks' bytes fill it."""
+    monkeypatch.chdir(GPU.parents[1])
+    assert "\n".join(car.frozen_di()) + "\n" == (GPU / "h200x2-20261130di-predicted.txt").read_text()
+    intercept, slope = car.di_line()
+    assert (round(intercept, 4), round(slope, 4)) == (0.9164, 0.047)
+    line = (intercept, slope)
+    for k in (1, 3, 7):
+        lone = intercept + k * slope
+        assert car.di_mva_pass_us(k, 512, 1, line) == pytest.approx(lone, rel=1e-12)
+        for b in (2, 8, 36):
+            a, mva = car.di_max_pass_us(k, 512, b, line), car.di_mva_pass_us(k, 512, b, line)
+            link = b * car.di_link_us(k, 512)
+            assert a <= mva + 1e-12 and mva <= lone + link + 1e-12  # at most a lone pass with every block queued ahead
+    assert {r["variant"] for r in car.plan(100, 7, "di")} >= {"pass-k7-t512-b36", "pass-k6-t384-b16"}
+    assert "pass-k7-t512-b12" not in {r["variant"] for r in car.plan(100, 7, "di")}
