@@ -845,7 +845,7 @@ def calibrate(rows: list[dict]):
     passes = 16 * MIB // PACK // (4 * THREADS)
     pass_s = (_row(rows, "1stage-b4", 16 * MIB) * 1e-6 - empty) / passes
     load_s = chase_us(rows) * 1e-6
-    link = CustomArLink(load_s, pass_s - load_s, flag, 1e9, empty - 2 * flag)
+    link = CustomArLink(load_s, pass_s - load_s, flag, 1e9, empty - 2 * flag, queue=False)
     want = _row(rows, "1stage-b132", 64 * MIB)
     row = {"kind": "ar", "bytes": 64 * MIB, "stages": 1, "limit": 132}
     lo, hi = 1e10, 1e13
@@ -980,7 +980,7 @@ def cy_link(hw: str = "hw_configs/h200.yaml"):
     car = load_gpu_node(hw).gpu.spec.nvlink.custom_all_reduce
     fence, per_block = ct_post_form()
     return CustomArLink(float(car.load_s), float(car.per_load_s), float(car.flag_s), float(car.read_bytes_per_s),
-                        float(car.kernel_s), fence, per_block)
+                        float(car.kernel_s), fence, per_block, queue=False)
 
 
 def cy_check_of(row: dict) -> str:
@@ -1077,7 +1077,8 @@ def cz_link(hw: str = "hw_configs/h200.yaml"):
     document's pass with one load a thread, nothing for further loads and no fence (runs da to de came
     after)."""
     link = document_link(hw)
-    return dataclasses.replace(link, load_s=link.pass_at(1), per_load_s=0.0, fence_s=0.0, fence_per_block_s=0.0)
+    return dataclasses.replace(link, load_s=link.pass_at(1), per_load_s=0.0, fence_s=0.0, fence_per_block_s=0.0,
+                               queue=False)
 
 
 def frozen_cz() -> list[str]:
@@ -1093,16 +1094,17 @@ def compare_cz(path: str) -> list[str]:
 
 
 def compare_cz_now(path: str) -> list[str]:
-    """Run cz's rows against the GPU document's model now (a pass's loads from runs da and db, the
-    two-stage kernel's fence since run de): explained after measurement, not predicted (run cz came
-    first), with run cz's checks for comparison. Run cz timed ``vllm_ar_n``, which run dd found slower
-    than vLLM's compiled kernel on two GPUs."""
+    """Run cz's rows against the GPU document's model now (a lone block's pass by a thread's loads and the
+    blocks queued at the reads' link, run di; the two-stage kernel's fence since run de): explained after
+    measurement, not predicted (run cz came first), with run cz's checks for comparison. Run cz timed
+    ``vllm_ar_n``, which run dd found slower than vLLM's compiled kernel on two GPUs."""
     link = document_link()
-    return _frozen_compare(path, link, f"# {path} against h200.yaml's custom_all_reduce now (a pass "
-                           f"{link.load_s * 1e6:.2f} us + {link.per_load_s * 1e6:.2f} us a load a thread: "
-                           f"{link.pass_at(CZ_RANKS - 1) * 1e6:.2f} us on four GPUs; the release fence "
-                           f"{link.fence_s * 1e6:.2f} us): explained after measurement, not frozen", CZ_CHECKS,
-                           cz_check_of, model="model now")
+    return _frozen_compare(path, link, f"# {path} against h200.yaml's custom_all_reduce now (a lone block's pass "
+                           f"{link.load_s * 1e6:.3f} us + {link.per_load_s * 1e6:.3f} us a load a thread: "
+                           f"{link.pass_at(CZ_RANKS - 1) * 1e6:.3f} us on four GPUs, "
+                           f"{link.pass_at(CZ_RANKS - 1, BLOCK_LIMIT) * 1e6:.3f} us with 36 blocks reading; the "
+                           f"release fence {link.fence_s * 1e6:.2f} us): explained after measurement, not frozen",
+                           CZ_CHECKS, cz_check_of, model="model now")
 
 
 #: run dc's registered checks (h200x2-20261130dc-custom-ar-hypotheses.md): rows, median / worst abs error
@@ -1127,7 +1129,7 @@ def h200_after_db(fence_s: float = 0.0):
     from rdusim.hw.custom_all_reduce import CustomArLink
 
     return CustomArLink(load_s=0.80e-6, per_load_s=0.20e-6, flag_s=0.70e-6, read_bytes_per_s=327.3e9,
-                        kernel_s=3.03e-6, fence_s=fence_s)
+                        kernel_s=3.03e-6, fence_s=fence_s, queue=False)
 
 
 def dc_fence_s() -> float:
@@ -1681,14 +1683,54 @@ def plot_passes(out: str) -> list[str]:
     ax.plot([], [], "^", color="C3", label="vLLM's compiled loop (runs de ^, df v), 1-12 blocks")
     ax.plot([], [], "o", color="grey", mfc="none", label="fewer than 512 threads")
     ax.plot([], [], "*", color="C1", ms=11, label="run cz: emulation on four GPUs, three peers")
-    ax.plot([], [], "-", color="C2", label=f"h200.yaml: {link.load_s * 1e6:.2f} + {link.per_load_s * 1e6:.2f} us x loads "
-            "(run db)")
+    ax.plot([], [], "-", color="C2", label=f"h200.yaml, a lone block: {link.load_s * 1e6:.3f} + {link.per_load_s * 1e6:.3f} "
+            "us x loads (run di)")
     ax.plot([], [], "--", color="grey", label="before run db: one peer's pass")
     ax.set(xlabel="16-byte loads a thread keeps in flight from peers (one a peer in vLLM's kernel)",
            ylabel="a block's pass (us)", title="vLLM's custom all-reduce: a pass by the loads in flight (two H200s)")
     ax.set_xlim(0, 7.5)
     ax.set_ylim(0, 2.6)
     ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return lines
+
+
+def plot_di(out: str) -> list[str]:
+    """docs/img/gpu-custom-ar-queue.png: a block's pass of vLLM's compiled loop by the blocks reading at once, at
+    1, 2, 3 and 7 loads a thread (512 threads, two H200s): runs de, df and dh hollow (the lone-block points
+    calibrate the line, the rest in sample), run di filled (frozen before it), against h200.yaml now (form B:
+    the blocks a closed network at the reads' link), run di's form A (the lone pass, at least the link's share)
+    and the link alone. Returns its table."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    link = document_link()
+    line = di_line()
+    fig, ax = plt.subplots(figsize=(7.6, 4.8))
+    lines = ["| run | loads | blocks | pass (us) | model now (us) | error |", "|---|---:|---:|---:|---:|---:|"]
+    measured = [(p, False) for p in compiled_passes()] + [
+        (p, True) for p in pass_slopes(load("benchmarks/gpu/h200x2-20261130di-custom-ar.csv"), DI_PASS_CONFIGS)]
+    blocks = list(range(1, BLOCK_LIMIT + 1))
+    for colour, k in zip(("C0", "C2", "C1", "C3"), (1, 2, 3, 7), strict=True):
+        ax.plot(blocks, [link.pass_at(k, b) * 1e6 for b in blocks], "-", color=colour, label=f"{k} load{'s' * (k > 1)}")
+        ax.plot(blocks, [di_max_pass_us(k, THREADS, b, line) for b in blocks], ":", color=colour, lw=1)
+        for p, frozen in measured:
+            if (p["loads"], p["threads"]) != (k, THREADS):
+                continue
+            model = link.pass_at(k, p["blocks"]) * 1e6
+            ax.plot(p["blocks"], p["pass_us"], "o", color=colour, mfc=colour if frozen else "none", ms=6)
+            lines.append(f"| {'di' if frozen else p['run']} | {k} | {p['blocks']} | {p['pass_us']:.3f} | {model:.3f} | "
+                         f"{100 * (model / p['pass_us'] - 1):+.1f}% |")
+    ax.plot([], [], "o", color="grey", label="run di (frozen before it)")
+    ax.plot([], [], "o", color="grey", mfc="none", label="runs de, df, dh")
+    ax.plot([], [], "-", color="grey", label="h200.yaml: a closed network (run di's form B)")
+    ax.plot([], [], ":", color="grey", label="form A: the lone pass or the link's share")
+    ax.set(xlabel="blocks reading at once (512 threads each)", ylabel="a block's pass (us)", xlim=(0, 37), ylim=(0.8, 3.6),
+           title="vLLM's custom all-reduce: a pass queued at the reads' link (two H200s)")
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     return lines
@@ -1709,6 +1751,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc", "de", "df", "dg", "di"), help="a run's rows as its frozen model predicts them (CPU)")
     ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
                     help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
+    ap.add_argument("--plot-di", metavar="PNG", help="runs de-di's passes by the blocks reading against the model, to "
+                    "a figure (CPU)")
     ap.add_argument("--plot-passes", metavar="PNG", help="runs da's and db's passes by loads a thread against the "
                     "model, to a figure (CPU)")
     ap.add_argument("--compare-cy", metavar="CSV", help="run cy's CSV against its frozen model and checks (CPU)")
@@ -1743,6 +1787,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.plot_passes:
         print("\n".join(plot_passes(args.plot_passes)))
+        return 0
+    if args.plot_di:
+        print("\n".join(plot_di(args.plot_di)))
         return 0
     if args.frozen:
         print("\n".join({"cy": frozen_cy, "cz": frozen_cz, "da": lambda: frozen_passes(da_run()),

@@ -524,10 +524,11 @@ class GpuCustomArSpec(Spec):
     "vLLM's custom all-reduce")."""
 
     load_s: Seconds = Field(
-        alias="load", description="a peer load's round trip over NVLink (a pointer chase through a peer's memory)")
+        alias="load", description="a lone block's pass, its loads aside: a peer load's round trip and the loop's own "
+        "work (to calibrate)")
     per_load_s: Seconds = Field(
-        alias="per_load", description="what each 16-byte load a thread keeps in flight adds to a block's pass, one "
-        "load a peer (to calibrate)")
+        alias="per_load", description="what each 16-byte load a thread keeps in flight adds to a lone block's pass, "
+        "one load a peer (to calibrate)")
     flag_s: Seconds = Field(alias="flag", description="a flag store's way to a peer over NVLink (half a ping-pong round)")
     read_bytes_per_s: PositiveBytesPerS = Field(
         alias="read_bandwidth", description="the NVLink a GPU's reads from its peers come in on (to calibrate)")

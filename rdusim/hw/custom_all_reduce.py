@@ -2,8 +2,8 @@
 all-reduce inside one NVLink node, and when it runs it.
 
 Owns: ``CustomArLink``, ``CustomArPlan``, ``custom_ar_applies``, ``custom_ar_stages``,
-``custom_ar_blocks``, ``custom_ar_plan``, ``custom_ar_wire_bytes`` and vLLM's constants. Imports:
-nothing of rdusim. Never simulates: ``rdusim.sim.custom_ar`` runs a plan.
+``custom_ar_blocks``, ``custom_ar_plan``, ``custom_ar_wire_bytes``, ``closed_network_cycle`` and
+vLLM's constants. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.custom_ar`` runs a plan.
 
 The facts are vLLM's source (``csrc/custom_all_reduce.cuh`` and
 ``vllm/distributed/device_communicators/custom_all_reduce.py``; the code here is ours):
@@ -27,29 +27,40 @@ The facts are vLLM's source (``csrc/custom_all_reduce.cuh`` and
 then each block: a barrier is a flag's way to a peer (``flag_s``: every rank's same block stores and
 spins at once); a reading phase is the block's passes over its packs, each pass every active
 thread's loads of a pack from each peer (all in flight at once), the block's bytes in flight for one
-pass, on the NVLink that all blocks' reads come in on (``read_bytes_per_s``, max-min fair): a pass
-takes ``CustomArLink.pass_at(n - 1)`` while the link has room and the block's share of the link when
-it is full. A pass is a peer load's round trip (``load_s``: a pointer chase through the peer's
-memory) and ``per_load_s`` for each 16-byte load a thread keeps in flight, one a peer, whatever the
-threads active. Run cw measured the flag (a ping-pong: 0.69 us one way) and showed that a pass is
-not a bare load's round trip (the chase: 0.80 us; a pass of 4-16 blocks: 0.98-1.0 us) and that
-reads do not come in at the ring's write rate; run cx calibrates the pass, the reads' link and the
-kernel's fixed time on three rows and predicts the rest; runs da and db (``pass_probe``: vLLM's loop
-with k loads a thread from one peer) found that a pass grows with the loads a thread keeps in
-flight, not with the peers nor with the block's bytes, and froze the form on points never measured.
-That probe was an emulation: run dd found vLLM's kernel as vLLM compiles it faster, and runs de and
-df found its loop's pass growing far less with a thread's loads at few blocks and more with all
-blocks' loads in flight, which no frozen form gives yet, so ``per_load`` stays run db's, a known
-miss (docs/gpu.md, "vLLM's custom all-reduce"). What is left out: the local loads and stores (HBM, in L2
-at these sizes), the queueing of passes as the link nears full (run cw: 36 blocks pass in 1.07 us at
-94% of the reads' rate), a partial pass's cheaper loads (run db: with 192 threads a load costs about
-0.1 us, not 0.2), the order of the blocks' start, and the two-stage kernel's remainder (``S`` not a
-multiple of n packs). The reads' link is taken to be one rate whatever the peers the reads come from
-[A] (run cz: 294 GB/s from three peers against 327 from one). The two-stage kernel's middle barrier
-is a release store, a system fence first: the plan charges one (``fence_s`` and
-``fence_per_block_s``, 0 by default). Run cy found that fence the same at every block count, so the
-documents charge a flat one (run dc's form, adopted by run de on vLLM's compiled kernel); the stores
-it waits for, which grow it on long two-stage calls, are left out.
+pass, on the NVLink that all blocks' reads come in on (``read_bytes_per_s``, max-min fair).
+
+**A pass** (``CustomArLink.pass_at``). A lone block's pass is ``load_s`` (a fixed part: a peer load's
+round trip and the loop's own work) plus ``per_load_s`` for each 16-byte load a thread keeps in
+flight, one a peer, whatever the threads active. With ``blocks`` blocks reading, each block alternates
+its fixed part (the lone pass less its own bytes at the link) and its bytes on the reads' link, which
+the blocks there share; the blocks drift apart (their barriers only meet their peers' same block), so
+a pass is the cycle time of that closed queueing network, by mean value analysis
+(``closed_network_cycle``). It is the lone pass at one block and the blocks' bytes at the link when
+many blocks fill it, and lifts a pass in between.
+
+Where it comes from (docs/gpu.md, "vLLM's custom all-reduce"): run cw measured the flag (a ping-pong:
+0.69 us one way) and showed that a pass is not a bare load's round trip and that reads do not come in
+at the ring's write rate; run cx calibrates a one-load pass, the reads' link and the kernel's fixed
+time on three rows and predicts the rest; runs da and db timed an emulation of vLLM's loop that run dd
+found slower than vLLM's kernel as vLLM compiles it; runs de, df and dh timed vLLM's compiled loop
+(``pass_t``) by a thread's loads and the blocks, and run di froze this form on 35 configurations never
+timed (3.1% / -13.9%; the engine's earlier form, the lone pass or the link's share, 3.2% / -22.3%) and
+was adopted by its registered rule. ``per_load_s`` is the slope of the lone-block passes of runs de,
+df and dh; ``load_s`` is run cx's one-load pass less it. ``queue=False`` keeps the earlier form (a
+pass the lone pass whatever the blocks; runs cx-dh's frozen tables).
+
+What is left out: the local loads and stores (HBM, in L2 at these sizes), the sharper knee of a pass
+as the blocks' loads in flight begin to fill the link (run di: 12 blocks at 2-3 loads 11-14% over the
+network's cycle), a partial pass's cheaper loads (run db: with 192 threads a load costs less), the
+order of the blocks' start, and the two-stage kernel's remainder (``S`` not a multiple of n packs).
+The reads' link is taken to be one rate whatever the peers the reads come from [A] (run cz: 294 GB/s
+from three peers against 327 from one), and a pass with loads from n - 1 peers to cost what as many
+loads from one peer do (run db: three loads from one peer 1.37 us, run cz's three peers 1.39, on the
+emulation; run dg checks it on vLLM's compiled loop). The two-stage kernel's middle barrier is a
+release store, a system fence first: the plan charges one (``fence_s`` and ``fence_per_block_s``, 0 by
+default). Run cy found that fence the same at every block count, so the documents charge a flat one
+(run dc's form, adopted by run de on vLLM's compiled kernel); the stores it waits for, which grow it on
+long two-stage calls, are left out.
 """
 
 from __future__ import annotations
@@ -73,23 +84,49 @@ VLLM_RANKS = (2, 4, 6, 8)
 class CustomArLink:
     """What the kernel's time is made of on a GPU (the document's ``nvlink.custom_all_reduce``)."""
 
-    load_s: float            # a peer load's round trip (a pointer chase through a peer's memory; measured)
-    per_load_s: float        # what each 16-byte load a thread keeps in flight adds to a pass (calibrated)
+    load_s: float            # a pass's fixed part, its loads aside (calibrated: run cx's pass less per_load)
+    per_load_s: float        # what each 16-byte load a thread keeps in flight adds to a lone block's pass (calibrated)
     flag_s: float            # a flag store's way to a peer (a ping-pong, half a round; measured)
     read_bytes_per_s: float  # the NVLink a GPU's reads from its peers come in on (calibrated)
     kernel_s: float          # the kernel's own fixed time, its barriers aside (calibrated)
     fence_s: float = 0.0     # a release barrier's system fence, one block fencing (two stages' middle barrier)
     fence_per_block_s: float = 0.0  # what each further block fencing at once adds to it
+    queue: bool = True       # the blocks' passes queue at the reads' link (run di); False: runs cx-dh's model
 
-    def pass_at(self, loads: int) -> float:
-        """A block's pass with ``loads`` 16-byte loads a thread in flight (one from each peer), the link
-        aside: ``load_s`` plus ``per_load_s`` for each."""
+    def alone_at(self, loads: int) -> float:
+        """A lone block's pass with ``loads`` 16-byte loads a thread in flight (one from each peer):
+        ``load_s`` plus ``per_load_s`` for each."""
         return self.load_s + loads * self.per_load_s
+
+    def pass_at(self, loads: int, blocks: int = 1) -> float:
+        """A block's pass while ``blocks`` blocks read at once, each thread with ``loads`` loads in flight: the
+        blocks a closed network (module docstring), each a fixed part (its lone pass less its own bytes at the
+        reads' link) and its bytes on that link, which the blocks there share. Without ``queue``, the lone
+        pass whatever the blocks (the link's max-min share still bounds it in ``rdusim.sim.custom_ar``)."""
+        alone = self.alone_at(loads)
+        if not self.queue:
+            return alone
+        at_link = loads * VLLM_THREADS * VLLM_PACK_BYTES / self.read_bytes_per_s
+        return closed_network_cycle(max(alone - at_link, 0.0), at_link, blocks)
 
     def fence_at(self, blocks: int) -> float:
         """The release barrier's fence with ``blocks`` blocks fencing at once: ``fence_s`` plus
         ``fence_per_block_s`` for each block beyond the first."""
         return self.fence_s + self.fence_per_block_s * (blocks - 1)
+
+
+def closed_network_cycle(delay_s: float, service_s: float, customers: int) -> float:
+    """The mean cycle time of ``customers`` jobs circulating between a delay of ``delay_s`` (each its own: no
+    queue) and one shared server taking ``service_s`` for each: exact mean value analysis of the closed network
+    (Reiser and Lavenberg, J. ACM 27(2), 1980; exact for a processor-sharing server and a delay of any
+    distribution, BCMP 1975). One customer: ``delay_s + service_s``; many: the server's ``customers x
+    service_s``, approached from above."""
+    queue, cycle = 0.0, delay_s + service_s
+    for n in range(1, customers + 1):
+        at_server = service_s * (1 + queue)
+        cycle = delay_s + at_server
+        queue = n * at_server / cycle
+    return cycle
 
 
 @dataclass(frozen=True)
@@ -111,8 +148,13 @@ class CustomArPlan:
 
     @property
     def pass_s(self) -> float:
-        """A block's pass, the link aside: a thread loads a pack from each of the n - 1 other ranks."""
-        return self.link.pass_at(self.ranks - 1)
+        """A block's pass, all the plan's blocks reading: a thread loads a pack from each of the n - 1 other
+        ranks."""
+        return self.pass_with(self.blocks)
+
+    def pass_with(self, reading: int) -> float:
+        """A block's pass while ``reading`` blocks read at once (a phase's last passes have fewer)."""
+        return self.link.pass_at(self.ranks - 1, reading)
 
     @property
     def remote_bytes_a_thread(self) -> int:

@@ -7,8 +7,10 @@ A plan (``rdusim.hw.custom_all_reduce.CustomArPlan``) is one kernel of ``blocks`
 (``flag_s``; every rank's same block stores and spins at once, so one way); a reading phase is the
 block's passes over its packs (pack ``j x threads + t + m x blocks x threads`` is thread ``t``'s in
 pass ``m``), each pass a flow on the GPU's NVLink (``CappedPool``, max-min fair among the blocks) of
-the active threads' bytes from the peers, at most those bytes over one pass (``CustomArPlan.pass_s``:
-a peer load's round trip and a cost for each load a thread keeps in flight, one a peer). The
+the active threads' bytes from the peers, at most those bytes over one pass (``CustomArPlan.pass_with``
+the blocks reading in that pass: a lone block's pass, a fixed part and a cost for each load a thread
+keeps in flight, one a peer, queued at the reads' link with the other blocks' as a closed network,
+``CustomArLink.pass_at``; a phase's last passes have fewer blocks reading). The
 two-stage kernel's middle barrier also waits for its release fence (``CustomArLink.fence_at``: flat in
 the shipped documents, run de). The transfer ends when the last block does; the kernel's own fixed time is
 the cost's latency (``rdusim.hw.collectives.custom_ar_cost``).
@@ -19,6 +21,7 @@ remembered.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 from functools import lru_cache
 
@@ -49,7 +52,8 @@ def _block(env: simpy.Environment, link: CappedPool, plan: CustomArPlan, block: 
         while first < packs:
             active = min(VLLM_THREADS, packs - first)
             nbytes = active * a_thread
-            yield link.transfer(nbytes, nbytes / plan.pass_s)
+            reading = min(plan.blocks, math.ceil((packs - (first - block * VLLM_THREADS)) / VLLM_THREADS))
+            yield link.transfer(nbytes, nbytes / plan.pass_with(reading))
             first += stride
     if plan.stages == 1:
         yield delay(env, plan.link.flag_s)  # one stage's barrier at the end (barrier_at_end)

@@ -50,7 +50,9 @@ def test_the_chase_is_one_cycle_through_every_slot(car: types.ModuleType) -> Non
 
 
 def test_calibration_recovers_the_models_own_constants(car: types.ModuleType, tmp_path: Path) -> None:
-    link = CustomArLink(load_s=0.81e-6, per_load_s=0.21e-6, flag_s=0.69e-6, read_bytes_per_s=318e9, kernel_s=2.3e-6)
+    # run cx's procedure calibrates run cx's model, a pass whatever the blocks (no queue at the link)
+    link = CustomArLink(load_s=0.81e-6, per_load_s=0.21e-6, flag_s=0.69e-6, read_bytes_per_s=318e9, kernel_s=2.3e-6,
+                        queue=False)
     path = tmp_path / "cx.csv"
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=car.FIELDS)
@@ -74,7 +76,8 @@ def test_calibration_recovers_the_models_own_constants(car: types.ModuleType, tm
 def test_run_cx_reproduces_and_the_documents_carry_its_constants(car: types.ModuleType,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Run cx's committed comparison is what the script prints now, and h200.yaml's (and h100.yaml's,
-    carried) nvlink.custom_all_reduce is run cx's calibration, rounded as registered."""
+    carried) nvlink.custom_all_reduce is run cx's calibration, rounded as registered: its flag, kernel,
+    reads' link and one-load pass, split by run di's lone-block slope (per_load)."""
     from rdusim.hw.gpu import load_gpu_node
 
     monkeypatch.chdir(GPU.parents[1])  # the table names the CSV as the repository's path
@@ -82,10 +85,12 @@ def test_run_cx_reproduces_and_the_documents_carry_its_constants(car: types.Modu
     assert "\n".join(car.compare(str(cx.relative_to(GPU.parents[1])))) + "\n" == \
         (GPU / "h200x2-20261130cx-compare.txt").read_text()
     got = car.calibrate(car.load(str(cx)))
+    slope = car.di_line()[1]
     for doc in ("h200", "h100"):
         spec = load_gpu_node(GPU.parents[1] / f"hw_configs/{doc}.yaml").gpu.spec.nvlink.custom_all_reduce
-        assert [round(x * 1e8) for x in (spec.flag_s, spec.kernel_s, spec.load_s, spec.per_load_s)] == \
-            [round(x * 1e8) for x in (got.flag_s, got.kernel_s, got.load_s, got.per_load_s)]
+        assert [round(x * 1e8) for x in (spec.flag_s, spec.kernel_s, spec.load_s + spec.per_load_s)] == \
+            [round(x * 1e8) for x in (got.flag_s, got.kernel_s, got.pass_at(1))]  # a one-load pass: run cx's
+        assert round(spec.per_load_s * 1e9) == round(slope * 1e3)  # run di's line (adopted by its rule)
         assert spec.read_bytes_per_s == pytest.approx(round(got.read_bytes_per_s / 1e8) * 1e8)
 
 
@@ -192,7 +197,7 @@ def test_a_pass_grows_with_a_threads_loads_and_run_cz_is_explained_after(car: ty
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Run da's passes at 512 threads and 4 blocks rise with the loads a thread keeps in flight (from one
     peer), about 0.2 us each; its three loads pass in run cz's 1.39 us with three peers. The document's
-    model now (after run db) puts run cz's passes with three peers within D3, the table committed."""
+    model now (after run di) puts run cz's passes with three peers within D3, the table committed."""
     monkeypatch.chdir(GPU.parents[1])
     slopes = car.pass_slopes(car.load("benchmarks/gpu/h200x2-20261130da-custom-ar.csv"), car.da_configs())
     at512 = {p["loads"]: p["pass_us"] for p in slopes if (p["threads"], p["blocks"]) == (512, 4)}
@@ -242,3 +247,6 @@ def test_run_di_is_frozen_on_the_lone_block_line(car: types.ModuleType, monkeypa
             assert a <= mva + 1e-12 and mva <= lone + link + 1e-12  # at most a lone pass with every block queued ahead
     assert {r["variant"] for r in car.plan(100, 7, "di")} >= {"pass-k7-t512-b36", "pass-k6-t384-b16"}
     assert "pass-k7-t512-b12" not in {r["variant"] for r in car.plan(100, 7, "di")}
+    table = car.compare_di("benchmarks/gpu/h200x2-20261130di-custom-ar.csv")
+    assert "\n".join(table) + "\n" == (GPU / "h200x2-20261130di-compare.txt").read_text()
+    assert [line.split("|")[-2].strip() for line in table if line.startswith("| N")] == ["yes", "yes", "no", "yes"]

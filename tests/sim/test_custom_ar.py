@@ -15,6 +15,7 @@ from rdusim.hw.collectives import Fabric, collective_cost, custom_ar_cost
 from rdusim.hw.custom_all_reduce import (
     VLLM_MAX_BYTES,
     CustomArLink,
+    closed_network_cycle,
     custom_ar_applies,
     custom_ar_blocks,
     custom_ar_plan,
@@ -66,11 +67,15 @@ def test_a_pass_costs_a_load_a_peer_whatever_the_threads(nbytes: int, ranks: int
 
 
 def test_latency_bound_passes_add_up() -> None:
-    """4 MiB on two GPUs at vLLM's 36 blocks: 262144 packs over 36 x 512 threads is 15 passes (the
-    last partial), each a pass while 36 x 8 KiB over 1.5 us (197 GB/s) stays under the link."""
+    """4 MiB on two GPUs at vLLM's 36 blocks: 262144 packs over 36 x 512 threads is 15 passes, the last
+    with 4096 packs (8 blocks reading); 36 x 8 KiB over 1.5 us (197 GB/s) stays under the link, so each
+    pass is the closed network's cycle at its blocks reading, a little over the lone 1.5 us."""
     plan = custom_ar_plan(4 * MIB, 2, LINK)
-    assert math.ceil(262144 / (36 * 512)) == 15
-    assert custom_ar_transfer_s(plan) == pytest.approx(2 * 0.8e-6 + 15 * 1.5e-6, rel=1e-9)
+    assert math.ceil(262144 / (36 * 512)) == 15 and 262144 - 14 * 36 * 512 == 8 * 512
+    at_link = 8 * KIB / 369.2e9
+    full, last = (closed_network_cycle(1.5e-6 - at_link, at_link, n) for n in (36, 8))
+    assert 1.5e-6 < last < full < 1.5e-6 + 36 * at_link
+    assert custom_ar_transfer_s(plan) == pytest.approx(2 * 0.8e-6 + 14 * full + last, rel=1e-9)
 
 
 def test_link_bound_blocks_share_the_link() -> None:
@@ -98,8 +103,9 @@ def test_no_custom_all_reduce_beats_its_bounds(ranks: int, packs: int, limit: in
     assert read == pytest.approx(custom_ar_wire_bytes(whole, ranks, plan.stages), abs=16 * ranks * ranks)
     ends = (2 if plan.stages == 1 else 1) * at.flag_s
     assert t >= ends + read / link * (1 - 1e-9)
-    passes = sum(math.ceil(p / (plan.blocks * 512)) for p in plan.phases)
-    assert t >= barriers + passes * plan.pass_s * (1 - 1e-9)
+    reading = [min(plan.blocks, math.ceil((p - m * plan.blocks * 512) / 512))
+               for p in plan.phases for m in range(math.ceil(p / (plan.blocks * 512)))]
+    assert t >= barriers + sum(plan.pass_with(n) for n in reading) * (1 - 1e-9)  # the first block reads every pass
 
 
 def test_the_engine_runs_it_only_where_vllm_would() -> None:
@@ -116,12 +122,48 @@ def test_the_engine_runs_it_only_where_vllm_would() -> None:
 def test_two_stages_fence_their_middle_barrier() -> None:
     """1 MiB on eight GPUs at 36 blocks, two stages of one pass each (its part, 8192 packs, under 36 x 512
     threads; on a link the 16 busy blocks' 7 x 8 KiB each cannot fill): flag, a pass (seven loads a
-    thread: 1.2 + 7 x 0.3 us), the middle barrier (the fence of 36 blocks fencing at once, then a flag),
-    a pass; no end barrier. Without a fence the middle barrier is the flag alone."""
+    thread: 1.2 + 7 x 0.3 us alone, 16 blocks reading), the middle barrier (the fence of 36 blocks fencing
+    at once, then a flag), a pass; no end barrier. Without a fence the middle barrier is the flag alone."""
     fenced = dataclasses.replace(LINK, fence_s=1.1e-6, fence_per_block_s=0.05e-6, read_bytes_per_s=5e12)
     plan = custom_ar_plan(1 * MIB, 8, fenced)
     assert (plan.stages, plan.blocks, plan.phases, plan.barriers) == (2, 36, (8192, 8192), 2)
-    want = 0.8e-6 + 3.3e-6 + (1.1e-6 + 35 * 0.05e-6) + 0.8e-6 + 3.3e-6
+    at_link = 7 * 8 * KIB / 5e12
+    one = closed_network_cycle(3.3e-6 - at_link, at_link, 16)
+    assert plan.pass_with(16) == pytest.approx(one, rel=1e-12) and 3.3e-6 < one < 3.3e-6 + 16 * at_link
+    want = 0.8e-6 + one + (1.1e-6 + 35 * 0.05e-6) + 0.8e-6 + one
     assert custom_ar_transfer_s(plan) == pytest.approx(want, rel=1e-9)
     bare = dataclasses.replace(fenced, fence_s=0.0, fence_per_block_s=0.0)
     assert custom_ar_transfer_s(custom_ar_plan(1 * MIB, 8, bare)) == pytest.approx(want - 2.85e-6, rel=1e-9)
+
+
+def test_the_closed_network_by_hand() -> None:
+    """Mean value analysis by hand: one customer is the delay and the service; two (delay 1, service 1): the
+    second finds the first at the server half the time, 1 + 1 x (1 + 1/2) = 2.5; no delay: the server's n x
+    service exactly."""
+    assert closed_network_cycle(0.7, 0.3, 1) == pytest.approx(1.0, rel=1e-15)
+    assert closed_network_cycle(1.0, 1.0, 2) == pytest.approx(2.5, rel=1e-15)
+    assert closed_network_cycle(0.0, 0.25, 12) == pytest.approx(3.0, rel=1e-15)
+
+
+@settings(max_examples=60, deadline=None)
+@given(delay=st.floats(0.0, 10.0), service=st.floats(1e-3, 10.0), n=st.integers(1, 200))
+def test_the_closed_network_lies_between_its_bounds(delay: float, service: float, n: int) -> None:
+    """A cycle is never under the lone cycle nor the server's n x service, never over the lone cycle with
+    every other customer queued ahead, and grows with the customers (throughput n / cycle never over 1 /
+    service)."""
+    cycle = closed_network_cycle(delay, service, n)
+    assert cycle >= max(delay + service, n * service) * (1 - 1e-12)
+    assert cycle <= (delay + n * service) * (1 + 1e-12)
+    assert closed_network_cycle(delay, service, n + 1) >= cycle * (1 - 1e-12)
+
+
+def test_a_lone_block_is_its_line_and_many_queue_at_the_link() -> None:
+    """``pass_at``: one block reading is the lone pass (load + loads x per_load); with many the closed
+    network's cycle, at least the blocks' bytes at the link; without ``queue``, the lone pass whatever the
+    blocks (runs cx-dh's model)."""
+    at_link = 3 * 8 * KIB / LINK.read_bytes_per_s
+    assert LINK.pass_at(3, 1) == pytest.approx(LINK.alone_at(3), rel=1e-12) == pytest.approx(2.1e-6)
+    many = LINK.pass_at(3, 200)
+    assert many == pytest.approx(closed_network_cycle(2.1e-6 - at_link, at_link, 200), rel=1e-15)
+    assert many >= 200 * at_link
+    assert dataclasses.replace(LINK, queue=False).pass_at(3, 200) == LINK.alone_at(3)
