@@ -1464,6 +1464,49 @@ def compare_dg(path: str) -> list[str]:
     return lines
 
 
+def h200_after_di():
+    """h200.yaml's ``nvlink.custom_all_reduce`` as adopted after run di (its form B, the blocks queued at the
+    reads' link; run de's fence): the second model run dg is frozen on, kept here whatever the document says
+    later."""
+    return dataclasses.replace(h200_after_db(1.29e-6), load_s=0.953e-6, per_load_s=0.047e-6, queue=True)
+
+
+#: run dg's checks against the documents after run di (an addendum registered before the run): the same rows and
+#: bounds as ``DG_CHECKS``
+DG_DI_CHECKS = {f"P{key[1:]}": value for key, value in DG_CHECKS.items()}
+DG_DI_TEXT = ("h200.yaml after run di (a lone pass 0.953 + 0.047 us a load, the blocks queued at the reads' link, "
+              "327.3 GB/s; the fence 1.29 us)")
+
+
+def dg_di_check_of(row: dict) -> str | None:
+    check = dg_check_of(row)
+    return check and f"P{check[1:]}"
+
+
+def frozen_dg_di() -> list[str]:
+    """Run dg's rows and passes as the documents after run di predict them (before the run)."""
+    link = h200_after_di()
+    lines = _frozen_table("dg", link, f"# run dg frozen predictions after run di (committed before the run), four GPUs, "
+                          f"vLLM's compiled kernels (vllm_ar_t<4>): {DG_DI_TEXT}", dg_di_check_of)
+    lines += ["", "| pass_t: loads | threads | blocks | from | frozen pass (us) |", "|---:|---:|---:|---|---:|"]
+    lines += [f"| {k} | {t} | {b} | {'three peers' if spread else 'one peer'} | {link.pass_at(k, b) * 1e6:.3f} |"
+              for k, t, b, spread in DG_PASS_CONFIGS]
+    return lines
+
+
+def compare_dg_di(path: str) -> list[str]:
+    """Run dg's rows and passes against the documents after run di (``DG_DI_CHECKS``)."""
+    rows, link = load(path), h200_after_di()
+    lines = _frozen_compare(path, link, f"# {path} against {DG_DI_TEXT}", DG_DI_CHECKS, dg_di_check_of)
+    lines += ["", "pass_t on four GPUs against the same model:", "",
+              "| loads | threads | blocks | from | pass (us) | model (us) | error |", "|---:|---:|---:|---|---:|---:|---:|"]
+    for p in dg_passes(rows):
+        model = link.pass_at(p["loads"], p["blocks"]) * 1e6
+        lines.append(f"| {p['loads']} | {p['threads']} | {p['blocks']} | {'three peers' if p['spread'] else 'one peer'} | "
+                     f"{p['pass_us']:.3f} | {model:.3f} | {100 * (model / p['pass_us'] - 1):+.1f}% |")
+    return lines
+
+
 def survey_dh(path: str) -> list[str]:
     """Run dh (a survey, nothing frozen): vLLM's compiled loop's pass (us) by a thread's loads and the
     blocks, with the blocks' loads in flight together and what the reads' link alone would take."""
@@ -1748,7 +1791,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ptx", metavar="PATH", help="write NVRTC's PTX of the kernels (GPU host)")
     ap.add_argument("--compare", metavar="CSV", help="a measured CSV against the model calibrated on it and run cx's "
                     "checks (CPU)")
-    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc", "de", "df", "dg", "di"), help="a run's rows as its frozen model predicts them (CPU)")
+    ap.add_argument("--frozen", choices=("cy", "cz", "da", "db", "dc", "de", "df", "dg", "dg-di", "di"), help="a run's rows as its frozen model predicts them (CPU)")
     ap.add_argument("--plot", nargs=3, metavar=("CX_CSV", "NCCL_CSV", "PNG"),
                     help="run cx's kernels and NCCL's all-reduce on its lease against the model, to a figure (CPU)")
     ap.add_argument("--plot-di", metavar="PNG", help="runs de-di's passes by the blocks reading against the model, to "
@@ -1763,6 +1806,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-dc", metavar="CSV", help="run dc's CSV against its frozen model and checks (CPU)")
     ap.add_argument("--survey-dh", metavar="CSV", help="run dh's passes by loads and blocks (CPU)")
     ap.add_argument("--compare-dg", metavar="CSV", help="run dg's CSV against its frozen model and checks (CPU)")
+    ap.add_argument("--compare-dg-di", metavar="CSV", help="run dg's CSV against the documents after run di, frozen "
+                    "too, and their checks (CPU)")
     ap.add_argument("--compare-df", metavar="CSV", help="run df's passes against its frozen form and checks (CPU)")
     ap.add_argument("--compare-di", metavar="CSV", help="run di's passes against its two frozen forms and checks (CPU)")
     ap.add_argument("--compare-de", metavar="CSV", help="run de's CSV against its frozen models and checks (CPU)")
@@ -1776,7 +1821,8 @@ def main(argv: list[str] | None = None) -> int:
                            (args.compare_db, lambda p: compare_passes(db_run(), p)),
                            (args.compare_dc, compare_dc), (args.compare_dd, compare_dd),
                            (args.compare_de, compare_de), (args.compare_df, lambda p: compare_passes(df_run(), p)),
-                           (args.compare_dg, compare_dg), (args.survey_dh, survey_dh), (args.compare_di, compare_di)):
+                           (args.compare_dg, compare_dg), (args.survey_dh, survey_dh), (args.compare_di, compare_di),
+                           (args.compare_dg_di, compare_dg_di)):
         if wanted:
             print("\n".join(report(wanted)))
             return 0
@@ -1795,7 +1841,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join({"cy": frozen_cy, "cz": frozen_cz, "da": lambda: frozen_passes(da_run()),
                           "db": lambda: frozen_passes(db_run()), "dc": frozen_dc,
                           "de": frozen_de, "df": lambda: frozen_passes(df_run()),
-                          "dg": frozen_dg, "di": frozen_di}[args.frozen]()))
+                          "dg": frozen_dg, "dg-di": frozen_dg_di, "di": frozen_di}[args.frozen]()))
         return 0
     if args.per <= 0 or args.reps <= 0:
         ap.error("--per and --reps must be positive")

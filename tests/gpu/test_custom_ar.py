@@ -217,6 +217,10 @@ def test_run_dg_is_frozen_as_h200_yaml_stood(car: types.ModuleType, monkeypatch:
     assert {r["ranks"] for r in rows} == {4} and {r["kernel"] for r in rows} == {"t"}
     spread = [r for r in rows if r.get("spread")]
     assert {r["variant"] for r in spread} == {f"pass-k3-t512-b{b}-spread" for b in (1, 4, 10)}
+    # the addendum: the same rows frozen on the documents after run di (its record), checks P1-P5
+    assert "\n".join(car.frozen_dg_di()) + "\n" == (GPU / "h200x4-20261130dg-predicted-after-di.txt").read_text()
+    assert car.h200_after_di().queue and not car.dg_link().queue
+    assert list(car.DG_DI_CHECKS) == ["P1", "P2", "P3", "P4", "P5"]
 
 
 def test_run_dh_survey_reproduces(car: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
