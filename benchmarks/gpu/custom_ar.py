@@ -1316,15 +1316,12 @@ def di_mva_pass_us(loads: int, threads: int, blocks: int, line: tuple[float, flo
     """Run di's form B, the blocks as a closed queueing network: each block alternates a fixed part (the line's
     pass less its own bytes at the link) and its bytes on the reads' link, which serves the blocks there in turn;
     the blocks drift apart, so a pass is the cycle time by mean value analysis (Reiser and Lavenberg, J. ACM
-    27(2), 1980; exact for a processor-sharing link and a delay of any distribution, BCMP 1975)."""
+    27(2), 1980; exact for a processor-sharing link and a delay of any distribution, BCMP 1975): the engine's
+    ``closed_network_cycle``, which came from this form when run di adopted it."""
+    from rdusim.hw.custom_all_reduce import closed_network_cycle
+
     d = di_link_us(loads, threads)
-    think = line[0] + loads * line[1] - d
-    queue, cycle = 0.0, think + d
-    for n in range(1, blocks + 1):
-        at_link = d * (1 + queue)
-        cycle = think + at_link
-        queue = n * at_link / cycle
-    return cycle
+    return closed_network_cycle(line[0] + loads * line[1] - d, d, blocks)
 
 
 #: run di's registered checks (h200x2-20261130di-custom-ar-hypotheses.md): rows, median / worst abs error
