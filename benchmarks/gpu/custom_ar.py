@@ -1292,10 +1292,11 @@ def compiled_passes(runs=DI_LINE_RUNS) -> list[dict]:
     return out
 
 
-def di_line() -> tuple[float, float]:
+def di_line(passes: list[dict] | None = None) -> tuple[float, float]:
     """Run di's calibration (us): the least-squares line of a lone block's pass (512 threads) by the loads a thread
-    keeps in flight, over every such pass of vLLM's compiled loop in runs de, df and dh: (at no load, a load)."""
-    lone = [p for p in compiled_passes() if (p["threads"], p["blocks"]) == (THREADS, 1)]
+    keeps in flight, over every such pass of vLLM's compiled loop in runs de, df and dh (``passes``, read when not
+    given): (at no load, a load)."""
+    lone = [p for p in passes or compiled_passes() if (p["threads"], p["blocks"]) == (THREADS, 1)]
     ks = [p["loads"] for p in lone]
     slope, intercept = statistics.linear_regression(ks, [p["pass_us"] for p in lone])
     return intercept, slope
@@ -1338,8 +1339,7 @@ def di_today_us(loads: int, threads: int, blocks: int) -> float:
     return max(h200_after_db().pass_at(loads) * 1e6, blocks * di_link_us(loads, threads))
 
 
-def di_forms_text() -> list[str]:
-    line = di_line()
+def di_forms_text(line: tuple[float, float]) -> list[str]:
     rate = h200_after_db().read_bytes_per_s / 1e9
     return [f"form A (the engine's structure): a lone block's pass {line[0]:.4f} us + {line[1]:.4f} us a load a thread "
             f"(runs de, df, dh: vLLM's compiled loop, one block, 512 threads; whatever the threads), at least the "
@@ -1352,16 +1352,17 @@ def di_forms_text() -> list[str]:
 def frozen_di() -> list[str]:
     """Run di's frozen predictions (committed before the run): its calibration, both forms in sample on runs de,
     df and dh (not the check), and every configuration under each form."""
-    line = di_line()
+    passes = compiled_passes()
+    line = di_line(passes)
     out = ["# run di frozen predictions (committed before the run); nothing is fitted on run di", ""]
-    out += [f"- {t}" for t in di_forms_text()]
+    out += [f"- {t}" for t in di_forms_text(line)]
     out += ["", "Calibration, the lone-block line (vLLM's compiled loop, 512 threads, one block):", "",
             "| run | loads | pass (us) | line (us) |", "|---|---:|---:|---:|"]
     out += [f"| {p['run']} | {p['loads']} | {p['pass_us']:.3f} | {line[0] + p['loads'] * line[1]:.3f} |"
-            for p in compiled_passes() if (p["threads"], p["blocks"]) == (THREADS, 1)]
+            for p in passes if (p["threads"], p["blocks"]) == (THREADS, 1)]
     out += ["", "In sample (not the check): every other pass of runs de, df and dh under each form:", "",
             "| form | passes | median abs error | worst |", "|---|---:|---:|---:|"]
-    multi = [p for p in compiled_passes() if p["blocks"] > 1 or p["threads"] != THREADS]
+    multi = [p for p in passes if p["blocks"] > 1 or p["threads"] != THREADS]
     for name, form in (("A", lambda k, t, b: di_max_pass_us(k, t, b, line)),
                        ("B", lambda k, t, b: di_mva_pass_us(k, t, b, line)), ("today's documents", di_today_us)):
         errs = [form(p["loads"], p["threads"], p["blocks"]) / p["pass_us"] - 1 for p in multi]
@@ -1381,7 +1382,7 @@ def compare_di(path: str) -> list[str]:
     line, rows = di_line(), load(path)
     out = [f"# {path}: vLLM's compiled loop (pass_t), a pass from the slope of {DA_PASSES[0]} and {DA_PASSES[1]} "
            f"passes a block; the lease's chase {chase_us(rows):.3f} us (not used)", ""]
-    out += [f"- {t}" for t in di_forms_text()]
+    out += [f"- {t}" for t in di_forms_text(line)]
     out += ["", "| loads | threads | blocks | bytes in flight | pass (us) | form A | error | form B | error | today's | "
             "ok |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     errs: dict[str, list[float]] = {key: [] for key in DI_CHECKS}
@@ -1747,11 +1748,11 @@ def plot_di(out: str) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    link = document_link()
-    line = di_line()
+    link, passes = document_link(), compiled_passes()
+    line = di_line(passes)
     fig, ax = plt.subplots(figsize=(7.6, 4.8))
     lines = ["| run | loads | blocks | pass (us) | model now (us) | error |", "|---|---:|---:|---:|---:|---:|"]
-    measured = [(p, False) for p in compiled_passes()] + [
+    measured = [(p, False) for p in passes] + [
         (p, True) for p in pass_slopes(load("benchmarks/gpu/h200x2-20261130di-custom-ar.csv"), DI_PASS_CONFIGS)]
     blocks = list(range(1, BLOCK_LIMIT + 1))
     for colour, k in zip(("C0", "C2", "C1", "C3"), (1, 2, 3, 7), strict=True):
