@@ -192,6 +192,70 @@ def compare_ci(frozen: Path, paths: list[Path]) -> list[str]:
     return out
 
 
+#: run dj (frozen before its lease): variant -> (ops, sizes in MiB of S never measured there, p2p channels,
+#: NCCL_P2P_NVL_CHUNKSIZE); its checks Q1 (16 channels a peer) and Q2 (8, and 32 a peer) in its hypotheses file
+RUN_DJ = {
+    "def": (("all_to_all", "sendrecv"), (5, 10, 20, 40, 80, 160, 320, 640), turns.P2P_CHANNELS, 512 * KIB),
+    "c64": (("all_to_all", "sendrecv"), (6, 12, 24, 48), turns.P2P_CHANNELS, 64 * KIB),
+    "c256": (("all_to_all", "sendrecv"), (10, 40, 160), turns.P2P_CHANNELS, 256 * KIB),
+    "p2p16": (("sendrecv",), (20, 80, 320), 16, 512 * KIB),
+    "p2p64": (("sendrecv",), (20, 80, 320), 64, 512 * KIB),
+}
+
+
+def write_frozen_dj(path: Path) -> None:
+    """Run dj's rows under the engine now (H0: the sending channels share the link max-min) and the candidate
+    (queue: the sending channels a closed network at the link, ``P2pChannels.send_at``), graph rows."""
+    from dataclasses import replace
+
+    p = fit(sorted(GPU_DIR.glob("h200x2-20261130cg-c*.csv")))
+    ring = _fabric_ring()
+    with path.open("w") as fh:
+        fh.write(f"# run dj, frozen before the lease (a2a_pipeline.py --frozen-dj; hw_configs/h200.yaml as committed; "
+                 f"nvlink.p2p fitted on run cg's one channel: send {p.send_bytes_per_s / 1e9:.2f} GB/s, receive "
+                 f"{p.receive_bytes_per_s / 1e9:.2f} GB/s, {p.step_s * 1e6:.3f} us a chunk; the ring's link "
+                 f"{ring.link_bytes_per_s / 1e9:.1f} GB/s)\n")
+        fh.write("variant,op,mib,channels_a_peer,queue_us,H0_us\n")
+        for variant, (ops, sizes, p2p, chunk) in RUN_DJ.items():
+            for op in ops:
+                for mib in sizes:
+                    ch = turns.channels_a_peer(mib * MIB / 2, p2p, chunk=chunk)
+                    q = call_us(mib * MIB, 2, ring, replace(p, queue=True), p2p, chunk)
+                    h0 = call_us(mib * MIB, 2, ring, replace(p, queue=False), p2p, chunk)
+                    fh.write(f"{variant},{op},{mib},{ch},{q:.1f},{h0:.1f}\n")
+
+
+def compare_dj(frozen: Path, paths: list[Path]) -> list[str]:
+    """Run dj's graph rows against its frozen table, and checks Q1 and Q2 (its hypotheses file)."""
+    lines = [ln for ln in frozen.read_text().splitlines() if not ln.startswith("#")]
+    table = {(r["variant"], r["op"], int(r["mib"])): r for r in csv.DictReader(lines)}
+    meas = turns.read_measured([str(x) for x in paths])
+    out = ["| variant | op | MiB | channels a peer | measured us | queue | H0 |", "|---|---|---:|---:|---:|---:|---:|"]
+    err: dict[str, tuple[list[float], list[float]]] = {"Q1": ([], []), "Q2": ([], [])}
+    for (variant, case, op, mib), us in sorted(meas.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][3])):
+        row = table.get((variant, op, mib))
+        if row is None or case != "plain":
+            continue
+        q, h0 = float(row["queue_us"]) / us - 1, float(row["H0_us"]) / us - 1
+        group = "Q1" if int(row["channels_a_peer"]) == 16 else "Q2"
+        err[group][0].append(q)
+        err[group][1].append(h0)
+        out.append(f"| {variant} | {op} | {mib} | {row['channels_a_peer']} | {us:.1f} | {row['queue_us']} "
+                   f"({q * 100:+.1f}%) | {row['H0_us']} ({h0 * 100:+.1f}%) |")
+    out.append("")
+    stats = {g: [(statistics.median(abs(x) for x in e), max(abs(x) for x in e)) if e else (float("nan"),) * 2
+                 for e in pair] for g, pair in err.items()}
+    (mq, wq), (mh, wh) = stats["Q1"]
+    out.append(f"Q1 (16 channels a peer, {len(err['Q1'][0])} rows: queue median <= H0's - 3 points and worst no "
+               f"larger): queue {mq * 100:.1f}% / {wq * 100:.1f}%, H0 {mh * 100:.1f}% / {wh * 100:.1f}% -> "
+               f"{'pass' if mq <= mh - 0.03 and wq <= wh else 'fail'}")
+    (mq, wq), (mh, wh) = stats["Q2"]
+    out.append(f"Q2 (8 and 32 channels a peer, {len(err['Q2'][0])} rows: queue median no more than 1 point over "
+               f"H0's): queue {mq * 100:.1f}% / {wq * 100:.1f}%, H0 {mh * 100:.1f}% / {wh * 100:.1f}% -> "
+               f"{'pass' if mq <= mh + 0.01 else 'fail'}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -199,7 +263,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", action="store_true", help="print the GPU document's nvlink.p2p, fitted on run cg")
     ap.add_argument("--frozen", type=Path, help="write run ci's frozen rows here")
     ap.add_argument("--compare", nargs="+", type=Path, metavar="CSV", help="run ci's CSVs against --frozen's table")
+    ap.add_argument("--frozen-dj", type=Path, help="write run dj's frozen rows here (or read them, with --compare-dj)")
+    ap.add_argument("--compare-dj", nargs="+", type=Path, metavar="CSV", help="run dj's CSVs against --frozen-dj's table")
     args = ap.parse_args(argv)
+    if args.compare_dj:
+        if not args.frozen_dj:
+            ap.error("--compare-dj needs --frozen-dj (the table frozen before the run)")
+        print("\n".join(compare_dj(args.frozen_dj, args.compare_dj)))
+        return 0
+    if args.frozen_dj:
+        write_frozen_dj(args.frozen_dj)
+        return 0
     if args.fit:
         p = fit(sorted(GPU_DIR.glob("h200x2-20261130cg-c*.csv")))
         print(f'p2p:\n  send_bandwidth: "{p.send_bytes_per_s / 1e9:.2f} GB/s"\n'

@@ -133,6 +133,7 @@ from rdusim.hw.custom_all_reduce import (
     VLLM_MAX_BYTES,
     CustomArLink,
     CustomArPlan,
+    closed_network_cycle,
     custom_ar_applies,
     custom_ar_plan,
     custom_ar_wire_bytes,
@@ -324,6 +325,14 @@ class P2pChannels:
     send_bytes_per_s: float      # its send loop's rate, a chunk onto the peer's FIFO over NVLink
     receive_bytes_per_s: float   # its receive loop's rate, a chunk copied out of its own FIFO
     step_s: float                # a chunk's post after its bytes (fence and flag), fixed
+    queue: bool = False          # PROTOTYPE: the sending channels a closed network at the link
+
+    def send_at(self, chunk: float, sending: int, link_bytes_per_s: float) -> float:
+        """A chunk's send and post while ``sending`` channels send at once: the channels a closed network
+        at the link, each its lone send and post less its bytes at the link, then its bytes there."""
+        at_link = chunk / link_bytes_per_s
+        alone = chunk / self.send_bytes_per_s + self.step_s
+        return closed_network_cycle(max(alone - at_link, 0.0), at_link, sending)
 
 
 @dataclass(frozen=True)

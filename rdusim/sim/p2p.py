@@ -38,17 +38,31 @@ def p2p_transfer_s(plan: P2pPlan) -> float:
     env = simpy.Environment()
     link = CappedPool(env, plan.ring.link_bytes_per_s)
     count = plan.channels
+    sending = [0]
     for channel in range(count):
         slots = simpy.Container(env, capacity=P2P_FIFO_STEPS, init=P2P_FIFO_STEPS)
         posted: simpy.Store = simpy.Store(env)
-        env.process(_sender(env, link, plan, plan.ring.start_s(channel, count), slots, posted))
+        sender = _queued_sender if plan.p2p.queue else _sender
+        env.process(sender(env, link, plan, plan.ring.start_s(channel, count), slots, posted, sending))
         env.process(_receiver(env, plan, slots, posted))
     env.run()
     return env.now
 
 
+def _queued_sender(env: simpy.Environment, link: CappedPool, plan: P2pPlan, start: float, slots: simpy.Container,
+                   posted: simpy.Store, sending: list[int]) -> Generator:
+    if start:
+        yield delay(env, start)
+    sending[0] += 1
+    for chunk in plan.chunks:
+        yield slots.get(1)
+        yield delay(env, plan.p2p.send_at(chunk, sending[0], plan.ring.link_bytes_per_s))
+        yield posted.put(chunk)
+    sending[0] -= 1
+
+
 def _sender(env: simpy.Environment, link: CappedPool, plan: P2pPlan, start: float, slots: simpy.Container,
-            posted: simpy.Store) -> Generator:
+            posted: simpy.Store, sending: list[int]) -> Generator:
     if start:
         yield delay(env, start)
     for chunk in plan.chunks:
