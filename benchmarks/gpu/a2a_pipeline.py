@@ -32,6 +32,7 @@ from __future__ import annotations
 import csv
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import a2a_turns as turns
@@ -145,7 +146,7 @@ RUN_CI = {
 
 def write_frozen(path: Path) -> None:
     """Run ci's rows under the pipeline (fitted on run cg) and H0 (the engine now), graph rows."""
-    p = fit(sorted(GPU_DIR.glob("h200x2-20261130cg-c*.csv")))
+    p = replace(fit(sorted(GPU_DIR.glob("h200x2-20261130cg-c*.csv"))), queue=False)  # the engine then (H0 of run dj)
     ring = _fabric_ring()
     with path.open("w") as fh:
         fh.write(f"# run ci, frozen before the lease (a2a_pipeline.py --frozen; hw_configs/h200.yaml as committed; "
@@ -206,8 +207,6 @@ RUN_DJ = {
 def write_frozen_dj(path: Path) -> None:
     """Run dj's rows under the engine now (H0: the sending channels share the link max-min) and the candidate
     (queue: the sending channels a closed network at the link, ``P2pChannels.send_at``), graph rows."""
-    from dataclasses import replace
-
     p = fit(sorted(GPU_DIR.glob("h200x2-20261130cg-c*.csv")))
     ring = _fabric_ring()
     with path.open("w") as fh:

@@ -1319,7 +1319,7 @@ def di_mva_pass_us(loads: int, threads: int, blocks: int, line: tuple[float, flo
     the blocks drift apart, so a pass is the cycle time by mean value analysis (Reiser and Lavenberg, J. ACM
     27(2), 1980; exact for a processor-sharing link and a delay of any distribution, BCMP 1975): the engine's
     ``closed_network_cycle``, which came from this form when run di adopted it."""
-    from rdusim.hw.custom_all_reduce import closed_network_cycle
+    from rdusim.hw.closed_network import closed_network_cycle
 
     d = di_link_us(loads, threads)
     return closed_network_cycle(line[0] + loads * line[1] - d, d, blocks)

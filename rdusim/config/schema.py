@@ -510,7 +510,8 @@ class GpuRingSpec(Spec):
 
 class GpuP2pSpec(Spec):
     """What one p2p channel that both sends and receives does, for an all-to-all simulated channel by
-    channel (``rdusim.sim.p2p``; docs/gpu.md, "Runs ch and ci")."""
+    channel (``rdusim.sim.p2p``; docs/gpu.md, "Runs ch and ci"); the channels sending queue at the link as
+    a closed network (``rdusim.hw.closed_network``; docs/gpu.md, "Run dj")."""
 
     send_bytes_per_s: PositiveBytesPerS = Field(
         alias="send_bandwidth", description="its send loop's rate onto the peer's FIFO over NVLink (to calibrate)")

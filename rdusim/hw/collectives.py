@@ -2,7 +2,7 @@
 
 Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``custom_ar_cost``, ``candidates``, ``wire_bytes``,
 ``memory_ops_per_wire_byte``, ``ring_plan``, ``p2p_plan``, ``p2p_channels_a_peer``, ``p2p_ll_limit``
-and NCCL's tuning tables. Imports: hw.custom_all_reduce. Never simulates: ``rdusim.sim.gpu`` charges
+and NCCL's tuning tables. Imports: hw.closed_network, hw.custom_all_reduce. Never simulates: ``rdusim.sim.gpu`` charges
 a collective kernel the ``time_s`` computed here.
 
 The facts follow NCCL's own cost model, ``src/graph/tuning.cc`` of NVIDIA/nccl (v2.19-2.20,
@@ -108,8 +108,11 @@ channel both sends and receives, at once on separate warps (NCCL 2.28 ``src/devi
 send loop puts a chunk into the receiver's FIFO of ``P2P_FIFO_STEPS`` slots over NVLink (``nvlink.p2p
 .send_bandwidth``, the GPU's channels sharing the ring's link) and posts it (``step``); its receive
 loop copies a posted chunk out (``receive_bandwidth``) and frees the slot. The three constants are
-fitted on one channel a peer (run cg); 1-8 channels a peer are predicted within 2-9% (runs ch, ci),
-NCCL's 16 on two GPUs 10-24% short at 12-512 MiB (a known miss: docs/gpu.md, "Runs ch and ci").
+fitted on one channel a peer (run cg); 1-8 channels a peer are predicted within 2-9% (runs ch, ci).
+The channels sending share the link as a closed network (``P2pChannels.send_at``,
+``rdusim.hw.closed_network``): with the link shared max-min NCCL's 16 a peer on two GPUs came out
+10-24% short at 12-512 MiB; frozen on a new lease, the network's cycle 4.8% median (docs/gpu.md, "Run
+dj"). ``queue=False`` keeps the max-min link (runs ch and ci's frozen tables).
 
 **vLLM's custom all-reduce** (``custom_ar_cost``; a GPU mapping's ``all_reduce_kernel: custom``, where the
 document gives ``nvlink.custom_all_reduce``): the kernel vLLM runs instead of NCCL for an all-reduce
@@ -128,12 +131,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from rdusim.hw.closed_network import closed_network_cycle
 from rdusim.hw.custom_all_reduce import (
     VLLM_BLOCK_LIMIT,
     VLLM_MAX_BYTES,
     CustomArLink,
     CustomArPlan,
-    closed_network_cycle,
     custom_ar_applies,
     custom_ar_plan,
     custom_ar_wire_bytes,
@@ -325,11 +328,12 @@ class P2pChannels:
     send_bytes_per_s: float      # its send loop's rate, a chunk onto the peer's FIFO over NVLink
     receive_bytes_per_s: float   # its receive loop's rate, a chunk copied out of its own FIFO
     step_s: float                # a chunk's post after its bytes (fence and flag), fixed
-    queue: bool = False          # PROTOTYPE: the sending channels a closed network at the link
+    queue: bool = True           # the sending channels queue at the link (run dj); False: runs ch-ci's model
 
     def send_at(self, chunk: float, sending: int, link_bytes_per_s: float) -> float:
-        """A chunk's send and post while ``sending`` channels send at once: the channels a closed network
-        at the link, each its lone send and post less its bytes at the link, then its bytes there."""
+        """A chunk's send and post while ``sending`` channels send at once (``queue``): the channels a closed
+        network at the link (``rdusim.hw.closed_network``), each its lone send and post less its bytes at
+        the link, then its bytes there, which the sending channels share."""
         at_link = chunk / link_bytes_per_s
         alone = chunk / self.send_bytes_per_s + self.step_s
         return closed_network_cycle(max(alone - at_link, 0.0), at_link, sending)

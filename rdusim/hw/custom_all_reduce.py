@@ -2,8 +2,8 @@
 all-reduce inside one NVLink node, and when it runs it.
 
 Owns: ``CustomArLink``, ``CustomArPlan``, ``custom_ar_applies``, ``custom_ar_stages``,
-``custom_ar_blocks``, ``custom_ar_plan``, ``custom_ar_wire_bytes``, ``closed_network_cycle`` and
-vLLM's constants. Imports: nothing of rdusim. Never simulates: ``rdusim.sim.custom_ar`` runs a plan.
+``custom_ar_blocks``, ``custom_ar_plan``, ``custom_ar_wire_bytes`` and vLLM's constants.
+Imports: hw.closed_network. Never simulates: ``rdusim.sim.custom_ar`` runs a plan.
 
 The facts are vLLM's source (``csrc/custom_all_reduce.cuh`` and
 ``vllm/distributed/device_communicators/custom_all_reduce.py``; the code here is ours):
@@ -35,7 +35,7 @@ flight, one a peer, whatever the threads active. With ``blocks`` blocks reading,
 its fixed part (the lone pass less its own bytes at the link) and its bytes on the reads' link, which
 the blocks there share; the blocks drift apart (their barriers only meet their peers' same block), so
 a pass is the cycle time of that closed queueing network, by mean value analysis
-(``closed_network_cycle``). It is the lone pass at one block and the blocks' bytes at the link when
+(``rdusim.hw.closed_network``). It is the lone pass at one block and the blocks' bytes at the link when
 many blocks fill it, and lifts a pass in between.
 
 Where it comes from (docs/gpu.md, "vLLM's custom all-reduce"): run cw measured the flag (a ping-pong:
@@ -67,6 +67,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from rdusim.hw.closed_network import closed_network_cycle
 
 #: vLLM ``allreduce``: threads a block
 VLLM_THREADS = 512
@@ -113,20 +115,6 @@ class CustomArLink:
         """The release barrier's fence with ``blocks`` blocks fencing at once: ``fence_s`` plus
         ``fence_per_block_s`` for each block beyond the first."""
         return self.fence_s + self.fence_per_block_s * (blocks - 1)
-
-
-def closed_network_cycle(delay_s: float, service_s: float, customers: int) -> float:
-    """The mean cycle time of ``customers`` jobs circulating between a delay of ``delay_s`` (each its own: no
-    queue) and one shared server taking ``service_s`` for each: exact mean value analysis of the closed network
-    (Reiser and Lavenberg, J. ACM 27(2), 1980; exact for a processor-sharing server and a delay of any
-    distribution, BCMP 1975). One customer: ``delay_s + service_s``; many: the server's ``customers x
-    service_s``, approached from above."""
-    queue, cycle = 0.0, delay_s + service_s
-    for n in range(1, customers + 1):
-        at_server = service_s * (1 + queue)
-        cycle = delay_s + at_server
-        queue = n * at_server / cycle
-    return cycle
 
 
 @dataclass(frozen=True)

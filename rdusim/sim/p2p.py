@@ -14,15 +14,23 @@ from one runs its send and its receive at once on separate warps (NCCL 2.28
 - the receiver, for each chunk: waits until it is posted, copies it out at ``receive`` (local) and
   frees its slot.
 
+With ``P2pChannels.queue`` (the GPU documents' default since run dj), a chunk's send and post is
+instead the cycle of the sending channels as a closed network at the link
+(``P2pChannels.send_at``, ``rdusim.hw.closed_network``), with the channels sending when the chunk
+starts: those started by then (their start times, so channels starting together count each other)
+less those whose last chunk is sent. Max-min sharing lets equal channels fall into step and meet at
+the link only once it is full; NCCL's 16 channels a peer on two GPUs took 10-24% longer than that
+(runs ch, ci), which the network's cycle predicts (run dj, frozen: 4.8% against 11.7% median;
+docs/gpu.md, "Run dj").
+
 Channels start ``launch_skew`` apart across the launch, as the ring's. The transfer ends when the
 last receiver does. A channel's work depends only on the plan (the engine runs one kernel at a
-time), so a transfer is simulated once in its own environment and remembered. The 16 channels a
-peer NCCL gives two GPUs take 10-24% longer than this at 12-512 MiB (runs ch and ci: 1-8 channels are
-within 2-9%): a known miss, docs/gpu.md ("Runs ch and ci").
+time), so a transfer is simulated once in its own environment and remembered.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Generator
 from functools import lru_cache
 
@@ -36,33 +44,24 @@ from rdusim.sim.resources import CappedPool, delay
 def p2p_transfer_s(plan: P2pPlan) -> float:
     """Seconds from the first channel's start to the last receiver's end (module docstring)."""
     env = simpy.Environment()
-    link = CappedPool(env, plan.ring.link_bytes_per_s)
     count = plan.channels
-    sending = [0]
-    for channel in range(count):
+    starts = sorted(plan.ring.start_s(channel, count) for channel in range(count))
+    link = None if plan.p2p.queue else CappedPool(env, plan.ring.link_bytes_per_s)
+    sent = [0]  # channels whose last chunk is sent
+    for start in starts:
         slots = simpy.Container(env, capacity=P2P_FIFO_STEPS, init=P2P_FIFO_STEPS)
         posted: simpy.Store = simpy.Store(env)
-        sender = _queued_sender if plan.p2p.queue else _sender
-        env.process(sender(env, link, plan, plan.ring.start_s(channel, count), slots, posted, sending))
+        if link is None:
+            env.process(_queued_sender(env, plan, start, starts, sent, slots, posted))
+        else:
+            env.process(_sender(env, link, plan, start, slots, posted))
         env.process(_receiver(env, plan, slots, posted))
     env.run()
     return env.now
 
 
-def _queued_sender(env: simpy.Environment, link: CappedPool, plan: P2pPlan, start: float, slots: simpy.Container,
-                   posted: simpy.Store, sending: list[int]) -> Generator:
-    if start:
-        yield delay(env, start)
-    sending[0] += 1
-    for chunk in plan.chunks:
-        yield slots.get(1)
-        yield delay(env, plan.p2p.send_at(chunk, sending[0], plan.ring.link_bytes_per_s))
-        yield posted.put(chunk)
-    sending[0] -= 1
-
-
 def _sender(env: simpy.Environment, link: CappedPool, plan: P2pPlan, start: float, slots: simpy.Container,
-            posted: simpy.Store, sending: list[int]) -> Generator:
+            posted: simpy.Store) -> Generator:
     if start:
         yield delay(env, start)
     for chunk in plan.chunks:
@@ -70,6 +69,19 @@ def _sender(env: simpy.Environment, link: CappedPool, plan: P2pPlan, start: floa
         yield link.transfer(chunk, plan.p2p.send_bytes_per_s)
         yield delay(env, plan.p2p.step_s)
         yield posted.put(chunk)
+
+
+def _queued_sender(env: simpy.Environment, plan: P2pPlan, start: float, starts: list[float], sent: list[int],
+                   slots: simpy.Container, posted: simpy.Store) -> Generator:
+    if start:
+        yield delay(env, start)
+    link_rate = plan.ring.link_bytes_per_s
+    for chunk in plan.chunks:
+        yield slots.get(1)
+        sending = bisect_right(starts, env.now) - sent[0]
+        yield delay(env, plan.p2p.send_at(chunk, sending, link_rate))
+        yield posted.put(chunk)
+    sent[0] += 1
 
 
 def _receiver(env: simpy.Environment, plan: P2pPlan, slots: simpy.Container, posted: simpy.Store) -> Generator:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from rdusim.cli import main
+from rdusim.hw.closed_network import closed_network_cycle
 from rdusim.hw.collectives import (
     ALL_TO_ALL_LATENCY_US,
     BASE_LATENCY_US,
@@ -863,18 +864,26 @@ def test_p2p_channels_a_peer_follow_nccls_rule() -> None:
 
 def test_all_to_all_simple_runs_as_the_p2p_pipeline() -> None:
     """A p2p Simple all-to-all on a fabric with ``p2p`` is NCCL's latency plus its channels'
-    pipelines (rdusim.sim.p2p): below the link, one chunk a channel takes the last channel's start
-    (the launch skew), the chunk at the send rate, its post and its copy out; a fabric without
-    ``p2p`` keeps the wire bytes at the bus rate."""
+    pipelines (rdusim.sim.p2p): one chunk a channel, the last channel starts at the launch skew with
+    every channel sending, so its chunk is the 16 channels' closed-network cycle at the link, then its
+    copy out; with the link shared max-min (``queue=False``, runs ch-ci) below the link the chunk is at
+    the send rate and its post; a fabric without ``p2p`` keeps the wire bytes at the bus rate."""
     fabric = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.fabric
     p2p, ring = fabric.p2p, fabric.ring
     assert p2p is not None and ring is not None and 16 * p2p.send_bytes_per_s <= ring.link_bytes_per_s
+    assert p2p.queue
     size = 8 << 20  # two GPUs: a peer's part 4 MiB over 16 channels, 256 KiB each
     cost = collective_cost("all_to_all", size, 2, fabric)
     assert (cost.protocol, cost.p2p.channels, cost.p2p.chunks) == ("Simple", 16, (256 * 1024,))
     c = 256 * 1024
-    expected = ring.launch_skew_s + c / p2p.send_bytes_per_s + p2p.step_s + c / p2p.receive_bytes_per_s
+    at_link = c / ring.link_bytes_per_s
+    cycle = closed_network_cycle(c / p2p.send_bytes_per_s + p2p.step_s - at_link, at_link, 16)
+    assert p2p.send_at(c, 16, ring.link_bytes_per_s) == pytest.approx(cycle, rel=1e-15)
+    expected = ring.launch_skew_s + cycle + c / p2p.receive_bytes_per_s
     assert collective_time_s(cost) == pytest.approx(cost.latency_s + expected, rel=1e-12)
+    shared = collective_cost("all_to_all", size, 2, replace(fabric, p2p=replace(p2p, queue=False)))
+    expected = ring.launch_skew_s + c / p2p.send_bytes_per_s + p2p.step_s + c / p2p.receive_bytes_per_s
+    assert collective_time_s(shared) == pytest.approx(shared.latency_s + expected, rel=1e-12)
     bare = collective_cost("all_to_all", size, 2, replace(fabric, p2p=None))
     assert bare.p2p is None and collective_time_s(bare) == bare.time_s
     assert collective_cost("all_to_all", 64 << 10, 2, fabric).p2p is None  # LL: not the pipeline

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rdusim.hw.closed_network import closed_network_cycle
 from rdusim.hw.collectives import Fabric, collective_cost, custom_ar_cost
 from rdusim.hw.custom_all_reduce import (
     VLLM_MAX_BYTES,
     CustomArLink,
-    closed_network_cycle,
     custom_ar_applies,
     custom_ar_blocks,
     custom_ar_plan,
