@@ -265,27 +265,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frozen-dj", type=Path, help="write run dj's frozen rows here (or read them, with --compare-dj)")
     ap.add_argument("--compare-dj", nargs="+", type=Path, metavar="CSV", help="run dj's CSVs against --frozen-dj's table")
     args = ap.parse_args(argv)
-    if args.compare_dj:
-        if not args.frozen_dj:
-            ap.error("--compare-dj needs --frozen-dj (the table frozen before the run)")
-        print("\n".join(compare_dj(args.frozen_dj, args.compare_dj)))
-        return 0
-    if args.frozen_dj:
-        write_frozen_dj(args.frozen_dj)
-        return 0
     if args.fit:
         p = fit(sorted(GPU_DIR.glob("h200x2-20261130cg-c*.csv")))
         print(f'p2p:\n  send_bandwidth: "{p.send_bytes_per_s / 1e9:.2f} GB/s"\n'
               f'  receive_bandwidth: "{p.receive_bytes_per_s / 1e9:.1f} GB/s"\n  step: "{p.step_s * 1e6:.3f} us"')
         return 0
-    if args.compare:
-        if not args.frozen:
-            ap.error("--compare needs --frozen (the table frozen before the run)")
-        print("\n".join(compare_ci(args.frozen, args.compare)))
-        return 0
-    if args.frozen:
-        write_frozen(args.frozen)
-        return 0
+    # each registered run: (its frozen table, its CSVs to compare, its flags, how it writes and compares)
+    for frozen, csvs, flags, write, compare in (
+            (args.frozen_dj, args.compare_dj, ("--frozen-dj", "--compare-dj"), write_frozen_dj, compare_dj),
+            (args.frozen, args.compare, ("--frozen", "--compare"), write_frozen, compare_ci)):
+        if csvs:
+            if not frozen:
+                ap.error(f"{flags[1]} needs {flags[0]} (the table frozen before the run)")
+            print("\n".join(compare(frozen, csvs)))
+            return 0
+        if frozen:
+            write(frozen)
+            return 0
     print("\n".join(report()))
     return 0
 

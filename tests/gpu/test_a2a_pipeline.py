@@ -50,3 +50,17 @@ def test_the_fit_reproduces_run_ci_frozen_table(pipe: types.ModuleType, tmp_path
     out = tmp_path / "ci.txt"
     pipe.write_frozen(out)
     assert out.read_text() == (GPU / "h200x2-20261130ci-predicted.txt").read_text()
+
+
+def test_run_dj_frozen_table_and_its_checks(pipe: types.ModuleType, tmp_path: Path) -> None:
+    """Run dj's frozen table (the channels queued at the link and the max-min link, committed before the
+    run) is what the script writes now, byte for byte, and its comparison reproduces the committed one,
+    Q1 and Q2 passing as the adoption recorded."""
+    out = tmp_path / "dj.txt"
+    pipe.write_frozen_dj(out)
+    frozen = GPU / "h200x2-20261130dj-predicted.txt"
+    assert out.read_text() == frozen.read_text()
+    lines = pipe.compare_dj(frozen, sorted(GPU.glob("h200x2-20261130dj-*-plain.csv")))
+    assert "\n".join(lines) + "\n" == (GPU / "h200x2-20261130dj-compare.txt").read_text()
+    assert lines[-2].startswith("Q1 (16 channels a peer, 29 rows") and lines[-2].endswith("-> pass")
+    assert lines[-1].startswith("Q2 (8 and 32 channels a peer, 7 rows") and lines[-1].endswith("-> pass")
