@@ -255,6 +255,54 @@ def compare_dj(frozen: Path, paths: list[Path]) -> list[str]:
     return out
 
 
+def plot_dj(out: Path) -> list[str]:
+    """docs/img/gpu-a2a-queue.png: the peer's rate (GB/s of S / 2, both ways) by channels a peer on two H200s,
+    each a line over a variant's three largest sizes (run ch's ``sendrecv``; run dj's defaults, 8 and 32 a
+    peer), against one channel's rate times the channels up to the link (max-min sharing, the engine before
+    run dj) and the channels as a closed network at the link (the engine now). Returns its table."""
+    import a2a_channels as chans
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p = fit(sorted(GPU_DIR.glob("h200x2-20261130cg-c*.csv")))
+    link = _fabric_ring().link_bytes_per_s
+    c = turns.CHUNK
+    one = c / (c / p.send_bytes_per_s + p.step_s)
+    measured: list[tuple[str, int, float]] = []
+    for (op, ch), pts in sorted(chans.read(sorted(GPU_DIR.glob("h200x2-20261130ch-p2p*-eager.csv"))).items()):
+        if op == "sendrecv":
+            measured.append(("run ch", ch, chans.line(sorted(pts)[-3:])[1]))
+    for variant, ch in (("p2p16", 8), ("def", 16), ("p2p64", 32)):
+        with (GPU_DIR / f"h200x2-20261130dj-{variant}-plain.csv").open(newline="") as fh:
+            pts = sorted((int(r["bytes"]) / 2, float(r["median_us"])) for r in csv.DictReader(fh) if r["op"] == "sendrecv"
+                         and turns.channels_a_peer(int(r["bytes"]) / 2, 2 * ch if variant != "def" else turns.P2P_CHANNELS) == ch)
+        measured.append(("run dj", ch, chans.line(pts[-3:])[1]))
+    counts = list(range(1, 41))
+    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    ax.plot(counts, [min(n * one, link) / 1e9 for n in counts], ":", color="grey",
+            label="max-min link: one channel's rate x channels, up to the link")
+    ax.plot(counts, [n * c / p.send_at(c, n, link) / 1e9 for n in counts], "-", color="C0",
+            label="closed network at the link (h200.yaml now)")
+    for run, marker in (("run ch", "o"), ("run dj", "s")):
+        xs = [(ch, r) for who, ch, r in measured if who == run]
+        ax.plot([x for x, _ in xs], [r for _, r in xs], marker, color="C3", mfc="none" if run == "run ch" else "C3",
+                label=f"{run} ({'before' if run == 'run ch' else 'frozen before it'})")
+    ax.set(xscale="log", xlabel="p2p channels a peer (NCCL's default on two GPUs: 16)",
+           ylabel="the peer's part, both ways (GB/s)", xticks=[1, 2, 4, 8, 16, 32],
+           title="NCCL's all-to-all channels queue at the link (two H200s)")
+    ax.set_xticklabels(["1", "2", "4", "8", "16", "32"])
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    lines = ["| run | channels a peer | measured GB/s | max-min link | closed network |", "|---|---:|---:|---:|---:|"]
+    for run, ch, r in measured:
+        lines.append(f"| {run} | {ch} | {r:.1f} | {min(ch * one, link) / 1e9:.1f} | "
+                     f"{ch * c / p.send_at(c, ch, link) / 1e9:.1f} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -264,7 +312,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", nargs="+", type=Path, metavar="CSV", help="run ci's CSVs against --frozen's table")
     ap.add_argument("--frozen-dj", type=Path, help="write run dj's frozen rows here (or read them, with --compare-dj)")
     ap.add_argument("--compare-dj", nargs="+", type=Path, metavar="CSV", help="run dj's CSVs against --frozen-dj's table")
+    ap.add_argument("--plot-dj", type=Path, metavar="PNG", help="the peer's rate by channels a peer, measured and both "
+                    "models (docs/img/gpu-a2a-queue.png); prints its table")
     args = ap.parse_args(argv)
+    if args.plot_dj:
+        print("\n".join(plot_dj(args.plot_dj)))
+        return 0
     if args.fit:
         p = fit(sorted(GPU_DIR.glob("h200x2-20261130cg-c*.csv")))
         print(f'p2p:\n  send_bandwidth: "{p.send_bytes_per_s / 1e9:.2f} GB/s"\n'

@@ -64,3 +64,19 @@ def test_run_dj_frozen_table_and_its_checks(pipe: types.ModuleType, tmp_path: Pa
     assert "\n".join(lines) + "\n" == (GPU / "h200x2-20261130dj-compare.txt").read_text()
     assert lines[-2].startswith("Q1 (16 channels a peer, 29 rows") and lines[-2].endswith("-> pass")
     assert lines[-1].startswith("Q2 (8 and 32 channels a peer, 7 rows") and lines[-1].endswith("-> pass")
+
+
+def test_run_dj_figure_table(pipe: types.ModuleType, tmp_path: Path) -> None:
+    """`--plot-dj` draws the figure and its table: one channel's rate times the channels up to the link
+    (max-min) and the closed network agree at one channel and part where the link begins to fill (16 a
+    peer: 344.5 against 302.8 GB/s), and the measured lines are run ch's six counts and run dj's three."""
+    png = tmp_path / "a2a.png"
+    lines = pipe.plot_dj(png)
+    assert png.stat().st_size > 10_000
+    rows = [ln.split(" | ") for ln in lines[2:]]
+    assert [(r[0].strip("| "), int(r[1])) for r in rows] == [("run ch", n) for n in (1, 2, 4, 8, 16, 32)] + [
+        ("run dj", n) for n in (8, 16, 32)]
+    one = next(r for r in rows if r[1] == "1")
+    assert one[3] == one[4].strip(" |") == "21.5"
+    sixteen = next(r for r in rows if r[:2] == ["| run dj", "16"])
+    assert (sixteen[3], sixteen[4].strip(" |")) == ("344.5", "302.8")
