@@ -553,6 +553,10 @@ class GpuLinkSpec(Spec):
         default=None, alias="ll_bandwidth",
         description="the LL protocol's bandwidth on one node as the NCCL version in use gives it (tuning.cc "
                     "llMaxBws; none: v2.19-2.20's 87.7 GB/s cap and its shares of the bus)")
+    p2p_ll_channel_bytes_per_s: PositiveBytesPerS | None = Field(
+        default=None, alias="p2p_ll_channel_bandwidth",
+        description="one p2p channel's LL rate: an all-to-all's LL moves its wire bytes at no more than its channels "
+                    "(NCCL's rule: one each 8 KiB of a peer's part) times it (to calibrate; none: the LL rate alone)")
     ring: GpuRingSpec | None = Field(
         default=None, description="a ring Simple collective channel by channel (none: its wire bytes at the bus rate)")
     p2p: GpuP2pSpec | None = Field(
@@ -572,7 +576,8 @@ class GpuLinkSpec(Spec):
     def _bus_within_line_rate(self) -> GpuLinkSpec:
         ring_link = None if self.ring is None else self.ring.link_bytes_per_s
         for key, rate in (("bus_bandwidth", self.bus_bytes_per_s), ("ll_bandwidth", self.ll_bytes_per_s),
-                          ("ring.link_bandwidth", ring_link)):
+                          ("ring.link_bandwidth", ring_link),
+                          ("p2p_ll_channel_bandwidth", self.p2p_ll_channel_bytes_per_s)):
             if rate is not None and rate > self.bandwidth_bytes_per_s:
                 raise ValueError(f"{key} ({rate / 1e9:g} GB/s) exceeds the line rate "
                                  f"bandwidth ({self.bandwidth_bytes_per_s / 1e9:g} GB/s)")

@@ -1,7 +1,8 @@
 """Collectives as NCCL runs them inside one NVLink/NVSwitch node, and the algorithm NCCL picks.
 
 Owns: ``Fabric``, ``CollectiveCost``, ``collective_cost``, ``custom_ar_cost``, ``candidates``, ``wire_bytes``,
-``memory_ops_per_wire_byte``, ``ring_plan``, ``p2p_plan``, ``p2p_channels_a_peer``, ``p2p_ll_limit``
+``memory_ops_per_wire_byte``, ``ring_plan``, ``p2p_plan``, ``p2p_channels_a_peer``, ``p2p_ll_channels``,
+``p2p_ll_limit``
 and NCCL's tuning tables. Imports: hw.closed_network, hw.custom_all_reduce. Never simulates: ``rdusim.sim.gpu`` charges
 a collective kernel the ``time_s`` computed here.
 
@@ -217,6 +218,18 @@ def p2p_channels_a_peer(part: float, ranks: int, p2p_channels: int = P2P_CHANNEL
     return ch
 
 
+#: a p2p LL step: DEFAULT_LL_BUFFSIZE (NCCL_LL_LINES_PER_THREAD 8 x NCCL_LL_MAX_NTHREADS 512 x NCCL_STEPS 8 x a
+#: 16-byte ncclLLFifoLine: 512 KiB, src/include/device.h and comm.h) over NCCL_STEPS
+P2P_LL_STEP_BYTES = 64 * 1024
+
+
+def p2p_ll_channels(part: float, ranks: int, p2p_channels: int = P2P_CHANNELS) -> int:
+    """The channels NCCL 2.28 gives one peer's LL ``part`` (src/enqueue.cc, addP2pToPlan): one for each eighth
+    of an LL step (8 KiB, ``minPartSize = stepSize / 8`` on one node), up to ``nChannelsMin``
+    (``p2p_channels_a_peer``'s start: 16 a peer on two GPUs, 4 on eight)."""
+    return p2p_channels_a_peer(part, ranks, p2p_channels, P2P_LL_STEP_BYTES)
+
+
 def channel_chunks(part: float, channels: int, chunk: int = P2P_CHUNK_BYTES) -> tuple[float, ...]:
     """One channel's chunks of a peer's ``part`` over ``channels`` (sendrecv.h's loop: whole chunks, the
     last what is left)."""
@@ -376,6 +389,7 @@ class Fabric:
     ring: RingChannels | None = None     # a ring Simple collective channel by channel (``nvlink.ring``)
     p2p: P2pChannels | None = None       # an all-to-all's p2p Simple channels (``nvlink.p2p``; needs ``ring``)
     custom: CustomArLink | None = None   # vLLM's custom all-reduce (``nvlink.custom_all_reduce``)
+    p2p_ll_channel_bytes_per_s: float | None = None  # one p2p channel's LL rate (``nvlink.p2p_ll_channel_bandwidth``)
 
 
 @dataclass(frozen=True)
@@ -447,15 +461,20 @@ def _enabled(op: str) -> list[tuple[str, str]]:
 
 
 def _rate(op: str, algorithm: str, protocol: str, nbytes: float, bus: float, ranks: int,
-          ll: float | None = None) -> float:
+          ll: float | None = None, ll_channel: float | None = None) -> float:
     """Bytes per second the wire bytes move at: tuning.cc's refinements of the bus bandwidth, and
     for a ring's Simple and LL128 the memory operations per wire byte relative to the
-    all-reduce's (module docstring). ``ll``: the LL rate the document gives, else v2.19-2.20's."""
+    all-reduce's (module docstring). ``ll``: the LL rate the document gives, else v2.19-2.20's;
+    ``ll_channel``: one p2p channel's LL rate, where the document gives it."""
     if algorithm == "p2p" and protocol == "LL":
         # [A] a separate assumption, whatever ``ll`` is: NCCL's tuning model has no p2p entry, so
         # the rate is taken as the v2.19-2.20 ring all-gather's LL (a third of the bus, under
-        # v2.19's 87.7 GB/s cap); ``nvlink.ll_bandwidth`` (the ring's LL rate) does not apply
-        return min(LL_MAX_GBPS * GB, bus / 3)
+        # v2.19's 87.7 GB/s cap); ``nvlink.ll_bandwidth`` (the ring's LL rate) does not apply.
+        # At most every peer's channels (NCCL's rule) at one channel's rate (run dk)
+        rate = min(LL_MAX_GBPS * GB, bus / 3)
+        if ll_channel is not None:
+            rate = min(rate, p2p_ll_channels(nbytes / ranks, ranks) * (ranks - 1) * ll_channel)
+        return rate
     ll_cap = LL_MAX_GBPS * GB if ll is None else ll
     if algorithm == "ring" and protocol == "LL" and ll is not None:
         # NCCL 2.28 tuning.cc (ring refinement): ``busBw = std::min(llMaxBw, busBw * .5)``, LL
@@ -507,7 +526,8 @@ def candidates(op: str, nbytes: float, ranks: int, fabric: Fabric) -> list[Colle
             if (protocol == "LL") != (per_peer <= p2p_ll_limit()):
                 continue
         wire = wire_bytes(op, algorithm, nbytes, ranks)
-        rate = _rate(op, algorithm, protocol, nbytes, fabric.bus_bytes_per_s, ranks, fabric.ll_bytes_per_s)
+        rate = _rate(op, algorithm, protocol, nbytes, fabric.bus_bytes_per_s, ranks, fabric.ll_bytes_per_s,
+                     fabric.p2p_ll_channel_bytes_per_s)
         latency = _latency_us(op, algorithm, protocol, ranks) * US * fabric.latency_scale
         out.append(CollectiveCost(op, nbytes, ranks, algorithm, protocol, latency, wire, rate))
     return out

@@ -230,7 +230,8 @@ class Gpu:
             custom = CustomArLink(float(car.load_s), float(car.per_load_s), float(car.flag_s),
                                   float(car.read_bytes_per_s), float(car.kernel_s), float(car.fence_s),
                                   float(car.fence_per_block_s))
-        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll, ring, p2p, custom)
+        ll_channel = None if link.p2p_ll_channel_bytes_per_s is None else float(link.p2p_ll_channel_bytes_per_s)
+        return Fabric(float(link.bus_bytes_per_s), link.latency_scale, self.nvls, ll, ring, p2p, custom, ll_channel)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,142 @@
+"""The all-to-all's p2p LL channel: its rate calibrated on one channel a peer (run dk), checked at NCCL's
+defaults on sizes never measured (run dl).
+
+NCCL 2.28 (``src/enqueue.cc``, addP2pToPlan) gives a peer's part ``min(nChannelsMin, divUp(part, stepSize /
+8))`` channels, stepSize for LL the LL buffer (512 KiB) over NCCL_STEPS (8): one channel for each 8 KiB of
+the part, up to 16 a peer on two GPUs (``rdusim.hw.collectives.p2p_ll_channels``). The engine moves an LL
+all-to-all's wire bytes at min(the LL rate, its channels x one channel's LL rate)
+(``nvlink.p2p_ll_channel_bandwidth``). Run dk calibrates that one rate: the inverse slope of the
+least-squares line of the all-to-all's time by its part at one p2p channel a peer (LL forced by
+``NCCL_P2P_LL_THRESHOLD``), K1 (a line) and K2 (two channels at twice the rate) its structure's checks
+(``h200x2-20261130dk-a2a-ll-hypotheses.md``).
+
+    PYTHONPATH=. python benchmarks/gpu/a2a_ll.py --fit                  # run dk: the rate, K1 and K2
+    PYTHONPATH=. python benchmarks/gpu/a2a_ll.py --frozen-dl <txt>      # run dl's rows, frozen
+    PYTHONPATH=. python benchmarks/gpu/a2a_ll.py --frozen-dl <txt> --compare-dl <csv>
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU_DIR = ROOT / "benchmarks/gpu"
+DK = {"ll1": GPU_DIR / "h200x2-20261130dk-ll1.csv", "ll2": GPU_DIR / "h200x2-20261130dk-ll2.csv"}
+
+
+def rows(path: Path) -> list[tuple[float, float]]:
+    """(a peer's part S / 2 in bytes, median us) of a two-GPU CSV's graph all-to-all rows."""
+    with path.open(newline="") as fh:
+        return sorted((int(r["bytes"]) / 2, float(r["median_us"])) for r in csv.DictReader(fh)
+                      if r["op"] == "all_to_all" and r["mode"] == "graph" and int(r["ranks"]) == 2)
+
+
+def line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares intercept (us) and slope (us a byte) of t over the part."""
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return my - slope * mx, slope
+
+
+def fit() -> tuple[float, list[str]]:
+    """One channel's LL rate (bytes/s) from run dk's ``ll1`` rows, and the report with checks K1 and K2."""
+    one, two = rows(DK["ll1"]), rows(DK["ll2"])
+    a1, s1 = line(one)
+    a2, s2 = line(two)
+    rate = 1e6 / s1
+    out = [f"run dk, one p2p channel a peer (ll1, {len(one)} graph rows, LL forced): t = {a1:.2f} us + part / "
+           f"{rate / 1e9:.2f} GB/s", "", "| part (KiB) | ll1 us | line | residual |", "|---:|---:|---:|---:|"]
+    worst = 0.0
+    for part, us in one:
+        fitted = a1 + part * s1
+        worst = max(worst, abs(fitted / us - 1))
+        out.append(f"| {part / 1024:g} | {us:.2f} | {fitted:.2f} | {100 * (fitted / us - 1):+.1f}% |")
+    out += ["", f"K1 (every ll1 row within 5% of the line): worst {100 * worst:.1f}% -> "
+            f"{'pass' if worst <= 0.05 else 'fail'}",
+            f"K2 (ll2's slope within 10% of half ll1's): ll2 t = {a2:.2f} us + part / {1e6 / s2 / 1e9:.2f} GB/s, "
+            f"slope ratio {s2 / s1:.3f} -> {'pass' if abs(s2 / (s1 / 2) - 1) <= 0.10 else 'fail'}"]
+    return rate, out
+
+
+#: run dl (frozen before its lease): S in bytes, NCCL's defaults on two GPUs, graph rows; sizes never measured
+#: (parts 3-384 KiB: 1 to 16 LL channels a peer)
+RUN_DL = (6144, 12288, 24576, 49152, 98304, 196608, 393216, 786432)
+
+
+def write_frozen_dl(path: Path) -> None:
+    """Run dl's rows under H1 (an LL all-to-all at most its channels x run dk's one-channel rate) and H0 (the
+    LL rate alone: the engine now), ``hw_configs/h200.yaml`` as committed."""
+    from dataclasses import replace
+
+    from rdusim.analysis.gpu.collectives import predict_us
+    from rdusim.hw.collectives import p2p_ll_channels
+    from rdusim.hw.gpu import load_gpu_node
+
+    gpu = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu
+    rate, _ = fit()
+    h0 = replace(gpu.fabric, p2p_ll_channel_bytes_per_s=None)
+    h1 = replace(gpu.fabric, p2p_ll_channel_bytes_per_s=rate)
+    with path.open("w") as fh:
+        fh.write(f"# run dl, frozen before the lease (a2a_ll.py --frozen-dl; hw_configs/h200.yaml as committed; one "
+                 f"p2p channel's LL rate {rate / 1e9:.2f} GB/s, run dk's ll1 rows)\n")
+        fh.write("name,bytes,channels_a_peer,protocol,H1_us,H0_us\n")
+        for size in RUN_DL:
+            q, cost = predict_us(gpu, "all_to_all", size, 2, "graph", fabric=h1)
+            p, _ = predict_us(gpu, "all_to_all", size, 2, "graph", fabric=h0)
+            fh.write(f"all_to_all_{size}_graph,{size},{p2p_ll_channels(size / 2, 2)},{cost.protocol},{q:.2f},{p:.2f}\n")
+
+
+def compare_dl(frozen: Path, paths: list[Path]) -> list[str]:
+    """Run dl's graph rows against its frozen table, and check D1 (its hypotheses file)."""
+    lines = [ln for ln in frozen.read_text().splitlines() if not ln.startswith("#")]
+    table = {r["name"]: r for r in csv.DictReader(lines)}
+    out = ["| S | channels a peer | measured us | H1 | H0 |", "|---:|---:|---:|---:|---:|"]
+    e1, e0 = [], []
+    for path in paths:
+        with path.open(newline="") as fh:
+            for r in csv.DictReader(fh):
+                row = table.get(r["name"])
+                if row is None:
+                    continue
+                us = float(r["median_us"])
+                a, b = float(row["H1_us"]) / us - 1, float(row["H0_us"]) / us - 1
+                e1.append(a)
+                e0.append(b)
+                out.append(f"| {int(row['bytes']) // 1024} KiB | {row['channels_a_peer']} | {us:.2f} | {row['H1_us']} "
+                           f"({100 * a:+.1f}%) | {row['H0_us']} ({100 * b:+.1f}%) |")
+    m1, w1 = statistics.median(abs(x) for x in e1), max(abs(x) for x in e1)
+    m0, w0 = statistics.median(abs(x) for x in e0), max(abs(x) for x in e0)
+    out += ["", f"D1 ({len(e1)} rows: H1's median at least 3 points under H0's, its worst no larger): H1 "
+            f"{100 * m1:.1f}% / {100 * w1:.1f}%, H0 {100 * m0:.1f}% / {100 * w0:.1f}% -> "
+            f"{'pass' if m1 <= m0 - 0.03 and w1 <= w0 else 'fail'}"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fit", action="store_true", help="run dk: one channel's LL rate, K1 and K2")
+    ap.add_argument("--frozen-dl", type=Path, help="write run dl's frozen rows here (or read them, with --compare-dl)")
+    ap.add_argument("--compare-dl", nargs="+", type=Path, metavar="CSV", help="run dl's CSVs against --frozen-dl's")
+    args = ap.parse_args(argv)
+    if args.fit:
+        print("\n".join(fit()[1]))
+        return 0
+    if args.compare_dl:
+        if not args.frozen_dl:
+            ap.error("--compare-dl needs --frozen-dl (the table frozen before the run)")
+        print("\n".join(compare_dl(args.frozen_dl, args.compare_dl)))
+        return 0
+    if args.frozen_dl:
+        write_frozen_dl(args.frozen_dl)
+        return 0
+    ap.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
