@@ -13,6 +13,7 @@ least-squares line of the all-to-all's time by its part at one p2p channel a pee
     PYTHONPATH=. python benchmarks/gpu/a2a_ll.py --fit                  # run dk: the rate, K1 and K2
     PYTHONPATH=. python benchmarks/gpu/a2a_ll.py --frozen-dl <txt>      # run dl's rows, frozen
     PYTHONPATH=. python benchmarks/gpu/a2a_ll.py --frozen-dl <txt> --compare-dl <csv>
+    PYTHONPATH=. python benchmarks/gpu/a2a_ll.py --plot docs/img/gpu-a2a-ll.png
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import csv
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,8 +73,6 @@ RUN_DL = (6144, 12288, 24576, 49152, 98304, 196608, 393216, 786432)
 def write_frozen_dl(path: Path) -> None:
     """Run dl's rows under H1 (an LL all-to-all at most its channels x run dk's one-channel rate) and H0 (the
     LL rate alone: the engine now), ``hw_configs/h200.yaml`` as committed."""
-    from dataclasses import replace
-
     from rdusim.analysis.gpu.collectives import predict_us
     from rdusim.hw.collectives import p2p_ll_channels
     from rdusim.hw.gpu import load_gpu_node
@@ -117,12 +117,58 @@ def compare_dl(frozen: Path, paths: list[Path]) -> list[str]:
     return out
 
 
+def plot(out: Path) -> None:
+    """docs/img/gpu-a2a-ll.png: an LL all-to-all's time by a peer's part on two H200s: run dk at one and two
+    forced channels a peer with the one-channel line, and NCCL's defaults (run dl, frozen before it; run
+    aa's sweep) against the engine with and without the channels' rate (the LL rate alone)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rdusim.analysis.gpu.collectives import predict_us
+    from rdusim.hw.gpu import load_gpu_node
+
+    gpu = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu
+    bare = replace(gpu.fabric, p2p_ll_channel_bytes_per_s=None)
+    rate, _ = fit()
+    a1, s1 = line(rows(DK["ll1"]))
+    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    for key, colour, label in (("ll1", "C1", "one channel a peer (run dk, calibration)"),
+                               ("ll2", "C2", "two channels a peer (run dk, K2)")):
+        pts = rows(DK[key])
+        ax.plot([p / 1024 for p, _ in pts], [t for _, t in pts], "o", color=colour, mfc="none", label=label)
+    parts = [2 ** k * 1024 for k in range(0, 10)]
+    ax.plot([p / 1024 for p in parts], [a1 + p * s1 for p in parts], ":", color="C1", lw=1,
+            label=f"its line: {a1:.2f} us + part / {rate / 1e9:.2f} GB/s")
+    defaults = rows(GPU_DIR / "h200x2-20261130dl-def.csv")
+    ax.plot([p / 1024 for p, _ in defaults], [t for _, t in defaults], "s", color="C3",
+            label="NCCL's defaults (run dl, frozen before it)")
+    sweep = [(p, t) for p, t in rows(GPU_DIR / "h200x2-20261128aa-sweep.csv") if p <= 512 * 1024]
+    ax.plot([p / 1024 for p, _ in sweep], [t for _, t in sweep], "s", color="C3", mfc="none",
+            label="NCCL's defaults (run aa)")
+    grid = [int(2 ** (k / 4) * 1024) for k in range(0, 37)]
+    for fabric, style, label in ((gpu.fabric, "-", "h200.yaml: NCCL's LL channels x one channel's rate"),
+                                 (bare, "--", "the LL rate alone (before run dl)")):
+        ax.plot([p / 1024 for p in grid], [predict_us(gpu, "all_to_all", 2 * p, 2, "graph", fabric=fabric)[0]
+                                           for p in grid], style, color="C0", label=label)
+    ax.set(xscale="log", xlabel="a peer's part (KiB; S / 2)", ylabel="graph row (us)", ylim=(7, 40),
+           title="NCCL's p2p LL all-to-all on two H200s: channels by the part")
+    ax.legend(fontsize=7.5, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="run dk: one channel's LL rate, K1 and K2")
     ap.add_argument("--frozen-dl", type=Path, help="write run dl's frozen rows here (or read them, with --compare-dl)")
     ap.add_argument("--compare-dl", nargs="+", type=Path, metavar="CSV", help="run dl's CSVs against --frozen-dl's")
+    ap.add_argument("--plot", type=Path, metavar="PNG", help="the LL all-to-all by its part (docs/img/gpu-a2a-ll.png)")
     args = ap.parse_args(argv)
+    if args.plot:
+        plot(args.plot)
+        return 0
     if args.fit:
         print("\n".join(fit()[1]))
         return 0
