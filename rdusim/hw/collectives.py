@@ -43,7 +43,9 @@ reduce-scatter 282.0 algorithm bandwidth = 141.0 bus). A GPU document whose NCCL
 gives it as ``nvlink.ll_bandwidth``; the ring's LL then runs at it or at half the bus, the
 lower (NCCL's ``std::min(llMaxBw, busBw * .5)``; the half only binds on a fabric slower than
 282 GB/s). The all-to-all's p2p LL, which NCCL does not tune, keeps the all-gather's share
-under v2.19's cap, whatever ``ll_bandwidth`` says: a separate assumption [A].
+under v2.19's cap, whatever ``ll_bandwidth`` says: a separate assumption [A]; where the document gives
+``nvlink.p2p_ll_channel_bandwidth`` it moves at no more than its channels times that rate, NCCL's rule
+giving a peer's LL part one channel each 8 KiB (``p2p_ll_channels``; runs dk and dl, docs/gpu.md).
 
 **Memory operations per wire byte** (ring, Simple and LL128): a channel is one CTA that moves
 every byte through its own loads and stores, and the ring steps of each collective make a

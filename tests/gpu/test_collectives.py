@@ -294,7 +294,11 @@ def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.Capture
                           ("channels: 24", "channels: 0", "nvlink.ring.channels"),
                           ('link_bandwidth: "369.2 GB/s"', 'link_bandwidth: "500 GB/s"',
                            "ring.link_bandwidth (500 GB/s) exceeds"),
-                          ('launch_skew: "3.5 us"', 'launch_skew: "-1 us"', "nvlink.ring.launch_skew")):
+                          ('launch_skew: "3.5 us"', 'launch_skew: "-1 us"', "nvlink.ring.launch_skew"),
+                          ('p2p_ll_channel_bandwidth: "5.98 GB/s"', 'p2p_ll_channel_bandwidth: "-6 GB/s"',
+                           "nvlink.p2p_ll_channel_bandwidth"),
+                          ('p2p_ll_channel_bandwidth: "5.98 GB/s"', 'p2p_ll_channel_bandwidth: "600 GB/s"',
+                           "p2p_ll_channel_bandwidth (600 GB/s) exceeds")):
         assert old in text
         bad = tmp_path / "h200.yaml"
         bad.write_text(text.replace(old, new))
@@ -303,6 +307,7 @@ def test_bad_nvlink_values_exit_2_located(tmp_path: Path, capsys: pytest.Capture
         assert str(bad) in err and key in err
     # a misspelt key: exit 2 at its own line, with the closest name
     for old, new, fix in (("latency_scale: 1.0", "latency_scal: 1.0", "latency_scale"),
+                          ('p2p_ll_channel_bandwidth: "5.98', 'p2p_ll_chanel_bandwidth: "5.98', "p2p_ll_channel_bandwidth"),
                           ('channel_bandwidth: "84.0 GB/s"', 'channel_bandwith: "84.0 GB/s"', "channel_bandwidth")):
         bad = tmp_path / "h200.yaml"
         bad.write_text(text.replace(old, new))
