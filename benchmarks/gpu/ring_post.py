@@ -173,8 +173,10 @@ def candidate_text(post_s: float = P2P_STEP_US * 1e-6, per_channel_s: float = 0.
     rate = one_channel_rate(post_s)
     ring = dataclasses.replace(ring, channel_bytes_per_s=rate, post_s=post_s, post_per_channel_s=per_channel_s)
     link = fit_ring_link(read_csv(ROOT / CALIBRATION), ring)
-    text, n1 = re.subn(r'channel_bandwidth: "[0-9.]+ GB/s"', f'channel_bandwidth: "{rate / 1e9:.2f} GB/s"', text)
-    text, n2 = re.subn(r'link_bandwidth: "[0-9.]+ GB/s"', f'link_bandwidth: "{link / 1e9:.1f} GB/s"', text)
+    # the ring section's own keys (four spaces in), not nvlink.p2p_ll_channel_bandwidth
+    text, n1 = re.subn(r'(?m)^    channel_bandwidth: "[0-9.]+ GB/s"', f'    channel_bandwidth: "{rate / 1e9:.2f} GB/s"',
+                       text)
+    text, n2 = re.subn(r'(?m)^    link_bandwidth: "[0-9.]+ GB/s"', f'    link_bandwidth: "{link / 1e9:.1f} GB/s"', text)
     post = f'    post: "{post_s * 1e6:.3f} us"\n' + (
         f'    post_per_channel: "{per_channel_s * 1e6:.4f} us"\n' if per_channel_s else "")
     text, n3 = re.subn(r'(\n    launch_skew: "[0-9.]+ us"\n)', f'\\1{post}', text)

@@ -27,12 +27,15 @@ def test_parity_figure_of_the_committed_runs(tmp_path: Path) -> None:
         assert p["predicted"] > 0 and p["measured"] > 0
     assert by_run["run t"] == {"calibration", "explained"}  # the run the model was built on
     assert by_run["run u"] == {"frozen", "explained"}  # its LL and all-to-all rows moved after it
-    # run v: frozen at 4949ab7; its LL rows unchanged since (the ring LL latency fit of P12 was
-    # reverted), its ring Simple rows moved when the ring's channels were simulated and its
-    # all-to-all's p2p Simple rows when the p2p channels were (runs ch, ci): explained
+    # run v: frozen at 4949ab7; its ring LL rows unchanged since (the ring LL latency fit of P12 was
+    # reverted), its ring Simple rows moved when the ring's channels were simulated, its all-to-all's
+    # p2p Simple rows when the p2p channels were (runs ch, ci, dj) and its p2p LL rows when they ran
+    # on NCCL's LL channels (runs dk, dl): explained
     assert by_run["run v"] == {"frozen", "explained"}
     moved = [p for p in pts if p["run"] == "run v" and p["status"] == "explained"]
-    assert moved and {p["algorithm"] for p in moved} == {"ring/Simple", "p2p/Simple"}
+    assert moved and {p["algorithm"] for p in moved} == {"ring/Simple", "p2p/Simple", "p2p/LL"}
+    # still frozen: the ring's LL rows and the p2p LL rows on 16 channels a peer (the LL rate binds there)
+    assert {p["algorithm"] for p in pts if p["run"] == "run v" and p["status"] == "frozen"} == {"ring/LL", "p2p/LL"}
     # run w: its calibration rows (set column) and every predicted file are read
     assert by_run["run w"] == {"calibration", "frozen", "explained"}
     frozen_w = [p for p in pts if p["run"] == "run w" and p["status"] == "frozen"]
