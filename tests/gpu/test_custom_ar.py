@@ -254,3 +254,17 @@ def test_run_di_is_frozen_on_the_lone_block_line(car: types.ModuleType, monkeypa
     table = car.compare_di("benchmarks/gpu/h200x2-20261130di-custom-ar.csv")
     assert "\n".join(table) + "\n" == (GPU / "h200x2-20261130di-compare.txt").read_text()
     assert [line.split("|")[-2].strip() for line in table if line.startswith("| N")] == ["yes", "yes", "no", "yes"]
+
+
+def test_run_dg_tables_are_what_the_script_gives(car: types.ModuleType) -> None:
+    """Run dg (four H200s): its rows against the frozen model registered first (M1-M5) and against the
+    documents after run di (the addendum's P1-P5) reproduce the committed comparisons, with the checks as
+    docs/gpu.md reports them (M2, M3 and P2 fail; P3, run di's form with three peers' loads, passes)."""
+    path = "benchmarks/gpu/h200x4-20261130dg-custom-ar.csv"
+    before, after = car.compare_dg(path), car.compare_dg_di(path)
+    assert "\n".join(before) + "\n" == (GPU / "h200x4-20261130dg-compare.txt").read_text()
+    assert "\n".join(after) + "\n" == (GPU / "h200x4-20261130dg-compare-after-di.txt").read_text()
+    verdict = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in before + after
+               if line.startswith(("| M", "| P"))}
+    assert verdict == {"M1": "yes", "M2": "no", "M3": "no", "M4": "yes", "M5": "yes",
+                       "P1": "yes", "P2": "no", "P3": "yes", "P4": "yes", "P5": "yes"}

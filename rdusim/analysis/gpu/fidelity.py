@@ -195,7 +195,9 @@ KNOWN_MISSES: dict[str, KnownMiss] = {
         "(2-4 MB) come out up to 33% over on run an's leases, whose floors ran 2-4 us under the "
         "others'; vLLM's custom all-reduce: its two-stage kernel's release fence is charged since run de "
         "(a flat 1.29 us), but run cx's two-stage rows past vLLM's 8 MiB (32-64 MiB) run 20% longer, the "
-        "stores the fence waits for; run cz's four-GPU rows timed an emulation (vllm_ar_n) that run dd "
+        "stores the fence waits for, and on four H200s vLLM's compiled two-stage kernel at 512 KiB-4 MiB 20% longer "
+        "(run dg, frozen; its one-stage kernel and its passes with three peers' loads within); run cz's four-GPU "
+        "rows timed an emulation (vllm_ar_n) that run dd "
         "found 7-9% (one stage) and 12-25% (two stages) slower than vLLM's compiled kernel on two GPUs, "
         "while the model's pass is vLLM's compiled loop's since run di (a lone block's 0.05 us a load, the "
         "blocks queued at the reads' link), so its one-stage rows come out 11% short; three "
@@ -1007,6 +1009,7 @@ COLLECTIVE_CSVS: tuple[str, ...] = (
     "h200x4-20261128an-sweep2.csv",
     "h200x4-20261128an-x2-sweep.csv",
     "h200x4-20261130cz-nccl.csv",
+    "h200x4-20261130dm-a2a.csv",
 )
 
 
@@ -1164,6 +1167,8 @@ SOURCES: tuple[Source, ...] = (
     _custom_ar("h200x2-20261130cy-custom-ar.csv", "run cy, vLLM's custom all-reduce"),
     # run cz (frozen, then explained after runs da and db's pass): the same on four H200s
     _custom_ar("h200x4-20261130cz-custom-ar.csv", "run cz, vLLM's custom all-reduce"),
+    # run dg (frozen): vLLM's compiled kernel on four H200s (its loop's passes, pass_t, are custom_ar.py's)
+    _custom_ar("h200x4-20261130dg-custom-ar.csv", "run dg, vLLM's custom all-reduce"),
     # run ac: FlashAttention forced in the harness (before it, SDPA's default backend may run cuDNN's
     # attention, a kernel the model does not price: docs/gpu.md, runs ab and ac)
     _tp_steps("h200x2-20261128ac-tp2.csv"),
