@@ -66,7 +66,7 @@ from collective_ramp_diag import (  # noqa: E402  (beside this file)
 )
 from nvlink_copy import time_trials  # noqa: E402  (beside this file)
 
-VARIANTS = ("nccl", "norecv", "cl4")
+VARIANTS = ("nccl", "norecv", "cl4", "cl4w")
 #: the ops the kernel runs (its ``op`` argument) and the slices a loop of each (2 a primitive call)
 OP_CODES = {"all_reduce": 0, "reduce_scatter": 1, "all_gather": 2}
 SLICES_A_LOOP = {"all_reduce": 6, "reduce_scatter": 4, "all_gather": 4}
@@ -82,7 +82,9 @@ MAX_STAMPS = 512  # a channel's stamps kept (slices: 6 a loop; 1 GiB at 24 chann
 #: rows whose stamps are kept (variant, channels, MiB)
 STAMP_ROWS = {(v, c, s) for v in VARIANTS for c in (8, 16, 24) for s in (64, 256, 1024, 4096)}  # 4096: run cs
 #: the cluster attribute of each variant's kernel
-CLUSTER = {"nccl": "", "norecv": "", "cl4": "__cluster_dims__(4, 1, 1)"}
+CLUSTER = {"nccl": "", "norecv": "", "cl4": "__cluster_dims__(4, 1, 1)", "cl4w": "__cluster_dims__(4, 1, 1)"}
+#: the variants whose posts a warp of their own makes, as NCCL's do (run dn): ``THREADS`` workers and that warp
+POST_WARP = {"cl4w"}
 #: a guess of one channel's rate (GB/s of S) that caps the calls of a trial (per_calls)
 CHANNEL_GBPS = 20.0
 #: a flag wait that passes this is a hang: the kernel gives up and the run stops
@@ -91,6 +93,7 @@ WAIT_NS = 2_000_000_000
 KERNEL = r"""
 #define NSTEPS 8
 #define UNROLL 4
+#define NWORKERS 512  // THREADS: NCCL_SIMPLE_MAX_NTHREADS
 typedef unsigned long long u64;
 
 __device__ __forceinline__ u64 now() {
@@ -111,14 +114,14 @@ __device__ __forceinline__ bool wait_ge(const u64* p, u64 want, int* err) {
   return true;
 }
 
-// dst[i] = a[i] (+ b[i]) (also into dst2 when given), i < n, float4s, all threads of the CTA
+// dst[i] = a[i] (+ b[i]) (also into dst2 when given), i < n, float4s, the CTA's first nw threads
 __device__ __forceinline__ void reduce_copy(const float4* a, const float4* b, float4* dst,
-                                            float4* dst2, long long n) {
-  for (long long i = threadIdx.x; i < n; i += (long long)blockDim.x * UNROLL) {
+                                            float4* dst2, long long n, int nw) {
+  for (long long i = threadIdx.x; i < n; i += (long long)nw * UNROLL) {
     float4 v[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
-      const long long j = i + (long long)u * blockDim.x;
+      const long long j = i + (long long)u * nw;
       if (j < n) {
         v[u] = a[j];
         if (b) { const float4 w = b[j]; v[u].x += w.x; v[u].y += w.y; v[u].z += w.z; v[u].w += w.w; }
@@ -126,34 +129,45 @@ __device__ __forceinline__ void reduce_copy(const float4* a, const float4* b, fl
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
-      const long long j = i + (long long)u * blockDim.x;
+      const long long j = i + (long long)u * nw;
       if (j < n) { dst[j] = v[u]; if (dst2) dst2[j] = v[u]; }
     }
   }
 }
 
-// One channel (CTA) of a two-rank ring collective, NCCL's Simple protocol: op 0 the all-reduce
-// (send, recvReduceCopySend, recv), op 1 the reduce-scatter (send, recvReduceCopy), op 2 the
-// all-gather out of place (copySend, recv): src/device/all_reduce.h, reduce_scatter.h, all_gather.h
-// runRing on two ranks. n16 is S (the all-reduce's buffer, the reduce-scatter's input, the
-// all-gather's output); a rank's part is S / 2.
-// fifo_*: [channels][NSTEPS * step16] float4; tail_*, head_*: [channels * 16] u64 (a 128-byte line
-// a channel); steps: this GPU's [channels * 2] (send step, recv step), kept from call to call.
-extern "C" __global__ void __launch_bounds__(512) CLUSTER_ATTR
+// One channel (CTA) of an nranks-rank ring collective, NCCL's Simple protocol: op 0 the all-reduce
+// (send, recvReduceSend x (n-2), recvReduceCopySend, recvCopySend x (n-2), recv), op 1 the
+// reduce-scatter (send, recvReduceSend x (n-2), recvReduceCopy), op 2 the all-gather out of place
+// (copySend, recvCopySend x (n-2), recv): src/device/all_reduce.h, reduce_scatter.h, all_gather.h
+// runRing, the chunk or part each call works on as there (ringRanks). n16 is S (the all-reduce's
+// buffer, the reduce-scatter's input, the all-gather's output); a rank's part is S / n.
+// fifo_mine: this rank's FIFO, written by the previous rank; fifo_next: the next rank's, which this
+// rank writes: [channels][NSTEPS * step16] float4. tail_*, head_*: [channels * 16] u64 (a 128-byte
+// line a channel): the previous rank posts to my tail, the next rank to my head; I post to the next
+// rank's tail (tail_next) and the previous rank's head (head_prev). On two ranks next and previous
+// are the peer. steps: this GPU's [channels * 2] (send step, recv step), kept from call to call.
+// postwarp 0: NWORKERS threads, thread 0 waits, copies with the others and posts (runs cc-ct);
+// postwarp 1 (run dn): NCCL's roles (prims_simple.h): NWORKERS workers and one more warp, which
+// posts (the CTA's last thread the send's fence and flag, the one before it the receive's flag)
+// while the workers wait for and copy the next slice; the barrier after a slice's copy waits for it.
+extern "C" __global__ void __launch_bounds__(NWORKERS + 32) CLUSTER_ATTR
 ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* fifo_mine,
-               float4* fifo_peer, u64* tail_mine, u64* tail_peer, u64* head_mine, u64* head_peer,
+               float4* fifo_next, u64* tail_mine, u64* tail_next, u64* head_mine, u64* head_prev,
                u64* steps, long long n16, long long chunk16, long long step16, int rank,
-               int norecv, u64* stamps, int max_stamps, int* err, u64* where, int op, u64* extra) {
+               int norecv, u64* stamps, int max_stamps, int* err, u64* where, int op, u64* extra,
+               int nranks, int postwarp) {
   __shared__ int ok;
-  const int c = blockIdx.x, nch = gridDim.x, nranks = 2, peer = (rank + 1) % nranks;
-  const bool lead = threadIdx.x == 0;
+  const int c = blockIdx.x, nch = gridDim.x, tid = threadIdx.x;
+  const bool lead = tid == 0, worker = tid < NWORKERS;
+  const bool post_send = postwarp ? tid == (int)blockDim.x - 1 : lead;
+  const bool post_recv = postwarp ? tid == (int)blockDim.x - 2 : lead;
   u64 send_step = steps[2 * c], recv_step = steps[2 * c + 1];
   float4* const fm = fifo_mine + (long long)c * NSTEPS * step16;
-  float4* const fp = fifo_peer + (long long)c * NSTEPS * step16;
-  u64* const my_tail = tail_mine + 16 * c;  // the peer posts here: data in my FIFO
-  u64* const my_head = head_mine + 16 * c;  // the peer posts here: my data in its FIFO consumed
-  u64* const peer_tail = tail_peer + 16 * c;
-  u64* const peer_head = head_peer + 16 * c;
+  float4* const fn = fifo_next + (long long)c * NSTEPS * step16;
+  u64* const my_tail = tail_mine + 16 * c;  // the previous rank posts here: data in my FIFO
+  u64* const my_head = head_mine + 16 * c;  // the next rank posts here: my data in its FIFO consumed
+  u64* const next_tail = tail_next + 16 * c;
+  u64* const prev_head = head_prev + 16 * c;
   int nst = 0;
   if (*err) return;  // an earlier call gave up: every later one returns at once
   if (lead) {
@@ -164,7 +178,7 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
     where[c] = ((u64)cluster << 32) | sm;
   }
   __syncthreads();
-  const int nprim = op == 0 ? 3 : 2;
+  const int nprim = op == 0 ? 2 * nranks - 1 : nranks;
   const long long part = op == 0 ? n16 : n16 / nranks;  // what the loops cover
   const long long spread = op == 0 ? (long long)nch * nranks : nch;
   const long long loop = spread * chunk16;
@@ -173,8 +187,12 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
     if (real > chunk16) real = chunk16;
     const long long base = grid + (long long)c * (op == 0 ? nranks : 1) * real;
     for (int prim = 0; prim < nprim; ++prim) {
-      // the all-reduce's chunk of the buffer; the others' offset within a rank's part
-      const long long off = op == 0 ? base + (prim == 1 ? rank : peer) * real : base;
+      // the rank whose chunk (all-reduce) or part (the others) this call works on
+      const int who = op == 1 ? (rank + nranks - 1 - prim) % nranks
+                    : op == 2 ? (rank + nranks - prim) % nranks
+                    : prim < nranks ? (rank + nranks - 1 - prim) % nranks
+                    : (rank + 2 * nranks - 1 - prim) % nranks;
+      const long long off = op == 0 ? base + who * real : base;
       const long long end = op == 0 ? n16 : part;
       long long nelem = end - off;
       if (nelem > real) nelem = real;
@@ -194,36 +212,50 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
           if (!good) ok = 0;
           t_waited = now();
         }
-        __syncthreads();
-        if (!ok) return;
-        const long long slot_s = (long long)(send_step % NSTEPS) * step16;
-        const long long slot_r = (long long)(recv_step % NSTEPS) * step16;
-        const long long at = off + done;
-        if (op == 0) {
-          if (prim == 0) reduce_copy(in + at, 0, fp + slot_s, 0, sz);
-          else if (prim == 1) reduce_copy(fm + slot_r, in + at, out + at, fp + slot_s, sz);
-          else if (!norecv) reduce_copy(fm + slot_r, 0, out + at, 0, sz);
-        } else if (op == 1) {  // send the peer's part of my input; reduce mine with what came, to out
-          if (prim == 0) reduce_copy(in + peer * part + at, 0, fp + slot_s, 0, sz);
-          else if (!norecv) reduce_copy(fm + slot_r, in + rank * part + at, out + at, 0, sz);
-        } else {  // copy my input to my part of out as it goes to the peer; the peer's part from the FIFO
-          if (prim == 0) reduce_copy(in + at, 0, out + rank * part + at, fp + slot_s, sz);
-          else if (!norecv) reduce_copy(fm + slot_r, 0, out + peer * part + at, 0, sz);
+        if (postwarp) {
+          if (worker) asm volatile("bar.sync 1, %0;" :: "r"(NWORKERS) : "memory");  // the workers' subBarrier
+        } else {
+          __syncthreads();
         }
-        __syncthreads();
-        if (lead) {
-          const u64 t_copied = now();
-          if (sends) { __threadfence_system(); store_flag(peer_tail, send_step + 2); }
-          if (recvs) store_flag(peer_head, recv_step + 2);
-          const u64 t_end = now();
-          if (nst < max_stamps) {
-            const long long i = (long long)c * max_stamps + nst;
-            stamps[i] = t_end;
-            // run ct: the slice's flag wait, its post (fence and flag stores) and its bytes
-            extra[3 * i] = t_waited - t_start;
-            extra[3 * i + 1] = t_end - t_copied;
-            extra[3 * i + 2] = (u64)sz * 16;
+        if (worker && ok) {
+          const long long slot_s = (long long)(send_step % NSTEPS) * step16;
+          const long long slot_r = (long long)(recv_step % NSTEPS) * step16;
+          const long long at = off + done;
+          float4* const to = fn + slot_s;
+          const float4* const got = fm + slot_r;
+          if (op == 0) {
+            if (prim == 0) reduce_copy(in + at, 0, to, 0, sz, NWORKERS);
+            else if (prim < nranks - 1) reduce_copy(got, in + at, to, 0, sz, NWORKERS);
+            else if (prim == nranks - 1) reduce_copy(got, in + at, out + at, to, sz, NWORKERS);
+            else if (prim < nprim - 1) reduce_copy(got, 0, out + at, to, sz, NWORKERS);
+            else if (!norecv) reduce_copy(got, 0, out + at, 0, sz, NWORKERS);
+          } else if (op == 1) {  // send rank who's part of my input, reduced with what came; mine to out
+            if (prim == 0) reduce_copy(in + who * part + at, 0, to, 0, sz, NWORKERS);
+            else if (prim < nprim - 1) reduce_copy(got, in + who * part + at, to, 0, sz, NWORKERS);
+            else if (!norecv) reduce_copy(got, in + rank * part + at, out + at, 0, sz, NWORKERS);
+          } else {  // my input to my part of out as it goes on; rank who's part from the FIFO
+            if (prim == 0) reduce_copy(in + at, 0, out + rank * part + at, to, sz, NWORKERS);
+            else if (prim < nprim - 1) reduce_copy(got, 0, out + who * part + at, to, sz, NWORKERS);
+            else if (!norecv) reduce_copy(got, 0, out + who * part + at, 0, sz, NWORKERS);
           }
+        }
+        __syncthreads();  // postwarp: also waits for the post warp, done with the previous slice's post
+        if (!ok) return;
+        const u64 t_copied = now();
+        if (post_send && sends) { __threadfence_system(); store_flag(next_tail, send_step + 2); }
+        if (post_recv && recvs) store_flag(prev_head, recv_step + 2);
+        if (nst < max_stamps) {
+          const long long i = (long long)c * max_stamps + nst;
+          if (lead) {
+            // the slice's end (postwarp: when its copy is done and the previous post too), its flag wait,
+            // its bytes (run ct), and (not postwarp) its post: the fence and flag stores
+            const u64 t_end = postwarp ? t_copied : now();
+            stamps[i] = t_end;
+            extra[3 * i] = t_waited - t_start;
+            extra[3 * i + 2] = (u64)sz * 16;
+            if (!postwarp) extra[3 * i + 1] = t_end - t_copied;
+          }
+          if (postwarp && post_send) extra[3 * i + 1] = sends ? now() - t_copied : 0;  // the post warp's post
         }
         ++nst;
         if (sends) send_step += 2;
@@ -244,18 +276,19 @@ def variant_name(variant: str, channels: int) -> str:
     return f"{variant}-ch{channels}"
 
 
-def plan(variants, channels, sizes, per: int, reps: int, ops=("all_reduce",)) -> list[dict]:
+def plan(variants, channels, sizes, per: int, reps: int, ops=("all_reduce",), ranks: int = 2) -> list[dict]:
     rows = []
     for op, v, c, mib in ((op, v, c, mib) for op in ops for v in variants for c in channels for mib in sizes):
-        # a call's wire bytes: the all-reduce's S, the others' S / 2 (the same channel rate)
-        n = per_calls(mib * MIB // (1 if op == "all_reduce" else 2), per, CHANNEL_GBPS * c)
+        # a call's wire bytes: the all-reduce's 2 (n - 1) / n x S, the others' (n - 1) / n x S
+        wire = mib * MIB * (ranks - 1) * (2 if op == "all_reduce" else 1) // ranks
+        n = per_calls(wire, per, CHANNEL_GBPS * c)
         rows.append(
             {
                 "variant": variant_name(v, c),
                 "case": "plain",
                 "op": op,
                 "bytes": mib * MIB,
-                "ranks": 2,
+                "ranks": ranks,
                 "per": n,
                 "reps": reps if n >= 4 else max(3, reps // 2),
                 "k": 1,
@@ -267,16 +300,24 @@ def plan(variants, channels, sizes, per: int, reps: int, ops=("all_reduce",)) ->
     return rows
 
 
-def slices_per_call(size: int, channels: int, op: str = "all_reduce") -> int:
-    """Slices a channel runs in one call: ``SLICES_A_LOOP`` a loop (2 a primitive call); a loop is
-    channels x 2 chunks of the all-reduce's S, channels x 1 chunk of the others' part (S / 2)."""
-    loop = channels * 2 * CHUNK_BYTES
-    return SLICES_A_LOOP[op] * max(1, math.ceil(size / loop))
+def slices_a_loop(op: str, ranks: int = 2) -> int:
+    """Slices a channel runs a loop, 2 a primitive call: the all-reduce's 2n - 1 calls, the others' n
+    (``SLICES_A_LOOP`` on two ranks)."""
+    return 2 * (2 * ranks - 1 if op == "all_reduce" else ranks)
 
 
-def stamp_variant(kind: str, op: str) -> str:
-    """The stamps file's ``variant``: the kind for the all-reduce (runs cc, cd), ``<kind>-<op>`` else."""
-    return kind if op == "all_reduce" else f"{kind}-{op}"
+def slices_per_call(size: int, channels: int, op: str = "all_reduce", ranks: int = 2) -> int:
+    """Slices a channel runs in one call: ``slices_a_loop`` a loop; a loop is channels x n chunks of the
+    all-reduce's S, channels x 1 chunk of the others' part (S / n)."""
+    loop = channels * ranks * CHUNK_BYTES
+    return slices_a_loop(op, ranks) * max(1, math.ceil(size / loop))
+
+
+def stamp_variant(kind: str, op: str, ranks: int = 2) -> str:
+    """The stamps file's ``variant``: the kind for the all-reduce (runs cc, cd), ``<kind>-<op>`` else;
+    ``-r<n>`` after it on a ring of n != 2 ranks (run dn)."""
+    name = kind if op == "all_reduce" else f"{kind}-{op}"
+    return name if ranks == 2 else f"{name}-r{ranks}"
 
 
 def _planned(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[dict]:
@@ -296,9 +337,11 @@ def _planned(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[dict
         ap.error("--channels, --sizes, --per and --reps must be positive")
     if max(channels) > 64:
         ap.error("--channels: at most 64")
-    if "cl4" in variants and any(c % 4 for c in channels):
-        ap.error("--channels: cl4 launches clusters of 4 CTAs; every count must be a multiple of 4")
-    return plan(variants, channels, sizes, args.per, args.reps, ops)
+    if any(CLUSTER[v] for v in variants) and any(c % 4 for c in channels):
+        ap.error("--channels: cl4 and cl4w launch clusters of 4 CTAs; every count must be a multiple of 4")
+    if args.ranks < 2:
+        ap.error("--ranks: a ring needs 2 or more GPUs")
+    return plan(variants, channels, sizes, args.per, args.reps, ops, args.ranks)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per", type=int, default=20)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--stamp-all", action="store_true", help="keep the stamps of every row (run ct), not STAMP_ROWS'")
+    ap.add_argument("--ranks", type=int, default=2, help="GPUs in the ring, the first n visible (run dn: 4)")
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument(
         "--analyse",
@@ -345,28 +389,32 @@ def main(argv: list[str] | None = None) -> int:
     rows = _planned(ap, args)
     if args.dry_run:
         for r in rows:
-            print(f"{r['op']:15s} {r['variant']:12s} {r['bytes'] // MIB:5d} MiB per {r['per']:3d} reps {r['reps']}")
+            print(f"{r['op']:15s} {r['variant']:12s} {r['ranks']} ranks {r['bytes'] // MIB:5d} MiB per {r['per']:3d} "
+                  f"reps {r['reps']}")
         return 0
     if not args.out:
         ap.error("--out is required (or --dry-run / --analyse)")
     return _run(rows, args.out, args.stamps, args.stamp_all)
 
 
-class _Ring:  # pragma: no cover - needs two GPUs with peer access
-    """Both GPUs' buffers, FIFOs and flags, the kernel on each, a stream each."""
+class _Ring:  # pragma: no cover - needs two or more GPUs with peer access
+    """Every GPU's buffers, FIFOs and flags, the kernel on each, a stream each: GPU d of ``ranks`` sends
+    to d + 1 and receives from d - 1 (mod ``ranks``)."""
 
-    def __init__(self, biggest: int, max_channels: int):
+    def __init__(self, biggest: int, max_channels: int, ranks: int = 2):
         import cupy as cp
 
         self.cp, rt = cp, cp.cuda.runtime
-        assert rt.getDeviceCount() >= 2, "two GPUs needed"
-        assert rt.deviceCanAccessPeer(0, 1) and rt.deviceCanAccessPeer(1, 0), "no peer access"
+        self.ranks, self.gpus = ranks, tuple(range(ranks))
+        assert rt.getDeviceCount() >= ranks, f"{ranks} GPUs needed"
         self.step16 = STEP_BYTES // 16
         self.buf, self.fifo, self.tail, self.head, self.steps = {}, {}, {}, {}, {}
         self.kern, self.stream, self.stamps, self.err, self.where, self.extra = {}, {}, {}, {}, {}, {}
-        for d in (0, 1):
+        for d in self.gpus:
             with cp.cuda.Device(d):
-                rt.deviceEnablePeerAccess(1 - d)
+                for peer in sorted({self.next(d), self.prev(d)}):
+                    assert rt.deviceCanAccessPeer(d, peer), f"no peer access {d} -> {peer}"
+                    rt.deviceEnablePeerAccess(peer)
                 self.buf[d] = (
                     cp.ones(biggest // 4, dtype=cp.float32),
                     cp.zeros(biggest // 4, dtype=cp.float32),
@@ -387,9 +435,15 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
                 self.stream[d] = cp.cuda.Stream(non_blocking=True)
         self.gpu = rt.getDeviceProperties(0)["name"].decode()
 
+    def next(self, d: int) -> int:
+        return (d + 1) % self.ranks
+
+    def prev(self, d: int) -> int:
+        return (d - 1) % self.ranks
+
     def reset(self) -> None:
-        """Flags and step counters to zero on both GPUs (between rows: a new channel count)."""
-        for d in (0, 1):
+        """Flags and step counters to zero on every GPU (between rows: a new channel count)."""
+        for d in self.gpus:
             with self.cp.cuda.Device(d):
                 self.stream[d].synchronize()
                 for a in (self.tail[d], self.head[d], self.steps[d]):
@@ -400,22 +454,23 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
         import numpy as np
 
         n16 = r["bytes"] // 16
+        postwarp = r["kind"] in POST_WARP
         for _ in range(count):
-            for d in (0, 1):
-                p = 1 - d
+            for d in self.gpus:
+                nxt, prv = self.next(d), self.prev(d)
                 with self.cp.cuda.Device(d):
                     self.kern[d][r["kind"]](
                         (r["channels"],),
-                        (THREADS,),
+                        (THREADS + (32 if postwarp else 0),),
                         (
                             self.buf[d][0],
                             self.buf[d][1],
                             self.fifo[d],
-                            self.fifo[p],
+                            self.fifo[nxt],
                             self.tail[d],
-                            self.tail[p],
+                            self.tail[nxt],
                             self.head[d],
-                            self.head[p],
+                            self.head[prv],
                             self.steps[d],
                             np.int64(n16),
                             np.int64(CHUNK_BYTES // 16),
@@ -428,23 +483,55 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
                             self.where[d],
                             np.int32(OP_CODES[r["op"]]),
                             self.extra[d],
+                            np.int32(self.ranks),
+                            np.int32(1 if postwarp else 0),
                         ),
                         stream=self.stream[d],
                     )
 
     def failed(self) -> bool:
-        return any(int(self.err[d].get()[0]) for d in (0, 1))
+        return any(int(self.err[d].get()[0]) for d in self.gpus)
+
+    def check(self, r: dict) -> bool:
+        """One call of row ``r`` on inputs d + 1 (GPU d) computes its collective: the all-reduce's sum
+        everywhere, the reduce-scatter's in a rank's part, the all-gather's part k = k + 1 (run dn). The
+        buffers go back to ones and zeros after."""
+        cp, n = self.cp, self.ranks
+        size = r["bytes"] // 4
+        part = size // n
+        self.reset()
+        for d in self.gpus:
+            with cp.cuda.Device(d):
+                self.buf[d][0][:size].fill(d + 1)
+                self.buf[d][1].fill(0)
+                cp.cuda.Device(d).synchronize()
+        self.launches(r, 1)
+        good = not self.failed()
+        for d in self.gpus:
+            self.stream[d].synchronize()
+            with cp.cuda.Device(d):
+                out = self.buf[d][1]
+                if r["op"] == "all_reduce":
+                    good &= bool((out[:size] == n * (n + 1) / 2).all())
+                elif r["op"] == "reduce_scatter":
+                    good &= bool((out[:part] == n * (n + 1) / 2).all())
+                else:
+                    good &= all(bool((out[k * part:(k + 1) * part] == k + 1).all()) for k in range(n))
+                self.buf[d][0].fill(1)
+                out.fill(0)
+                cp.cuda.Device(d).synchronize()
+        return good
 
     def time_row(self, r: dict) -> float:
-        """Us a call: ``per`` calls on each GPU, the slower GPU's events, median of ``reps``."""
+        """Us a call: ``per`` calls on each GPU, the slowest GPU's events, median of ``reps``."""
         cp = self.cp
         self.reset()
         self.launches(r, 2)  # warm-up (and the module's load on each GPU)
-        for d in (0, 1):
+        for d in self.gpus:
             self.stream[d].synchronize()
         if self.failed():
             return math.nan
-        return time_trials(cp, self.stream, (0, 1), lambda: self.launches(r, r["per"]), r["per"], r["reps"])
+        return time_trials(cp, self.stream, self.gpus, lambda: self.launches(r, r["per"]), r["per"], r["reps"])
 
     def last_stamps(self, c: int, n: int) -> list[list[int]]:
         """GPU 0's stamps of its last call, ns from its first slice's end."""
@@ -468,7 +555,8 @@ class _Ring:  # pragma: no cover - needs two GPUs with peer access
 
 
 def _run(rows: list[dict], out: str, stamps_out: str | None, stamp_all: bool = False) -> int:  # pragma: no cover
-    ring = _Ring(max(r["bytes"] for r in rows), max(r["channels"] for r in rows))
+    ranks = rows[0]["ranks"]
+    ring = _Ring(max(r["bytes"] for r in rows), max(r["channels"] for r in rows), ranks)
     sfh = None
     if stamps_out:
         sfh = (gzip.open if stamps_out.endswith(".gz") else open)(stamps_out, "wt", newline="")
@@ -485,24 +573,31 @@ def _run(rows: list[dict], out: str, stamps_out: str | None, stamp_all: bool = F
                 rc = 1
                 break
             c, mib = r["channels"], r["bytes"] // MIB
-            env = f"threads={THREADS} chunk={CHUNK_BYTES} step={STEP_BYTES} norecv={int(r['norecv'])}"
+            env = (f"threads={THREADS} chunk={CHUNK_BYTES} step={STEP_BYTES} norecv={int(r['norecv'])}"
+                   + (" postwarp=1" if r["kind"] in POST_WARP else ""))
             writer.writerow(
                 {**r, "median_us": round(us, 3), "sleep_us": 0, "gpu": ring.gpu, "nccl": "-", "env": env}
             )
             fh.flush()
             print(
-                f"{r['op']:15s} {r['variant']:12s} {mib:5d} MiB {us:10.1f} us {r['bytes'] / us / 1e3:7.1f} GB/s of S "
-                f"(per {r['per']})",
+                f"{r['op']:15s} {r['variant']:12s} {ranks} ranks {mib:5d} MiB {us:10.1f} us "
+                f"{r['bytes'] / us / 1e3:7.1f} GB/s of S (per {r['per']})",
                 flush=True,
             )
             if sfh and (stamp_all or (r["kind"], c, mib) in STAMP_ROWS):
-                n = slices_per_call(r["bytes"], c, r["op"])
+                n = slices_per_call(r["bytes"], c, r["op"], ranks)
                 where = ring.placement(c)
-                label = stamp_variant(r["kind"], r["op"])
+                label = stamp_variant(r["kind"], r["op"], ranks)
                 for ch, (st, ex) in enumerate(zip(ring.last_stamps(c, n), ring.last_extra(c, n), strict=True)):
                     swriter.writerows([label, c, mib, ch, s, t, *where[ch], *x] for s, (t, x) in enumerate(zip(st, ex, strict=True)))
     if sfh:
         sfh.close()
+    if not rc:  # the kernel computes each collective it timed (one call per op and kind, at 8 MiB)
+        for r in {(r["op"], r["kind"]): r for r in rows}.values():
+            good = ring.check({**r, "bytes": 8 * MIB})
+            print(f"check {r['op']} {r['kind']} {ranks} ranks {r['channels']} channels: {'ok' if good else 'FAILED'}",
+                  flush=True)
+            rc = rc or (0 if good else 1)
     return rc
 
 

@@ -37,6 +37,7 @@ import argparse
 import contextlib
 import csv
 import gzip
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -347,15 +348,209 @@ def compare_cv(frozen_path: str, csv_paths: list[str]) -> list[str]:
         f"{100 * BUFFER_POINTS:.0f} points ({', '.join(f'{100 * x:+.1f}' for x in apart)}): {'pass' if v3 else 'fail'}"]
 
 
+# --- run dn: where NCCL makes the post (a warp of its own), on two and four ranks --------------------------
+
+#: run dn's rows: NCCL's graph rows and the emulation's, MiB, at two and four ranks (h200x4-20261130dn-*)
+DN_SIZES, DN_RANKS, DN_OPS = (2, 4, 8, 16, 32, 64, 128), (2, 4), ("all_reduce", "reduce_scatter", "all_gather")
+#: the registered bounds: W1's share of the serial posts the post warp hides (16-128 MiB), W3's post by ranks
+HIDDEN, HELD, POST_RANKS = 0.5, 0.25, 0.25
+
+
+def _channel_overlapped(env, link, plan, rate: float, start: float):
+    """Run dn's candidate channel (``rdusim.sim.ring._channel`` with NCCL's post warp, prims_simple.h): a
+    sending slice's post runs beside the next slice's wait and copy; the barrier that ends a slice's copy
+    waits for the previous slice's post, and the call's last post ends the channel."""
+    from rdusim.hw.collectives import RING_SLICES
+    from rdusim.sim.resources import delay
+
+    post = plan.ring.post_at(plan.ring.channels)
+    slices = RING_SLICES if post else 1
+    posted = 0.0  # when the post warp is done with the posts so far
+    if start:
+        yield delay(env, start)
+    for chunk in plan.chunks:
+        for on_link, ops in plan.primitives:
+            for _ in range(slices):
+                if on_link:
+                    yield link.transfer(chunk / slices, rate / ops)
+                else:
+                    yield delay(env, chunk / slices * ops / rate)
+                if posted > env.now:
+                    yield delay(env, posted - env.now)
+                if on_link and post:
+                    posted = env.now + post
+    if posted > env.now:
+        yield delay(env, posted - env.now)
+
+
+@contextlib.contextmanager
+def overlap_in_engine(post_s: float, per_channel_s: float) -> Iterator[None]:
+    """The engine's ring channels with run dn's candidate: run ct's post (``post_s`` with one channel, plus
+    ``per_channel_s`` a further one) on each sending slice, made by the post warp beside the next slice
+    (``_channel_overlapped``); the channel's rate as documented (one channel's 1 MiB slices hide their
+    posts, so run ad's 21.0 GB/s needs no re-derivation) and each run's link re-fitted through it as before."""
+    import dataclasses
+    import functools
+
+    from rdusim.analysis.gpu import collectives
+    from rdusim.sim import ring as engine
+
+    saved = engine.ring_transfer_s, collectives.ring_transfer_s, engine._channel
+    simulate = saved[0].__wrapped__
+
+    @functools.lru_cache(maxsize=8192)
+    def transfer(plan):
+        ring = dataclasses.replace(plan.ring, post_s=post_s, post_per_channel_s=per_channel_s)
+        return simulate(dataclasses.replace(plan, ring=ring))
+
+    engine._channel = _channel_overlapped
+    engine.ring_transfer_s = collectives.ring_transfer_s = transfer
+    try:
+        yield
+    finally:
+        engine.ring_transfer_s, collectives.ring_transfer_s, engine._channel = saved
+
+
+def frozen_table_dn() -> list[str]:
+    """Run dn's frozen table: NCCL's graph rows at two and four ranks as h200.yaml prices them (nothing
+    refitted), with run dn's candidate (``overlap``) and as committed (``now``)."""
+    from ring_calls import ROOT
+
+    from rdusim.analysis.gpu.collectives import predict_us
+    from rdusim.hw.gpu import load_gpu_node
+
+    gpu = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu
+    post_s, per_s = ct_post_form()
+
+    def table(patch) -> dict:
+        with patch:
+            return {(r, op, mib): predict_us(gpu, op, mib * MIB, r, "graph")[0]
+                    for r in DN_RANKS for op in DN_OPS for mib in DN_SIZES}
+
+    over, now = table(overlap_in_engine(post_s, per_s)), table(contextlib.nullcontext())
+    lines = ["# Run dn, frozen before the run: NCCL's graph rows on two and four H200s, hw_configs/h200.yaml as committed;",
+             f"# `overlap` with a post of {1e6 * post_s:.3f} us + {1e6 * per_s:.4f} us a further channel on each sending",
+             "# slice, made beside the next slice (NCCL's post warp), `now` the engine as committed.",
+             "| ranks | op | MiB | overlap (us) | now (us) |", "|---|---|---:|---:|---:|"]
+    lines += [f"| r{r} | {op} | {mib} | {over[r, op, mib]:.1f} | {now[r, op, mib]:.1f} |"
+              for r in DN_RANKS for op in DN_OPS for mib in DN_SIZES]
+    return lines
+
+
+def _emulated(paths: list[str]) -> dict[tuple[str, int, int, str, int], float]:
+    """ring_emul.py's CSVs: {(kind, channels, ranks, op, MiB): us a call}."""
+    out = {}
+    for path in paths:
+        with open(path, newline="") as fh:
+            for r in csv.DictReader(fh):
+                kind, _, ch = r["variant"].rpartition("-ch")
+                out[kind, int(ch), int(r["ranks"]), r["op"], int(r["bytes"]) // MIB] = float(r["median_us"])
+    return out
+
+
+def _nccl(paths: list[str]) -> dict[tuple[int, str, int], float]:
+    """collective_ramp_diag.py's CSVs (NCCL's defaults, graph): {(ranks, op, MiB): us a call}."""
+    out = {}
+    for path in paths:
+        with open(path, newline="") as fh:
+            for r in csv.DictReader(fh):
+                if r["case"] == "plain":
+                    out[int(r["ranks"]), r["op"], int(r["bytes"]) // MIB] = float(r["median_us"])
+    return out
+
+
+def _sending_posts(paths: list[str]) -> dict[tuple[str, int, int], tuple[float, int]]:
+    """The stamps files' rows: {(stamps variant, channels, MiB): (the median post of a sending slice, us,
+    the sending slices a channel's call)}; a sending slice is one with a post over 0.2 us (a fence), the
+    local call's flag store taking 0.03 (run ct)."""
+    posts: dict[tuple[str, int, int], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for path in paths:
+        with gzip.open(path, "rt", newline="") as fh:
+            for r in csv.DictReader(fh):
+                if int(r["post_ns"]) > 200:
+                    posts[r["variant"], int(r["channels"]), int(r["mib"])][int(r["channel"])].append(
+                        int(r["post_ns"]) / 1e3)
+    return {k: (statistics.median(x for ch in v.values() for x in ch), max(len(ch) for ch in v.values()))
+            for k, v in posts.items()}
+
+
+def verdict_dn(emul: list[str], stamps: list[str], nccl: list[str], frozen_path: str) -> list[str]:
+    """Run dn's registered checks (``h200x4-20261130dn-postwarp-hypotheses.md``) from its files."""
+    from ring_emul import stamp_variant
+    from ring_predict import frozen_rows
+
+    t, posts, real = _emulated(emul), _sending_posts(stamps), _nccl(nccl)
+    lines = ["Emulated (24 channels), us a call: serial post (cl4) / post warp (cl4w); the serial posts a channel's "
+             "call (sending slices x their median post); the share of them the post warp hides",
+             "| ranks | op | MiB | cl4 | cl4w | posts | hidden | NCCL |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    hidden: dict[int, list[float]] = defaultdict(list)
+    for r in DN_RANKS:
+        for op in DN_OPS:
+            for mib in DN_SIZES:
+                a, b = t.get(("cl4", 24, r, op, mib)), t.get(("cl4w", 24, r, op, mib))
+                post, n = posts.get((stamp_variant("cl4", op, r), 24, mib), (math.nan, 0))
+                share = (a - b) / (post * n) if a and b and n else math.nan
+                if mib >= 16 and not math.isnan(share):
+                    hidden[r].append(share)
+                lines.append(f"| {r} | {op} | {mib} | {a or math.nan:.1f} | {b or math.nan:.1f} | {post * n:.1f} | "
+                             f"{share:.2f} | {real.get((r, op, mib), math.nan):.1f} |")
+    w1 = {r: statistics.median(v) for r, v in hidden.items() if v}
+    lines += ["", "W1, the post warp hides the posts (median share, 16-128 MiB, three ops): " + ", ".join(
+        f"{r} ranks {w1[r]:.2f}" for r in sorted(w1)) + " -> " + (
+        "hidden" if w1 and all(v >= HIDDEN for v in w1.values())
+        else "held" if w1 and all(v <= HELD for v in w1.values()) else "neither")]
+    w2 = {}
+    for r in DN_RANKS:
+        for kind in ("cl4", "cl4w"):
+            errs = [abs(t[kind, 24, r, "all_reduce", m] / real[r, "all_reduce", m] - 1) for m in DN_SIZES
+                    if m >= 8 and (kind, 24, r, "all_reduce", m) in t and (r, "all_reduce", m) in real]
+            w2[r, kind] = statistics.median(errs) if errs else math.nan
+    ok2 = all(w2[r, "cl4w"] < w2[r, "cl4"] for r in DN_RANKS)
+    lines.append("W2, NCCL's all-reduce is the post warp's (median |emulated / NCCL - 1|, 8-128 MiB): " + ", ".join(
+        f"{r} ranks cl4 {100 * w2[r, 'cl4']:.1f}% / cl4w {100 * w2[r, 'cl4w']:.1f}%" for r in DN_RANKS)
+        + f" -> {'pass' if ok2 else 'fail'}")
+    w3 = []
+    for ch in (4, 24):
+        at = {r: statistics.median(posts[k][0] for k in posts if k[1] == ch and k[0].startswith("cl4w")
+                                   and k[0].endswith("-r4") == (r == 4)) for r in DN_RANKS}
+        w3.append((ch, at))
+    ok3 = all(abs(at[4] / at[2] - 1) <= POST_RANKS for _, at in w3)
+    lines.append("W3, the post warp's post on four ranks as on two (within 25%): " + ", ".join(
+        f"{ch} channels {at[2]:.2f} / {at[4]:.2f} us" for ch, at in w3) + f" -> {'pass' if ok3 else 'fail'}")
+    frozen = frozen_rows(frozen_path, 2)
+    lines += ["", "NCCL's graph rows against the frozen table: median abs error / worst, overlap and now",
+              "| ranks | op | rows | overlap | now |", "|---|---|---:|---|---|"]
+    no_worse = True
+    for r in DN_RANKS:
+        for op in DN_OPS:
+            keys = [(f"r{r}", op, m) for m in DN_SIZES if (r, op, m) in real]
+            stats = []
+            for i in (0, 1):
+                errs = [frozen[k][i] / real[r, op, k[2]] - 1 for k in keys]
+                stats.append((statistics.median(abs(e) for e in errs), max(errs, key=abs)))
+            no_worse &= stats[0][0] <= stats[1][0]
+            lines.append(f"| {r} | {op} | {len(keys)} | {100 * stats[0][0]:.1f}% / {100 * stats[0][1]:+.1f}% | "
+                         f"{100 * stats[1][0]:.1f}% / {100 * stats[1][1]:+.1f}% |")
+    lines.append(f"D, the candidate no worse than now for every op and ranks: {'pass' if no_worse else 'fail'}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verdict", metavar="STAMPS", help="run ct's stamps (ring_emul.py --stamps)")
-    ap.add_argument("--run", choices=("cu", "cv"), default="cu", help="which frozen check: its candidate and checks")
+    ap.add_argument("--run", choices=("cu", "cv", "dn"), default="cu", help="which frozen check: its candidate and checks")
+    ap.add_argument("--verdict-dn", nargs=4, metavar=("EMUL", "STAMPS", "NCCL", "FROZEN"),
+                    help="run dn's checks: comma-separated emulation CSVs, stamps, NCCL CSVs, then the frozen table")
     ap.add_argument("--frozen", metavar="OUT", help="write the run's frozen table")
     ap.add_argument("--compare", nargs="+", metavar=("FROZEN", "CSV"), help="the frozen table, then the CSVs")
     ap.add_argument("--evaluate", action="store_true", help="rdusim fidelity --gpu with the post (about 2 minutes)")
     args = ap.parse_args(argv)
-    if args.evaluate:
+    if args.verdict_dn:
+        emul, stamps, nccl, frozen = args.verdict_dn
+        print("\n".join(verdict_dn(emul.split(","), stamps.split(","), nccl.split(","), frozen)))
+    elif args.frozen and args.run == "dn":
+        Path(args.frozen).write_text("\n".join(frozen_table_dn()) + "\n")
+    elif args.evaluate:
         print("\n".join(evaluate(args.run)))
     elif args.verdict:
         print("\n".join(verdict(args.verdict)))
