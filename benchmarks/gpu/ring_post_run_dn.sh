@@ -2,10 +2,11 @@
 # Run dn (issue 17, P12): where NCCL makes a ring slice's post. The protocol emulated (ring_emul.py) with the lead
 # thread posting (cl4) and with NCCL's post warp (cl4w), on rings of two and four H200s, beside NCCL's own graph rows
 # on the same GPUs. Hypotheses: h200x4-20261130dn-postwarp-hypotheses.md; frozen: h200x4-20261130dn-predicted.txt;
-# ring_post.py --verdict-dn. Needs a lease of nvidia-h200-x4.
-# Usage on the device, from the repo root: OUT=<dir> bash benchmarks/gpu/ring_post_run_dn.sh
+# ring_post.py --verdict-dn. Needs a lease of nvidia-h200-x4; on nvidia-h200-x2, RANKS=2 runs the two-rank half
+# (files h200x2-20261130dn-*).
+# Usage on the device, from the repo root: OUT=<dir> [RANKS="2 4"] bash benchmarks/gpu/ring_post_run_dn.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-P=h200x4-20261130dn
+RANKS=${RANKS:-2 4}; P=h200x$(nvidia-smi -L | wc -l)-20261130dn
 W=/tmp/w; mkdir -p $W; G=benchmarks/gpu; T0=$(date +%s)
 log() { echo "[$(( $(date +%s) - T0 ))s $(date -u +%H:%M:%S)] $*" | tee -a $W/$P-main.log; }
 pack() { tar czf $OUT/results.tgz -C $W . ; }
@@ -15,7 +16,7 @@ log "run dn: $(hostname) $(nvidia-smi --query-gpu=name --format=csv,noheader | h
 } > $W/$P-env.txt 2>&1
 pack
 Z=2,4,8,16,32,64,128
-for r in 2 4; do
+for r in $RANKS; do
   dev=$(seq -s, 0 $((r - 1)))
   log "start emul r$r"
   CUDA_VISIBLE_DEVICES=$dev timeout -k 10 240 python $G/ring_emul.py --ranks $r --variants cl4,cl4w \
