@@ -480,11 +480,12 @@ def verdict_dn(emul: list[str], stamps: list[str], nccl: list[str], frozen_path:
     from ring_predict import frozen_rows
 
     t, posts, real = _emulated(emul), _sending_posts(stamps), _nccl(nccl)
+    ranks = sorted({k[2] for k in t})  # the ranks measured (the addendum: two first, four when lent)
     lines = ["Emulated (24 channels), us a call: serial post (cl4) / post warp (cl4w); the serial posts a channel's "
              "call (sending slices x their median post); the share of them the post warp hides",
              "| ranks | op | MiB | cl4 | cl4w | posts | hidden | NCCL |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     hidden: dict[int, list[float]] = defaultdict(list)
-    for r in DN_RANKS:
+    for r in ranks:
         for op in DN_OPS:
             for mib in DN_SIZES:
                 a, b = t.get(("cl4", 24, r, op, mib)), t.get(("cl4w", 24, r, op, mib))
@@ -500,28 +501,33 @@ def verdict_dn(emul: list[str], stamps: list[str], nccl: list[str], frozen_path:
         "hidden" if w1 and all(v >= HIDDEN for v in w1.values())
         else "held" if w1 and all(v <= HELD for v in w1.values()) else "neither")]
     w2 = {}
-    for r in DN_RANKS:
+    for r in ranks:
         for kind in ("cl4", "cl4w"):
             errs = [abs(t[kind, 24, r, "all_reduce", m] / real[r, "all_reduce", m] - 1) for m in DN_SIZES
                     if m >= 8 and (kind, 24, r, "all_reduce", m) in t and (r, "all_reduce", m) in real]
             w2[r, kind] = statistics.median(errs) if errs else math.nan
-    ok2 = all(w2[r, "cl4w"] < w2[r, "cl4"] for r in DN_RANKS)
+    ok2 = all(w2[r, "cl4w"] < w2[r, "cl4"] for r in ranks)
     lines.append("W2, NCCL's all-reduce is the post warp's (median |emulated / NCCL - 1|, 8-128 MiB): " + ", ".join(
-        f"{r} ranks cl4 {100 * w2[r, 'cl4']:.1f}% / cl4w {100 * w2[r, 'cl4w']:.1f}%" for r in DN_RANKS)
+        f"{r} ranks cl4 {100 * w2[r, 'cl4']:.1f}% / cl4w {100 * w2[r, 'cl4w']:.1f}%" for r in ranks)
         + f" -> {'pass' if ok2 else 'fail'}")
     w3 = []
     for ch in (4, 24):
         at = {r: statistics.median(posts[k][0] for k in posts if k[1] == ch and k[0].startswith("cl4w")
-                                   and k[0].endswith("-r4") == (r == 4)) for r in DN_RANKS}
+                                   and k[0].endswith("-r4") == (r == 4)) for r in ranks}
         w3.append((ch, at))
-    ok3 = all(abs(at[4] / at[2] - 1) <= POST_RANKS for _, at in w3)
-    lines.append("W3, the post warp's post on four ranks as on two (within 25%): " + ", ".join(
-        f"{ch} channels {at[2]:.2f} / {at[4]:.2f} us" for ch, at in w3) + f" -> {'pass' if ok3 else 'fail'}")
+    if ranks == list(DN_RANKS):
+        ok3 = all(abs(at[4] / at[2] - 1) <= POST_RANKS for _, at in w3)
+        lines.append("W3, the post warp's post on four ranks as on two (within 25%): " + ", ".join(
+            f"{ch} channels {at[2]:.2f} / {at[4]:.2f} us" for ch, at in w3) + f" -> {'pass' if ok3 else 'fail'}")
+    else:
+        lines.append("W3, the post warp's post by ranks: " + ", ".join(
+            f"{ch} channels " + " / ".join(f"{at[r]:.2f} us ({r} ranks)" for r in ranks) for ch, at in w3)
+            + " -> waits for the other ranks")
     frozen = frozen_rows(frozen_path, 2)
     lines += ["", "NCCL's graph rows against the frozen table: median abs error / worst, overlap and now",
               "| ranks | op | rows | overlap | now |", "|---|---|---:|---|---|"]
     no_worse = True
-    for r in DN_RANKS:
+    for r in ranks:
         for op in DN_OPS:
             keys = [(f"r{r}", op, m) for m in DN_SIZES if (r, op, m) in real]
             stats = []
