@@ -268,3 +268,31 @@ def test_two_call_loops_share_their_local_step(ring: types.ModuleType) -> None:
     assert ring.phase_spread(st, 4) == [0.0, 0.0, 0.0]
     # a loop is 60 ns, 40 of it local; the call runs from the first stamp (10) to the last (180)
     assert ring.all_local_share(st, 4) == pytest.approx(120 / 170)
+
+
+def test_a_ring_of_n_ranks(ring: types.ModuleType) -> None:
+    """Run dn: a ring of n ranks runs NCCL's runRing calls, 2n - 1 a loop for the all-reduce and n for the
+    others, two slices each; a loop covers channels x n chunks of S; stamps of rings other than two say so;
+    a ring of one is refused (exit 2), and cl4w launches in clusters of four like cl4."""
+    assert [ring.slices_a_loop(op, 2) for op in ("all_reduce", "reduce_scatter", "all_gather")] == [6, 4, 4]
+    assert [ring.slices_a_loop(op, 4) for op in ("all_reduce", "reduce_scatter", "all_gather")] == [14, 8, 8]
+    assert ring.slices_per_call(128 * MIB, 24, "all_reduce", 4) == 14  # one loop of 24 x 4 x 2 MiB
+    assert ring.slices_per_call(193 * MIB, 24, "all_gather", 4) == 16
+    assert ring.stamp_variant("cl4w", "all_gather", 4) == "cl4w-all_gather-r4"
+    assert ring.stamp_variant("cl4w", "all_reduce", 2) == "cl4w"
+    rows = ring.plan(("cl4", "cl4w"), (24,), (8,), 20, 5, ("all_reduce",), 4)
+    assert [(r["kind"], r["ranks"]) for r in rows] == [("cl4", 4), ("cl4w", 4)]
+    for bad in (["--ranks", "1"], ["--variants", "cl4w", "--channels", "6"]):
+        with pytest.raises(SystemExit) as err:
+            ring.main(["--dry-run", *bad])
+        assert err.value.code == 2
+
+
+def test_the_post_warp_is_nccls_roles(ring: types.ModuleType) -> None:
+    """cl4w's kernel (run dn) posts from the CTA's last two threads, beyond the 512 workers, and its
+    workers meet at a barrier of their own before the copy (prims_simple.h's subBarrier)."""
+    assert ring.POST_WARP == {"cl4w"} and ring.CLUSTER["cl4w"] == ring.CLUSTER["cl4"]
+    src = ring.KERNEL
+    assert "#define NWORKERS 512" in src and "__launch_bounds__(NWORKERS + 32)" in src
+    assert "tid == (int)blockDim.x - 1" in src and "tid == (int)blockDim.x - 2" in src
+    assert 'bar.sync 1, %0;" :: "r"(NWORKERS)' in src

@@ -113,3 +113,48 @@ def test_run_cv_as_committed() -> None:
     got = _checked("cv", "20261130cv")
     assert "\n".join(got) + "\n" == (GPU / "h200x2-20261130cv-compare.txt").read_text()
     assert [line.rsplit(": ", 1)[1] for line in got[-3:]] == ["pass", "pass", "pass"]
+
+
+def test_run_dn_verdict_is_what_the_script_prints() -> None:
+    """Run dn's two-rank half (h200x2-20261130dn-verdict.txt) is what ring_post.py --verdict-dn prints from
+    the committed files: W1 hidden, W2 fails, D passes (nothing adopted)."""
+    post = bench_script("ring_post")
+    got = post.verdict_dn([str(GPU / "h200x2-20261130dn-emul-r2.csv")],
+                          [str(GPU / "h200x2-20261130dn-emul-r2-stamps.csv.gz")],
+                          [str(GPU / "h200x2-20261130dn-nccl-r2.csv")], str(GPU / "h200x4-20261130dn-predicted.txt"))
+    assert got == (GPU / "h200x2-20261130dn-verdict.txt").read_text().splitlines()
+    assert [line.split(" -> ")[-1] for line in got if line[:3] in ("W1,", "W2,")] == ["hidden", "fail"]
+    assert got[-1].endswith(": pass")
+
+
+def test_the_post_warp_channel_hides_a_post_shorter_than_a_slice() -> None:
+    """Run dn's candidate channel (``_channel_overlapped``): one channel, a call of two sending slices and a
+    local call of two. A post shorter than a slice's copy is hidden but the last; a longer one holds each
+    next slice's closing barrier (closed forms, C / R a slice's copy)."""
+    import dataclasses
+
+    from rdusim.hw.collectives import RingChannels, RingPlan
+    from rdusim.sim import ring as engine
+
+    post = bench_script("ring_post")
+    rate, chunk = 80e9, 4e6  # a sending call of 2 ops: each slice C / 2 at R / 2, C / R; a local slice C / R too
+    copy = chunk / rate
+    plan = RingPlan(RingChannels(1, rate, 1e15, 0.0), (chunk,), ((True, 2), (False, 2)))
+    for p, want in ((0.4 * copy, 4 * copy), (3 * copy, 8 * copy)):
+        with post.overlap_in_engine(p, 0.0):
+            got = engine.ring_transfer_s(plan)
+        assert abs(got - want) < 1e-12 * want
+    # the serial post of runs cu and cv (the engine's own) pays both posts in full
+    serial = dataclasses.replace(plan, ring=dataclasses.replace(plan.ring, post_s=0.4 * copy))
+    assert abs(engine.ring_transfer_s(serial) - 4.8 * copy) < 1e-12
+
+
+def test_ring_intercepts_are_what_the_script_prints() -> None:
+    """After run dn: ring_intercept.py's lines through the committed sweeps' graph rows (32-128 MiB) are the
+    committed table, and NCCL's intercepts sit at 25-38 us for every op on two and four ranks."""
+    script = bench_script("ring_intercept")
+    assert script._line([1.0, 2.0, 4.0], [3.0, 5.0, 9.0]) == (2.0, 1.0)
+    got = script.table()
+    assert got == (GPU / "h200x2-20261130dn-intercepts.txt").read_text().splitlines()
+    measured = [float(line.split("|")[5]) for line in got[3:]]
+    assert len(measured) == 36 and 24.5 <= min(measured) and max(measured) <= 39

@@ -1,0 +1,132 @@
+"""After run dn: a ring Simple call's fixed cost, measured and modelled (P12; analysis, model unchanged).
+
+Run dn (``ring_post.py --verdict-dn``) found NCCL's graph calls 12-19 us longer than NCCL's protocol
+emulated at the same marginal rate. Here, on every committed two- and four-GPU sweep (``FILES``), the
+graph rows of the three ring ops at 32-128 MiB (the Simple protocol, past the small sizes) are fitted
+with a line, measured and as the model gives them on each run's fitted fabric (``collectives.py
+--compare``'s): its slope (us a MiB of S) and intercept.
+
+    PYTHONPATH=. python benchmarks/gpu/ring_intercept.py --table        # the lines (seconds)
+    PYTHONPATH=. python benchmarks/gpu/ring_intercept.py --evaluate 22 1 # the trial below (about a minute)
+
+The measured intercepts come to 25-38 us for every op on two and four ranks; the model's follow
+tuning.cc's ring Simple latency (8.4 us + 3.4 a step: 2(n - 1) steps for the all-reduce, n - 1 for the
+others), 15-20 us on two ranks, 21-32 on four. ``--evaluate L0 H``: ``rdusim fidelity --gpu`` with a ring
+Simple call's fixed time L0 + H us a step (the tuner's choice unchanged: NCCL picks with tuning.cc's),
+beside the engine as committed (``flat_latency``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+ROOT = Path(__file__).resolve().parents[2]
+MIB = 1 << 20
+#: the committed sweeps with the three ring ops' graph rows at 32-128 MiB (two and four GPUs)
+FILES = ("h100x2-20261125t-collectives.csv", "h100x2-20261125t-collectives-run2.csv",
+         "h100x2-20261125u-collectives.csv", "h100x2-20261128x-collectives.csv",
+         "h200x2-20261128aa-sweep.csv", "h200x2-20261128aa-sweep2.csv", "h200x2-20261128an-x2-sweep.csv",
+         "h200x2-20261128an-x2-sweep2.csv", "h100x4-20261128w-collectives.csv",
+         "h100x4-20261128w-collectives-run2.csv", "h200x4-20261128an-sweep.csv", "h200x4-20261128an-sweep2.csv")
+OPS = ("all_reduce", "reduce_scatter", "all_gather")
+LINE = (32, 128)  # MiB: the rows each line is fitted to
+
+
+def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least squares (slope, intercept)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return slope, my - slope * mx
+
+
+def table() -> list[str]:
+    """Per sweep, ranks and op: the measured and modelled lines through the graph rows at ``LINE``."""
+    from rdusim.analysis.gpu.collectives import compare_collective_rows
+    from rdusim.analysis.gpu.measured import read_csv
+    from rdusim.hw.gpu import load_gpu_node
+
+    lines = [f"Graph rows of {LINE[0]}-{LINE[1]} MiB, a line each (us a MiB of S; intercept us): measured and the model "
+             "(each run's fitted fabric)",
+             "| sweep | ranks | op | measured slope | measured intercept | model slope | model intercept | difference |",
+             "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for name in FILES:
+        doc = ROOT / "hw_configs" / ("h200.yaml" if name.startswith("h200") else "h100.yaml")
+        rows = compare_collective_rows(read_csv(ROOT / "benchmarks/gpu" / name), load_gpu_node(doc).gpu)
+        for ranks in sorted({r["ranks"] for r in rows}):
+            for op in OPS:
+                pts = [(int(r["bytes"]) / MIB, float(r["median_us"]), r["pred"]) for r in rows
+                       if r["op"] == op and r["launch"] == "graph" and r["ranks"] == ranks
+                       and LINE[0] * MIB <= int(r["bytes"]) <= LINE[1] * MIB]
+                if len(pts) < 2:
+                    continue
+                a, b = _line([p[0] for p in pts], [p[1] for p in pts])
+                c, d = _line([p[0] for p in pts], [p[2] for p in pts])
+                lines.append(f"| {name} | {ranks} | {op} | {a:.3f} | {b:.1f} | {c:.3f} | {d:.1f} | {b - d:+.1f} |")
+    return lines
+
+
+@contextlib.contextmanager
+def flat_latency(base_us: float, step_us: float) -> Iterator[None]:
+    """The engine with a ring Simple call's fixed time ``base_us`` + ``step_us`` a step in place of
+    tuning.cc's (``rdusim.sim.ring.collective_time_s``); NCCL's choice of algorithm and protocol as before."""
+    from rdusim.analysis.gpu import collectives as analysis
+    from rdusim.sim import gpu as simgpu
+    from rdusim.sim import ring as engine
+
+    saved = engine.collective_time_s
+
+    def time_s(cost) -> float:
+        if cost.ring is None:
+            return saved(cost)
+        steps = 2 * (cost.ranks - 1) if cost.op == "all_reduce" else cost.ranks - 1
+        return (base_us + steps * step_us) * 1e-6 + engine.ring_transfer_s(cost.ring)
+
+    engine.collective_time_s = simgpu.collective_time_s = analysis.collective_time_s = time_s
+    try:
+        yield
+    finally:
+        engine.collective_time_s = simgpu.collective_time_s = analysis.collective_time_s = saved
+
+
+def evaluate(base_us: float, step_us: float) -> list[str]:
+    """``rdusim fidelity --gpu`` with ``flat_latency`` beside the engine as committed: the gated collectives
+    groups, then every group whose verdict moved."""
+    from ring_calls import _evaluation
+    from ring_queue import _fidelity_rows
+
+    now = _fidelity_rows(contextlib.nullcontext())
+    flat = _fidelity_rows(flat_latency(base_us, step_us))
+    lines = [f"rdusim fidelity --gpu with a ring Simple call's fixed time {base_us:g} us + {step_us:g} us a step "
+             "(the engine now -> flat)", "", *_evaluation(now, flat, ("now", "flat")), "",
+             "Groups whose verdict moved: median / worst, now -> flat",
+             "| set | GPUs | kind | now | flat | verdict |", "|---|---|---|---|---|---|"]
+    before = {(r["set"], r["gpu"], r["kind"], r["role"]): r for r in now}
+    for r in flat:
+        o = before[r["set"], r["gpu"], r["kind"], r["role"]]
+        if o["within"] != r["within"]:
+            cells = [f"{100 * float(x['median_abs_error']):.1f}% / {100 * float(x['worst_error']):+.1f}%" for x in (o, r)]
+            lines.append(f"| {r['set']} | {r['gpu']} | {r['kind']} | {cells[0]} | {cells[1]} | "
+                         f"{o['within']} -> {r['within']} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    group = ap.add_mutually_exclusive_group(required=True)
+    group.add_argument("--table", action="store_true", help="the measured and modelled lines")
+    group.add_argument("--evaluate", nargs=2, type=float, metavar=("BASE_US", "STEP_US"),
+                       help="rdusim fidelity --gpu with a flat ring Simple fixed time")
+    args = ap.parse_args(argv)
+    print("\n".join(table() if args.table else evaluate(*args.evaluate)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
