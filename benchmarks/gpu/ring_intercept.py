@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,14 +118,116 @@ def evaluate(base_us: float, step_us: float) -> list[str]:
     return lines
 
 
+# --- run do: NCCL's ring Simple calls from a few KiB up, forced and by default ---------------------------
+
+#: run do's rows (bytes): the Simple protocol forced on the ring (NCCL_PROTO=Simple NCCL_ALGO=Ring) and
+#: NCCL's defaults, graph, two H200s
+DO_SIZES = (4096, 65536, 262144, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20)
+#: the registered bounds (h200x2-20261130do-simple-hypotheses.md)
+NEAR, FIXED_AG, WITH_BYTES, GROWS, FLAT = 0.15, 3.0, 1.0, 5.0, 2.0
+TINY, LARGE = (4096, 65536), (16 << 20, 32 << 20, 64 << 20)
+
+
+def forced_simple_us(gpu, op: str, size: int, ranks: int = 2) -> float:
+    """A graph row of ``op`` with NCCL's ring Simple forced, as the engine prices it: the ring Simple
+    candidate of NCCL's tuner (tuning.cc's latency, the ring's channels) in a graph of
+    ``CALLS_PER_ROW`` calls, as ``predict_us`` simulates a row."""
+    import dataclasses
+
+    from rdusim.analysis.gpu.collectives import CALLS_PER_ROW
+    from rdusim.hw import collectives as nccl
+    from rdusim.mapping.gpu import collective
+    from rdusim.sim.gpu import elapsed_s, simulate_gpu
+
+    cost = next(c for c in nccl.candidates(op, size, ranks, gpu.fabric) if (c.algorithm, c.protocol) == ("ring", "Simple"))
+    cost = dataclasses.replace(cost, ring=nccl.ring_plan(op, size, ranks, gpu.fabric.ring))
+    kernel = dataclasses.replace(collective(op, op, size, ranks, gpu)[0], collective=cost)
+    return elapsed_s(simulate_gpu([(kernel, 0)] * CALLS_PER_ROW, gpu, mode="graph")) / CALLS_PER_ROW * 1e6
+
+
+def frozen_table_do() -> list[str]:
+    """Run do's frozen table: each row with the ring's Simple forced and at NCCL's choice, h200.yaml as
+    committed (nothing refitted)."""
+    from rdusim.analysis.gpu.collectives import predict_us
+    from rdusim.hw.gpu import load_gpu_node
+
+    gpu = load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu
+    lines = ["# Run do, frozen before the run: NCCL's graph rows on two H200s, hw_configs/h200.yaml as committed;",
+             "# `simple` the ring's Simple forced (tuning.cc's latency, the ring's channels), `default` NCCL's choice.",
+             "| op | bytes | simple (us) | default (us) | default's protocol |", "|---|---:|---:|---:|---|"]
+    for op in OPS:
+        for size in DO_SIZES:
+            us, cost = predict_us(gpu, op, size, 2, "graph")
+            lines.append(f"| {op} | {size} | {forced_simple_us(gpu, op, size):.2f} | {us:.2f} | "
+                         f"{cost.algorithm}/{cost.protocol} |")
+    return lines
+
+
+def _frozen_do(path: str) -> dict[tuple[str, int], tuple[float, float]]:
+    out = {}
+    with open(path) as fh:
+        for line in fh:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 5 and cells[1].isdigit():
+                out[cells[0], int(cells[1])] = (float(cells[2]), float(cells[3]))
+    return out
+
+
+def _graph_rows(path: str) -> dict[tuple[str, int], float]:
+    """A collectives.py CSV's graph rows: {(op, bytes): us}."""
+    import csv
+
+    with open(path, newline="") as fh:
+        return {(r["op"], int(r["bytes"])): float(r["median_us"]) for r in csv.DictReader(fh)
+                if r.get("kind") == "collective" and r["mode"] == "graph"}
+
+
+def verdict_do(frozen_path: str, forced_csv: str, default_csv: str) -> list[str]:
+    """Run do's registered checks (``h200x2-20261130do-simple-hypotheses.md``) from its files."""
+    import statistics
+
+    frozen, forced, default = _frozen_do(frozen_path), _graph_rows(forced_csv), _graph_rows(default_csv)
+    lines = ["NCCL's graph rows on two H200s (us a call): the ring's Simple forced and NCCL's choice, beside the "
+             "frozen model", "| op | bytes | Simple, measured | model | difference | default, measured | model |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    diff = {}
+    for op in OPS:
+        for size in DO_SIZES:
+            m, (p, d) = forced.get((op, size), math.nan), frozen[op, size]
+            diff[op, size] = m - p
+            lines.append(f"| {op} | {size} | {m:.1f} | {p:.1f} | {m - p:+.1f} | {default.get((op, size), math.nan):.1f} "
+                         f"| {d:.1f} |")
+    s1 = {op: statistics.median(abs(forced[op, b] / frozen[op, b][0] - 1) for b in TINY) for op in OPS}
+    s2 = statistics.median(forced["all_gather", b] - forced["reduce_scatter", b] for b in TINY)
+    s3 = {op: statistics.median(diff[op, b] for b in LARGE) - statistics.median(diff[op, b] for b in TINY)
+          for op in OPS}
+    lines += ["",
+              "S1, tuning.cc's fixed cost at a few KiB (4 and 64 KiB, within 15% of the model, each op): " + ", ".join(
+                  f"{op} {100 * v:.1f}%" for op, v in s1.items()) + f" -> {'pass' if max(s1.values()) <= NEAR else 'fail'}",
+              f"S2, the all-gather over the reduce-scatter at 4 and 64 KiB: {s2:+.1f} us -> "
+              + ("fixed" if s2 >= FIXED_AG else "with the bytes" if s2 <= WITH_BYTES else "neither"),
+              "S3, NCCL over the model at 16-64 MiB less at 4-64 KiB (each op): " + ", ".join(
+                  f"{op} {v:+.1f} us" for op, v in s3.items()) + " -> "
+              + ("grows" if min(s3.values()) >= GROWS else "flat" if max(s3.values()) <= FLAT else "neither")]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = ap.add_mutually_exclusive_group(required=True)
     group.add_argument("--table", action="store_true", help="the measured and modelled lines")
     group.add_argument("--evaluate", nargs=2, type=float, metavar=("BASE_US", "STEP_US"),
                        help="rdusim fidelity --gpu with a flat ring Simple fixed time")
+    group.add_argument("--frozen-do", metavar="OUT", help="write run do's frozen table")
+    group.add_argument("--verdict-do", nargs=3, metavar=("FROZEN", "FORCED_CSV", "DEFAULT_CSV"),
+                       help="run do's checks")
     args = ap.parse_args(argv)
-    print("\n".join(table() if args.table else evaluate(*args.evaluate)))
+    if args.frozen_do:
+        Path(args.frozen_do).write_text("\n".join(frozen_table_do()) + "\n")
+    elif args.verdict_do:
+        print("\n".join(verdict_do(*args.verdict_do)))
+    else:
+        print("\n".join(table() if args.table else evaluate(*args.evaluate)))
     return 0
 
 

@@ -250,10 +250,12 @@ def collective_runs(directory: Path) -> list[Path]:
     """Every committed measurement of collectives in ``directory`` (a ``collectives.py`` CSV of a
     run), leaving out the diagnostics that time another thing (``percall``: one call alone;
     ``nomix``: NCCL's event nodes off; ``micro``; run dk: NCCL's p2p channels and protocol forced by
-    the environment, ``benchmarks/gpu/a2a_ll.py``'s calibration)."""
+    the environment, ``benchmarks/gpu/a2a_ll.py``'s calibration; run do's ring Simple forced,
+    ``benchmarks/gpu/ring_intercept.py``'s)."""
     out = []
     for path in sorted(directory.glob("*x[0-9]-2026*.csv")):
-        if run_prefix(path) is None or any(k in path.name for k in ("percall", "nomix", "micro", "20261130dk-")):
+        if run_prefix(path) is None or any(k in path.name for k in ("percall", "nomix", "micro", "20261130dk-",
+                                                                    "20261130do-simple")):
             continue
         with open(path, newline="") as fh:
             if any(r.get("kind") == "collective" for r in csv.DictReader(fh)):
