@@ -158,3 +158,20 @@ def test_ring_intercepts_are_what_the_script_prints() -> None:
     assert got == (GPU / "h200x2-20261130dn-intercepts.txt").read_text().splitlines()
     measured = [float(line.split("|")[5]) for line in got[3:]]
     assert len(measured) == 36 and 24.5 <= min(measured) and max(measured) <= 39
+
+
+def test_run_do_verdict_is_what_the_script_prints() -> None:
+    """Run do (NCCL's ring Simple forced from 4 KiB): the committed verdict is what ring_intercept.py
+    prints from its files: S1 passes (tuning.cc's fixed cost at a few KiB), S3 grows (the excess is the
+    bytes'), S2 neither; the forced rows are no fidelity group, the default ones are."""
+    from rdusim.analysis.gpu import fidelity as fid
+    from rdusim.analysis.gpu.collectives import collective_runs
+
+    script = bench_script("ring_intercept")
+    got = script.verdict_do(str(GPU / "h200x2-20261130do-predicted.txt"), str(GPU / "h200x2-20261130do-simple.csv"),
+                            str(GPU / "h200x2-20261130do-default.csv"))
+    assert got == (GPU / "h200x2-20261130do-verdict.txt").read_text().splitlines()
+    assert [line.rsplit(" -> ", 1)[1] for line in got[-3:]] == ["pass", "neither", "grows"]
+    names = {p.name for p in collective_runs(GPU)}
+    assert "h200x2-20261130do-default.csv" in names and "h200x2-20261130do-simple.csv" not in names
+    assert "h200x2-20261130do-default.csv" in fid.COLLECTIVE_CSVS

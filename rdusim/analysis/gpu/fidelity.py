@@ -1008,6 +1008,7 @@ COLLECTIVE_CSVS: tuple[str, ...] = (
     "h200x2-20261130cw-nccl.csv",
     "h200x2-20261130cx-nccl.csv",
     "h200x2-20261130dl-def.csv",
+    "h200x2-20261130do-default.csv",
     "h200x4-20261128an-sweep.csv",
     "h200x4-20261128an-sweep2.csv",
     "h200x4-20261128an-x2-sweep.csv",
