@@ -20,7 +20,15 @@ flag store. Variants:
   skipped): what the local step costs when the channels run it in step;
 - ``cl4``: as ``nccl``, the CTAs launched in clusters of 4 (``__cluster_dims__``): NCCL's own
   launch on sm90 (``src/enqueue.cc`` ncclLaunchKernel at 01e6dd9: the cluster dimension
-  ``cgaClusterSize``, 4 by default, ``src/init.cc`` parseCommConfig; run cd).
+  ``cgaClusterSize``, 4 by default, ``src/init.cc`` parseCommConfig; run cd);
+- ``cl4w`` (run dn): as ``cl4`` with NCCL's roles (``prims_simple.h``): 512 workers and one more warp
+  (544 threads), whose last two threads post (the send's fence and flag, the receive's flag) while the
+  workers wait for and copy the next slice; the barrier closing a slice's copy waits for the post.
+
+``--ranks N`` (run dn) runs a ring of the first N visible GPUs (GPU d sends to d + 1, receives from
+d - 1): runRing's 2N - 1 calls a loop for the all-reduce, N for the others, each on the chunk or
+part ringRanks gives it; after the rows each op and variant is checked to compute its collective.
+Since run dn the kernel is compiled with ``__launch_bounds__(544)`` (runs cc-ct's with 512).
 
 ``--ops`` (run cr) adds the two-rank reduce-scatter (``send``, ``recvReduceCopy``) and all-gather out
 of place (``copySend``, ``recv``): ``reduce_scatter.h``, ``all_gather.h`` runRing, a loop channels x
@@ -37,7 +45,7 @@ also has its flag wait, its post, the fence and flag stores, in ns, and its byte
 channels and, from the stamps, how far the channels drift apart and how often all of them are in
 their local step at once.
 
-Measure (one process, both GPUs; about a minute on two H200s)::
+Measure (one process, every GPU of the ring; about a minute on two H200s)::
 
     python benchmarks/gpu/ring_emul.py --out cc-emul.csv --stamps cc-emul-stamps.csv.gz
 

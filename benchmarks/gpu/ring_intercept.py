@@ -13,7 +13,12 @@ The measured intercepts come to 25-38 us for every op on two and four ranks; the
 tuning.cc's ring Simple latency (8.4 us + 3.4 a step: 2(n - 1) steps for the all-reduce, n - 1 for the
 others), 15-20 us on two ranks, 21-32 on four. ``--evaluate L0 H``: ``rdusim fidelity --gpu`` with a ring
 Simple call's fixed time L0 + H us a step (the tuner's choice unchanged: NCCL picks with tuning.cc's),
-beside the engine as committed (``flat_latency``).
+beside the engine as committed (``flat_latency``): 18 groups regress, not adopted.
+
+Run do (after the trial): NCCL's ring Simple forced from 4 KiB (``NCCL_PROTO=Simple NCCL_ALGO=Ring``) and at
+its defaults on two H200s, against the model's ring Simple candidate (``forced_simple_us``):
+``--frozen-do OUT`` writes the frozen table, ``--verdict-do FROZEN SIMPLE_CSV DEFAULT_CSV`` the registered
+checks (``h200x2-20261130do-simple-hypotheses.md``).
 """
 
 from __future__ import annotations

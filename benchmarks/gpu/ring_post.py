@@ -29,6 +29,15 @@ the line through its 4- and 24-channel medians), with checks that leave the chan
 
 ``--evaluate``: ``rdusim fidelity --gpu``'s groups with the post in the engine (``post_in_engine``), beside
 the engine now (``h200x2-20261130cu-evaluation.txt``).
+
+Run dn (``--run dn``): NCCL makes a slice's post from a warp of its own while the workers copy the next
+slice (``prims_simple.h``); the candidate makes run ct's post that way (``overlap_in_engine``,
+``_channel_overlapped``). ``--run dn --frozen OUT`` writes its frozen table of NCCL's graph rows on two and
+four ranks; ``--verdict-dn EMUL STAMPS NCCL FROZEN`` (comma-separated lists) the registered checks
+(``h200x4-20261130dn-postwarp-hypotheses.md``) from ``ring_emul.py --ranks``'s files and NCCL's rows.
+
+    PYTHONPATH=. python benchmarks/gpu/ring_post.py --verdict-dn <emul.csv> <stamps.csv.gz> <nccl.csv> \
+        benchmarks/gpu/h200x4-20261130dn-predicted.txt
 """
 
 from __future__ import annotations
@@ -551,6 +560,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", nargs="+", metavar=("FROZEN", "CSV"), help="the frozen table, then the CSVs")
     ap.add_argument("--evaluate", action="store_true", help="rdusim fidelity --gpu with the post (about 2 minutes)")
     args = ap.parse_args(argv)
+    if args.run == "dn" and (args.evaluate or args.compare):
+        ap.error("--run dn has --frozen and --verdict-dn only")
     if args.verdict_dn:
         emul, stamps, nccl, frozen = args.verdict_dn
         print("\n".join(verdict_dn(emul.split(","), stamps.split(","), nccl.split(","), frozen)))
