@@ -175,3 +175,15 @@ def test_run_do_verdict_is_what_the_script_prints() -> None:
     names = {p.name for p in collective_runs(GPU)}
     assert "h200x2-20261130do-default.csv" in names and "h200x2-20261130do-simple.csv" not in names
     assert "h200x2-20261130do-default.csv" in fid.COLLECTIVE_CSVS
+
+
+def test_run_dn_has_its_own_checks_only() -> None:
+    """``--run dn`` pairs with ``--frozen`` and ``--verdict-dn``; with run cu's and cv's --evaluate or
+    --compare it exits 2 (their candidates are not run dn's)."""
+    import pytest
+
+    post = bench_script("ring_post")
+    for argv in (["--run", "dn", "--evaluate"], ["--run", "dn", "--compare", "a.txt", "b.csv"]):
+        with pytest.raises(SystemExit) as err:
+            post.main(argv)
+        assert err.value.code == 2
