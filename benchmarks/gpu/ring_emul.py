@@ -29,6 +29,9 @@ flag store. Variants:
 d - 1): runRing's 2N - 1 calls a loop for the all-reduce, N for the others, each on the chunk or
 part ringRanks gives it; after the rows each op and variant is checked to compute its collective.
 Since run dn the kernel is compiled with ``__launch_bounds__(544)`` (runs cc-ct's with 512).
+``--graphs`` (run dp) replays each row's calls from one CUDA graph a GPU: one Python thread launching a
+call on every GPU costs about 14 us a launch, which bounds the calls below about 8 MiB on two GPUs (run
+dn) and more on four.
 
 ``--ops`` (run cr) adds the two-rank reduce-scatter (``send``, ``recvReduceCopy``) and all-gather out
 of place (``copySend``, ``recv``): ``reduce_scatter.h``, ``all_gather.h`` runRing, a loop channels x
@@ -364,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--stamp-all", action="store_true", help="keep the stamps of every row (run ct), not STAMP_ROWS'")
     ap.add_argument("--ranks", type=int, default=2, help="GPUs in the ring, the first n visible (run dn: 4)")
+    ap.add_argument("--graphs", action="store_true", help="replay each row's calls from a CUDA graph a GPU (the "
+                    "host then launches once a GPU a trial, not once a call; env column launch=graph)")
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument(
         "--analyse",
@@ -384,9 +389,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="CSV",
         help="the registered signatures of run cd: its emulation CSV, then NCCL's cga<N> CSVs (CPU)",
     )
+    ap.add_argument("--verdict-dp", nargs=2, metavar=("DIRECT", "GRAPHS"),
+                    help="run dp's checks: the rows launched directly, then replayed from graphs (CPU)")
     args = ap.parse_args(argv)
     if args.verdict_cd:
         print("\n".join(verdict_cd(args.verdict_cd)))
+        return 0
+    if args.verdict_dp:
+        print("\n".join(verdict_dp(*args.verdict_dp)))
         return 0
     if args.verdict:
         print("\n".join(verdict(*args.verdict)))
@@ -402,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.out:
         ap.error("--out is required (or --dry-run / --analyse)")
-    return _run(rows, args.out, args.stamps, args.stamp_all)
+    return _run(rows, args.out, args.stamps, args.stamp_all, args.graphs)
 
 
 class _Ring:  # pragma: no cover - needs two or more GPUs with peer access
@@ -458,13 +468,14 @@ class _Ring:  # pragma: no cover - needs two or more GPUs with peer access
                     a.fill(0)
                 self.cp.cuda.Device(d).synchronize()
 
-    def launches(self, r: dict, count: int) -> None:
+    def launches(self, r: dict, count: int, gpus: tuple[int, ...] | None = None) -> None:
+        """``count`` calls of row ``r`` on each GPU of ``gpus`` (all by default), GPU by GPU a call."""
         import numpy as np
 
         n16 = r["bytes"] // 16
         postwarp = r["kind"] in POST_WARP
         for _ in range(count):
-            for d in self.gpus:
+            for d in gpus or self.gpus:
                 nxt, prv = self.next(d), self.prev(d)
                 with self.cp.cuda.Device(d):
                     self.kern[d][r["kind"]](
@@ -530,16 +541,43 @@ class _Ring:  # pragma: no cover - needs two or more GPUs with peer access
                 cp.cuda.Device(d).synchronize()
         return good
 
-    def time_row(self, r: dict) -> float:
-        """Us a call: ``per`` calls on each GPU, the slowest GPU's events, median of ``reps``."""
+    def graphs(self, r: dict, count: int) -> dict | None:
+        """Each GPU's ``count`` calls of row ``r`` captured in a CUDA graph of its own (``--graphs``: a
+        replay costs the host one launch a GPU, not one a call), or None where capture fails."""
+        cp, out = self.cp, {}
+        for d in self.gpus:
+            with cp.cuda.Device(d):
+                stream = self.stream[d]
+                try:
+                    stream.begin_capture()
+                    try:
+                        self.launches(r, count, (d,))
+                    finally:
+                        out[d] = stream.end_capture()
+                except Exception as err:  # noqa: BLE001 - any capture failure: launch directly
+                    print(f"graph capture on GPU {d} failed ({err}); launching directly", flush=True)
+                    return None
+        return out
+
+    def time_row(self, r: dict, graphs: bool = False) -> tuple[float, bool]:
+        """Us a call: ``per`` calls on each GPU, the slowest GPU's events, median of ``reps``; and whether
+        the calls were replayed from CUDA graphs (``graphs``, where capture works)."""
         cp = self.cp
         self.reset()
         self.launches(r, 2)  # warm-up (and the module's load on each GPU)
         for d in self.gpus:
             self.stream[d].synchronize()
         if self.failed():
-            return math.nan
-        return time_trials(cp, self.stream, self.gpus, lambda: self.launches(r, r["per"]), r["per"], r["reps"])
+            return math.nan, False
+        captured = self.graphs(r, r["per"]) if graphs else None
+
+        def replay() -> None:
+            for d in self.gpus:
+                with cp.cuda.Device(d):
+                    captured[d].launch(self.stream[d])
+
+        launch = replay if captured else (lambda: self.launches(r, r["per"]))
+        return time_trials(cp, self.stream, self.gpus, launch, r["per"], r["reps"]), captured is not None
 
     def last_stamps(self, c: int, n: int) -> list[list[int]]:
         """GPU 0's stamps of its last call, ns from its first slice's end."""
@@ -562,7 +600,8 @@ class _Ring:  # pragma: no cover - needs two or more GPUs with peer access
         return [(int(v) & 0xFFFFFFFF, int(v) >> 32) for v in w]
 
 
-def _run(rows: list[dict], out: str, stamps_out: str | None, stamp_all: bool = False) -> int:  # pragma: no cover
+def _run(rows: list[dict], out: str, stamps_out: str | None, stamp_all: bool = False,
+         graphs: bool = False) -> int:  # pragma: no cover
     ranks = rows[0]["ranks"]
     ring = _Ring(max(r["bytes"] for r in rows), max(r["channels"] for r in rows), ranks)
     sfh = None
@@ -575,14 +614,14 @@ def _run(rows: list[dict], out: str, stamps_out: str | None, stamp_all: bool = F
         writer = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")
         writer.writeheader()
         for r in rows:
-            us = ring.time_row(r)
+            us, replayed = ring.time_row(r, graphs)
             if ring.failed():
                 print(f"{r['op']} {r['variant']} {r['bytes'] // MIB} MiB: a flag wait timed out; stopping", flush=True)
                 rc = 1
                 break
             c, mib = r["channels"], r["bytes"] // MIB
             env = (f"threads={THREADS} chunk={CHUNK_BYTES} step={STEP_BYTES} norecv={int(r['norecv'])}"
-                   + (" postwarp=1" if r["kind"] in POST_WARP else ""))
+                   + (" postwarp=1" if r["kind"] in POST_WARP else "") + (" launch=graph" if replayed else ""))
             writer.writerow(
                 {**r, "median_us": round(us, 3), "sleep_us": 0, "gpu": ring.gpu, "nccl": "-", "env": env}
             )
@@ -809,6 +848,33 @@ def _channels(variant: str) -> int | None:
     """Channels named by a variant: ``nccl-ch24`` (this script), ``ch24`` (collective_ramp_diag)."""
     tail = variant.rsplit("ch", 1)[-1]
     return int(tail) if tail.isdigit() else None
+
+
+#: run dp's registered bounds (h200x2-20261130dp-graphs-hypotheses.md): GPU-bound rows (us), their median and
+#: largest gap, and the host's floor gone at the small sizes
+DP_BOUND_US, DP_MEDIAN, DP_WORST, DP_FLOOR = 60.0, 0.03, 0.08, 0.20
+
+
+def verdict_dp(direct_csv: str, graphs_csv: str) -> list[str]:
+    """Run dp's checks: the rows launched directly against the same rows replayed from CUDA graphs."""
+    def rows(path: str) -> dict[tuple[str, str, int], float]:
+        with open(path, newline="") as fh:
+            return {(r["variant"], r["op"], int(r["bytes"]) // MIB): float(r["median_us"]) for r in csv.DictReader(fh)}
+
+    direct, graphs = rows(direct_csv), rows(graphs_csv)
+    keys = sorted(k for k in direct if k in graphs)
+    lines = ["| variant | op | MiB | direct (us) | graphs (us) | graphs / direct |", "|---|---|---:|---:|---:|---:|"]
+    lines += [f"| {v} | {op} | {mib} | {direct[v, op, mib]:.1f} | {graphs[v, op, mib]:.1f} | "
+              f"{graphs[v, op, mib] / direct[v, op, mib]:.3f} |" for v, op, mib in keys]
+    bound = [abs(graphs[k] / direct[k] - 1) for k in keys if direct[k] >= DP_BOUND_US]
+    small = [k for k in keys if k[1] != "all_reduce" and k[2] <= 8]
+    floor = 1 - statistics.median(graphs[k] for k in small) / statistics.median(direct[k] for k in small)
+    g1 = statistics.median(bound) <= DP_MEDIAN and max(bound) <= DP_WORST
+    return lines + ["",
+                    f"G1, the graph replays the same calls (rows >= {DP_BOUND_US:.0f} us direct: {len(bound)}): median "
+                    f"{100 * statistics.median(bound):.1f}%, largest {100 * max(bound):.1f}% -> {'pass' if g1 else 'fail'}",
+                    f"G2, the host's floor gone (reduce-scatter and all-gather, 2-8 MiB): the graphs' median "
+                    f"{100 * floor:.0f}% under the direct rows' -> {'pass' if floor >= DP_FLOOR else 'fail'}"]
 
 
 if __name__ == "__main__":
