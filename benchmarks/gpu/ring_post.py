@@ -365,21 +365,24 @@ DN_SIZES, DN_RANKS, DN_OPS = (2, 4, 8, 16, 32, 64, 128), (2, 4), ("all_reduce", 
 HIDDEN, HELD, POST_RANKS = 0.5, 0.25, 0.25
 
 
-def _channel_overlapped(env, link, plan, rate: float, start: float):
+def _channel_overlapped(env, link, plan, rate: float, start: float, step: float = 0.0):
     """Run dn's candidate channel (``rdusim.sim.ring._channel`` with NCCL's post warp, prims_simple.h): a
     sending slice's post runs beside the next slice's wait and copy; the barrier that ends a slice's copy
-    waits for the previous slice's post, and the call's last post ends the channel."""
+    waits for the previous slice's post, and the call's last post ends the channel. ``step`` (tried after
+    run dp, not frozen): every slice's flag wait and barriers before its copy, the channel off the link."""
     from rdusim.hw.collectives import RING_SLICES
     from rdusim.sim.resources import delay
 
     post = plan.ring.post_at(plan.ring.channels)
-    slices = RING_SLICES if post else 1
+    slices = RING_SLICES if post or step else 1
     posted = 0.0  # when the post warp is done with the posts so far
     if start:
         yield delay(env, start)
     for chunk in plan.chunks:
         for on_link, ops in plan.primitives:
             for _ in range(slices):
+                if step:
+                    yield delay(env, step)
                 if on_link:
                     yield link.transfer(chunk / slices, rate / ops)
                 else:
@@ -393,11 +396,13 @@ def _channel_overlapped(env, link, plan, rate: float, start: float):
 
 
 @contextlib.contextmanager
-def overlap_in_engine(post_s: float, per_channel_s: float) -> Iterator[None]:
+def overlap_in_engine(post_s: float, per_channel_s: float, step_s: float = 0.0) -> Iterator[None]:
     """The engine's ring channels with run dn's candidate: run ct's post (``post_s`` with one channel, plus
     ``per_channel_s`` a further one) on each sending slice, made by the post warp beside the next slice
     (``_channel_overlapped``); the channel's rate as documented (one channel's 1 MiB slices hide their
-    posts, so run ad's 21.0 GB/s needs no re-derivation) and each run's link re-fitted through it as before."""
+    posts, so run ad's 21.0 GB/s needs no re-derivation) and each run's link re-fitted through it as before.
+    ``step_s`` (after run dp): a step before every slice, the channel's rate re-derived for one channel's
+    six steps a loop (``step_channel_rate``)."""
     import dataclasses
     import functools
 
@@ -406,18 +411,51 @@ def overlap_in_engine(post_s: float, per_channel_s: float) -> Iterator[None]:
 
     saved = engine.ring_transfer_s, collectives.ring_transfer_s, engine._channel
     simulate = saved[0].__wrapped__
+    rate = {"channel_bytes_per_s": step_channel_rate(step_s)} if step_s else {}
 
     @functools.lru_cache(maxsize=8192)
     def transfer(plan):
-        ring = dataclasses.replace(plan.ring, post_s=post_s, post_per_channel_s=per_channel_s)
+        ring = dataclasses.replace(plan.ring, post_s=post_s, post_per_channel_s=per_channel_s, **rate)
         return simulate(dataclasses.replace(plan, ring=ring))
 
-    engine._channel = _channel_overlapped
+    engine._channel = functools.partial(_channel_overlapped, step=step_s)
     engine.ring_transfer_s = collectives.ring_transfer_s = transfer
     try:
         yield
     finally:
         engine.ring_transfer_s, collectives.ring_transfer_s, engine._channel = saved
+
+
+def step_channel_rate(step_s: float) -> float:
+    """``channel_bytes_per_s`` with a step before each slice: one channel's all-reduce loop on two GPUs is 8
+    operations over 2 wire chunks and 6 slices (4 sending, 2 local), at ``ONE_CHANNEL_WIRE``; its posts
+    hidden behind 1 MiB slices."""
+    from rdusim.hw.collectives import RING_CHUNK_BYTES, RING_SLICES
+
+    loop_s = 2 * RING_CHUNK_BYTES / ONE_CHANNEL_WIRE - 3 * RING_SLICES * step_s
+    return 8 * RING_CHUNK_BYTES / loop_s
+
+
+def evaluate_step(step_s: float) -> list[str]:
+    """``rdusim fidelity --gpu`` with run dn's candidate and a step of ``step_s`` before every slice
+    (tried after run dp; not frozen, not adopted), beside the engine as committed."""
+    from ring_calls import _evaluation
+    from ring_queue import _fidelity_rows
+
+    now = _fidelity_rows(contextlib.nullcontext())
+    new = _fidelity_rows(overlap_in_engine(*ct_post_form(), step_s))
+    lines = [f"rdusim fidelity --gpu with run dn's post warp and a step of {1e6 * step_s:g} us before every slice "
+             f"(channel {step_channel_rate(step_s) / 1e9:.2f} GB/s): the engine now -> with both", "",
+             *_evaluation(now, new, ("now", "step")), "", "Groups whose verdict moved: median / worst, now -> step",
+             "| set | GPUs | kind | now | step | verdict |", "|---|---|---|---|---|---|"]
+    before = {(r["set"], r["gpu"], r["kind"], r["role"]): r for r in now}
+    for r in new:
+        o = before[r["set"], r["gpu"], r["kind"], r["role"]]
+        if o["within"] != r["within"]:
+            cells = [f"{100 * float(x['median_abs_error']):.1f}% / {100 * float(x['worst_error']):+.1f}%" for x in (o, r)]
+            lines.append(f"| {r['set']} | {r['gpu']} | {r['kind']} | {cells[0]} | {cells[1]} | "
+                         f"{o['within']} -> {r['within']} |")
+    return lines
 
 
 def frozen_table_dn() -> list[str]:
@@ -554,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verdict", metavar="STAMPS", help="run ct's stamps (ring_emul.py --stamps)")
     ap.add_argument("--run", choices=("cu", "cv", "dn"), default="cu", help="which frozen check: its candidate and checks")
+    ap.add_argument("--evaluate-step", type=float, metavar="US",
+                    help="rdusim fidelity --gpu with run dn's candidate and a step before every slice (after run dp)")
     ap.add_argument("--verdict-dn", nargs=4, metavar=("EMUL", "STAMPS", "NCCL", "FROZEN"),
                     help="run dn's checks: comma-separated emulation CSVs, stamps, NCCL CSVs, then the frozen table")
     ap.add_argument("--frozen", metavar="OUT", help="write the run's frozen table")
@@ -562,7 +602,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.run == "dn" and (args.evaluate or args.compare):
         ap.error("--run dn has --frozen and --verdict-dn only")
-    if args.verdict_dn:
+    if args.evaluate_step is not None:
+        print("\n".join(evaluate_step(args.evaluate_step * 1e-6)))
+    elif args.verdict_dn:
         emul, stamps, nccl, frozen = args.verdict_dn
         print("\n".join(verdict_dn(emul.split(","), stamps.split(","), nccl.split(","), frozen)))
     elif args.frozen and args.run == "dn":

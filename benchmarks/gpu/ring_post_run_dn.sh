@@ -4,7 +4,8 @@
 # on the same GPUs. Hypotheses: h200x4-20261130dn-postwarp-hypotheses.md; frozen: h200x4-20261130dn-predicted.txt;
 # ring_post.py --verdict-dn. Needs a lease of nvidia-h200-x4; on nvidia-h200-x2, RANKS=2 runs the two-rank half
 # (files h200x2-20261130dn-*).
-# Usage on the device, from the repo root: OUT=<dir> [RANKS="2 4"] bash benchmarks/gpu/ring_post_run_dn.sh
+# GRAPHS=1 (the second addendum, after run dp): the emulation replayed from CUDA graphs (ring_emul.py --graphs).
+# Usage on the device, from the repo root: OUT=<dir> [RANKS="2 4"] [GRAPHS=1] bash benchmarks/gpu/ring_post_run_dn.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 RANKS=${RANKS:-2 4}; P=h200x$(nvidia-smi -L | wc -l)-20261130dn
 W=/tmp/w; mkdir -p $W; G=benchmarks/gpu; T0=$(date +%s)
@@ -19,7 +20,7 @@ Z=2,4,8,16,32,64,128
 for r in $RANKS; do
   dev=$(seq -s, 0 $((r - 1)))
   log "start emul r$r"
-  CUDA_VISIBLE_DEVICES=$dev timeout -k 10 240 python $G/ring_emul.py --ranks $r --variants cl4,cl4w \
+  CUDA_VISIBLE_DEVICES=$dev timeout -k 10 240 python $G/ring_emul.py --ranks $r --variants cl4,cl4w ${GRAPHS:+--graphs} \
     --ops all_reduce,reduce_scatter,all_gather --channels 4,24 --sizes $Z --stamp-all \
     --out $W/$P-emul-r$r.csv --stamps $W/$P-emul-r$r-stamps.csv.gz > $W/$P-emul-r$r-run.log 2>&1
   log "end emul r$r rc=$? $(grep -c '^check.*ok' $W/$P-emul-r$r-run.log) checks ok"
