@@ -187,3 +187,18 @@ def test_run_dn_has_its_own_checks_only() -> None:
         with pytest.raises(SystemExit) as err:
             post.main(argv)
         assert err.value.code == 2
+
+
+def test_a_step_before_every_slice() -> None:
+    """After run dp (tried, not adopted): a step before each of a call's two slices, the channel off the
+    link; the channel's rate re-derived so one channel's all-reduce loop keeps run ad's 21.0 GB/s."""
+    from rdusim.hw.collectives import RING_CHUNK_BYTES, RingChannels, RingPlan
+    from rdusim.sim import ring as engine
+
+    post = bench_script("ring_post")
+    assert post.step_channel_rate(0.0) == 8 * RING_CHUNK_BYTES / (2 * RING_CHUNK_BYTES / 21.0e9)
+    rate = post.step_channel_rate(1e-6)
+    assert abs(2 * RING_CHUNK_BYTES / (8 * RING_CHUNK_BYTES / rate + 6e-6) - 21.0e9) < 1.0
+    with post.overlap_in_engine(0.0, 0.0, 1e-6):
+        got = engine.ring_transfer_s(RingPlan(RingChannels(1, 80e9, 1e15, 0.0), (4e6,), ((True, 2), (False, 2))))
+    assert abs(got - (4 * 4e6 / rate + 4e-6)) < 1e-15  # four slices' bytes (at the re-derived rate) and steps
