@@ -343,6 +343,21 @@ def _evaluation(before: list[dict], after: list[dict], names: tuple[str, str] = 
     return lines
 
 
+def _moved(before: list[dict], after: list[dict], name: str) -> list[str]:
+    """Every group of two ``rdusim fidelity --gpu`` tables whose verdict moved: median / worst, ``now`` ->
+    ``name`` (ring_intercept.py's and ring_post.py's offline trials)."""
+    lines = [f"Groups whose verdict moved: median / worst, now -> {name}",
+             f"| set | GPUs | kind | now | {name} | verdict |", "|---|---|---|---|---|---|"]
+    old = {(r["set"], r["gpu"], r["kind"], r["role"]): r for r in before}
+    for r in after:
+        o = old[r["set"], r["gpu"], r["kind"], r["role"]]
+        if o["within"] != r["within"]:
+            cells = [f"{100 * float(x['median_abs_error']):.1f}% / {100 * float(x['worst_error']):+.1f}%" for x in (o, r)]
+            lines.append(f"| {r['set']} | {r['gpu']} | {r['kind']} | {cells[0]} | {cells[1]} | "
+                         f"{o['within']} -> {r['within']} |")
+    return lines
+
+
 #: the channels' document rate a channel's operations are counted in (hw_configs/h200.yaml nvlink.ring)
 CHANNEL_OPS_PER_S = 84.0e9
 #: the count's loads and stores a wire byte on two GPUs (``ring_primitives``)

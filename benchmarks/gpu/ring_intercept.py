@@ -13,7 +13,7 @@ The measured intercepts come to 25-38 us for every op on two and four ranks; the
 tuning.cc's ring Simple latency (8.4 us + 3.4 a step: 2(n - 1) steps for the all-reduce, n - 1 for the
 others), 15-20 us on two ranks, 21-32 on four. ``--evaluate L0 H``: ``rdusim fidelity --gpu`` with a ring
 Simple call's fixed time L0 + H us a step (the tuner's choice unchanged: NCCL picks with tuning.cc's),
-beside the engine as committed (``flat_latency``): 18 groups regress, not adopted.
+beside the engine as committed (``flat_latency``): 19 groups regress, not adopted.
 
 Run do (after the trial): NCCL's ring Simple forced from 4 KiB (``NCCL_PROTO=Simple NCCL_ALGO=Ring``) and at
 its defaults on two H200s, against the model's ring Simple candidate (``forced_simple_us``):
@@ -104,23 +104,13 @@ def flat_latency(base_us: float, step_us: float) -> Iterator[None]:
 def evaluate(base_us: float, step_us: float) -> list[str]:
     """``rdusim fidelity --gpu`` with ``flat_latency`` beside the engine as committed: the gated collectives
     groups, then every group whose verdict moved."""
-    from ring_calls import _evaluation
+    from ring_calls import _evaluation, _moved
     from ring_queue import _fidelity_rows
 
     now = _fidelity_rows(contextlib.nullcontext())
     flat = _fidelity_rows(flat_latency(base_us, step_us))
-    lines = [f"rdusim fidelity --gpu with a ring Simple call's fixed time {base_us:g} us + {step_us:g} us a step "
-             "(the engine now -> flat)", "", *_evaluation(now, flat, ("now", "flat")), "",
-             "Groups whose verdict moved: median / worst, now -> flat",
-             "| set | GPUs | kind | now | flat | verdict |", "|---|---|---|---|---|---|"]
-    before = {(r["set"], r["gpu"], r["kind"], r["role"]): r for r in now}
-    for r in flat:
-        o = before[r["set"], r["gpu"], r["kind"], r["role"]]
-        if o["within"] != r["within"]:
-            cells = [f"{100 * float(x['median_abs_error']):.1f}% / {100 * float(x['worst_error']):+.1f}%" for x in (o, r)]
-            lines.append(f"| {r['set']} | {r['gpu']} | {r['kind']} | {cells[0]} | {cells[1]} | "
-                         f"{o['within']} -> {r['within']} |")
-    return lines
+    return [f"rdusim fidelity --gpu with a ring Simple call's fixed time {base_us:g} us + {step_us:g} us a step "
+            "(the engine now -> flat)", "", *_evaluation(now, flat, ("now", "flat")), "", *_moved(now, flat, "flat")]
 
 
 # --- run do: NCCL's ring Simple calls from a few KiB up, forced and by default ---------------------------

@@ -439,23 +439,14 @@ def step_channel_rate(step_s: float) -> float:
 def evaluate_step(step_s: float) -> list[str]:
     """``rdusim fidelity --gpu`` with run dn's candidate and a step of ``step_s`` before every slice
     (tried after run dp; not frozen, not adopted), beside the engine as committed."""
-    from ring_calls import _evaluation
+    from ring_calls import _evaluation, _moved
     from ring_queue import _fidelity_rows
 
     now = _fidelity_rows(contextlib.nullcontext())
     new = _fidelity_rows(overlap_in_engine(*ct_post_form(), step_s))
-    lines = [f"rdusim fidelity --gpu with run dn's post warp and a step of {1e6 * step_s:g} us before every slice "
-             f"(channel {step_channel_rate(step_s) / 1e9:.2f} GB/s): the engine now -> with both", "",
-             *_evaluation(now, new, ("now", "step")), "", "Groups whose verdict moved: median / worst, now -> step",
-             "| set | GPUs | kind | now | step | verdict |", "|---|---|---|---|---|---|"]
-    before = {(r["set"], r["gpu"], r["kind"], r["role"]): r for r in now}
-    for r in new:
-        o = before[r["set"], r["gpu"], r["kind"], r["role"]]
-        if o["within"] != r["within"]:
-            cells = [f"{100 * float(x['median_abs_error']):.1f}% / {100 * float(x['worst_error']):+.1f}%" for x in (o, r)]
-            lines.append(f"| {r['set']} | {r['gpu']} | {r['kind']} | {cells[0]} | {cells[1]} | "
-                         f"{o['within']} -> {r['within']} |")
-    return lines
+    return [f"rdusim fidelity --gpu with run dn's post warp and a step of {1e6 * step_s:g} us before every slice "
+            f"(channel {step_channel_rate(step_s) / 1e9:.2f} GB/s): the engine now -> with both", "",
+            *_evaluation(now, new, ("now", "step")), "", *_moved(now, new, "step")]
 
 
 def frozen_table_dn() -> list[str]:
