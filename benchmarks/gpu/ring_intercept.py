@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import math
+import statistics
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,6 +161,7 @@ def frozen_table_do() -> list[str]:
 
 
 def _frozen_do(path: str) -> dict[tuple[str, int], tuple[float, float]]:
+    """Run do's frozen table: {(op, bytes): (the ring's Simple forced, NCCL's choice), us}."""
     out = {}
     with open(path) as fh:
         for line in fh:
@@ -170,8 +173,6 @@ def _frozen_do(path: str) -> dict[tuple[str, int], tuple[float, float]]:
 
 def _graph_rows(path: str) -> dict[tuple[str, int], float]:
     """A collectives.py CSV's graph rows: {(op, bytes): us}."""
-    import csv
-
     with open(path, newline="") as fh:
         return {(r["op"], int(r["bytes"])): float(r["median_us"]) for r in csv.DictReader(fh)
                 if r.get("kind") == "collective" and r["mode"] == "graph"}
@@ -179,8 +180,6 @@ def _graph_rows(path: str) -> dict[tuple[str, int], float]:
 
 def verdict_do(frozen_path: str, forced_csv: str, default_csv: str) -> list[str]:
     """Run do's registered checks (``h200x2-20261130do-simple-hypotheses.md``) from its files."""
-    import statistics
-
     frozen, forced, default = _frozen_do(frozen_path), _graph_rows(forced_csv), _graph_rows(default_csv)
     lines = ["NCCL's graph rows on two H200s (us a call): the ring's Simple forced and NCCL's choice, beside the "
              "frozen model", "| op | bytes | Simple, measured | model | difference | default, measured | model |",
