@@ -125,9 +125,10 @@ __device__ __forceinline__ bool wait_ge(const u64* p, u64 want, int* err) {
   return true;
 }
 
-// dst[i] = a[i] (+ b[i]) (also into dst2 when given), i < n, float4s, the CTA's first nw threads
+// dst[i] = a[i] (+ b[i]) (also into dst2 when given), i < n, float4s, the CTA's NWORKERS workers
 __device__ __forceinline__ void reduce_copy(const float4* a, const float4* b, float4* dst,
-                                            float4* dst2, long long n, int nw) {
+                                            float4* dst2, long long n) {
+  const int nw = NWORKERS;
   for (long long i = threadIdx.x; i < n; i += (long long)nw * UNROLL) {
     float4 v[UNROLL];
 #pragma unroll
@@ -235,19 +236,19 @@ ring_allreduce(const float4* __restrict__ in, float4* __restrict__ out, float4* 
           float4* const to = fn + slot_s;
           const float4* const got = fm + slot_r;
           if (op == 0) {
-            if (prim == 0) reduce_copy(in + at, 0, to, 0, sz, NWORKERS);
-            else if (prim < nranks - 1) reduce_copy(got, in + at, to, 0, sz, NWORKERS);
-            else if (prim == nranks - 1) reduce_copy(got, in + at, out + at, to, sz, NWORKERS);
-            else if (prim < nprim - 1) reduce_copy(got, 0, out + at, to, sz, NWORKERS);
-            else if (!norecv) reduce_copy(got, 0, out + at, 0, sz, NWORKERS);
+            if (prim == 0) reduce_copy(in + at, 0, to, 0, sz);
+            else if (prim < nranks - 1) reduce_copy(got, in + at, to, 0, sz);
+            else if (prim == nranks - 1) reduce_copy(got, in + at, out + at, to, sz);
+            else if (prim < nprim - 1) reduce_copy(got, 0, out + at, to, sz);
+            else if (!norecv) reduce_copy(got, 0, out + at, 0, sz);
           } else if (op == 1) {  // send rank who's part of my input, reduced with what came; mine to out
-            if (prim == 0) reduce_copy(in + who * part + at, 0, to, 0, sz, NWORKERS);
-            else if (prim < nprim - 1) reduce_copy(got, in + who * part + at, to, 0, sz, NWORKERS);
-            else if (!norecv) reduce_copy(got, in + rank * part + at, out + at, 0, sz, NWORKERS);
+            if (prim == 0) reduce_copy(in + who * part + at, 0, to, 0, sz);
+            else if (prim < nprim - 1) reduce_copy(got, in + who * part + at, to, 0, sz);
+            else if (!norecv) reduce_copy(got, in + rank * part + at, out + at, 0, sz);
           } else {  // my input to my part of out as it goes on; rank who's part from the FIFO
-            if (prim == 0) reduce_copy(in + at, 0, out + rank * part + at, to, sz, NWORKERS);
-            else if (prim < nprim - 1) reduce_copy(got, 0, out + who * part + at, to, sz, NWORKERS);
-            else if (!norecv) reduce_copy(got, 0, out + who * part + at, 0, sz, NWORKERS);
+            if (prim == 0) reduce_copy(in + at, 0, out + rank * part + at, to, sz);
+            else if (prim < nprim - 1) reduce_copy(got, 0, out + who * part + at, to, sz);
+            else if (!norecv) reduce_copy(got, 0, out + who * part + at, 0, sz);
           }
         }
         __syncthreads();  // postwarp: also waits for the post warp, done with the previous slice's post

@@ -126,20 +126,25 @@ TINY, LARGE = (4096, 65536), (16 << 20, 32 << 20, 64 << 20)
 
 
 def forced_simple_us(gpu, op: str, size: int, ranks: int = 2) -> float:
-    """A graph row of ``op`` with NCCL's ring Simple forced, as the engine prices it: the ring Simple
-    candidate of NCCL's tuner (tuning.cc's latency, the ring's channels) in a graph of
-    ``CALLS_PER_ROW`` calls, as ``predict_us`` simulates a row."""
+    """A graph row of ``op`` with NCCL's ring Simple forced, as the engine prices it: ``predict_us`` with
+    NCCL's choice replaced by its tuner's ring Simple candidate (tuning.cc's latency, the ring's channels)."""
     import dataclasses
 
-    from rdusim.analysis.gpu.collectives import CALLS_PER_ROW
+    from rdusim.analysis.gpu.collectives import predict_us
     from rdusim.hw import collectives as nccl
-    from rdusim.mapping.gpu import collective
-    from rdusim.sim.gpu import elapsed_s, simulate_gpu
 
-    cost = next(c for c in nccl.candidates(op, size, ranks, gpu.fabric) if (c.algorithm, c.protocol) == ("ring", "Simple"))
-    cost = dataclasses.replace(cost, ring=nccl.ring_plan(op, size, ranks, gpu.fabric.ring))
-    kernel = dataclasses.replace(collective(op, op, size, ranks, gpu)[0], collective=cost)
-    return elapsed_s(simulate_gpu([(kernel, 0)] * CALLS_PER_ROW, gpu, mode="graph")) / CALLS_PER_ROW * 1e6
+    chosen = nccl.collective_cost
+
+    def ring_simple(op: str, nbytes: float, ranks: int, fabric):
+        cost = next(c for c in nccl.candidates(op, nbytes, ranks, fabric)
+                    if (c.algorithm, c.protocol) == ("ring", "Simple"))
+        return dataclasses.replace(cost, ring=nccl.ring_plan(op, nbytes, ranks, fabric.ring))
+
+    nccl.collective_cost = ring_simple  # predict_us looks NCCL's choice up at each call
+    try:
+        return predict_us(gpu, op, size, ranks, "graph")[0]
+    finally:
+        nccl.collective_cost = chosen
 
 
 def frozen_table_do() -> list[str]:
