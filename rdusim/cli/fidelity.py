@@ -116,6 +116,29 @@ def _pct(x: float, signed: bool = False) -> str:
     return "-" if math.isnan(x) else (f"{x * 100:+.1f}%" if signed else f"{x * 100:.1f}%")
 
 
+def _pooled_lines(pooled: list) -> list[str]:
+    """``pooled_collectives``'s rows as a table with its heading: issue 17's collectives item in its own
+    words, every committed run's rows together."""
+    def mark(ok: bool) -> str:
+        return "yes" if ok else "no"
+
+    lines = [
+        "Issue 17's collectives item over the runs pooled (every NCCL prediction row of the collectives runs "
+        "above, H100 and H200 together, each on its run's fitted bus; the item names two GPUs, 1 KB-1 GB: "
+        "median <= 10%, worst <= 25%):",
+        "",
+        "| GPUs | launch | op | rows | median abs error | worst | rows over 25% | median <= 10% | worst <= 25% |",
+        "|---:|---|---|---:|---:|---:|---:|---|---|",
+    ]
+    for p in pooled:
+        median_ok, worst_ok = p.within
+        lines.append(
+            f"| {p.gpus} | {p.launch} | {p.op.replace('_', '-')} | {p.rows} | {_pct(p.median)} | "
+            f"{_pct(p.worst, signed=True)} | {p.over} | {mark(median_ok)} | {mark(worst_ok)} |"
+        )
+    return lines
+
+
 def run_gpu(args: argparse.Namespace) -> int:
     """``--gpu``: one row per measurement set, kind and role, then issue 17's quoted figures."""
     from rdusim.analysis.gpu.fidelity import (
@@ -126,6 +149,7 @@ def run_gpu(args: argparse.Namespace) -> int:
         groups,
         issue17_quoted,
         points,
+        pooled_collectives,
         read_record,
         regressions,
         sources,
@@ -221,6 +245,9 @@ def run_gpu(args: argparse.Namespace) -> int:
         )
     lines += ["", "Known misses among the quoted figures:"]
     lines += [f"- {q.figure}: {q.reason}" for q in quoted if q.reason]
+    pooled = pooled_collectives(gs)
+    if pooled:
+        lines += ["", *_pooled_lines(pooled)]
     lines += [
         "",
         "Prediction: a row no constant was fitted to (on the H200, run k's GEMMs and run m's small kernels "

@@ -245,10 +245,16 @@ def test_a_known_miss_worse_by_more_than_the_margin_is_a_regression(monkeypatch)
 
 
 @pytest.fixture(scope="module")
-def tables():
+def default_groups() -> list[fid.Group]:
+    """The default table's groups (``SOURCES``'s), computed once for the slow tests."""
+    return list(fid.groups(ROOT))
+
+
+@pytest.fixture(scope="module")
+def tables(default_groups):
     """The default table and the ``--all`` table (a few minutes), their groups computed once for
     the slow tests: ``SOURCES``'s, then ``MORE_SOURCES``'s."""
-    default = list(fid.groups(ROOT))
+    default = default_groups
     more = [g for source in fid.MORE_SOURCES for g in source.groups(ROOT)]
     return fid.fidelity_table(default, ROOT), fid.fidelity_table(default + more, ROOT)
 
@@ -679,6 +685,73 @@ def test_bad_input_exits_2_naming_the_source(tmp_path, monkeypatch, capsys) -> N
     err = capsys.readouterr().err
     assert "run bad: graph decode" in err and bad.name in err and "NVIDIA B200" in err
     assert "Traceback" not in err and "internal error" not in err
+
+
+def _group(gpu: str, kind: str, errors: tuple[float, ...], role: str = "prediction") -> fid.Group:
+    return fid.Group("a set (a.csv)", "a.csv", gpu, kind, role, errors, "collectives")
+
+
+def test_pooled_collectives_pool_the_runs_by_gpus_launch_and_op() -> None:
+    """Issue 17's collectives item in its own words: every NCCL prediction row of a GPU count and
+    launch pooled over the runs (and by op on two GPUs, the item's); calibration rows, vLLM's custom
+    all-reduce and the other kinds left out; the median and worst of the pooled rows, the rows over
+    25%, and the item's two checks."""
+    found = [
+        _group("2 x H200", "collectives: all_reduce, graph", (0.05, -0.30)),
+        _group("2 x H100", "collectives: all_reduce, graph", (0.02,)),  # another run, another GPU
+        _group("2 x H200", "collectives: all_gather, graph", (0.12, -0.08, 0.11)),
+        _group("2 x H200", "collectives: all_reduce, stream", (0.4,)),
+        _group("2 x H200", "collectives: all_reduce, graph", (0.9,), role="calibration"),
+        _group("2 x H200", "collectives: vLLM's custom all-reduce, one stage", (0.9,)),
+        _group("4 x H200", "collectives: all_to_all, graph", (0.01, 0.03)),
+        fid.Group("s (b.csv)", "b.csv", "H200", "graph decode", "prediction", (0.9,), "graph decode"),
+    ]
+    pooled = fid.pooled_collectives(found)
+    assert [(p.gpus, p.launch, p.op, p.rows) for p in pooled] == [
+        (2, "graph", "all", 6), (2, "graph", "all_reduce", 3), (2, "graph", "all_gather", 3),
+        (2, "stream", "all", 1), (2, "stream", "all_reduce", 1), (4, "graph", "all", 2),
+    ]
+    every = pooled[0]  # 0.05, -0.30, 0.02, 0.12, -0.08, 0.11
+    assert math.isclose(every.median, (0.08 + 0.11) / 2) and every.worst == -0.30 and every.over == 1
+    assert every.within == (True, False)
+    assert pooled[2].within == (False, True)  # the all-gather: median 11%, worst 12%
+    assert pooled[-1].over == 0 and pooled[-1].within == (True, True)
+    assert fid.pooled_collectives([found[-1]]) == []
+
+
+def test_the_cli_prints_the_pooled_item(monkeypatch, capsys) -> None:
+    """``rdusim fidelity --gpu`` prints the pooled rows after the quoted figures (two runs, to keep
+    it short: graph and stream rows, all ops and each), and nothing of them where no collectives run is
+    compared."""
+    two = ("h100x2-20261125t-collectives.csv", "h100x2-20261125u-collectives.csv")
+    monkeypatch.setattr(fid, "SOURCES", (fid.collectives_source(two),))
+    assert main(["fidelity", "--gpu", "--root", str(ROOT)]) == 0
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if re.match(r"\| [234] \| (graph|queued|stream) \|", line)]
+    pooled = fid.pooled_collectives(list(fid.collectives_source(two).groups(ROOT)))
+    assert len(table) == len(pooled) == 10 and "Issue 17's collectives item over the runs pooled" in out
+    first = pooled[0]
+    assert table[0] == (f"| 2 | graph | all | {first.rows} | {first.median * 100:.1f}% | {first.worst * 100:+.1f}% | "
+                        f"{first.over} | {'yes' if first.within[0] else 'no'} | {'yes' if first.within[1] else 'no'} |")
+    monkeypatch.setattr(fid, "SOURCES", (fid._graph("h100-20261125o-sweep.csv", "run o"),))
+    assert main(["fidelity", "--gpu", "--root", str(ROOT)]) == 0
+    assert "collectives item over the runs pooled" not in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_acceptance_row_quotes_the_pooled_item(default_groups) -> None:
+    """docs/gpu.md's acceptance row for the collectives and docs/gpu-guide.md quote the pooled
+    two-GPU graph rows as ``rdusim fidelity --gpu`` computes them today (rows, median, worst, rows
+    over 25%)."""
+    every = fid.pooled_collectives(default_groups)[0]
+    assert (every.gpus, every.launch, every.op) == (2, "graph", "all")
+    figures = f"{every.median * 100:.1f}% / {every.worst * 100:+.1f}%"
+    for doc, quoted in (
+        ("gpu.md", f"pooled over the runs, {every.rows} two-GPU graph rows: {figures}, {every.over} over 25%"),
+        ("gpu-guide.md", f"the {every.rows} two-GPU graph rows come to {figures}, with {every.over} rows over 25%"),
+    ):
+        text = " ".join((ROOT / "docs" / doc).read_text().split())
+        assert quoted in text, f"docs/{doc} does not quote the pooled collectives: {quoted}"
 
 
 def test_issue17_quoted_figures_computed() -> None:

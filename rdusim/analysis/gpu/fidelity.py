@@ -6,7 +6,8 @@ Owns: ``ACCEPTANCE`` (issue 17's tolerances), ``KNOWN_MISSES`` (the reasons, doc
 ``miss_bounds``), ``SOURCES`` (which committed CSV is compared how, and the files each reads;
 ``MORE_SOURCES``: the sets ``--all`` adds, ``sources``; ``LEFT_OUT`` and ``NOT_YET``: the footer,
 ``footer``), ``verdict``, ``gpu_fidelity`` (one row per set, kind and role; ``fidelity_table`` of
-given groups), ``issue17_quoted``. Imports: analysis.gpu.predict,
+given groups), ``pooled_collectives`` (issue 17's collectives item over
+the runs pooled), ``issue17_quoted``. Imports: analysis.gpu.predict,
 analysis.gpu.measured, analysis.gpu.collectives, config, hw.gpu.
 
 Every figure is computed here from the CSVs under ``<root>/benchmarks/gpu`` with the GPU
@@ -1467,6 +1468,56 @@ def regressions(frame: pd.DataFrame) -> pd.DataFrame:
     """Prediction groups outside their tolerance with no known miss, or beyond its bound
     (``miss_bounds``: each figure max(tolerance, recorded + ``MISS_MARGIN``))."""
     return frame[frame["within"] == "no"]
+
+
+# ------------------------------------------------------------------ issue 17's collectives item, pooled
+#: the launch modes of ``collectives.py``'s NCCL rows (the last word of their groups' kind)
+LAUNCHES = ("graph", "queued", "stream")
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Every NCCL collectives prediction row of one GPU count and launch mode (and one op, or all
+    of them: ``op`` "all"), pooled over the committed runs: the acceptance item's own words (its
+    median and worst over 1 KB-1 GB on two GPUs), where the table above holds each run apart."""
+
+    gpus: int
+    launch: str
+    op: str
+    rows: int
+    median: float
+    worst: float
+    over: int  # rows whose abs error is over the item's worst tolerance
+
+    @property
+    def within(self) -> tuple[bool, bool]:
+        """(median inside the item's median tolerance, worst inside its worst)."""
+        acc = ACCEPTANCE["collectives"]
+        return self.median <= acc.median, abs(self.worst) <= acc.worst
+
+
+def pooled_collectives(found: list[Group]) -> list[Pooled]:
+    """``Pooled`` rows of the prediction groups ``found``: one per GPU count and launch mode with
+    every op ("all"), then, for two GPUs (the item's), one per op; vLLM's custom all-reduce and the
+    TP steps are left out (not NCCL's collectives). Ordered by GPUs, ``LAUNCHES``, then "all" before
+    the ops in their first-seen order."""
+    errors: dict[tuple[int, str, str], list[float]] = {}
+    for g in found:
+        op, _, launch = g.kind.removeprefix("collectives: ").rpartition(", ")
+        if g.role != "prediction" or not g.kind.startswith("collectives: ") or launch not in LAUNCHES:
+            continue
+        gpus = int(g.gpu.split(" x ", 1)[0])
+        errors.setdefault((gpus, launch, "all"), []).extend(g.errors)
+        if gpus == 2:
+            errors.setdefault((gpus, launch, op), []).extend(g.errors)
+    worst = ACCEPTANCE["collectives"].worst
+    ops = list(dict.fromkeys(op for _, _, op in errors))
+    out = []
+    for gpus, launch, op in sorted(errors, key=lambda k: (k[0], LAUNCHES.index(k[1]), ops.index(k[2]))):
+        errs = errors[gpus, launch, op]
+        n, median, worst_err = error_stats(errs)
+        out.append(Pooled(gpus, launch, op, n, median, worst_err, sum(abs(e) > worst for e in errs)))
+    return out
 
 
 # ------------------------------------------------------------------ issue 17's quoted figures
