@@ -7,11 +7,15 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rdusim.cli import command_parser
 from rdusim.cli.output import Outputs
 from rdusim.cli.progress import bar, updater
 from rdusim.errors import ConfigError
+
+if TYPE_CHECKING:  # run_gpu imports the GPU analysis when --gpu runs; here for the annotation only
+    from rdusim.analysis.gpu.fidelity import Pooled
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -116,7 +120,7 @@ def _pct(x: float, signed: bool = False) -> str:
     return "-" if math.isnan(x) else (f"{x * 100:+.1f}%" if signed else f"{x * 100:.1f}%")
 
 
-def _pooled_lines(pooled: list) -> list[str]:
+def _pooled_lines(pooled: list[Pooled]) -> list[str]:
     """``pooled_collectives``'s rows as a table with its heading: issue 17's collectives item in its own
     words, every committed run's rows together."""
     def mark(ok: bool) -> str:
@@ -140,7 +144,8 @@ def _pooled_lines(pooled: list) -> list[str]:
 
 
 def run_gpu(args: argparse.Namespace) -> int:
-    """``--gpu``: one row per measurement set, kind and role, then issue 17's quoted figures."""
+    """``--gpu``: one row per measurement set, kind and role, then issue 17's quoted figures and its
+    collectives item over the runs pooled (``pooled_collectives``)."""
     from rdusim.analysis.gpu.fidelity import (
         KNOWN_MISS_RECORD,
         MISS_MARGIN,
