@@ -40,6 +40,8 @@ import simpy
 
 from rdusim.analysis.gpu.collectives import compare_collective_rows, fitted_fabric
 from rdusim.analysis.gpu.fidelity import _gpu, read_csv
+from rdusim.config.loader import load_spec
+from rdusim.config.schema import GpuSpec
 from rdusim.hw import collectives as nccl
 from rdusim.hw.gpu import Gpu
 from rdusim.sim.resources import CappedPool, delay
@@ -50,6 +52,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BUDGET = 1.4e12
 RING_OPS = ("all_reduce", "all_gather", "reduce_scatter")
 MIB = 1 << 20
+#: the document ``--spread`` runs on
+H200_DOC = ROOT / "hw_configs/h200.yaml"
 
 
 def budget_shares(caps: list[float], ops: list[float], on_link: list[bool], budget: float, link: float,
@@ -147,10 +151,15 @@ def table(csv_path: str, budget: float = BUDGET, local_only: bool = False) -> li
     return lines
 
 
+def document_ring(path: Path = H200_DOC) -> nccl.RingChannels:
+    """The ring channels (``nvlink.ring``) of the GPU document at ``path``."""
+    return Gpu(load_spec(path, GpuSpec)).fabric.ring
+
+
 def spread(budget: float = BUDGET, size: int = 1 << 30) -> list[str]:
     """``--spread``'s rows: the loops' ends across the channels (us, max - min), the engine's channels
     (a budget no call reaches) and under ``budget``."""
-    ring = Gpu(_gpu(ROOT, [{"gpu": "NVIDIA H200"}], "gpu")[0]).fabric.ring
+    ring = document_ring()
     lines = [f"Loops' ends across the {ring.channels} channels of a {size // MIB} MiB collective on two GPUs "
              "(us, latest - earliest), by loop", ""]
     for op in ("all_reduce", "reduce_scatter"):

@@ -9,7 +9,6 @@ import math
 import pytest
 
 from rdusim.hw import collectives as nccl
-from rdusim.hw.gpu import Gpu
 from rdusim.sim.ring import ring_transfer_s
 
 from .scripts import ROOT, bench_script
@@ -46,7 +45,7 @@ def test_shares_closed_forms(budget) -> None:
 def test_a_budget_no_call_reaches_is_the_engine(budget, op: str, mib: int) -> None:
     """With an unbounded budget every call's share is the engine's (the link max-min among the calls on
     it, each local call at its cap), so the transfer is ``rdusim.sim.ring``'s."""
-    ring = Gpu(budget._gpu(ROOT, [{"gpu": "NVIDIA H200"}], "gpu")[0]).fabric.ring
+    ring = budget.document_ring()
     plan = nccl.ring_plan(op, mib * MIB, 2, ring)
     assert budget.transfer_s(plan, math.inf) == pytest.approx(ring_transfer_s(plan), rel=1e-9)
 
