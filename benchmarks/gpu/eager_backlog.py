@@ -303,6 +303,20 @@ def sequence_kinds(recs: list[dict], case: str) -> dict[tuple[str, str], float]:
     return {k: statistics.median(v) for k, v in vals.items()}
 
 
+def sequence_pairs(recs: list[dict]) -> list[tuple[float, float]]:
+    """(one layer's 36 calls in forward order, the same trial's loops of the layer's sites, GPU behind),
+    seconds a layer, one pair per (case, trial, state): the input of ``launch.eager_sequence``
+    (``rdusim.analysis.gpu.predict.sequence_ratio``; h200.yaml)."""
+    seq: dict[tuple[str, int, str], float] = defaultdict(float)
+    loop: dict[tuple[str, int], float] = defaultdict(float)
+    for r in recs:
+        if r["section"] == "sequence" and r["pos"] >= 0:
+            seq[r["case"], r["trial"], r["state"]] += r["ns"] * 1e-9 / SEQUENCE_LAYERS
+        elif r["section"] == "loop" and r["state"] == "behind":
+            loop[r["case"], r["trial"]] += r["ns"] * 1e-9
+    return [(v, loop[case, trial]) for (case, trial, _), v in sorted(seq.items())]
+
+
 def crossing_table(recs: list[dict]) -> list[tuple[int, float, float, float]]:
     """(numel, GPU us a call, host us a call, wall us a call), medians over trials."""
     vals: dict[tuple[str, str], list[float]] = defaultdict(list)
