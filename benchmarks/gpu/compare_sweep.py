@@ -277,9 +277,9 @@ def dispatch_section(runs: list[list[dict]], spec: GpuSpec, base: ModelSpec) -> 
             g = e2e[name.replace("_eager", "_graph")]
             model = sweep_model(c, base)
             s = llama_shape(model, batch=int(c["batch"]), tokens=1, kv_len=int(c["kv_len"]))
-            per_layer = sum(gpu.host_op_s(op, gpu_idle=True) for k in layer_kernels(MEASURED_LAYER, s, gpu, phase="decode")
+            per_layer = sum(gpu.host_op_s(op) for k in layer_kernels(MEASURED_LAYER, s, gpu, phase="decode")
                             for op in k.host_ops)
-            head = sum(gpu.host_op_s(op, gpu_idle=True) for k in layer_kernels(["embedding", "lm_head"], s, gpu,
+            head = sum(gpu.host_op_s(op) for k in layer_kernels(["embedding", "lm_head"], s, gpu,
                                                                              phase="decode") for op in k.host_ops)
             key = name.replace("_eager", "")
             out.append(f"| {i} | {row_extra(c)['family']} | {c['batch']} | {c['kv_len']} | {float(c['median_us']):.0f} | "
@@ -435,7 +435,7 @@ def h200_decode_section(rows: list[dict], spec: GpuSpec, base: ModelSpec, spec_h
     the speed-up, and the paired eager steps with the host costs of their own site pass (as runs
     f/h/j; the launch queue, which run k did not measure, is h200.yaml's, taken from the H100 runs: same driver)."""
     gpu = Gpu(spec)
-    launch_h100 = {k: getattr(spec_h100.launch, k) for k in ("eager_ops", "eager_ops_idle", "queue_depth")}
+    launch_h100 = {k: getattr(spec_h100.launch, k) for k in ("eager_ops", "eager_sequence", "queue_depth")}
     gpu_host = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update=launch_h100)}))
     h100 = {r["name"]: r for r in h100_rows if r["kind"] == "e2e_decode"}
     host = {r["name"].replace("_host_issue", ""): float(r["median_us"]) for r in rows if r["kind"] == "e2e_host"}

@@ -261,8 +261,8 @@ def a_layer(data: dict[tuple[str, int, int], list[dict]], variant: str, ranks: i
     return statistics.median(t[key] for t in trials) / trials[0]["layers"]
 
 
-#: the GPU document's host costs of one layer's call sites (h200.yaml ``launch.eager_ops`` with the GPU
-#: behind, ``eager_ops_idle`` idle, ``collective_host`` for the all-reduces; ``rdusim.mapping.gpu.host_ops``):
+#: the GPU document's host costs of one layer's call sites (h200.yaml as it was before run dq: ``launch.eager_ops``
+#: with the GPU behind, its idle table idle, ``collective_host`` for the all-reduces; ``rdusim.mapping.gpu.host_ops``):
 #: 549.4 us behind, 646.8 us idle (registered before run cl)
 MODEL_LAYER_US = (549.4, 646.8)
 #: run an's Llama-3.1-8B TP2 1K prefill (h200x2-20261128an-tp2.csv), a layer

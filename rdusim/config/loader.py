@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rdusim.config.schema import (
+    RETIRED_KEYS,
     GpuMappingSpec,
     GpuNodeSpec,
     GpuSpec,
@@ -357,7 +358,9 @@ def _locate(document: Document, spec_type: type[BaseModel], error: Any) -> str:
     loc = _data_path(document.data, error["loc"])
     where = document.where(loc)
     message = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "extra_forbidden":
+    if error["type"] == "extra_forbidden" and loc[-1] in RETIRED_KEYS:
+        message = f"key {loc[-1]!r} is {RETIRED_KEYS[loc[-1]]}"
+    elif error["type"] == "extra_forbidden":
         allowed = _allowed_keys(spec_type, loc[:-1])
         message = f"unknown key {loc[-1]!r}"
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)

@@ -589,6 +589,13 @@ class GpuLinkSpec(Spec):
 HOST_OPS = ("gemm", "view", "transpose", "slice", "reshape_view", "elementwise_add", "elementwise_mul",
             "elementwise_neg", "silu", "cat", "index_copy", "rms_norm", "embedding", "sdpa")
 
+#: keys a document of an earlier version may still carry, and what took their place (the loader says so
+#: instead of "unknown key")
+RETIRED_KEYS = {
+    "eager_ops_idle": "retired: a call costs the host the same whatever the GPU's backlog; give "
+                      "launch.eager_sequence, a step's calls over their loops (docs/gpu.md, \"Run dq\")",
+}
+
 
 class CollectiveHostSpec(Spec):
     """Host cost of one torch.distributed collective call, calls issued back to back: all four
@@ -637,9 +644,12 @@ class GpuLaunchSpec(Spec):
         description="FlashAttention-3's fixed cost per output tile (its persistent CTAs' per-tile work outside "
                     "the main loop); with efficiency.fa3_pipe_loss")
     eager_ops: dict[str, NonNegativeSeconds] | None = Field(
-        default=None, description="host cost of one eager PyTorch op by kind while the GPU is busy (behind)")
-    eager_ops_idle: dict[str, NonNegativeSeconds] | None = Field(
-        default=None, description="the same while the GPU is idle (ahead of the host)")
+        default=None, description="host cost of one eager PyTorch op by kind, timed in a loop of its own calls "
+                                  "(the GPU's backlog does not change it: run dq)")
+    eager_sequence: float | None = Field(
+        default=None, gt=0.0,
+        description="what a call costs in a step's sequence of different calls over its cost in a loop of its "
+                    "own (a decode layer's calls in forward order against the same calls' loops); with eager_ops")
     queue_depth: int | None = Field(
         default=None, gt=0, description="kernels the host can queue before a launch blocks")
     collective_host: CollectiveHostSpec | None = Field(
@@ -658,18 +668,17 @@ class GpuLaunchSpec(Spec):
     def _known_ops(self) -> GpuLaunchSpec:
         if (self.fa2_split_fixed_s is None) != (self.fa2_combine_fixed_s is None):
             raise ValueError("fa2_split_fixed and fa2_combine_fixed go together (FA2's split-KV pair)")
-        if (self.eager_ops is None) != (self.eager_ops_idle is None):
-            raise ValueError("eager_ops and eager_ops_idle go together (the GPU behind and idle)")
-        for key in ("eager_ops", "eager_ops_idle"):
-            ops = getattr(self, key) or {}
-            for op in ops:
-                if op not in HOST_OPS:
-                    close = difflib.get_close_matches(op, HOST_OPS, n=1)
-                    hint = f"; did you mean {close[0]!r}?" if close else ""
-                    raise ValueError(f"{key}: unknown op {op!r}{hint} (known: {', '.join(HOST_OPS)})")
-            missing = [op for op in HOST_OPS if op not in ops]
-            if ops and missing:
-                raise ValueError(f"{key}: missing {', '.join(missing)}")
+        if (self.eager_ops is None) != (self.eager_sequence is None):
+            raise ValueError("eager_ops and eager_sequence go together (a call's cost in a loop, and in a step)")
+        ops = self.eager_ops or {}
+        for op in ops:
+            if op not in HOST_OPS:
+                close = difflib.get_close_matches(op, HOST_OPS, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"eager_ops: unknown op {op!r}{hint} (known: {', '.join(HOST_OPS)})")
+        missing = [op for op in HOST_OPS if op not in ops]
+        if ops and missing:
+            raise ValueError(f"eager_ops: missing {', '.join(missing)}")
         return self
 
 

@@ -180,17 +180,19 @@ class Gpu:
         and ``launch.fa2_combine_fixed``): then the combine is priced as its chain."""
         return self.spec.launch.fa2_split_fixed_s is not None
 
-    def host_op_s(self, op: str, *, gpu_idle: bool) -> float:
-        """Host cost of one eager PyTorch op of kind ``op`` (``HOST_OPS``): the GPU document's
-        per-op cost with the GPU idle (ahead of the host) or busy (behind), else ``eager_host``.
-        A collective (``COLLECTIVE_HOST_OPS``) costs its ``collective_host`` (calls back to back,
-        GPU idle or not: docs/gpu.md, "Collectives"), else ``eager_host``."""
+    def host_op_s(self, op: str) -> float:
+        """Host cost of one eager PyTorch op of kind ``op`` (``HOST_OPS``) inside a step: the GPU
+        document's per-op cost (timed in a loop of its own calls) times ``eager_sequence`` (a call
+        among different calls costs more than in its loop), whatever the GPU's backlog (run dq:
+        docs/gpu.md, "Run dq"); else ``eager_host``. A collective (``COLLECTIVE_HOST_OPS``) costs
+        its ``collective_host`` (calls back to back: docs/gpu.md, "Collectives"), else ``eager_host``."""
         launch = self.spec.launch
         if op in COLLECTIVE_HOST_OPS:
             host = launch.collective_host
             return launch.eager_host_s if host is None else float(getattr(host, op))
-        table = launch.eager_ops_idle if gpu_idle else launch.eager_ops
-        return launch.eager_host_s if table is None else float(table[op])
+        if launch.eager_ops is None or launch.eager_sequence is None:
+            return launch.eager_host_s
+        return float(launch.eager_ops[op]) * launch.eager_sequence
 
     def prices_host_ops(self, ops: Sequence[str]) -> bool:
         """True when the GPU document gives a host cost for every op of ``ops``: a collective's in

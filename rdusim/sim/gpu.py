@@ -14,8 +14,9 @@ A tensor-core kernel (GEMM, attention) also pays a fixed pipeline cost (``launch
 prologue, epilogue and grid drain), or the fixed cost its ``GpuKernel.fixed`` names (FA2's
 split-KV pair, where the GPU document gives it). The launch path decides what a kernel costs before its
 CTAs run: ``stream`` (one kernel timed alone), ``graph`` (CUDA graph replay) or ``eager`` (a
-host process dispatches every op at ``eager_host`` each and the GPU runs behind it, each kernel
-taken from the launch queue at ``launch.eager_gap``). An NCCL
+host process dispatches every op at its kind's host cost in a step, ``Gpu.host_op_s``, or ``eager_host``
+where the document prices none, and the GPU runs behind it, each kernel taken from the launch queue at
+``launch.eager_gap``). An NCCL
 collective (``math == "nvlink"``) takes NCCL's latency for the algorithm and protocol its tuner
 picks (``rdusim.hw.collectives``) plus its transfer: a ring Simple one's channels simulated
 (``rdusim.sim.ring``: they share the link, their local steps idle it while they run in step),
@@ -50,7 +51,6 @@ the pass's events and each grid's once.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
 
 import simpy
 
@@ -88,13 +88,6 @@ class _Gpu:
         self.attention_overlap = gpu.attention_overlap
 
 
-@dataclass
-class _Backlog:
-    """What the host sees of the GPU: kernels it issued that have not finished yet."""
-
-    unfinished: int = 0
-
-
 def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: str = "graph",
                  clock: SmClock | None = None) -> Trace:
     """Run ``kernels`` in order (each ``(kernel, layer)``); the trace has one record per kernel,
@@ -103,13 +96,12 @@ def simulate_gpu(kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, *, mode: st
     if mode not in ("graph", "eager", "stream"):
         raise ValueError(f"launch mode must be graph, eager or stream, got {mode!r}")
     env = simpy.Environment()
-    backlog = _Backlog()
     depth = gpu.queue_depth if mode == "eager" else None
     issued = simpy.Store(env, capacity=depth) if depth else simpy.Store(env)
     records: list[KernelRecord] = []
     grids: dict[GpuKernel, tuple[float, int]] = {}  # kernel -> (its grid's time, that simulation's events)
-    env.process(_host(env, kernels, gpu, mode, issued, backlog))
-    done = env.process(_device(env, kernels, gpu, mode, backlog, issued, records, clock, grids))
+    env.process(_host(env, kernels, gpu, mode, issued))
+    done = env.process(_device(env, kernels, gpu, mode, issued, records, clock, grids))
     env.run(until=done)
     return Trace(kernels=tuple(records), layers_simulated=len({layer for _, layer in kernels}),
                  event_count=next(env._eid) + sum(events for _, events in grids.values()))
@@ -121,10 +113,10 @@ def elapsed_s(trace: Trace) -> float:
 
 
 def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
-          issued: simpy.Store, backlog: _Backlog) -> Generator:
+          issued: simpy.Store) -> Generator:
     """Eager: the host dispatches op by op, each op of a kernel's ``host_ops`` at its kind's host
-    cost (where the GPU document gives every one: ``Gpu.prices_host_ops``), which depends on whether the GPU keeps up (at most the last kernel issued still runs:
-    the microbenchmark's "idle" case) or has a backlog (behind the host); a kernel whose host cost
+    cost in a step (``Gpu.host_op_s``, where the GPU document gives every one: ``Gpu.prices_host_ops``),
+    the same whether the GPU keeps up or has a backlog (run dq); a kernel whose host cost
     those priced ops already hold (``GpuKernel.host_paid``: the second kernel of one library call)
     costs nothing more; any other kernel without ``host_ops`` costs ``launches`` x
     ``eager_host``. A launch blocks while ``queue_depth`` kernels wait. Graph and stream hand
@@ -135,15 +127,14 @@ def _host(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu:
             priced = bool(kernel.host_ops) and gpu.prices_host_ops(kernel.host_ops)
             if priced:
                 for op in kernel.host_ops:
-                    yield delay(env, gpu.host_op_s(op, gpu_idle=backlog.unfinished <= 1))
+                    yield delay(env, gpu.host_op_s(op))
             else:
                 yield delay(env, kernel.launches * gpu.launch_s("eager"))
-        backlog.unfinished += 1
         yield issued.put(index)
 
 
 def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gpu: Gpu, mode: str,
-            backlog: _Backlog, issued: simpy.Store, records: list[KernelRecord],
+            issued: simpy.Store, records: list[KernelRecord],
             clock: SmClock | None, grids: dict[GpuKernel, tuple[float, int]]) -> Generator:
     gap = {"graph": gpu.launch_s("graph"), "stream": gpu.launch_s("stream"),
            "eager": gpu.launch_s("eager_gap")}[mode]
@@ -177,7 +168,6 @@ def _device(env: simpy.Environment, kernels: Sequence[tuple[GpuKernel, int]], gp
             at_clock = clock.run_kernel(full, kernel.math, kernel.flops, kernel.bytes, kernel.keys)
             yield delay(env, max(0.0, at_clock - full))
         free_since = env.now
-        backlog.unfinished -= 1
         records.append(KernelRecord(
             kernel=kernel.name, layer_type=kernel.math, layer=layer, start_s=start, end_s=env.now,
             launch_sync_s=overhead, stage_busy_s={}, stage_pcus={}, pool_busy_s={},

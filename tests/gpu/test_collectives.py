@@ -231,8 +231,8 @@ def test_back_to_back_eager_collectives_run_at_the_slower_of_host_and_device(op:
     calls take 20 host costs plus the last one's NCCL time (the GPU waits on the host); 20 large
     ones take one host cost plus 20 NCCL times (the host waits on nothing, the GPU is behind)."""
     gpu = load_gpu_node(ROOT / "hw_configs/h100.yaml").gpu
-    host = gpu.host_op_s(op, gpu_idle=True)
-    assert host == gpu.host_op_s(op, gpu_idle=False) and 40e-6 < host < 60e-6
+    host = gpu.host_op_s(op)
+    assert 40e-6 < host < 60e-6
     for size in (4 * KB, 256 * MB):
         (kernel,) = collective(op, op, size, 2, gpu)
         device = collective_time_s(kernel.collective)
@@ -249,8 +249,8 @@ def test_collective_host_without_a_table_is_eager_host(tmp_path: Path, capsys: p
     plain = tmp_path / "h100-no-collective-host.yaml"
     plain.write_text(yaml.safe_dump(doc))
     gpu = load_gpu_node(plain).gpu
-    assert gpu.host_op_s("all_reduce", gpu_idle=True) == gpu.launch_s("eager") == pytest.approx(8e-6)
-    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.host_op_s("all_reduce", gpu_idle=True) == pytest.approx(44.9e-6)
+    assert gpu.host_op_s("all_reduce") == gpu.launch_s("eager") == pytest.approx(8e-6)
+    assert load_gpu_node(ROOT / "hw_configs/h200.yaml").gpu.host_op_s("all_reduce") == pytest.approx(44.9e-6)
     text = (ROOT / "hw_configs/h100.yaml").read_text()
     assert "    all_gather: " in text
     bad = tmp_path / "h100.yaml"
@@ -265,12 +265,12 @@ def test_collective_host_applies_without_eager_ops(tmp_path: Path) -> None:
     """A document with collective_host but no eager_ops charges each eager collective its
     collective_host (not eager_host, 8 us): 20 small calls take 20 host costs + one NCCL time."""
     doc = yaml.safe_load((ROOT / "hw_configs/h100.yaml").read_text())
-    del doc["launch"]["eager_ops"], doc["launch"]["eager_ops_idle"]
+    del doc["launch"]["eager_ops"], doc["launch"]["eager_sequence"]
     path = tmp_path / "h100-no-eager-ops.yaml"
     path.write_text(yaml.safe_dump(doc))
     gpu = load_gpu_node(path).gpu
     (kernel,) = collective("ar", "all_reduce", 4 * KB, 2, gpu)
-    host = gpu.host_op_s("all_reduce", gpu_idle=False)
+    host = gpu.host_op_s("all_reduce")
     assert host == pytest.approx(54.7e-6) and host > gpu.launch_s("eager")
     elapsed = elapsed_s(simulate_gpu([(kernel, 0)] * 20, gpu, mode="eager"))
     assert elapsed == pytest.approx(20 * host + collective_time_s(kernel.collective))
@@ -467,7 +467,7 @@ def test_launch_constants_are_the_microbenchmarks_medians() -> None:
     for doc, doc_host, doc_pair in (("h100.yaml", host, pair), ("h200.yaml", h200_host, h200_pair)):
         gpu = load_gpu_node(ROOT / "hw_configs" / doc).gpu
         for op, us in doc_host.items():
-            assert gpu.host_op_s(op, gpu_idle=False) == pytest.approx(round(us, 1) * 1e-6)
+            assert gpu.host_op_s(op) == pytest.approx(round(us, 1) * 1e-6)
         assert gpu.launch_s("graph_event_pair") == pytest.approx(round(doc_pair, 3) * 1e-6)
 
 

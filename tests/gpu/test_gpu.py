@@ -360,31 +360,32 @@ def test_a_tp_that_does_not_divide_the_node_is_located(capsys, tmp_path):
     assert f"tp3.yaml:{line}: tp: 3 does not divide the 1 GPU(s)" in capsys.readouterr().err
 
 
-def _host_gpu(behind_us: float, idle_us: float, depth: int | None = None) -> Gpu:
+def _host_gpu(loop_us: float, sequence: float = 1.0, depth: int | None = None) -> Gpu:
     from rdusim.config.schema import HOST_OPS
 
     spec = load_spec(H100, GpuSpec)
     launch = spec.launch.model_copy(update={
-        "eager_ops": {op: behind_us * 1e-6 for op in HOST_OPS},
-        "eager_ops_idle": {op: idle_us * 1e-6 for op in HOST_OPS}, "queue_depth": depth})
+        "eager_ops": {op: loop_us * 1e-6 for op in HOST_OPS}, "eager_sequence": sequence, "queue_depth": depth})
     return Gpu(spec.model_copy(update={"launch": launch}))
 
 
-def test_eager_host_pays_the_idle_cost_when_the_gpu_has_drained_and_the_busy_cost_behind_it() -> None:
-    """Kernels of one op each. With at most the last kernel still running the GPU keeps up (the
-    microbenchmark's idle case, 20 us an op); with a backlog it is behind (10 us). Long kernels:
-    ops 1-2 are idle-priced, op 3 finds kernel 1 running and kernel 2 queued (behind), and
-    every op hides under the kernels, so the step is the first op plus the GPU's work."""
-    g = _host_gpu(10.0, 20.0)
+def test_eager_host_pays_one_cost_an_op_whatever_the_gpus_backlog() -> None:
+    """Run dq: a call costs the host the same with the GPU idle or behind; in a step it costs its loop
+    cost times ``eager_sequence`` (10 us x 1.5 here). Long kernels: every op after the first hides
+    under the kernels, so the step is the first op plus the GPU's work; tiny kernels: the host
+    paces the step, three ops plus the last kernel."""
+    g = _host_gpu(10.0, sequence=1.5)
+    host = 15e-6
+    assert g.host_op_s("gemm") == pytest.approx(host) and g.host_op_s("view") == pytest.approx(host)
     long = replace(streaming("long", 3e8, g), host_ops=("gemm",))     # ~100 us on the GPU
-    alone = elapsed_s(simulate_gpu([(long, 0)], g, mode="eager")) - 20e-6
+    alone = elapsed_s(simulate_gpu([(long, 0)], g, mode="eager")) - host
     t3 = elapsed_s(simulate_gpu([(long, 0)] * 3, g, mode="eager"))
-    assert t3 == pytest.approx(20e-6 + 3 * alone, rel=1e-9)
+    assert t3 == pytest.approx(host + 3 * alone, rel=1e-9)
     short = replace(streaming("short", 1e3, g, rows=1), host_ops=("view",))
-    one = elapsed_s(simulate_gpu([(short, 0)], g, mode="eager")) - 20e-6
+    one = elapsed_s(simulate_gpu([(short, 0)], g, mode="eager")) - host
     assert one < 10e-6  # a tiny kernel ends before the next op is dispatched
     t3 = elapsed_s(simulate_gpu([(short, 0)] * 3, g, mode="eager"))
-    assert t3 == pytest.approx(3 * 20e-6 + one, rel=1e-9)  # host-bound: every op finds the GPU keeping up
+    assert t3 == pytest.approx(3 * host + one, rel=1e-9)  # host-bound: the same cost an op as behind
 
 
 def test_eager_launch_queue_blocks_the_host() -> None:
@@ -392,7 +393,7 @@ def test_eager_launch_queue_blocks_the_host() -> None:
     takes the previous one, so the host's ops no longer all hide under the kernels; with no
     limit they do. Either way the step is at least the GPU's work and at least the host's."""
     long = 3e8
-    free, tight = _host_gpu(10.0, 20.0), _host_gpu(10.0, 20.0, depth=1)
+    free, tight = _host_gpu(10.0), _host_gpu(10.0, depth=1)
     ks = [(replace(streaming("k", long, free), host_ops=("gemm",) * 3), 0)] * 4
     t_free = elapsed_s(simulate_gpu(ks, free, mode="eager"))
     t_tight = elapsed_s(simulate_gpu(ks, tight, mode="eager"))
@@ -405,7 +406,7 @@ def test_a_second_kernel_whose_call_the_host_priced_costs_the_host_nothing_more(
     combine, the lm_head GEMM among the final norm's ops) is issued with that call's priced ops
     (benchmarks/gpu/h100-20261125-eager-host-kernels.txt); without ``host_paid``, or where the
     document prices no op (every launch at ``launch.eager_host``), it pays its own launch."""
-    g = _host_gpu(20.0, 20.0)
+    g = _host_gpu(20.0)
     a = replace(streaming("a", 1e3, g, rows=1), host_ops=("gemm",))
     b = streaming("b", 1e3, g, rows=1)
     paid = simulate_gpu([(a, 0), (replace(b, host_paid=True), 0)], g, mode="eager").kernels
@@ -413,7 +414,7 @@ def test_a_second_kernel_whose_call_the_host_priced_costs_the_host_nothing_more(
     unpaid = simulate_gpu([(a, 0), (b, 0)], g, mode="eager").kernels
     assert unpaid[1].start_s == pytest.approx(20e-6 + g.launch_s("eager"))
     plain = Gpu(g.spec.model_copy(update={"launch": g.spec.launch.model_copy(
-        update={"eager_ops": None, "eager_ops_idle": None})}))
+        update={"eager_ops": None, "eager_sequence": None})}))
     unpriced = simulate_gpu([(a, 0), (replace(b, host_paid=True), 0)], plain, mode="eager").kernels
     assert unpriced[1].start_s == pytest.approx(2 * plain.launch_s("eager"))
 
@@ -443,9 +444,30 @@ def test_eager_ops_are_validated() -> None:
 
     base = {"stream": "4 us", "graph": "0.5 us", "eager_host": "8 us", "pipeline": "7 us"}
     with pytest.raises(ValueError, match="did you mean 'gemm'"):
-        GpuLaunchSpec.model_validate({**base, "eager_ops": {"gem": "1 us"}, "eager_ops_idle": {"gemm": "1 us"}})
+        GpuLaunchSpec.model_validate({**base, "eager_ops": {"gem": "1 us"}, "eager_sequence": 1.1})
     with pytest.raises(ValueError, match="go together"):
         GpuLaunchSpec.model_validate({**base, "eager_ops": {"gemm": "1 us"}})
+    with pytest.raises(ValueError, match="go together"):
+        GpuLaunchSpec.model_validate({**base, "eager_sequence": 1.1})
+    with pytest.raises(ValueError, match="greater than 0"):
+        GpuLaunchSpec.model_validate({**base, "eager_sequence": 0})
+    with pytest.raises(ValueError, match="eager_ops_idle"):  # the GPU-idle table is gone (run dq): an unknown key
+        GpuLaunchSpec.model_validate({**base, "eager_ops_idle": {"gemm": "1 us"}})
+
+
+def test_a_document_with_the_retired_idle_table_says_what_replaced_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """h100.yaml as it was before run dq (``eager_ops_idle`` where ``eager_sequence`` is): exit 2 at the key's
+    own line, saying the key is retired and what to give instead, not "unknown key"."""
+    text = (ROOT / "hw_configs/h100.yaml").read_text().replace("../", str(ROOT) + "/")
+    assert "  eager_sequence: 1.21\n" in text
+    old = tmp_path / "h100-before-dq.yaml"
+    old.write_text(text.replace("  eager_sequence: 1.21\n", '  eager_ops_idle:\n    gemm: "30.7 us"\n'))
+    line = next(i for i, t in enumerate(old.read_text().splitlines(), 1) if t.startswith("  eager_ops_idle:"))
+    assert main(["validate", str(old)]) == 2
+    err = capsys.readouterr().err
+    assert f"{old}:{line}: launch.eager_ops_idle: key 'eager_ops_idle' is retired:" in err
+    assert "give launch.eager_sequence" in err and "unknown key" not in err and "Traceback" not in err
 
 
 def test_llama_layer_dispatches_the_ops_of_the_measured_forward() -> None:

@@ -390,7 +390,7 @@ def test_eager_step_lets_the_host_run_ahead_across_layers() -> None:
     spec = load_spec(H100, GpuSpec)
     ops = dict.fromkeys(("gemm", "view", "transpose", "slice", "reshape_view", "elementwise_add", "elementwise_mul",
                          "elementwise_neg", "silu", "cat", "index_copy", "rms_norm", "embedding", "sdpa"), 1e-4)
-    g = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={"eager_ops": ops, "eager_ops_idle": ops})}))
+    g = Gpu(spec.model_copy(update={"launch": spec.launch.model_copy(update={"eager_ops": ops, "eager_sequence": 1.0})}))
     kernel = GpuKernel("k", (CtaGroup(1, 0.0, 1e-4 * g.math_flops_per_s("gemm") / g.sms),), 1,
                        math="gemm", host_ops=("gemm",))
     one = elapsed_s(simulate_gpu([(kernel, 0)], g, mode="eager"))
@@ -399,60 +399,66 @@ def test_eager_step_lets_the_host_run_ahead_across_layers() -> None:
     assert two == pytest.approx(one + (one - 1e-4), rel=1e-6)  # the second host op hides under kernel 1
 
 
-def test_site_host_costs_average_each_kind_over_its_call_sites() -> None:
+def test_site_host_costs_average_each_kind_over_its_call_sites_timed_behind() -> None:
+    """Each kind's mean over its sites' loops with the GPU behind; the idle pass is not a host cost
+    (run dq) and is ignored."""
     from rdusim.analysis.gpu.predict import site_host_costs
     from rdusim.config.schema import HOST_OPS
 
     def row(op: str, mode: str, us: float) -> dict:
         return {"set": "host", "kind": "site", "mode": mode, "median_us": str(us), "extra": f"op={op}"}
     rows = [row(op, mode, 10.0) for op in HOST_OPS for mode in ("behind", "idle")]
-    rows += [row("gemm", "behind", 30.0), row("gemm", "idle", 4.0)]
+    rows += [row("gemm", "behind", 30.0), row("gemm", "idle", 400.0)]
     costs = site_host_costs(rows)
-    assert costs["eager_ops"]["gemm"] == pytest.approx(20e-6)
-    assert costs["eager_ops_idle"]["gemm"] == pytest.approx(7e-6)
-    assert costs["eager_ops"]["view"] == pytest.approx(10e-6)
+    assert costs == {"eager_ops": pytest.approx({**dict.fromkeys(HOST_OPS, 10e-6), "gemm": 20e-6})}
     with pytest.raises(ValueError, match="sdpa"):
         site_host_costs([r for r in rows if "op=sdpa" not in r["extra"]])
 
 
-def test_pooled_host_costs_median_over_runs_idle_only_where_gpu_timed() -> None:
-    """Each run's median over its groups, then the median over runs; a run whose site rows do not
-    record the GPU time gives no idle cost (its idle GEMM sites may be GPU-paced)."""
-    from rdusim.analysis.gpu.predict import pooled_host_costs
+def test_pooled_host_costs_median_over_runs_and_the_sequence_ratio() -> None:
+    """Each run's median over its groups, then the median over runs; ``eager_sequence`` is the median
+    over the runs that timed a layer in sequence of each run's median sequence / loops ratio."""
+    from rdusim.analysis.gpu.predict import pooled_host_costs, sequence_pairs, sequence_ratio
     from rdusim.config.schema import HOST_OPS
 
-    def run(gemm: list[float], idle_gemm: float, timed: bool, depth: int) -> list[dict]:
+    def run(gemm: list[float], depth: int, sequences: tuple[float, ...] = ()) -> list[dict]:
         rows = [{"set": "host", "kind": "queue", "mode": "", "median_us": "1", "n": str(depth), "extra": ""}]
-        for pair, us in enumerate(gemm):
-            tag = f"family=x;pair={pair};site=0;where=layer" + (";gpu_us=1.0" if timed else "")
-            rows += [{"set": "host", "kind": "site_paired", "mode": mode, "batch": "1", "kv_len": "8",
-                      "median_us": str(us if op == "gemm" and mode == "behind" else
-                                       idle_gemm if op == "gemm" else 10.0), "extra": f"op={op};{tag}"}
+        for rnd, us in enumerate(gemm):
+            tag = f"family=x;round={rnd};where=layer"
+            rows += [{"set": "host", "kind": "site", "mode": mode, "batch": "1", "kv_len": "8",
+                      "median_us": str(us if op == "gemm" and mode == "behind" else 10.0), "extra": f"op={op};{tag}"}
                      for op in HOST_OPS for mode in ("behind", "idle")]
+            if rnd < len(sequences):  # the layer's loops sum to us + 130 (13 other kinds at 10)
+                rows.append({"set": "host", "kind": "site_sequence", "mode": "behind", "batch": "1", "kv_len": "8",
+                             "median_us": str(sequences[rnd] * (us + 130.0)), "extra": tag})
         return rows
 
-    runs = {"a": run([20.0, 22.0, 30.0], 100.0, False, 1018), "b": run([10.0], 5.0, True, 1021),
-            "c": run([40.0, 50.0], 7.0, True, 1021)}
+    runs = {"a": run([20.0, 22.0, 30.0], 1018, (1.1, 1.3, 1.2)), "b": run([10.0], 1021),
+            "c": run([40.0, 50.0], 1021, (1.5, 1.4))}
+    assert sequence_ratio(sequence_pairs(runs["a"])) == pytest.approx(1.2)
     pooled = pooled_host_costs(runs)
     assert pooled["eager_ops"]["gemm"] == pytest.approx(22e-6)          # median of 22, 10, 45
-    assert pooled["eager_ops_idle"]["gemm"] == pytest.approx(6e-6)      # b and c only: 5, 7
     assert pooled["eager_ops"]["view"] == pytest.approx(10e-6)
+    assert pooled["eager_sequence"] == pytest.approx(1.325)             # median of a's 1.2 and c's 1.45
+    assert [r["eager_sequence"] for r in pooled["runs"].values()] == [pytest.approx(1.2), None, pytest.approx(1.45)]
     assert pooled["queue_depth"] == 1021
     assert [r["groups"] for r in pooled["runs"].values()] == [3, 1, 2]
-    with pytest.raises(ValueError, match="gpu_us"):
-        pooled_host_costs({"a": runs["a"]})
+    assert pooled_host_costs({"b": runs["b"]})["eager_sequence"] is None
+    with pytest.raises(ValueError, match="pairs"):
+        sequence_ratio([])
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_eager_host_is_the_committed_site_measurement(gpu: str) -> None:
     """h100.yaml's and h200.yaml's per-op host costs are what benchmarks/gpu/host_costs.py derives
-    from the committed runs beside each GPU (d-j; k) to its printed 0.1 us, not numbers typed in
-    or fitted; the H200's run has no queue rows, so its queue depth is the H100 runs'. The same for
+    from the committed runs beside each GPU (d-j; k) to its printed 0.1 us, and their
+    ``eager_sequence`` its printed ratio (runs d, e, e pinned; run dq), not numbers typed in or
+    fitted; the H200's run has no queue rows, so its queue depth is the H100 runs'. The same for
     the eager step's per-kernel gap (``eager_gap``: runs h, j against l; k against m)."""
     module = bench_script("host_costs")
     pooled = module.measured(gpu)
     launch = load_spec(ROOT / f"hw_configs/{gpu}.yaml", GpuSpec).launch
-    for key in ("eager_ops", "eager_ops_idle"):
-        assert getattr(launch, key) == pytest.approx({op: round(v * 1e6, 1) * 1e-6 for op, v in pooled[key].items()})
+    assert launch.eager_ops == pytest.approx({op: round(v * 1e6, 1) * 1e-6 for op, v in pooled["eager_ops"].items()})
+    assert launch.eager_sequence == round(pooled["eager_sequence"], 2) == {"h100": 1.21, "h200": 1.13}[gpu]
     assert launch.queue_depth == (pooled["queue_depth"] or module.measured("h100")["queue_depth"])
     assert launch.eager_gap_s == pytest.approx(round(module.measured_gap(gpu)["eager_gap"] * 1e6, 2) * 1e-6)

@@ -158,17 +158,17 @@ def test_a_known_miss_is_bounded(frame) -> None:
         key = fid.record_key(row.acceptance, row.csv, row.gpu, row.kind)
         median, worst = fid.miss_bounds(record[key], fid.ACCEPTANCE[row.acceptance])
         assert row.median_abs_error <= median and abs(row.worst_error) <= worst
-    # P10's held-out eager decode, recorded at 1.1% / 17.4% (8.1% / 15.7% its tolerance; 1.6% / 17.8%
-    # before RMSNorm's weight came from DRAM in a step, 1.4% before the H100's FA2 split-KV pair got its
-    # own fixed times)
+    # P10's held-out eager decode, recorded at 1.2% / 17.4% (8.1% / 15.7% its tolerance; 1.1% before run
+    # dq's sequence ratio, 1.6% / 17.8% before RMSNorm's weight came from DRAM in a step, 1.4% before the
+    # H100's FA2 split-KV pair got its own fixed times)
     item = "P10 held-out eager decode"
     rec = record[fid.record_key(item, fid.P10_HOLDOUT_CSV, "H100", "eager decode")]
-    assert rec == (0.011, 0.174)
+    assert rec == (0.012, 0.174)
     assert fid.verdict(item, 0.05, 0.10, rec)[0] == "yes"
     assert fid.verdict(item, rec[0], rec[1], rec)[0] == "known miss"
     within, reason = fid.verdict(item, rec[0], rec[1] + 0.02, rec)
     assert within == "no" and reason == (
-        "worse than its known miss was recorded at (1.1% / 17.4%): beyond its bound 8.1% / 18.4% "
+        "worse than its known miss was recorded at (1.2% / 17.4%): beyond its bound 8.1% / 18.4% "
         "(each figure its tolerance or its record plus 1 point, the larger)"
     )
     assert fid.points(fid.MISS_MARGIN) == "1 point" and fid.points(0.025) == "2.5 points"
@@ -509,23 +509,24 @@ def _worsened_root(tmp_path: Path, doc: str, old: str, new: str) -> Path:
 
 
 def test_a_worse_known_miss_is_a_regression(tmp_path, monkeypatch, capsys) -> None:
-    """P10's eager decode is within its tolerance today (no record); a slower host GEMM dispatch in
-    h100.yaml (24.6 -> 40 us a call) takes it outside: a regression, **no**, never a known miss."""
+    """P10's eager decode is a known miss today (recorded since run dq: P10's host was quicker than the
+    lent hosts h100.yaml pools); a slower host GEMM dispatch in h100.yaml (24.6 -> 40 us a call) takes
+    it beyond its bound: a regression, **no**, not a known miss."""
     root = _worsened_root(tmp_path, "h100.yaml", 'gemm: "24.6 us"', 'gemm: "40 us"')
     p10, held_out = fid.SOURCES[:2]
     monkeypatch.setattr(fid, "SOURCES", (p10,))
     frame = fid.gpu_fidelity(root)
     eager = frame[(frame["kind"] == "eager decode") & (frame["role"] == "prediction")]
     assert eager["within"].tolist() == ["no"]
-    assert fid.record_key("P10 eager decode", fid.P10_CSV, "H100", "eager decode") not in fid.read_record(root)
-    assert eager["median_abs_error"].iloc[0] > fid.ACCEPTANCE["P10 eager decode"].median
+    rec = fid.read_record(root)[fid.record_key("P10 eager decode", fid.P10_CSV, "H100", "eager decode")]
+    assert eager["median_abs_error"].iloc[0] > max(rec[0] + fid.MISS_MARGIN, fid.ACCEPTANCE["P10 eager decode"].median)
     assert "P10 eager decode" in set(fid.regressions(frame)["acceptance"])
     assert main(["fidelity", "--gpu", "--root", str(root)]) == 0
     out = capsys.readouterr().out
     assert "| eager decode | prediction | 8 |" in out and "| **no** |" in out
-    # with P10's held-out run (its eager decode a known miss): the footer states the bound, in points
+    # as committed (both P10 eager groups known misses): the footer states the bound, in points
     monkeypatch.setattr(fid, "SOURCES", (p10, held_out))
-    assert main(["fidelity", "--gpu", "--root", str(root)]) == 0
+    assert main(["fidelity", "--gpu", "--root", str(ROOT)]) == 0
     out = capsys.readouterr().out
     assert (
         "each within its tolerance or its own recorded figure plus 1 point, the larger "

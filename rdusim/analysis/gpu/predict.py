@@ -971,87 +971,103 @@ def _argmin(f: Callable[[float], float], lo: float, hi: float, tol: float) -> fl
 
 # ------------------------------------------------------------------- eager host dispatch
 def host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float] | int]:
-    """The host's per-op dispatch costs (``sweep.py``'s ``dispatch`` rows, set ``host``: the GPU
-    behind and idle) and the launch-queue depth, as ``launch`` fields of a GPU document."""
-    behind, idle, depth = {}, {}, None
+    """The host's per-op dispatch costs (``sweep.py``'s ``dispatch`` rows, set ``host``: each op's
+    loop timed with the GPU behind) and the launch-queue depth, as ``launch`` fields of a GPU
+    document. The loop timed with the GPU idle is not a host cost (run dq: a call costs the same
+    whatever the GPU's backlog; the idle loop adds its tail and its first call after a waited
+    synchronize: docs/gpu.md, "Run dq")."""
+    behind, depth = {}, None
     for r in rows:
         if r["set"] != "host":
             continue
-        if r["kind"] == "dispatch":
+        if r["kind"] == "dispatch" and r["mode"] == "behind":
             op = row_extra(r)["op"]
             if op in HOST_OPS:
-                (behind if r["mode"] == "behind" else idle)[op] = float(r["median_us"]) * 1e-6
+                behind[op] = float(r["median_us"]) * 1e-6
         elif r["kind"] == "queue":
             depth = _int(r, "n")
-    missing = [op for op in HOST_OPS if op not in behind or op not in idle]
+    missing = [op for op in HOST_OPS if op not in behind]
     if missing:
         raise ValueError(f"the CSV has no dispatch rows for {', '.join(missing)}")
-    return {"eager_ops": behind, "eager_ops_idle": idle, "queue_depth": depth}
+    return {"eager_ops": behind, "queue_depth": depth}
+
+
+def _sites(rows: Iterable[dict]) -> list[dict]:
+    """``sweep.py``'s site rows timed with the GPU behind (the idle pass is not a host cost: ``host_costs``)."""
+    return [r for r in rows if r["set"] == "host" and r["kind"] in ("site", "site_paired") and r["mode"] == "behind"]
 
 
 def site_host_costs(rows: Iterable[dict]) -> dict[str, dict[str, float]]:
     """Per-op host costs from ``sweep.py``'s ``site`` rows (every call of one decode layer and of
-    the head timed alone with the forward's own operands, GPU behind and idle): each kind's mean
-    over its call sites. Pass the rows of one (model, batch, round) to predict that round (or of one
-    pair, ``site_paired``). With the GPU idle a site's calls are waited for, so a kernel longer
-    than its host call (a large GEMM) is timed at the GPU's pace; where the rows carry the site's
-    GPU time (``gpu_us``, run h on) and it reaches 90% of the idle time, the site's behind cost
-    stands for its host cost."""
-    acc: dict[tuple[str, str], list[float]] = {}
-    behind_at: dict[tuple[str, str], float] = {}
-    sites = [r for r in rows if r["set"] == "host" and r["kind"] in ("site", "site_paired")]
-    for r in sites:
-        if r["mode"] == "behind":
-            behind_at[(row_extra(r).get("site", ""), row_extra(r).get("where", ""))] = float(r["median_us"]) * 1e-6
-    for r in sites:
-        extra = row_extra(r)
-        cost = float(r["median_us"]) * 1e-6
-        gpu = float(extra.get("gpu_us", 0.0)) * 1e-6
-        if r["mode"] == "idle" and gpu >= 0.9 * cost:  # timed at the GPU's pace: the host's cost is the behind one
-            cost = behind_at.get((extra.get("site", ""), extra.get("where", "")), cost)
-        acc.setdefault((extra["op"], r["mode"]), []).append(cost)
-    behind = {op: add_in_order(v) / len(v) for (op, mode), v in acc.items() if mode == "behind"}
-    idle = {op: add_in_order(v) / len(v) for (op, mode), v in acc.items() if mode == "idle"}
-    missing = [op for op in HOST_OPS if op not in behind or op not in idle]
+    the head timed alone, in a loop, with the forward's own operands and the GPU behind): each
+    kind's mean over its call sites. Pass the rows of one (model, batch, round) to predict that
+    round (or of one pair, ``site_paired``)."""
+    acc: dict[str, list[float]] = {}
+    for r in _sites(rows):
+        acc.setdefault(row_extra(r)["op"], []).append(float(r["median_us"]) * 1e-6)
+    missing = [op for op in HOST_OPS if op not in acc]
     if missing:
         raise ValueError(f"no site rows for {', '.join(missing)}")
-    return {"eager_ops": behind, "eager_ops_idle": idle}
+    return {"eager_ops": {op: add_in_order(v) / len(v) for op, v in acc.items()}}
+
+
+def sequence_pairs(rows: Iterable[dict]) -> list[tuple[float, float]]:
+    """(one decode layer's calls in forward order, the same calls' loops), seconds a layer, one pair per
+    (model, batch, KV, round) of ``sweep.py``'s ``eager_rounds`` (its ``site_sequence`` row and the
+    round's layer sites, GPU behind)."""
+    rows = list(rows)
+    loops: dict[tuple, float] = {}
+    for r in _sites(rows):
+        e = row_extra(r)
+        if e.get("where") == "layer":
+            key = (e["family"], r["batch"], r["kv_len"], e.get("round"))
+            loops[key] = loops.get(key, 0.0) + float(r["median_us"]) * 1e-6
+    out = []
+    for r in rows:
+        if r["set"] == "host" and r["kind"] == "site_sequence":
+            e = row_extra(r)
+            out.append((float(r["median_us"]) * 1e-6, loops[(e["family"], r["batch"], r["kv_len"], e.get("round"))]))
+    return out
+
+
+def sequence_ratio(pairs: Iterable[tuple[float, float]]) -> float:
+    """``launch.eager_sequence`` from (sequence, loops) pairs of one run: the median of sequence / loops."""
+    ratios = [seq / loop for seq, loop in pairs]
+    if not ratios:
+        raise ValueError("no (sequence, loop) pairs")
+    return statistics.median(ratios)
 
 
 def pooled_host_costs(runs: dict[str, list[dict]]) -> dict:
-    """A GPU document's eager host (``launch.eager_ops``, ``eager_ops_idle``, ``queue_depth``) from
+    """A GPU document's eager host (``launch.eager_ops``, ``eager_sequence``, ``queue_depth``) from
     several runs of ``sweep.py``'s site microbenchmark on hosts of one kind, never from e2e rows.
 
     Per run (``runs``: name -> its CSV rows), each (model, batch, KV, round or pair) group's
     ``site_host_costs``, then the run's median per op; the document's cost is the median over
-    runs. The GPU-idle costs come only from runs whose site rows carry the site's GPU time
-    (``gpu_us``): without it a GEMM or SDPA site whose kernel outlasts its host call is timed at
-    the GPU's pace (``site_host_costs``), a GPU time and not a host cost. ``queue_depth`` is the
-    median of the runs' ``queue`` rows. Also returns ``runs``: each run's per-op medians (the
-    spread the median hides) and its group count."""
+    runs. ``eager_sequence``: the median over the runs that timed a layer in sequence
+    (``sequence_pairs``) of each run's ``sequence_ratio`` (None where none did). ``queue_depth`` is
+    the median of the runs' ``queue`` rows. Also returns ``runs``: each run's per-op medians (the
+    spread the median hides), its group count and its sequence ratio."""
     per_run: dict[str, dict] = {}
     for name, rows in runs.items():
         groups: dict[tuple, list[dict]] = {}
-        for r in rows:
-            if r["set"] == "host" and r["kind"] in ("site", "site_paired"):
-                e = row_extra(r)
-                groups.setdefault((e["family"], r["batch"], r["kv_len"], e.get("round", e.get("pair"))), []).append(r)
+        for r in _sites(rows):
+            e = row_extra(r)
+            groups.setdefault((e["family"], r["batch"], r["kv_len"], e.get("round", e.get("pair"))), []).append(r)
         if not groups:
             continue
         costs = [site_host_costs(g) for g in groups.values()]
+        pairs = sequence_pairs(rows)
         per_run[name] = {
             "groups": len(costs),
-            "gpu_timed": all("gpu_us" in row_extra(r) for g in groups.values() for r in g),
-            **{key: {op: statistics.median(c[key][op] for c in costs) for op in HOST_OPS}
-               for key in ("eager_ops", "eager_ops_idle")}}
+            "eager_sequence": sequence_ratio(pairs) if pairs else None,
+            "eager_ops": {op: statistics.median(c["eager_ops"][op] for c in costs) for op in HOST_OPS}}
     if not per_run:
         raise ValueError("no site rows in the runs given")
-    idle_runs = [r for r in per_run.values() if r["gpu_timed"]]
-    if not idle_runs:
-        raise ValueError("no run's site rows carry gpu_us: the GPU-idle costs would be GPU-paced")
     depths = [_int(r, "n") for rows in runs.values() for r in rows if r["set"] == "host" and r["kind"] == "queue"]
+    sequences = [r["eager_sequence"] for r in per_run.values() if r["eager_sequence"] is not None]
     return {"eager_ops": {op: statistics.median(r["eager_ops"][op] for r in per_run.values()) for op in HOST_OPS},
-            "eager_ops_idle": {op: statistics.median(r["eager_ops_idle"][op] for r in idle_runs) for op in HOST_OPS},
+            "eager_sequence": statistics.median(sequences) if sequences else None,
             "queue_depth": int(statistics.median(depths)) if depths else None,
             "runs": per_run}
 
