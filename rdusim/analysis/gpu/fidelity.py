@@ -1236,6 +1236,8 @@ MORE_SOURCES: tuple[Source, ...] = (
     _paired("h100-20261125j-sweep.csv", "run j, paired"),
     # run k measured no launch queue: h200.yaml's (the H100 runs', same driver), as compare_sweep.py
     _paired("h200-20261125k-sweep.csv", "run k, paired"),
+    # frozen after run dq's eager host, a new H200 lease (docs/gpu.md, "Run dr"); its own launch queue not measured
+    _paired("h200-20261201dr-sweep.csv", "run dr, paired, frozen"),
     _tp_steps("h200x2-20261128ac-tp2rep.csv"),
     _frozen_prefill(
         "h200-20261125k-sweep.csv", "h200-20261125-prefill-predicted.txt", "run k, frozen before it"
@@ -1296,7 +1298,7 @@ MORE_SOURCES: tuple[Source, ...] = (
 #: the committed sets the default table leaves out and ``--all`` adds (``MORE_SOURCES``): its footer
 LEFT_OUT = (
     "left out to keep this command near a minute (--all adds them): repeats (runs b, c, e, i, ai; run "
-    "ac's tp2rep; P10's first run), the paired eager steps of runs f, j and k, FA2 prefill beyond the "
+    "ac's tp2rep; P10's first run), the paired eager steps of runs f, j, k and dr, FA2 prefill beyond the "
     "acceptance's set (run d), frozen predictions (runs g, k, m, n, p, q, r), FA2 decode and its mechanism "
     "rows (runs n, p, q, r), eager steps with a host measured beside them (runs 1-3, d, e) or unpaired "
     "(run k), run d's kv_a GEMM cliff, P10's copies and GEMMs on the H200 (run k)"
