@@ -54,6 +54,7 @@ CALLS, TRIALS = 40, 30
 STEADY = slice(5, None)
 SEQUENCE_CASES = ((1, 2048), (64, 1024))
 SEQUENCE_LAYERS, SEQUENCE_TRIALS = 16, 10
+STEP_LAYERS = 32  # Llama-3.1-8B's decode layers: a step's host against its layers in sequence
 #: ``a + b`` element counts (bf16) for the crossing: kernels of about 2-40 us on an H200
 CROSSING_NUMEL = (4096, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 5 << 20, 6 << 20, 8 << 20, 12 << 20, 16 << 20, 24 << 20)
 CROSSING_CALLS, CROSSING_TRIALS = 200, 7
@@ -233,14 +234,12 @@ def read(path: str) -> list[dict]:
 
 
 def dispatch_refs(rows_path: str) -> dict[tuple[str, str], float]:
-    """(op, behind | idle) -> us a call from the run's ``dispatch`` rows (sweep.py's method)."""
-    out = {}
+    """(op, behind | idle) -> us a call from the run's ``dispatch`` rows (sweep.py's method). The
+    ``extra`` field is parsed here, as ``rdusim.analysis.gpu.predict.row_extra`` does, because the
+    run script analyses on the GPU machine, where rdusim is not installed."""
     with open(rows_path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r["kind"] == "dispatch":
-                op = dict(kv.split("=", 1) for kv in r["extra"].split(";") if kv)["op"]
-                out[op, r["mode"]] = float(r["median_us"])
-    return out
+        return {(dict(kv.split("=", 1) for kv in r["extra"].split(";") if kv)["op"], r["mode"]): float(r["median_us"])
+                for r in csv.DictReader(fh) if r["kind"] == "dispatch"}
 
 
 def position_table(recs: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
@@ -269,9 +268,9 @@ def gpu_still_busy(recs: list[dict], section: str) -> dict[str, float]:
     return {s: sum(v) / len(v) for s, v in flags.items()}
 
 
-def sequence_table(recs: list[dict]) -> dict[tuple[str, str], float]:
-    """(case, state | loop_behind | loop_idle | step_host | step_wall) -> us: a layer's 36 calls
-    (the median over trials of the 16 layers' mean) or the step's."""
+def _per_trial(recs: list[dict]) -> dict[tuple[str, str, int], float]:
+    """(case, state | loop_behind | loop_idle | step_host | step_wall, trial) -> us: a layer's 36 calls
+    in sequence (the mean of the 16 layers) or in loops, or the step's."""
     per: dict[tuple[str, str, int], float] = defaultdict(float)
     for r in recs:
         if r["section"] == "sequence" and r["pos"] >= 0:
@@ -280,8 +279,14 @@ def sequence_table(recs: list[dict]) -> dict[tuple[str, str], float]:
             per[r["case"], f"loop_{r['state']}", r["trial"]] += r["ns"] / 1e3
         elif r["section"] == "step":
             per[r["case"], f"step_{r['state']}", r["trial"]] = r["ns"] / 1e3
+    return per
+
+
+def sequence_table(recs: list[dict]) -> dict[tuple[str, str], float]:
+    """(case, state | loop_behind | loop_idle | step_host | step_wall) -> us, the median over trials
+    of ``_per_trial``."""
     grouped: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for (case, state, _), v in per.items():
+    for (case, state, _), v in _per_trial(recs).items():
         grouped[case, state].append(v)
     return {k: statistics.median(v) for k, v in grouped.items()}
 
@@ -290,12 +295,11 @@ def sequence_kinds(recs: list[dict], case: str) -> dict[tuple[str, str], float]:
     """(kind, state or loop_mode) -> median us a call of that kind in the sequence (layers 2-16:
     past the first layer) or in the loops."""
     vals: dict[tuple[str, str], list[float]] = defaultdict(list)
-    per_layer = None
+    per_layer = max(r["pos"] for r in recs if r["section"] == "loop" and r["case"] == case) + 1  # a layer's sites
     for r in recs:
         if r["case"] != case:
             continue
         if r["section"] == "sequence" and r["pos"] >= 0:
-            per_layer = per_layer or max(q["pos"] for q in recs if q["section"] == "loop" and q["case"] == case) + 1
             if r["pos"] >= per_layer:
                 vals[r["op"], r["state"]].append(r["ns"] / 1e3)
         elif r["section"] == "loop":
@@ -307,14 +311,9 @@ def sequence_pairs(recs: list[dict]) -> list[tuple[float, float]]:
     """(one layer's 36 calls in forward order, the same trial's loops of the layer's sites, GPU behind),
     seconds a layer, one pair per (case, trial, state): the input of ``launch.eager_sequence``
     (``rdusim.analysis.gpu.predict.sequence_ratio``; h200.yaml)."""
-    seq: dict[tuple[str, int, str], float] = defaultdict(float)
-    loop: dict[tuple[str, int], float] = defaultdict(float)
-    for r in recs:
-        if r["section"] == "sequence" and r["pos"] >= 0:
-            seq[r["case"], r["trial"], r["state"]] += r["ns"] * 1e-9 / SEQUENCE_LAYERS
-        elif r["section"] == "loop" and r["state"] == "behind":
-            loop[r["case"], r["trial"]] += r["ns"] * 1e-9
-    return [(v, loop[case, trial]) for (case, trial, _), v in sorted(seq.items())]
+    per = _per_trial(recs)
+    return [(v * 1e-6, per[case, "loop_behind", trial] * 1e-6) for (case, state, trial), v in sorted(per.items())
+            if state in STATES]
 
 
 def crossing_table(recs: list[dict]) -> list[tuple[int, float, float, float]]:
@@ -361,7 +360,7 @@ def analyse(path: str, rows_path: str) -> str:
         lines.append(f"| {c} | {g['idle_hot']:.0f} | {g['behind_hot']:.0f} | {g['idle_waited']:.0f} | "
                      f"{g['behind_waited']:.0f} | {g['loop_behind']:.0f} | {g['loop_idle']:.0f} | "
                      f"{_ratio(g['behind_hot'], g['loop_behind'])} | {g['step_host']:.0f} | {g['step_wall']:.0f} | "
-                     f"{_ratio(g['step_host'], 32 * g['behind_hot'])} |")
+                     f"{_ratio(g['step_host'], STEP_LAYERS * g['behind_hot'])} |")
     lines += ["", "By kind (us a call; the sequence's layers 2-16, the loops' 10 calls):", "",
               "| case | kind | idle_hot | behind_hot | idle_waited | behind_waited | loop behind | loop idle |",
               "|---|---|---:|---:|---:|---:|---:|---:|"]
